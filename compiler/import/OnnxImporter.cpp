@@ -1,0 +1,1114 @@
+//===- OnnxImporter.cpp - ONNX model -> nn dialect ------------------------===//
+//
+// One importer class: a builder, the ONNX-name -> value table, `loc()` made
+// from the ONNX node name, and one handler per op type in a table. Every
+// node first goes through `inferNode` (OnnxSemantics.h), which gives its
+// static output shapes and, when its inputs are known, its output values;
+// such nodes produce no IR at all. Only the nodes that depend on run-time
+// data reach a handler. Tests: test/import/*.onnxtxt and
+// test/import/models.test.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/import/OnnxImporter.h"
+
+#include "compiler/import/OnnxSemantics.h"
+#include "dialects/Diagnostics.h"
+#include "dialects/nn/NNDialect.h"
+#include "dialects/zero/ZeroDialect.h"
+#include "onnx/onnx.pb.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/text_format.h>
+
+using namespace mlir;
+using namespace zplan;
+using namespace zplan::onnx_import;
+
+namespace {
+
+/// Oldest and newest default-domain opsets whose semantics inferNode follows.
+constexpr int64_t kMinOpset = 11;
+constexpr int64_t kMaxOpset = 21;
+
+/// A floating-point initializer with more elements than this is a trainable
+/// parameter; smaller ones (scalars, epsilon, scales) are constants.
+constexpr int64_t kMaxConstantInitializerElements = 1;
+
+llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// What the importer knows about an ONNX value: static type and shape, maybe
+/// its contents, and the IR value once one has been needed.
+struct Entry {
+  ValueInfo info;
+  Value value;
+  /// Set for a trainable initializer: it is read through a gather.
+  const onnx::TensorProto *parameter = nullptr;
+};
+
+/// Collects protobuf text-format errors instead of letting them go to the
+/// protobuf logger.
+class TextErrorCollector : public google::protobuf::io::ErrorCollector {
+public:
+  void AddError(int line, int column, const std::string &message) override {
+    if (text.empty())
+      text = "line " + std::to_string(line + 1) + ":" +
+             std::to_string(column + 1) + ": " + message;
+  }
+  std::string text;
+};
+
+class OnnxImporter {
+public:
+  OnnxImporter(MLIRContext &context, const onnx::ModelProto &model,
+               StringRef path, const ImportOptions &options)
+      : context(context), builder(&context), model(model), path(path.str()),
+        modelDir(llvm::sys::path::parent_path(path).str()), options(options) {}
+
+  llvm::Expected<OwningOpRef<ModuleOp>> import();
+
+private:
+  using Handler = llvm::Error (OnnxImporter::*)(const onnx::NodeProto &);
+
+  llvm::Error checkOpsets();
+  llvm::Error declareInitializers();
+  llvm::Error declareInputs(SmallVectorImpl<Type> &argTypes);
+  llvm::Error importNode(const onnx::NodeProto &node);
+  llvm::Error emitReturn(func::FuncOp func);
+
+  // Values and types.
+  Type elementType(ElementType type);
+  RankedTensorType tensorType(const ValueInfo &info);
+  Location loc(const onnx::NodeProto &node);
+  llvm::Error nodeError(const onnx::NodeProto &node, const llvm::Twine &what);
+  Value input(const onnx::NodeProto &node, int index);
+  const ValueInfo *inputInfo(const onnx::NodeProto &node, int index);
+  Value materializeConstant(const HostTensor &tensor, Location location);
+  Value gatherParameter(StringRef name, Entry &entry);
+  /// Points `builder` at the end of the hoisted prefix of the function.
+  void setInsertionPointToHoisted();
+  void setOutputs(const onnx::NodeProto &node, ValueRange values);
+  RankedTensorType outputType(int index) { return tensorType(outputs[index]); }
+  llvm::Error readExternalData(const onnx::TensorProto &tensor,
+                               std::string &bytes, std::string &file,
+                               int64_t &offset, int64_t &length);
+
+  // Handlers, one per ONNX op family (see handlerTable()).
+  template <typename OpT> llvm::Error importUnary(const onnx::NodeProto &node);
+  template <typename OpT> llvm::Error importBinary(const onnx::NodeProto &node);
+  llvm::Error importVariadic(const onnx::NodeProto &node);
+  llvm::Error importAlias(const onnx::NodeProto &node);
+  llvm::Error importCast(const onnx::NodeProto &node);
+  llvm::Error importWhere(const onnx::NodeProto &node);
+  llvm::Error importMatMul(const onnx::NodeProto &node);
+  llvm::Error importGemm(const onnx::NodeProto &node);
+  llvm::Error importTranspose(const onnx::NodeProto &node);
+  llvm::Error importReshape(const onnx::NodeProto &node);
+  llvm::Error importExpand(const onnx::NodeProto &node);
+  llvm::Error importSlice(const onnx::NodeProto &node);
+  llvm::Error importSplit(const onnx::NodeProto &node);
+  llvm::Error importConcat(const onnx::NodeProto &node);
+  llvm::Error importGather(const onnx::NodeProto &node);
+  template <typename OpT> llvm::Error importReduce(const onnx::NodeProto &node);
+  llvm::Error importSoftmax(const onnx::NodeProto &node);
+  llvm::Error importLayerNorm(const onnx::NodeProto &node);
+
+  static const llvm::StringMap<Handler> &handlerTable();
+  static std::string supportedOpList();
+
+  MLIRContext &context;
+  OpBuilder builder;
+  const onnx::ModelProto &model;
+  std::string path;
+  std::string modelDir;
+  const ImportOptions &options;
+  int64_t opset = 0;
+
+  ModuleOp module;
+  /// Parameter gathers and constants go to the top of the function, in
+  /// first-use order, so that every later use is dominated: after this op,
+  /// or at the start of `entryBlock` while it is null.
+  Operation *lastHoisted = nullptr;
+  Block *entryBlock = nullptr;
+  llvm::StringMap<Entry> values;
+  /// What inferNode said about the current node's outputs.
+  std::vector<ValueInfo> outputs;
+};
+
+//===----------------------------------------------------------------------===//
+// Types, locations, values
+//===----------------------------------------------------------------------===//
+
+Type OnnxImporter::elementType(ElementType type) {
+  switch (type) {
+  case ElementType::Float32:
+    return builder.getF32Type();
+  case ElementType::Float16:
+    return builder.getF16Type();
+  case ElementType::BFloat16:
+    return builder.getBF16Type();
+  case ElementType::Float64:
+    return builder.getF64Type();
+  case ElementType::Int64:
+    return builder.getI64Type();
+  case ElementType::Int32:
+    return builder.getI32Type();
+  case ElementType::Int8:
+    return builder.getI8Type();
+  case ElementType::UInt8:
+    return builder.getIntegerType(8, /*isSigned=*/false);
+  case ElementType::Bool:
+    return builder.getI1Type();
+  }
+  llvm_unreachable("unknown element type");
+}
+
+RankedTensorType OnnxImporter::tensorType(const ValueInfo &info) {
+  return RankedTensorType::get(info.shape, elementType(info.type));
+}
+
+Location OnnxImporter::loc(const onnx::NodeProto &node) {
+  std::string name = node.name().empty()
+                         ? node.op_type() + "(" + node.output(0) + ")"
+                         : node.name();
+  return NameLoc::get(builder.getStringAttr(name));
+}
+
+llvm::Error OnnxImporter::nodeError(const onnx::NodeProto &node,
+                                    const llvm::Twine &what) {
+  std::string name = node.name().empty() ? "<unnamed, output '" +
+                                               node.output(0) + "'>"
+                                         : node.name();
+  return makeError("node '" + name + "' (" + node.op_type() + "): " + what);
+}
+
+const ValueInfo *OnnxImporter::inputInfo(const onnx::NodeProto &node,
+                                         int index) {
+  if (index >= node.input_size() || node.input(index).empty())
+    return nullptr;
+  auto it = values.find(node.input(index));
+  return it == values.end() ? nullptr : &it->second.info;
+}
+
+Value OnnxImporter::input(const onnx::NodeProto &node, int index) {
+  if (index >= node.input_size() || node.input(index).empty())
+    return nullptr;
+  StringRef name = node.input(index);
+  Entry &entry = values.find(name)->second;
+  if (entry.value)
+    return entry.value;
+  if (entry.parameter)
+    return entry.value = gatherParameter(name, entry);
+  // A compile-time value that a run-time op needs: one nn.constant, shared
+  // by every later use.
+  entry.value = materializeConstant(*entry.info.value, loc(node));
+  return entry.value;
+}
+
+Value OnnxImporter::materializeConstant(const HostTensor &tensor,
+                                        Location location) {
+  ValueInfo info{tensor.type, tensor.shape, std::nullopt};
+  RankedTensorType type = tensorType(info);
+  DenseElementsAttr attr;
+  int64_t count = tensor.numElements();
+  if (tensor.type == ElementType::Bool) {
+    SmallVector<bool> bits(count);
+    for (int64_t i = 0; i < count; ++i)
+      bits[i] = tensor.getInt(i) != 0;
+    attr = DenseElementsAttr::get(type, ArrayRef<bool>(bits));
+  } else if (isFloatType(tensor.type)) {
+    auto floatType = llvm::cast<FloatType>(type.getElementType());
+    SmallVector<APFloat> elements;
+    elements.reserve(count);
+    for (int64_t i = 0; i < count; ++i) {
+      APFloat value(tensor.getDouble(i));
+      bool losesInfo = false;
+      value.convert(floatType.getFloatSemantics(),
+                    APFloat::rmNearestTiesToEven, &losesInfo);
+      elements.push_back(value);
+    }
+    attr = DenseElementsAttr::get(type, elements);
+  } else {
+    unsigned width = type.getElementTypeBitWidth();
+    SmallVector<APInt> elements;
+    elements.reserve(count);
+    for (int64_t i = 0; i < count; ++i)
+      elements.emplace_back(width, tensor.getInt(i), /*isSigned=*/true);
+    attr = DenseElementsAttr::get(type, elements);
+  }
+  OpBuilder::InsertionGuard guard(builder);
+  setInsertionPointToHoisted();
+  auto constant = builder.create<nn::ConstantOp>(location, attr);
+  lastHoisted = constant;
+  return constant;
+}
+
+void OnnxImporter::setInsertionPointToHoisted() {
+  if (lastHoisted)
+    builder.setInsertionPointAfter(lastHoisted);
+  else
+    builder.setInsertionPointToStart(entryBlock);
+}
+
+/// The unscheduled form of a parameter read: shard, start, wait, placed at
+/// the top of the function. The schedule passes move and group them.
+Value OnnxImporter::gatherParameter(StringRef name, Entry &entry) {
+  OpBuilder::InsertionGuard guard(builder);
+  setInsertionPointToHoisted();
+  Location location = NameLoc::get(builder.getStringAttr(name));
+  RankedTensorType type = tensorType(entry.info);
+  auto shardType = zero::ShardType::get(&context, type);
+  Value shard = builder.create<zero::ShardOp>(
+      location, shardType, FlatSymbolRefAttr::get(&context, name));
+  Value token = builder.create<zero::GatherStartOp>(
+      location, zero::GatherTokenType::get(&context), ValueRange{shard},
+      /*group=*/nullptr);
+  auto wait = builder.create<zero::GatherWaitOp>(location, TypeRange{type},
+                                                 token);
+  lastHoisted = wait;
+  return wait.getResult(0);
+}
+
+void OnnxImporter::setOutputs(const onnx::NodeProto &node, ValueRange results) {
+  for (auto [index, result] : llvm::enumerate(results)) {
+    if (index >= static_cast<size_t>(node.output_size()) ||
+        node.output(index).empty())
+      continue;
+    Entry &entry = values[node.output(index)];
+    entry.info = outputs[index];
+    entry.value = result;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Model-level structure
+//===----------------------------------------------------------------------===//
+
+llvm::Error OnnxImporter::checkOpsets() {
+  for (const onnx::OperatorSetIdProto &set : model.opset_import()) {
+    if (set.domain().empty() || set.domain() == "ai.onnx")
+      opset = set.version();
+  }
+  if (opset == 0)
+    return makeError("the model imports no opset of the default ONNX domain");
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return makeError("the model uses default-domain opset " +
+                     llvm::Twine(opset) + "; supported are opsets " +
+                     llvm::Twine(kMinOpset) + " to " + llvm::Twine(kMaxOpset));
+  return llvm::Error::success();
+}
+
+llvm::Error OnnxImporter::readExternalData(const onnx::TensorProto &tensor,
+                                           std::string &bytes,
+                                           std::string &file, int64_t &offset,
+                                           int64_t &length) {
+  offset = 0;
+  length = -1;
+  for (const onnx::StringStringEntryProto &kv : tensor.external_data()) {
+    if (kv.key() == "location")
+      file = kv.value();
+    else if (kv.key() == "offset")
+      offset = std::stoll(kv.value());
+    else if (kv.key() == "length")
+      length = std::stoll(kv.value());
+  }
+  if (file.empty())
+    return makeError("initializer '" + tensor.name() +
+                     "' has external data without a location");
+  SmallString<256> full(modelDir);
+  llvm::sys::path::append(full, file);
+  uint64_t size = 0;
+  if (llvm::sys::fs::file_size(full, size))
+    return makeError("initializer '" + tensor.name() +
+                     "': external data file '" + full + "' cannot be read");
+  if (length < 0)
+    length = static_cast<int64_t>(size) - offset;
+  if (offset < 0 || offset + length > static_cast<int64_t>(size))
+    return makeError("initializer '" + tensor.name() + "': external data [" +
+                     llvm::Twine(offset) + ", " + llvm::Twine(offset + length) +
+                     ") lies outside '" + full + "' (" + llvm::Twine(size) +
+                     " bytes)");
+  auto buffer = llvm::MemoryBuffer::getFileSlice(full, length, offset);
+  if (!buffer)
+    return makeError("initializer '" + tensor.name() +
+                     "': cannot read external data from '" + full + "'");
+  bytes = (*buffer)->getBuffer().str();
+  return llvm::Error::success();
+}
+
+llvm::Error OnnxImporter::declareInitializers() {
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(module.getBody());
+  for (const onnx::TensorProto &tensor : model.graph().initializer()) {
+    std::optional<ElementType> type = elementTypeFromOnnx(tensor.data_type());
+    if (!type)
+      return makeError("initializer '" + tensor.name() +
+                       "' has unsupported ONNX data type " +
+                       llvm::Twine(tensor.data_type()));
+    Entry &entry = values[tensor.name()];
+    entry.info.type = *type;
+    entry.info.shape.assign(tensor.dims().begin(), tensor.dims().end());
+    bool external =
+        tensor.data_location() == onnx::TensorProto::EXTERNAL;
+    std::string bytes, file;
+    int64_t offset = 0, length = 0;
+    if (external) {
+      if (llvm::Error error =
+              readExternalData(tensor, bytes, file, offset, length))
+        return error;
+      int64_t expected =
+          entry.info.shape.empty()
+              ? elementByteSize(*type)
+              : numElements(entry.info.shape) * elementByteSize(*type);
+      if (length != expected)
+        return makeError("initializer '" + tensor.name() + "': external data "
+                         "holds " + llvm::Twine(length) + " bytes, expected " +
+                         llvm::Twine(expected) + " for " +
+                         formatShape(entry.info.shape) + " " +
+                         elementTypeName(*type));
+    }
+    bool trainable = isFloatType(*type) &&
+                     numElements(entry.info.shape) >
+                         kMaxConstantInitializerElements;
+    if (trainable) {
+      // Parameters are never folded: their data stays where it is, and only
+      // the plan writer reads it, one shard at a time.
+      entry.parameter = &tensor;
+      auto param = builder.create<nn::ParameterOp>(
+          NameLoc::get(builder.getStringAttr(tensor.name())),
+          builder.getStringAttr(tensor.name()),
+          TypeAttr::get(tensorType(entry.info)), StringAttr(), IntegerAttr(),
+          IntegerAttr());
+      if (external) {
+        param.setExternalFileAttr(builder.getStringAttr(file));
+        param.setExternalOffsetAttr(builder.getI64IntegerAttr(offset));
+        param.setExternalLengthAttr(builder.getI64IntegerAttr(length));
+      }
+      continue;
+    }
+    HostTensor value;
+    std::string error =
+        decodeTensor(tensor, value, external ? &bytes : nullptr);
+    if (!error.empty())
+      return makeError("initializer '" + tensor.name() + "': " + error);
+    entry.info.value = std::move(value);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
+  llvm::StringSet<> graphInputs;
+  for (const onnx::ValueInfoProto &input : model.graph().input()) {
+    // Older exporters list initializers among the inputs too.
+    if (values.count(input.name()))
+      continue;
+    graphInputs.insert(input.name());
+    const onnx::TypeProto &type = input.type();
+    if (!type.has_tensor_type())
+      return makeError("graph input '" + input.name() + "' is not a tensor");
+    std::optional<ElementType> elementType =
+        elementTypeFromOnnx(type.tensor_type().elem_type());
+    if (!elementType)
+      return makeError("graph input '" + input.name() +
+                       "' has unsupported ONNX data type " +
+                       llvm::Twine(type.tensor_type().elem_type()));
+    auto bound = options.inputShapes.find(input.name());
+    const onnx::TensorShapeProto &shape = type.tensor_type().shape();
+    std::vector<int64_t> dims;
+    if (bound != options.inputShapes.end()) {
+      dims = bound->second;
+      if (type.tensor_type().has_shape() &&
+          static_cast<size_t>(shape.dim_size()) != dims.size())
+        return makeError("--input-shape gives '" + input.name() + "' rank " +
+                         llvm::Twine(dims.size()) + " (" + formatShape(dims) +
+                         "), but the model declares rank " +
+                         llvm::Twine(shape.dim_size()));
+      for (int d = 0; d < shape.dim_size(); ++d)
+        if (shape.dim(d).has_dim_value() &&
+            shape.dim(d).dim_value() != dims[d])
+          return makeError("--input-shape gives '" + input.name() + "' dim " +
+                           llvm::Twine(d) + " = " + llvm::Twine(dims[d]) +
+                           ", but the model fixes it to " +
+                           llvm::Twine(shape.dim(d).dim_value()));
+    } else {
+      if (!type.tensor_type().has_shape())
+        return makeError("graph input '" + input.name() +
+                         "' has no shape; give one with --input-shape " +
+                         input.name() + "=...");
+      for (int d = 0; d < shape.dim_size(); ++d) {
+        if (!shape.dim(d).has_dim_value() || shape.dim(d).dim_value() < 0) {
+          std::string symbol = shape.dim(d).has_dim_param()
+                                   ? " ('" + shape.dim(d).dim_param() + "')"
+                                   : "";
+          return makeError("graph input '" + input.name() + "' dim " +
+                           llvm::Twine(d) + symbol +
+                           " is dynamic; bind it with --input-shape " +
+                           input.name() + "=D0x...");
+        }
+        dims.push_back(shape.dim(d).dim_value());
+      }
+    }
+    Entry &entry = values[input.name()];
+    entry.info.type = *elementType;
+    entry.info.shape = dims;
+    argTypes.push_back(tensorType(entry.info));
+  }
+  for (const auto &[name, dims] : options.inputShapes)
+    if (!graphInputs.contains(name)) {
+      std::string known;
+      for (const auto &input : graphInputs)
+        known += (known.empty() ? "'" : ", '") + input.getKey().str() + "'";
+      return makeError("--input-shape names '" + name +
+                       "', which is not a graph input (inputs: " + known + ")");
+    }
+  return llvm::Error::success();
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>> OnnxImporter::import() {
+  if (llvm::Error error = checkOpsets())
+    return std::move(error);
+  OwningOpRef<ModuleOp> owned = ModuleOp::create(builder.getUnknownLoc());
+  module = *owned;
+  if (llvm::Error error = declareInitializers())
+    return std::move(error);
+  SmallVector<Type> argTypes;
+  if (llvm::Error error = declareInputs(argTypes))
+    return std::move(error);
+
+  builder.setInsertionPointToEnd(module.getBody());
+  auto func = builder.create<func::FuncOp>(
+      NameLoc::get(builder.getStringAttr(model.graph().name())), "forward",
+      builder.getFunctionType(argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  int argIndex = 0;
+  for (const onnx::ValueInfoProto &input : model.graph().input()) {
+    auto it = values.find(input.name());
+    if (it->second.parameter || it->second.info.isConstant())
+      continue;
+    it->second.value = entry->getArgument(argIndex);
+    func.setArgAttr(argIndex++, "nn.name",
+                    builder.getStringAttr(input.name()));
+  }
+  entryBlock = entry;
+  builder.setInsertionPointToEnd(entry);
+
+  for (const onnx::NodeProto &node : model.graph().node())
+    if (llvm::Error error = importNode(node))
+      return std::move(error);
+  if (llvm::Error error = emitReturn(func))
+    return std::move(error);
+
+  std::string diagnostics;
+  {
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+      diagnostics += diag.str() + "\n";
+      return success();
+    });
+    if (failed(verify(module)))
+      return makeError("the imported module does not verify (an importer "
+                       "bug):\n" + diagnostics);
+  }
+  return std::move(owned);
+}
+
+llvm::Error OnnxImporter::emitReturn(func::FuncOp func) {
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const onnx::ValueInfoProto &output : model.graph().output()) {
+    auto it = values.find(output.name());
+    if (it == values.end())
+      return makeError("graph output '" + output.name() +
+                       "' is produced by no node");
+    Entry &entry = it->second;
+    Value value = entry.value;
+    if (!value && entry.parameter)
+      value = entry.value = gatherParameter(output.name(), entry);
+    if (!value) {
+      value = entry.value = materializeConstant(
+          *entry.info.value, NameLoc::get(builder.getStringAttr(output.name())));
+    }
+    // A declared static dim that disagrees with inference is a bad model.
+    const onnx::TensorShapeProto &shape = output.type().tensor_type().shape();
+    if (static_cast<size_t>(shape.dim_size()) == entry.info.shape.size())
+      for (int d = 0; d < shape.dim_size(); ++d)
+        if (shape.dim(d).has_dim_value() &&
+            shape.dim(d).dim_value() != entry.info.shape[d])
+          return makeError("graph output '" + output.name() + "' is " +
+                           formatShape(entry.info.shape) +
+                           " after shape inference, but the model declares "
+                           "dim " + llvm::Twine(d) + " = " +
+                           llvm::Twine(shape.dim(d).dim_value()));
+    results.push_back(value);
+    resultTypes.push_back(value.getType());
+  }
+  builder.create<func::ReturnOp>(builder.getUnknownLoc(), results);
+  func.setFunctionType(
+      builder.getFunctionType(func.getArgumentTypes(), resultTypes));
+  for (auto [index, output] : llvm::enumerate(model.graph().output()))
+    func.setResultAttr(index, "nn.name", builder.getStringAttr(output.name()));
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Nodes
+//===----------------------------------------------------------------------===//
+
+llvm::Error OnnxImporter::importNode(const onnx::NodeProto &node) {
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return nodeError(node, "domain '" + node.domain() +
+                               "' is not supported; only the default ONNX "
+                               "domain (opset " +
+                               llvm::Twine(opset) + ") is");
+  if (!isKnownOp(node.op_type()))
+    return nodeError(node, "op type " + node.op_type() + " (opset " +
+                               llvm::Twine(opset) +
+                               ") is not supported; supported op types are: " +
+                               supportedOpList());
+  std::vector<const ValueInfo *> inputs;
+  for (int i = 0; i < node.input_size(); ++i) {
+    if (node.input(i).empty()) {
+      inputs.push_back(nullptr);
+      continue;
+    }
+    auto it = values.find(node.input(i));
+    if (it == values.end())
+      return nodeError(node, "input '" + node.input(i) +
+                                 "' is produced by no earlier node (the graph "
+                                 "is not topologically sorted)");
+    inputs.push_back(&it->second.info);
+  }
+  outputs.clear();
+  std::string error = inferNode(node, opset, inputs, outputs);
+  if (!error.empty())
+    return nodeError(node, error);
+
+  bool allKnown = !outputs.empty() &&
+                  llvm::all_of(outputs, [](const ValueInfo &info) {
+                    return info.isConstant();
+                  });
+  if (allKnown) {
+    for (auto [index, info] : llvm::enumerate(outputs))
+      if (index < static_cast<size_t>(node.output_size()) &&
+          !node.output(index).empty())
+        values[node.output(index)].info = info;
+    return llvm::Error::success();
+  }
+  auto handler = handlerTable().find(node.op_type());
+  if (handler == handlerTable().end())
+    return nodeError(node, "depends on run-time data, which is supported "
+                           "only for op types: " + supportedOpList() +
+                           " (it is supported when its inputs are "
+                           "compile-time constants)");
+  OpBuilder::InsertionGuard guard(builder);
+  return (this->*handler->second)(node);
+}
+
+std::string OnnxImporter::supportedOpList() {
+  std::string list;
+  for (const std::string &op : knownOps())
+    list += (list.empty() ? "" : ", ") + op;
+  return list;
+}
+
+template <typename OpT>
+llvm::Error OnnxImporter::importUnary(const onnx::NodeProto &node) {
+  setOutputs(node, builder.create<OpT>(loc(node), outputType(0), input(node, 0))
+                       ->getResults());
+  return llvm::Error::success();
+}
+
+template <typename OpT>
+llvm::Error OnnxImporter::importBinary(const onnx::NodeProto &node) {
+  Value lhs = input(node, 0), rhs = input(node, 1);
+  // Pow may raise a float to an integer power; nn ops share element types.
+  Type lhsElement = getElementTypeOrSelf(lhs);
+  if (getElementTypeOrSelf(rhs) != lhsElement)
+    rhs = builder.create<nn::CastOp>(
+        loc(node),
+        RankedTensorType::get(llvm::cast<RankedTensorType>(rhs.getType())
+                                  .getShape(),
+                              lhsElement),
+        rhs);
+  setOutputs(node,
+             builder.create<OpT>(loc(node), outputType(0), lhs, rhs)
+                 ->getResults());
+  return llvm::Error::success();
+}
+
+/// Max/Min/Sum with any number of inputs, as a chain of binary ops.
+llvm::Error OnnxImporter::importVariadic(const onnx::NodeProto &node) {
+  Value result = input(node, 0);
+  for (int i = 1; i < node.input_size(); ++i) {
+    Value next = input(node, i);
+    auto lhsShape = llvm::cast<RankedTensorType>(result.getType()).getShape();
+    auto rhsShape = llvm::cast<RankedTensorType>(next.getType()).getShape();
+    std::optional<std::vector<int64_t>> shape = broadcastShapes(
+        std::vector<int64_t>(lhsShape.begin(), lhsShape.end()),
+        std::vector<int64_t>(rhsShape.begin(), rhsShape.end()));
+    auto type =
+        RankedTensorType::get(*shape, getElementTypeOrSelf(result.getType()));
+    if (node.op_type() == "Max")
+      result = builder.create<nn::MaxOp>(loc(node), type, result, next);
+    else if (node.op_type() == "Min")
+      result = builder.create<nn::MinOp>(loc(node), type, result, next);
+    else
+      result = builder.create<nn::AddOp>(loc(node), type, result, next);
+  }
+  setOutputs(node, result);
+  return llvm::Error::success();
+}
+
+llvm::Error OnnxImporter::importAlias(const onnx::NodeProto &node) {
+  setOutputs(node, input(node, 0));
+  return llvm::Error::success();
+}
+
+llvm::Error OnnxImporter::importCast(const onnx::NodeProto &node) {
+  Value value = input(node, 0);
+  if (value.getType() == outputType(0)) {
+    setOutputs(node, value);
+    return llvm::Error::success();
+  }
+  return importUnary<nn::CastOp>(node);
+}
+
+llvm::Error OnnxImporter::importWhere(const onnx::NodeProto &node) {
+  setOutputs(node, builder
+                       .create<nn::WhereOp>(loc(node), outputType(0),
+                                            input(node, 0), input(node, 1),
+                                            input(node, 2))
+                       ->getResults());
+  return llvm::Error::success();
+}
+
+llvm::Error OnnxImporter::importMatMul(const onnx::NodeProto &node) {
+  setOutputs(node, builder
+                       .create<nn::MatmulOp>(loc(node), outputType(0),
+                                             input(node, 0), input(node, 1),
+                                             /*bias=*/Value(),
+                                             /*transpose_rhs=*/false)
+                       ->getResults());
+  return llvm::Error::success();
+}
+
+static int64_t intAttribute(const onnx::NodeProto &node, StringRef name,
+                            int64_t fallback) {
+  for (const onnx::AttributeProto &attr : node.attribute())
+    if (attr.name() == name)
+      return attr.i();
+  return fallback;
+}
+
+static float floatAttribute(const onnx::NodeProto &node, StringRef name,
+                            float fallback) {
+  for (const onnx::AttributeProto &attr : node.attribute())
+    if (attr.name() == name)
+      return attr.f();
+  return fallback;
+}
+
+static std::optional<std::vector<int64_t>>
+intsAttribute(const onnx::NodeProto &node, StringRef name) {
+  for (const onnx::AttributeProto &attr : node.attribute())
+    if (attr.name() == name)
+      return std::vector<int64_t>(attr.ints().begin(), attr.ints().end());
+  return std::nullopt;
+}
+
+/// Gemm: Y = alpha * A' B' + beta * C as matmul (transposes folded in), then
+/// scales and the add; zplan-form-nn-ops turns the add into the bias.
+llvm::Error OnnxImporter::importGemm(const onnx::NodeProto &node) {
+  Location location = loc(node);
+  Value a = input(node, 0), b = input(node, 1);
+  if (intAttribute(node, "transA", 0)) {
+    auto type = llvm::cast<RankedTensorType>(a.getType());
+    a = builder.create<nn::TransposeOp>(
+        location,
+        RankedTensorType::get({type.getDimSize(1), type.getDimSize(0)},
+                              type.getElementType()),
+        a, builder.getDenseI64ArrayAttr({1, 0}));
+  }
+  RankedTensorType type = outputType(0);
+  Value result = builder.create<nn::MatmulOp>(
+      location, type, a, b, Value(),
+      builder.getBoolAttr(intAttribute(node, "transB", 0) != 0));
+  auto scale = [&](Value value, float factor) -> Value {
+    if (factor == 1.0f)
+      return value;
+    HostTensor scalar = HostTensor::fromFloats(outputs[0].type, {}, {factor});
+    Value constant = materializeConstant(scalar, location);
+    return builder.create<nn::MulOp>(location, value.getType(), value,
+                                     constant);
+  };
+  result = scale(result, floatAttribute(node, "alpha", 1.0f));
+  if (Value c = input(node, 2)) {
+    c = scale(c, floatAttribute(node, "beta", 1.0f));
+    result = builder.create<nn::AddOp>(location, type, result, c);
+  }
+  setOutputs(node, result);
+  return llvm::Error::success();
+}
+
+llvm::Error OnnxImporter::importTranspose(const onnx::NodeProto &node) {
+  int64_t rank = outputs[0].shape.size();
+  std::vector<int64_t> perm;
+  if (std::optional<std::vector<int64_t>> given = intsAttribute(node, "perm"))
+    perm = *given;
+  else
+    for (int64_t d = rank - 1; d >= 0; --d)
+      perm.push_back(d);
+  setOutputs(node, builder
+                       .create<nn::TransposeOp>(loc(node), outputType(0),
+                                                input(node, 0),
+                                                builder.getDenseI64ArrayAttr(perm))
+                       ->getResults());
+  return llvm::Error::success();
+}
+
+/// Reshape, Flatten, Squeeze, Unsqueeze: the output shape is already known.
+llvm::Error OnnxImporter::importReshape(const onnx::NodeProto &node) {
+  Value value = input(node, 0);
+  if (value.getType() == outputType(0)) {
+    setOutputs(node, value);
+    return llvm::Error::success();
+  }
+  setOutputs(node, builder
+                       .create<nn::ReshapeOp>(loc(node), outputType(0), value)
+                       ->getResults());
+  return llvm::Error::success();
+}
+
+llvm::Error OnnxImporter::importExpand(const onnx::NodeProto &node) {
+  Value value = input(node, 0);
+  if (value.getType() == outputType(0)) {
+    setOutputs(node, value);
+    return llvm::Error::success();
+  }
+  setOutputs(node, builder
+                       .create<nn::ExpandOp>(loc(node), outputType(0), value)
+                       ->getResults());
+  return llvm::Error::success();
+}
+
+/// Emits a slice of `value` that starts at `starts` (per dimension, already
+/// in range) with `steps`, of the given result type.
+static Value emitSlice(OpBuilder &builder, Location location, Value value,
+                       RankedTensorType type, ArrayRef<int64_t> starts,
+                       ArrayRef<int64_t> steps) {
+  if (value.getType() == type &&
+      llvm::all_of(starts, [](int64_t s) { return s == 0; }) &&
+      llvm::all_of(steps, [](int64_t s) { return s == 1; }))
+    return value;
+  return builder.create<nn::SliceOp>(location, type, value,
+                                     builder.getDenseI64ArrayAttr(starts),
+                                     builder.getDenseI64ArrayAttr(steps));
+}
+
+/// ONNX Slice: starts, ends, axes, steps are inputs (opset >= 10) known at
+/// compile time; the output shape came from inference, so only the first
+/// index read on each dimension is needed here.
+llvm::Error OnnxImporter::importSlice(const onnx::NodeProto &node) {
+  const ValueInfo *data = inputInfo(node, 0);
+  int64_t rank = data->shape.size();
+  auto constantInput = [&](int index) -> const HostTensor * {
+    const ValueInfo *info = inputInfo(node, index);
+    return info && info->value ? &*info->value : nullptr;
+  };
+  const HostTensor *starts = constantInput(1);
+  const HostTensor *axes = constantInput(3);
+  const HostTensor *steps = constantInput(4);
+  if (!starts)
+    return nodeError(node, "starts (input 1) is not a compile-time constant");
+  std::vector<int64_t> start(rank, 0), step(rank, 1);
+  for (int64_t i = 0; i < starts->numElements(); ++i) {
+    int64_t axis = axes ? axes->getInt(i) : i;
+    std::optional<int64_t> normalized = normalizeAxis(axis, rank);
+    if (!normalized)
+      return nodeError(node, "axis " + llvm::Twine(axis) +
+                                 " is out of range for rank " +
+                                 llvm::Twine(rank));
+    int64_t dim = data->shape[*normalized];
+    int64_t s = starts->getInt(i);
+    int64_t st = steps ? steps->getInt(i) : 1;
+    if (s < 0)
+      s += dim;
+    // Clamp as the ONNX spec does: [0, dim] for positive steps,
+    // [0, dim - 1] for negative ones.
+    s = st > 0 ? std::clamp<int64_t>(s, 0, dim)
+               : std::clamp<int64_t>(s, 0, dim - 1);
+    start[*normalized] = s;
+    step[*normalized] = st;
+  }
+  // An empty result reads nothing; keep starts in range for the verifier.
+  for (int64_t d = 0; d < rank; ++d)
+    if (outputs[0].shape[d] == 0)
+      start[d] = 0;
+  setOutputs(node, emitSlice(builder, loc(node), input(node, 0), outputType(0),
+                             start, step));
+  return llvm::Error::success();
+}
+
+/// Split: one slice per output along the axis.
+llvm::Error OnnxImporter::importSplit(const onnx::NodeProto &node) {
+  const ValueInfo *data = inputInfo(node, 0);
+  int64_t rank = data->shape.size();
+  std::optional<int64_t> axis =
+      normalizeAxis(intAttribute(node, "axis", 0), rank);
+  if (!axis)
+    return nodeError(node, "axis is out of range");
+  SmallVector<Value> results;
+  int64_t offset = 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::vector<int64_t> start(rank, 0), step(rank, 1);
+    start[*axis] = outputs[i].shape[*axis] == 0 ? 0 : offset;
+    results.push_back(emitSlice(builder, loc(node), input(node, 0),
+                                outputType(i), start, step));
+    offset += outputs[i].shape[*axis];
+  }
+  setOutputs(node, results);
+  return llvm::Error::success();
+}
+
+llvm::Error OnnxImporter::importConcat(const onnx::NodeProto &node) {
+  SmallVector<Value> inputs;
+  for (int i = 0; i < node.input_size(); ++i)
+    // Empty inputs contribute nothing and only complicate the kernels.
+    if (numElements(inputInfo(node, i)->shape) > 0)
+      inputs.push_back(input(node, i));
+  int64_t rank = outputs[0].shape.size();
+  int64_t axis = *normalizeAxis(intAttribute(node, "axis", 0), rank);
+  if (inputs.size() == 1) {
+    setOutputs(node, inputs.front());
+    return llvm::Error::success();
+  }
+  setOutputs(node, builder
+                       .create<nn::ConcatOp>(loc(node), outputType(0), inputs,
+                                             builder.getI64IntegerAttr(axis))
+                       ->getResults());
+  return llvm::Error::success();
+}
+
+llvm::Error OnnxImporter::importGather(const onnx::NodeProto &node) {
+  const ValueInfo *data = inputInfo(node, 0);
+  int64_t rank = data->shape.size();
+  int64_t axis = *normalizeAxis(intAttribute(node, "axis", 0), rank);
+  const ValueInfo *indices = inputInfo(node, 1);
+  Value indexValue;
+  if (indices->value) {
+    // Known indices: make them non-negative here so the runtime need not.
+    HostTensor normalized = *indices->value;
+    for (int64_t &index : normalized.ints)
+      if (index < 0)
+        index += data->shape[axis];
+    normalized.type = ElementType::Int64;
+    indexValue = materializeConstant(normalized, loc(node));
+  } else {
+    indexValue = input(node, 1);
+  }
+  setOutputs(node, builder
+                       .create<nn::GatherOp>(loc(node), outputType(0),
+                                             input(node, 0), indexValue,
+                                             builder.getI64IntegerAttr(axis))
+                       ->getResults());
+  return llvm::Error::success();
+}
+
+/// ReduceMean/Sum/Max: axes from the attribute (older opsets) or input 1.
+template <typename OpT>
+llvm::Error OnnxImporter::importReduce(const onnx::NodeProto &node) {
+  int64_t rank = inputInfo(node, 0)->shape.size();
+  std::vector<int64_t> axes;
+  if (std::optional<std::vector<int64_t>> given = intsAttribute(node, "axes"))
+    axes = *given;
+  else if (const ValueInfo *info = inputInfo(node, 1); info && info->value)
+    axes = info->value->ints;
+  if (axes.empty() && !intAttribute(node, "noop_with_empty_axes", 0))
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  for (int64_t &axis : axes)
+    axis = *normalizeAxis(axis, rank);
+  llvm::sort(axes);
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  if (axes.empty()) {
+    setOutputs(node, input(node, 0));
+    return llvm::Error::success();
+  }
+  setOutputs(node,
+             builder
+                 .create<OpT>(loc(node), outputType(0), input(node, 0),
+                              builder.getDenseI64ArrayAttr(axes),
+                              builder.getBoolAttr(intAttribute(node, "keepdims",
+                                                               1) != 0))
+                 ->getResults());
+  return llvm::Error::success();
+}
+
+llvm::Error OnnxImporter::importSoftmax(const onnx::NodeProto &node) {
+  int64_t rank = outputs[0].shape.size();
+  int64_t axis = intAttribute(node, "axis", opset >= 13 ? -1 : 1);
+  int64_t normalized = *normalizeAxis(axis, rank);
+  // Before opset 13 Softmax flattens [axis, rank) into one dimension; that
+  // equals a softmax over one dimension only when it is the last.
+  if (opset < 13 && normalized != rank - 1)
+    return nodeError(node, "axis " + llvm::Twine(axis) + " at opset " +
+                               llvm::Twine(opset) +
+                               " (coerced to 2-D) is supported only for the "
+                               "last dimension");
+  setOutputs(node, builder
+                       .create<nn::SoftmaxOp>(loc(node), outputType(0),
+                                              input(node, 0),
+                                              builder.getI64IntegerAttr(normalized))
+                       ->getResults());
+  return llvm::Error::success();
+}
+
+llvm::Error OnnxImporter::importLayerNorm(const onnx::NodeProto &node) {
+  for (int i = 1; i < node.output_size(); ++i)
+    if (!node.output(i).empty())
+      return nodeError(node, "the Mean and InvStdDev outputs are not "
+                             "supported; only the normalised output is");
+  int64_t rank = outputs[0].shape.size();
+  int64_t axis = *normalizeAxis(intAttribute(node, "axis", -1), rank);
+  Value result = builder.create<nn::LayerNormOp>(
+      loc(node), outputType(0), input(node, 0), input(node, 1),
+      input(node, 2), builder.getI64IntegerAttr(axis),
+      builder.getF32FloatAttr(floatAttribute(node, "epsilon", 1e-5f)));
+  setOutputs(node, result);
+  return llvm::Error::success();
+}
+
+const llvm::StringMap<OnnxImporter::Handler> &OnnxImporter::handlerTable() {
+  static const llvm::StringMap<Handler> table = {
+      {"Identity", &OnnxImporter::importAlias},
+      {"Dropout", &OnnxImporter::importAlias},
+      {"Neg", &OnnxImporter::importUnary<nn::NegOp>},
+      {"Abs", &OnnxImporter::importUnary<nn::AbsOp>},
+      {"Sqrt", &OnnxImporter::importUnary<nn::SqrtOp>},
+      {"Reciprocal", &OnnxImporter::importUnary<nn::ReciprocalOp>},
+      {"Exp", &OnnxImporter::importUnary<nn::ExpOp>},
+      {"Log", &OnnxImporter::importUnary<nn::LogOp>},
+      {"Erf", &OnnxImporter::importUnary<nn::ErfOp>},
+      {"Tanh", &OnnxImporter::importUnary<nn::TanhOp>},
+      {"Sigmoid", &OnnxImporter::importUnary<nn::SigmoidOp>},
+      {"Relu", &OnnxImporter::importUnary<nn::ReluOp>},
+      {"Cos", &OnnxImporter::importUnary<nn::CosOp>},
+      {"Sin", &OnnxImporter::importUnary<nn::SinOp>},
+      {"Add", &OnnxImporter::importBinary<nn::AddOp>},
+      {"Sub", &OnnxImporter::importBinary<nn::SubOp>},
+      {"Mul", &OnnxImporter::importBinary<nn::MulOp>},
+      {"Div", &OnnxImporter::importBinary<nn::DivOp>},
+      {"Pow", &OnnxImporter::importBinary<nn::PowOp>},
+      {"Equal", &OnnxImporter::importBinary<nn::EqualOp>},
+      {"Less", &OnnxImporter::importBinary<nn::LessOp>},
+      {"Greater", &OnnxImporter::importBinary<nn::GreaterOp>},
+      {"Max", &OnnxImporter::importVariadic},
+      {"Min", &OnnxImporter::importVariadic},
+      {"Sum", &OnnxImporter::importVariadic},
+      {"Cast", &OnnxImporter::importCast},
+      {"CastLike", &OnnxImporter::importCast},
+      {"Where", &OnnxImporter::importWhere},
+      {"MatMul", &OnnxImporter::importMatMul},
+      {"Gemm", &OnnxImporter::importGemm},
+      {"Transpose", &OnnxImporter::importTranspose},
+      {"Reshape", &OnnxImporter::importReshape},
+      {"Flatten", &OnnxImporter::importReshape},
+      {"Squeeze", &OnnxImporter::importReshape},
+      {"Unsqueeze", &OnnxImporter::importReshape},
+      {"Expand", &OnnxImporter::importExpand},
+      {"Slice", &OnnxImporter::importSlice},
+      {"Split", &OnnxImporter::importSplit},
+      {"Concat", &OnnxImporter::importConcat},
+      {"Gather", &OnnxImporter::importGather},
+      {"ReduceMean", &OnnxImporter::importReduce<nn::ReduceMeanOp>},
+      {"ReduceSum", &OnnxImporter::importReduce<nn::ReduceSumOp>},
+      {"ReduceMax", &OnnxImporter::importReduce<nn::ReduceMaxOp>},
+      {"Softmax", &OnnxImporter::importSoftmax},
+      {"LayerNormalization", &OnnxImporter::importLayerNorm},
+  };
+  return table;
+}
+
+//===----------------------------------------------------------------------===//
+// Reading the file
+//===----------------------------------------------------------------------===//
+
+/// Reads the model, telling apart a missing file, a text-format syntax error
+/// and bytes that are not an ONNX model.
+llvm::Error readModel(StringRef path, onnx::ModelProto &model) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return makeError("cannot read '" + path + "': " +
+                     buffer.getError().message());
+  StringRef bytes = (*buffer)->getBuffer();
+  if (path.ends_with(".onnxtxt") || path.ends_with(".textproto")) {
+    google::protobuf::TextFormat::Parser parser;
+    TextErrorCollector errors;
+    parser.RecordErrorsTo(&errors);
+    google::protobuf::io::ArrayInputStream stream(bytes.data(), bytes.size());
+    if (!parser.Parse(&stream, &model))
+      return makeError("'" + path + "' is not a valid ONNX text model: " +
+                       errors.text);
+  } else {
+    google::protobuf::io::ArrayInputStream stream(bytes.data(), bytes.size());
+    if (!model.ParseFromZeroCopyStream(&stream))
+      return makeError("'" + path + "' is not an ONNX model (protobuf "
+                       "parsing failed: truncated or not a ModelProto)");
+  }
+  // Random bytes can parse as a protobuf; a model has these for sure.
+  if (!model.has_graph() || model.opset_import_size() == 0 ||
+      model.ir_version() <= 0)
+    return makeError("'" + path + "' is not an ONNX model (no graph, opset "
+                     "import or IR version)");
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+zplan::importOnnxModel(MLIRContext &context, StringRef path,
+                       const ImportOptions &options) {
+  context.loadDialect<nn::NNDialect, zero::ZeroDialect, func::FuncDialect>();
+  onnx::ModelProto model;
+  if (llvm::Error error = readModel(path, model))
+    return std::move(error);
+  OnnxImporter importer(context, model, path, options);
+  return importer.import();
+}
+
+llvm::Error zplan::parseInputShape(StringRef text, ImportOptions &options) {
+  auto [name, dims] = text.split('=');
+  if (name.empty() || !text.contains('='))
+    return makeError("malformed --input-shape '" + text +
+                     "': expected NAME=D0xD1x... (e.g. input_ids=2x16)");
+  std::vector<int64_t> shape;
+  if (!dims.empty()) {
+    SmallVector<StringRef> parts;
+    dims.split(parts, 'x');
+    for (StringRef part : parts) {
+      int64_t dim = 0;
+      if (part.getAsInteger(10, dim) || dim <= 0)
+        return makeError("malformed --input-shape '" + text + "': '" + part +
+                         "' is not a positive integer dimension");
+      shape.push_back(dim);
+    }
+  }
+  if (!options.inputShapes.emplace(name.str(), shape).second)
+    return makeError("--input-shape gives '" + name + "' twice");
+  return llvm::Error::success();
+}

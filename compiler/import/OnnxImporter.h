@@ -1,0 +1,53 @@
+//===- OnnxImporter.h - ONNX model -> nn dialect --------------------------===//
+//
+// Reads an ONNX model (binary protobuf, or protobuf text format for tests),
+// specialises it to static shapes, folds every computation known at compile
+// time, and builds a module with:
+//   - one `nn.parameter` per trainable initializer (data left where it is),
+//   - `func.func @forward` whose arguments are the graph inputs and whose
+//     body reads each parameter through `zero.shard` + `zero.gather_start` +
+//     `zero.gather_wait` (the unscheduled form: everything gathered up front,
+//     nothing released; the schedule passes place gathers and releases),
+//   - nn ops for the rest.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_COMPILER_IMPORT_ONNXIMPORTER_H
+#define ZPLAN_COMPILER_IMPORT_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace zplan {
+
+struct ImportOptions {
+  /// Static shapes for graph inputs with dynamic dimensions, by input name
+  /// (from `--input-shape NAME=2x16`).
+  std::map<std::string, std::vector<int64_t>> inputShapes;
+};
+
+/// Imports the ONNX model at `path`. Files ending in `.onnxtxt` or
+/// `.textproto` are read as protobuf text format, anything else as binary.
+/// External data is resolved relative to the model's directory. On failure
+/// the error says what is wrong with which node, input or initializer.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importOnnxModel(mlir::MLIRContext &context, llvm::StringRef path,
+                const ImportOptions &options);
+
+/// Parses one `--input-shape` value, `NAME=D0xD1x...` (e.g.
+/// `input_ids=2x16`; `NAME=` alone is a scalar), into `options`. A repeated
+/// name, an empty name, or a dimension that is not a positive integer is an
+/// error.
+llvm::Error parseInputShape(llvm::StringRef text, ImportOptions &options);
+
+} // namespace zplan
+
+#endif // ZPLAN_COMPILER_IMPORT_ONNXIMPORTER_H

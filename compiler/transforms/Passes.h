@@ -1,0 +1,33 @@
+//===- Passes.h - zplan compiler passes -----------------------------------===//
+//
+// Declarations of every pass in Passes.td, and the pattern sets the
+// nn-forming pass is made of (so tests and other passes can reuse them).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_COMPILER_TRANSFORMS_PASSES_H
+#define ZPLAN_COMPILER_TRANSFORMS_PASSES_H
+
+#include "dialects/nn/NNDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Pass/Pass.h"
+
+namespace zplan {
+
+#define GEN_PASS_DECL
+#include "compiler/transforms/Passes.h.inc"
+
+/// layer_norm and rms_norm from their primitive chains.
+void populateNormalizationPatterns(mlir::RewritePatternSet &patterns);
+/// gelu (erf and tanh forms) and silu.
+void populateActivationPatterns(mlir::RewritePatternSet &patterns);
+/// embedding lookup and matmul with bias.
+void populateLinearPatterns(mlir::RewritePatternSet &patterns);
+
+#define GEN_PASS_REGISTRATION
+#include "compiler/transforms/Passes.h.inc"
+
+} // namespace zplan
+
+#endif // ZPLAN_COMPILER_TRANSFORMS_PASSES_H

@@ -1,0 +1,376 @@
+//===- NNOps.cpp - nn op verifiers and folders ----------------------------===//
+//
+// Verifiers check what the type system cannot: that shapes agree with the
+// op's semantics. Each message names the operand and prints the shapes found
+// and expected (through dialects/Diagnostics.h), so that a mistake in the
+// importer or in a pass points at its cause.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/nn/NNDialect.h"
+
+#include "dialects/Diagnostics.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/SmallVector.h"
+
+using namespace mlir;
+using namespace zplan;
+using namespace zplan::nn;
+
+static ArrayRef<int64_t> shapeOf(Value value) {
+  return llvm::cast<RankedTensorType>(value.getType()).getShape();
+}
+
+/// Numpy broadcast of `a` and `b`, or failure when a pair of dimensions is
+/// neither equal nor 1.
+static FailureOr<SmallVector<int64_t>> broadcast(ArrayRef<int64_t> a,
+                                                 ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> result(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return failure();
+    result[i] = da == 1 ? db : da;
+  }
+  return result;
+}
+
+LogicalResult zplan::nn::verifyBroadcast(Operation *op) {
+  SmallVector<int64_t> expected;
+  for (Value operand : op->getOperands()) {
+    FailureOr<SmallVector<int64_t>> joined =
+        broadcast(expected, shapeOf(operand));
+    if (failed(joined))
+      return op->emitOpError()
+             << "operand shapes do not broadcast: " << formatShape(expected)
+             << " and " << formatShape(shapeOf(operand));
+    expected = *joined;
+  }
+  ArrayRef<int64_t> result = shapeOf(op->getResult(0));
+  if (result != ArrayRef<int64_t>(expected))
+    return emitShapeMismatch(op, "result", result, expected);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Parameters and constants
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParameterOp::verify() {
+  bool hasFile = getExternalFile().has_value();
+  bool hasOffset = getExternalOffset().has_value();
+  bool hasLength = getExternalLength().has_value();
+  if (hasFile != hasOffset || hasFile != hasLength)
+    return emitOpError("external_file, external_offset and external_length "
+                       "must be given together");
+  if (hasLength) {
+    RankedTensorType type = getTensorType();
+    int64_t bytes =
+        type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+    if (*getExternalLength() != bytes)
+      return emitOpError() << "external_length is " << *getExternalLength()
+                           << " bytes, expected " << bytes << " for "
+                           << type;
+    if (*getExternalOffset() < 0)
+      return emitOpError() << "external_offset " << *getExternalOffset()
+                           << " is negative";
+  }
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError() << "approximate is \"" << getApproximate()
+                         << "\", expected \"none\" or \"tanh\"";
+  return success();
+}
+
+LogicalResult WhereOp::verify() {
+  if (getElementTypeOrSelf(getOnTrue()) != getElementTypeOrSelf(getOnFalse()) ||
+      getElementTypeOrSelf(getOnTrue()) != getElementTypeOrSelf(getResult()))
+    return emitOpError("on_true, on_false and result must share one element "
+                       "type");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::verify() {
+  SmallVector<int64_t> lhs(shapeOf(getLhs()));
+  SmallVector<int64_t> rhs(shapeOf(getRhs()));
+  if (lhs.empty() || rhs.empty())
+    return emitOpError("operands must have rank >= 1");
+  if (getTransposeRhs()) {
+    if (rhs.size() < 2)
+      return emitOpError("transpose_rhs needs rhs of rank >= 2");
+    std::swap(rhs[rhs.size() - 1], rhs[rhs.size() - 2]);
+  }
+  // numpy matmul: rank-1 operands are promoted, and the unit dimension
+  // dropped from the result again.
+  bool lhsVector = lhs.size() == 1, rhsVector = rhs.size() == 1;
+  if (lhsVector)
+    lhs.insert(lhs.begin(), 1);
+  if (rhsVector)
+    rhs.push_back(1);
+  int64_t k = lhs.back(), kr = rhs[rhs.size() - 2];
+  if (k != kr)
+    return emitOpError() << "contraction dimensions differ: lhs "
+                         << formatShape(shapeOf(getLhs())) << " has " << k
+                         << ", rhs " << formatShape(shapeOf(getRhs())) << " has "
+                         << kr;
+  FailureOr<SmallVector<int64_t>> batch =
+      broadcast(ArrayRef<int64_t>(lhs).drop_back(2),
+                ArrayRef<int64_t>(rhs).drop_back(2));
+  if (failed(batch))
+    return emitOpError() << "batch dimensions do not broadcast: "
+                         << formatShape(shapeOf(getLhs())) << " and "
+                         << formatShape(shapeOf(getRhs()));
+  SmallVector<int64_t> expected = *batch;
+  if (!lhsVector)
+    expected.push_back(lhs[lhs.size() - 2]);
+  if (!rhsVector)
+    expected.push_back(rhs.back());
+  if (getBias()) {
+    FailureOr<SmallVector<int64_t>> withBias =
+        broadcast(expected, shapeOf(getBias()));
+    if (failed(withBias) || *withBias != expected)
+      return emitOpError() << "bias of shape " << formatShape(shapeOf(getBias()))
+                           << " does not broadcast to the product shape "
+                           << formatShape(expected);
+  }
+  if (shapeOf(getResult()) != ArrayRef<int64_t>(expected))
+    return emitShapeMismatch(*this, "result", shapeOf(getResult()), expected);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult TransposeOp::verify() {
+  ArrayRef<int64_t> input = shapeOf(getInput());
+  ArrayRef<int64_t> perm = getPerm();
+  if (perm.size() != input.size())
+    return emitOpError() << "perm has " << perm.size()
+                         << " entries, expected the input rank "
+                         << input.size();
+  SmallVector<bool> seen(input.size(), false);
+  SmallVector<int64_t> expected;
+  for (int64_t axis : perm) {
+    if (axis < 0 || axis >= static_cast<int64_t>(input.size()))
+      return emitAxisOutOfRange(*this, "perm entry", axis, input.size());
+    if (seen[axis])
+      return emitOpError() << "perm repeats dimension " << axis;
+    seen[axis] = true;
+    expected.push_back(input[axis]);
+  }
+  if (shapeOf(getResult()) != ArrayRef<int64_t>(expected))
+    return emitShapeMismatch(*this, "result", shapeOf(getResult()), expected);
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  auto input = llvm::cast<RankedTensorType>(getInput().getType());
+  auto result = llvm::cast<RankedTensorType>(getResult().getType());
+  if (input.getNumElements() != result.getNumElements())
+    return emitOpError() << "cannot reshape " << formatShape(input.getShape())
+                         << " (" << input.getNumElements() << " elements) into "
+                         << formatShape(result.getShape()) << " ("
+                         << result.getNumElements() << " elements)";
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getResult().getType())
+    return getInput();
+  // A reshape of a reshape reads the original data.
+  if (auto producer = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(producer.getInput());
+    return getResult();
+  }
+  if (auto constant = llvm::dyn_cast_if_present<DenseElementsAttr>(
+          adaptor.getInput()))
+    return constant.reshape(llvm::cast<ShapedType>(getResult().getType()));
+  return {};
+}
+
+LogicalResult ExpandOp::verify() {
+  ArrayRef<int64_t> input = shapeOf(getInput());
+  ArrayRef<int64_t> result = shapeOf(getResult());
+  FailureOr<SmallVector<int64_t>> joined = broadcast(input, result);
+  if (failed(joined) || ArrayRef<int64_t>(*joined) != result)
+    return emitOpError() << "cannot expand " << formatShape(input) << " to "
+                         << formatShape(result);
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  ArrayRef<int64_t> input = shapeOf(getInput());
+  ArrayRef<int64_t> result = shapeOf(getResult());
+  if (getStarts().size() != input.size() || getSteps().size() != input.size())
+    return emitOpError() << "starts and steps need one entry per dimension ("
+                         << input.size() << "), got " << getStarts().size()
+                         << " and " << getSteps().size();
+  if (result.size() != input.size())
+    return emitOpError() << "result rank " << result.size()
+                         << " differs from input rank " << input.size();
+  for (size_t d = 0; d < input.size(); ++d) {
+    int64_t start = getStarts()[d], step = getSteps()[d], count = result[d];
+    if (step == 0)
+      return emitOpError() << "step of dimension " << d << " is 0";
+    if (count == 0)
+      continue;
+    int64_t last = start + (count - 1) * step;
+    if (start < 0 || start >= input[d] || last < 0 || last >= input[d])
+      return emitOpError() << "dimension " << d << " reads [" << start
+                           << ", " << last << "] with step " << step
+                           << ", outside the input extent " << input[d];
+  }
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  ArrayRef<int64_t> first = shapeOf(getInputs().front());
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= static_cast<int64_t>(first.size()))
+    return emitAxisOutOfRange(*this, "axis", axis, first.size());
+  SmallVector<int64_t> expected(first);
+  expected[axis] = 0;
+  for (auto [index, input] : llvm::enumerate(getInputs())) {
+    SmallVector<int64_t> shape(shapeOf(input));
+    if (shape.size() != first.size())
+      return emitOpError() << "input " << index << " has rank " << shape.size()
+                           << ", expected " << first.size();
+    expected[axis] += shape[axis];
+    shape[axis] = first[axis];
+    if (ArrayRef<int64_t>(shape) != first)
+      return emitOpError() << "input " << index << " of shape "
+                           << formatShape(shapeOf(input))
+                           << " differs from input 0 of shape "
+                           << formatShape(first) << " outside axis " << axis;
+  }
+  if (shapeOf(getResult()) != ArrayRef<int64_t>(expected))
+    return emitShapeMismatch(*this, "result", shapeOf(getResult()), expected);
+  return success();
+}
+
+LogicalResult GatherOp::verify() {
+  ArrayRef<int64_t> data = shapeOf(getData());
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= static_cast<int64_t>(data.size()))
+    return emitAxisOutOfRange(*this, "axis", axis, data.size());
+  SmallVector<int64_t> expected(data.begin(), data.begin() + axis);
+  llvm::append_range(expected, shapeOf(getIndices()));
+  expected.append(data.begin() + axis + 1, data.end());
+  if (getElementTypeOrSelf(getData()) != getElementTypeOrSelf(getResult()))
+    return emitOpError("result element type differs from data");
+  if (shapeOf(getResult()) != ArrayRef<int64_t>(expected))
+    return emitShapeMismatch(*this, "result", shapeOf(getResult()), expected);
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  ArrayRef<int64_t> table = shapeOf(getTable());
+  if (table.size() != 2)
+    return emitOpError() << "table has shape " << formatShape(table)
+                         << ", expected rank 2 (rows x width)";
+  SmallVector<int64_t> expected(shapeOf(getIds()));
+  expected.push_back(table[1]);
+  if (getElementTypeOrSelf(getTable()) != getElementTypeOrSelf(getResult()))
+    return emitOpError("result element type differs from table");
+  if (shapeOf(getResult()) != ArrayRef<int64_t>(expected))
+    return emitShapeMismatch(*this, "result", shapeOf(getResult()), expected);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalisations
+//===----------------------------------------------------------------------===//
+
+/// Shared by the reduce ops: axes sorted, unique, in range; result shape.
+static LogicalResult verifyReduction(Operation *op, Value input, Value result,
+                                     ArrayRef<int64_t> axes, bool keepdims) {
+  ArrayRef<int64_t> shape = shapeOf(input);
+  SmallVector<int64_t> expected;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= static_cast<int64_t>(shape.size()))
+      return emitAxisOutOfRange(op, "axis", axes[i], shape.size());
+    if (i > 0 && axes[i] <= axes[i - 1])
+      return op->emitOpError("axes must be sorted and unique");
+  }
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (!llvm::is_contained(axes, d))
+      expected.push_back(shape[d]);
+    else if (keepdims)
+      expected.push_back(1);
+  }
+  if (shapeOf(result) != ArrayRef<int64_t>(expected))
+    return emitShapeMismatch(op, "result", shapeOf(result), expected);
+  return success();
+}
+
+LogicalResult ReduceMeanOp::verify() {
+  return verifyReduction(*this, getInput(), getResult(), getAxes(),
+                         getKeepdims());
+}
+LogicalResult ReduceSumOp::verify() {
+  return verifyReduction(*this, getInput(), getResult(), getAxes(),
+                         getKeepdims());
+}
+LogicalResult ReduceMaxOp::verify() {
+  return verifyReduction(*this, getInput(), getResult(), getAxes(),
+                         getKeepdims());
+}
+
+LogicalResult SoftmaxOp::verify() {
+  int64_t rank = shapeOf(getInput()).size();
+  if (getAxis() < 0 || getAxis() >= rank)
+    return emitAxisOutOfRange(*this, "axis", getAxis(), rank);
+  return success();
+}
+
+/// Normalisation weights must have the shape of the normalised dimensions.
+static LogicalResult verifyNormParams(Operation *op, Value input, Value result,
+                                      int64_t axis,
+                                      ArrayRef<std::pair<StringRef, Value>> params) {
+  ArrayRef<int64_t> shape = shapeOf(input);
+  if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
+    return emitAxisOutOfRange(op, "axis", axis, shape.size());
+  ArrayRef<int64_t> normalized = shape.drop_front(axis);
+  for (auto [name, value] : params)
+    if (value && shapeOf(value) != normalized)
+      return emitShapeMismatch(op, name, shapeOf(value), normalized);
+  if (shapeOf(result) != shape)
+    return emitShapeMismatch(op, "result", shapeOf(result), shape);
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  return verifyNormParams(*this, getInput(), getResult(), getAxis(),
+                          {{"weight", getWeight()}, {"bias", getBias()}});
+}
+
+LogicalResult RmsNormOp::verify() {
+  int64_t rank = shapeOf(getInput()).size();
+  if (rank == 0)
+    return emitOpError("input must have rank >= 1");
+  return verifyNormParams(*this, getInput(), getResult(), rank - 1,
+                          {{"weight", getWeight()}});
+}
+
+#define GET_OP_CLASSES
+#include "dialects/nn/NNOps.cpp.inc"

@@ -1,0 +1,456 @@
+//===- NNOps.td - the nn dialect: tensor compute ops -------*- tablegen -*-===//
+//
+// `nn` holds the compute of a model: ops on ranked, statically shaped tensors
+// with value semantics. ONNX ops land here 1:1 where that is simplest;
+// canonicalisation forms the higher-level ops (layer_norm, rms_norm, gelu,
+// silu, embedding, matmul with bias) that the runtime and autodiff want.
+//
+// Parameters are module-level `nn.parameter` symbols. No nn op can name one:
+// the only way to a parameter's contents is a `zero.shard` read and a
+// `zero.gather_wait`, so a compute op that "bypasses the hooks" cannot be
+// written down.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_NN_OPS
+#define ZPLAN_NN_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def NN_Dialect : Dialect {
+  let name = "nn";
+  let cppNamespace = "::zplan::nn";
+  let summary = "Tensor compute ops with static shapes";
+  let description = [{
+    The compute of a model after import from ONNX: value semantics, ranked
+    tensors with static shapes, and module-level parameter symbols.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let hasConstantMaterializer = 1;
+}
+
+class NN_Op<string mnemonic, list<Trait> traits = []>
+    : Op<NN_Dialect, mnemonic, traits>;
+
+def NN_Tensor : RankedTensorOf<[AnyFloat, AnySignlessInteger]>;
+def NN_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def NN_IndexTensor : RankedTensorOf<[I32, I64]>;
+def NN_BoolTensor : RankedTensorOf<[I1]>;
+
+/// Operands broadcast (numpy rules) to the result shape. Verified in C++ by
+/// zplan::nn::verifyBroadcast so every such op reports mismatches alike.
+def NN_BroadcastOperands : NativeOpTrait<"BroadcastOperands"> {
+  let cppNamespace = "::zplan::nn";
+}
+
+//===----------------------------------------------------------------------===//
+// Parameters and constants
+//===----------------------------------------------------------------------===//
+
+def NN_ParameterOp : NN_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "a trainable parameter of the model, as a module-level symbol";
+  let description = [{
+    Declares one parameter: its ONNX initializer name (the symbol), its full
+    logical type, and where its data lives. Nothing in a function reads the
+    symbol as a tensor; `zero.shard` reads the rank's shard of it.
+
+    Data inside the model file has no `external_*` attributes; ONNX external
+    data records the file (relative to the model), byte offset and length.
+
+    ```mlir
+    nn.parameter @"transformer.wte.weight" : tensor<256x64xf32>
+    nn.parameter @"lm_head.weight" : tensor<256x64xf32>
+        {external_file = "model.onnx.data", external_offset = 0 : i64,
+         external_length = 65536 : i64}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<NN_Tensor>:$type,
+                       OptionalAttr<StrAttr>:$external_file,
+                       OptionalAttr<I64Attr>:$external_offset,
+                       OptionalAttr<I64Attr>:$external_length);
+  let assemblyFormat = "$sym_name attr-dict `:` $type";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+    /// True when the data lives in an ONNX external-data file.
+    bool isExternal() { return getExternalFile().has_value(); }
+  }];
+}
+
+def NN_ConstantOp : NN_Op<"constant",
+    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+  let summary = "a tensor known at compile time";
+  let description = [{
+    A small constant: a folded shape computation, a mask, a rotary table or a
+    scalar. Parameters never become constants.
+
+    ```mlir
+    %eps = nn.constant dense<9.99999974E-6> : tensor<f32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+class NN_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
+    : NN_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+  let summary = "elementwise " # what;
+  let description = [{
+    Applies the function to every element; the result has the operand's type.
+
+    ```mlir
+    %y = nn.}] # mnemonic # [{ %x : tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_Tensor:$input);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def NN_NegOp : NN_UnaryOp<"neg", "negation">;
+def NN_AbsOp : NN_UnaryOp<"abs", "absolute value">;
+def NN_SqrtOp : NN_UnaryOp<"sqrt", "square root">;
+def NN_ReciprocalOp : NN_UnaryOp<"reciprocal", "reciprocal 1/x">;
+def NN_ExpOp : NN_UnaryOp<"exp", "exponential">;
+def NN_LogOp : NN_UnaryOp<"log", "natural logarithm">;
+def NN_ErfOp : NN_UnaryOp<"erf", "error function">;
+def NN_TanhOp : NN_UnaryOp<"tanh", "hyperbolic tangent">;
+def NN_SigmoidOp : NN_UnaryOp<"sigmoid", "logistic sigmoid 1/(1+exp(-x))">;
+def NN_ReluOp : NN_UnaryOp<"relu", "rectifier max(x, 0)">;
+def NN_CosOp : NN_UnaryOp<"cos", "cosine">;
+def NN_SinOp : NN_UnaryOp<"sin", "sine">;
+def NN_SiluOp : NN_UnaryOp<"silu", "SiLU x * sigmoid(x) (formed from Sigmoid and Mul)">;
+
+def NN_GeluOp : NN_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "elementwise GELU, exact (erf) or tanh-approximated";
+  let description = [{
+    `approximate = "none"` is x/2 (1 + erf(x/sqrt 2)); `"tanh"` is
+    x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GPT-2's gelu_new).
+    Formed by canonicalisation from the primitive chains exporters emit.
+
+    ```mlir
+    %y = nn.gelu %x {approximate = "tanh"} : tensor<2x16x256xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+class NN_BinaryOp<string mnemonic, string what, list<Trait> traits = []>
+    : NN_Op<mnemonic, !listconcat([Pure, SameOperandsElementType,
+                                   NN_BroadcastOperands], traits)> {
+  let summary = "elementwise " # what # " with numpy broadcasting";
+  let description = [{
+    Both operands broadcast to the result shape (numpy rules); the element
+    types of operands and result are equal.
+
+    ```mlir
+    %z = nn.}] # mnemonic # [{ %x, %y : (tensor<2x16x64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_Tensor:$lhs, NN_Tensor:$rhs);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)
+  }];
+}
+
+def NN_AddOp : NN_BinaryOp<"add", "addition", [Commutative, SameOperandsAndResultElementType]>;
+def NN_SubOp : NN_BinaryOp<"sub", "subtraction", [SameOperandsAndResultElementType]>;
+def NN_MulOp : NN_BinaryOp<"mul", "multiplication", [Commutative, SameOperandsAndResultElementType]>;
+def NN_DivOp : NN_BinaryOp<"div", "division (integers truncate toward zero)", [SameOperandsAndResultElementType]>;
+def NN_PowOp : NN_BinaryOp<"pow", "power", [SameOperandsAndResultElementType]>;
+def NN_MaxOp : NN_BinaryOp<"max", "maximum", [Commutative, SameOperandsAndResultElementType]>;
+def NN_MinOp : NN_BinaryOp<"min", "minimum", [Commutative, SameOperandsAndResultElementType]>;
+
+class NN_CompareOp<string mnemonic, string what>
+    : NN_BinaryOp<mnemonic, what # " comparison"> {
+  let results = (outs NN_BoolTensor:$result);
+}
+def NN_EqualOp : NN_CompareOp<"equal", "equality">;
+def NN_LessOp : NN_CompareOp<"less", "less-than">;
+def NN_GreaterOp : NN_CompareOp<"greater", "greater-than">;
+
+def NN_WhereOp : NN_Op<"where", [Pure, NN_BroadcastOperands]> {
+  let summary = "elementwise select: condition ? on_true : on_false";
+  let description = [{
+    All three operands broadcast to the result shape; the two values and the
+    result share one element type.
+
+    ```mlir
+    %r = nn.where %mask, %scores, %min : (tensor<1x1x16x16xi1>, tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_BoolTensor:$condition, NN_Tensor:$on_true,
+                       NN_Tensor:$on_false);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $on_true `,` $on_false attr-dict `:`
+    `(` type($condition) `,` type($on_true) `,` type($on_false) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_CastOp : NN_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "elementwise conversion to another element type";
+  let description = [{
+    Float to integer truncates toward zero; anything to i1 is `x != 0`.
+
+    ```mlir
+    %f = nn.cast %mask : tensor<2x16xi1> -> tensor<2x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_Tensor:$input);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+def NN_MatmulOp : NN_Op<"matmul", [Pure, SameOperandsElementType]> {
+  let summary = "batched matrix product with optional bias";
+  let description = [{
+    ONNX MatMul semantics (numpy matmul: batch dimensions broadcast, a rank-1
+    operand is promoted and its unit dimension removed). `transpose_rhs`
+    swaps the last two dimensions of `rhs` first, as Gemm's transB does. The
+    optional `bias` broadcasts to the result and is added, so a Linear layer
+    is one op.
+
+    ```mlir
+    %y = nn.matmul %x, %w, %b : (tensor<2x16x64xf32>, tensor<64x256xf32>, tensor<256xf32>) -> tensor<2x16x256xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs,
+                       Optional<NN_FloatTensor>:$bias,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def NN_TransposeOp : NN_Op<"transpose", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "permutes dimensions";
+  let description = [{
+    Result dimension i is operand dimension perm[i].
+
+    ```mlir
+    %t = nn.transpose %x {perm = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x16xf32> -> tensor<2x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_ReshapeOp : NN_Op<"reshape", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "reinterprets the row-major data under another static shape";
+  let description = [{
+    Element count is preserved. ONNX Reshape, Flatten, Squeeze and Unsqueeze
+    all land here once their shapes are known.
+
+    ```mlir
+    %r = nn.reshape %x : tensor<2x16x64xf32> -> tensor<32x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_Tensor:$input);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def NN_ExpandOp : NN_Op<"expand", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "broadcasts to a larger static shape";
+  let description = [{
+    ONNX Expand with its shape known: the operand broadcasts (numpy rules) to
+    the result shape, which must be the broadcast of the two.
+
+    ```mlir
+    %e = nn.expand %kv : tensor<2x2x1x16x16xf32> -> tensor<2x2x2x16x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_Tensor:$input);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_SliceOp : NN_Op<"slice", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "strided slice with static bounds on every dimension";
+  let description = [{
+    One (start, step) pair per dimension, already normalised by the importer:
+    start in [0, dim), step >= 1 or <= -1; the result shape gives the count.
+    Result element j of dimension d is operand element start[d] + j*step[d].
+
+    ```mlir
+    %q = nn.slice %qkv {starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : tensor<2x16x192xf32> -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$steps);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_ConcatOp : NN_Op<"concat", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "joins tensors along one dimension";
+  let description = [{
+    All operands agree on every dimension but `axis`; the result's `axis`
+    extent is their sum.
+
+    ```mlir
+    %c = nn.concat %a, %b {axis = 3 : i64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<NN_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
+}
+
+def NN_GatherOp : NN_Op<"gather", [Pure]> {
+  let summary = "selects slices along one axis by runtime indices";
+  let description = [{
+    ONNX Gather: result shape is data.shape[:axis] + indices.shape +
+    data.shape[axis+1:]. Negative indices count from the end. A gather from a
+    parameter table along axis 0 becomes `nn.embedding`.
+
+    ```mlir
+    %g = nn.gather %x, %idx {axis = 1 : i64} : (tensor<2x16x64xf32>, tensor<2xi64>) -> tensor<2x2x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_Tensor:$data, NN_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_EmbeddingOp : NN_Op<"embedding", [Pure]> {
+  let summary = "row lookup in an embedding table";
+  let description = [{
+    `result[i..., :] = table[ids[i...], :]`; ids out of range are an error at
+    run time, never a read outside the table.
+
+    ```mlir
+    %h = nn.embedding %wte, %ids : (tensor<256x64xf32>, tensor<2x16xi64>) -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$table, NN_IndexTensor:$ids);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalisations
+//===----------------------------------------------------------------------===//
+
+class NN_ReduceOp<string mnemonic, string what>
+    : NN_Op<mnemonic, [Pure, SameOperandsAndResultElementType]> {
+  let summary = what # " over a set of dimensions";
+  let description = [{
+    Reduces `axes` (sorted, non-negative, unique); with `keepdims` they stay
+    as extent 1, without it they are removed.
+
+    ```mlir
+    %m = nn.}] # mnemonic # [{ %x {axes = array<i64: 2>, keepdims = true} : tensor<2x16x64xf32> -> tensor<2x16x1xf32>
+    ```
+  }];
+  let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$axes, BoolAttr:$keepdims);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+def NN_ReduceMeanOp : NN_ReduceOp<"reduce_mean", "mean">;
+def NN_ReduceSumOp : NN_ReduceOp<"reduce_sum", "sum">;
+def NN_ReduceMaxOp : NN_ReduceOp<"reduce_max", "maximum">;
+
+def NN_SoftmaxOp : NN_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "softmax along one dimension";
+  let description = [{
+    `exp(x - max) / sum(exp(x - max))` along `axis` (non-negative).
+
+    ```mlir
+    %p = nn.softmax %scores {axis = 3 : i64} : tensor<2x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_LayerNormOp : NN_Op<"layer_norm", [Pure, AttrSizedOperandSegments,
+                                          AllTypesMatch<["input", "result"]>]> {
+  let summary = "layer normalisation over the trailing dimensions from axis";
+  let description = [{
+    `(x - mean) / sqrt(var + epsilon) * weight + bias` where mean and the
+    biased variance run over dimensions [axis, rank). The optional `weight`
+    and `bias` have the shape of those dimensions. Formed from ONNX
+    LayerNormalization (opset 17) and from the ReduceMean/Sub/Pow/Sqrt/Div
+    chain older opsets export, absorbing the Mul and Add that follow.
+
+    ```mlir
+    %y = nn.layer_norm %x weight %g bias %b {axis = 2 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, Optional<NN_FloatTensor>:$weight,
+                       Optional<NN_FloatTensor>:$bias, I64Attr:$axis,
+                       F32Attr:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`weight` $weight^)? (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_RmsNormOp : NN_Op<"rms_norm", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "root-mean-square normalisation over the last dimension";
+  let description = [{
+    `x / sqrt(mean(x^2) + epsilon) * weight` over the last dimension (Llama's
+    RMSNorm), formed from Pow/ReduceMean/Add/Sqrt/Reciprocal/Mul. The
+    optional `weight` has the shape of the last dimension.
+
+    ```mlir
+    %y = nn.rms_norm %x weight %g {epsilon = 9.99999997E-7 : f32} : (tensor<2x16x64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, Optional<NN_FloatTensor>:$weight,
+                       F32Attr:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`weight` $weight^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // ZPLAN_NN_OPS

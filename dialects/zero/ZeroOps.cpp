@@ -1,0 +1,191 @@
+//===- ZeroOps.cpp - zero op verifiers ------------------------------------===//
+//
+// The local half of the safety argument: each op checks its own operands
+// (a wait completes a start of the right kind, its results are the tensors of
+// the shards that were started, a release frees only gathered copies, a
+// group's layout holds its parameters). The whole-program rules (no use after
+// release, every copy released) belong to the schedule verifier pass.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/zero/ZeroDialect.h"
+
+#include "dialects/Diagnostics.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace zplan;
+using namespace zplan::zero;
+
+/// Looks up the nn.parameter a symbol reference names, reporting on `op` when
+/// there is none.
+static FailureOr<nn::ParameterOp> lookupParameter(Operation *op,
+                                                  SymbolTableCollection &table,
+                                                  FlatSymbolRefAttr name) {
+  auto param = table.lookupNearestSymbolFrom<nn::ParameterOp>(op, name);
+  if (!param)
+    return op->emitOpError() << "names " << name
+                             << ", which is not an nn.parameter";
+  return param;
+}
+
+/// A token must be completed by exactly one wait: a second wait would gather
+/// twice, a missing one would leave a collective dangling on every rank.
+static LogicalResult verifySingleWait(Operation *start, Value token) {
+  if (!token.hasOneUse())
+    return start->emitOpError()
+           << "token must have exactly one wait, found "
+           << std::distance(token.use_begin(), token.use_end()) << " uses";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Groups and shards
+//===----------------------------------------------------------------------===//
+
+LogicalResult GroupOp::verify() {
+  if (getParams().empty())
+    return emitOpError("must hold at least one parameter");
+  if (getWorldSize() < 1)
+    return emitOpError() << "world_size is " << getWorldSize()
+                         << ", expected >= 1";
+  if (getPaddedElements() % getWorldSize() != 0)
+    return emitOpError() << "padded_elements " << getPaddedElements()
+                         << " is not a multiple of world_size "
+                         << getWorldSize();
+  return success();
+}
+
+LogicalResult GroupOp::verifySymbolUses(SymbolTableCollection &table) {
+  int64_t total = 0;
+  for (Attribute name : getParams()) {
+    FailureOr<nn::ParameterOp> param =
+        lookupParameter(*this, table, llvm::cast<FlatSymbolRefAttr>(name));
+    if (failed(param))
+      return failure();
+    total += param->getTensorType().getNumElements();
+  }
+  if (getPaddedElements() < total)
+    return emitOpError() << "padded_elements " << getPaddedElements()
+                         << " is smaller than the " << total
+                         << " elements of its parameters";
+  return success();
+}
+
+LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &table) {
+  FailureOr<nn::ParameterOp> param =
+      lookupParameter(*this, table, getParamAttr());
+  if (failed(param))
+    return failure();
+  RankedTensorType expected = param->getTensorType();
+  if (getResult().getType().getTensorType() != expected)
+    return emitOpError() << "result is a shard of "
+                         << getResult().getType().getTensorType()
+                         << ", but " << getParamAttr() << " is " << expected;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// All-gather
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherStartOp::verify() {
+  if (getShards().empty())
+    return emitOpError("must gather at least one shard");
+  return verifySingleWait(*this, getToken());
+}
+
+LogicalResult GatherStartOp::verifySymbolUses(SymbolTableCollection &table) {
+  if (!getGroupAttr())
+    return success();
+  auto group = table.lookupNearestSymbolFrom<GroupOp>(*this, getGroupAttr());
+  if (!group)
+    return emitOpError() << "group " << getGroupAttr()
+                         << " is not a zero.group";
+  ArrayAttr params = group.getParams();
+  if (params.size() != getShards().size())
+    return emitOpError() << "gathers " << getShards().size()
+                         << " shards, but group " << getGroupAttr() << " has "
+                         << params.size() << " parameters";
+  for (auto [index, shard, param] :
+       llvm::enumerate(getShards(), params.getValue())) {
+    auto read = shard.getDefiningOp<ShardOp>();
+    if (read && read.getParamAttr() != param)
+      return emitOpError() << "shard " << index << " reads "
+                           << read.getParamAttr() << ", but group "
+                           << getGroupAttr() << " expects " << param;
+  }
+  return success();
+}
+
+LogicalResult GatherWaitOp::verify() {
+  GatherStartOp start = getStart();
+  if (!start)
+    return emitOpError("token must come from a zero.gather_start");
+  if (start.getShards().size() != getTensors().size())
+    return emitOpError() << "has " << getTensors().size()
+                         << " results, but its start gathers "
+                         << start.getShards().size() << " shards";
+  for (auto [index, shard, tensor] :
+       llvm::enumerate(start.getShards(), getTensors())) {
+    RankedTensorType expected =
+        llvm::cast<ShardType>(shard.getType()).getTensorType();
+    if (tensor.getType() != expected)
+      return emitOpError() << "result " << index << " has type "
+                           << tensor.getType() << ", expected " << expected
+                           << " (the gathered shard)";
+  }
+  return success();
+}
+
+LogicalResult ReleaseOp::verify() {
+  for (auto [index, tensor] : llvm::enumerate(getTensors()))
+    if (!tensor.getDefiningOp<GatherWaitOp>())
+      return emitOpError() << "operand " << index
+                           << " is not a gathered parameter (it must be a "
+                              "result of zero.gather_wait)";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reduce-scatter
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceScatterStartOp::verify() {
+  if (getGradients().empty())
+    return emitOpError("must reduce at least one gradient");
+  return verifySingleWait(*this, getToken());
+}
+
+LogicalResult ReduceScatterWaitOp::verify() {
+  auto start = getToken().getDefiningOp<ReduceScatterStartOp>();
+  if (!start)
+    return emitOpError("token must come from a zero.reduce_scatter_start");
+  if (start.getGradients().size() != getShards().size())
+    return emitOpError() << "has " << getShards().size()
+                         << " results, but its start reduces "
+                         << start.getGradients().size() << " gradients";
+  if (!getAccumulators().empty() &&
+      getAccumulators().size() != getShards().size())
+    return emitOpError() << "has " << getAccumulators().size()
+                         << " accumulators, expected none or "
+                         << getShards().size();
+  for (auto [index, gradient, shard] :
+       llvm::enumerate(start.getGradients(), getShards())) {
+    auto expected = ShardType::get(
+        getContext(), llvm::cast<RankedTensorType>(gradient.getType()));
+    if (shard.getType() != expected)
+      return emitOpError() << "result " << index << " has type "
+                           << shard.getType() << ", expected " << expected;
+    if (!getAccumulators().empty() &&
+        getAccumulators()[index].getType() != expected)
+      return emitOpError() << "accumulator " << index << " has type "
+                           << getAccumulators()[index].getType()
+                           << ", expected " << expected;
+  }
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/zero/ZeroOps.cpp.inc"

@@ -1,0 +1,219 @@
+//===- ZeroOps.td - the zero dialect: sharding and collectives -*- tablegen -*-===//
+//
+// `zero` holds what ZeRO-3 adds to a program: parameter groups, the rank's
+// shard of each parameter, split all-gathers (start/wait, as XLA splits
+// all-gather-start/done), releases, gradient reduce-scatters and all-reduces.
+//
+// A parameter shard has type !zero.shard<tensor<...>>, which is not a tensor
+// type, so no nn op accepts it. `zero.gather_wait` is the only op that turns
+// shards into tensors; the schedule verifier builds on that.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_ZERO_OPS
+#define ZPLAN_ZERO_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def Zero_Dialect : Dialect {
+  let name = "zero";
+  let cppNamespace = "::zplan::zero";
+  let summary = "Parameter sharding, memory and communication";
+  let useDefaultTypePrinterParser = 1;
+  let dependentDialects = ["::zplan::nn::NNDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+class Zero_Type<string name, string typeMnemonic> : TypeDef<Zero_Dialect, name> {
+  let mnemonic = typeMnemonic;
+}
+
+def Zero_ShardType : Zero_Type<"Shard", "shard"> {
+  let summary = "this rank's 1/N of a parameter (or gradient), not a tensor";
+  let description = [{
+    Carries the full logical tensor type of the parameter it is a shard of.
+    Being a distinct type, it cannot flow into any nn op.
+
+    ```mlir
+    !zero.shard<tensor<256x64xf32>>
+    ```
+  }];
+  let parameters = (ins "::mlir::RankedTensorType":$tensorType);
+  let assemblyFormat = "`<` $tensorType `>`";
+}
+
+def Zero_GatherTokenType : Zero_Type<"GatherToken", "gather_token"> {
+  let summary = "an all-gather in flight, started and not yet waited for";
+}
+
+def Zero_ReduceTokenType : Zero_Type<"ReduceToken", "reduce_token"> {
+  let summary = "a reduce-scatter in flight, started and not yet waited for";
+}
+
+class Zero_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Zero_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Parameter groups and shards
+//===----------------------------------------------------------------------===//
+
+def Zero_GroupOp : Zero_Op<"group", [Symbol, HasParent<"::mlir::ModuleOp">,
+                                     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "parameters laid out in one flat, padded buffer";
+  let description = [{
+    The parameters are concatenated (flattened, in the listed order) into one
+    buffer of `padded_elements`, a multiple of `world_size`, split into
+    `world_size` equal shards. One collective moves a whole group.
+
+    ```mlir
+    zero.group @block0 {params = [@"h.0.w", @"h.0.b"], padded_elements = 4160 : i64, world_size = 4 : i64}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       FlatSymbolRefArrayAttr:$params,
+                       I64Attr:$padded_elements,
+                       I64Attr:$world_size);
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+}
+
+def Zero_ShardOp : Zero_Op<"shard", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads this rank's shard of a parameter";
+  let description = [{
+    The result's tensor type is the parameter's full type.
+
+    ```mlir
+    %s = zero.shard @"transformer.wte.weight" : !zero.shard<tensor<256x64xf32>>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param);
+  let results = (outs Zero_ShardType:$result);
+  let assemblyFormat = "$param attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// All-gather, split in start and wait
+//===----------------------------------------------------------------------===//
+
+def Zero_GatherStartOp : Zero_Op<"gather_start", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "starts the all-gather of shards (one collective)";
+  let description = [{
+    Starts one asynchronous all-gather of the given shards; with `group`, they
+    must be exactly that group's parameters in its order. A prefetch is a
+    start hoisted earlier than the wait. The token has exactly one
+    `zero.gather_wait`.
+
+    ```mlir
+    %t = zero.gather_start %s0, %s1 {group = @block0} : !zero.shard<tensor<64x64xf32>>, !zero.shard<tensor<64xf32>>
+    ```
+  }];
+  let arguments = (ins Variadic<Zero_ShardType>:$shards,
+                       OptionalAttr<FlatSymbolRefAttr>:$group);
+  let results = (outs Zero_GatherTokenType:$token);
+  let assemblyFormat = "$shards attr-dict `:` type($shards)";
+  let hasVerifier = 1;
+}
+
+def Zero_GatherWaitOp : Zero_Op<"gather_wait"> {
+  let summary = "waits for an all-gather: the only producer of parameter tensors";
+  let description = [{
+    Completes the all-gather of `token`; result i is the full tensor of the
+    start's shard i. These copies live until `zero.release`.
+
+    ```mlir
+    %w, %b = zero.gather_wait %t : tensor<64x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Zero_GatherTokenType:$token);
+  let results = (outs Variadic<AnyRankedTensor>:$tensors);
+  let assemblyFormat = "$token attr-dict `:` type($tensors)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The start this wait completes.
+    GatherStartOp getStart() {
+      return getToken().getDefiningOp<GatherStartOp>();
+    }
+  }];
+}
+
+def Zero_ReleaseOp : Zero_Op<"release"> {
+  let summary = "ends the life of gathered parameter copies";
+  let description = [{
+    Every operand must come from a `zero.gather_wait`; after the release no
+    op may read it, and its memory may be reused.
+
+    ```mlir
+    zero.release %w, %b : tensor<64x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$tensors);
+  let assemblyFormat = "$tensors attr-dict `:` type($tensors)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient collectives
+//===----------------------------------------------------------------------===//
+
+def Zero_ReduceScatterStartOp : Zero_Op<"reduce_scatter_start"> {
+  let summary = "starts summing full gradients across ranks into shards";
+  let description = [{
+    One asynchronous reduce-scatter of the given full-size gradients.
+
+    ```mlir
+    %t = zero.reduce_scatter_start %gw, %gb : tensor<64x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$gradients);
+  let results = (outs Zero_ReduceTokenType:$token);
+  let assemblyFormat = "$gradients attr-dict `:` type($gradients)";
+  let hasVerifier = 1;
+}
+
+def Zero_ReduceScatterWaitOp : Zero_Op<"reduce_scatter_wait"> {
+  let summary = "waits for a reduce-scatter, accumulating into gradient shards";
+  let description = [{
+    Result i is this rank's shard of the summed gradient i of the start, plus
+    `accumulators[i]` when accumulators are given (gradient accumulation over
+    micro-steps keeps shards, never full gradients).
+
+    ```mlir
+    %g0, %g1 = zero.reduce_scatter_wait %t accumulate(%a0, %a1 : !zero.shard<tensor<64x64xf32>>, !zero.shard<tensor<64xf32>>) : !zero.shard<tensor<64x64xf32>>, !zero.shard<tensor<64xf32>>
+    ```
+  }];
+  let arguments = (ins Zero_ReduceTokenType:$token,
+                       Variadic<Zero_ShardType>:$accumulators);
+  let results = (outs Variadic<Zero_ShardType>:$shards);
+  let assemblyFormat = [{
+    $token (`accumulate` `(` $accumulators^ `:` type($accumulators) `)`)?
+    attr-dict `:` type($shards)
+  }];
+  let hasVerifier = 1;
+}
+
+def Zero_AllReduceOp : Zero_Op<"all_reduce", [SameOperandsAndResultType]> {
+  let summary = "sums a tensor over all ranks (for replicated parameters)";
+  let description = [{
+    Used for the gradients of small parameters kept replicated on every rank.
+
+    ```mlir
+    %g = zero.all_reduce %grad : tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+#endif // ZPLAN_ZERO_OPS
