@@ -98,7 +98,7 @@ def Zero_ShardOp : Zero_Op<"shard", [Pure,
   }];
   let arguments = (ins FlatSymbolRefAttr:$param);
   let results = (outs Zero_ShardType:$result);
-  let assemblyFormat = "$param attr-dict `:` type($result)";
+  let assemblyFormat = "$param attr-dict `:` qualified(type($result))";
 }
 
 //===----------------------------------------------------------------------===//

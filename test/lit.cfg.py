@@ -1,0 +1,24 @@
+# lit configuration for zplan: .mlir files run zcc-opt, .onnxtxt files run
+# zcc on protobuf-text ONNX models, .test files run zcc on the binary
+# fixtures in test/models.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "zplan"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".onnxtxt", ".test"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "models"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.zplan_obj_root, "test")
+
+# Captured names must not leak between CHECK-LABEL sections.
+config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
+config.substitutions.append(("%models", os.path.join(config.zplan_src_root, "test", "models")))
+config.substitutions.append(("%python", config.python_executable))
+
+llvm_config.with_system_environment(["HOME", "TMPDIR"])
+llvm_config.use_default_substitutions()
+tool_dirs = [config.zplan_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["zcc", "zcc-opt"], tool_dirs)
