@@ -39,10 +39,12 @@ def NN_Dialect : Dialect {
 class NN_Op<string mnemonic, list<Trait> traits = []>
     : Op<NN_Dialect, mnemonic, traits>;
 
-def NN_Tensor : RankedTensorOf<[AnyFloat, AnySignlessInteger]>;
-def NN_FloatTensor : RankedTensorOf<[AnyFloat]>;
-def NN_IndexTensor : RankedTensorOf<[I32, I64]>;
-def NN_BoolTensor : RankedTensorOf<[I1]>;
+// Shapes are static: the importer binds every dynamic dimension, and the
+// verifiers compute with the extents (a `?` would read as a huge negative).
+def NN_Tensor : StaticShapeTensorOf<[AnyFloat, AnySignlessInteger]>;
+def NN_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def NN_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def NN_BoolTensor : StaticShapeTensorOf<[I1]>;
 
 /// Operands broadcast (numpy rules) to the result shape. Verified in C++ by
 /// zplan::nn::verifyBroadcast so every such op reports mismatches alike.
@@ -228,7 +230,7 @@ def NN_CastOp : NN_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
-def NN_MatmulOp : NN_Op<"matmul", [Pure, SameOperandsElementType]> {
+def NN_MatmulOp : NN_Op<"matmul", [Pure, SameOperandsAndResultElementType]> {
   let summary = "batched matrix product with optional bias";
   let description = [{
     ONNX MatMul semantics (numpy matmul: batch dimensions broadcast, a rank-1
