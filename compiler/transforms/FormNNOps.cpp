@@ -28,6 +28,7 @@ struct FormNNOpsPass : zplan::impl::FormNNOpsBase<FormNNOpsPass> {
     populateNormalizationPatterns(patterns);
     populateActivationPatterns(patterns);
     populateLinearPatterns(patterns);
+    populateAttentionPatterns(patterns);
     if (failed(applyPatternsAndFoldGreedily(getOperation(),
                                             std::move(patterns))))
       signalPassFailure();

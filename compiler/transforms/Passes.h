@@ -22,6 +22,8 @@ namespace zplan {
 void populateNormalizationPatterns(mlir::RewritePatternSet &patterns);
 /// gelu (erf and tanh forms) and silu.
 void populateActivationPatterns(mlir::RewritePatternSet &patterns);
+/// scaled dot-product attention.
+void populateAttentionPatterns(mlir::RewritePatternSet &patterns);
 /// embedding lookup and matmul with bias.
 void populateLinearPatterns(mlir::RewritePatternSet &patterns);
 

@@ -29,6 +29,8 @@ def FormNNOps : Pass<"zplan-form-nn-ops", "::mlir::func::FuncOp"> {
     6. matmul with transpose_rhs: `matmul(a, transpose(b))` swapping b's
        last two dimensions.
     7. matmul with bias: `matmul(a, b) + c` with c of the last dimension.
+    8. attention: `softmax(mask(q @ kT * scale)) @ v`, with an additive or
+       a boolean (Where) mask.
 
     Before:
     ```mlir

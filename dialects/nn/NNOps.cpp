@@ -343,7 +343,8 @@ LogicalResult SoftmaxOp::verify() {
   return success();
 }
 
-/// Normalisation weights must have the shape of the normalised dimensions.
+/// Normalisation weights must have the shape of the normalised dimensions
+/// and the input's element type (the kernels read them as the input's type).
 static LogicalResult verifyNormParams(Operation *op, Value input, Value result,
                                       int64_t axis,
                                       ArrayRef<std::pair<StringRef, Value>> params) {
@@ -351,9 +352,17 @@ static LogicalResult verifyNormParams(Operation *op, Value input, Value result,
   if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
     return emitAxisOutOfRange(op, "axis", axis, shape.size());
   ArrayRef<int64_t> normalized = shape.drop_front(axis);
-  for (auto [name, value] : params)
-    if (value && shapeOf(value) != normalized)
+  Type elementType = getElementTypeOrSelf(input);
+  for (auto [name, value] : params) {
+    if (!value)
+      continue;
+    if (shapeOf(value) != normalized)
       return emitShapeMismatch(op, name, shapeOf(value), normalized);
+    if (getElementTypeOrSelf(value) != elementType)
+      return op->emitOpError()
+             << name << " has element type " << getElementTypeOrSelf(value)
+             << ", expected " << elementType << " (the input's)";
+  }
   if (shapeOf(result) != shape)
     return emitShapeMismatch(op, "result", shapeOf(result), shape);
   return success();
@@ -370,6 +379,53 @@ LogicalResult RmsNormOp::verify() {
     return emitOpError("input must have rank >= 1");
   return verifyNormParams(*this, getInput(), getResult(), rank - 1,
                           {{"weight", getWeight()}});
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  ArrayRef<int64_t> query = shapeOf(getQuery()), key = shapeOf(getKey()),
+                    value = shapeOf(getValue());
+  if (query.size() < 2)
+    return emitOpError() << "query has shape " << formatShape(query)
+                         << ", expected rank >= 2 ([..., S, D])";
+  size_t rank = query.size();
+  SmallVector<int64_t> expectedKey(query.drop_back(2));
+  int64_t keyLength = key.size() == rank ? key[rank - 2] : 0;
+  expectedKey.append({keyLength, query.back()});
+  if (key != ArrayRef<int64_t>(expectedKey))
+    return emitShapeMismatch(*this, "key", key, expectedKey);
+  SmallVector<int64_t> expectedValue(query.drop_back(2));
+  expectedValue.append({keyLength, value.empty() ? 0 : value.back()});
+  if (value != ArrayRef<int64_t>(expectedValue))
+    return emitShapeMismatch(*this, "value", value, expectedValue);
+  SmallVector<int64_t> scores(query.drop_back(1));
+  scores.push_back(keyLength);
+  if (Value mask = getMask()) {
+    FailureOr<SmallVector<int64_t>> joined = broadcast(scores, shapeOf(mask));
+    if (failed(joined) || ArrayRef<int64_t>(*joined) != ArrayRef<int64_t>(scores))
+      return emitOpError() << "mask of shape " << formatShape(shapeOf(mask))
+                           << " does not broadcast to the scores "
+                           << formatShape(scores);
+    bool boolean = getElementTypeOrSelf(mask).isInteger(1);
+    if (getMaskKind() == "select" && (!boolean || !getMaskedValue()))
+      return emitOpError("a \"select\" mask must be i1 and come with "
+                         "masked_value");
+    if (getMaskKind() == "additive" &&
+        getElementTypeOrSelf(mask) != getElementTypeOrSelf(getQuery()))
+      return emitOpError("an \"additive\" mask must have the query's "
+                         "element type");
+  }
+  if (getMaskKind() != "additive" && getMaskKind() != "select")
+    return emitOpError() << "mask_kind is \"" << getMaskKind()
+                         << "\", expected \"additive\" or \"select\"";
+  SmallVector<int64_t> expected(query.drop_back(1));
+  expected.push_back(value.back());
+  if (shapeOf(getResult()) != ArrayRef<int64_t>(expected))
+    return emitShapeMismatch(*this, "result", shapeOf(getResult()), expected);
+  return success();
 }
 
 #define GET_OP_CLASSES

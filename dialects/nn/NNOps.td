@@ -455,4 +455,35 @@ def NN_RmsNormOp : NN_Op<"rms_norm", [Pure, AllTypesMatch<["input", "result"]>]>
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def NN_AttentionOp : NN_Op<"attention", [Pure]> {
+  let summary = "scaled dot-product attention, formed from its primitive chain";
+  let description = [{
+    `softmax(mask(query @ key^T * scale)) @ value` over the last dimension,
+    with query [..., S, D], key [..., T, D], value [..., T, Dv] (the same
+    leading dimensions; grouped-query models expand keys and values
+    first) and result [..., S, Dv]. The optional mask broadcasts to
+    [..., S, T]: with `mask_kind = "additive"` it is added to the scores,
+    with `"select"` (a boolean mask) scores where it is false become
+    `masked_value`.
+
+    ```mlir
+    %o = nn.attention %q, %k, %v mask %m {mask_kind = "select", masked_value = -3.40282347E+38 : f32, scale = 2.500000e-01 : f32} : (tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>, tensor<1x1x16x16xi1>) -> tensor<2x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                       NN_FloatTensor:$value, Optional<NN_Tensor>:$mask,
+                       F32Attr:$scale,
+                       DefaultValuedStrAttr<StrAttr, "additive">:$mask_kind,
+                       OptionalAttr<F32Attr>:$masked_value);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // ZPLAN_NN_OPS

@@ -246,3 +246,74 @@ func.func @not_linear(%x: tensor<2x4x4xf32>, %w: tensor<4x2x4xf32>, %r: tensor<2
   %y = nn.add %m, %r : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   return %y : tensor<2x4x4xf32>
 }
+
+// -----
+
+// GPT-2's eager attention: keys transposed straight from [B, S, H, D], a
+// constant divisor, and a boolean causal mask through Where.
+// CHECK-LABEL: func.func @attention_select
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x16x8xf32>, %[[KS:.*]]: tensor<2x16x4x8xf32>, %[[V:.*]]: tensor<2x4x16x8xf32>, %[[M:.*]]: tensor<1x1x16x16xi1>)
+// CHECK: %[[K:.*]] = nn.transpose %[[KS]] {perm = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xf32>
+// CHECK-NEXT: %[[O:.*]] = nn.attention %[[Q]], %[[K]], %[[V]] mask %[[M]] {mask_kind = "select", masked_value = -3.40282347E+38 : f32, scale = 0.353553385 : f32}
+// CHECK-NEXT: return %[[O]]
+func.func @attention_select(%q: tensor<2x4x16x8xf32>, %ks: tensor<2x16x4x8xf32>, %v: tensor<2x4x16x8xf32>, %mask: tensor<1x1x16x16xi1>) -> tensor<2x4x16x8xf32> {
+  %c = nn.constant dense<2.82842708> : tensor<f32>
+  %min = nn.constant dense<-3.40282347E+38> : tensor<f32>
+  %kt = nn.transpose %ks {perm = array<i64: 0, 2, 3, 1>} : tensor<2x16x4x8xf32> -> tensor<2x4x8x16xf32>
+  %s = nn.matmul %q, %kt : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  %d = nn.div %s, %c : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+  %w = nn.where %mask, %d, %min : (tensor<1x1x16x16xi1>, tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+  %p = nn.softmax %w {axis = 3 : i64} : tensor<2x4x16x16xf32>
+  %o = nn.matmul %p, %v : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  return %o : tensor<2x4x16x8xf32>
+}
+
+// -----
+
+// Llama's: keys transposed on their last two dims, an additive float mask.
+// CHECK-LABEL: func.func @attention_additive
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x16x8xf32>, %[[K:.*]]: tensor<2x4x16x8xf32>, %[[V:.*]]: tensor<2x4x16x8xf32>, %[[M:.*]]: tensor<2x1x16x16xf32>)
+// CHECK-NEXT: %[[O:.*]] = nn.attention %[[Q]], %[[K]], %[[V]] mask %[[M]] {scale = 0.353553385 : f32}
+// CHECK-NEXT: return %[[O]]
+func.func @attention_additive(%q: tensor<2x4x16x8xf32>, %k: tensor<2x4x16x8xf32>, %v: tensor<2x4x16x8xf32>, %mask: tensor<2x1x16x16xf32>) -> tensor<2x4x16x8xf32> {
+  %c = nn.constant dense<2.82842708> : tensor<f32>
+  %kt = nn.transpose %k {perm = array<i64: 0, 1, 3, 2>} : tensor<2x4x16x8xf32> -> tensor<2x4x8x16xf32>
+  %s = nn.matmul %q, %kt : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  %d = nn.div %s, %c : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+  %a = nn.add %d, %mask : (tensor<2x4x16x16xf32>, tensor<2x1x16x16xf32>) -> tensor<2x4x16x16xf32>
+  %p = nn.softmax %a {axis = 3 : i64} : tensor<2x4x16x16xf32>
+  %o = nn.matmul %p, %v : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  return %o : tensor<2x4x16x8xf32>
+}
+
+// -----
+
+// OPT clamps the masked scores with Max before the softmax: not recognised,
+// the chain stays primitive (and still runs).
+// CHECK-LABEL: func.func @attention_clamped
+// CHECK-NOT: nn.attention
+// CHECK: nn.max
+// CHECK: nn.softmax
+func.func @attention_clamped(%q: tensor<8x16x8xf32>, %k: tensor<8x16x8xf32>, %v: tensor<8x16x8xf32>, %mask: tensor<8x16x16xf32>) -> tensor<8x16x8xf32> {
+  %min = nn.constant dense<-3.40282347E+38> : tensor<f32>
+  %kt = nn.transpose %k {perm = array<i64: 0, 2, 1>} : tensor<8x16x8xf32> -> tensor<8x8x16xf32>
+  %s = nn.matmul %q, %kt : (tensor<8x16x8xf32>, tensor<8x8x16xf32>) -> tensor<8x16x16xf32>
+  %a = nn.add %s, %mask : (tensor<8x16x16xf32>, tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  %c = nn.max %a, %min : (tensor<8x16x16xf32>, tensor<f32>) -> tensor<8x16x16xf32>
+  %p = nn.softmax %c {axis = 2 : i64} : tensor<8x16x16xf32>
+  %o = nn.matmul %p, %v : (tensor<8x16x16xf32>, tensor<8x16x8xf32>) -> tensor<8x16x8xf32>
+  return %o : tensor<8x16x8xf32>
+}
+
+// -----
+
+// Grouped-query keys that are not expanded do not fit nn.attention.
+// CHECK-LABEL: func.func @attention_unexpanded_gqa
+// CHECK-NOT: nn.attention
+func.func @attention_unexpanded_gqa(%q: tensor<2x4x16x8xf32>, %k: tensor<2x1x16x8xf32>, %v: tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32> {
+  %kt = nn.transpose %k {perm = array<i64: 0, 1, 3, 2>} : tensor<2x1x16x8xf32> -> tensor<2x1x8x16xf32>
+  %s = nn.matmul %q, %kt : (tensor<2x4x16x8xf32>, tensor<2x1x8x16xf32>) -> tensor<2x4x16x16xf32>
+  %p = nn.softmax %s {axis = 3 : i64} : tensor<2x4x16x16xf32>
+  %o = nn.matmul %p, %v : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  return %o : tensor<2x4x16x8xf32>
+}
