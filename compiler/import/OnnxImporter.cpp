@@ -23,6 +23,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -115,6 +116,7 @@ private:
   llvm::Error importAlias(const onnx::NodeProto &node);
   llvm::Error importCast(const onnx::NodeProto &node);
   llvm::Error importWhere(const onnx::NodeProto &node);
+  llvm::Error checkFloatOperands(const onnx::NodeProto &node);
   llvm::Error importMatMul(const onnx::NodeProto &node);
   llvm::Error importGemm(const onnx::NodeProto &node);
   llvm::Error importTranspose(const onnx::NodeProto &node);
@@ -129,7 +131,10 @@ private:
   llvm::Error importLayerNorm(const onnx::NodeProto &node);
 
   static const llvm::StringMap<Handler> &handlerTable();
-  static std::string supportedOpList();
+  /// The op types a handler imports when they depend on run-time data.
+  static std::string runtimeOpList();
+  /// The op types inferNode folds but no handler imports.
+  static std::string foldOnlyOpList();
 
   MLIRContext &context;
   OpBuilder builder;
@@ -320,12 +325,15 @@ llvm::Error OnnxImporter::readExternalData(const onnx::TensorProto &tensor,
   offset = 0;
   length = -1;
   for (const onnx::StringStringEntryProto &kv : tensor.external_data()) {
-    if (kv.key() == "location")
+    if (kv.key() == "location") {
       file = kv.value();
-    else if (kv.key() == "offset")
-      offset = std::stoll(kv.value());
-    else if (kv.key() == "length")
-      length = std::stoll(kv.value());
+    } else if (kv.key() == "offset" || kv.key() == "length") {
+      int64_t &field = kv.key() == "offset" ? offset : length;
+      if (StringRef(kv.value()).getAsInteger(10, field) || field < 0)
+        return makeError("initializer '" + tensor.name() + "': external data " +
+                         kv.key() + " '" + kv.value() +
+                         "' is not a non-negative integer");
+    }
   }
   if (file.empty())
     return makeError("initializer '" + tensor.name() +
@@ -333,21 +341,70 @@ llvm::Error OnnxImporter::readExternalData(const onnx::TensorProto &tensor,
   SmallString<256> full(modelDir);
   llvm::sys::path::append(full, file);
   uint64_t size = 0;
-  if (llvm::sys::fs::file_size(full, size))
+  if (std::error_code error = llvm::sys::fs::file_size(full, size))
     return makeError("initializer '" + tensor.name() +
-                     "': external data file '" + full + "' cannot be read");
-  if (length < 0)
-    length = static_cast<int64_t>(size) - offset;
-  if (offset < 0 || offset + length > static_cast<int64_t>(size))
-    return makeError("initializer '" + tensor.name() + "': external data [" +
-                     llvm::Twine(offset) + ", " + llvm::Twine(offset + length) +
-                     ") lies outside '" + full + "' (" + llvm::Twine(size) +
-                     " bytes)");
+                     "': external data file '" + full +
+                     "' cannot be read: " + error.message());
+  // Written so that no sum can overflow: offset and length come from the
+  // model, unchecked.
+  int64_t fileSize = static_cast<int64_t>(size);
+  if (length < 0 && offset <= fileSize)
+    length = fileSize - offset;
+  if (offset > fileSize || length > fileSize - offset) {
+    std::string range = "offset " + std::to_string(offset);
+    if (length >= 0)
+      range += ", length " + std::to_string(length);
+    return makeError("initializer '" + tensor.name() + "': external data at " +
+                     range + " lies outside '" + full + "' (" +
+                     llvm::Twine(size) + " bytes)");
+  }
   auto buffer = llvm::MemoryBuffer::getFileSlice(full, length, offset);
   if (!buffer)
     return makeError("initializer '" + tensor.name() +
                      "': cannot read external data from '" + full + "'");
   bytes = (*buffer)->getBuffer().str();
+  return llvm::Error::success();
+}
+
+/// Checks that an initializer's inline data (raw_data, or the typed field
+/// its element type uses) holds exactly the elements its shape says.
+static llvm::Error checkInlineDataSize(const onnx::TensorProto &tensor,
+                                       const ValueInfo &info) {
+  int64_t count = numElements(info.shape);
+  std::string what = formatShape(info.shape) + " " + elementTypeName(info.type);
+  if (!tensor.raw_data().empty()) {
+    int64_t expected = count * elementByteSize(info.type);
+    int64_t present = static_cast<int64_t>(tensor.raw_data().size());
+    if (present != expected)
+      return makeError("initializer '" + tensor.name() + "': raw_data holds " +
+                       llvm::Twine(present) + " bytes, expected " +
+                       llvm::Twine(expected) + " for " + what);
+    return llvm::Error::success();
+  }
+  int64_t present;
+  const char *field;
+  switch (info.type) {
+  case ElementType::Float32:
+    present = tensor.float_data_size();
+    field = "float_data";
+    break;
+  case ElementType::Float64:
+    present = tensor.double_data_size();
+    field = "double_data";
+    break;
+  case ElementType::Int64:
+    present = tensor.int64_data_size();
+    field = "int64_data";
+    break;
+  default:
+    present = tensor.int32_data_size();
+    field = "int32_data";
+    break;
+  }
+  if (present != count)
+    return makeError("initializer '" + tensor.name() + "': " + field +
+                     " holds " + llvm::Twine(present) + " elements, expected " +
+                     llvm::Twine(count) + " for " + what);
   return llvm::Error::success();
 }
 
@@ -363,6 +420,10 @@ llvm::Error OnnxImporter::declareInitializers() {
     Entry &entry = values[tensor.name()];
     entry.info.type = *type;
     entry.info.shape.assign(tensor.dims().begin(), tensor.dims().end());
+    if (llvm::any_of(entry.info.shape, [](int64_t dim) { return dim < 0; }))
+      return makeError("initializer '" + tensor.name() +
+                       "' has a negative dimension (dims " +
+                       formatShape(entry.info.shape) + ")");
     bool external =
         tensor.data_location() == onnx::TensorProto::EXTERNAL;
     std::string bytes, file;
@@ -387,7 +448,11 @@ llvm::Error OnnxImporter::declareInitializers() {
                          kMaxConstantInitializerElements;
     if (trainable) {
       // Parameters are never folded: their data stays where it is, and only
-      // the plan writer reads it, one shard at a time.
+      // the plan writer reads it, one shard at a time. So its size is
+      // checked here, or nothing would notice a short tensor until then.
+      if (!external)
+        if (llvm::Error error = checkInlineDataSize(tensor, entry.info))
+          return error;
       entry.parameter = &tensor;
       auto param = builder.create<nn::ParameterOp>(
           NameLoc::get(builder.getStringAttr(tensor.name())),
@@ -412,12 +477,26 @@ llvm::Error OnnxImporter::declareInitializers() {
 }
 
 llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
+  // Older exporters list initializers among the inputs too; those are not
+  // arguments.
+  auto isArgument = [&](const onnx::ValueInfoProto &input) {
+    return !values.count(input.name());
+  };
+  // A misspelt --input-shape name is reported as such, not as the dynamic
+  // dimension it failed to bind.
   llvm::StringSet<> graphInputs;
+  std::string known;
+  for (const onnx::ValueInfoProto &input : model.graph().input())
+    if (isArgument(input) && graphInputs.insert(input.name()).second)
+      known += (known.empty() ? "'" : ", '") + input.name() + "'";
+  for (const auto &[name, dims] : options.inputShapes)
+    if (!graphInputs.contains(name))
+      return makeError("--input-shape names '" + name +
+                       "', which is not a graph input (inputs: " + known + ")");
+
   for (const onnx::ValueInfoProto &input : model.graph().input()) {
-    // Older exporters list initializers among the inputs too.
-    if (values.count(input.name()))
+    if (!isArgument(input))
       continue;
-    graphInputs.insert(input.name());
     const onnx::TypeProto &type = input.type();
     if (!type.has_tensor_type())
       return makeError("graph input '" + input.name() + "' is not a tensor");
@@ -427,6 +506,10 @@ llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
       return makeError("graph input '" + input.name() +
                        "' has unsupported ONNX data type " +
                        llvm::Twine(type.tensor_type().elem_type()));
+    if (*elementType == ElementType::UInt8)
+      return makeError("graph input '" + input.name() +
+                       "' is ui8; nn tensors have signless element types, "
+                       "so run-time values cannot be unsigned");
     auto bound = options.inputShapes.find(input.name());
     const onnx::TensorShapeProto &shape = type.tensor_type().shape();
     std::vector<int64_t> dims;
@@ -468,14 +551,6 @@ llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
     entry.info.shape = dims;
     argTypes.push_back(tensorType(entry.info));
   }
-  for (const auto &[name, dims] : options.inputShapes)
-    if (!graphInputs.contains(name)) {
-      std::string known;
-      for (const auto &input : graphInputs)
-        known += (known.empty() ? "'" : ", '") + input.getKey().str() + "'";
-      return makeError("--input-shape names '" + name +
-                       "', which is not a graph input (inputs: " + known + ")");
-    }
   return llvm::Error::success();
 }
 
@@ -535,6 +610,10 @@ llvm::Error OnnxImporter::emitReturn(func::FuncOp func) {
       return makeError("graph output '" + output.name() +
                        "' is produced by no node");
     Entry &entry = it->second;
+    if (entry.info.type == ElementType::UInt8)
+      return makeError("graph output '" + output.name() +
+                       "' is ui8; nn tensors have signless element types, "
+                       "so outputs cannot be unsigned");
     Value value = entry.value;
     if (!value && entry.parameter)
       value = entry.value = gatherParameter(output.name(), entry);
@@ -575,10 +654,14 @@ llvm::Error OnnxImporter::importNode(const onnx::NodeProto &node) {
                                "domain (opset " +
                                llvm::Twine(opset) + ") is");
   if (!isKnownOp(node.op_type()))
-    return nodeError(node, "op type " + node.op_type() + " (opset " +
+    return nodeError(node, "op type " + node.op_type() +
+                               " of the default ONNX domain (opset " +
                                llvm::Twine(opset) +
                                ") is not supported; supported op types are: " +
-                               supportedOpList());
+                               runtimeOpList() +
+                               "; and, when their inputs are compile-time "
+                               "constants: " +
+                               foldOnlyOpList());
   std::vector<const ValueInfo *> inputs;
   for (int i = 0; i < node.input_size(); ++i) {
     if (node.input(i).empty()) {
@@ -588,40 +671,65 @@ llvm::Error OnnxImporter::importNode(const onnx::NodeProto &node) {
     auto it = values.find(node.input(i));
     if (it == values.end())
       return nodeError(node, "input '" + node.input(i) +
-                                 "' is produced by no earlier node (the graph "
-                                 "is not topologically sorted)");
+                                 "' is not a graph input, an initializer or "
+                                 "the output of an earlier node (missing, or "
+                                 "the graph is not topologically sorted)");
     inputs.push_back(&it->second.info);
   }
   outputs.clear();
   std::string error = inferNode(node, opset, inputs, outputs);
-  if (!error.empty())
-    return nodeError(node, error);
-
-  bool allKnown = !outputs.empty() &&
-                  llvm::all_of(outputs, [](const ValueInfo &info) {
-                    return info.isConstant();
-                  });
-  if (allKnown) {
-    for (auto [index, info] : llvm::enumerate(outputs))
-      if (index < static_cast<size_t>(node.output_size()) &&
-          !node.output(index).empty())
-        values[node.output(index)].info = info;
-    return llvm::Error::success();
+  if (!error.empty()) {
+    // inferNode starts its messages with the op type, which nodeError
+    // already gives.
+    StringRef message(error);
+    message.consume_front(node.op_type() + ": ");
+    return nodeError(node, message);
   }
+
+  // Outputs known at compile time are recorded now, whether or not the node
+  // also has run-time outputs (Dropout's mask): handlers set only the
+  // outputs they compute.
+  bool allKnown = !outputs.empty();
+  for (auto [index, info] : llvm::enumerate(outputs)) {
+    if (!info.isConstant()) {
+      allKnown = false;
+      continue;
+    }
+    if (index < static_cast<size_t>(node.output_size()) &&
+        !node.output(index).empty())
+      values[node.output(index)].info = info;
+  }
+  if (allKnown)
+    return llvm::Error::success();
   auto handler = handlerTable().find(node.op_type());
   if (handler == handlerTable().end())
     return nodeError(node, "depends on run-time data, which is supported "
-                           "only for op types: " + supportedOpList() +
-                           " (it is supported when its inputs are "
-                           "compile-time constants)");
+                           "only for op types: " +
+                               runtimeOpList() + "; " + node.op_type() +
+                               " is supported only when its inputs are "
+                               "compile-time constants");
+  for (const ValueInfo &info : outputs)
+    if (!info.isConstant() && info.type == ElementType::UInt8)
+      return nodeError(node, "computes a ui8 tensor at run time; nn tensors "
+                             "have signless element types, so unsigned ones "
+                             "are supported only in compile-time constants");
   OpBuilder::InsertionGuard guard(builder);
   return (this->*handler->second)(node);
 }
 
-std::string OnnxImporter::supportedOpList() {
+std::string OnnxImporter::runtimeOpList() {
+  SmallVector<StringRef> names;
+  for (const auto &entry : handlerTable())
+    names.push_back(entry.getKey());
+  llvm::sort(names);
+  return llvm::join(names, ", ");
+}
+
+std::string OnnxImporter::foldOnlyOpList() {
   std::string list;
   for (const std::string &op : knownOps())
-    list += (list.empty() ? "" : ", ") + op;
+    if (!handlerTable().count(op))
+      list += (list.empty() ? "" : ", ") + op;
   return list;
 }
 
@@ -634,19 +742,53 @@ llvm::Error OnnxImporter::importUnary(const onnx::NodeProto &node) {
 
 template <typename OpT>
 llvm::Error OnnxImporter::importBinary(const onnx::NodeProto &node) {
-  Value lhs = input(node, 0), rhs = input(node, 1);
-  // Pow may raise a float to an integer power; nn ops share element types.
-  Type lhsElement = getElementTypeOrSelf(lhs);
-  if (getElementTypeOrSelf(rhs) != lhsElement)
-    rhs = builder.create<nn::CastOp>(
-        loc(node),
-        RankedTensorType::get(llvm::cast<RankedTensorType>(rhs.getType())
-                                  .getShape(),
-                              lhsElement),
-        rhs);
-  setOutputs(node,
-             builder.create<OpT>(loc(node), outputType(0), lhs, rhs)
-                 ->getResults());
+  Value lhs = input(node, 0);
+  const ValueInfo &lhsInfo = *inputInfo(node, 0);
+  const ValueInfo &rhsInfo = *inputInfo(node, 1);
+  // Only Pow may mix element types: the exponent's type differs from the
+  // base's, and the result has the base's. nn ops share one element type.
+  if (rhsInfo.type == lhsInfo.type) {
+    Value rhs = input(node, 1);
+    setOutputs(node, builder.create<OpT>(loc(node), outputType(0), lhs, rhs)
+                         ->getResults());
+    return llvm::Error::success();
+  }
+  Location location = loc(node);
+  auto castTo = [&](Value value, ElementType type) -> Value {
+    auto shaped = llvm::cast<RankedTensorType>(value.getType());
+    return builder.create<nn::CastOp>(
+        location, RankedTensorType::get(shaped.getShape(), elementType(type)),
+        value);
+  };
+  if (!isFloatType(lhsInfo.type) && isFloatType(rhsInfo.type)) {
+    // An integer raised to a fractional power: compute in the exponent's
+    // float type and truncate, as folding (and onnxruntime) does; converting
+    // the exponent to an integer would change the result (4 ^ 0.5 is 2,
+    // 4 ^ 0 is 1).
+    Value power = builder.create<OpT>(
+        location, RankedTensorType::get(outputs[0].shape,
+                                        elementType(rhsInfo.type)),
+        castTo(lhs, rhsInfo.type), input(node, 1));
+    setOutputs(node, castTo(power, lhsInfo.type));
+    return llvm::Error::success();
+  }
+  Value rhs;
+  if (rhsInfo.value) {
+    // A known exponent (x ^ 2 with an integer 2) is converted here rather
+    // than by a run-time cast.
+    const HostTensor &exponent = *rhsInfo.value;
+    HostTensor converted =
+        isFloatType(exponent.type)
+            ? HostTensor::fromFloats(lhsInfo.type, exponent.shape,
+                                     exponent.floats)
+            : HostTensor::fromInts(lhsInfo.type, exponent.shape,
+                                   exponent.ints);
+    rhs = materializeConstant(converted, location);
+  } else {
+    rhs = castTo(input(node, 1), lhsInfo.type);
+  }
+  setOutputs(node, builder.create<OpT>(location, outputType(0), lhs, rhs)
+                       ->getResults());
   return llvm::Error::success();
 }
 
@@ -688,18 +830,36 @@ llvm::Error OnnxImporter::importCast(const onnx::NodeProto &node) {
 }
 
 llvm::Error OnnxImporter::importWhere(const onnx::NodeProto &node) {
+  // Operands are read in order, one statement each: reading one may hoist a
+  // gather or a constant, and the hoisted prefix follows first use.
+  Value condition = input(node, 0);
+  Value onTrue = input(node, 1);
+  Value onFalse = input(node, 2);
   setOutputs(node, builder
                        .create<nn::WhereOp>(loc(node), outputType(0),
-                                            input(node, 0), input(node, 1),
-                                            input(node, 2))
+                                            condition, onTrue, onFalse)
                        ->getResults());
   return llvm::Error::success();
 }
 
+/// nn.matmul is a floating-point op; an integer product at run time is
+/// unsupported input, not an importer bug for the verifier to find.
+llvm::Error OnnxImporter::checkFloatOperands(const onnx::NodeProto &node) {
+  ElementType type = inputInfo(node, 0)->type;
+  if (isFloatType(type))
+    return llvm::Error::success();
+  return nodeError(node, std::string("operands are ") + elementTypeName(type) +
+                             "; a product computed at run time needs "
+                             "floating-point operands");
+}
+
 llvm::Error OnnxImporter::importMatMul(const onnx::NodeProto &node) {
+  if (llvm::Error error = checkFloatOperands(node))
+    return error;
+  Value lhs = input(node, 0);
+  Value rhs = input(node, 1);
   setOutputs(node, builder
-                       .create<nn::MatmulOp>(loc(node), outputType(0),
-                                             input(node, 0), input(node, 1),
+                       .create<nn::MatmulOp>(loc(node), outputType(0), lhs, rhs,
                                              /*bias=*/Value(),
                                              /*transpose_rhs=*/false)
                        ->getResults());
@@ -733,6 +893,8 @@ intsAttribute(const onnx::NodeProto &node, StringRef name) {
 /// Gemm: Y = alpha * A' B' + beta * C as matmul (transposes folded in), then
 /// scales and the add; zplan-form-nn-ops turns the add into the bias.
 llvm::Error OnnxImporter::importGemm(const onnx::NodeProto &node) {
+  if (llvm::Error error = checkFloatOperands(node))
+    return error;
   Location location = loc(node);
   Value a = input(node, 0), b = input(node, 1);
   if (intAttribute(node, "transA", 0)) {
@@ -908,6 +1070,7 @@ llvm::Error OnnxImporter::importGather(const onnx::NodeProto &node) {
   int64_t rank = data->shape.size();
   int64_t axis = *normalizeAxis(intAttribute(node, "axis", 0), rank);
   const ValueInfo *indices = inputInfo(node, 1);
+  Value dataValue = input(node, 0);
   Value indexValue;
   if (indices->value) {
     // Known indices: make them non-negative here so the runtime need not.
@@ -922,7 +1085,7 @@ llvm::Error OnnxImporter::importGather(const onnx::NodeProto &node) {
   }
   setOutputs(node, builder
                        .create<nn::GatherOp>(loc(node), outputType(0),
-                                             input(node, 0), indexValue,
+                                             dataValue, indexValue,
                                              builder.getI64IntegerAttr(axis))
                        ->getResults());
   return llvm::Error::success();
@@ -984,9 +1147,12 @@ llvm::Error OnnxImporter::importLayerNorm(const onnx::NodeProto &node) {
                              "supported; only the normalised output is");
   int64_t rank = outputs[0].shape.size();
   int64_t axis = *normalizeAxis(intAttribute(node, "axis", -1), rank);
+  Value data = input(node, 0);
+  Value scale = input(node, 1);
+  Value bias = input(node, 2);
   Value result = builder.create<nn::LayerNormOp>(
-      loc(node), outputType(0), input(node, 0), input(node, 1),
-      input(node, 2), builder.getI64IntegerAttr(axis),
+      loc(node), outputType(0), data, scale, bias,
+      builder.getI64IntegerAttr(axis),
       builder.getF32FloatAttr(floatAttribute(node, "epsilon", 1e-5f)));
   setOutputs(node, result);
   return llvm::Error::success();

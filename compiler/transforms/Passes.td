@@ -48,4 +48,155 @@ def FormNNOps : Pass<"zplan-form-nn-ops", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::zplan::nn::NNDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// The schedule
+//===----------------------------------------------------------------------===//
+
+def ShardParameters : Pass<"zplan-shard-parameters", "::mlir::ModuleOp"> {
+  let summary = "Groups parameters into flat, padded, sharded buffers";
+  let description = [{
+    One collective moves one group, so groups decide how many collectives a
+    step makes and how much is gathered at once (FSDP's flat parameters,
+    DeepSpeed's buckets).
+
+    1. Order the parameters by first use.
+    2. A parameter with at most `persistence-threshold` elements is kept
+       whole on every rank (DeepSpeed's param_persistence_threshold); such
+       parameters go to persistent groups, gathered once at load.
+    3. A parameter used far apart (a tied embedding and LM head: first and
+       last use more than a quarter of the program apart) gets a group of
+       its own, so re-gathering it for a late use moves nothing else.
+    4. The others fill groups in first-use order up to `bucket-bytes`, one
+       element type per group.
+    5. Each parameter starts at an offset aligned to `alignment` bytes; the
+       group is padded to a multiple of world-size x alignment, so every
+       shard is aligned too.
+    6. The per-parameter gathers of the import become one start and one
+       wait per group, still at the top of the function.
+
+    Before:
+    ```mlir
+    %s0 = zero.shard @w0 : !zero.shard<tensor<64x64xf32>>
+    %t0 = zero.gather_start %s0 : !zero.shard<tensor<64x64xf32>>
+    %w0 = zero.gather_wait %t0 : tensor<64x64xf32>
+    ...  (same for @w1)
+    ```
+    After:
+    ```mlir
+    zero.group @group0 {padded_elements = 8192 : i64, params = [@w0, @w1], world_size = 4 : i64}
+    %t = zero.gather_start %s0, %s1 {group = @group0} : ...
+    %w0, %w1 = zero.gather_wait %t : tensor<64x64xf32>, tensor<64x64xf32>
+    ```
+    Tests: test/transforms/shard-parameters.mlir.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
+           "Number of ranks sharing each group">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"32 << 20",
+           "Largest group, in bytes (a bigger parameter gets its own group)">,
+    Option<"persistenceThreshold", "persistence-threshold", "int64_t",
+           /*default=*/"4096",
+           "Parameters with at most this many elements stay whole on every rank">,
+    Option<"alignment", "alignment", "int64_t", /*default=*/"128",
+           "Byte alignment of every parameter and shard">,
+  ];
+  let dependentDialects = ["::zplan::zero::ZeroDialect"];
+}
+
+def InsertGathers : Pass<"zplan-insert-gathers", "::mlir::ModuleOp"> {
+  let summary = "Places each group's gather before its uses and its release "
+                "after them";
+  let description = [{
+    Starting from every group gathered at the top of the function and never
+    released, gives each group one live range per *segment* of its uses:
+
+    1. Uses are the ops that read a group's tensors directly; an nn.reshape
+       of a parameter is a view, and its readers count with it.
+    2. `policy=default` keeps one segment per group (fewest collectives).
+       If the memory budget is exceeded at some op, the segment holding the
+       most bytes across a gap over that op is split there: released after
+       the use before the gap, gathered again before the use after it
+       (GPT-2's tied wte/LM head under a tight budget). Repeat until the
+       budget holds; if no split helps, compilation fails with the peak op,
+       its live buffers and the bytes over.
+    3. `policy=jit` mimics hook-based ZeRO-3: a new segment whenever another
+       group is used in between.
+    4. Each segment gets `zero.gather_start` + `zero.gather_wait` right
+       before its first use and `zero.release` right after its last use.
+       Persistent groups stay gathered at the top, never released.
+
+    Prefetching (moving starts earlier) is zplan-prefetch's job.
+    Tests: test/transforms/insert-gathers.mlir.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"default\"",
+           "default | jit">,
+    Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
+           "Bytes per rank (shards, persistent groups and arena); 0 = none">,
+  ];
+  let dependentDialects = ["::zplan::zero::ZeroDialect"];
+}
+
+def Prefetch : Pass<"zplan-prefetch", "::mlir::ModuleOp"> {
+  let summary = "Moves gather starts earlier so collectives overlap compute";
+  let description = [{
+    For each `zero.gather_start` in program order, moves it up op by op:
+
+    1. never above another gather_start (the comm queue keeps the order the
+       waits need) nor above the ops defining its shards;
+    2. while at every op it passes the gathered copy still fits the memory
+       budget, and the gathers in flight stay within `max-in-flight` and
+       `max-in-flight-bytes`;
+    3. and only until the compute it overlaps (cost model of `hardware`)
+       covers the collective's time: holding the copy longer buys nothing.
+    With `policy=jit`, a start moves at most to the previous group's wait
+    (hook-based ZeRO-3 prefetches one module ahead).
+
+    Before:                          After:
+    ```mlir
+    %a = nn.matmul ...               %t = zero.gather_start %s {group = @g1}
+    %t = zero.gather_start %s        %a = nn.matmul ...
+    %w = zero.gather_wait %t         %w = zero.gather_wait %t
+    ```
+    Tests: test/transforms/prefetch.mlir.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"default\"",
+           "default | jit">,
+    Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
+           "Bytes per rank; 0 = none">,
+    Option<"hardware", "hardware", "std::string", /*default=*/"\"cpu\"",
+           "Hardware profile for the cost model">,
+    Option<"maxInFlight", "max-in-flight", "int64_t", /*default=*/"2",
+           "Most gathers started and not yet waited for at any op">,
+    Option<"maxInFlightBytes", "max-in-flight-bytes", "int64_t",
+           /*default=*/"0", "Most bytes being gathered at any op; 0 = none">,
+  ];
+  let dependentDialects = ["::zplan::zero::ZeroDialect"];
+}
+
+def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
+  let summary = "Proves the safety invariants of a scheduled program";
+  let description = [{
+    Checks, naming the op, group and parameter of any violation:
+
+    1. no nn op reads a parameter except through zero.gather_wait (by the
+       types: a shard is not a tensor; checked again here for any op);
+    2. every gather_start is in a zero.group and its wait follows it;
+    3. no op reads a gathered tensor (or a view of it) after its release;
+    4. every gathered copy of a non-persistent group is released exactly
+       once, as a whole group;
+    5. the memory budget holds at every op (shards, persistent groups and
+       live transient buffers);
+    6. the collective sequence is the same on every rank: the function is
+       one straight-line block with no op that could depend on the rank.
+
+    Tests: test/transforms/verify-schedule.mlir.
+  }];
+  let options = [
+    Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
+           "Bytes per rank; 0 = none">,
+  ];
+}
+
 #endif // ZPLAN_COMPILER_TRANSFORMS_PASSES

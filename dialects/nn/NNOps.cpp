@@ -68,16 +68,18 @@ LogicalResult ParameterOp::verify() {
     return emitOpError("external_file, external_offset and external_length "
                        "must be given together");
   if (hasLength) {
+    // The generated getters of I64Attr return uint64_t; read the signed value
+    // from the attribute so that a negative offset is seen as one.
+    int64_t length = getExternalLengthAttr().getInt();
+    int64_t offset = getExternalOffsetAttr().getInt();
     RankedTensorType type = getTensorType();
     int64_t bytes =
         type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
-    if (*getExternalLength() != bytes)
-      return emitOpError() << "external_length is " << *getExternalLength()
-                           << " bytes, expected " << bytes << " for "
-                           << type;
-    if (*getExternalOffset() < 0)
-      return emitOpError() << "external_offset " << *getExternalOffset()
-                           << " is negative";
+    if (length != bytes)
+      return emitOpError() << "external_length is " << length
+                           << " bytes, expected " << bytes << " for " << type;
+    if (offset < 0)
+      return emitOpError() << "external_offset " << offset << " is negative";
   }
   return success();
 }
@@ -338,8 +340,9 @@ LogicalResult ReduceMaxOp::verify() {
 
 LogicalResult SoftmaxOp::verify() {
   int64_t rank = shapeOf(getInput()).size();
-  if (getAxis() < 0 || getAxis() >= rank)
-    return emitAxisOutOfRange(*this, "axis", getAxis(), rank);
+  int64_t axis = getAxis(); // signed: the getter returns uint64_t
+  if (axis < 0 || axis >= rank)
+    return emitAxisOutOfRange(*this, "axis", axis, rank);
   return success();
 }
 
@@ -391,9 +394,21 @@ LogicalResult AttentionOp::verify() {
   if (query.size() < 2)
     return emitOpError() << "query has shape " << formatShape(query)
                          << ", expected rank >= 2 ([..., S, D])";
-  size_t rank = query.size();
+  Type elementType = getElementTypeOrSelf(getQuery());
+  std::pair<StringRef, Value> others[] = {
+      {"key", getKey()}, {"value", getValue()}, {"result", getResult()}};
+  for (auto [name, other] : others)
+    if (getElementTypeOrSelf(other) != elementType)
+      return emitOpError() << name << " has element type "
+                           << getElementTypeOrSelf(other) << ", expected "
+                           << elementType << " (the query's)";
+  if (getMaskKind() != "additive" && getMaskKind() != "select")
+    return emitOpError() << "mask_kind is \"" << getMaskKind()
+                         << "\", expected \"additive\" or \"select\"";
+  // T is read from the key whatever its rank, so that a key of the wrong
+  // rank is reported against the shape it should have had.
   SmallVector<int64_t> expectedKey(query.drop_back(2));
-  int64_t keyLength = key.size() == rank ? key[rank - 2] : 0;
+  int64_t keyLength = key.size() >= 2 ? key[key.size() - 2] : 0;
   expectedKey.append({keyLength, query.back()});
   if (key != ArrayRef<int64_t>(expectedKey))
     return emitShapeMismatch(*this, "key", key, expectedKey);
@@ -414,13 +429,16 @@ LogicalResult AttentionOp::verify() {
       return emitOpError("a \"select\" mask must be i1 and come with "
                          "masked_value");
     if (getMaskKind() == "additive" &&
-        getElementTypeOrSelf(mask) != getElementTypeOrSelf(getQuery()))
+        getElementTypeOrSelf(mask) != elementType)
       return emitOpError("an \"additive\" mask must have the query's "
                          "element type");
+  } else if (getMaskKind() == "select") {
+    return emitOpError("mask_kind \"select\" needs a mask");
   }
-  if (getMaskKind() != "additive" && getMaskKind() != "select")
-    return emitOpError() << "mask_kind is \"" << getMaskKind()
-                         << "\", expected \"additive\" or \"select\"";
+  // Only a select mask reads masked_value; anywhere else it would be dropped
+  // without a word.
+  if (getMaskedValue() && (!getMask() || getMaskKind() != "select"))
+    return emitOpError("masked_value is only used with a \"select\" mask");
   SmallVector<int64_t> expected(query.drop_back(1));
   expected.push_back(value.back());
   if (shapeOf(getResult()) != ArrayRef<int64_t>(expected))

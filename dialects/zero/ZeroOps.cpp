@@ -13,6 +13,7 @@
 #include "dialects/Diagnostics.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseSet.h"
 
 using namespace mlir;
 using namespace zplan;
@@ -31,12 +32,21 @@ static FailureOr<nn::ParameterOp> lookupParameter(Operation *op,
 }
 
 /// A token must be completed by exactly one wait: a second wait would gather
-/// twice, a missing one would leave a collective dangling on every rank.
+/// twice, a missing one would leave a collective dangling on every rank. Its
+/// one use must be that wait: a wait only accepts a token its start defines,
+/// so a token passed anywhere else (returned, a block argument) can never be
+/// completed.
+template <typename WaitOp>
 static LogicalResult verifySingleWait(Operation *start, Value token) {
   if (!token.hasOneUse())
     return start->emitOpError()
            << "token must have exactly one wait, found "
            << std::distance(token.use_begin(), token.use_end()) << " uses";
+  Operation *user = *token.user_begin();
+  if (!llvm::isa<WaitOp>(user))
+    return start->emitOpError()
+           << "token must be completed by a " << WaitOp::getOperationName()
+           << ", but its only use is '" << user->getName() << "'";
   return success();
 }
 
@@ -47,13 +57,19 @@ static LogicalResult verifySingleWait(Operation *start, Value token) {
 LogicalResult GroupOp::verify() {
   if (getParams().empty())
     return emitOpError("must hold at least one parameter");
-  if (getWorldSize() < 1)
-    return emitOpError() << "world_size is " << getWorldSize()
-                         << ", expected >= 1";
-  if (getPaddedElements() % getWorldSize() != 0)
-    return emitOpError() << "padded_elements " << getPaddedElements()
-                         << " is not a multiple of world_size "
-                         << getWorldSize();
+  // A parameter listed twice would occupy two slots of the flat buffer.
+  llvm::SmallDenseSet<Attribute> seen;
+  for (Attribute name : getParams())
+    if (!seen.insert(name).second)
+      return emitOpError() << "lists parameter " << name << " twice";
+  // The generated getters of I64Attr return uint64_t; compare signed values.
+  int64_t worldSize = getWorldSizeAttr().getInt();
+  int64_t paddedElements = getPaddedElementsAttr().getInt();
+  if (worldSize < 1)
+    return emitOpError() << "world_size is " << worldSize << ", expected >= 1";
+  if (paddedElements % worldSize != 0)
+    return emitOpError() << "padded_elements " << paddedElements
+                         << " is not a multiple of world_size " << worldSize;
   return success();
 }
 
@@ -66,8 +82,9 @@ LogicalResult GroupOp::verifySymbolUses(SymbolTableCollection &table) {
       return failure();
     total += param->getTensorType().getNumElements();
   }
-  if (getPaddedElements() < total)
-    return emitOpError() << "padded_elements " << getPaddedElements()
+  int64_t paddedElements = getPaddedElementsAttr().getInt();
+  if (paddedElements < total)
+    return emitOpError() << "padded_elements " << paddedElements
                          << " is smaller than the " << total
                          << " elements of its parameters";
   return success();
@@ -93,7 +110,7 @@ LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &table) {
 LogicalResult GatherStartOp::verify() {
   if (getShards().empty())
     return emitOpError("must gather at least one shard");
-  return verifySingleWait(*this, getToken());
+  return verifySingleWait<GatherWaitOp>(*this, getToken());
 }
 
 LogicalResult GatherStartOp::verifySymbolUses(SymbolTableCollection &table) {
@@ -140,6 +157,9 @@ LogicalResult GatherWaitOp::verify() {
 }
 
 LogicalResult ReleaseOp::verify() {
+  // An empty release has no custom form (it would print as `zero.release :`).
+  if (getTensors().empty())
+    return emitOpError("must release at least one tensor");
   for (auto [index, tensor] : llvm::enumerate(getTensors()))
     if (!tensor.getDefiningOp<GatherWaitOp>())
       return emitOpError() << "operand " << index
@@ -155,7 +175,7 @@ LogicalResult ReleaseOp::verify() {
 LogicalResult ReduceScatterStartOp::verify() {
   if (getGradients().empty())
     return emitOpError("must reduce at least one gradient");
-  return verifySingleWait(*this, getToken());
+  return verifySingleWait<ReduceScatterWaitOp>(*this, getToken());
 }
 
 LogicalResult ReduceScatterWaitOp::verify() {

@@ -73,6 +73,9 @@ def Zero_GroupOp : Zero_Op<"group", [Symbol, HasParent<"::mlir::ModuleOp">,
     The parameters are concatenated (flattened, in the listed order) into one
     buffer of `padded_elements`, a multiple of `world_size`, split into
     `world_size` equal shards. One collective moves a whole group.
+    A `persistent` group is small enough to stay whole on every rank
+    (DeepSpeed's param_persistence_threshold): gathered once when the plan
+    is loaded, never released, no collective inside any program.
 
     ```mlir
     zero.group @block0 {params = [@"h.0.w", @"h.0.b"], padded_elements = 4160 : i64, world_size = 4 : i64}
@@ -81,7 +84,8 @@ def Zero_GroupOp : Zero_Op<"group", [Symbol, HasParent<"::mlir::ModuleOp">,
   let arguments = (ins SymbolNameAttr:$sym_name,
                        FlatSymbolRefArrayAttr:$params,
                        I64Attr:$padded_elements,
-                       I64Attr:$world_size);
+                       I64Attr:$world_size,
+                       UnitAttr:$persistent);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }

@@ -1,0 +1,114 @@
+//===- CostModel.h - roofline time of ops and collectives -------*- C++ -*-===//
+//
+// The scheduler decides how early to start a gather by comparing the time of
+// the compute it can hide behind with the time of the collective, and the
+// `report` dump prints simulated time; both come from this model. A compute
+// op costs a roofline: the larger of its FLOPs at the unit's peak and its
+// bytes at memory bandwidth. A collective costs a fixed latency plus its bytes
+// at the ring bus bandwidth, as nccl-tests defines busbw. The rates come from
+// hardware profiles, the JSON files under hardware/, which the build embeds
+// into the binary so zcc needs no data path at run time.
+//
+// The model is an estimate for ranking schedules, not a simulator: FLOP counts
+// per op are documented approximations (see CostModel.cpp), and peaks are
+// datasheet figures that real kernels reach only in part.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_COMPILER_ANALYSIS_COSTMODEL_H
+#define ZPLAN_COMPILER_ANALYSIS_COSTMODEL_H
+
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace zplan {
+
+/// The rates of one device (one GPU of an 8-GPU node, or one CPU host) that
+/// the cost model needs. Members mirror the profile's JSON fields, named in
+/// snake case there (matmul_flops_per_second, ...).
+struct HardwareProfile {
+  /// The --hardware name: h200, h100, a100 or cpu.
+  std::string name;
+  /// The machine the numbers describe, in words.
+  std::string description;
+  /// Dense matrix-unit peak: BF16/FP16 tensor cores on GPUs, FP32 BLAS on CPU.
+  double matmulFlopsPerSecond = 0;
+  /// Peak of the FP32 units that run everything but matmuls.
+  double vectorFlopsPerSecond = 0;
+  /// HBM (GPU) or DRAM (CPU) bandwidth.
+  double memoryBytesPerSecond = 0;
+  /// Per-rank all-gather bus bandwidth (nccl-tests busbw).
+  double collectiveBytesPerSecond = 0;
+  /// Fixed cost of one collective, whatever its size.
+  double collectiveLatencySeconds = 0;
+  /// JSON field name of each number -> where it comes from, and whether it
+  /// is a datasheet peak or an estimate.
+  std::map<std::string, std::string> sources;
+};
+
+/// The embedded profiles' names, in the order --hardware documents them.
+llvm::ArrayRef<llvm::StringRef> getHardwareProfileNames();
+
+/// The embedded profile `name`; an unknown name is an error that lists the
+/// known ones.
+llvm::Expected<HardwareProfile> getHardwareProfile(llvm::StringRef name);
+
+/// Parses a profile from JSON text. Every numeric field must be present and
+/// positive (the latency may be zero) and carry a non-empty source; unknown
+/// fields are errors, so a misspelt field cannot silently read as zero.
+llvm::Expected<HardwareProfile> parseHardwareProfile(llvm::StringRef json);
+
+/// What one op does, for the roofline.
+struct OpCost {
+  /// Floating-point (or integer) operations.
+  double flops = 0;
+  /// Bytes read plus bytes written, assuming each tensor crosses memory once.
+  double bytes = 0;
+  /// Runs on the matrix units (matmul, attention) rather than vector units.
+  bool usesMatmulUnits = false;
+};
+
+/// Time of compute ops and collectives on one hardware profile. A pure
+/// analysis: it reads ops and never changes them.
+class CostModel {
+public:
+  explicit CostModel(HardwareProfile profile);
+
+  /// FLOPs and bytes of `op`. Ops that compute nothing are all zero:
+  /// zero.* (collectives are costed by the *Seconds methods below), nn.constant
+  /// (data in the plan), nn.reshape (a view), nn.parameter, func.*; so are ops
+  /// of other dialects.
+  OpCost estimate(mlir::Operation *op) const;
+
+  /// Roofline time of `op`: max(flops / peak of its units, bytes / memory
+  /// bandwidth); 0 for ops that compute nothing.
+  double computeSeconds(mlir::Operation *op) const;
+
+  /// One all-gather that leaves `gatheredBytes` (the full, padded group) on
+  /// every rank: latency + gatheredBytes * (N-1)/N / bus bandwidth. Each rank
+  /// already holds 1/N, so a single rank moves nothing and costs 0.
+  double allGatherSeconds(uint64_t gatheredBytes, int64_t worldSize) const;
+
+  /// One reduce-scatter of `fullBytes` per rank into 1/N shards: the same
+  /// traffic as an all-gather of the full buffer; 0 for one rank.
+  double reduceScatterSeconds(uint64_t fullBytes, int64_t worldSize) const;
+
+  /// One all-reduce of `bytes`: a reduce-scatter then an all-gather, so
+  /// latency + bytes * 2(N-1)/N / bus bandwidth; 0 for one rank.
+  double allReduceSeconds(uint64_t bytes, int64_t worldSize) const;
+
+  const HardwareProfile &profile() const { return hardware; }
+
+private:
+  HardwareProfile hardware;
+};
+
+} // namespace zplan
+
+#endif // ZPLAN_COMPILER_ANALYSIS_COSTMODEL_H

@@ -1,0 +1,152 @@
+//===- Liveness.cpp - program-order liveness of a scheduled function ------===//
+
+#include "compiler/analysis/Liveness.h"
+
+#include "dialects/nn/NNDialect.h"
+#include "mlir/IR/SymbolTable.h"
+
+using namespace mlir;
+using namespace zplan;
+
+uint64_t zplan::tensorBytes(Type type) {
+  auto tensor = llvm::dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return 0;
+  return static_cast<uint64_t>(tensor.getNumElements()) *
+         ((tensor.getElementTypeBitWidth() + 7) / 8);
+}
+
+/// Element size of a group: all its parameters share one element type (the
+/// sharding pass guarantees it), so the first one tells.
+static uint64_t groupElementBytes(zero::GroupOp group) {
+  auto module = group->getParentOfType<ModuleOp>();
+  auto first = llvm::cast<FlatSymbolRefAttr>(group.getParams()[0]);
+  auto param = SymbolTable::lookupSymbolIn(module, first.getAttr());
+  auto type = llvm::cast<nn::ParameterOp>(param).getTensorType();
+  return (type.getElementTypeBitWidth() + 7) / 8;
+}
+
+uint64_t zplan::groupBytes(zero::GroupOp group) {
+  return static_cast<uint64_t>(group.getPaddedElements()) *
+         groupElementBytes(group);
+}
+
+Value zplan::viewSource(Value value) {
+  while (auto reshape = value.getDefiningOp<nn::ReshapeOp>())
+    value = reshape.getInput();
+  return value;
+}
+
+SmallVector<Operation *> zplan::collectUsesThroughViews(Value value) {
+  SmallVector<Operation *> uses;
+  SmallVector<Value> worklist{value};
+  while (!worklist.empty()) {
+    Value current = worklist.pop_back_val();
+    for (Operation *user : current.getUsers()) {
+      uses.push_back(user);
+      if (auto reshape = llvm::dyn_cast<nn::ReshapeOp>(user))
+        worklist.push_back(reshape.getResult());
+    }
+  }
+  return uses;
+}
+
+LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  for (Operation &op : body) {
+    opIndex[&op] = opsInOrder.size();
+    opsInOrder.push_back(&op);
+  }
+  int64_t last = static_cast<int64_t>(opsInOrder.size()) - 1;
+  auto lastUse = [&](Value value, int64_t from) {
+    int64_t end = from;
+    for (Operation *user : collectUsesThroughViews(value))
+      end = std::max(end, opIndex.lookup(user));
+    return end;
+  };
+
+  for (BlockArgument argument : body.getArguments())
+    allBuffers.push_back({BufferKind::Input, argument,
+                          tensorBytes(argument.getType()), 0,
+                          lastUse(argument, 0), nullptr, nullptr});
+
+  auto module = func->getParentOfType<ModuleOp>();
+  for (Operation *op : opsInOrder) {
+    int64_t index = opIndex.lookup(op);
+    if (auto start = llvm::dyn_cast<zero::GatherStartOp>(op)) {
+      zero::GroupOp group;
+      if (auto name = start.getGroupAttr())
+        group = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(op, name);
+      if (group && group.getPersistent())
+        continue;
+      uint64_t bytes = 0;
+      if (group) {
+        bytes = groupBytes(group);
+      } else {
+        for (Value shard : start.getShards())
+          bytes += tensorBytes(
+              llvm::cast<zero::ShardType>(shard.getType()).getTensorType());
+      }
+      // The copy lives until its release, or, before releases are placed,
+      // until the last read of any of its tensors.
+      int64_t end = index;
+      for (Operation *user : start.getToken().getUsers()) {
+        auto wait = llvm::cast<zero::GatherWaitOp>(user);
+        end = std::max(end, opIndex.lookup(wait));
+        for (Value tensor : wait.getTensors())
+          end = std::max(end, lastUse(tensor, index));
+      }
+      allBuffers.push_back({BufferKind::Gathered, start.getToken(), bytes,
+                            index, end, start, group});
+      continue;
+    }
+    if (op->getDialect() && llvm::isa<nn::NNDialect>(op->getDialect()) &&
+        !llvm::isa<nn::ConstantOp, nn::ReshapeOp>(op)) {
+      for (Value result : op->getResults())
+        allBuffers.push_back({BufferKind::Activation, result,
+                              tensorBytes(result.getType()), index,
+                              lastUse(result, index), nullptr, nullptr});
+    }
+  }
+  // Function results are read after the last op.
+  for (Buffer &buffer : allBuffers)
+    for (Operation *user : collectUsesThroughViews(buffer.value))
+      if (llvm::isa<func::ReturnOp>(user))
+        buffer.end = last;
+
+  for (auto group : module.getOps<zero::GroupOp>()) {
+    uint64_t bytes = groupBytes(group);
+    resident += group.getPersistent() ? bytes : bytes / group.getWorldSize();
+  }
+}
+
+std::vector<uint64_t> LivenessAnalysis::liveBytes() const {
+  std::vector<uint64_t> live(opsInOrder.size() + 1, 0);
+  // Difference array: +bytes at start, -bytes after end.
+  for (const Buffer &buffer : allBuffers) {
+    live[buffer.start] += buffer.bytes;
+    live[buffer.end + 1] -= buffer.bytes;
+  }
+  for (size_t i = 1; i < live.size(); ++i)
+    live[i] += live[i - 1];
+  live.pop_back();
+  return live;
+}
+
+std::pair<int64_t, uint64_t> LivenessAnalysis::peak() const {
+  std::vector<uint64_t> live = liveBytes();
+  int64_t index = 0;
+  for (size_t i = 1; i < live.size(); ++i)
+    if (live[i] > live[index])
+      index = i;
+  return {index, live.empty() ? 0 : live[index]};
+}
+
+SmallVector<const LivenessAnalysis::Buffer *>
+LivenessAnalysis::liveAt(int64_t index) const {
+  SmallVector<const Buffer *> live;
+  for (const Buffer &buffer : allBuffers)
+    if (buffer.start <= index && index <= buffer.end)
+      live.push_back(&buffer);
+  return live;
+}

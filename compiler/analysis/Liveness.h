@@ -1,0 +1,88 @@
+//===- Liveness.h - program-order liveness of a scheduled function --------===//
+//
+// The schedule is one straight-line block: program order is execution order
+// on the compute queue, and a buffer lives from the op that creates it to the
+// last op that reads it. This analysis numbers the ops and gives every
+// transient buffer its live range and size:
+//   - activations: results of nn ops, graph inputs; `nn.reshape` results are
+//     views that extend the buffer they view rather than new buffers;
+//   - gathered groups: one buffer per `zero.gather_start`, from the start
+//     (the collective writes into it) to its `zero.release` (or, before
+//     releases are placed, to the last use of its tensors);
+// and the per-rank memory outside the arena: shards and persistent groups.
+// Constants live in the plan's read-only section and are not counted.
+// Passes query it; it never changes the IR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_COMPILER_ANALYSIS_LIVENESS_H
+#define ZPLAN_COMPILER_ANALYSIS_LIVENESS_H
+
+#include "dialects/zero/ZeroDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zplan {
+
+/// Bytes of a ranked tensor (element bit width rounded up to bytes).
+uint64_t tensorBytes(mlir::Type type);
+
+/// Bytes of a group's gathered (full, padded) buffer.
+uint64_t groupBytes(zero::GroupOp group);
+
+/// Every op that reads `value`, directly or through nn.reshape views of it.
+llvm::SmallVector<mlir::Operation *> collectUsesThroughViews(mlir::Value value);
+
+/// The value `value` views (through nn.reshape chains), or itself.
+mlir::Value viewSource(mlir::Value value);
+
+class LivenessAnalysis {
+public:
+  enum class BufferKind { Input, Activation, Gathered };
+
+  struct Buffer {
+    BufferKind kind;
+    /// The value that owns the storage: a block argument, an nn op result,
+    /// or (Gathered) the token of the gather_start.
+    mlir::Value value;
+    uint64_t bytes = 0;
+    /// Op indices, inclusive.
+    int64_t start = 0;
+    int64_t end = 0;
+    /// For Gathered buffers.
+    zero::GatherStartOp gatherStart;
+    zero::GroupOp group;
+  };
+
+  explicit LivenessAnalysis(mlir::func::FuncOp func);
+
+  llvm::ArrayRef<mlir::Operation *> ops() const { return opsInOrder; }
+  int64_t indexOf(mlir::Operation *op) const { return opIndex.lookup(op); }
+  llvm::ArrayRef<Buffer> buffers() const { return allBuffers; }
+
+  /// Bytes of transient buffers live at each op index.
+  std::vector<uint64_t> liveBytes() const;
+  /// Index of the first op where liveBytes() peaks, and the peak.
+  std::pair<int64_t, uint64_t> peak() const;
+  /// Buffers live at op `index`.
+  llvm::SmallVector<const Buffer *> liveAt(int64_t index) const;
+
+  /// Per-rank bytes outside the arena: every non-persistent group's shard
+  /// plus every persistent group whole.
+  uint64_t residentBytes() const { return resident; }
+
+private:
+  llvm::SmallVector<mlir::Operation *> opsInOrder;
+  llvm::DenseMap<mlir::Operation *, int64_t> opIndex;
+  std::vector<Buffer> allBuffers;
+  uint64_t resident = 0;
+};
+
+} // namespace zplan
+
+#endif // ZPLAN_COMPILER_ANALYSIS_LIVENESS_H

@@ -1,0 +1,190 @@
+//===- ShardParameters.cpp - the zplan-shard-parameters pass --------------===//
+//
+// Turns the import's one-gather-per-parameter form into parameter groups
+// (see Passes.td for the rules and before/after IR). Tests:
+// test/transforms/shard-parameters.mlir.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/analysis/Liveness.h"
+#include "compiler/transforms/Passes.h"
+#include "dialects/zero/ZeroDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "zplan-shard-parameters"
+
+namespace zplan {
+#define GEN_PASS_DEF_SHARDPARAMETERS
+#include "compiler/transforms/Passes.h.inc"
+} // namespace zplan
+
+using namespace mlir;
+using namespace zplan;
+
+namespace {
+
+/// One parameter as the import left it: its symbol, the tensor its gather
+/// produced, and where that tensor is first and last read.
+struct ParameterUse {
+  nn::ParameterOp param;
+  Value tensor;
+  int64_t firstUse;
+  int64_t lastUse;
+};
+
+struct GroupPlan {
+  SmallVector<ParameterUse *> members;
+  bool persistent = false;
+  uint64_t bytes = 0;
+};
+
+static int64_t roundUp(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+struct ShardParametersPass
+    : zplan::impl::ShardParametersBase<ShardParametersPass> {
+  using ShardParametersBase::ShardParametersBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (worldSize < 1 || alignment < 1) {
+      module.emitError() << "zplan-shard-parameters: world-size and alignment "
+                            "must be >= 1";
+      return signalPassFailure();
+    }
+    if (!module.getOps<zero::GroupOp>().empty()) {
+      module.emitError("zplan-shard-parameters: the module is already sharded");
+      return signalPassFailure();
+    }
+    for (auto func : module.getOps<func::FuncOp>())
+      if (failed(shardFunction(module, func)))
+        return signalPassFailure();
+  }
+
+  LogicalResult shardFunction(ModuleOp module, func::FuncOp func) {
+    LivenessAnalysis liveness(func);
+    int64_t programLength = liveness.ops().size();
+
+    // 1. The import's gathers, one parameter each, in first-use order.
+    std::vector<ParameterUse> uses;
+    SmallVector<Operation *> importGathers;
+    for (auto wait : func.getOps<zero::GatherWaitOp>()) {
+      zero::GatherStartOp start = wait.getStart();
+      if (start.getGroupAttr())
+        return wait.emitOpError("is already in a group");
+      for (auto [shard, tensor] :
+           llvm::zip_equal(start.getShards(), wait.getTensors())) {
+        auto read = shard.getDefiningOp<zero::ShardOp>();
+        if (!read)
+          return wait.emitOpError("gathers a shard that is not a zero.shard");
+        auto param = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
+            read, read.getParamAttr());
+        int64_t first = programLength, last = 0;
+        for (Operation *user : collectUsesThroughViews(tensor)) {
+          first = std::min(first, liveness.indexOf(user));
+          last = std::max(last, liveness.indexOf(user));
+        }
+        uses.push_back({param, tensor, first, last});
+        importGathers.push_back(read);
+      }
+      importGathers.push_back(start);
+      importGathers.push_back(wait);
+    }
+    llvm::stable_sort(uses, [](const ParameterUse &a, const ParameterUse &b) {
+      return a.firstUse < b.firstUse;
+    });
+
+    // 2-4. Form groups. Indices, not pointers: `groups` grows.
+    std::vector<GroupPlan> groups;
+    int64_t openSharded = -1, openPersistent = -1;
+    for (ParameterUse &use : uses) {
+      RankedTensorType type = use.param.getTensorType();
+      uint64_t bytes = tensorBytes(type);
+      bool persistent = type.getNumElements() <= persistenceThreshold;
+      bool farApart = !persistent && use.lastUse - use.firstUse >
+                                         std::max<int64_t>(programLength / 4, 1);
+      int64_t &open = persistent ? openPersistent : openSharded;
+      bool fits = false;
+      if (open >= 0 && !farApart) {
+        GroupPlan &group = groups[open];
+        fits = group.members.front()->param.getTensorType().getElementType() ==
+                   type.getElementType() &&
+               group.bytes + bytes <= static_cast<uint64_t>(bucketBytes);
+      }
+      if (!fits) {
+        groups.emplace_back();
+        groups.back().persistent = persistent;
+        // A far-apart parameter's group stays closed to others.
+        open = farApart ? -1 : static_cast<int64_t>(groups.size()) - 1;
+      }
+      GroupPlan &group = fits ? groups[open] : groups.back();
+      group.members.push_back(&use);
+      group.bytes += bytes;
+    }
+
+    // 5-6. Declare the groups and gather each at the top of the function.
+    OpBuilder moduleBuilder(module.getBodyRegion());
+    moduleBuilder.setInsertionPoint(func);
+    OpBuilder builder(func.getBody());
+    Block &body = func.getBody().front();
+    builder.setInsertionPointToStart(&body);
+    // Keep constants first: they are not part of any gather.
+    for (Operation &op : body)
+      if (llvm::isa<nn::ConstantOp>(op))
+        builder.setInsertionPointAfter(&op);
+      else
+        break;
+    for (auto [index, plan] : llvm::enumerate(groups)) {
+      int64_t elementBytes =
+          (plan.members.front()->param.getTensorType().getElementTypeBitWidth() +
+           7) / 8;
+      int64_t alignElements = std::max<int64_t>(alignment / elementBytes, 1);
+      int64_t offset = 0;
+      SmallVector<Attribute> names;
+      for (ParameterUse *member : plan.members) {
+        offset = roundUp(offset, alignElements);
+        offset += member->param.getTensorType().getNumElements();
+        names.push_back(FlatSymbolRefAttr::get(member->param.getSymNameAttr()));
+      }
+      int64_t padded = roundUp(std::max<int64_t>(offset, 1),
+                               worldSize * alignElements);
+      std::string name = (plan.persistent ? "persistent" : "group") +
+                         std::to_string(index);
+      auto group = moduleBuilder.create<zero::GroupOp>(
+          func.getLoc(), moduleBuilder.getStringAttr(name),
+          moduleBuilder.getArrayAttr(names),
+          moduleBuilder.getI64IntegerAttr(padded),
+          moduleBuilder.getI64IntegerAttr(worldSize),
+          plan.persistent ? moduleBuilder.getUnitAttr() : UnitAttr());
+
+      SmallVector<Value> shards;
+      SmallVector<Type> tensorTypes;
+      for (ParameterUse *member : plan.members) {
+        RankedTensorType type = member->param.getTensorType();
+        shards.push_back(builder.create<zero::ShardOp>(
+            member->param.getLoc(), zero::ShardType::get(&getContext(), type),
+            FlatSymbolRefAttr::get(member->param.getSymNameAttr())));
+        tensorTypes.push_back(type);
+      }
+      auto start = builder.create<zero::GatherStartOp>(
+          func.getLoc(), zero::GatherTokenType::get(&getContext()), shards,
+          FlatSymbolRefAttr::get(group.getSymNameAttr()));
+      auto wait =
+          builder.create<zero::GatherWaitOp>(func.getLoc(), tensorTypes, start);
+      for (auto [member, tensor] :
+           llvm::zip_equal(plan.members, wait.getTensors()))
+        member->tensor.replaceAllUsesWith(tensor);
+      LLVM_DEBUG(llvm::dbgs() << "group " << name << ": " << plan.members.size()
+                              << " parameters, " << padded << " elements\n");
+    }
+    for (Operation *op : llvm::reverse(importGathers))
+      op->erase();
+    return success();
+  }
+
+};
+
+} // namespace

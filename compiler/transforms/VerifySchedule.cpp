@@ -1,0 +1,160 @@
+//===- VerifySchedule.cpp - the zplan-verify-schedule pass ----------------===//
+//
+// The whole-program half of the safety argument (the op verifiers in
+// ZeroOps.cpp are the local half). Runs at the end of every zcc pipeline,
+// so a plan that reaches zrun cannot read a partitioned or released
+// parameter, leak a gathered copy, exceed its budget, or make ranks issue
+// different collectives. The numbered rules are in Passes.td. Tests:
+// test/transforms/verify-schedule.mlir.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/analysis/Liveness.h"
+#include "compiler/transforms/Passes.h"
+#include "compiler/transforms/ScheduleDiagnostics.h"
+#include "dialects/zero/ZeroDialect.h"
+
+#define DEBUG_TYPE "zplan-verify-schedule"
+
+namespace zplan {
+#define GEN_PASS_DEF_VERIFYSCHEDULE
+#include "compiler/transforms/Passes.h.inc"
+} // namespace zplan
+
+using namespace mlir;
+using namespace zplan;
+
+namespace {
+
+/// "parameter 'h.0.w' of group @group3", for messages about one copy.
+static std::string describeGathered(zero::GatherWaitOp wait, Value tensor) {
+  std::string text = describeValue(tensor);
+  if (auto start = wait.getStart())
+    if (auto group = start.getGroupAttr())
+      text += " of group @" + group.getValue().str();
+  return text;
+}
+
+struct VerifySchedulePass
+    : zplan::impl::VerifyScheduleBase<VerifySchedulePass> {
+  using VerifyScheduleBase::VerifyScheduleBase;
+
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (failed(verifyFunction(func)))
+        return signalPassFailure();
+  }
+
+  LogicalResult verifyFunction(func::FuncOp func) {
+    // Rule 6: one block, and no op that could send ranks different ways.
+    if (!func.getBody().hasOneBlock())
+      return func.emitError("a scheduled function must be one straight-line "
+                            "block (the collective sequence must not depend "
+                            "on the rank)");
+    for (Operation &op : func.getBody().front()) {
+      if (op.getNumRegions() > 0)
+        return op.emitError("ops with regions are not allowed in a scheduled "
+                            "function: they could make the collective "
+                            "sequence depend on the rank");
+      // Rule 1: shards flow only into gathers.
+      if (!llvm::isa<zero::GatherStartOp, zero::ReduceScatterWaitOp>(op))
+        for (Value operand : op.getOperands())
+          if (llvm::isa<zero::ShardType>(operand.getType()))
+            return op.emitError()
+                   << "reads " << describeShard(operand)
+                   << " without gathering it: only zero.gather_start may "
+                      "consume a parameter shard";
+    }
+    for (auto start : func.getOps<zero::GatherStartOp>())
+      if (failed(verifyGather(start)))
+        return failure();
+    return verifyBudget(func);
+  }
+
+  static std::string describeShard(Value shard) {
+    if (auto read = shard.getDefiningOp<zero::ShardOp>())
+      return "the shard of parameter '" + read.getParam().str() + "'";
+    return "a parameter shard";
+  }
+
+  LogicalResult verifyGather(zero::GatherStartOp start) {
+    // Rule 2.
+    auto groupName = start.getGroupAttr();
+    if (!groupName)
+      return start.emitError("gathers shards outside any zero.group (run "
+                             "zplan-shard-parameters first)");
+    auto group =
+        SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(start, groupName);
+    auto wait = llvm::cast<zero::GatherWaitOp>(
+        *start.getToken().getUsers().begin());
+    if (!start->isBeforeInBlock(wait))
+      return wait.emitError() << "waits for group " << groupName
+                              << " before its gather_start";
+
+    // Rule 4: released exactly once, as a whole group.
+    SmallVector<zero::ReleaseOp> releases;
+    for (Value tensor : wait.getTensors())
+      for (Operation *user : tensor.getUsers())
+        if (auto release = llvm::dyn_cast<zero::ReleaseOp>(user))
+          if (!llvm::is_contained(releases, release))
+            releases.push_back(release);
+    if (group.getPersistent()) {
+      if (!releases.empty())
+        return releases.front().emitError()
+               << "releases persistent group " << groupName
+               << ", which must stay gathered";
+      return success();
+    }
+    if (releases.empty())
+      return wait.emitError()
+             << "the gathered copy of group " << groupName << " ("
+             << describeGathered(wait, wait.getTensors().front())
+             << ", ...) is never released";
+    if (releases.size() > 1)
+      return releases[1].emitError()
+             << "releases the gathered copy of group " << groupName
+             << " a second time";
+    zero::ReleaseOp release = releases.front();
+    if (release.getTensors().size() != wait.getTensors().size() ||
+        !llvm::all_of(wait.getTensors(), [&](Value tensor) {
+          return llvm::is_contained(release.getTensors(), tensor);
+        }))
+      return release.emitError()
+             << "must release the whole gathered copy of group " << groupName
+             << " (" << wait.getTensors().size() << " tensors) at once";
+
+    // Rule 3: nothing reads the copy, or a view of it, after the release.
+    for (Value tensor : wait.getTensors())
+      for (Operation *reader : collectUsesThroughViews(tensor)) {
+        if (reader == release.getOperation())
+          continue;
+        if (release->isBeforeInBlock(reader))
+          return reader->emitError()
+                 << "reads " << describeGathered(wait, tensor)
+                 << " after its release";
+      }
+    return success();
+  }
+
+  // Rule 5.
+  LogicalResult verifyBudget(func::FuncOp func) {
+    if (memoryBudget <= 0)
+      return success();
+    uint64_t budget = static_cast<uint64_t>(memoryBudget);
+    LivenessAnalysis live(func);
+    auto [index, transient] = live.peak();
+    if (live.ops().empty() || live.residentBytes() + transient <= budget)
+      return success();
+    SmallVector<std::pair<std::string, uint64_t>> buffers;
+    for (const LivenessAnalysis::Buffer *buffer : live.liveAt(index))
+      buffers.push_back(
+          {buffer->group ? "gathered group @" + zero::GroupOp(buffer->group).getSymName().str()
+                         : describeValue(buffer->value),
+           buffer->bytes});
+    return emitOverBudget(live.ops()[index], index, budget,
+                          live.residentBytes(), transient, buffers,
+                          "in the schedule as placed");
+  }
+};
+
+} // namespace

@@ -1,0 +1,611 @@
+//===- PlanLoaderTest.cpp - reading and validating plans ------------------===//
+//
+// Builds a small valid plan in code (two ranks, a sharded group, a persistent
+// group, a view, a constant, one program on both queues), then breaks it one
+// field at a time and checks that loadPlan, validatePlan and the weights
+// readers refuse it with a message that names what is wrong. Files go to a
+// fresh temporary directory per test.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/plan/PlanLoader.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+using namespace zplan::plan;
+
+namespace {
+
+/// Passes when `text` contains `expected`; prints both otherwise.
+::testing::AssertionResult contains(const std::string &text,
+                                    const std::string &expected) {
+  if (text.find(expected) != std::string::npos)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "expected \"" << expected << "\" in \"" << text << "\"";
+}
+
+/// The message of a failed status; "" (which contains no expected text)
+/// when it succeeded.
+std::string errorOf(const Status &status) {
+  return status.ok() ? "" : status.message();
+}
+
+std::string validationError(const Plan &plan, uint32_t worldSize = 2) {
+  return errorOf(validatePlan(plan, worldSize));
+}
+
+Buffer *addBuffer(Plan &plan, const std::string &name, Buffer::Kind kind,
+                  std::initializer_list<int64_t> shape, uint64_t bytes) {
+  Buffer *buffer = plan.add_buffers();
+  buffer->set_id(plan.buffers_size()); // ids start at 1
+  buffer->set_name(name);
+  buffer->set_kind(kind);
+  buffer->set_dtype(F32);
+  for (int64_t dimension : shape)
+    buffer->add_shape(dimension);
+  buffer->set_bytes(bytes);
+  return buffer;
+}
+
+Instruction *addInstruction(Program &program, Queue queue,
+                            const std::string &op,
+                            std::initializer_list<uint32_t> operands,
+                            std::initializer_list<uint32_t> results,
+                            std::initializer_list<uint32_t> waitFor = {}) {
+  Instruction *instruction = program.add_instructions();
+  instruction->set_index(program.instructions_size() - 1);
+  instruction->set_queue(queue);
+  instruction->set_op(op);
+  for (uint32_t id : operands)
+    instruction->add_operands(id);
+  for (uint32_t id : results)
+    instruction->add_results(id);
+  for (uint32_t index : waitFor)
+    instruction->add_wait_for(index);
+  return instruction;
+}
+
+/// A valid plan for 2 ranks: y = (x @ w) * scale, with w gathered from
+/// group 0 'layer0' (w: 3x2 and b: 2, padded to 8 elements, 4 per rank) and
+/// group 1 'norms' persistent. Weights file: 2 rank sections of 16 bytes,
+/// then the 16-byte persistent section at 32; 48 bytes in all.
+Plan makeValidPlan() {
+  Plan plan;
+  plan.set_version(kPlanVersion);
+  plan.set_world_size(2);
+  plan.set_hardware("cpu");
+  plan.set_model("tiny.onnx");
+
+  auto addParameter = [&](const std::string &name,
+                          std::initializer_list<int64_t> shape, uint32_t group,
+                          uint64_t offset, uint64_t elements) {
+    Parameter *parameter = plan.add_parameters();
+    parameter->set_name(name);
+    for (int64_t dimension : shape)
+      parameter->add_shape(dimension);
+    parameter->set_dtype(F32);
+    parameter->set_group(group);
+    parameter->set_offset_elements(offset);
+    parameter->set_num_elements(elements);
+  };
+  addParameter("w", {3, 2}, 0, 0, 6);
+  addParameter("b", {2}, 0, 6, 2);
+  addParameter("ln", {4}, 1, 0, 4);
+
+  Group *layer = plan.add_groups();
+  layer->set_name("layer0");
+  layer->set_padded_elements(8);
+  layer->set_dtype(F32);
+  layer->add_parameters(0);
+  layer->add_parameters(1);
+  layer->set_weights_offset(0);
+  Group *norms = plan.add_groups();
+  norms->set_name("norms");
+  norms->set_padded_elements(4);
+  norms->set_dtype(F32);
+  norms->add_parameters(2);
+  norms->set_persistent(true);
+  norms->set_weights_offset(0);
+
+  addBuffer(plan, "layer0.shard", Buffer::SHARD, {4}, 16)->set_group(0);
+  addBuffer(plan, "norms", Buffer::PERSISTENT, {4}, 16)->set_group(1);
+  addBuffer(plan, "layer0.gathered", Buffer::ARENA, {8}, 32)->set_group(0);
+  Buffer *w = addBuffer(plan, "w", Buffer::ARENA, {3, 2}, 24);
+  w->set_view_of(3);
+  w->set_view_offset(0);
+  addBuffer(plan, "x", Buffer::ARENA, {1, 3}, 12)->set_offset(32);
+  addBuffer(plan, "y", Buffer::ARENA, {1, 2}, 8)->set_offset(48);
+  addBuffer(plan, "scale", Buffer::CONSTANT, {}, 4)->set_constant(0);
+  plan.add_constants()->set_data(std::string("\0\0\x80\x3f", 4)); // 1.0f
+
+  Program *program = plan.add_programs();
+  program->set_name("infer");
+  addInstruction(*program, COMM, "all_gather", {1}, {3})->set_group(0);
+  addInstruction(*program, COMPUTE, "matmul", {5, 4}, {6}, {0})
+      ->set_location("/MatMul");
+  addInstruction(*program, COMPUTE, "mul", {6, 7}, {6});
+  addInstruction(*program, COMM, "release", {3}, {}, {1})->set_group(0);
+  Binding *input = program->add_inputs();
+  input->set_name("x");
+  input->set_buffer(5);
+  Binding *output = program->add_outputs();
+  output->set_name("y");
+  output->set_buffer(6);
+  program->set_peak_arena_bytes(56);
+
+  plan.set_arena_bytes(64);
+  plan.set_weights_file("model.weights");
+  plan.set_weights_bytes_per_rank(16);
+  plan.set_persistent_weights_offset(32);
+  plan.set_memory_budget(1 << 20);
+  return plan;
+}
+
+class PlanLoaderTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string pattern =
+        (std::filesystem::path(::testing::TempDir()) / "zplan-plan-XXXXXX")
+            .string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    directory = pattern;
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(directory, ignored);
+  }
+
+  std::string pathOf(const std::string &name) const {
+    return (std::filesystem::path(directory) / name).string();
+  }
+
+  std::string writeFile(const std::string &name, const std::string &bytes) {
+    std::string path = pathOf(name);
+    std::filesystem::create_directories(
+        std::filesystem::path(path).parent_path());
+    std::ofstream out(path, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    EXPECT_TRUE(out.good()) << path;
+    return path;
+  }
+
+  std::string writePlan(const Plan &plan,
+                        const std::string &name = "model.zplan") {
+    return writeFile(name, plan.SerializeAsString());
+  }
+
+  std::string loadError(const std::string &path) {
+    Plan plan;
+    return errorOf(loadPlan(path, plan));
+  }
+
+  /// The valid plan's 48-byte weights file: byte i holds i.
+  std::string writeWeights(size_t bytes = 48) {
+    std::string data(bytes, '\0');
+    for (size_t i = 0; i < bytes; ++i)
+      data[i] = static_cast<char>(i);
+    return writeFile("model.weights", data);
+  }
+
+  std::string directory;
+};
+
+//===----------------------------------------------------------------------===//
+// Loading
+//===----------------------------------------------------------------------===//
+
+TEST_F(PlanLoaderTest, ValidPlanLoadsAndValidates) {
+  Plan original = makeValidPlan();
+  std::string path = writePlan(original);
+  Plan loaded;
+  Status status = loadPlan(path, loaded);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(loaded.SerializeAsString(), original.SerializeAsString());
+  Status valid = validatePlan(loaded, 2);
+  EXPECT_TRUE(valid.ok()) << valid.message();
+}
+
+TEST_F(PlanLoaderTest, MissingFile) {
+  std::string path = pathOf("absent.zplan");
+  EXPECT_TRUE(contains(loadError(path), "cannot open plan file '" + path +
+                                            "': No such file or directory"));
+}
+
+TEST_F(PlanLoaderTest, DirectoryIsNotAPlan) {
+  std::filesystem::create_directories(pathOf("dir.zplan"));
+  EXPECT_TRUE(
+      contains(loadError(pathOf("dir.zplan")), "is not a regular file"));
+}
+
+TEST_F(PlanLoaderTest, EmptyFile) {
+  std::string path = writeFile("empty.zplan", "");
+  EXPECT_TRUE(contains(loadError(path), "plan file '" + path + "' is empty"));
+}
+
+TEST_F(PlanLoaderTest, GarbageBytes) {
+  // 0xff... never ends a varint tag; "not a plan" starts with a field of
+  // wire type 6, which does not exist.
+  for (const std::string &garbage :
+       {std::string(64, '\xff'), std::string("not a plan\n")}) {
+    std::string path = writeFile("garbage.zplan", garbage);
+    EXPECT_TRUE(contains(loadError(path), "is truncated or corrupt"));
+  }
+}
+
+TEST_F(PlanLoaderTest, TruncatedFile) {
+  std::string bytes = makeValidPlan().SerializeAsString();
+  std::string path = writeFile("half.zplan", bytes.substr(0, bytes.size() / 2));
+  EXPECT_TRUE(contains(loadError(path), "is truncated or corrupt"));
+}
+
+TEST_F(PlanLoaderTest, EveryPrefixIsRejected) {
+  // protobuf cannot tell a message cut between two fields from a shorter
+  // one; together, parsePlan and validatePlan must. The one cut they cannot
+  // see drops only the trailing memory_budget (0 means "no budget"), so the
+  // sweep stops there. This relies on fields being serialized in field
+  // number order, which the first assertion checks.
+  Plan plan = makeValidPlan();
+  std::string bytes = plan.SerializeAsString();
+  Plan withoutBudget = plan;
+  withoutBudget.clear_memory_budget();
+  std::string undetectable = withoutBudget.SerializeAsString();
+  ASSERT_EQ(bytes.compare(0, undetectable.size(), undetectable), 0);
+
+  for (size_t length = 0; length < undetectable.size(); ++length) {
+    Plan prefix;
+    Status parsed =
+        parsePlan(std::string_view(bytes).substr(0, length), "prefix", prefix);
+    EXPECT_TRUE(!parsed.ok() || !validatePlan(prefix, 2).ok())
+        << "a prefix of " << length << " of " << bytes.size()
+        << " bytes was accepted";
+  }
+}
+
+TEST_F(PlanLoaderTest, FailedParseLeavesPlanUnchanged) {
+  Plan plan = makeValidPlan();
+  EXPECT_FALSE(parsePlan(std::string(8, '\xff'), "garbage", plan).ok());
+  EXPECT_EQ(plan.SerializeAsString(), makeValidPlan().SerializeAsString());
+}
+
+TEST_F(PlanLoaderTest, WrongVersion) {
+  Plan plan = makeValidPlan();
+  plan.set_version(7);
+  EXPECT_TRUE(contains(loadError(writePlan(plan)),
+                       "plan version 7, this zrun reads version 1"));
+  EXPECT_TRUE(contains(validationError(plan),
+                       "plan version 7, this zrun reads version 1"));
+}
+
+TEST_F(PlanLoaderTest, NoVersionOrNoPrograms) {
+  Plan plan = makeValidPlan();
+  plan.set_version(0);
+  EXPECT_TRUE(contains(loadError(writePlan(plan)),
+                       "is truncated or corrupt: it has no version"));
+  plan = makeValidPlan();
+  plan.clear_programs();
+  EXPECT_TRUE(contains(loadError(writePlan(plan)),
+                       "is truncated or corrupt: it has no programs"));
+}
+
+//===----------------------------------------------------------------------===//
+// Validation
+//===----------------------------------------------------------------------===//
+
+TEST_F(PlanLoaderTest, WorldSizeMismatch) {
+  EXPECT_TRUE(contains(validationError(makeValidPlan(), 4),
+                       "plan was compiled for 2 ranks, launched with 4"));
+}
+
+TEST_F(PlanLoaderTest, BufferIdsAreIndexPlusOne) {
+  Plan plan = makeValidPlan();
+  plan.mutable_buffers(2)->set_id(7);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "buffer at index 2 ('layer0.gathered') has id 7"));
+}
+
+TEST_F(PlanLoaderTest, ArenaOverflow) {
+  Plan plan = makeValidPlan();
+  plan.set_arena_bytes(40);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "buffer 5 'x' (12 bytes at arena offset 32) ends past "
+                       "the arena of 40 bytes"));
+}
+
+TEST_F(PlanLoaderTest, ArenaOffsetOverflowsSixtyFourBits) {
+  Plan plan = makeValidPlan();
+  plan.mutable_buffers(4)->set_offset(UINT64_MAX - 4);
+  EXPECT_TRUE(contains(validationError(plan), "buffer 5 'x' (12 bytes at"));
+}
+
+TEST_F(PlanLoaderTest, BufferSmallerThanItsShape) {
+  Plan plan = makeValidPlan();
+  plan.mutable_buffers(4)->set_bytes(8);
+  EXPECT_TRUE(
+      contains(validationError(plan),
+               "buffer 5 'x' has shape [1, 3] of F32 but only 8 bytes"));
+}
+
+TEST_F(PlanLoaderTest, BadView) {
+  Plan plan = makeValidPlan();
+  plan.mutable_buffers(3)->set_view_of(99);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "buffer 4 'w' views buffer id 99, but the plan has 7 "
+                       "buffers (ids 1 to 7)"));
+
+  plan = makeValidPlan();
+  plan.mutable_buffers(3)->set_view_offset(16);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "buffer 4 'w' (24 bytes at offset 16) ends past buffer "
+                       "3 'layer0.gathered' of 32 bytes"));
+
+  plan = makeValidPlan();
+  plan.mutable_buffers(3)->set_view_of(4);
+  EXPECT_TRUE(contains(validationError(plan), "buffer 4 'w' views itself"));
+}
+
+TEST_F(PlanLoaderTest, CycleOfViews) {
+  Plan plan = makeValidPlan();
+  plan.mutable_buffers(3)->set_bytes(32);
+  plan.mutable_buffers(2)->set_view_of(4);
+  EXPECT_TRUE(contains(validationError(plan), "is part of a cycle of views"));
+}
+
+TEST_F(PlanLoaderTest, BadConstant) {
+  Plan plan = makeValidPlan();
+  plan.mutable_constants(0)->set_data("abc");
+  EXPECT_TRUE(contains(validationError(plan),
+                       "buffer 7 'scale' has 4 bytes, but its constant 0 "
+                       "holds 3"));
+  plan = makeValidPlan();
+  plan.mutable_buffers(6)->set_constant(5);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "buffer 7 'scale' is constant 5, but the plan has 1 "
+                       "constants"));
+}
+
+TEST_F(PlanLoaderTest, BadParameterOrGroup) {
+  Plan plan = makeValidPlan();
+  plan.mutable_parameters(1)->set_offset_elements(7);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "parameter 'b' (2 elements at offset 7) ends past its "
+                       "group 0 'layer0' of 8 padded elements"));
+
+  plan = makeValidPlan();
+  plan.mutable_groups(0)->set_padded_elements(9);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "group 0 'layer0' has 9 padded elements, not a "
+                       "multiple of the world size 2"));
+
+  plan = makeValidPlan();
+  plan.mutable_groups(1)->add_parameters(12);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "group 1 'norms' lists parameter index 12, but the "
+                       "plan has 3 parameters"));
+
+  plan = makeValidPlan();
+  plan.mutable_parameters(0)->set_shape(0, 4);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "parameter 'w' has shape [4, 2] but num_elements 6"));
+}
+
+TEST_F(PlanLoaderTest, BadGroupIndex) {
+  Plan plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_instructions(0)->set_group(5);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "program 'infer', instruction #0 'all_gather' names "
+                       "group 5, but the plan has 2 groups"));
+
+  plan = makeValidPlan();
+  plan.mutable_buffers(0)->set_group(9);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "buffer 1 'layer0.shard' holds group 9, but the plan "
+                       "has 2 groups"));
+
+  plan = makeValidPlan();
+  plan.mutable_parameters(2)->set_group(7);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "group 1 'norms' lists parameter 'ln', which says it "
+                       "is in group 7"));
+}
+
+TEST_F(PlanLoaderTest, BadOperandId) {
+  Plan plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_instructions(1)->set_operands(1, 99);
+  EXPECT_TRUE(
+      contains(validationError(plan),
+               "program 'infer', instruction #1 'matmul' at '/MatMul': "
+               "operand 1 is buffer id 99, but the plan has 7 buffers"));
+
+  plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_instructions(2)->set_results(0, 0);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "instruction #2 'mul': result 0 is buffer id 0"));
+}
+
+TEST_F(PlanLoaderTest, BadWaitFor) {
+  Plan plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_instructions(1)->add_wait_for(9);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "program 'infer', instruction #1 'matmul' at '/MatMul' "
+                       "waits for instruction 9, but program 'infer' has 4 "
+                       "instructions"));
+
+  plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_instructions(3)->set_wait_for(0, 3);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "instruction #3 'release' waits for itself"));
+}
+
+TEST_F(PlanLoaderTest, DeadlockThroughWaitFor) {
+  // The matmul waits for the release, which waits for the matmul.
+  Plan plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_instructions(1)->add_wait_for(3);
+  std::string error = validationError(plan);
+  EXPECT_TRUE(contains(error, "program 'infer' would deadlock"));
+  EXPECT_TRUE(contains(error, "#1 'matmul'"));
+  EXPECT_TRUE(contains(error, "#3 'release'"));
+}
+
+TEST_F(PlanLoaderTest, DeadlockThroughQueueOrder) {
+  // all_gather (#0) waits for mul (#2), which the compute queue runs after
+  // matmul (#1), which waits for the all_gather.
+  Plan plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_instructions(0)->add_wait_for(2);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "#0 'all_gather' -> #1 'matmul' -> #2 'mul' -> #0"));
+}
+
+TEST_F(PlanLoaderTest, BadInstructionShape) {
+  Plan plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_instructions(2)->set_queue(
+      QUEUE_UNSPECIFIED);
+  EXPECT_TRUE(
+      contains(validationError(plan), "instruction #2 'mul' has no queue"));
+
+  plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_instructions(0)->set_queue(COMPUTE);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "instruction #0 'all_gather' is a collective but is "
+                       "on the COMPUTE queue"));
+
+  plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_instructions(2)->set_index(5);
+  EXPECT_TRUE(
+      contains(validationError(plan), "instruction #2 'mul' has index 5"));
+}
+
+TEST_F(PlanLoaderTest, BadBinding) {
+  Plan plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_inputs(0)->set_buffer(42);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "program 'infer' input 'x' is bound to buffer id 42"));
+}
+
+TEST_F(PlanLoaderTest, WeightsLayoutOutsideTheSections) {
+  Plan plan = makeValidPlan();
+  plan.mutable_groups(0)->set_weights_offset(8);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "group 0 'layer0': its shard (16 bytes at weights "
+                       "offset 8) ends past a rank's section of 16 bytes"));
+
+  plan = makeValidPlan();
+  plan.set_persistent_weights_offset(16);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "persistent weights start at byte 16 of the weights "
+                       "file, inside the ranks' sections"));
+}
+
+TEST_F(PlanLoaderTest, DataTypeSizes) {
+  EXPECT_EQ(dataTypeSize(F32), 4u);
+  EXPECT_EQ(dataTypeSize(F16), 2u);
+  EXPECT_EQ(dataTypeSize(BF16), 2u);
+  EXPECT_EQ(dataTypeSize(F64), 8u);
+  EXPECT_EQ(dataTypeSize(I64), 8u);
+  EXPECT_EQ(dataTypeSize(I32), 4u);
+  EXPECT_EQ(dataTypeSize(I8), 1u);
+  EXPECT_EQ(dataTypeSize(U8), 1u);
+  EXPECT_EQ(dataTypeSize(BOOL), 1u);
+  EXPECT_EQ(dataTypeSize(DATA_TYPE_UNSPECIFIED), 0u);
+  EXPECT_EQ(dataTypeSize(static_cast<DataType>(99)), 0u);
+}
+
+//===----------------------------------------------------------------------===//
+// Weights
+//===----------------------------------------------------------------------===//
+
+TEST_F(PlanLoaderTest, WeightsRoundTripRankSections) {
+  Plan plan = makeValidPlan();
+  std::string planPath = writePlan(plan);
+  writeWeights();
+  EXPECT_EQ(weightsPath(planPath, plan), pathOf("model.weights"));
+  EXPECT_EQ(persistentWeightsBytes(plan), 16u);
+
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    std::vector<uint8_t> section;
+    Status status = readRankWeights(planPath, plan, rank, section);
+    ASSERT_TRUE(status.ok()) << status.message();
+    ASSERT_EQ(section.size(), 16u);
+    for (size_t i = 0; i < section.size(); ++i)
+      EXPECT_EQ(section[i], rank * 16 + i) << "rank " << rank << " byte " << i;
+  }
+  std::vector<uint8_t> persistent;
+  Status status = readPersistentWeights(planPath, plan, persistent);
+  ASSERT_TRUE(status.ok()) << status.message();
+  ASSERT_EQ(persistent.size(), 16u);
+  for (size_t i = 0; i < persistent.size(); ++i)
+    EXPECT_EQ(persistent[i], 32 + i) << "persistent byte " << i;
+}
+
+TEST_F(PlanLoaderTest, WeightsPathIsRelativeToThePlan) {
+  Plan plan = makeValidPlan();
+  EXPECT_EQ(weightsPath("/data/plans/gpt2.zplan", plan),
+            "/data/plans/model.weights");
+  EXPECT_EQ(weightsPath("gpt2.zplan", plan), "model.weights");
+  plan.set_weights_file("/shared/w.bin");
+  EXPECT_EQ(weightsPath("/data/plans/gpt2.zplan", plan), "/shared/w.bin");
+}
+
+TEST_F(PlanLoaderTest, MissingWeightsFile) {
+  Plan plan = makeValidPlan();
+  std::string planPath = writePlan(plan);
+  std::vector<uint8_t> section;
+  EXPECT_TRUE(contains(errorOf(readRankWeights(planPath, plan, 0, section)),
+                       "cannot open weights file '" + pathOf("model.weights") +
+                           "': No such file or directory"));
+}
+
+TEST_F(PlanLoaderTest, ShortWeightsFile) {
+  Plan plan = makeValidPlan();
+  std::string planPath = writePlan(plan);
+  // Rank 0's section is whole, but the file is short: rank 0 fails too, so
+  // that no rank starts while another cannot.
+  writeWeights(40);
+  std::vector<uint8_t> section;
+  std::string expected = "weights file '" + pathOf("model.weights") +
+                         "' is 40 bytes, the plan needs at least 48";
+  EXPECT_TRUE(
+      contains(errorOf(readRankWeights(planPath, plan, 0, section)), expected));
+  EXPECT_TRUE(contains(errorOf(readPersistentWeights(planPath, plan, section)),
+                       expected));
+}
+
+TEST_F(PlanLoaderTest, RankOutOfRange) {
+  Plan plan = makeValidPlan();
+  std::string planPath = writePlan(plan);
+  writeWeights();
+  std::vector<uint8_t> section;
+  EXPECT_TRUE(contains(errorOf(readRankWeights(planPath, plan, 2, section)),
+                       "rank 2 is out of range: the plan has 2 ranks"));
+}
+
+TEST_F(PlanLoaderTest, PlanWithoutWeightsNeedsNoFile) {
+  Plan plan = makeValidPlan();
+  plan.clear_weights_file();
+  plan.set_weights_bytes_per_rank(0);
+  plan.set_persistent_weights_offset(0);
+  plan.clear_parameters();
+  plan.clear_groups();
+  std::vector<uint8_t> section(3);
+  Status status = readRankWeights(pathOf("model.zplan"), plan, 1, section);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_TRUE(section.empty());
+
+  // With weights but no file named, it is an error, not an empty read.
+  EXPECT_TRUE(
+      contains(errorOf(readRankWeights(
+                   pathOf("model.zplan"),
+                   [] {
+                     Plan withWeights = makeValidPlan();
+                     withWeights.clear_weights_file();
+                     return withWeights;
+                   }(),
+                   0, section)),
+               "the plan needs 48 bytes of weights but names no weights file"));
+}
+
+} // namespace
