@@ -10,6 +10,10 @@
 
 #include "compiler/Pipeline.h"
 #include "compiler/Registration.h"
+#include "compiler/analysis/CostModel.h"
+#include "compiler/plan/Dumps.h"
+#include "compiler/plan/PlanEmitter.h"
+#include "compiler/plan/WeightsWriter.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -66,6 +70,9 @@ llvm::Error zplan::validateOptions(const CompileOptions &options) {
     if (!llvm::is_contained(kDumpKinds, dump))
       return makeError("unknown --dump '" + dump +
                        "'; expected ir, schedule, memory or report");
+  if (options.policy != "default" && options.policy != "jit")
+    return makeError("unknown --policy '" + options.policy +
+                     "'; expected default or jit");
   if (options.mode != "infer")
     return makeError("--mode " + options.mode +
                      " is not available yet; this zcc compiles --mode infer");
@@ -92,11 +99,62 @@ static llvm::Error emitDump(const CompileOptions &options, llvm::StringRef name,
   });
 }
 
+/// Writes `bytes` to `path` through a temporary file renamed into place.
+static llvm::Error writeFileAtomically(llvm::StringRef path,
+                                       llvm::StringRef bytes) {
+  return llvm::writeToOutput(path, [&](llvm::raw_ostream &file) {
+    file << bytes;
+    return llvm::Error::success();
+  });
+}
+
+/// Runs the schedule pipeline for `policy` on a copy of `module` and emits
+/// its plan.
+static llvm::Expected<EmittedPlan>
+scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
+                llvm::StringRef policy, const CostModel &cost,
+                std::string &diagnostics, std::string *scheduledIr) {
+  mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
+  mlir::PassManager pm(module.getContext());
+  ScheduleOptions schedule;
+  schedule.worldSize = options.worldSize;
+  schedule.policy = policy.str();
+  schedule.memoryBudget = options.memoryBudget.value_or(0);
+  schedule.hardware = options.hardware;
+  schedule.bucketBytes = options.bucketBytes;
+  schedule.persistenceThreshold = options.persistenceThreshold;
+  schedule.maxInFlight = options.maxInFlight;
+  schedule.maxInFlightBytes = options.maxInFlightBytes;
+  buildSchedulePipeline(pm, schedule);
+  diagnostics.clear();
+  if (mlir::failed(pm.run(*copy)))
+    return makeError("scheduling (policy " + policy + ") failed: " +
+                     llvm::StringRef(diagnostics).rtrim());
+  if (scheduledIr) {
+    llvm::raw_string_ostream os(*scheduledIr);
+    copy->print(os);
+    os << "\n";
+  }
+  EmitOptions emit;
+  emit.hardware = options.hardware;
+  emit.memoryBudget = options.memoryBudget.value_or(0);
+  emit.modelName = llvm::sys::path::filename(options.modelPath).str();
+  if (!options.outputPath.empty())
+    emit.weightsFile =
+        llvm::sys::path::filename(options.outputPath).str() + ".weights";
+  return emitPlan(*copy, emit, cost);
+}
+
 llvm::Error zplan::compileModel(const CompileOptions &options,
                                 llvm::raw_ostream &out,
                                 llvm::raw_ostream &notes) {
   if (llvm::Error error = validateOptions(options))
     return error;
+  llvm::Expected<HardwareProfile> profile =
+      getHardwareProfile(options.hardware);
+  if (!profile)
+    return profile.takeError();
+  CostModel cost(*profile);
 
   mlir::DialectRegistry registry;
   registerAllDialects(registry);
@@ -105,7 +163,7 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
   std::string diagnostics;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
     llvm::raw_string_ostream os(diagnostics);
-    os << diag.getLocation() << ": " << diag << "\n";
+    os << diag << "\n";
     return mlir::success();
   });
 
@@ -118,21 +176,70 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
   if (mlir::failed(pm.run(**module)))
     return makeError("the import pipeline failed:\n" + diagnostics);
 
+  std::string importedIr, scheduledIr;
   if (options.dumps.count("ir")) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
+    llvm::raw_string_ostream os(importedIr);
+    os << "// -----// IR after import and canonicalisation //----- //\n";
     (*module)->print(os);
     os << "\n";
-    if (llvm::Error error = emitDump(options, "ir.mlir", text, out))
+    scheduledIr = "// -----// IR after the schedule (policy " +
+                  options.policy + ") //----- //\n";
+  }
+  llvm::Expected<EmittedPlan> chosen =
+      scheduleAndEmit(**module, options, options.policy, cost, diagnostics,
+                      options.dumps.count("ir") ? &scheduledIr : nullptr);
+  if (!chosen)
+    return chosen.takeError();
+
+  if (options.dumps.count("ir"))
+    if (llvm::Error error =
+            emitDump(options, "ir.mlir", importedIr + scheduledIr, out))
+      return error;
+  if (options.dumps.count("schedule"))
+    if (llvm::Error error = emitDump(options, "schedule.txt",
+                                     formatScheduleDump(*chosen), out))
+      return error;
+  if (options.dumps.count("memory"))
+    if (llvm::Error error =
+            emitDump(options, "memory.txt", formatMemoryDump(*chosen), out))
+      return error;
+  if (options.dumps.count("report")) {
+    // The other policy, compiled the same way, is the baseline.
+    std::string other = options.policy == "jit" ? "default" : "jit";
+    llvm::Expected<EmittedPlan> baseline =
+        scheduleAndEmit(**module, options, other, cost, diagnostics, nullptr);
+    std::vector<std::pair<std::string, const EmittedPlan *>> policies{
+        {options.policy, &*chosen}};
+    std::string note;
+    if (baseline)
+      policies.push_back({other, &*baseline});
+    else
+      note = "// " + other + " policy: " + llvm::toString(baseline.takeError()) +
+             "\n";
+    if (llvm::Error error = emitDump(options, "report.txt",
+                                     formatReport(policies) + note, out))
       return error;
   }
-  for (const char *later : {"schedule", "memory", "report"})
-    if (options.dumps.count(later))
-      notes << "zcc: note: --dump " << later
-            << " comes with the schedule stage, which this zcc does not "
-               "have yet; nothing dumped\n";
-  if (!options.outputPath.empty())
-    notes << "zcc: note: plan emission (-o " << options.outputPath
-          << ") comes with the schedule stage; no plan written\n";
+
+  if (!options.outputPath.empty()) {
+    // Weights first, then the plan: a plan on disk always has its weights.
+    std::string weights = options.outputPath + ".weights";
+    std::string temporary = weights + ".partial";
+    if (llvm::Error error =
+            writeWeights(chosen->plan, options.modelPath, temporary)) {
+      llvm::sys::fs::remove(temporary);
+      return error;
+    }
+    if (std::error_code code = llvm::sys::fs::rename(temporary, weights))
+      return makeError("cannot move the weights into '" + weights +
+                       "': " + code.message());
+    if (llvm::Error error = writeFileAtomically(
+            options.outputPath, chosen->plan.SerializeAsString()))
+      return error;
+    notes << "zcc: wrote " << options.outputPath << " ("
+          << chosen->plan.programs(0).instructions_size()
+          << " instructions, arena " << formatSize(chosen->arena.arenaBytes)
+          << " per rank) and " << weights << "\n";
+  }
   return llvm::Error::success();
 }

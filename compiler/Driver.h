@@ -39,6 +39,13 @@ struct CompileOptions {
   std::set<std::string> dumps;
   /// Where dumps go as files; empty to print them on stdout.
   std::string dumpDir;
+  /// default (the scheduler's) or jit (hook-based ZeRO-3, the baseline);
+  /// the report always shows both.
+  std::string policy = "default";
+  int64_t bucketBytes = 32 << 20;
+  int64_t persistenceThreshold = 4096;
+  int64_t maxInFlight = 2;
+  int64_t maxInFlightBytes = 0;
 };
 
 /// Parses a byte size: a non-negative number with an optional unit, B, KiB,
@@ -50,8 +57,10 @@ llvm::Expected<uint64_t> parseByteSize(llvm::StringRef text);
 /// mode, hardware, dump kinds).
 llvm::Error validateOptions(const CompileOptions &options);
 
-/// Runs zcc: import, the pipeline, and the requested dumps. Notes about
-/// stages that are not available yet go to `notes`.
+/// Runs zcc: import, canonicalisation, the schedule (for the chosen policy
+/// and, for the report, the other one), plan emission, the requested dumps,
+/// and with -o the plan and its weights file (`OUT.weights`), each written
+/// whole or not at all. Progress notes go to `notes`.
 llvm::Error compileModel(const CompileOptions &options,
                          llvm::raw_ostream &out, llvm::raw_ostream &notes);
 

@@ -17,6 +17,33 @@ void zplan::buildImportPipeline(mlir::OpPassManager &pm) {
   func.addPass(mlir::createCSEPass());
 }
 
+void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
+                                  const ScheduleOptions &options) {
+  ShardParametersOptions shard;
+  shard.worldSize = options.worldSize;
+  shard.bucketBytes = options.bucketBytes;
+  shard.persistenceThreshold = options.persistenceThreshold;
+  shard.alignment = options.alignment;
+  pm.addPass(createShardParameters(shard));
+
+  InsertGathersOptions insert;
+  insert.policy = options.policy;
+  insert.memoryBudget = options.memoryBudget;
+  pm.addPass(createInsertGathers(insert));
+
+  PrefetchOptions prefetch;
+  prefetch.policy = options.policy;
+  prefetch.memoryBudget = options.memoryBudget;
+  prefetch.hardware = options.hardware;
+  prefetch.maxInFlight = options.maxInFlight;
+  prefetch.maxInFlightBytes = options.maxInFlightBytes;
+  pm.addPass(createPrefetch(prefetch));
+
+  VerifyScheduleOptions verify;
+  verify.memoryBudget = options.memoryBudget;
+  pm.addPass(createVerifySchedule(verify));
+}
+
 void zplan::registerPipelines() {
   mlir::PassPipelineRegistration<>(
       "zplan-import-pipeline",

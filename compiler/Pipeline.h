@@ -10,10 +10,31 @@
 
 #include "mlir/Pass/PassManager.h"
 
+#include <string>
+
 namespace zplan {
 
 /// After import: form the high-level nn ops, fold, and remove duplicates.
 void buildImportPipeline(mlir::OpPassManager &pm);
+
+/// What the schedule stage is told (zcc's flags).
+struct ScheduleOptions {
+  int64_t worldSize = 1;
+  /// default | jit.
+  std::string policy = "default";
+  /// Bytes per rank; 0 = none.
+  int64_t memoryBudget = 0;
+  std::string hardware = "cpu";
+  int64_t bucketBytes = 32 << 20;
+  int64_t persistenceThreshold = 4096;
+  int64_t alignment = 128;
+  int64_t maxInFlight = 2;
+  int64_t maxInFlightBytes = 0;
+};
+
+/// shard -> insert gathers/releases -> prefetch -> verify.
+void buildSchedulePipeline(mlir::OpPassManager &pm,
+                           const ScheduleOptions &options);
 
 /// Registers the pipelines above by name.
 void registerPipelines();

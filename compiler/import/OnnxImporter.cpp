@@ -67,12 +67,72 @@ struct Entry {
 class TextErrorCollector : public google::protobuf::io::ErrorCollector {
 public:
   void AddError(int line, int column, const std::string &message) override {
-    if (text.empty())
-      text = "line " + std::to_string(line + 1) + ":" +
-             std::to_string(column + 1) + ": " + message;
+    if (!text.empty())
+      return;
+    text = "line " + std::to_string(line + 1) + ":" +
+           std::to_string(column + 1) + ": " + message;
+    // The tokenizer names the token it found; at the end of the input that
+    // is the empty string, which reads as a truncated message.
+    if (StringRef(message).ends_with("got: "))
+      text += "the end of the file";
   }
   std::string text;
 };
+
+/// Reads an initializer's ONNX external data (location, offset, length
+/// relative to `modelDir`), checking the range against the file. With
+/// `readData` false only the range is checked: a parameter's bytes are read
+/// by the plan writer, one group at a time, never by the importer (a 70B
+/// model's weights need not even be present to compile it).
+llvm::Error readExternalBytes(const onnx::TensorProto &tensor,
+                              StringRef modelDir, std::string &bytes,
+                              std::string &file, int64_t &offset,
+                              int64_t &length, bool readData = true) {
+  offset = 0;
+  length = -1;
+  for (const onnx::StringStringEntryProto &kv : tensor.external_data()) {
+    if (kv.key() == "location") {
+      file = kv.value();
+    } else if (kv.key() == "offset" || kv.key() == "length") {
+      int64_t &field = kv.key() == "offset" ? offset : length;
+      if (StringRef(kv.value()).getAsInteger(10, field) || field < 0)
+        return makeError("initializer '" + tensor.name() + "': external data " +
+                         kv.key() + " '" + kv.value() +
+                         "' is not a non-negative integer");
+    }
+  }
+  if (file.empty())
+    return makeError("initializer '" + tensor.name() +
+                     "' has external data without a location");
+  SmallString<256> full(modelDir);
+  llvm::sys::path::append(full, file);
+  uint64_t size = 0;
+  if (std::error_code error = llvm::sys::fs::file_size(full, size))
+    return makeError("initializer '" + tensor.name() +
+                     "': external data file '" + full +
+                     "' cannot be read: " + error.message());
+  // Written so that no sum can overflow: offset and length come from the
+  // model, unchecked.
+  int64_t fileSize = static_cast<int64_t>(size);
+  if (length < 0 && offset <= fileSize)
+    length = fileSize - offset;
+  if (offset > fileSize || length > fileSize - offset) {
+    std::string range = "offset " + std::to_string(offset);
+    if (length >= 0)
+      range += ", length " + std::to_string(length);
+    return makeError("initializer '" + tensor.name() + "': external data at " +
+                     range + " lies outside '" + full + "' (" +
+                     llvm::Twine(size) + " bytes)");
+  }
+  if (!readData)
+    return llvm::Error::success();
+  auto buffer = llvm::MemoryBuffer::getFileSlice(full, length, offset);
+  if (!buffer)
+    return makeError("initializer '" + tensor.name() +
+                     "': cannot read external data from '" + full + "'");
+  bytes = (*buffer)->getBuffer().str();
+  return llvm::Error::success();
+}
 
 class OnnxImporter {
 public:
@@ -107,7 +167,8 @@ private:
   RankedTensorType outputType(int index) { return tensorType(outputs[index]); }
   llvm::Error readExternalData(const onnx::TensorProto &tensor,
                                std::string &bytes, std::string &file,
-                               int64_t &offset, int64_t &length);
+                               int64_t &offset, int64_t &length,
+                               bool readData);
 
   // Handlers, one per ONNX op family (see handlerTable()).
   template <typename OpT> llvm::Error importUnary(const onnx::NodeProto &node);
@@ -321,50 +382,11 @@ llvm::Error OnnxImporter::checkOpsets() {
 llvm::Error OnnxImporter::readExternalData(const onnx::TensorProto &tensor,
                                            std::string &bytes,
                                            std::string &file, int64_t &offset,
-                                           int64_t &length) {
-  offset = 0;
-  length = -1;
-  for (const onnx::StringStringEntryProto &kv : tensor.external_data()) {
-    if (kv.key() == "location") {
-      file = kv.value();
-    } else if (kv.key() == "offset" || kv.key() == "length") {
-      int64_t &field = kv.key() == "offset" ? offset : length;
-      if (StringRef(kv.value()).getAsInteger(10, field) || field < 0)
-        return makeError("initializer '" + tensor.name() + "': external data " +
-                         kv.key() + " '" + kv.value() +
-                         "' is not a non-negative integer");
-    }
-  }
-  if (file.empty())
-    return makeError("initializer '" + tensor.name() +
-                     "' has external data without a location");
-  SmallString<256> full(modelDir);
-  llvm::sys::path::append(full, file);
-  uint64_t size = 0;
-  if (std::error_code error = llvm::sys::fs::file_size(full, size))
-    return makeError("initializer '" + tensor.name() +
-                     "': external data file '" + full +
-                     "' cannot be read: " + error.message());
-  // Written so that no sum can overflow: offset and length come from the
-  // model, unchecked.
-  int64_t fileSize = static_cast<int64_t>(size);
-  if (length < 0 && offset <= fileSize)
-    length = fileSize - offset;
-  if (offset > fileSize || length > fileSize - offset) {
-    std::string range = "offset " + std::to_string(offset);
-    if (length >= 0)
-      range += ", length " + std::to_string(length);
-    return makeError("initializer '" + tensor.name() + "': external data at " +
-                     range + " lies outside '" + full + "' (" +
-                     llvm::Twine(size) + " bytes)");
-  }
-  auto buffer = llvm::MemoryBuffer::getFileSlice(full, length, offset);
-  if (!buffer)
-    return makeError("initializer '" + tensor.name() +
-                     "': cannot read external data from '" + full + "'");
-  bytes = (*buffer)->getBuffer().str();
-  return llvm::Error::success();
+                                           int64_t &length, bool readData) {
+  return readExternalBytes(tensor, modelDir, bytes, file, offset, length,
+                           readData);
 }
+
 
 /// Checks that an initializer's inline data (raw_data, or the typed field
 /// its element type uses) holds exactly the elements its shape says.
@@ -426,11 +448,14 @@ llvm::Error OnnxImporter::declareInitializers() {
                        formatShape(entry.info.shape) + ")");
     bool external =
         tensor.data_location() == onnx::TensorProto::EXTERNAL;
+    bool trainable = isFloatType(*type) &&
+                     numElements(entry.info.shape) >
+                         kMaxConstantInitializerElements;
     std::string bytes, file;
     int64_t offset = 0, length = 0;
     if (external) {
-      if (llvm::Error error =
-              readExternalData(tensor, bytes, file, offset, length))
+      if (llvm::Error error = readExternalData(tensor, bytes, file, offset,
+                                               length, !trainable))
         return error;
       int64_t expected =
           entry.info.shape.empty()
@@ -443,9 +468,6 @@ llvm::Error OnnxImporter::declareInitializers() {
                          formatShape(entry.info.shape) + " " +
                          elementTypeName(*type));
     }
-    bool trainable = isFloatType(*type) &&
-                     numElements(entry.info.shape) >
-                         kMaxConstantInitializerElements;
     if (trainable) {
       // Parameters are never folded: their data stays where it is, and only
       // the plan writer reads it, one shard at a time. So its size is
@@ -469,8 +491,13 @@ llvm::Error OnnxImporter::declareInitializers() {
     HostTensor value;
     std::string error =
         decodeTensor(tensor, value, external ? &bytes : nullptr);
-    if (!error.empty())
-      return makeError("initializer '" + tensor.name() + "': " + error);
+    if (!error.empty()) {
+      // decodeTensor names the tensor itself.
+      StringRef message(error);
+      if (message.consume_front("tensor '" + tensor.name() + "'"))
+        return makeError("initializer '" + tensor.name() + "'" + message);
+      return makeError("initializer '" + tensor.name() + "': " + message);
+    }
     entry.info.value = std::move(value);
   }
   return llvm::Error::success();
@@ -1276,5 +1303,44 @@ llvm::Error zplan::parseInputShape(StringRef text, ImportOptions &options) {
   }
   if (!options.inputShapes.emplace(name.str(), shape).second)
     return makeError("--input-shape gives '" + name + "' twice");
+  return llvm::Error::success();
+}
+
+llvm::Error zplan::readOnnxModel(StringRef path, onnx::ModelProto &model) {
+  return readModel(path, model);
+}
+
+llvm::Error zplan::readInitializerBytes(const onnx::TensorProto &tensor,
+                                        StringRef modelDir,
+                                        std::string &bytes) {
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string file;
+    int64_t offset = 0, length = 0;
+    return readExternalBytes(tensor, modelDir, bytes, file, offset, length);
+  }
+  if (!tensor.raw_data().empty()) {
+    bytes = tensor.raw_data();
+    return llvm::Error::success();
+  }
+  // Typed fields: decode, then write the element type's own encoding.
+  HostTensor value;
+  std::string error = decodeTensor(tensor, value);
+  if (!error.empty())
+    return makeError("initializer '" + tensor.name() + "': " + error);
+  bytes.clear();
+  for (int64_t i = 0; i < value.numElements(); ++i) {
+    if (value.type == ElementType::Float32) {
+      float element = static_cast<float>(value.getDouble(i));
+      bytes.append(reinterpret_cast<const char *>(&element), sizeof(element));
+    } else if (value.type == ElementType::Float64) {
+      double element = value.getDouble(i);
+      bytes.append(reinterpret_cast<const char *>(&element), sizeof(element));
+    } else {
+      return makeError("initializer '" + tensor.name() + "': typed " +
+                       elementTypeName(value.type) +
+                       " data is not supported for parameters; store it as "
+                       "raw_data");
+    }
+  }
   return llvm::Error::success();
 }

@@ -26,6 +26,11 @@
 #include <string>
 #include <vector>
 
+namespace onnx {
+class ModelProto;
+class TensorProto;
+} // namespace onnx
+
 namespace zplan {
 
 struct ImportOptions {
@@ -41,6 +46,17 @@ struct ImportOptions {
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importOnnxModel(mlir::MLIRContext &context, llvm::StringRef path,
                 const ImportOptions &options);
+
+/// Reads an ONNX model file (binary, or protobuf text format for `.onnxtxt`
+/// and `.textproto`). Tells apart a missing file, a syntax error and bytes
+/// that are not an ONNX model.
+llvm::Error readOnnxModel(llvm::StringRef path, onnx::ModelProto &model);
+
+/// Reads the little-endian bytes of an initializer, wherever they are:
+/// raw_data, the typed data fields, or ONNX external data relative to
+/// `modelDir`.
+llvm::Error readInitializerBytes(const onnx::TensorProto &tensor,
+                                 llvm::StringRef modelDir, std::string &bytes);
 
 /// Parses one `--input-shape` value, `NAME=D0xD1x...` (e.g.
 /// `input_ids=2x16`; `NAME=` alone is a scalar), into `options`. A repeated

@@ -59,14 +59,15 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
       hoist(start, cost);
   }
 
-  /// Gathers (other than `self`) in flight at each op: started at or
-  /// before it and waited for after it; and their bytes.
+  /// Gathers (other than `self`) that a start placed right before op i
+  /// would find in flight: started before i and waited for at i or later;
+  /// and their bytes.
   static void inFlightAt(const LivenessAnalysis &live, Operation *self,
                          std::vector<int64_t> &count,
                          std::vector<uint64_t> &bytes) {
     size_t n = live.ops().size();
-    count.assign(n + 1, 0);
-    bytes.assign(n + 1, 0);
+    count.assign(n + 2, 0);
+    bytes.assign(n + 2, 0);
     for (const LivenessAnalysis::Buffer &buffer : live.buffers()) {
       if (buffer.kind != LivenessAnalysis::BufferKind::Gathered ||
           buffer.gatherStart == self)
@@ -75,10 +76,10 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
       int64_t waitIndex = first;
       for (Operation *user : zero::GatherStartOp(buffer.gatherStart).getToken().getUsers())
         waitIndex = live.indexOf(user);
-      count[first] += 1;
-      count[waitIndex] -= 1;
-      bytes[first] += buffer.bytes;
-      bytes[waitIndex] -= buffer.bytes;
+      count[first + 1] += 1;
+      count[waitIndex + 1] -= 1;
+      bytes[first + 1] += buffer.bytes;
+      bytes[waitIndex + 1] -= buffer.bytes;
     }
     for (size_t i = 1; i <= n; ++i) {
       count[i] += count[i - 1];

@@ -55,8 +55,30 @@ struct ShardParametersPass
                             "must be >= 1";
       return signalPassFailure();
     }
-    if (!module.getOps<zero::GroupOp>().empty()) {
-      module.emitError("zplan-shard-parameters: the module is already sharded");
+    // Report on the group that is already there, so the message points at
+    // something in the input rather than at the whole module.
+    auto groups = module.getOps<zero::GroupOp>();
+    if (!groups.empty()) {
+      zero::GroupOp existing = *groups.begin();
+      existing.emitError() << "zplan-shard-parameters: the module is already "
+                              "sharded (it declares zero.group @"
+                           << existing.getSymName() << ")";
+      return signalPassFailure();
+    }
+    // Groups are module-level and each parameter belongs to one: grouping
+    // each function by its own first-use order would put a parameter in
+    // several groups and declare @group0 twice.
+    SmallVector<func::FuncOp> gathering;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.getOps<zero::GatherWaitOp>().empty())
+        gathering.push_back(func);
+    if (gathering.size() > 1) {
+      gathering[1].emitError()
+          << "zplan-shard-parameters: parameters are gathered in more than "
+             "one function (@"
+          << gathering[0].getSymName() << " and @"
+          << gathering[1].getSymName()
+          << "); grouping across programs is not supported yet";
       return signalPassFailure();
     }
     for (auto func : module.getOps<func::FuncOp>())
@@ -117,8 +139,11 @@ struct ShardParametersPass
       if (!fits) {
         groups.emplace_back();
         groups.back().persistent = persistent;
-        // A far-apart parameter's group stays closed to others.
-        open = farApart ? -1 : static_cast<int64_t>(groups.size()) - 1;
+        // A far-apart parameter's group stays closed to others, and it is
+        // not one of "the others" of rule 4: the group open before it stays
+        // open to the parameters after it.
+        if (!farApart)
+          open = static_cast<int64_t>(groups.size()) - 1;
       }
       GroupPlan &group = fits ? groups[open] : groups.back();
       group.members.push_back(&use);
@@ -144,8 +169,10 @@ struct ShardParametersPass
       int64_t alignElements = std::max<int64_t>(alignment / elementBytes, 1);
       int64_t offset = 0;
       SmallVector<Attribute> names;
+      SmallVector<int64_t> offsets;
       for (ParameterUse *member : plan.members) {
         offset = roundUp(offset, alignElements);
+        offsets.push_back(offset);
         offset += member->param.getTensorType().getNumElements();
         names.push_back(FlatSymbolRefAttr::get(member->param.getSymNameAttr()));
       }
@@ -156,6 +183,7 @@ struct ShardParametersPass
       auto group = moduleBuilder.create<zero::GroupOp>(
           func.getLoc(), moduleBuilder.getStringAttr(name),
           moduleBuilder.getArrayAttr(names),
+          moduleBuilder.getDenseI64ArrayAttr(offsets),
           moduleBuilder.getI64IntegerAttr(padded),
           moduleBuilder.getI64IntegerAttr(worldSize),
           plan.persistent ? moduleBuilder.getUnitAttr() : UnitAttr());

@@ -73,14 +73,41 @@ LogicalResult GroupOp::verify() {
   return success();
 }
 
+SmallVector<int64_t> GroupOp::getParameterOffsets() {
+  if (auto offsets = getOffsets())
+    return SmallVector<int64_t>(offsets->begin(), offsets->end());
+  SmallVector<int64_t> offsets;
+  int64_t next = 0;
+  for (Attribute name : getParams()) {
+    offsets.push_back(next);
+    if (auto param = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
+            *this, llvm::cast<FlatSymbolRefAttr>(name)))
+      next += param.getTensorType().getNumElements();
+  }
+  return offsets;
+}
+
 LogicalResult GroupOp::verifySymbolUses(SymbolTableCollection &table) {
   int64_t total = 0;
-  for (Attribute name : getParams()) {
+  std::optional<ArrayRef<int64_t>> offsets = getOffsets();
+  if (offsets && offsets->size() != getParams().size())
+    return emitOpError() << "has " << offsets->size() << " offsets for "
+                         << getParams().size() << " parameters";
+  for (auto [index, name] : llvm::enumerate(getParams())) {
     FailureOr<nn::ParameterOp> param =
         lookupParameter(*this, table, llvm::cast<FlatSymbolRefAttr>(name));
     if (failed(param))
       return failure();
-    total += param->getTensorType().getNumElements();
+    int64_t elements = param->getTensorType().getNumElements();
+    if (offsets) {
+      // Parameters in order, none overlapping the previous one.
+      if ((*offsets)[index] < total)
+        return emitOpError() << "offset " << (*offsets)[index] << " of "
+                             << name << " overlaps the parameter before it "
+                             << "(which ends at " << total << ")";
+      total = (*offsets)[index];
+    }
+    total += elements;
   }
   int64_t paddedElements = getPaddedElementsAttr().getInt();
   if (paddedElements < total)

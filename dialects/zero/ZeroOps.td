@@ -73,6 +73,9 @@ def Zero_GroupOp : Zero_Op<"group", [Symbol, HasParent<"::mlir::ModuleOp">,
     The parameters are concatenated (flattened, in the listed order) into one
     buffer of `padded_elements`, a multiple of `world_size`, split into
     `world_size` equal shards. One collective moves a whole group.
+    `offsets` gives each parameter's first element in the flat buffer (the
+    sharding pass aligns them); without it the parameters are packed back
+    to back in order.
     A `persistent` group is small enough to stay whole on every rank
     (DeepSpeed's param_persistence_threshold): gathered once when the plan
     is loaded, never released, no collective inside any program.
@@ -83,11 +86,18 @@ def Zero_GroupOp : Zero_Op<"group", [Symbol, HasParent<"::mlir::ModuleOp">,
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        FlatSymbolRefArrayAttr:$params,
+                       OptionalAttr<DenseI64ArrayAttr>:$offsets,
                        I64Attr:$padded_elements,
                        I64Attr:$world_size,
                        UnitAttr:$persistent);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Each parameter's offset (in elements) in the flat buffer, from
+    /// `offsets` or, without it, packed in order; needs the symbol table to
+    /// size packed parameters.
+    ::llvm::SmallVector<int64_t> getParameterOffsets();
+  }];
 }
 
 def Zero_ShardOp : Zero_Op<"shard", [Pure,

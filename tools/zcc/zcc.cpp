@@ -42,6 +42,28 @@ static cl::opt<std::string> dumpDir("dump-dir",
                                     cl::desc("Write dumps to files here"),
                                     cl::cat(zccCategory));
 
+static cl::opt<std::string>
+    policy("policy", cl::init("default"),
+           cl::desc("default | jit (hook-based ZeRO-3 baseline)"),
+           cl::cat(zccCategory));
+static cl::opt<std::string>
+    bucketSize("bucket-size", cl::init("32MiB"),
+               cl::desc("Largest parameter group, e.g. 32MiB"),
+               cl::cat(zccCategory));
+static cl::opt<int64_t> persistenceThreshold(
+    "persistence-threshold", cl::init(4096),
+    cl::desc("Parameters with at most this many elements stay whole on every "
+             "rank"),
+    cl::cat(zccCategory));
+static cl::opt<int64_t>
+    maxInFlight("max-in-flight", cl::init(2),
+                cl::desc("Most gathers in flight at once"),
+                cl::cat(zccCategory));
+static cl::opt<std::string>
+    maxInFlightBytes("max-in-flight-bytes", cl::init("0"),
+                     cl::desc("Most bytes being gathered at once (0: no limit)"),
+                     cl::cat(zccCategory));
+
 static int fail(Error error) {
   std::string message = toString(std::move(error));
   errs() << "zcc: error: " << message << "\n";
@@ -62,6 +84,20 @@ int main(int argc, char **argv) {
   options.hardware = hardware;
   options.dumps.insert(dumps.begin(), dumps.end());
   options.dumpDir = dumpDir;
+  options.policy = policy;
+  options.persistenceThreshold = persistenceThreshold;
+  options.maxInFlight = maxInFlight;
+  for (auto [flag, text, target] :
+       {std::make_tuple("--bucket-size", &bucketSize, &options.bucketBytes),
+        std::make_tuple("--max-in-flight-bytes", &maxInFlightBytes,
+                        &options.maxInFlightBytes)}) {
+    Expected<uint64_t> bytes = zplan::parseByteSize(*text);
+    if (!bytes)
+      return fail(joinErrors(createStringError(inconvertibleErrorCode(),
+                                               Twine(flag) + ":"),
+                             bytes.takeError()));
+    *target = static_cast<int64_t>(*bytes);
+  }
   for (const std::string &shape : inputShapes)
     if (Error error = zplan::parseInputShape(shape, options.import))
       return fail(std::move(error));

@@ -1,0 +1,202 @@
+//===- Dumps.cpp - the schedule, memory and report text dumps -------------===//
+
+#include "compiler/plan/Dumps.h"
+
+#include "compiler/plan/Simulator.h"
+#include "runtime/plan/PlanLoader.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+
+using namespace zplan;
+
+std::string zplan::formatSize(uint64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (unit == 0)
+    os << bytes << " B";
+  else
+    os << llvm::format("%.2f ", value) << units[unit];
+  return text;
+}
+
+static std::string formatSeconds(double seconds) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (seconds >= 1)
+    os << llvm::format("%.3f s", seconds);
+  else if (seconds >= 1e-3)
+    os << llvm::format("%.3f ms", seconds * 1e3);
+  else
+    os << llvm::format("%.3f us", seconds * 1e6);
+  return text;
+}
+
+/// A collective's operands as a person reads them: the group and its
+/// parameters (the first few).
+static std::string describeGroup(const plan::Plan &plan, uint32_t index) {
+  const plan::Group &group = plan.groups(index);
+  std::string text = "@" + group.name() + " [";
+  int shown = 0;
+  for (uint32_t parameter : group.parameters()) {
+    if (shown == 3) {
+      text += ", +" + std::to_string(group.parameters_size() - 3) + " more";
+      break;
+    }
+    text += (shown++ ? ", " : "") + plan.parameters(parameter).name();
+  }
+  return text + "]";
+}
+
+std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
+  const plan::Plan &plan = emitted.plan;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  for (const plan::Program &program : plan.programs()) {
+    os << "// schedule: program '" << program.name() << "', "
+       << program.instructions_size() << " instructions, world size "
+       << plan.world_size() << "\n";
+    os << "//    #  queue    op            bytes  live-after  operands\n";
+    for (const plan::Instruction &instruction : program.instructions()) {
+      uint64_t bytes = 0;
+      std::string operands;
+      if (instruction.op() == "all_gather" || instruction.op() == "wait" ||
+          instruction.op() == "release") {
+        const plan::Buffer &copy =
+            plan.buffers(instruction.op() == "all_gather"
+                             ? instruction.results(0) - 1
+                             : instruction.operands(0) - 1);
+        bytes = copy.bytes();
+        operands = describeGroup(plan, instruction.group());
+      } else {
+        for (uint32_t id : instruction.results())
+          bytes += plan.buffers(id - 1).bytes();
+        for (int i = 0; i < instruction.operands_size(); ++i)
+          operands += (i ? ", " : "") +
+                      plan.buffers(instruction.operands(i) - 1).name();
+        if (!instruction.location().empty())
+          operands = instruction.location() + " (" + operands + ")";
+      }
+      uint64_t live = instruction.index() <
+                              static_cast<uint32_t>(emitted.arena.liveBytes.size())
+                          ? emitted.arena.liveBytes[instruction.index()]
+                          : 0;
+      os << llvm::format("%6u  %-7s  %-10s %10llu  %10llu  ",
+                         instruction.index(),
+                         instruction.queue() == plan::COMM ? "comm" : "compute",
+                         instruction.op().c_str(),
+                         static_cast<unsigned long long>(bytes),
+                         static_cast<unsigned long long>(live))
+         << operands << "\n";
+    }
+  }
+  return text;
+}
+
+std::string zplan::formatMemoryDump(const EmittedPlan &emitted) {
+  const plan::Plan &plan = emitted.plan;
+  const ArenaPlan &arena = emitted.arena;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "// memory: per rank, world size " << plan.world_size() << "\n";
+  os << "resident (shards + persistent groups): " << emitted.residentBytes
+     << " B (" << formatSize(emitted.residentBytes) << ")\n";
+  os << "arena: " << arena.arenaBytes << " B (" << formatSize(arena.arenaBytes)
+     << ")\n";
+  os << "lower bound: " << arena.lowerBound << " B ("
+     << formatSize(arena.lowerBound) << "), peak at instruction #"
+     << arena.peakIndex << "\n";
+  double ratio = arena.lowerBound ? static_cast<double>(arena.arenaBytes) /
+                                        static_cast<double>(arena.lowerBound)
+                                  : 1.0;
+  os << "arena / lower bound: " << llvm::format("%.3f", ratio) << "\n";
+  uint64_t total = emitted.residentBytes + arena.arenaBytes;
+  os << "total per rank: " << total << " B (" << formatSize(total) << ")";
+  if (plan.memory_budget())
+    os << ", budget " << plan.memory_budget() << " B ("
+       << formatSize(plan.memory_budget()) << ")";
+  os << "\n// live arena bytes after each instruction (bar: share of peak)\n";
+  for (size_t i = 0; i < arena.liveBytes.size(); ++i) {
+    int width = arena.lowerBound
+                    ? static_cast<int>(40.0 * arena.liveBytes[i] /
+                                       static_cast<double>(arena.lowerBound))
+                    : 0;
+    os << llvm::format("%6zu %12llu ", i,
+                       static_cast<unsigned long long>(arena.liveBytes[i]))
+       << std::string(width, '#') << "\n";
+  }
+  return text;
+}
+
+std::string zplan::formatReport(
+    llvm::ArrayRef<std::pair<std::string, const EmittedPlan *>> policies) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (policies.empty())
+    return text;
+  const plan::Plan &first = policies.front().second->plan;
+  os << "// report: model " << first.model() << ", world size "
+     << first.world_size() << ", hardware " << first.hardware() << ", budget "
+     << (first.memory_budget() ? formatSize(first.memory_budget())
+                               : std::string("none"))
+     << "\n";
+  for (int p = 0; p < first.programs_size(); ++p) {
+    os << "program '" << first.programs(p).name() << "'\n";
+    os << "  policy    gathered       collectives  peak/rank      "
+          "simulated    exposed-comm\n";
+    for (auto &[name, emitted] : policies) {
+      const plan::Program &program = emitted->plan.programs(p);
+      uint64_t gathered = 0;
+      int collectives = 0;
+      for (const plan::Instruction &instruction : program.instructions())
+        if (instruction.queue() == plan::COMM) {
+          ++collectives;
+          gathered += emitted->plan.buffers(instruction.results(0) - 1).bytes();
+        }
+      Timeline timeline = simulate(program, emitted->seconds);
+      uint64_t peak = emitted->residentBytes + emitted->arena.arenaBytes;
+      os << llvm::format("  %-8s  %-13s  %11d  %-13s  %-11s  %s\n",
+                         name.c_str(), formatSize(gathered).c_str(),
+                         collectives, formatSize(peak).c_str(),
+                         formatSeconds(timeline.totalSeconds).c_str(),
+                         formatSeconds(timeline.exposedCommSeconds).c_str());
+    }
+  }
+
+  // Decisions of the first policy: persistence, and gathers per group.
+  const EmittedPlan &chosen = *policies.front().second;
+  std::map<uint32_t, int> gathers;
+  for (const plan::Instruction &instruction :
+       chosen.plan.programs(0).instructions())
+    if (instruction.op() == "all_gather")
+      ++gathers[instruction.group()];
+  os << "groups (" << policies.front().first << " policy):\n";
+  for (int g = 0; g < chosen.plan.groups_size(); ++g) {
+    const plan::Group &group = chosen.plan.groups(g);
+    uint64_t bytes = group.padded_elements() * plan::dataTypeSize(group.dtype());
+    os << "  @" << group.name() << ": " << group.parameters_size()
+       << " parameter(s), " << formatSize(bytes) << ", ";
+    if (group.persistent()) {
+      os << "persistent: kept whole on every rank (each parameter at or "
+            "below the persistence threshold)\n";
+      continue;
+    }
+    int count = gathers[g];
+    os << "gathered " << count << (count == 1 ? " time" : " times");
+    if (count > 1)
+      os << (policies.front().first == "jit"
+                 ? " (hook-style: released when another group is used)"
+                 : " (released between uses to stay within the budget)");
+    os << "\n";
+  }
+  return text;
+}

@@ -1,0 +1,42 @@
+//===- Dumps.h - the schedule, memory and report text dumps ---------------===//
+//
+// The text forms DESIGN.md makes a primary interface. They are written from
+// the emitted plan (not from the IR), so they show exactly what zrun will
+// run. The formats are stable: lit tests check them with FileCheck.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_COMPILER_PLAN_DUMPS_H
+#define ZPLAN_COMPILER_PLAN_DUMPS_H
+
+#include "compiler/plan/PlanEmitter.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <string>
+#include <utility>
+
+namespace zplan {
+
+/// One line per instruction: index, queue, op, operands (group and
+/// parameter names for collectives), bytes moved or written, live arena
+/// bytes after it.
+std::string formatScheduleDump(const EmittedPlan &emitted);
+
+/// Live arena bytes over the instruction index, the peak, the lower bound
+/// (largest sum of simultaneously live buffers) and arena / lower bound.
+std::string formatMemoryDump(const EmittedPlan &emitted);
+
+/// Per program and policy: bytes gathered, collectives, peak per rank,
+/// simulated time and exposed communication; then the group decisions of
+/// the first policy (what stays whole, what is gathered more than once).
+std::string
+formatReport(llvm::ArrayRef<std::pair<std::string, const EmittedPlan *>>
+                 policies);
+
+/// "1.50 MiB"-style rendering used by every dump.
+std::string formatSize(uint64_t bytes);
+
+} // namespace zplan
+
+#endif // ZPLAN_COMPILER_PLAN_DUMPS_H

@@ -1,0 +1,445 @@
+//===- PlanEmitter.cpp - scheduled IR -> plan -----------------------------===//
+
+#include "compiler/plan/PlanEmitter.h"
+
+#include "compiler/analysis/Liveness.h"
+#include "compiler/transforms/ScheduleDiagnostics.h"
+#include "dialects/nn/NNDialect.h"
+#include "dialects/zero/ZeroDialect.h"
+#include "runtime/plan/PlanLoader.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace zplan;
+
+namespace {
+
+llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+plan::DataType dataTypeOf(Type type) {
+  if (type.isF32())
+    return plan::F32;
+  if (type.isF16())
+    return plan::F16;
+  if (type.isBF16())
+    return plan::BF16;
+  if (type.isF64())
+    return plan::F64;
+  if (type.isInteger(1))
+    return plan::BOOL;
+  if (type.isInteger(64))
+    return plan::I64;
+  if (type.isInteger(32))
+    return plan::I32;
+  if (type.isUnsignedInteger(8))
+    return plan::U8;
+  if (type.isInteger(8))
+    return plan::I8;
+  return plan::DATA_TYPE_UNSPECIFIED;
+}
+
+uint64_t elementBytes(Type type) {
+  return (type.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+/// The little-endian bytes of a constant, one byte per i1.
+std::string constantBytes(DenseElementsAttr value) {
+  auto type = llvm::cast<RankedTensorType>(value.getType());
+  Type element = type.getElementType();
+  uint64_t size = elementBytes(element);
+  std::string bytes;
+  bytes.reserve(type.getNumElements() * size);
+  if (llvm::isa<FloatType>(element)) {
+    for (APFloat number : value.getValues<APFloat>()) {
+      uint64_t bits = number.bitcastToAPInt().getZExtValue();
+      bytes.append(reinterpret_cast<const char *>(&bits), size);
+    }
+  } else {
+    for (APInt number : value.getValues<APInt>()) {
+      uint64_t bits = number.getZExtValue();
+      bytes.append(reinterpret_cast<const char *>(&bits), size);
+    }
+  }
+  return bytes;
+}
+
+/// A buffer's name: the ONNX node that computes it, else the op name.
+std::string valueName(Operation *op) {
+  if (auto name = llvm::dyn_cast<NameLoc>(op->getLoc()))
+    return name.getName().str();
+  return op->getName().getStringRef().str();
+}
+
+class Emitter {
+public:
+  Emitter(ModuleOp module, const EmitOptions &options, const CostModel &cost)
+      : module(module), options(options), cost(cost) {}
+
+  llvm::Expected<EmittedPlan> run();
+
+private:
+  void declareGroups();
+  uint32_t addBuffer(plan::Buffer::Kind kind, llvm::StringRef name,
+                     RankedTensorType type);
+  uint32_t addView(uint32_t base, uint64_t byteOffset, llvm::StringRef name,
+                   RankedTensorType type);
+  plan::Buffer &buffer(uint32_t id) { return *result.plan.mutable_buffers(id - 1); }
+  uint32_t baseOf(uint32_t id) {
+    while (buffer(id).view_of() != 0)
+      id = buffer(id).view_of();
+    return id;
+  }
+  plan::Instruction &addInstruction(plan::Queue queue, llvm::StringRef op,
+                                    Operation *source, double seconds);
+  void addAttributes(plan::Instruction &instruction, Operation *op);
+  llvm::Error emitOps(func::FuncOp func);
+  llvm::Error planMemory();
+
+  ModuleOp module;
+  const EmitOptions &options;
+  const CostModel &cost;
+  EmittedPlan result;
+  plan::Program *program = nullptr;
+
+  llvm::StringMap<uint32_t> groupIndex;
+  llvm::StringMap<uint32_t> parameterIndex;
+  llvm::DenseMap<uint32_t, uint32_t> shardBuffer;      // group -> SHARD
+  llvm::DenseMap<uint32_t, uint32_t> persistentBuffer; // group -> PERSISTENT
+  llvm::DenseMap<Value, uint32_t> valueBuffer;
+  llvm::DenseMap<Value, uint32_t> tokenCopy;        // gather token -> copy
+  llvm::DenseMap<Value, uint32_t> tokenInstruction; // gather token -> all_gather
+  int64_t lastCompute = -1;
+};
+
+void Emitter::declareGroups() {
+  plan::Plan &out = result.plan;
+  uint64_t rankOffset = 0, persistentOffset = 0;
+  for (auto group : module.getOps<zero::GroupOp>()) {
+    uint32_t index = out.groups_size();
+    groupIndex[group.getSymName()] = index;
+    plan::Group *entry = out.add_groups();
+    entry->set_name(group.getSymName().str());
+    entry->set_padded_elements(group.getPaddedElements());
+    entry->set_persistent(group.getPersistent());
+    SmallVector<int64_t> offsets = group.getParameterOffsets();
+    Type element;
+    for (auto [name, offset] : llvm::zip_equal(group.getParams(), offsets)) {
+      auto symbol = llvm::cast<FlatSymbolRefAttr>(name);
+      auto param =
+          SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(group, symbol);
+      RankedTensorType type = param.getTensorType();
+      element = type.getElementType();
+      parameterIndex[symbol.getValue()] = out.parameters_size();
+      entry->add_parameters(out.parameters_size());
+      plan::Parameter *parameter = out.add_parameters();
+      parameter->set_name(symbol.getValue().str());
+      for (int64_t dim : type.getShape())
+        parameter->add_shape(dim);
+      parameter->set_dtype(dataTypeOf(type.getElementType()));
+      parameter->set_group(index);
+      parameter->set_offset_elements(offset);
+      parameter->set_num_elements(type.getNumElements());
+    }
+    entry->set_dtype(dataTypeOf(element));
+    uint64_t full = group.getPaddedElements() * elementBytes(element);
+    auto flat = RankedTensorType::get({group.getPaddedElements()}, element);
+    if (group.getPersistent()) {
+      entry->set_weights_offset(persistentOffset);
+      persistentOffset += full;
+      persistentBuffer[index] = addBuffer(
+          plan::Buffer::PERSISTENT, group.getSymName().str() + " (whole)", flat);
+      buffer(persistentBuffer[index]).set_group(index);
+      result.residentBytes += full;
+    } else {
+      uint64_t shard = full / group.getWorldSize();
+      entry->set_weights_offset(rankOffset);
+      rankOffset += shard;
+      auto shardType = RankedTensorType::get(
+          {group.getPaddedElements() / group.getWorldSize()}, element);
+      shardBuffer[index] = addBuffer(
+          plan::Buffer::SHARD, group.getSymName().str() + " (shard)", shardType);
+      buffer(shardBuffer[index]).set_group(index);
+      result.residentBytes += shard;
+    }
+  }
+  out.set_weights_bytes_per_rank(rankOffset);
+  out.set_persistent_weights_offset(rankOffset * out.world_size());
+}
+
+uint32_t Emitter::addBuffer(plan::Buffer::Kind kind, llvm::StringRef name,
+                            RankedTensorType type) {
+  plan::Buffer *entry = result.plan.add_buffers();
+  entry->set_id(result.plan.buffers_size());
+  entry->set_name(name.str());
+  entry->set_kind(kind);
+  for (int64_t dim : type.getShape())
+    entry->add_shape(dim);
+  entry->set_dtype(dataTypeOf(type.getElementType()));
+  entry->set_bytes(tensorBytes(type));
+  return entry->id();
+}
+
+uint32_t Emitter::addView(uint32_t base, uint64_t byteOffset,
+                          llvm::StringRef name, RankedTensorType type) {
+  uint32_t root = baseOf(base);
+  uint64_t offset = byteOffset + buffer(base).view_offset();
+  uint32_t id = addBuffer(buffer(root).kind(), name, type);
+  buffer(id).set_view_of(root);
+  buffer(id).set_view_offset(offset);
+  buffer(id).set_group(buffer(root).group());
+  return id;
+}
+
+plan::Instruction &Emitter::addInstruction(plan::Queue queue,
+                                           llvm::StringRef op,
+                                           Operation *source, double seconds) {
+  plan::Instruction *instruction = program->add_instructions();
+  instruction->set_index(program->instructions_size() - 1);
+  instruction->set_queue(queue);
+  instruction->set_op(op.str());
+  if (source)
+    if (auto name = llvm::dyn_cast<NameLoc>(source->getLoc()))
+      instruction->set_location(name.getName().str());
+  result.seconds.push_back(seconds);
+  if (queue == plan::COMPUTE)
+    lastCompute = instruction->index();
+  return *instruction;
+}
+
+void Emitter::addAttributes(plan::Instruction &instruction, Operation *op) {
+  for (NamedAttribute named : op->getAttrs()) {
+    plan::Attribute *attribute = instruction.add_attributes();
+    attribute->set_name(named.getName().str());
+    Attribute value = named.getValue();
+    if (auto boolean = llvm::dyn_cast<BoolAttr>(value))
+      attribute->add_ints(boolean.getValue());
+    else if (auto integer = llvm::dyn_cast<IntegerAttr>(value))
+      attribute->add_ints(integer.getInt());
+    else if (auto number = llvm::dyn_cast<FloatAttr>(value))
+      attribute->add_floats(number.getValueAsDouble());
+    else if (auto array = llvm::dyn_cast<DenseI64ArrayAttr>(value))
+      for (int64_t element : array.asArrayRef())
+        attribute->add_ints(element);
+    else if (auto text = llvm::dyn_cast<StringAttr>(value))
+      attribute->set_text(text.str());
+  }
+}
+
+llvm::Error Emitter::emitOps(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  for (BlockArgument argument : body.getArguments()) {
+    auto name = func.getArgAttrOfType<StringAttr>(argument.getArgNumber(),
+                                                  "nn.name");
+    std::string text = name ? name.str() : "input";
+    uint32_t id = addBuffer(plan::Buffer::ARENA, text,
+                            llvm::cast<RankedTensorType>(argument.getType()));
+    valueBuffer[argument] = id;
+    plan::Binding *binding = program->add_inputs();
+    binding->set_name(text);
+    binding->set_buffer(id);
+  }
+
+  for (Operation &op : body) {
+    if (auto constant = llvm::dyn_cast<nn::ConstantOp>(op)) {
+      auto value = llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
+      if (!value)
+        return makeError("constant at " + describeOp(&op) +
+                         " is not a dense tensor");
+      uint32_t id = addBuffer(plan::Buffer::CONSTANT, valueName(&op),
+                              llvm::cast<RankedTensorType>(constant.getType()));
+      buffer(id).set_constant(result.plan.constants_size());
+      result.plan.add_constants()->set_data(constantBytes(value));
+      valueBuffer[constant.getResult()] = id;
+      continue;
+    }
+    if (llvm::isa<zero::ShardOp>(op))
+      continue;
+    if (auto start = llvm::dyn_cast<zero::GatherStartOp>(op)) {
+      uint32_t group = groupIndex.lookup(start.getGroupAttr().getValue());
+      if (result.plan.groups(group).persistent())
+        continue; // Gathered once at load.
+      const plan::Group &entry = result.plan.groups(group);
+      auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
+          start, start.getGroupAttr());
+      uint64_t bytes = groupBytes(groupOp);
+      uint32_t copy = addBuffer(
+          plan::Buffer::ARENA, entry.name() + " (gathered)",
+          RankedTensorType::get(
+              {static_cast<int64_t>(entry.padded_elements())},
+              llvm::cast<zero::ShardType>(start.getShards()[0].getType())
+                  .getTensorType()
+                  .getElementType()));
+      buffer(copy).set_group(group);
+      int64_t before = lastCompute;
+      plan::Instruction &gather = addInstruction(
+          plan::COMM, "all_gather", &op,
+          cost.allGatherSeconds(bytes, result.plan.world_size()));
+      gather.add_operands(shardBuffer.lookup(group));
+      gather.add_results(copy);
+      gather.set_group(group);
+      if (before >= 0)
+        gather.add_wait_for(before);
+      tokenCopy[start.getToken()] = copy;
+      tokenInstruction[start.getToken()] = gather.index();
+      continue;
+    }
+    if (auto wait = llvm::dyn_cast<zero::GatherWaitOp>(op)) {
+      zero::GatherStartOp start = wait.getStart();
+      uint32_t group = groupIndex.lookup(start.getGroupAttr().getValue());
+      bool persistent = result.plan.groups(group).persistent();
+      uint32_t base =
+          persistent ? persistentBuffer.lookup(group) : tokenCopy.lookup(wait.getToken());
+      if (!persistent) {
+        plan::Instruction &instruction =
+            addInstruction(plan::COMPUTE, "wait", &op, 0);
+        instruction.add_operands(base);
+        instruction.set_group(group);
+        instruction.add_wait_for(tokenInstruction.lookup(wait.getToken()));
+      }
+      for (auto [shard, tensor] :
+           llvm::zip_equal(start.getShards(), wait.getTensors())) {
+        auto read = shard.getDefiningOp<zero::ShardOp>();
+        const plan::Parameter &parameter =
+            result.plan.parameters(parameterIndex.lookup(read.getParam()));
+        auto type = llvm::cast<RankedTensorType>(tensor.getType());
+        valueBuffer[tensor] =
+            addView(base, parameter.offset_elements() *
+                              elementBytes(type.getElementType()),
+                    parameter.name(), type);
+      }
+      continue;
+    }
+    if (auto release = llvm::dyn_cast<zero::ReleaseOp>(op)) {
+      uint32_t copy = baseOf(valueBuffer.lookup(release.getTensors()[0]));
+      plan::Instruction &instruction =
+          addInstruction(plan::COMPUTE, "release", &op, 0);
+      instruction.add_operands(copy);
+      instruction.set_group(buffer(copy).group());
+      continue;
+    }
+    if (auto reshape = llvm::dyn_cast<nn::ReshapeOp>(op)) {
+      valueBuffer[reshape.getResult()] =
+          addView(valueBuffer.lookup(reshape.getInput()), 0, valueName(&op),
+                  llvm::cast<RankedTensorType>(reshape.getType()));
+      continue;
+    }
+    if (auto returnOp = llvm::dyn_cast<func::ReturnOp>(op)) {
+      for (auto [index, value] : llvm::enumerate(returnOp.getOperands())) {
+        auto name = func.getResultAttrOfType<StringAttr>(index, "nn.name");
+        plan::Binding *binding = program->add_outputs();
+        binding->set_name(name ? name.str() : "output" + std::to_string(index));
+        binding->set_buffer(valueBuffer.lookup(value));
+      }
+      continue;
+    }
+    if (!op.getDialect() || !llvm::isa<nn::NNDialect>(op.getDialect()))
+      return makeError("cannot emit " + describeOp(&op) +
+                       ": only nn and zero ops run in a plan");
+    plan::Instruction &instruction =
+        addInstruction(plan::COMPUTE, op.getName().stripDialect(), &op,
+                       cost.computeSeconds(&op));
+    for (Value operand : op.getOperands())
+      instruction.add_operands(valueBuffer.lookup(operand));
+    for (Value value : op.getResults()) {
+      uint32_t id = addBuffer(plan::Buffer::ARENA, valueName(&op),
+                              llvm::cast<RankedTensorType>(value.getType()));
+      valueBuffer[value] = id;
+      instruction.add_results(id);
+    }
+    addAttributes(instruction, &op);
+  }
+  return llvm::Error::success();
+}
+
+/// Live ranges over instruction indices, for every ARENA buffer that owns
+/// storage; views extend the buffer they view.
+llvm::Error Emitter::planMemory() {
+  plan::Plan &out = result.plan;
+  int64_t count = program->instructions_size();
+  int64_t last = std::max<int64_t>(count - 1, 0);
+  std::vector<int64_t> first(out.buffers_size() + 1, -1),
+      lastUse(out.buffers_size() + 1, -1);
+  auto touch = [&](uint32_t id, int64_t index) {
+    uint32_t root = baseOf(id);
+    if (first[root] < 0 || index < first[root])
+      first[root] = index;
+    lastUse[root] = std::max(lastUse[root], index);
+  };
+  for (const plan::Binding &input : program->inputs())
+    touch(input.buffer(), 0);
+  for (const plan::Instruction &instruction : program->instructions()) {
+    for (uint32_t id : instruction.operands())
+      touch(id, instruction.index());
+    for (uint32_t id : instruction.results())
+      touch(id, instruction.index());
+  }
+  for (const plan::Binding &output : program->outputs())
+    touch(output.buffer(), last);
+
+  std::vector<BufferRequest> requests;
+  for (const plan::Buffer &entry : out.buffers())
+    if (entry.kind() == plan::Buffer::ARENA && entry.view_of() == 0 &&
+        first[entry.id()] >= 0)
+      requests.push_back({entry.id(), entry.bytes(), first[entry.id()],
+                          lastUse[entry.id()]});
+  result.arena = planArena(requests);
+  for (auto [request, offset] : llvm::zip_equal(requests, result.arena.offsets))
+    buffer(request.id).set_offset(offset);
+  for (plan::Buffer &entry : *out.mutable_buffers())
+    if (entry.view_of() != 0 &&
+        buffer(entry.view_of()).kind() == plan::Buffer::ARENA)
+      entry.set_offset(buffer(entry.view_of()).offset() + entry.view_offset());
+  out.set_arena_bytes(result.arena.arenaBytes);
+  program->set_peak_arena_bytes(result.arena.arenaBytes);
+
+  uint64_t total = result.residentBytes + result.arena.arenaBytes;
+  if (options.memoryBudget > 0 && total > options.memoryBudget)
+    return makeError(
+        "the planned memory does not fit the budget of " +
+        llvm::Twine(options.memoryBudget) + " B per rank: shards and "
+        "persistent groups " + llvm::Twine(result.residentBytes) +
+        " B + arena " + llvm::Twine(result.arena.arenaBytes) +
+        " B (live peak " + llvm::Twine(result.arena.lowerBound) +
+        " B at instruction #" + llvm::Twine(result.arena.peakIndex) + ") = " +
+        llvm::Twine(total) + " B, " + llvm::Twine(total - options.memoryBudget) +
+        " B over");
+  return llvm::Error::success();
+}
+
+llvm::Expected<EmittedPlan> Emitter::run() {
+  auto func = module.lookupSymbol<func::FuncOp>("forward");
+  if (!func)
+    return makeError("the module has no @forward function to emit");
+  plan::Plan &out = result.plan;
+  int64_t worldSize = 1;
+  for (auto group : module.getOps<zero::GroupOp>())
+    worldSize = group.getWorldSize();
+  out.set_version(plan::kPlanVersion);
+  out.set_world_size(worldSize);
+  out.set_hardware(options.hardware);
+  out.set_model(options.modelName);
+  out.set_weights_file(options.weightsFile);
+  out.set_memory_budget(options.memoryBudget);
+  declareGroups();
+  program = out.add_programs();
+  program->set_name(options.programName);
+  if (llvm::Error error = emitOps(func))
+    return std::move(error);
+  if (llvm::Error error = planMemory())
+    return std::move(error);
+  return std::move(result);
+}
+
+} // namespace
+
+llvm::Expected<EmittedPlan> zplan::emitPlan(ModuleOp module,
+                                            const EmitOptions &options,
+                                            const CostModel &cost) {
+  Emitter emitter(module, options, cost);
+  return emitter.run();
+}

@@ -1,0 +1,63 @@
+//===- PlanEmitter.h - scheduled IR -> plan -------------------------------===//
+//
+// Lowers a scheduled, verified module into the plan zrun executes
+// (runtime/plan/plan.proto): the parameter and group tables, one buffer per
+// value with a fixed arena offset (planned by ArenaPlanner over instruction
+// indices), and one program whose instructions sit on two queues:
+//   - COMM `all_gather` for each zero.gather_start of a sharded group; it
+//     waits for the compute instruction before it, so a collective is issued
+//     exactly where the schedule placed its start (and never writes arena
+//     bytes that an earlier instruction still reads);
+//   - COMPUTE `wait` for each zero.gather_wait, `release` for each
+//     zero.release, and one instruction per nn compute op.
+// Views (nn.reshape, a parameter inside its gathered group) are buffers with
+// `view_of` and take no arena space of their own.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_COMPILER_PLAN_PLANEMITTER_H
+#define ZPLAN_COMPILER_PLAN_PLANEMITTER_H
+
+#include "compiler/analysis/CostModel.h"
+#include "compiler/plan/ArenaPlanner.h"
+#include "runtime/plan/plan.pb.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace zplan {
+
+struct EmitOptions {
+  std::string hardware = "cpu";
+  /// Bytes per rank; 0 = none.
+  uint64_t memoryBudget = 0;
+  /// Recorded in the plan (file name of the source model).
+  std::string modelName;
+  /// Name of the weights file, relative to the plan.
+  std::string weightsFile;
+  std::string programName = "infer";
+};
+
+/// A plan together with what the dumps need to explain it.
+struct EmittedPlan {
+  plan::Plan plan;
+  /// The arena of the program, over its instruction indices.
+  ArenaPlan arena;
+  /// Per instruction: the cost model's time (compute or collective).
+  std::vector<double> seconds;
+  /// Per-rank bytes outside the arena: shards and persistent groups.
+  uint64_t residentBytes = 0;
+};
+
+/// Emits `module` (after the schedule pipeline). Fails when the planned
+/// arena does not fit the memory budget.
+llvm::Expected<EmittedPlan> emitPlan(mlir::ModuleOp module,
+                                     const EmitOptions &options,
+                                     const CostModel &cost);
+
+} // namespace zplan
+
+#endif // ZPLAN_COMPILER_PLAN_PLANEMITTER_H
