@@ -108,18 +108,19 @@ static llvm::Error writeFileAtomically(llvm::StringRef path,
   });
 }
 
-/// Runs the schedule pipeline for `policy` on a copy of `module` and emits
-/// its plan.
+/// Runs the schedule pipeline for `policy` under `budget` on a copy of
+/// `module` and emits its plan.
 static llvm::Expected<EmittedPlan>
-scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
-                llvm::StringRef policy, const CostModel &cost,
-                std::string &diagnostics, std::string *scheduledIr) {
+scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
+                    llvm::StringRef policy, uint64_t budget,
+                    const CostModel &cost, std::string &diagnostics,
+                    std::string *scheduledIr) {
   mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
   mlir::PassManager pm(module.getContext());
   ScheduleOptions schedule;
   schedule.worldSize = options.worldSize;
   schedule.policy = policy.str();
-  schedule.memoryBudget = options.memoryBudget.value_or(0);
+  schedule.memoryBudget = budget;
   schedule.hardware = options.hardware;
   schedule.bucketBytes = options.bucketBytes;
   schedule.persistenceThreshold = options.persistenceThreshold;
@@ -131,6 +132,7 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
     return makeError("scheduling (policy " + policy + ") failed: " +
                      llvm::StringRef(diagnostics).rtrim());
   if (scheduledIr) {
+    scheduledIr->clear();
     llvm::raw_string_ostream os(*scheduledIr);
     copy->print(os);
     os << "\n";
@@ -143,6 +145,50 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
     emit.weightsFile =
         llvm::sys::path::filename(options.outputPath).str() + ".weights";
   return emitPlan(*copy, emit, cost);
+}
+
+/// The schedule keeps the live bytes within the budget; the planned arena
+/// can still exceed them by its fragmentation (a few percent). Then the
+/// schedule is made again under a budget lowered by the overshoot, a few
+/// times, before giving up with the last plan's numbers.
+static llvm::Expected<EmittedPlan>
+scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
+                llvm::StringRef policy, const CostModel &cost,
+                std::string &diagnostics, std::string *scheduledIr) {
+  uint64_t budget = options.memoryBudget.value_or(0);
+  uint64_t target = budget;
+  std::string overBudget;
+  for (int attempt = 0;; ++attempt) {
+    llvm::Expected<EmittedPlan> emitted = scheduleAndEmitOnce(
+        module, options, policy, target, cost, diagnostics, scheduledIr);
+    // A tighter retry that cannot be scheduled: the first plan's overshoot
+    // is the better explanation.
+    if (!emitted && attempt > 0) {
+      llvm::consumeError(emitted.takeError());
+      return makeError(overBudget);
+    }
+    if (!emitted || budget == 0)
+      return emitted;
+    uint64_t total = emitted->residentBytes + emitted->arena.arenaBytes;
+    if (total <= budget)
+      return emitted;
+    uint64_t over = total - budget;
+    if (overBudget.empty())
+      overBudget =
+          ("the planned memory does not fit the budget of " +
+           llvm::Twine(budget) + " B per rank (policy " + policy +
+           "): shards and persistent groups " +
+           llvm::Twine(emitted->residentBytes) + " B + arena " +
+           llvm::Twine(emitted->arena.arenaBytes) + " B (live peak " +
+           llvm::Twine(emitted->arena.lowerBound) + " B at instruction #" +
+           llvm::Twine(emitted->arena.peakIndex) + ") = " + llvm::Twine(total) +
+           " B, " + llvm::Twine(over) + " B over, also when rescheduled "
+           "under tighter budgets")
+              .str();
+    if (attempt == 3 || over >= target)
+      return makeError(overBudget);
+    target -= over;
+  }
 }
 
 llvm::Error zplan::compileModel(const CompileOptions &options,

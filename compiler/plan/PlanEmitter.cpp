@@ -397,17 +397,6 @@ llvm::Error Emitter::planMemory() {
   out.set_arena_bytes(result.arena.arenaBytes);
   program->set_peak_arena_bytes(result.arena.arenaBytes);
 
-  uint64_t total = result.residentBytes + result.arena.arenaBytes;
-  if (options.memoryBudget > 0 && total > options.memoryBudget)
-    return makeError(
-        "the planned memory does not fit the budget of " +
-        llvm::Twine(options.memoryBudget) + " B per rank: shards and "
-        "persistent groups " + llvm::Twine(result.residentBytes) +
-        " B + arena " + llvm::Twine(result.arena.arenaBytes) +
-        " B (live peak " + llvm::Twine(result.arena.lowerBound) +
-        " B at instruction #" + llvm::Twine(result.arena.peakIndex) + ") = " +
-        llvm::Twine(total) + " B, " + llvm::Twine(total - options.memoryBudget) +
-        " B over");
   return llvm::Error::success();
 }
 

@@ -146,11 +146,16 @@ struct InsertGathersPass : zplan::impl::InsertGathersBase<InsertGathersPass> {
     for (const LivenessAnalysis::Buffer &buffer : live.buffers())
       if (buffer.kind != LivenessAnalysis::BufferKind::Gathered)
         add(buffer.start, buffer.end, buffer.bytes);
+    // The copy exists from its start, placed right before the first use, to
+    // its release, right after the last. Counting it from the first use is
+    // exact: what is live at the inserted start and wait (buffers crossing
+    // into the first use, other copies not yet released) is a subset of what
+    // is live at the first use, and likewise at the release. Counting it
+    // from the op before would charge it where an activation dies, and
+    // refuse (or split for) schedules that fit.
     for (const GroupUses &group : groups)
       for (size_t k = 0; k < group.numSegments(); ++k)
-        // The copy exists from its start, placed right before the first use.
-        add(std::max<int64_t>(group.segmentFirst(k) - 1, 0),
-            group.segmentLast(k), group.bytes);
+        add(group.segmentFirst(k), group.segmentLast(k), group.bytes);
     for (size_t i = 1; i < bytes.size(); ++i)
       bytes[i] += bytes[i - 1];
     bytes.pop_back();
@@ -215,7 +220,7 @@ struct InsertGathersPass : zplan::impl::InsertGathersBase<InsertGathersPass> {
         buffers.push_back({describeValue(buffer.value), buffer.bytes});
     for (const GroupUses &group : groups)
       for (size_t k = 0; k < group.numSegments(); ++k)
-        if (group.segmentFirst(k) - 1 <= index && index <= group.segmentLast(k))
+        if (group.segmentFirst(k) <= index && index <= group.segmentLast(k))
           buffers.push_back({"gathered group @" + zero::GroupOp(group.group).getSymName().str(),
                              group.bytes});
     return emitOverBudget(live.ops()[index], index, budget,

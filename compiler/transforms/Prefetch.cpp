@@ -117,8 +117,9 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
       if (llvm::isa<zero::GatherStartOp>(previous) ||
           (policy == "jit" && llvm::isa<zero::GatherWaitOp>(previous)))
         break;
-      if (llvm::is_contained(start->getOperands(), previous->getResult(0)) ||
-          llvm::any_of(previous->getResults(), [&](Value result) {
+      // Not above the ops defining its shards. (Ops without results, such as
+      // zero.release, define none: getResult(0) would be out of range.)
+      if (llvm::any_of(previous->getResults(), [&](Value result) {
             return llvm::is_contained(start->getOperands(), result);
           }))
         break;
