@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cassert>
 #include <numeric>
+#include <random>
 #include <sstream>
 
 using namespace zplan;
@@ -187,18 +188,21 @@ ArenaPlan zplan::planArena(llvm::ArrayRef<BufferRequest> requests,
     return bySizeThenLength(a, b);
   };
 
-  std::vector<size_t> order(requests.size());
+  std::vector<size_t> order(requests.size()), bestOrder;
   std::vector<uint64_t> offsets;
   bool havePlan = false;
-  auto tryOrder = [&](auto lessThan) {
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), lessThan);
-    uint64_t arenaBytes = placeInOrder(requests, alignedSizes, order, offsets);
+  auto keepIfBetter = [&](uint64_t arenaBytes) {
     if (!havePlan || arenaBytes < plan.arenaBytes) {
       plan.arenaBytes = arenaBytes;
       plan.offsets = offsets;
+      bestOrder = order;
       havePlan = true;
     }
+  };
+  auto tryOrder = [&](auto lessThan) {
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), lessThan);
+    keepIfBetter(placeInOrder(requests, alignedSizes, order, offsets));
   };
   tryOrder(bySizeThenLength);
   // Nothing can beat the lower bound; skip the other orders when it is met.
@@ -206,6 +210,30 @@ ArenaPlan zplan::planArena(llvm::ArrayRef<BufferRequest> requests,
     tryOrder(byFirstUse);
   if (plan.arenaBytes > plan.lowerBound)
     tryOrder(byArea);
+
+  // Still above the bound: a local search from the best order. Each step
+  // swaps two buffers in the order and keeps the swap unless the arena
+  // grows (equal arenas are kept too, to walk across plateaus). The seed is
+  // fixed, so the plan stays a function of the requests. Placement is
+  // quadratic, so the number of steps shrinks with the buffer count.
+  size_t n = requests.size();
+  if (plan.arenaBytes > plan.lowerBound && n >= 2) {
+    size_t steps = std::min<size_t>(400, 40000000 / (n * n + 1));
+    std::mt19937_64 random(0x2eed5eedULL);
+    std::vector<size_t> current = bestOrder;
+    uint64_t currentBytes = plan.arenaBytes;
+    for (size_t step = 0; step < steps && plan.arenaBytes > plan.lowerBound;
+         ++step) {
+      order = current;
+      std::swap(order[random() % n], order[random() % n]);
+      uint64_t arenaBytes = placeInOrder(requests, alignedSizes, order, offsets);
+      if (arenaBytes <= currentBytes) {
+        current = order;
+        currentBytes = arenaBytes;
+        keepIfBetter(arenaBytes);
+      }
+    }
+  }
   return plan;
 }
 
