@@ -228,8 +228,6 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
     os << "// -----// IR after import and canonicalisation //----- //\n";
     (*module)->print(os);
     os << "\n";
-    scheduledIr = "// -----// IR after the schedule (policy " +
-                  options.policy + ") //----- //\n";
   }
   llvm::Expected<EmittedPlan> chosen =
       scheduleAndEmit(**module, options, options.policy, cost, diagnostics,
@@ -238,8 +236,11 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
     return chosen.takeError();
 
   if (options.dumps.count("ir"))
-    if (llvm::Error error =
-            emitDump(options, "ir.mlir", importedIr + scheduledIr, out))
+    if (llvm::Error error = emitDump(
+            options, "ir.mlir",
+            importedIr + "// -----// IR after the schedule (policy " +
+                options.policy + ") //----- //\n" + scheduledIr,
+            out))
       return error;
   if (options.dumps.count("schedule"))
     if (llvm::Error error = emitDump(options, "schedule.txt",

@@ -2000,7 +2000,20 @@ std::string inferReduce(NodeContext &ctx) {
   const ValueInfo &data = *ctx.input(0);
   int64_t rank = data.shape.size();
   // ReduceSum took axes as an input from opset 13, the others from 18.
-  bool axesAsInput = ctx.getOpset() >= (op == "ReduceSum" ? 13 : 18);
+  int64_t inputSince = op == "ReduceSum" ? 13 : 18;
+  bool axesAsInput = ctx.getOpset() >= inputSince;
+  // A node in the other opset's form is invalid; reading it as "no axes"
+  // would reduce over every axis.
+  if (axesAsInput && ctx.findAttribute("axes"))
+    return ctx.error("axes is input 1 from opset " +
+                     std::to_string(inputSince) +
+                     ", not an attribute (the model is opset " +
+                     std::to_string(ctx.getOpset()) + ")");
+  if (!axesAsInput && ctx.input(1))
+    return ctx.error("axes is an attribute before opset " +
+                     std::to_string(inputSince) +
+                     ", not an input (the model is opset " +
+                     std::to_string(ctx.getOpset()) + ")");
   std::vector<int64_t> axes;
   if (axesAsInput) {
     if (ctx.input(1)) {
