@@ -16,8 +16,11 @@ nn.parameter @"ln.g" : tensor<64xbf16>
 // CHECK: zero.group @block0 {padded_elements = 4160 : i64, params = [@h.0.w, @h.0.b], world_size = 4 : i64}
 zero.group @block0 {params = [@"h.0.w", @"h.0.b"], padded_elements = 4160 : i64, world_size = 4 : i64}
 // Padding: 64 elements on 3 ranks take 66.
-// CHECK: zero.group @ln {padded_elements = 66 : i64, params = [@ln.g], world_size = 3 : i64}
+// CHECK: zero.group @ln {padded_elements = 66 : i64, params = [@ln.g], world_size = 3 : i64}{{$}}
 zero.group @ln {params = [@"ln.g"], padded_elements = 66 : i64, world_size = 3 : i64}
+// A persistent group stays whole on every rank; the flag is a unit attribute.
+// CHECK: zero.group @persistent {padded_elements = 64 : i64, params = [@h.0.b], persistent, world_size = 1 : i64}
+zero.group @persistent {params = [@"h.0.b"], padded_elements = 64 : i64, world_size = 1 : i64, persistent}
 
 // CHECK-LABEL: func.func @types
 // CHECK-SAME: (%{{.*}}: !zero.shard<tensor<2x3xbf16>>, %{{.*}}: !zero.gather_token, %{{.*}}: !zero.reduce_token)
