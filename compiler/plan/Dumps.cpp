@@ -26,6 +26,7 @@ std::string zplan::formatSize(uint64_t bytes) {
     os << bytes << " B";
   else
     os << llvm::format("%.2f ", value) << units[unit];
+  os.flush();
   return text;
 }
 
@@ -38,6 +39,7 @@ static std::string formatSeconds(double seconds) {
     os << llvm::format("%.3f ms", seconds * 1e3);
   else
     os << llvm::format("%.3f us", seconds * 1e6);
+  os.flush();
   return text;
 }
 
@@ -99,6 +101,7 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
          << operands << "\n";
     }
   }
+  os.flush();
   return text;
 }
 
@@ -134,6 +137,7 @@ std::string zplan::formatMemoryDump(const EmittedPlan &emitted) {
                        static_cast<unsigned long long>(arena.liveBytes[i]))
        << std::string(width, '#') << "\n";
   }
+  os.flush();
   return text;
 }
 
@@ -198,5 +202,6 @@ std::string zplan::formatReport(
                  : " (released between uses to stay within the budget)");
     os << "\n";
   }
+  os.flush();
   return text;
 }
