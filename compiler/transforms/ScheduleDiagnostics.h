@@ -62,7 +62,8 @@ emitOverBudget(mlir::Operation *op, int64_t index, uint64_t budget,
                uint64_t resident, uint64_t transient,
                llvm::SmallVector<std::pair<std::string, uint64_t>> buffers,
                llvm::StringRef context) {
-  llvm::sort(buffers, [](const auto &a, const auto &b) {
+  // Stable: equal sizes keep program order, so the message is reproducible.
+  llvm::stable_sort(buffers, [](const auto &a, const auto &b) {
     return a.second > b.second;
   });
   mlir::InFlightDiagnostic diag = op->emitError();

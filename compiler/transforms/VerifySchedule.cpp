@@ -98,6 +98,11 @@ struct VerifySchedulePass
         if (auto release = llvm::dyn_cast<zero::ReleaseOp>(user))
           if (!llvm::is_contained(releases, release))
             releases.push_back(release);
+    // Use lists are in no useful order (newest first): report the releases
+    // as the program meets them.
+    llvm::sort(releases, [](zero::ReleaseOp a, zero::ReleaseOp b) {
+      return a->isBeforeInBlock(b);
+    });
     if (group.getPersistent()) {
       if (!releases.empty())
         return releases.front().emitError()
@@ -108,20 +113,29 @@ struct VerifySchedulePass
     if (releases.empty())
       return wait.emitError()
              << "the gathered copy of group " << groupName << " ("
-             << describeGathered(wait, wait.getTensors().front())
-             << ", ...) is never released";
+             << describeValue(wait.getTensors().front())
+             << (wait.getTensors().size() > 1 ? ", ..." : "")
+             << ") is never released";
+    // Each release first, so that a copy released in two halves is reported
+    // as partial, not as released twice.
+    for (zero::ReleaseOp release : releases) {
+      size_t covered = llvm::count_if(wait.getTensors(), [&](Value tensor) {
+        return llvm::is_contained(release.getTensors(), tensor);
+      });
+      if (covered != wait.getTensors().size() ||
+          release.getTensors().size() != covered)
+        return release.emitError()
+               << "must release the whole gathered copy of group "
+               << groupName << " (" << wait.getTensors().size()
+               << " tensors) at once, and nothing else; it releases "
+               << covered << " of them and "
+               << release.getTensors().size() - covered << " other tensors";
+    }
     if (releases.size() > 1)
       return releases[1].emitError()
              << "releases the gathered copy of group " << groupName
              << " a second time";
     zero::ReleaseOp release = releases.front();
-    if (release.getTensors().size() != wait.getTensors().size() ||
-        !llvm::all_of(wait.getTensors(), [&](Value tensor) {
-          return llvm::is_contained(release.getTensors(), tensor);
-        }))
-      return release.emitError()
-             << "must release the whole gathered copy of group " << groupName
-             << " (" << wait.getTensors().size() << " tensors) at once";
 
     // Rule 3: nothing reads the copy, or a view of it, after the release.
     for (Value tensor : wait.getTensors())
