@@ -43,7 +43,7 @@ struct CompileOptions {
   /// the report always shows both.
   std::string policy = "default";
   int64_t bucketBytes = 32 << 20;
-  int64_t persistenceThreshold = 4096;
+  int64_t persistenceThreshold = 100000;
   int64_t maxInFlight = 2;
   int64_t maxInFlightBytes = 0;
 };

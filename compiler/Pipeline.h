@@ -26,7 +26,7 @@ struct ScheduleOptions {
   int64_t memoryBudget = 0;
   std::string hardware = "cpu";
   int64_t bucketBytes = 32 << 20;
-  int64_t persistenceThreshold = 4096;
+  int64_t persistenceThreshold = 100000;
   int64_t alignment = 128;
   int64_t maxInFlight = 2;
   int64_t maxInFlightBytes = 0;

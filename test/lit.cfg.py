@@ -24,4 +24,4 @@ llvm_config.with_system_environment(["HOME", "TMPDIR"])
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.use_default_substitutions()
 tool_dirs = [config.zplan_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["zcc", "zcc-opt"], tool_dirs)
+llvm_config.add_tool_substitutions(["zcc", "zcc-opt", "zrun"], tool_dirs)

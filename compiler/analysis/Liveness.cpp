@@ -18,17 +18,20 @@ uint64_t zplan::tensorBytes(Type type) {
 
 /// Element size of a group: all its parameters share one element type (the
 /// sharding pass guarantees it), so the first one tells.
-static uint64_t groupElementBytes(zero::GroupOp group) {
-  auto module = group->getParentOfType<ModuleOp>();
+static uint64_t groupElementBytes(zero::GroupOp group,
+                                  const SymbolTable &symbols) {
   auto first = llvm::cast<FlatSymbolRefAttr>(group.getParams()[0]);
-  auto param = SymbolTable::lookupSymbolIn(module, first.getAttr());
-  auto type = llvm::cast<nn::ParameterOp>(param).getTensorType();
+  auto type = symbols.lookup<nn::ParameterOp>(first.getAttr()).getTensorType();
   return (type.getElementTypeBitWidth() + 7) / 8;
 }
 
-uint64_t zplan::groupBytes(zero::GroupOp group) {
+static uint64_t bytesOfGroup(zero::GroupOp group, const SymbolTable &symbols) {
   return static_cast<uint64_t>(group.getPaddedElements()) *
-         groupElementBytes(group);
+         groupElementBytes(group, symbols);
+}
+
+uint64_t zplan::groupBytes(zero::GroupOp group) {
+  return bytesOfGroup(group, SymbolTable(group->getParentOfType<ModuleOp>()));
 }
 
 Value zplan::viewSource(Value value) {
@@ -71,17 +74,21 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
                           lastUse(argument, 0), nullptr, nullptr});
 
   auto module = func->getParentOfType<ModuleOp>();
+  // One hash table for every lookup below: the module has a symbol per
+  // parameter and group, and this analysis is rebuilt often (zplan-prefetch
+  // builds one per gather it moves).
+  SymbolTable symbols(module);
   for (Operation *op : opsInOrder) {
     int64_t index = opIndex.lookup(op);
     if (auto start = llvm::dyn_cast<zero::GatherStartOp>(op)) {
       zero::GroupOp group;
       if (auto name = start.getGroupAttr())
-        group = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(op, name);
+        group = symbols.lookup<zero::GroupOp>(name.getAttr());
       if (group && group.getPersistent())
         continue;
       uint64_t bytes = 0;
       if (group) {
-        bytes = groupBytes(group);
+        bytes = bytesOfGroup(group, symbols);
       } else {
         for (Value shard : start.getShards())
           bytes += tensorBytes(
@@ -115,7 +122,7 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
         buffer.end = last;
 
   for (auto group : module.getOps<zero::GroupOp>()) {
-    uint64_t bytes = groupBytes(group);
+    uint64_t bytes = bytesOfGroup(group, symbols);
     resident += group.getPersistent() ? bytes : bytes / group.getWorldSize();
   }
 }

@@ -225,6 +225,10 @@ void Emitter::addAttributes(plan::Instruction &instruction, Operation *op) {
     else if (auto array = llvm::dyn_cast<DenseI64ArrayAttr>(value))
       for (int64_t element : array.asArrayRef())
         attribute->add_ints(element);
+    else if (auto array = llvm::dyn_cast<DenseI32ArrayAttr>(value))
+      // operandSegmentSizes: which optional operands are present.
+      for (int32_t element : array.asArrayRef())
+        attribute->add_ints(element);
     else if (auto text = llvm::dyn_cast<StringAttr>(value))
       attribute->set_text(text.str());
   }
@@ -277,8 +281,9 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
       buffer(copy).set_group(group);
       int64_t before = lastCompute;
       plan::Instruction &gather = addInstruction(
-          plan::COMM, "all_gather", &op,
+          plan::COMM, "all_gather", nullptr,
           cost.allGatherSeconds(bytes, result.plan.world_size()));
+      gather.set_location("@" + entry.name());
       gather.add_operands(shardBuffer.lookup(group));
       gather.add_results(copy);
       gather.set_group(group);
@@ -296,7 +301,8 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
           persistent ? persistentBuffer.lookup(group) : tokenCopy.lookup(wait.getToken());
       if (!persistent) {
         plan::Instruction &instruction =
-            addInstruction(plan::COMPUTE, "wait", &op, 0);
+            addInstruction(plan::COMPUTE, "wait", nullptr, 0);
+        instruction.set_location("@" + result.plan.groups(group).name());
         instruction.add_operands(base);
         instruction.set_group(group);
         instruction.add_wait_for(tokenInstruction.lookup(wait.getToken()));
@@ -317,9 +323,11 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
     if (auto release = llvm::dyn_cast<zero::ReleaseOp>(op)) {
       uint32_t copy = baseOf(valueBuffer.lookup(release.getTensors()[0]));
       plan::Instruction &instruction =
-          addInstruction(plan::COMPUTE, "release", &op, 0);
+          addInstruction(plan::COMPUTE, "release", nullptr, 0);
       instruction.add_operands(copy);
       instruction.set_group(buffer(copy).group());
+      instruction.set_location(
+          "@" + result.plan.groups(buffer(copy).group()).name());
       continue;
     }
     if (auto reshape = llvm::dyn_cast<nn::ReshapeOp>(op)) {

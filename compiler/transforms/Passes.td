@@ -61,7 +61,9 @@ def ShardParameters : Pass<"zplan-shard-parameters", "::mlir::ModuleOp"> {
 
     1. Order the parameters by first use.
     2. A parameter with at most `persistence-threshold` elements is kept
-       whole on every rank (DeepSpeed's param_persistence_threshold); such
+       whole on every rank (DeepSpeed's param_persistence_threshold, and
+       its default of 1e5: norms and biases, whose one-per-layer gathers
+       would each cost a collective's latency for a few KiB); such
        parameters go to persistent groups, gathered once at load.
     3. A parameter used far apart (a tied embedding and LM head: first and
        last use more than a quarter of the program apart) gets a group of
@@ -95,7 +97,7 @@ def ShardParameters : Pass<"zplan-shard-parameters", "::mlir::ModuleOp"> {
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"32 << 20",
            "Largest group, in bytes (a bigger parameter gets its own group)">,
     Option<"persistenceThreshold", "persistence-threshold", "int64_t",
-           /*default=*/"4096",
+           /*default=*/"100000",
            "Parameters with at most this many elements stay whole on every rank">,
     Option<"alignment", "alignment", "int64_t", /*default=*/"128",
            "Byte alignment of every parameter and shard">,

@@ -451,6 +451,9 @@ private:
                          buffer.view_offset(), ") ends past ",
                          describeBuffer(viewed), " of ", viewed.bytes(),
                          " bytes, which it views");
+        // A view owns no storage: checking it against the buffer it views
+        // (above) is all there is. Its kind is the viewed buffer's.
+        continue;
       }
 
       switch (buffer.kind()) {

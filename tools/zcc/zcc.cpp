@@ -51,7 +51,7 @@ static cl::opt<std::string>
                cl::desc("Largest parameter group, e.g. 32MiB"),
                cl::cat(zccCategory));
 static cl::opt<int64_t> persistenceThreshold(
-    "persistence-threshold", cl::init(4096),
+    "persistence-threshold", cl::init(100000),
     cl::desc("Parameters with at most this many elements stay whole on every "
              "rank"),
     cl::cat(zccCategory));

@@ -1,0 +1,483 @@
+//===- Executor.cpp - run a plan's program on one rank, two queues --------===//
+//
+// Synchronization, in one place: instruction i of run e is complete when
+// completedIn[i] == e (a release store after its effects, an acquire load
+// before depending on them). A thread that finds an event incomplete sleeps
+// on `wakeUp` under `mutex`; the completing thread takes `mutex` before
+// notifying, so a sleeper cannot miss the wake-up between its check and its
+// wait. Failures set `failed` and wake everyone, so no thread sleeps on an
+// event that will never come.
+//
+// Memory reuse across queues is safe by the plan's construction: the
+// emitter makes every all_gather wait for the compute instruction before it,
+// and the arena planner keeps a gathered copy live from its all_gather to
+// its release, so the comm thread never writes arena bytes that a compute
+// instruction still reads or writes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Executor.h"
+
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+using namespace zplan;
+using plan::Status;
+
+namespace {
+
+template <typename... Pieces> Status failure(const Pieces &...pieces) {
+  std::ostringstream os;
+  (os << ... << pieces);
+  return Status::error(os.str());
+}
+
+std::string inQuotes(std::string_view text) {
+  return "'" + std::string(text) + "'";
+}
+
+std::string groupName(const plan::Plan &plan, uint32_t group) {
+  return "@" + plan.groups(group).name();
+}
+
+/// A position-sensitive 64-bit checksum: each 8-byte word is mixed with its
+/// index, so a changed, swapped or zeroed word changes the sum.
+uint64_t checksum(const uint8_t *data, uint64_t bytes) {
+  constexpr uint64_t kMultiplier = 0x9E3779B97F4A7C15ull;
+  uint64_t sum = bytes * kMultiplier;
+  uint64_t words = bytes / 8;
+  for (uint64_t i = 0; i < words; ++i) {
+    uint64_t word;
+    std::memcpy(&word, data + 8 * i, 8);
+    uint64_t mixed = (word ^ (i * kMultiplier)) * 0xBF58476D1CE4E5B9ull;
+    sum += mixed ^ (mixed >> 31);
+  }
+  for (uint64_t i = words * 8; i < bytes; ++i)
+    sum = (sum ^ data[i]) * 0x100000001B3ull;
+  return sum;
+}
+
+/// Fills `bytes` at `data` with NaNs of `type` (a recognisable 0xA5 pattern
+/// for integer types, which have no NaN).
+void poison(uint8_t *data, uint64_t bytes, plan::DataType type) {
+  auto fill = [&](auto value) {
+    uint64_t count = bytes / sizeof(value);
+    for (uint64_t i = 0; i < count; ++i)
+      std::memcpy(data + i * sizeof(value), &value, sizeof(value));
+    std::memset(data + count * sizeof(value), 0xA5, bytes % sizeof(value));
+  };
+  switch (type) {
+  case plan::F32:
+    fill(std::numeric_limits<float>::quiet_NaN());
+    break;
+  case plan::F64:
+    fill(std::numeric_limits<double>::quiet_NaN());
+    break;
+  case plan::F16:
+    fill(uint16_t{0x7E00});
+    break;
+  case plan::BF16:
+    fill(uint16_t{0x7FC0});
+    break;
+  default:
+    std::memset(data, 0xA5, bytes);
+  }
+}
+
+constexpr int64_t kNotGathered = -1;
+constexpr int64_t kAvailable = -2;
+
+uint64_t groupBytes(const plan::Group &group) {
+  return group.padded_elements() * plan::dataTypeSize(group.dtype());
+}
+
+} // namespace
+
+std::string zplan::describeInstruction(const plan::Instruction &instruction) {
+  std::string text = "instruction #" + std::to_string(instruction.index()) +
+                     " " + inQuotes(instruction.op());
+  if (!instruction.location().empty())
+    text += " at " + inQuotes(instruction.location());
+  return text;
+}
+
+//===----------------------------------------------------------------------===//
+// Checks before any work
+//===----------------------------------------------------------------------===//
+
+Status zplan::checkProgramSupported(const plan::Plan &plan,
+                                    const plan::Program &program) {
+  auto bufferOf = [&](uint32_t id) -> const plan::Buffer & {
+    return plan.buffers(id - 1);
+  };
+  for (const plan::Instruction &instruction : program.instructions()) {
+    std::string subject = "program " + inQuotes(program.name()) + ", " +
+                          describeInstruction(instruction);
+    const std::string &op = instruction.op();
+    if (op == "release" || op == "wait")
+      continue;
+    if (instruction.queue() == plan::COMPUTE) {
+      if (!cpu::hasKernel(op))
+        return failure(subject, ": the CPU backend has no kernel for ",
+                       inQuotes(op));
+      continue;
+    }
+    if (op != "all_gather")
+      return failure(subject, ": this zrun runs only all_gather and release "
+                              "on the comm queue");
+    if (instruction.operands_size() != 1 || instruction.results_size() != 1)
+      return failure(subject, " has ", instruction.operands_size(),
+                     " operands and ", instruction.results_size(),
+                     " results; an all_gather has one of each");
+    const plan::Group &group = plan.groups(instruction.group());
+    const plan::Buffer &shard = bufferOf(instruction.operands(0));
+    const plan::Buffer &copy = bufferOf(instruction.results(0));
+    if (shard.kind() != plan::Buffer::SHARD || shard.view_of() != 0 ||
+        shard.group() != instruction.group())
+      return failure(subject, " gathers buffer ", shard.id(), " ",
+                     inQuotes(shard.name()), ", which is not the shard of ",
+                     "its group ", groupName(plan, instruction.group()));
+    if (copy.kind() != plan::Buffer::ARENA || copy.view_of() != 0 ||
+        copy.bytes() < groupBytes(group))
+      return failure(subject, " gathers into buffer ", copy.id(), " ",
+                     inQuotes(copy.name()), " (", copy.bytes(),
+                     " bytes), which is not an arena buffer of at least the ",
+                     groupBytes(group), " bytes of group ",
+                     groupName(plan, instruction.group()));
+  }
+  return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Setup
+//===----------------------------------------------------------------------===//
+
+Executor::Executor(const plan::Plan &plan, const plan::Program &program,
+                   RankMemory &memory, comm::Communicator &communicator,
+                   const ExecutorOptions &options)
+    : plan(plan), program(program), memory(memory), communicator(communicator),
+      options(options) {}
+
+Status Executor::create(const plan::Plan &plan, const plan::Program &program,
+                        RankMemory &memory, comm::Communicator &communicator,
+                        const ExecutorOptions &options,
+                        std::unique_ptr<Executor> &out) {
+  std::unique_ptr<Executor> executor(
+      new Executor(plan, program, memory, communicator, options));
+  if (Status status = executor->prepare(); !status.ok())
+    return status;
+  executor->commThread =
+      std::thread([raw = executor.get()] { raw->commThreadMain(); });
+  out = std::move(executor);
+  return Status::success();
+}
+
+Status Executor::prepare() {
+  int count = program.instructions_size();
+  auto tensorOf = [&](uint32_t id) {
+    const plan::Buffer &buffer = plan.buffers(id - 1);
+    cpu::TensorRef tensor;
+    tensor.data = memory.address(id);
+    tensor.shape.assign(buffer.shape().begin(), buffer.shape().end());
+    tensor.dtype = buffer.dtype();
+    return tensor;
+  };
+  operandRefs.resize(count);
+  resultRefs.resize(count);
+  awaited.assign(count, false);
+  completedIn.reset(new std::atomic<uint32_t>[count]);
+  for (int index = 0; index < count; ++index) {
+    completedIn[index].store(0, std::memory_order_relaxed);
+    const plan::Instruction &instruction = program.instructions(index);
+    (instruction.queue() == plan::COMM ? commQueue : computeQueue)
+        .push_back(index);
+    for (uint32_t id : instruction.operands())
+      operandRefs[index].push_back(tensorOf(id));
+    for (uint32_t id : instruction.results())
+      resultRefs[index].push_back(tensorOf(id));
+    for (uint32_t waited : instruction.wait_for())
+      if (program.instructions(waited).queue() != instruction.queue())
+        awaited[waited] = true;
+  }
+  if (!commQueue.empty())
+    awaited[commQueue.back()] = true;
+
+  int buffers = plan.buffers_size();
+  isGatheredCopy.assign(buffers + 1, false);
+  copyState.reset(new std::atomic<int64_t>[buffers + 1]);
+  for (int id = 0; id <= buffers; ++id)
+    copyState[id].store(kNotGathered, std::memory_order_relaxed);
+  for (const plan::Instruction &instruction : program.instructions())
+    if (instruction.op() == "all_gather")
+      isGatheredCopy[instruction.results(0)] = true;
+
+  if (options.check) {
+    shardChecksums.assign(plan.groups_size(), 0);
+    persistentChecksums.assign(plan.groups_size(), 0);
+    constantChecksums.assign(buffers + 1, 0);
+    for (const plan::Buffer &buffer : plan.buffers()) {
+      if (buffer.view_of() != 0)
+        continue;
+      uint64_t sum = checksum(memory.address(buffer.id()), buffer.bytes());
+      if (buffer.kind() == plan::Buffer::SHARD)
+        shardChecksums[buffer.group()] = sum;
+      else if (buffer.kind() == plan::Buffer::PERSISTENT)
+        persistentChecksums[buffer.group()] = sum;
+      else if (buffer.kind() == plan::Buffer::CONSTANT)
+        constantChecksums[buffer.id()] = sum;
+    }
+  }
+  return Status::success();
+}
+
+Executor::~Executor() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
+  }
+  wakeUp.notify_all();
+  if (commThread.joinable())
+    commThread.join();
+}
+
+//===----------------------------------------------------------------------===//
+// Running
+//===----------------------------------------------------------------------===//
+
+Status Executor::run() {
+  if (failed.load(std::memory_order_acquire))
+    return Status::error("the executor failed in an earlier run");
+  uint32_t epoch = ++runCount;
+  if (options.check)
+    for (int id = 0; id <= plan.buffers_size(); ++id)
+      copyState[id].store(kNotGathered, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    startedRun = epoch;
+  }
+  wakeUp.notify_all();
+
+  runQueue(plan::COMPUTE, epoch);
+  // The run ends when the comm queue has drained too: the caller may then
+  // use the communicator from this thread.
+  if (!commQueue.empty())
+    waitComplete(commQueue.back(), epoch);
+  if (!failed.load(std::memory_order_acquire) && options.check)
+    if (Status status = checkResidentData(); !status.ok())
+      fail(status);
+  if (failed.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return firstError;
+  }
+  return Status::success();
+}
+
+void Executor::commThreadMain() {
+  uint32_t handled = 0;
+  while (true) {
+    uint32_t epoch;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      wakeUp.wait(lock, [&] { return stopping || startedRun != handled; });
+      if (stopping)
+        return;
+      epoch = startedRun;
+    }
+    runQueue(plan::COMM, epoch);
+    handled = epoch;
+  }
+}
+
+void Executor::runQueue(plan::Queue queue, uint32_t epoch) {
+  for (uint32_t index : queue == plan::COMM ? commQueue : computeQueue) {
+    const plan::Instruction &instruction = program.instructions(index);
+    // A compute instruction's event includes the time it is blocked on the
+    // comm queue (a `wait` lasts as long as the exposed part of its
+    // gather); a collective's starts when it can start, so that its length
+    // is the collective's.
+    bool traceBlocking = queue == plan::COMPUTE && options.trace;
+    uint64_t start = traceBlocking ? options.trace->now() : 0;
+    for (uint32_t waited : instruction.wait_for())
+      if (!waitComplete(waited, epoch))
+        return;
+    if (failed.load(std::memory_order_acquire))
+      return;
+    if (options.trace && !traceBlocking)
+      start = options.trace->now();
+    if (Status status = execute(index); !status.ok()) {
+      fail(status);
+      return;
+    }
+    if (options.trace)
+      options.trace->record(queue, index, epoch, start, options.trace->now());
+    markComplete(index, epoch);
+  }
+}
+
+bool Executor::waitComplete(uint32_t index, uint32_t epoch) {
+  if (completedIn[index].load(std::memory_order_acquire) == epoch)
+    return true;
+  std::unique_lock<std::mutex> lock(mutex);
+  wakeUp.wait(lock, [&] {
+    return completedIn[index].load(std::memory_order_acquire) == epoch ||
+           failed.load(std::memory_order_acquire);
+  });
+  return completedIn[index].load(std::memory_order_acquire) == epoch;
+}
+
+void Executor::markComplete(uint32_t index, uint32_t epoch) {
+  completedIn[index].store(epoch, std::memory_order_release);
+  if (awaited[index]) {
+    { std::lock_guard<std::mutex> lock(mutex); }
+    wakeUp.notify_all();
+  }
+}
+
+void Executor::fail(Status status) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!failed.load(std::memory_order_relaxed))
+      firstError = std::move(status);
+    failed.store(true, std::memory_order_release);
+  }
+  wakeUp.notify_all();
+}
+
+Status Executor::execute(uint32_t index) {
+  const plan::Instruction &instruction = program.instructions(index);
+  const std::string &op = instruction.op();
+  if (op == "all_gather")
+    return executeAllGather(instruction);
+  if (op == "release")
+    return executeRelease(instruction);
+  if (op == "wait") {
+    // The dependency on the all_gather (wait_for) is the whole effect.
+    if (options.check)
+      for (uint32_t id : instruction.operands())
+        if (isGatheredCopy[memory.rootOf(id)])
+          copyState[memory.rootOf(id)].store(kAvailable,
+                                             std::memory_order_relaxed);
+    return Status::success();
+  }
+  if (options.check)
+    if (Status status = checkReads(instruction); !status.ok())
+      return status;
+  Status status =
+      cpu::runKernel(instruction, operandRefs[index], resultRefs[index]);
+  if (!status.ok())
+    return failure(describeInstruction(instruction), ": ", status.message());
+  return Status::success();
+}
+
+Status Executor::executeAllGather(const plan::Instruction &instruction) {
+  uint32_t group = instruction.group();
+  uint64_t shardBytes =
+      groupBytes(plan.groups(group)) / static_cast<uint64_t>(plan.world_size());
+  const uint8_t *shard = memory.address(instruction.operands(0));
+  uint8_t *copy = memory.address(instruction.results(0));
+  if (options.check && checksum(shard, shardBytes) != shardChecksums[group])
+    return failure(describeInstruction(instruction), ": the shard of group ",
+                   groupName(plan, group),
+                   " changed since load (checksum mismatch): an instruction ",
+                   "wrote into parameter storage");
+  if (Status status = communicator.allGather(shard, copy, shardBytes);
+      !status.ok())
+    return failure(describeInstruction(instruction), " (group ",
+                   groupName(plan, group), "): ", status.message());
+  if (options.check &&
+      std::memcmp(copy + memory.rank() * shardBytes, shard, shardBytes) != 0)
+    return failure(describeInstruction(instruction), ": this rank's ",
+                   "slice of the gathered copy of group ",
+                   groupName(plan, group), " differs from its shard");
+  return Status::success();
+}
+
+Status Executor::executeRelease(const plan::Instruction &instruction) {
+  if (!options.check)
+    return Status::success();
+  for (uint32_t id : instruction.operands()) {
+    uint32_t root = memory.rootOf(id);
+    const plan::Buffer &buffer = plan.buffers(root - 1);
+    // Only the plan's ARENA buffers are released; poisoning a shard or a
+    // constant would corrupt the next run.
+    if (buffer.kind() != plan::Buffer::ARENA)
+      continue;
+    poison(memory.address(root), buffer.bytes(), buffer.dtype());
+    if (isGatheredCopy[root])
+      copyState[root].store(instruction.index(), std::memory_order_relaxed);
+  }
+  return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// --check
+//===----------------------------------------------------------------------===//
+
+std::string Executor::describeCopyRead(uint32_t id) const {
+  uint32_t root = memory.rootOf(id);
+  const plan::Buffer &copy = plan.buffers(root - 1);
+  uint32_t groupIndex = copy.group();
+  std::string group = "group " + groupName(plan, groupIndex);
+  if (id == root)
+    return group;
+  const plan::Group &entry = plan.groups(groupIndex);
+  uint64_t elementSize = plan::dataTypeSize(entry.dtype());
+  uint64_t offset = memory.offsetInRoot(id);
+  for (uint32_t parameterIndex : entry.parameters()) {
+    const plan::Parameter &parameter = plan.parameters(parameterIndex);
+    uint64_t begin = parameter.offset_elements() * elementSize;
+    uint64_t end = begin + parameter.num_elements() * elementSize;
+    if (offset >= begin && offset < end)
+      return "parameter " + inQuotes(parameter.name()) + " (" + group + ")";
+  }
+  return group;
+}
+
+Status Executor::checkReads(const plan::Instruction &instruction) const {
+  for (uint32_t id : instruction.operands()) {
+    uint32_t root = memory.rootOf(id);
+    if (!isGatheredCopy[root])
+      continue;
+    int64_t state = copyState[root].load(std::memory_order_relaxed);
+    if (state == kAvailable)
+      continue;
+    if (state == kNotGathered)
+      return failure(describeInstruction(instruction), " reads ",
+                     describeCopyRead(id),
+                     " before it is gathered (no wait for its all_gather ",
+                     "ran before it in this run)");
+    return failure(describeInstruction(instruction), " reads ",
+                   describeCopyRead(id), " after its release at instruction #",
+                   state);
+  }
+  return Status::success();
+}
+
+Status Executor::checkResidentData() const {
+  for (const plan::Buffer &buffer : plan.buffers()) {
+    if (buffer.view_of() != 0)
+      continue;
+    const std::vector<uint64_t> *expected = nullptr;
+    uint64_t key = 0;
+    const char *what = nullptr;
+    if (buffer.kind() == plan::Buffer::SHARD) {
+      expected = &shardChecksums, key = buffer.group(), what = "shard";
+    } else if (buffer.kind() == plan::Buffer::PERSISTENT) {
+      expected = &persistentChecksums, key = buffer.group(),
+      what = "persistent group";
+    } else if (buffer.kind() == plan::Buffer::CONSTANT) {
+      expected = &constantChecksums, key = buffer.id(), what = "constant";
+    } else {
+      continue;
+    }
+    if (checksum(memory.address(buffer.id()), buffer.bytes()) !=
+        (*expected)[key])
+      return failure("after the run of program ", inQuotes(program.name()),
+                     ": ", what, " buffer ", buffer.id(), " ",
+                     inQuotes(buffer.name()),
+                     " changed since load (checksum mismatch): an ",
+                     "instruction wrote into read-only storage");
+  }
+  return Status::success();
+}

@@ -1,0 +1,162 @@
+//===- Executor.h - run a plan's program on one rank, two queues ----------===//
+//
+// A program is two instruction lists that run concurrently: the compute
+// queue on the calling thread, the comm queue (the all-gathers) on a
+// dedicated comm thread, so that a gather the schedule hoisted ahead of its
+// use really overlaps the compute before it. Each queue runs its
+// instructions in order; an instruction with a wait_for list first waits
+// until each named instruction of the other queue has completed in this run
+// (completion events: one atomic per instruction, a condition variable to
+// sleep on).
+//
+// The executor allocates nothing while running: tensor descriptors for every
+// operand and result are built once, in create(), and every buffer lives in
+// the RankMemory set up at load.
+//
+// --check mode (ExecutorOptions::check) turns schedule bugs into errors that
+// name the instruction and the parameter:
+//  1. every gathered copy is filled with NaN right after its release, so a
+//     stale read shows as NaN in the output;
+//  2. before a compute instruction runs, each operand that is (a view of) a
+//     gathered copy must be gathered in this run and not released since;
+//  3. every shard's checksum is taken at load and compared before each
+//     all-gather that sends it, and after the gather this rank's slice of
+//     the copy must equal its shard; persistent groups and constants are
+//     compared at the end of every run.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_EXECUTOR_H
+#define ZPLAN_RUNTIME_EXECUTOR_H
+
+#include "runtime/Memory.h"
+#include "runtime/Trace.h"
+#include "runtime/comm/Communicator.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/plan/PlanLoader.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace zplan {
+
+struct ExecutorOptions {
+  /// Poison released copies, check reads of released copies and shard
+  /// checksums (see the file comment).
+  bool check = false;
+  /// Where to record one event per instruction run; null for none. Must
+  /// outlive the executor and have room reserved (TraceRecorder::reserve).
+  TraceRecorder *trace = nullptr;
+};
+
+/// "instruction #12 'matmul' at '/h.0/attn/Gemm'": how every message of the
+/// runtime names an instruction.
+std::string describeInstruction(const plan::Instruction &instruction);
+
+/// Checks, before any work, that this executor can run every instruction of
+/// `program` of validated `plan`: a CPU kernel for each compute op, only
+/// all_gather and release on the comm queue, and all-gathers that move a
+/// SHARD buffer of their group into an ARENA buffer large enough for the
+/// whole group. Names the first instruction that fails.
+plan::Status checkProgramSupported(const plan::Plan &plan,
+                                   const plan::Program &program);
+
+class Executor {
+public:
+  /// Prepares to run `program` (which must pass checkProgramSupported()) on
+  /// this rank's `memory`, and starts the comm thread. `plan`, `program`,
+  /// `memory` and `communicator` must outlive the executor.
+  static plan::Status create(const plan::Plan &plan,
+                             const plan::Program &program, RankMemory &memory,
+                             comm::Communicator &communicator,
+                             const ExecutorOptions &options,
+                             std::unique_ptr<Executor> &out);
+
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+  /// Stops and joins the comm thread.
+  ~Executor();
+
+  /// Runs the program once: the compute queue on the calling thread, the
+  /// comm queue on the comm thread. Returns when both queues are done, or
+  /// with the first error of either. After an error the executor runs no
+  /// more (the caller aborts every rank: the others may wait in a
+  /// collective this rank will never join).
+  plan::Status run();
+
+private:
+  Executor(const plan::Plan &plan, const plan::Program &program,
+           RankMemory &memory, comm::Communicator &communicator,
+           const ExecutorOptions &options);
+
+  plan::Status prepare();
+  void commThreadMain();
+
+  /// Runs the instructions of one queue, in order, for run `epoch`.
+  void runQueue(plan::Queue queue, uint32_t epoch);
+  plan::Status execute(uint32_t index);
+  plan::Status executeAllGather(const plan::Instruction &instruction);
+  plan::Status executeRelease(const plan::Instruction &instruction);
+  plan::Status checkReads(const plan::Instruction &instruction) const;
+  plan::Status checkResidentData() const;
+  /// Describes what operand `id` of a compute instruction reads inside a
+  /// gathered copy: "parameter 'w' (group @group3)" or "group @group3".
+  std::string describeCopyRead(uint32_t id) const;
+
+  /// Blocks until instruction `index` completed in run `epoch`; false when
+  /// the run failed instead.
+  bool waitComplete(uint32_t index, uint32_t epoch);
+  void markComplete(uint32_t index, uint32_t epoch);
+  void fail(plan::Status status);
+
+  const plan::Plan &plan;
+  const plan::Program &program;
+  RankMemory &memory;
+  comm::Communicator &communicator;
+  ExecutorOptions options;
+
+  /// Per instruction: the tensors its kernel reads and writes.
+  std::vector<std::vector<cpu::TensorRef>> operandRefs;
+  std::vector<std::vector<cpu::TensorRef>> resultRefs;
+  /// Instruction indices of each queue, in order.
+  std::vector<uint32_t> computeQueue;
+  std::vector<uint32_t> commQueue;
+  /// Whether a thread may sleep waiting for the instruction (it is in
+  /// another queue's wait_for, or ends the comm queue): only then does
+  /// completing it take the lock to wake sleepers.
+  std::vector<bool> awaited;
+
+  // Completion events: completedIn[i] is the last run in which instruction
+  // i completed (runs count from 1).
+  std::unique_ptr<std::atomic<uint32_t>[]> completedIn;
+  std::mutex mutex;
+  std::condition_variable wakeUp;
+  uint32_t startedRun = 0; // guarded by mutex
+  bool stopping = false;   // guarded by mutex
+  std::atomic<bool> failed{false};
+  plan::Status firstError = plan::Status::success(); // guarded by mutex
+  std::thread commThread;
+  uint32_t runCount = 0;
+
+  // --check state.
+  /// Per buffer id: whether it is a gathered copy (an all_gather result).
+  std::vector<bool> isGatheredCopy;
+  /// Per buffer id of a gathered copy: kNotGathered, kAvailable, or the
+  /// index of the release that ended it.
+  std::unique_ptr<std::atomic<int64_t>[]> copyState;
+  /// Per group: the checksum of this rank's shard at load.
+  std::vector<uint64_t> shardChecksums;
+  /// Per group: the checksum of a persistent group at load.
+  std::vector<uint64_t> persistentChecksums;
+  std::vector<uint64_t> constantChecksums; // per CONSTANT buffer id
+};
+
+} // namespace zplan
+
+#endif // ZPLAN_RUNTIME_EXECUTOR_H

@@ -1,0 +1,85 @@
+//===- Memory.h - one rank's memory for a plan: weights, constants, arena -===//
+//
+// Everything a rank's executor reads or writes lives in memory set up here,
+// once, before the first run: this rank's section of the weights file (its
+// shard of every sharded group) and the persistent section (small groups,
+// whole), the plan's constants, and one arena of Plan.arena_bytes for every
+// transient buffer (activations, gathered copies). Nothing is allocated
+// after load(). Every buffer id of the plan resolves to an address.
+//
+// A rank reads only its own section of the weights file and the persistent
+// one (readRankWeights / readPersistentWeights): N ranks read the file once
+// between them, not N times.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_MEMORY_H
+#define ZPLAN_RUNTIME_MEMORY_H
+
+#include "runtime/plan/PlanLoader.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zplan {
+
+/// The alignment of the arena and of every constant: a cache line, and
+/// enough for any vector load a kernel does.
+inline constexpr uint64_t kMemoryAlignment = 64;
+
+class RankMemory {
+public:
+  /// Loads rank `rank`'s memory for `plan`, read from `planPath`. `plan`
+  /// must have passed validatePlan(). Fails when the weights file cannot be
+  /// read, a buffer does not fit the section it lives in, or the arena
+  /// cannot be allocated.
+  static plan::Status load(const std::string &planPath, const plan::Plan &plan,
+                           uint32_t rank, std::unique_ptr<RankMemory> &out);
+
+  RankMemory(const RankMemory &) = delete;
+  RankMemory &operator=(const RankMemory &) = delete;
+
+  /// The address of buffer `id` (1 .. buffers_size()).
+  uint8_t *address(uint32_t id) const { return addresses[id]; }
+
+  /// The buffer that owns `id`'s storage: `id` itself unless it is a view.
+  uint32_t rootOf(uint32_t id) const { return roots[id]; }
+  /// The byte offset of buffer `id` inside rootOf(id).
+  uint64_t offsetInRoot(uint32_t id) const { return rootOffsets[id]; }
+
+  uint8_t *arena() const { return arenaStorage.get(); }
+  uint64_t arenaBytes() const { return arenaSize; }
+  /// This rank's section of the weights file (its shards).
+  uint64_t shardBytes() const { return shards.size(); }
+  /// The persistent section (persistent groups, whole).
+  uint64_t persistentBytes() const { return persistent.size(); }
+  uint32_t rank() const { return rankIndex; }
+
+private:
+  RankMemory() = default;
+  plan::Status resolve(const plan::Plan &plan);
+
+  struct FreeDeleter {
+    void operator()(uint8_t *pointer) const { std::free(pointer); }
+  };
+  using AlignedBytes = std::unique_ptr<uint8_t[], FreeDeleter>;
+
+  uint32_t rankIndex = 0;
+  std::vector<uint8_t> shards;
+  std::vector<uint8_t> persistent;
+  AlignedBytes constantPool;
+  std::vector<uint64_t> constantOffsets; // in constantPool, by constant index
+  AlignedBytes arenaStorage;
+  uint64_t arenaSize = 0;
+  // Indexed by buffer id (entry 0 unused).
+  std::vector<uint8_t *> addresses;
+  std::vector<uint32_t> roots;
+  std::vector<uint64_t> rootOffsets;
+};
+
+} // namespace zplan
+
+#endif // ZPLAN_RUNTIME_MEMORY_H

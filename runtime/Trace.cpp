@@ -1,0 +1,117 @@
+//===- Trace.cpp - Chrome/Perfetto traces of a run ------------------------===//
+
+#include "runtime/Trace.h"
+
+#include "runtime/Npy.h"
+
+#include <cstdio>
+#include <sstream>
+
+using namespace zplan;
+using plan::Status;
+
+namespace {
+
+/// `text` as a JSON string literal.
+std::string jsonString(const std::string &text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    default:
+      if (c < 0x20) {
+        char escaped[8];
+        std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
+        out += escaped;
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+  }
+  return out + "\"";
+}
+
+/// Nanoseconds as the microseconds trace viewers expect, to the ns.
+std::string microseconds(uint64_t nanoseconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%llu.%03llu",
+                static_cast<unsigned long long>(nanoseconds / 1000),
+                static_cast<unsigned long long>(nanoseconds % 1000));
+  return text;
+}
+
+} // namespace
+
+void TraceRecorder::reserve(size_t events) {
+  compute.clear();
+  comm.clear();
+  compute.reserve(events);
+  comm.reserve(events);
+}
+
+std::string TraceRecorder::eventsJson(const plan::Plan &plan,
+                                      const plan::Program &program,
+                                      int rank) const {
+  std::ostringstream os;
+  std::string pid = std::to_string(rank);
+  os << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << pid
+     << ",\"args\":{\"name\":\"rank " << pid << "\"}},\n"
+     << "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << pid
+     << ",\"args\":{\"sort_index\":" << pid << "}},\n"
+     << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << pid
+     << ",\"tid\":0,\"args\":{\"name\":\"compute\"}},\n"
+     << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << pid
+     << ",\"tid\":1,\"args\":{\"name\":\"comm\"}}";
+  for (int tid = 0; tid < 2; ++tid)
+    for (const Event &event : tid == 0 ? compute : comm) {
+      const plan::Instruction &instruction =
+          program.instructions(event.instruction);
+      os << ",\n{\"name\":" << jsonString(instruction.op())
+         << ",\"ph\":\"X\",\"ts\":" << microseconds(event.startNs)
+         << ",\"dur\":" << microseconds(event.endNs - event.startNs)
+         << ",\"pid\":" << pid << ",\"tid\":" << tid
+         << ",\"args\":{\"instruction\":" << event.instruction
+         << ",\"run\":" << event.run;
+      if (!instruction.location().empty())
+        os << ",\"location\":" << jsonString(instruction.location());
+      bool namesGroup =
+          instruction.op() == "all_gather" || instruction.op() == "wait" ||
+          instruction.op() == "release" || instruction.op() == "reduce_scatter";
+      if (namesGroup &&
+          instruction.group() < static_cast<uint32_t>(plan.groups_size()))
+        os << ",\"group\":"
+           << jsonString(plan.groups(instruction.group()).name());
+      os << "}}";
+    }
+  if (droppedEvents() > 0)
+    os << ",\n{\"name\":\"dropped events\",\"ph\":\"i\",\"s\":\"p\",\"ts\":0"
+       << ",\"pid\":" << pid
+       << ",\"tid\":0,\"args\":{\"count\":" << droppedEvents() << "}}";
+  return os.str();
+}
+
+Status zplan::writeTrace(comm::Communicator &communicator,
+                         const std::string &path,
+                         const std::string &eventsJson) {
+  std::vector<std::string> all;
+  if (Status status = communicator.gatherText(eventsJson, all); !status.ok())
+    return status;
+  if (communicator.rank() != 0)
+    return Status::success();
+  std::string text = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  for (size_t rank = 0; rank < all.size(); ++rank)
+    text += (rank ? ",\n" : "") + all[rank];
+  text += "\n]}\n";
+  return npy::writeFileAtomically(path, text, "trace file '" + path + "'");
+}

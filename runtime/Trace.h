@@ -1,0 +1,85 @@
+//===- Trace.h - Chrome/Perfetto traces of a run (zrun --trace) -----------===//
+//
+// Each rank records one complete event ("ph": "X") per instruction it runs:
+// pid = rank, tid 0 = compute queue, tid 1 = comm queue, name = op, args =
+// instruction index, run, location and group. Recording only writes into
+// space reserved before the run (one buffer per queue, each filled by one
+// thread), so tracing adds no allocation and no lock to a run. After the
+// runs, every rank's events are gathered to rank 0 as JSON text, and rank 0
+// writes one file, through a temporary renamed into place, that
+// chrome://tracing and ui.perfetto.dev open.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_TRACE_H
+#define ZPLAN_RUNTIME_TRACE_H
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/plan/PlanLoader.h"
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zplan {
+
+class TraceRecorder {
+public:
+  /// One instruction's execution, in nanoseconds since the origin.
+  struct Event {
+    uint32_t instruction;
+    uint32_t run;
+    uint64_t startNs;
+    uint64_t endNs;
+  };
+
+  /// Reserves room for `events` events on each queue; events past it are
+  /// dropped (and counted) rather than allocated for.
+  void reserve(size_t events);
+  /// Makes now time zero. zrun calls it right after a barrier, so that the
+  /// ranks' timelines line up.
+  void setOrigin() { origin = std::chrono::steady_clock::now(); }
+
+  /// Nanoseconds since the origin.
+  uint64_t now() const {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::steady_clock::now() - origin)
+            .count());
+  }
+
+  /// Records an event of `queue` (COMPUTE or COMM). Only the thread that
+  /// runs that queue may call it, during a run.
+  void record(plan::Queue queue, uint32_t instruction, uint32_t run,
+              uint64_t startNs, uint64_t endNs) {
+    std::vector<Event> &events = queue == plan::COMM ? comm : compute;
+    if (events.size() < events.capacity())
+      events.push_back({instruction, run, startNs, endNs});
+    else
+      ++dropped[queue == plan::COMM];
+  }
+
+  /// This rank's events as JSON objects separated by ",\n" (no brackets),
+  /// with metadata events naming the process ("rank R") and threads.
+  std::string eventsJson(const plan::Plan &plan, const plan::Program &program,
+                         int rank) const;
+
+  uint64_t droppedEvents() const { return dropped[0] + dropped[1]; }
+
+private:
+  std::chrono::steady_clock::time_point origin =
+      std::chrono::steady_clock::now();
+  std::vector<Event> compute;
+  std::vector<Event> comm;
+  uint64_t dropped[2] = {0, 0};
+};
+
+/// Gathers every rank's eventsJson() to rank 0, which writes the trace file
+/// at `path` (temporary + rename). Collective: every rank calls it.
+plan::Status writeTrace(comm::Communicator &communicator,
+                        const std::string &path, const std::string &eventsJson);
+
+} // namespace zplan
+
+#endif // ZPLAN_RUNTIME_TRACE_H

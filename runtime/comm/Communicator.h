@@ -1,0 +1,70 @@
+//===- Communicator.h - collectives the executor needs, per backend ------===//
+//
+// The executor moves parameter groups between ranks through this interface
+// only: MPI on CPU (MpiCommunicator), NCCL on CUDA later. Every collective is
+// blocking, is called in the same order on every rank (the plan is
+// rank-independent, so the order is the plan's), and reports failure as a
+// Status whose message names the call, the source line and the rank.
+//
+// Threading: a communicator is used by one thread at a time. zrun's comm
+// thread issues the program's collectives while a run is in progress; the
+// main thread issues the rest (barriers, gathering traces and stats) only
+// between runs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_COMM_COMMUNICATOR_H
+#define ZPLAN_RUNTIME_COMM_COMMUNICATOR_H
+
+#include "runtime/plan/PlanLoader.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zplan::comm {
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+
+  /// This rank, in [0, size()).
+  virtual int rank() const = 0;
+  /// The number of ranks.
+  virtual int size() const = 0;
+
+  /// Every rank contributes `bytesPerRank` bytes at `send`; every rank
+  /// receives size() * bytesPerRank bytes at `receive`, rank r's at
+  /// r * bytesPerRank. `send` may not overlap `receive`.
+  virtual plan::Status allGather(const void *send, void *receive,
+                                 uint64_t bytesPerRank) = 0;
+
+  /// Sums `send` (size() * countPerRank floats) over the ranks and leaves
+  /// rank r the sum of elements [r * countPerRank, (r + 1) * countPerRank)
+  /// at `receive`.
+  virtual plan::Status reduceScatter(const float *send, float *receive,
+                                     uint64_t countPerRank) = 0;
+
+  /// Sums `count` floats at `data` over the ranks, in place.
+  virtual plan::Status allReduce(float *data, uint64_t count) = 0;
+
+  /// Copies `bytes` bytes at `data` on rank `root` to `data` on every rank.
+  virtual plan::Status broadcast(void *data, uint64_t bytes, int root) = 0;
+
+  virtual plan::Status barrier() = 0;
+
+  /// Collects every rank's `text` on rank 0, in rank order (`all` is left
+  /// empty on the other ranks). For traces and reports, not for tensors.
+  virtual plan::Status gatherText(std::string_view text,
+                                  std::vector<std::string> &all) = 0;
+
+  /// Ends every rank's process with `code`, from any rank, within seconds;
+  /// the way out when a rank fails while the others may be blocked in a
+  /// collective.
+  [[noreturn]] virtual void abort(int code) = 0;
+};
+
+} // namespace zplan::comm
+
+#endif // ZPLAN_RUNTIME_COMM_COMMUNICATOR_H

@@ -1,0 +1,198 @@
+//===- MpiCommunicator.cpp - Communicator over Open MPI -------------------===//
+//
+// MPI counts are ints: transfers of 2 GiB or more per call are split in
+// chunks. An all-gather splits each rank's contribution the same way and
+// receives every rank's piece of a chunk at once, through a datatype whose
+// extent is one rank's full contribution, so the pieces land in rank order
+// without a staging copy.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/MpiCommunicator.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+using namespace zplan;
+using namespace zplan::comm;
+using plan::Status;
+
+namespace {
+
+/// The largest count one MPI call moves here (1 GiB of bytes): well inside
+/// int, and a multiple of every element size.
+constexpr uint64_t kChunkBytes = uint64_t(1) << 30;
+
+/// This process's rank in MPI_COMM_WORLD, or -1 before MPI_Init.
+int worldRank() {
+  int initialized = 0, finalized = 0, rank = -1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized)
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+Status mpiFailure(const char *statement, const char *file, int line, int code) {
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    std::snprintf(text, sizeof(text), "MPI error %d", code);
+  const char *base = std::strrchr(file, '/');
+  std::ostringstream os;
+  os << "[rank " << worldRank() << "] " << statement << " failed at "
+     << (base ? base + 1 : file) << ":" << line << ": " << text;
+  return Status::error(os.str());
+}
+
+} // namespace
+
+/// Runs an MPI call; on failure returns a Status naming the call, its
+/// file:line and this rank. Use inside functions returning plan::Status.
+#define ZR_MPI_CHECK(statement)                                                \
+  do {                                                                         \
+    int zrMpiCode = (statement);                                               \
+    if (zrMpiCode != MPI_SUCCESS)                                              \
+      return mpiFailure(#statement, __FILE__, __LINE__, zrMpiCode);            \
+  } while (false)
+
+Status MpiCommunicator::create(int *argc, char ***argv,
+                               std::unique_ptr<MpiCommunicator> &out) {
+  int provided = MPI_THREAD_SINGLE;
+  ZR_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+  // From here on a failed call returns its code instead of aborting with
+  // MPI's own message, so that every error reads the same.
+  ZR_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  if (provided < MPI_THREAD_SERIALIZED) {
+    MPI_Finalize();
+    return Status::error(
+        "this MPI provides thread level " + std::to_string(provided) +
+        ", zrun needs MPI_THREAD_SERIALIZED (its comm thread issues the "
+        "collectives)");
+  }
+  int rank = 0, size = 0;
+  ZR_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  ZR_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  out.reset(new MpiCommunicator(rank, size));
+  return Status::success();
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized)
+    MPI_Finalize();
+}
+
+Status MpiCommunicator::allGather(const void *send, void *receive,
+                                  uint64_t bytesPerRank) {
+  const char *sendBytes = static_cast<const char *>(send);
+  char *receiveBytes = static_cast<char *>(receive);
+  if (bytesPerRank <= kChunkBytes) {
+    int count = static_cast<int>(bytesPerRank);
+    ZR_MPI_CHECK(MPI_Allgather(sendBytes, count, MPI_BYTE, receiveBytes, count,
+                               MPI_BYTE, MPI_COMM_WORLD));
+    return Status::success();
+  }
+  // Chunk c of every rank: `length` bytes at offset c*kChunkBytes of each
+  // rank's slice. One "element" of the receive type is such a piece with
+  // the extent of a whole slice, so element r lands in rank r's slice.
+  for (uint64_t offset = 0; offset < bytesPerRank; offset += kChunkBytes) {
+    int length = static_cast<int>(std::min(kChunkBytes, bytesPerRank - offset));
+    MPI_Datatype piece, spaced;
+    ZR_MPI_CHECK(MPI_Type_contiguous(length, MPI_BYTE, &piece));
+    ZR_MPI_CHECK(MPI_Type_create_resized(
+        piece, 0, static_cast<MPI_Aint>(bytesPerRank), &spaced));
+    ZR_MPI_CHECK(MPI_Type_commit(&spaced));
+    int code = MPI_Allgather(sendBytes + offset, length, MPI_BYTE,
+                             receiveBytes + offset, 1, spaced, MPI_COMM_WORLD);
+    MPI_Type_free(&spaced);
+    MPI_Type_free(&piece);
+    ZR_MPI_CHECK(code);
+  }
+  return Status::success();
+}
+
+Status MpiCommunicator::reduceScatter(const float *send, float *receive,
+                                      uint64_t countPerRank) {
+  if (countPerRank > static_cast<uint64_t>(INT_MAX))
+    return Status::error("[rank " + std::to_string(rankIndex) +
+                         "] reduce-scatter of " + std::to_string(countPerRank) +
+                         " floats per rank exceeds MPI's int count");
+  ZR_MPI_CHECK(MPI_Reduce_scatter_block(send, receive,
+                                        static_cast<int>(countPerRank),
+                                        MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+  return Status::success();
+}
+
+Status MpiCommunicator::allReduce(float *data, uint64_t count) {
+  constexpr uint64_t chunk = kChunkBytes / sizeof(float);
+  for (uint64_t offset = 0; offset < count; offset += chunk) {
+    int length = static_cast<int>(std::min(chunk, count - offset));
+    ZR_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + offset, length, MPI_FLOAT,
+                               MPI_SUM, MPI_COMM_WORLD));
+  }
+  return Status::success();
+}
+
+Status MpiCommunicator::broadcast(void *data, uint64_t bytes, int root) {
+  char *cursor = static_cast<char *>(data);
+  for (uint64_t offset = 0; offset < bytes; offset += kChunkBytes) {
+    int length = static_cast<int>(std::min(kChunkBytes, bytes - offset));
+    ZR_MPI_CHECK(
+        MPI_Bcast(cursor + offset, length, MPI_BYTE, root, MPI_COMM_WORLD));
+  }
+  return Status::success();
+}
+
+Status MpiCommunicator::barrier() {
+  ZR_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  return Status::success();
+}
+
+Status MpiCommunicator::gatherText(std::string_view text,
+                                   std::vector<std::string> &all) {
+  all.clear();
+  if (text.size() > static_cast<size_t>(INT_MAX))
+    return Status::error("[rank " + std::to_string(rankIndex) + "] " +
+                         std::to_string(text.size()) +
+                         " bytes of text are too many to gather");
+  int length = static_cast<int>(text.size());
+  // Every rank learns every length, so that all of them agree on whether
+  // the total fits one Gatherv before any enters it.
+  std::vector<int> lengths(rankCount);
+  ZR_MPI_CHECK(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT,
+                             MPI_COMM_WORLD));
+  std::vector<int> offsets(rankCount);
+  uint64_t total = 0;
+  for (int r = 0; r < rankCount; ++r) {
+    offsets[r] = static_cast<int>(std::min<uint64_t>(total, INT_MAX));
+    total += static_cast<uint64_t>(lengths[r]);
+  }
+  bool tooLarge = total > static_cast<uint64_t>(INT_MAX);
+  if (!tooLarge) {
+    std::vector<char> received(rankIndex == 0 ? total : 0);
+    ZR_MPI_CHECK(MPI_Gatherv(text.data(), length, MPI_CHAR, received.data(),
+                             lengths.data(), offsets.data(), MPI_CHAR, 0,
+                             MPI_COMM_WORLD));
+    if (rankIndex == 0)
+      for (int r = 0; r < rankCount; ++r)
+        all.emplace_back(received.data() + offsets[r], lengths[r]);
+  }
+  if (tooLarge)
+    return Status::error("the ranks' texts add up to " + std::to_string(total) +
+                         " bytes, more than one MPI gather moves (2 GiB)");
+  return Status::success();
+}
+
+void MpiCommunicator::abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  // MPI_Abort does not return; if an implementation did, still end.
+  std::_Exit(code);
+}

@@ -1,0 +1,57 @@
+//===- MpiCommunicator.h - Communicator over Open MPI ---------------------===//
+//
+// The CPU communicator: MPI_COMM_WORLD, one process per rank. MPI is
+// initialized with MPI_THREAD_SERIALIZED because the executor's comm thread,
+// not the main thread, issues the collectives of a run; the two never call
+// MPI at the same time (see Communicator.h). Errors are returned, not fatal
+// (MPI_ERRORS_RETURN): every call goes through ZR_MPI_CHECK, which turns a
+// failure into a Status naming the call, file:line and rank, so that zrun
+// prints one line and aborts every rank.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_COMM_MPICOMMUNICATOR_H
+#define ZPLAN_RUNTIME_COMM_MPICOMMUNICATOR_H
+
+#include "runtime/comm/Communicator.h"
+
+#include <memory>
+
+namespace zplan::comm {
+
+class MpiCommunicator final : public Communicator {
+public:
+  /// Initializes MPI (once per process) and returns the world communicator.
+  /// Fails when MPI cannot start or lacks MPI_THREAD_SERIALIZED.
+  static plan::Status create(int *argc, char ***argv,
+                             std::unique_ptr<MpiCommunicator> &out);
+
+  MpiCommunicator(const MpiCommunicator &) = delete;
+  MpiCommunicator &operator=(const MpiCommunicator &) = delete;
+  /// Finalizes MPI.
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rankIndex; }
+  int size() const override { return rankCount; }
+  plan::Status allGather(const void *send, void *receive,
+                         uint64_t bytesPerRank) override;
+  plan::Status reduceScatter(const float *send, float *receive,
+                             uint64_t countPerRank) override;
+  plan::Status allReduce(float *data, uint64_t count) override;
+  plan::Status broadcast(void *data, uint64_t bytes, int root) override;
+  plan::Status barrier() override;
+  plan::Status gatherText(std::string_view text,
+                          std::vector<std::string> &all) override;
+  /// MPI_Abort(MPI_COMM_WORLD, code).
+  [[noreturn]] void abort(int code) override;
+
+private:
+  MpiCommunicator(int rank, int size) : rankIndex(rank), rankCount(size) {}
+
+  int rankIndex;
+  int rankCount;
+};
+
+} // namespace zplan::comm
+
+#endif // ZPLAN_RUNTIME_COMM_MPICOMMUNICATOR_H

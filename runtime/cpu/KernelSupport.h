@@ -1,0 +1,349 @@
+//===- KernelSupport.h - shared pieces of the CPU kernels (private) -------===//
+//
+// What every kernel family needs and no caller of Kernels.h should see: the
+// call a kernel receives, attribute look-up by name with the defaults the nn
+// dialect declares, operand/shape checks that phrase their errors alike
+// ("<op>: <what was wrong>"), element-type dispatch, and one strided walker
+// that elementwise broadcasting, transpose, slice and expand all share.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_CPU_KERNELSUPPORT_H
+#define ZPLAN_RUNTIME_CPU_KERNELSUPPORT_H
+
+#include "runtime/cpu/Kernels.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zplan::cpu::detail {
+
+using plan::Status;
+
+/// One instruction being run: its op and attributes, and its tensors.
+struct KernelCall {
+  const plan::Instruction &instruction;
+  const std::vector<TensorRef> &operands;
+  const std::vector<TensorRef> &results;
+
+  const std::string &op() const { return instruction.op(); }
+  /// "<op>: <message>".
+  Status error(const std::string &message) const;
+};
+
+/// A kernel: reads call.operands, writes call.results.
+using KernelFunction = Status (*)(const KernelCall &call);
+
+//===----------------------------------------------------------------------===//
+// Attributes (plan::Attribute: ints for integers, bools and i64 arrays;
+// floats; text for strings)
+//===----------------------------------------------------------------------===//
+
+/// The attribute called `name`, or nullptr.
+const plan::Attribute *findAttribute(const KernelCall &call,
+                                     std::string_view name);
+/// A required scalar integer (or bool) attribute.
+Status intAttribute(const KernelCall &call, std::string_view name,
+                    int64_t &value);
+/// A scalar integer (or bool) attribute, `fallback` when absent.
+int64_t intAttributeOr(const KernelCall &call, std::string_view name,
+                       int64_t fallback);
+/// A required integer-array attribute (may hold no entries).
+Status intsAttribute(const KernelCall &call, std::string_view name,
+                     std::vector<int64_t> &values);
+/// A required scalar float attribute.
+Status floatAttribute(const KernelCall &call, std::string_view name,
+                      double &value);
+/// A string attribute, `fallback` when absent.
+std::string textAttributeOr(const KernelCall &call, std::string_view name,
+                            const std::string &fallback);
+
+//===----------------------------------------------------------------------===//
+// Checks
+//===----------------------------------------------------------------------===//
+
+/// "[2, 16, 64]".
+std::string formatShape(const std::vector<int64_t> &shape);
+/// "f32", "i64", ...
+const char *dataTypeName(plan::DataType type);
+/// Bytes per element; 0 for a type the kernels cannot handle.
+int64_t elementBytes(plan::DataType type);
+
+/// Operand count in [minimum, maximum] and exactly `results` results.
+Status expectArity(const KernelCall &call, size_t minimum, size_t maximum,
+                   size_t results = 1);
+/// `tensor` (called `what` in the message) has element type `type`.
+Status expectType(const KernelCall &call, const char *what,
+                  const TensorRef &tensor, plan::DataType type);
+/// `tensor` (called `what`) has shape `shape`.
+Status expectShape(const KernelCall &call, const char *what,
+                   const TensorRef &tensor, const std::vector<int64_t> &shape);
+
+/// Row-major element strides of `shape`.
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape);
+/// Element strides with which an operand of `shape` is read when it
+/// broadcasts (numpy rules) to `target`: aligned to target's rank, 0 along
+/// broadcast dimensions. False when it does not broadcast to `target`.
+bool broadcastStrides(const std::vector<int64_t> &shape,
+                      const std::vector<int64_t> &target,
+                      std::vector<int64_t> &strides);
+/// The numpy broadcast of `a` and `b`; false when they do not broadcast.
+bool broadcastShapes(const std::vector<int64_t> &a,
+                     const std::vector<int64_t> &b,
+                     std::vector<int64_t> &result);
+int64_t product(const std::vector<int64_t> &shape, size_t begin = 0,
+                size_t end = SIZE_MAX);
+
+//===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
+
+template <typename T> struct TypeTag { using type = T; };
+
+/// Calls fn(TypeTag<T>{}) for the C++ type of `type` among f32, f64, i64,
+/// i32, i8, u8 and bool (stored as uint8_t, 0 or 1); fn returns a Status.
+/// Anything else (f16, bf16) is an error naming the op and `what`.
+template <typename Fn>
+Status dispatchType(const KernelCall &call, const char *what,
+                    plan::DataType type, Fn &&fn) {
+  switch (type) {
+  case plan::F32:
+    return fn(TypeTag<float>{});
+  case plan::F64:
+    return fn(TypeTag<double>{});
+  case plan::I64:
+    return fn(TypeTag<int64_t>{});
+  case plan::I32:
+    return fn(TypeTag<int32_t>{});
+  case plan::I8:
+    return fn(TypeTag<int8_t>{});
+  case plan::U8:
+  case plan::BOOL:
+    return fn(TypeTag<uint8_t>{});
+  default:
+    return call.error(std::string(what) + " has element type " +
+                      dataTypeName(type) + ", which the CPU backend lacks");
+  }
+}
+
+/// As dispatchType, for f32 and f64 only.
+template <typename Fn>
+Status dispatchFloatType(const KernelCall &call, const char *what,
+                         plan::DataType type, Fn &&fn) {
+  switch (type) {
+  case plan::F32:
+    return fn(TypeTag<float>{});
+  case plan::F64:
+    return fn(TypeTag<double>{});
+  default:
+    return call.error(std::string(what) + " has element type " +
+                      dataTypeName(type) + ", expected f32 or f64");
+  }
+}
+
+/// Calls fn(TypeTag<T>{}) with an unsigned integer type as wide as one
+/// element of `type`: for kernels that only move elements around.
+template <typename Fn>
+Status dispatchBySize(const KernelCall &call, const char *what,
+                      plan::DataType type, Fn &&fn) {
+  switch (elementBytes(type)) {
+  case 1:
+    return fn(TypeTag<uint8_t>{});
+  case 2:
+    return fn(TypeTag<uint16_t>{});
+  case 4:
+    return fn(TypeTag<uint32_t>{});
+  case 8:
+    return fn(TypeTag<uint64_t>{});
+  default:
+    return call.error(std::string(what) + " has element type " +
+                      dataTypeName(type) + ", which the CPU backend lacks");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Strided walks
+//===----------------------------------------------------------------------===//
+
+/// Walks a contiguous output of `shape` while `N` inputs are read with their
+/// own element strides (aligned to shape's rank: 0 to broadcast, negative
+/// to walk backwards). Dimensions that every tensor walks jointly
+/// contiguously are merged when the walk is built, so the innermost run is
+/// as long as possible: run(bases, fn) then calls fn(outputOffset,
+/// inputOffsets, innerStrides, count) for `count` consecutive outputs,
+/// input i being read at inputOffsets[i] + j * innerStrides[i] for
+/// j < count (offsets start at bases). Build once, run many times.
+template <size_t N> class StridedWalk {
+public:
+  StridedWalk(const std::vector<int64_t> &shape,
+              const std::array<std::vector<int64_t>, N> &strides) {
+    // Drop unit dimensions; merge d into the dimension before it where
+    // every input (and the contiguous output) steps over that dimension
+    // exactly one run of d.
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 0) {
+        empty = true;
+        return;
+      }
+      if (shape[d] == 1)
+        continue;
+      bool merge = !extents.empty();
+      for (size_t i = 0; i < N && merge; ++i)
+        merge = steps[i].back() == strides[i][d] * shape[d];
+      if (merge) {
+        extents.back() *= shape[d];
+        for (size_t i = 0; i < N; ++i)
+          steps[i].back() = strides[i][d];
+        continue;
+      }
+      extents.push_back(shape[d]);
+      for (size_t i = 0; i < N; ++i)
+        steps[i].push_back(strides[i][d]);
+    }
+  }
+
+  template <typename Fn>
+  void run(const std::array<int64_t, N> &bases, Fn &&fn) const {
+    if (empty)
+      return;
+    std::array<int64_t, N> inner;
+    int64_t count = 1;
+    if (extents.empty()) {
+      inner.fill(0);
+    } else {
+      count = extents.back();
+      for (size_t i = 0; i < N; ++i)
+        inner[i] = steps[i].back();
+    }
+    size_t outerRank = extents.empty() ? 0 : extents.size() - 1;
+    if (outerRank == 0) {
+      fn(int64_t(0), bases, inner, count);
+      return;
+    }
+    // The odometer over the outer dimensions; no allocation for the ranks
+    // tensors have in practice.
+    int64_t local[8] = {};
+    std::vector<int64_t> heap;
+    int64_t *index = local;
+    if (outerRank > 8) {
+      heap.assign(outerRank, 0);
+      index = heap.data();
+    }
+    std::array<int64_t, N> offsets = bases;
+    int64_t output = 0;
+    while (true) {
+      fn(output, offsets, inner, count);
+      output += count;
+      size_t d = outerRank;
+      while (true) {
+        --d;
+        for (size_t i = 0; i < N; ++i)
+          offsets[i] += steps[i][d];
+        if (++index[d] < extents[d])
+          break;
+        for (size_t i = 0; i < N; ++i)
+          offsets[i] -= steps[i][d] * extents[d];
+        index[d] = 0;
+        if (d == 0)
+          return;
+      }
+    }
+  }
+
+private:
+  bool empty = false;
+  std::vector<int64_t> extents;
+  std::array<std::vector<int64_t>, N> steps;
+};
+
+/// A StridedWalk built and run once.
+template <size_t N, typename Fn>
+void forEachRun(const std::vector<int64_t> &shape,
+                const std::array<std::vector<int64_t>, N> &strides,
+                const std::array<int64_t, N> &bases, Fn &&fn) {
+  StridedWalk<N>(shape, strides).run(bases, fn);
+}
+
+/// Copies elements of type T into contiguous `output` of `shape`, reading
+/// `input` at element offset `base` with element `strides` (transpose,
+/// slice, expand).
+template <typename T>
+void stridedCopy(const T *input, int64_t base,
+                 const std::vector<int64_t> &strides,
+                 const std::vector<int64_t> &shape, T *output) {
+  forEachRun<1>(shape, {strides}, {base},
+                [&](int64_t out, const std::array<int64_t, 1> &in,
+                    const std::array<int64_t, 1> &step, int64_t count) {
+                  const T *source = input + in[0];
+                  T *target = output + out;
+                  if (step[0] == 1) {
+                    for (int64_t j = 0; j < count; ++j)
+                      target[j] = source[j];
+                  } else {
+                    for (int64_t j = 0; j < count; ++j)
+                      target[j] = source[j * step[0]];
+                  }
+                });
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel entry points, one family per file
+//===----------------------------------------------------------------------===//
+
+// Elementwise.cpp
+Status runNeg(const KernelCall &call);
+Status runAbs(const KernelCall &call);
+Status runSqrt(const KernelCall &call);
+Status runReciprocal(const KernelCall &call);
+Status runExp(const KernelCall &call);
+Status runLog(const KernelCall &call);
+Status runErf(const KernelCall &call);
+Status runTanh(const KernelCall &call);
+Status runSigmoid(const KernelCall &call);
+Status runRelu(const KernelCall &call);
+Status runCos(const KernelCall &call);
+Status runSin(const KernelCall &call);
+Status runSilu(const KernelCall &call);
+Status runGelu(const KernelCall &call);
+Status runAdd(const KernelCall &call);
+Status runSub(const KernelCall &call);
+Status runMul(const KernelCall &call);
+Status runDiv(const KernelCall &call);
+Status runPow(const KernelCall &call);
+Status runMax(const KernelCall &call);
+Status runMin(const KernelCall &call);
+Status runEqual(const KernelCall &call);
+Status runLess(const KernelCall &call);
+Status runGreater(const KernelCall &call);
+Status runWhere(const KernelCall &call);
+Status runCast(const KernelCall &call);
+
+// Matmul.cpp
+Status runMatmul(const KernelCall &call);
+
+// Attention.cpp
+Status runAttention(const KernelCall &call);
+
+// Normalization.cpp
+Status runLayerNorm(const KernelCall &call);
+Status runRmsNorm(const KernelCall &call);
+Status runSoftmax(const KernelCall &call);
+Status runReduceMean(const KernelCall &call);
+Status runReduceSum(const KernelCall &call);
+Status runReduceMax(const KernelCall &call);
+
+// DataMovement.cpp
+Status runTranspose(const KernelCall &call);
+Status runSlice(const KernelCall &call);
+Status runConcat(const KernelCall &call);
+Status runGather(const KernelCall &call);
+Status runEmbedding(const KernelCall &call);
+Status runExpand(const KernelCall &call);
+Status runReshape(const KernelCall &call);
+
+} // namespace zplan::cpu::detail
+
+#endif // ZPLAN_RUNTIME_CPU_KERNELSUPPORT_H

@@ -1,0 +1,302 @@
+//===- Kernels.cpp - op name -> CPU kernel, and the shared helpers --------===//
+//
+// The dispatch table from nn op names (as the plan emitter writes them,
+// without "nn.") to the kernel families in this directory, the BLAS thread
+// setting, and the attribute/shape helpers of KernelSupport.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/KernelSupport.h"
+
+#include <cblas.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <unordered_map>
+
+namespace zplan::cpu {
+
+using namespace detail;
+
+int64_t TensorRef::numElements() const {
+  int64_t count = 1;
+  for (int64_t extent : shape)
+    count *= extent;
+  return count;
+}
+
+namespace {
+
+/// Set once the thread count is decided: by setBlasThreads(), or by the
+/// first kernel call (1 thread, unless the environment names a count).
+std::atomic<bool> blasThreadsChosen{false};
+
+void chooseDefaultBlasThreads() {
+  if (blasThreadsChosen.exchange(true))
+    return;
+  // OpenBLAS otherwise starts one thread per core, and ranks share cores.
+  if (!std::getenv("OPENBLAS_NUM_THREADS") && !std::getenv("OMP_NUM_THREADS"))
+    openblas_set_num_threads(1);
+}
+
+const std::unordered_map<std::string_view, KernelFunction> &kernelTable() {
+  static const std::unordered_map<std::string_view, KernelFunction> table = {
+      // Elementwise.cpp
+      {"neg", runNeg},
+      {"abs", runAbs},
+      {"sqrt", runSqrt},
+      {"reciprocal", runReciprocal},
+      {"exp", runExp},
+      {"log", runLog},
+      {"erf", runErf},
+      {"tanh", runTanh},
+      {"sigmoid", runSigmoid},
+      {"relu", runRelu},
+      {"cos", runCos},
+      {"sin", runSin},
+      {"silu", runSilu},
+      {"gelu", runGelu},
+      {"add", runAdd},
+      {"sub", runSub},
+      {"mul", runMul},
+      {"div", runDiv},
+      {"pow", runPow},
+      {"max", runMax},
+      {"min", runMin},
+      {"equal", runEqual},
+      {"less", runLess},
+      {"greater", runGreater},
+      {"where", runWhere},
+      {"cast", runCast},
+      // Matmul.cpp, Attention.cpp
+      {"matmul", runMatmul},
+      {"attention", runAttention},
+      // Normalization.cpp
+      {"layer_norm", runLayerNorm},
+      {"rms_norm", runRmsNorm},
+      {"softmax", runSoftmax},
+      {"reduce_mean", runReduceMean},
+      {"reduce_sum", runReduceSum},
+      {"reduce_max", runReduceMax},
+      // DataMovement.cpp
+      {"transpose", runTranspose},
+      {"slice", runSlice},
+      {"concat", runConcat},
+      {"gather", runGather},
+      {"embedding", runEmbedding},
+      {"expand", runExpand},
+      {"reshape", runReshape},
+  };
+  return table;
+}
+
+} // namespace
+
+plan::Status runKernel(const plan::Instruction &instruction,
+                       const std::vector<TensorRef> &operands,
+                       const std::vector<TensorRef> &results) {
+  const auto &table = kernelTable();
+  auto found = table.find(instruction.op());
+  if (found == table.end())
+    return plan::Status::error(instruction.op() +
+                               ": no CPU kernel for this op");
+  chooseDefaultBlasThreads();
+  return found->second(KernelCall{instruction, operands, results});
+}
+
+bool hasKernel(const std::string &op) { return kernelTable().count(op) != 0; }
+
+void setBlasThreads(int threads) {
+  blasThreadsChosen = true;
+  openblas_set_num_threads(threads < 1 ? 1 : threads);
+}
+
+//===----------------------------------------------------------------------===//
+// KernelSupport.h
+//===----------------------------------------------------------------------===//
+
+namespace detail {
+
+Status KernelCall::error(const std::string &message) const {
+  return Status::error(op() + ": " + message);
+}
+
+const plan::Attribute *findAttribute(const KernelCall &call,
+                                     std::string_view name) {
+  for (const plan::Attribute &attribute : call.instruction.attributes())
+    if (attribute.name() == name)
+      return &attribute;
+  return nullptr;
+}
+
+Status intAttribute(const KernelCall &call, std::string_view name,
+                    int64_t &value) {
+  const plan::Attribute *attribute = findAttribute(call, name);
+  if (!attribute)
+    return call.error("missing attribute '" + std::string(name) + "'");
+  if (attribute->ints_size() != 1)
+    return call.error("attribute '" + std::string(name) +
+                      "' should hold one integer, holds " +
+                      std::to_string(attribute->ints_size()));
+  value = attribute->ints(0);
+  return Status::success();
+}
+
+int64_t intAttributeOr(const KernelCall &call, std::string_view name,
+                       int64_t fallback) {
+  const plan::Attribute *attribute = findAttribute(call, name);
+  return attribute && attribute->ints_size() == 1 ? attribute->ints(0)
+                                                  : fallback;
+}
+
+Status intsAttribute(const KernelCall &call, std::string_view name,
+                     std::vector<int64_t> &values) {
+  const plan::Attribute *attribute = findAttribute(call, name);
+  if (!attribute)
+    return call.error("missing attribute '" + std::string(name) + "'");
+  values.assign(attribute->ints().begin(), attribute->ints().end());
+  return Status::success();
+}
+
+Status floatAttribute(const KernelCall &call, std::string_view name,
+                      double &value) {
+  const plan::Attribute *attribute = findAttribute(call, name);
+  if (!attribute)
+    return call.error("missing attribute '" + std::string(name) + "'");
+  if (attribute->floats_size() != 1)
+    return call.error("attribute '" + std::string(name) +
+                      "' should hold one float, holds " +
+                      std::to_string(attribute->floats_size()));
+  value = attribute->floats(0);
+  return Status::success();
+}
+
+std::string textAttributeOr(const KernelCall &call, std::string_view name,
+                            const std::string &fallback) {
+  const plan::Attribute *attribute = findAttribute(call, name);
+  return attribute ? attribute->text() : fallback;
+}
+
+std::string formatShape(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t d = 0; d < shape.size(); ++d)
+    text += (d ? ", " : "") + std::to_string(shape[d]);
+  return text + "]";
+}
+
+const char *dataTypeName(plan::DataType type) {
+  switch (type) {
+  case plan::F32:
+    return "f32";
+  case plan::F16:
+    return "f16";
+  case plan::BF16:
+    return "bf16";
+  case plan::F64:
+    return "f64";
+  case plan::I64:
+    return "i64";
+  case plan::I32:
+    return "i32";
+  case plan::I8:
+    return "i8";
+  case plan::U8:
+    return "u8";
+  case plan::BOOL:
+    return "bool";
+  default:
+    return "unspecified";
+  }
+}
+
+int64_t elementBytes(plan::DataType type) {
+  return static_cast<int64_t>(plan::dataTypeSize(type));
+}
+
+Status expectArity(const KernelCall &call, size_t minimum, size_t maximum,
+                   size_t results) {
+  size_t count = call.operands.size();
+  if (count < minimum || count > maximum) {
+    std::string expected =
+        minimum == maximum
+            ? std::to_string(minimum)
+            : std::to_string(minimum) + " to " + std::to_string(maximum);
+    return call.error("takes " + expected + " operands, got " +
+                      std::to_string(count));
+  }
+  if (call.results.size() != results)
+    return call.error("has " + std::to_string(results) + " result" +
+                      (results == 1 ? "" : "s") + ", got " +
+                      std::to_string(call.results.size()));
+  return Status::success();
+}
+
+Status expectType(const KernelCall &call, const char *what,
+                  const TensorRef &tensor, plan::DataType type) {
+  if (tensor.dtype == type)
+    return Status::success();
+  return call.error(std::string(what) + " has element type " +
+                    dataTypeName(tensor.dtype) + ", expected " +
+                    dataTypeName(type));
+}
+
+Status expectShape(const KernelCall &call, const char *what,
+                   const TensorRef &tensor, const std::vector<int64_t> &shape) {
+  if (tensor.shape == shape)
+    return Status::success();
+  return call.error(std::string(what) + " has shape " +
+                    formatShape(tensor.shape) + ", expected " +
+                    formatShape(shape));
+}
+
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= shape[d];
+  }
+  return strides;
+}
+
+bool broadcastStrides(const std::vector<int64_t> &shape,
+                      const std::vector<int64_t> &target,
+                      std::vector<int64_t> &strides) {
+  if (shape.size() > target.size())
+    return false;
+  std::vector<int64_t> own = contiguousStrides(shape);
+  size_t lead = target.size() - shape.size();
+  strides.assign(target.size(), 0);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == target[lead + d])
+      strides[lead + d] = shape[d] == 1 ? 0 : own[d];
+    else if (shape[d] != 1)
+      return false;
+  }
+  return true;
+}
+
+bool broadcastShapes(const std::vector<int64_t> &a,
+                     const std::vector<int64_t> &b,
+                     std::vector<int64_t> &result) {
+  size_t rank = std::max(a.size(), b.size());
+  result.assign(rank, 1);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t x = d < rank - a.size() ? 1 : a[d - (rank - a.size())];
+    int64_t y = d < rank - b.size() ? 1 : b[d - (rank - b.size())];
+    if (x != y && x != 1 && y != 1)
+      return false;
+    result[d] = x == 1 ? y : x;
+  }
+  return true;
+}
+
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
+  int64_t count = 1;
+  for (size_t d = begin; d < shape.size() && d < end; ++d)
+    count *= shape[d];
+  return count;
+}
+
+} // namespace detail
+} // namespace zplan::cpu

@@ -1,0 +1,181 @@
+//===- Matmul.cpp - nn.matmul through BLAS --------------------------------===//
+//
+// numpy matmul semantics (batch dimensions broadcast, a rank-1 operand is
+// promoted and its unit dimension dropped from the result), `transpose_rhs`
+// read by the GEMM itself, and the optional bias broadcast to the result:
+// the bias is written into the result first and the GEMM accumulates onto
+// it (beta = 1), so a Linear layer is one pass over its output.
+//
+// When the rhs has no batch of its own (a weight shared by every batch
+// entry), the lhs batch is contiguous rows of one [B*M, K] matrix and the
+// whole product is a single GEMM -- the case that dominates a transformer.
+// Otherwise one GEMM runs per result batch entry.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/KernelSupport.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+
+namespace zplan::cpu::detail {
+
+namespace {
+
+/// Row-major C = alpha * A * op(B) + beta * C.
+void gemm(bool transposeB, int m, int n, int k, const float *a, int lda,
+          const float *b, int ldb, float beta, float *c, int ldc) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans,
+              transposeB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b,
+              ldb, beta, c, ldc);
+}
+
+void gemm(bool transposeB, int m, int n, int k, const double *a, int lda,
+          const double *b, int ldb, double beta, double *c, int ldc) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans,
+              transposeB ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda, b,
+              ldb, beta, c, ldc);
+}
+
+bool fitsBlas(int64_t value) { return value >= 0 && value <= INT_MAX; }
+
+/// The shapes of one matmul, after rank-1 promotion.
+struct MatmulShape {
+  int64_t m = 0, n = 0, k = 0;
+  bool transposeRhs = false, rhsVector = false;
+  std::vector<int64_t> lhsBatch, rhsBatch, batch;
+};
+
+Status inferShape(const KernelCall &call, MatmulShape &shape) {
+  const std::vector<int64_t> &lhs = call.operands[0].shape;
+  const std::vector<int64_t> &rhs = call.operands[1].shape;
+  if (lhs.empty() || rhs.empty())
+    return call.error("operands must have rank >= 1, got lhs " +
+                      formatShape(lhs) + " and rhs " + formatShape(rhs));
+  shape.transposeRhs = intAttributeOr(call, "transpose_rhs", 0) != 0;
+  if (shape.transposeRhs && rhs.size() < 2)
+    return call.error("transpose_rhs needs rhs of rank >= 2, got " +
+                      formatShape(rhs));
+  bool lhsVector = lhs.size() == 1;
+  shape.rhsVector = rhs.size() == 1;
+  shape.m = lhsVector ? 1 : lhs[lhs.size() - 2];
+  shape.k = lhs.back();
+  int64_t rhsK;
+  if (shape.rhsVector) {
+    rhsK = rhs[0];
+    shape.n = 1;
+  } else if (shape.transposeRhs) {
+    shape.n = rhs[rhs.size() - 2];
+    rhsK = rhs.back();
+  } else {
+    rhsK = rhs[rhs.size() - 2];
+    shape.n = rhs.back();
+  }
+  if (shape.k != rhsK)
+    return call.error("contraction dimensions differ: lhs " + formatShape(lhs) +
+                      " has " + std::to_string(shape.k) + ", rhs " +
+                      formatShape(rhs) + " has " + std::to_string(rhsK));
+  if (!lhsVector)
+    shape.lhsBatch.assign(lhs.begin(), lhs.end() - 2);
+  if (!shape.rhsVector)
+    shape.rhsBatch.assign(rhs.begin(), rhs.end() - 2);
+  if (!broadcastShapes(shape.lhsBatch, shape.rhsBatch, shape.batch))
+    return call.error("batch dimensions do not broadcast: " + formatShape(lhs) +
+                      " and " + formatShape(rhs));
+  std::vector<int64_t> expected = shape.batch;
+  if (!lhsVector)
+    expected.push_back(shape.m);
+  if (!shape.rhsVector)
+    expected.push_back(shape.n);
+  return expectShape(call, "result", call.results[0], expected);
+}
+
+template <typename T>
+Status multiply(const KernelCall &call, const MatmulShape &shape) {
+  const TensorRef &lhsRef = call.operands[0], &rhsRef = call.operands[1],
+                  &resultRef = call.results[0];
+  const T *lhs = lhsRef.as<T>();
+  const T *rhs = rhsRef.as<T>();
+  T *result = resultRef.as<T>();
+  int64_t m = shape.m, n = shape.n, k = shape.k;
+  int64_t batchCount = product(shape.batch);
+
+  T beta = 0;
+  if (call.operands.size() == 3) {
+    const TensorRef &bias = call.operands[2];
+    std::vector<int64_t> strides;
+    if (!broadcastStrides(bias.shape, resultRef.shape, strides))
+      return call.error("bias of shape " + formatShape(bias.shape) +
+                        " does not broadcast to the result shape " +
+                        formatShape(resultRef.shape));
+    stridedCopy(bias.as<T>(), 0, strides, resultRef.shape, result);
+    beta = 1;
+  }
+  if (m == 0 || n == 0 || batchCount == 0)
+    return Status::success();
+  if (k == 0) { // an empty sum: the bias, or zeros
+    if (beta == 0)
+      std::fill(result, result + resultRef.numElements(), T(0));
+    return Status::success();
+  }
+  if (!fitsBlas(m) || !fitsBlas(n) || !fitsBlas(k))
+    return call.error("dimensions M=" + std::to_string(m) +
+                      " N=" + std::to_string(n) + " K=" + std::to_string(k) +
+                      " exceed the BLAS integer range");
+  int lda = static_cast<int>(k);
+  int ldb = shape.rhsVector ? 1 : static_cast<int>(shape.transposeRhs ? k : n);
+  int ldc = static_cast<int>(n);
+
+  // A weight shared by the whole batch: the lhs batch entries are the
+  // consecutive row blocks of one [batch * M, K] matrix.
+  if (product(shape.rhsBatch) == 1 && fitsBlas(batchCount * m)) {
+    gemm(shape.transposeRhs, static_cast<int>(batchCount * m),
+         static_cast<int>(n), static_cast<int>(k), lhs, lda, rhs, ldb, beta,
+         result, ldc);
+    return Status::success();
+  }
+
+  // One GEMM per result batch entry; strides count whole matrices.
+  std::vector<int64_t> lhsStrides, rhsStrides;
+  broadcastStrides(shape.lhsBatch, shape.batch, lhsStrides);
+  broadcastStrides(shape.rhsBatch, shape.batch, rhsStrides);
+  int64_t lhsMatrix = m * k, rhsMatrix = k * n, resultMatrix = m * n;
+  forEachRun<2>(shape.batch, {lhsStrides, rhsStrides}, {0, 0},
+                [&](int64_t out, const std::array<int64_t, 2> &in,
+                    const std::array<int64_t, 2> &step, int64_t count) {
+                  for (int64_t j = 0; j < count; ++j)
+                    gemm(shape.transposeRhs, static_cast<int>(m),
+                         static_cast<int>(n), static_cast<int>(k),
+                         lhs + (in[0] + j * step[0]) * lhsMatrix, lda,
+                         rhs + (in[1] + j * step[1]) * rhsMatrix, ldb, beta,
+                         result + (out + j) * resultMatrix, ldc);
+                });
+  return Status::success();
+}
+
+} // namespace
+
+Status runMatmul(const KernelCall &call) {
+  if (Status status = expectArity(call, 2, 3); !status.ok())
+    return status;
+  const TensorRef &lhs = call.operands[0];
+  const char *names[] = {"rhs", "bias"};
+  for (size_t i = 1; i < call.operands.size(); ++i)
+    if (Status status =
+            expectType(call, names[i - 1], call.operands[i], lhs.dtype);
+        !status.ok())
+      return status;
+  if (Status status = expectType(call, "result", call.results[0], lhs.dtype);
+      !status.ok())
+    return status;
+  MatmulShape shape;
+  if (Status status = inferShape(call, shape); !status.ok())
+    return status;
+  return dispatchFloatType(call, "lhs", lhs.dtype, [&](auto tag) {
+    return multiply<typename decltype(tag)::type>(call, shape);
+  });
+}
+
+} // namespace zplan::cpu::detail
