@@ -40,6 +40,15 @@ Hugging Face modules, in the forms zcc's patterns recognise):
               The token embedding wte is tied: the embedding Gather and the LM
               head MatMul(x, Transpose(wte)) read the same initializer.
 
+One more model has REAL weights, for bench/zrun_bench.py, which runs it:
+
+  llama-medium  the llama2-70b graph above at 8 layers, hidden 1024, 16
+              heads, 4 kv heads, intermediate 2816, vocab 32000, float32
+              (155,730,944 parameters, 623 MB). Every parameter is drawn
+              from numpy's default_rng with a fixed seed (RandomValues) and
+              written in full. It is built only when named (--only, or
+              ensure_models from the bench), never by default.
+
 Files go to a cache directory (default: build/bench-models under the
 repository; `build/` is not committed), one sub-directory per model:
 MODEL/MODEL.onnx plus MODEL/MODEL.weights (the sparse file) and
@@ -47,7 +56,8 @@ MODEL/manifest.json. A model is rebuilt when any of them is missing or when
 this script has changed since it was written (the manifest records the
 script's SHA-256).
 
-    python3 bench/make_shaped_models.py                  # both models
+    python3 bench/make_shaped_models.py                  # both shaped models
+    python3 bench/make_shaped_models.py --only llama-medium   # 623 MB written
     python3 bench/make_shaped_models.py --only gpt2-small --cache-dir /tmp/m
 """
 
@@ -71,16 +81,45 @@ OPSET = 17
 ALIGNMENT = 64
 
 
+class RandomValues:
+    """Real parameter values, drawn from one seeded generator in the order
+    the parameters are declared and written at their ranges of `handle`.
+
+    A 1-D parameter (a norm's gain) is 1 + N(0, 0.1^2); a 2-D one [rows,
+    cols] is N(0, 1/cols): torch.nn.Linear keeps [out, in], so every output
+    of a Linear has about the variance of its input, and an embedding row
+    has about unit norm. Values are drawn in float32 and cast to the
+    parameter's type.
+    """
+
+    def __init__(self, handle, seed):
+        self.handle = handle
+        self.rng = np.random.default_rng(seed)
+
+    def write(self, offset, shape, dtype):
+        values = self.rng.standard_normal(shape, dtype=np.float32)
+        if len(shape) == 1:
+            values = 1.0 + np.float32(0.1) * values
+        else:
+            values *= np.float32(1.0 / math.sqrt(shape[-1]))
+        values = values.astype(helper.tensor_dtype_to_np_dtype(dtype), copy=False)
+        self.handle.seek(offset)
+        self.handle.write(np.ascontiguousarray(values).data)
+
+
 class GraphBuilder:
     """Nodes, small constants and external-data parameters of one graph.
 
-    Parameters get consecutive, aligned ranges in a single weights file;
-    nothing is written for them until `save`, which only sets the file's size.
+    Parameters get consecutive, aligned ranges in a single weights file. With
+    `values=None` (the shaped models) nothing is written for them: the caller
+    only sets the file's size. With a RandomValues, each parameter's values
+    are drawn and written at its range as it is declared.
     """
 
-    def __init__(self, name, weights_file):
+    def __init__(self, name, weights_file, values=None):
         self.name = name
         self.weights_file = weights_file
+        self.values = values
         self.nodes = []
         self.initializers = []
         self.offset = 0
@@ -92,7 +131,7 @@ class GraphBuilder:
         return f"/{hint}_{self.counter}"
 
     def parameter(self, name, shape, dtype):
-        """A weight stored as external data in the shared sparse file."""
+        """A weight stored as external data in the model's one weights file."""
         tensor = TensorProto()
         tensor.name = name
         tensor.data_type = dtype
@@ -100,6 +139,8 @@ class GraphBuilder:
         tensor.data_location = TensorProto.EXTERNAL
         length = int(np.prod(shape)) * np.dtype(helper.tensor_dtype_to_np_dtype(dtype)).itemsize
         self.offset = (self.offset + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        if self.values is not None:
+            self.values.write(self.offset, shape, dtype)
         for key, value in (("location", self.weights_file),
                            ("offset", str(self.offset)),
                            ("length", str(length))):
@@ -191,7 +232,9 @@ def repeat_kv(g, states, kv_heads, repeats, head_dim):
 
 
 def build_llama(g, cfg):
-    dtype = TensorProto.FLOAT16
+    # float16 unless the configuration names another type.
+    np_dtype = np.dtype(cfg.get("dtype", "float16"))
+    dtype = helper.np_dtype_to_tensor_dtype(np_dtype)
     hidden, heads, kv_heads = cfg["hidden"], cfg["heads"], cfg["kv_heads"]
     head_dim = hidden // heads
     kv_dim = kv_heads * head_dim
@@ -201,10 +244,12 @@ def build_llama(g, cfg):
     x = g.op("Gather", [embed, "input_ids"], axis=0)
 
     # Causal additive mask [1, 1, S, S]: 0 on and below the diagonal, the
-    # float16 minimum above it. Everything folds once S is known.
+    # type's minimum above it (-65504 in float16), as Hugging Face builds it.
+    # Everything folds once S is known.
     length = sequence_length(g)
     filled = g.op("ConstantOfShape", [square_shape(g, length)],
-                  value=helper.make_tensor("value", dtype, [1], [-65504.0]))
+                  value=helper.make_tensor("value", dtype, [1],
+                                           [float(np.finfo(np_dtype).min)]))
     upper = g.op("Trilu", [filled, g.ints(1)], upper=1)
     mask = g.op("Unsqueeze", [upper, g.ints([0, 1])])
     scale = g.constant(math.sqrt(head_dim), dtype)
@@ -346,6 +391,20 @@ MODELS = {
     "gpt2-small": (build_gpt2, GPT2_SMALL),
 }
 
+#===------------------------------------------------------------------------===#
+# Models with real random weights (bench/zrun_bench.py)
+#===------------------------------------------------------------------------===#
+
+# Llama's graph at a size one CPU core runs in well under a second.
+LLAMA_MEDIUM = dict(layers=8, hidden=1024, heads=16, kv_heads=4,
+                    intermediate=2816, vocab=32000, eps=1e-5, dtype="float32")
+
+# name -> (builder, configuration, seed of RandomValues). Built only when
+# asked for by name: their weights file is written in full.
+WEIGHTED_MODELS = {
+    "llama-medium": (build_llama, LLAMA_MEDIUM, 20261130),
+}
+
 
 #===------------------------------------------------------------------------===#
 # Cache
@@ -377,17 +436,22 @@ def is_current(cache_dir, name):
 
 def write_model(cache_dir, name):
     """Builds `name` and writes it atomically: weights, graph, then manifest."""
-    build, cfg = MODELS[name]
+    if name in MODELS:
+        (build, cfg), seed = MODELS[name], None
+    else:
+        build, cfg, seed = WEIGHTED_MODELS[name]
     directory, onnx_path, weights_path, manifest_path = model_paths(cache_dir, name)
     os.makedirs(directory, exist_ok=True)
-    g = GraphBuilder(name, os.path.basename(weights_path))
-    model = build(g, cfg)
 
-    # The sparse file: only its size is set, no block is written.
     temporary = weights_path + ".partial"
-    with open(temporary, "wb"):
-        pass
-    os.truncate(temporary, g.offset)
+    with open(temporary, "wb") as handle:
+        # A shaped model's file is sparse: only its size is set, no block is
+        # written. A weighted one gets every parameter's values as it is
+        # declared.
+        values = None if seed is None else RandomValues(handle, seed)
+        g = GraphBuilder(name, os.path.basename(weights_path), values)
+        model = build(g, cfg)
+        handle.truncate(g.offset)
     os.replace(temporary, weights_path)
 
     serialized = model.SerializeToString()
@@ -409,6 +473,7 @@ def write_model(cache_dir, name):
         "config": cfg,
         "parameters": g.parameter_count,
         "weights_bytes": g.offset,
+        "random_weights_seed": seed,
         "onnx_bytes": len(serialized),
         "nodes": len(model.graph.node),
         "generator_sha256": script_digest(),
@@ -426,8 +491,10 @@ def ensure_models(cache_dir, names, force=False, log=sys.stderr):
     for name in names:
         if force or not is_current(cache_dir, name):
             manifest = write_model(cache_dir, name)
+            kind = ("sparse" if manifest["random_weights_seed"] is None else
+                    f"random (seed {manifest['random_weights_seed']})")
             print(f"make_shaped_models: wrote {name}: {manifest['parameters']:,} "
-                  f"parameters, {manifest['weights_bytes']:,} B sparse weights, "
+                  f"parameters, {manifest['weights_bytes']:,} B {kind} weights, "
                   f"{manifest['nodes']} nodes", file=log)
         paths[name] = model_paths(cache_dir, name)[1]
     return paths
@@ -436,8 +503,10 @@ def ensure_models(cache_dir, names, force=False, log=sys.stderr):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache-dir", default=DEFAULT_CACHE_DIR)
-    parser.add_argument("--only", action="append", choices=sorted(MODELS),
-                        help="build just this model (repeatable)")
+    parser.add_argument("--only", action="append",
+                        choices=sorted(MODELS) + sorted(WEIGHTED_MODELS),
+                        help="build just this model (repeatable); the models "
+                             "with random weights are built only this way")
     parser.add_argument("--force", action="store_true",
                         help="rebuild even when the cached model is current")
     args = parser.parse_args()

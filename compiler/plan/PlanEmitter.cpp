@@ -267,6 +267,12 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
       uint32_t group = groupIndex.lookup(start.getGroupAttr().getValue());
       if (result.plan.groups(group).persistent())
         continue; // Gathered once at load.
+      // On one rank the shard is the whole group: its tensors are read in
+      // place, with no collective, no copy and no arena bytes.
+      if (result.plan.world_size() == 1) {
+        tokenCopy[start.getToken()] = shardBuffer.lookup(group);
+        continue;
+      }
       const plan::Group &entry = result.plan.groups(group);
       auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
           start, start.getGroupAttr());
@@ -297,9 +303,10 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
       zero::GatherStartOp start = wait.getStart();
       uint32_t group = groupIndex.lookup(start.getGroupAttr().getValue());
       bool persistent = result.plan.groups(group).persistent();
+      bool inPlace = persistent || result.plan.world_size() == 1;
       uint32_t base =
           persistent ? persistentBuffer.lookup(group) : tokenCopy.lookup(wait.getToken());
-      if (!persistent) {
+      if (!inPlace) {
         plan::Instruction &instruction =
             addInstruction(plan::COMPUTE, "wait", nullptr, 0);
         instruction.set_location("@" + result.plan.groups(group).name());
@@ -322,6 +329,8 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
     }
     if (auto release = llvm::dyn_cast<zero::ReleaseOp>(op)) {
       uint32_t copy = baseOf(valueBuffer.lookup(release.getTensors()[0]));
+      if (buffer(copy).kind() != plan::Buffer::ARENA)
+        continue; // Read in place (one rank): nothing to release.
       plan::Instruction &instruction =
           addInstruction(plan::COMPUTE, "release", nullptr, 0);
       instruction.add_operands(copy);

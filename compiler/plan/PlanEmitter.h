@@ -11,7 +11,8 @@
 //   - COMPUTE `wait` for each zero.gather_wait, `release` for each
 //     zero.release, and one instruction per nn compute op.
 // Views (nn.reshape, a parameter inside its gathered group) are buffers with
-// `view_of` and take no arena space of their own.
+// `view_of` and take no arena space of their own. On one rank a shard is its
+// whole group: no collective is emitted and parameters are read in place.
 //
 //===----------------------------------------------------------------------===//
 
