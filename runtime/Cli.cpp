@@ -223,6 +223,11 @@ Status parseArguments(int argc, char **argv, Arguments &arguments) {
     for (const Binding &output : arguments.outputs)
       if (!paths.insert(output.path).second)
         return failure("two outputs are written to ", inQuotes(output.path));
+    // The trace is written last: it would replace an output silently.
+    for (const Binding &output : arguments.outputs)
+      if (output.path == arguments.tracePath)
+        return failure("the trace and output ", inQuotes(output.name),
+                       " are both written to ", inQuotes(output.path));
   }
   return Status::success();
 }
@@ -737,16 +742,17 @@ int zplan::zrunMain(int argc, char **argv) {
     std::cout << kUsage;
     return 0;
   }
-  // Only `run` starts MPI: a usage error outside it, or inspect, needs none.
-  if (!parsed.ok() && arguments.command != "run") {
-    // Without MPI the ranks cannot agree on who prints; under mpirun, let
-    // only the first process say it.
-    const char *launchedRank = std::getenv("OMPI_COMM_WORLD_RANK");
-    if (!launchedRank || std::string(launchedRank) == "0")
-      printError(parsed.message());
+  // Only `run` starts MPI: a usage error outside it, or inspect, needs none,
+  // unless mpirun launched this process. Then a rank that exits non-zero
+  // gets mpirun to kill the others, perhaps before the one chosen to print
+  // has printed: agree through MPI, as `run` does, so that the line is
+  // printed before any rank exits.
+  bool launchedByMpirun = std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
+  if (!parsed.ok() && arguments.command != "run" && !launchedByMpirun) {
+    printError(parsed.message());
     return 1;
   }
-  if (arguments.command == "inspect")
+  if (parsed.ok() && arguments.command == "inspect")
     return inspect(arguments);
 
   std::unique_ptr<comm::MpiCommunicator> communicator;

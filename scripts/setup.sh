@@ -14,7 +14,9 @@ debian_packages=(
   libopenmpi-dev openmpi-bin libopenblas-dev
   libgtest-dev libbenchmark-dev
 )
-python_modules=(onnx onnxruntime numpy)
+# module:package pairs (the test suite reads plans from Python through
+# protobuf's generated classes).
+python_modules=(onnx:onnx onnxruntime:onnxruntime numpy:numpy google.protobuf:protobuf)
 
 missing=()
 for package in "${debian_packages[@]}"; do
@@ -33,8 +35,8 @@ fi
 
 python=${PYTHON:-python3}
 missing_py=()
-for module in "${python_modules[@]}"; do
-  "$python" -c "import $module" 2>/dev/null || missing_py+=("$module")
+for pair in "${python_modules[@]}"; do
+  "$python" -c "import ${pair%%:*}" 2>/dev/null || missing_py+=("${pair##*:}")
 done
 if [ ${#missing_py[@]} -gt 0 ]; then
   echo "setup: installing Python packages: ${missing_py[*]}"
