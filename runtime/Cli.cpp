@@ -39,18 +39,12 @@
 
 using namespace zplan;
 using plan::Status;
+using plan::failure;
+using plan::inQuotes;
 
 namespace {
 
-template <typename... Pieces> Status failure(const Pieces &...pieces) {
-  std::ostringstream os;
-  (os << ... << pieces);
-  return Status::error(os.str());
-}
 
-std::string inQuotes(std::string_view text) {
-  return "'" + std::string(text) + "'";
-}
 
 /// Prints `zrun: error: MESSAGE` as one write, so that lines from several
 /// ranks (mpirun merges their stderr) do not interleave.

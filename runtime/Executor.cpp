@@ -24,18 +24,12 @@
 
 using namespace zplan;
 using plan::Status;
+using plan::failure;
+using plan::inQuotes;
 
 namespace {
 
-template <typename... Pieces> Status failure(const Pieces &...pieces) {
-  std::ostringstream os;
-  (os << ... << pieces);
-  return Status::error(os.str());
-}
 
-std::string inQuotes(std::string_view text) {
-  return "'" + std::string(text) + "'";
-}
 
 std::string groupName(const plan::Plan &plan, uint32_t group) {
   return "@" + plan.groups(group).name();

@@ -15,14 +15,11 @@
 
 using namespace zplan;
 using plan::Status;
+using plan::failure;
+using plan::inQuotes;
 
 namespace {
 
-template <typename... Pieces> Status failure(const Pieces &...pieces) {
-  std::ostringstream os;
-  (os << ... << pieces);
-  return Status::error(os.str());
-}
 
 uint64_t roundUp(uint64_t bytes) {
   return (bytes + kMemoryAlignment - 1) / kMemoryAlignment * kMemoryAlignment;

@@ -23,18 +23,12 @@
 using namespace zplan;
 using namespace zplan::npy;
 using plan::Status;
+using plan::failure;
+using plan::inQuotes;
 
 namespace {
 
-template <typename... Pieces> Status failure(const Pieces &...pieces) {
-  std::ostringstream os;
-  (os << ... << pieces);
-  return Status::error(os.str());
-}
 
-std::string inQuotes(std::string_view text) {
-  return "'" + std::string(text) + "'";
-}
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicBytes = 6;

@@ -28,16 +28,7 @@ namespace {
 // Messages
 //===----------------------------------------------------------------------===//
 
-/// Builds a failed Status from the streamed pieces of one line.
-template <typename... Pieces> Status failure(const Pieces &...pieces) {
-  std::ostringstream os;
-  (os << ... << pieces);
-  return Status::error(os.str());
-}
 
-std::string inQuotes(std::string_view text) {
-  return "'" + std::string(text) + "'";
-}
 
 std::string typeName(DataType type) {
   const std::string &name = DataType_Name(type);

@@ -19,6 +19,7 @@
 #include "runtime/plan/plan.pb.h"
 
 #include <cstdint>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -52,6 +53,19 @@ private:
   bool failed = false;
   std::string text;
 };
+
+/// A failed Status whose message is the streamed pieces, so every runtime
+/// message is built the same way: failure("buffer ", id, " is ", what).
+template <typename... Pieces> Status failure(const Pieces &...pieces) {
+  std::ostringstream os;
+  (os << ... << pieces);
+  return Status::error(os.str());
+}
+
+/// 'text', as messages quote names.
+inline std::string inQuotes(std::string_view text) {
+  return "'" + std::string(text) + "'";
+}
 
 /// Bytes per element of `type`; 0 for DATA_TYPE_UNSPECIFIED and for values
 /// this reader does not know (a newer plan's enum value).
