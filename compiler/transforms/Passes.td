@@ -149,8 +149,11 @@ def Prefetch : Pass<"zplan-prefetch", "::mlir::ModuleOp"> {
     2. while at every op it passes the gathered copy still fits the memory
        budget, and the gathers in flight stay within `max-in-flight` and
        `max-in-flight-bytes`;
-    3. and only until the compute it overlaps (cost model of `hardware`)
-       covers the collective's time: holding the copy longer buys nothing.
+    3. at least to right after the previous group's wait (where hook-based
+       ZeRO-3 would issue it), then only until the compute it overlaps
+       (cost model of `hardware`) covers the collective's time plus that of
+       the collectives queued ahead of it: holding the copy longer buys
+       nothing.
     With `policy=jit`, a start moves at most to the previous group's wait
     (hook-based ZeRO-3 prefetches one module ahead).
 

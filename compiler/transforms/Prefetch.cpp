@@ -110,9 +110,26 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
       overlapped += cost.computeSeconds(op);
 
     int moved = 0;
+    // The default policy goes at least as far as jit (right after the
+    // previous group's wait), then on until the compute in between covers
+    // the collective and the ones queued ahead of it on the comm queue.
+    // (The first group has no previous wait: only the cost stop applies.)
+    bool pastHookDistance = true;
+    for (Operation *op = start->getPrevNode(); op; op = op->getPrevNode())
+      if (llvm::isa<zero::GatherWaitOp>(op))
+        pastHookDistance = false;
     while (Operation *previous = start->getPrevNode()) {
-      if (policy == "default" && overlapped >= needed)
-        break;
+      if (llvm::isa<zero::GatherWaitOp>(previous))
+        pastHookDistance = true;
+      if (policy == "default" && pastHookDistance) {
+        int64_t here = live.indexOf(previous);
+        double backlog =
+            flightCount[here] > 0
+                ? cost.allGatherSeconds(flightBytes[here], group.getWorldSize())
+                : 0;
+        if (overlapped >= needed + backlog)
+          break;
+      }
       // Comm order stays wait order; jit stops at the previous group's wait.
       if (llvm::isa<zero::GatherStartOp>(previous) ||
           (policy == "jit" && llvm::isa<zero::GatherWaitOp>(previous)))
