@@ -60,6 +60,49 @@ Status axisAttribute(const KernelCall &call, size_t rank, size_t &axis) {
 // layer_norm, rms_norm
 //===----------------------------------------------------------------------===//
 
+/// The row loop both norms share: y = (x - mean?) / sqrt(mean square +
+/// epsilon) * weight? + bias?, accumulated in double. layer_norm centres
+/// each row first; rms_norm does not (and has no bias).
+static Status normalizeRows(const KernelCall &call, const TensorRef &input,
+                            const TensorRef &result, int64_t rows,
+                            int64_t width, double epsilon,
+                            const TensorRef *weight, const TensorRef *bias,
+                            bool center) {
+  return dispatchFloatType(call, "input", input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *w = weight ? weight->as<T>() : nullptr;
+    const T *b = bias ? bias->as<T>() : nullptr;
+    for (int64_t row = 0; row < rows; ++row) {
+      const T *x = input.as<T>() + row * width;
+      T *y = result.as<T>() + row * width;
+      double mean = 0;
+      if (center) {
+        for (int64_t i = 0; i < width; ++i)
+          mean += x[i];
+        mean /= static_cast<double>(width);
+      }
+      // A second pass over the centred values: the variance keeps its
+      // digits for rows far from zero.
+      double squares = 0;
+      for (int64_t i = 0; i < width; ++i) {
+        double centered = x[i] - mean;
+        squares += centered * centered;
+      }
+      double inverse =
+          1.0 / std::sqrt(squares / static_cast<double>(width) + epsilon);
+      for (int64_t i = 0; i < width; ++i) {
+        double normalized = (x[i] - mean) * inverse;
+        if (w)
+          normalized *= w[i];
+        if (b)
+          normalized += b[i];
+        y[i] = static_cast<T>(normalized);
+      }
+    }
+    return Status::success();
+  });
+}
+
 Status runLayerNorm(const KernelCall &call) {
   if (Status status = expectArity(call, 1, 3); !status.ok())
     return status;
@@ -107,37 +150,9 @@ Status runLayerNorm(const KernelCall &call) {
     if (Status status = checkParameter(call, "bias", *bias, axis); !status.ok())
       return status;
 
-  int64_t rows = product(input.shape, 0, axis);
-  int64_t width = product(input.shape, axis);
-  return dispatchFloatType(call, "input", input.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T *w = weight ? weight->as<T>() : nullptr;
-    const T *b = bias ? bias->as<T>() : nullptr;
-    for (int64_t row = 0; row < rows; ++row) {
-      const T *x = input.as<T>() + row * width;
-      T *y = result.as<T>() + row * width;
-      double sum = 0;
-      for (int64_t i = 0; i < width; ++i)
-        sum += x[i];
-      double mean = sum / static_cast<double>(width);
-      double squares = 0;
-      for (int64_t i = 0; i < width; ++i) {
-        double centered = x[i] - mean;
-        squares += centered * centered;
-      }
-      double inverse =
-          1.0 / std::sqrt(squares / static_cast<double>(width) + epsilon);
-      for (int64_t i = 0; i < width; ++i) {
-        double normalized = (x[i] - mean) * inverse;
-        if (w)
-          normalized *= w[i];
-        if (b)
-          normalized += b[i];
-        y[i] = static_cast<T>(normalized);
-      }
-    }
-    return Status::success();
-  });
+  return normalizeRows(call, input, result, product(input.shape, 0, axis),
+                       product(input.shape, axis), epsilon, weight, bias,
+                       /*center=*/true);
 }
 
 Status runRmsNorm(const KernelCall &call) {
@@ -161,26 +176,8 @@ Status runRmsNorm(const KernelCall &call) {
 
   int64_t width = input.shape.back();
   int64_t rows = width == 0 ? 0 : input.numElements() / width;
-  return dispatchFloatType(call, "input", input.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T *w = weight ? weight->as<T>() : nullptr;
-    for (int64_t row = 0; row < rows; ++row) {
-      const T *x = input.as<T>() + row * width;
-      T *y = result.as<T>() + row * width;
-      double squares = 0;
-      for (int64_t i = 0; i < width; ++i)
-        squares += static_cast<double>(x[i]) * x[i];
-      double inverse =
-          1.0 / std::sqrt(squares / static_cast<double>(width) + epsilon);
-      for (int64_t i = 0; i < width; ++i) {
-        double normalized = x[i] * inverse;
-        if (w)
-          normalized *= w[i];
-        y[i] = static_cast<T>(normalized);
-      }
-    }
-    return Status::success();
-  });
+  return normalizeRows(call, input, result, rows, width, epsilon, weight,
+                       /*bias=*/nullptr, /*center=*/false);
 }
 
 //===----------------------------------------------------------------------===//
