@@ -13,6 +13,7 @@
 
 #include "runtime/cpu/Kernels.h"
 
+#include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,6 +23,8 @@
 
 using namespace zplan;
 using namespace zplan::cpu;
+
+using zplan::testing::contains;
 
 namespace {
 
@@ -137,14 +140,6 @@ std::string runError(const Op &op, std::vector<Tensor *> operands,
                      Tensor &result) {
   plan::Status status = run(op, std::move(operands), result);
   return status.ok() ? "" : status.message();
-}
-
-::testing::AssertionResult contains(const std::string &text,
-                                    const std::string &expected) {
-  if (text.find(expected) != std::string::npos)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "expected \"" << expected << "\" in \"" << text << "\"";
 }
 
 /// Every element within rtol * |expected| + atol.

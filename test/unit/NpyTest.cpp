@@ -10,6 +10,7 @@
 
 #include "runtime/Npy.h"
 
+#include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -21,19 +22,10 @@ using namespace zplan;
 using namespace zplan::npy;
 using zplan::plan::Status;
 
+using zplan::testing::contains;
+using zplan::testing::errorOf;
+
 namespace {
-
-::testing::AssertionResult contains(const std::string &text,
-                                    const std::string &expected) {
-  if (text.find(expected) != std::string::npos)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "expected \"" << expected << "\" in \"" << text << "\"";
-}
-
-std::string errorOf(const Status &status) {
-  return status.ok() ? "" : status.message();
-}
 
 /// A .npy file as NumPy 1.x/2.x writes it (version 1.0, header padded with
 /// spaces and '\n' to a multiple of 64 bytes), from a header dict and data.

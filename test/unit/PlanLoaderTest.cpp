@@ -10,6 +10,7 @@
 
 #include "runtime/plan/PlanLoader.h"
 
+#include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -18,22 +19,10 @@
 
 using namespace zplan::plan;
 
+using zplan::testing::contains;
+using zplan::testing::errorOf;
+
 namespace {
-
-/// Passes when `text` contains `expected`; prints both otherwise.
-::testing::AssertionResult contains(const std::string &text,
-                                    const std::string &expected) {
-  if (text.find(expected) != std::string::npos)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "expected \"" << expected << "\" in \"" << text << "\"";
-}
-
-/// The message of a failed status; "" (which contains no expected text)
-/// when it succeeded.
-std::string errorOf(const Status &status) {
-  return status.ok() ? "" : status.message();
-}
 
 std::string validationError(const Plan &plan, uint32_t worldSize = 2) {
   return errorOf(validatePlan(plan, worldSize));
