@@ -24,6 +24,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <optional>
 
 using namespace zplan;
 
@@ -242,12 +243,16 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
   // So the jit placement is compiled too and kept when the cost model says
   // it is faster; the report says which one was kept.
   std::string choice;
+  // The jit plan, when compiled here: the report's baseline reuses it.
+  std::optional<EmittedPlan> jitPlan;
   if (options.policy == "default") {
     std::string hookIr;
     llvm::Expected<EmittedPlan> hook =
         scheduleAndEmit(**module, options, "jit", cost, diagnostics,
                         options.dumps.count("ir") ? &hookIr : nullptr);
     if (hook) {
+      if (options.dumps.count("report"))
+        jitPlan = *hook;
       double ownTime =
           simulate(chosen->plan.programs(0), chosen->seconds).totalSeconds;
       double hookTime =
@@ -285,7 +290,9 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
     // The other policy, compiled the same way, is the baseline.
     std::string other = options.policy == "jit" ? "default" : "jit";
     llvm::Expected<EmittedPlan> baseline =
-        scheduleAndEmit(**module, options, other, cost, diagnostics, nullptr);
+        jitPlan ? llvm::Expected<EmittedPlan>(std::move(*jitPlan))
+                : scheduleAndEmit(**module, options, other, cost, diagnostics,
+                                  nullptr);
     std::vector<std::pair<std::string, const EmittedPlan *>> policies{
         {options.policy, &*chosen}};
     std::string note;
