@@ -22,6 +22,10 @@ llvm_config.with_system_environment(["HOME", "TMPDIR"])
 # `not` and `split-file` are called by name at the start of RUN lines, where
 # the default substitutions do not reach; find them on PATH, as MLIR does.
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+# mpirun with a private TMPDIR per launch (see test/bin/mpirun), ahead of the
+# real one on PATH.
+llvm_config.with_environment(
+    "PATH", os.path.join(config.zplan_src_root, "test", "bin"), append_path=True)
 llvm_config.use_default_substitutions()
 tool_dirs = [config.zplan_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["zcc", "zcc-opt", "zrun"], tool_dirs)
