@@ -17,6 +17,7 @@
 #define ZPLAN_RUNTIME_PLAN_PLANLOADER_H
 
 #include "runtime/plan/plan.pb.h"
+#include "runtime/support/Status.h"
 
 #include <cstdint>
 #include <sstream>
@@ -31,41 +32,11 @@ namespace zplan::plan {
 /// plan.proto, whenever the meaning of a field changes.
 inline constexpr uint32_t kPlanVersion = 1;
 
-/// The result of an operation that can fail: ok, or a one-line message that
-/// names what was wrong (the file, the buffer, the instruction). The message
-/// has no "zrun: error: " prefix; the tool adds it.
-class [[nodiscard]] Status {
-public:
-  static Status success() { return Status(); }
-  static Status error(std::string message) {
-    Status status;
-    status.failed = true;
-    status.text = std::move(message);
-    return status;
-  }
-
-  bool ok() const { return !failed; }
-  /// Empty when ok().
-  const std::string &message() const { return text; }
-
-private:
-  Status() = default;
-  bool failed = false;
-  std::string text;
-};
-
-/// A failed Status whose message is the streamed pieces, so every runtime
-/// message is built the same way: failure("buffer ", id, " is ", what).
-template <typename... Pieces> Status failure(const Pieces &...pieces) {
-  std::ostringstream os;
-  (os << ... << pieces);
-  return Status::error(os.str());
-}
-
-/// 'text', as messages quote names.
-inline std::string inQuotes(std::string_view text) {
-  return "'" + std::string(text) + "'";
-}
+// Status lives in runtime/support; these names keep plan:: spellings
+// working while the runtime moves to the support layer's.
+using zplan::failure;
+using zplan::inQuotes;
+using zplan::Status;
 
 /// Bytes per element of `type`; 0 for DATA_TYPE_UNSPECIFIED and for values
 /// this reader does not know (a newer plan's enum value).
