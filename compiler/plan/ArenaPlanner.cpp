@@ -317,3 +317,17 @@ bool zplan::verifyArena(llvm::ArrayRef<BufferRequest> requests,
   }
   return true;
 }
+
+std::optional<size_t>
+zplan::findArenaOverflow(llvm::ArrayRef<BufferRequest> requests,
+                         uint64_t alignment) {
+  uint64_t total = 0;
+  for (size_t index = 0; index < requests.size(); ++index) {
+    uint64_t bytes = requests[index].bytes;
+    // alignUp(bytes) wraps only within `alignment` of 2^64.
+    if (bytes > kMaxArenaBytes ||
+        (total += alignUp(bytes, alignment)) > kMaxArenaBytes)
+      return index;
+  }
+  return std::nullopt;
+}

@@ -17,6 +17,7 @@
 #include "llvm/ADT/ArrayRef.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,7 +53,20 @@ struct ArenaPlan {
   int64_t peakIndex = -1;
 };
 
-/// Places `requests` in one arena. Each request takes its size rounded up to
+/// The most bytes the aligned sizes of all requests may add up to: 2^62 B.
+/// Every offset and the arena size are at most that sum, so within it no
+/// computation of the planner can wrap around 64 bits.
+inline constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 62;
+
+/// The index of the first request at which the aligned sizes, added in
+/// order, would exceed kMaxArenaBytes (or a size wraps when aligned);
+/// nullopt when all of them fit. planArena's precondition: callers check
+/// this first and report the buffer it names.
+std::optional<size_t> findArenaOverflow(llvm::ArrayRef<BufferRequest> requests,
+                                        uint64_t alignment = 64);
+
+/// Places `requests` in one arena; findArenaOverflow(requests) must be
+/// nullopt. Each request takes its size rounded up to
 /// `alignment` (which must be non-zero) and an offset that is a multiple of
 /// it. Buffers are placed largest first, each in the smallest gap left by the
 /// already placed buffers it overlaps in time (best fit), as XLA's heap

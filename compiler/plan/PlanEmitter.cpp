@@ -404,6 +404,12 @@ llvm::Error Emitter::planMemory() {
         first[entry.id()] >= 0)
       requests.push_back({entry.id(), entry.bytes(), first[entry.id()],
                           lastUse[entry.id()]});
+  if (std::optional<size_t> overflow = findArenaOverflow(requests))
+    return makeError("the arena overflows at buffer '" +
+                     buffer(requests[*overflow].id).name() + "' (" +
+                     llvm::Twine(requests[*overflow].bytes) +
+                     " B): the buffers of the program add up to more than "
+                     "2^62 B");
   result.arena = planArena(requests);
   for (auto [request, offset] : llvm::zip_equal(requests, result.arena.offsets))
     buffer(request.id).set_offset(offset);

@@ -3,6 +3,7 @@
 #include "compiler/plan/Simulator.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace zplan;
 
@@ -15,21 +16,28 @@ Timeline zplan::simulate(const plan::Program &program,
   // collective after the compute before it, and a wait after its
   // collective), so one pass in index order sees every dependency done.
   for (const plan::Instruction &instruction : program.instructions()) {
+    uint32_t index = instruction.index();
+    if (index >= timeline.finish.size())
+      continue;
     double ready = 0;
     for (uint32_t dependency : instruction.wait_for())
-      if (dependency < instruction.index())
+      if (dependency < index)
         ready = std::max(ready, timeline.finish[dependency]);
-    double duration = seconds[instruction.index()];
+    // An instruction without a time (or with a non-finite one, which would
+    // poison every total after it) counts as instantaneous.
+    double duration = index < seconds.size() && std::isfinite(seconds[index])
+                          ? std::max(seconds[index], 0.0)
+                          : 0.0;
     if (instruction.queue() == plan::COMM) {
       double start = std::max(commFree, ready);
       commFree = start + duration;
-      timeline.finish[instruction.index()] = commFree;
+      timeline.finish[index] = commFree;
       timeline.commSeconds += duration;
     } else {
       double start = std::max(computeFree, ready);
       timeline.exposedCommSeconds += start - computeFree;
       computeFree = start + duration;
-      timeline.finish[instruction.index()] = computeFree;
+      timeline.finish[index] = computeFree;
       timeline.computeSeconds += duration;
     }
   }

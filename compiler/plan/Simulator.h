@@ -28,7 +28,8 @@ struct Timeline {
   std::vector<double> finish;
 };
 
-/// `seconds[i]` is instruction i's duration.
+/// `seconds[i]` is instruction i's duration; a missing, negative or
+/// non-finite one counts as zero, so the totals are always finite.
 Timeline simulate(const plan::Program &program,
                   const std::vector<double> &seconds);
 

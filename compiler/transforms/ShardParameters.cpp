@@ -8,10 +8,15 @@
 
 #include "compiler/analysis/Liveness.h"
 #include "compiler/transforms/Passes.h"
+#include "compiler/transforms/ScheduleDiagnostics.h"
 #include "dialects/zero/ZeroDialect.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/Debug.h"
+#include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <optional>
 
 #define DEBUG_TYPE "zplan-shard-parameters"
 
@@ -40,8 +45,41 @@ struct GroupPlan {
   uint64_t bytes = 0;
 };
 
-static int64_t roundUp(int64_t value, int64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
+/// The most bytes one buffer, one group, or everything a function holds may
+/// take: 2^60 B (1 EiB). Sizes are checked against it here, the first pass
+/// of the schedule, so that every sum made later (live bytes, arena offsets,
+/// weights-file offsets, each at most the total) stays far below 2^64 and
+/// can never wrap into a small, plausible-looking size.
+static constexpr uint64_t kMaxPlanBytes = uint64_t(1) << 60;
+
+/// Bytes of a ranked tensor, computed without overflow; nullopt when the
+/// count does not fit 64 bits or exceeds kMaxPlanBytes.
+static std::optional<uint64_t> checkedTensorBytes(RankedTensorType type) {
+  if (!type.hasStaticShape())
+    return std::nullopt;
+  Type element = type.getElementType();
+  uint64_t bytes = element.isIntOrFloat()
+                       ? (element.getIntOrFloatBitWidth() + 7) / 8
+                       : 8;
+  for (int64_t dim : type.getShape()) {
+    std::optional<uint64_t> product =
+        dim < 0 ? std::nullopt
+                : llvm::checkedMulUnsigned(bytes, static_cast<uint64_t>(dim));
+    if (!product)
+      return std::nullopt;
+    bytes = *product;
+  }
+  if (bytes > kMaxPlanBytes)
+    return std::nullopt;
+  return bytes;
+}
+
+/// `value` rounded up to a multiple of `multiple`, without overflow.
+static std::optional<int64_t> checkedRoundUp(int64_t value, int64_t multiple) {
+  int64_t sum = 0;
+  if (llvm::AddOverflow(value, multiple - 1, sum))
+    return std::nullopt;
+  return sum / multiple * multiple;
 }
 
 struct ShardParametersPass
@@ -82,8 +120,73 @@ struct ShardParametersPass
       return signalPassFailure();
     }
     for (auto func : module.getOps<func::FuncOp>())
-      if (failed(shardFunction(module, func)))
+      if (failed(checkSizes(module, func)) ||
+          failed(shardFunction(module, func)))
         return signalPassFailure();
+  }
+
+  /// Refuses a parameter, value or function whose bytes exceed
+  /// kMaxPlanBytes (or 64 bits), naming it, before any size is summed.
+  LogicalResult checkSizes(ModuleOp module, func::FuncOp func) {
+    uint64_t total = 0;
+    auto tooLarge = [&](Operation *where, const Twine &what,
+                        RankedTensorType type) {
+      return where->emitError()
+             << "zplan-shard-parameters: " << what << " (" << type
+             << ") is too large: its size in bytes exceeds 2^60 B (1 EiB), "
+                "the most a plan can hold";
+    };
+    auto add = [&](uint64_t bytes) {
+      std::optional<uint64_t> sum = llvm::checkedAddUnsigned(total, bytes);
+      total = sum.value_or(0);
+      return sum && total <= kMaxPlanBytes;
+    };
+    for (auto param : module.getOps<nn::ParameterOp>()) {
+      RankedTensorType type = param.getTensorType();
+      std::optional<uint64_t> bytes = checkedTensorBytes(type);
+      if (!bytes)
+        return tooLarge(param, "parameter '" + param.getSymName() + "'", type);
+      if (!add(*bytes))
+        return param.emitError()
+               << "zplan-shard-parameters: the model's parameters and "
+                  "values exceed 2^60 B (1 EiB) in all, reached at parameter '"
+               << param.getSymName() << "'";
+    }
+    for (BlockArgument argument : func.getArguments()) {
+      auto type = dyn_cast<RankedTensorType>(argument.getType());
+      if (!type)
+        continue;
+      std::string what = describeValue(argument);
+      std::optional<uint64_t> bytes = checkedTensorBytes(type);
+      if (!bytes)
+        return tooLarge(func, what, type);
+      if (!add(*bytes))
+        return func.emitError() << "zplan-shard-parameters: the model's "
+                                   "parameters and values exceed 2^60 B "
+                                   "(1 EiB) in all, reached at "
+                                << what;
+    }
+    WalkResult walk = func.walk([&](Operation *op) {
+      for (Value result : op->getResults()) {
+        auto type = dyn_cast<RankedTensorType>(result.getType());
+        if (!type)
+          continue;
+        std::optional<uint64_t> bytes = checkedTensorBytes(type);
+        if (!bytes) {
+          (void)tooLarge(op, "the result of " + describeValue(result), type);
+          return WalkResult::interrupt();
+        }
+        if (!add(*bytes)) {
+          op->emitError() << "zplan-shard-parameters: the model's parameters "
+                             "and values exceed 2^60 B (1 EiB) in all, "
+                             "reached at the result of "
+                          << describeValue(result);
+          return WalkResult::interrupt();
+        }
+      }
+      return WalkResult::advance();
+    });
+    return failure(walk.wasInterrupted());
   }
 
   LogicalResult shardFunction(ModuleOp module, func::FuncOp func) {
@@ -167,17 +270,39 @@ struct ShardParametersPass
           (plan.members.front()->param.getTensorType().getElementTypeBitWidth() +
            7) / 8;
       int64_t alignElements = std::max<int64_t>(alignment / elementBytes, 1);
+      // Each size below is at most the checked total (checkSizes) plus
+      // padding, but the padding grows with the world size: check it too.
       int64_t offset = 0;
       SmallVector<Attribute> names;
       SmallVector<int64_t> offsets;
+      size_t groupIndex = index;
+      auto overflows = [&](ParameterUse *member) {
+        return member->param.emitError()
+               << "zplan-shard-parameters: group " << groupIndex
+               << " overflows when parameter '" << member->param.getSymName()
+               << "' is padded to " << worldSize << " x " << alignment
+               << " B: its size in bytes exceeds 2^60 B (1 EiB)";
+      };
       for (ParameterUse *member : plan.members) {
-        offset = roundUp(offset, alignElements);
-        offsets.push_back(offset);
-        offset += member->param.getTensorType().getNumElements();
+        std::optional<int64_t> aligned = checkedRoundUp(offset, alignElements);
+        if (!aligned || llvm::AddOverflow(
+                            *aligned,
+                            member->param.getTensorType().getNumElements(),
+                            offset))
+          return overflows(member);
+        offsets.push_back(*aligned);
         names.push_back(FlatSymbolRefAttr::get(member->param.getSymNameAttr()));
       }
-      int64_t padded = roundUp(std::max<int64_t>(offset, 1),
-                               worldSize * alignElements);
+      int64_t multiple = 0, padded = 0;
+      std::optional<int64_t> rounded;
+      if (!llvm::MulOverflow(static_cast<int64_t>(worldSize), alignElements,
+                             multiple))
+        rounded = checkedRoundUp(std::max<int64_t>(offset, 1), multiple);
+      if (!rounded ||
+          llvm::MulOverflow(*rounded, elementBytes, padded) ||
+          static_cast<uint64_t>(padded) > kMaxPlanBytes)
+        return overflows(plan.members.back());
+      padded = *rounded;
       std::string name = (plan.persistent ? "persistent" : "group") +
                          std::to_string(index);
       auto group = moduleBuilder.create<zero::GroupOp>(

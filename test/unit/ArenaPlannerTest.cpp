@@ -318,4 +318,17 @@ TEST(ArenaVerifier, CatchesMisalignmentAndStaleProfile) {
             std::string::npos);
 }
 
+// Sizes that would wrap the arena's 64-bit offsets are found before
+// planning, at the request that crosses the limit.
+TEST(ArenaOverflow, FindsTheRequestThatCrossesTheLimit) {
+  std::vector<BufferRequest> requests = {{1, 100, 0, 1},
+                                         {2, kMaxArenaBytes / 2, 1, 2}};
+  EXPECT_EQ(findArenaOverflow(requests), std::nullopt);
+  requests.push_back({3, kMaxArenaBytes / 2, 2, 3});
+  EXPECT_EQ(findArenaOverflow(requests), std::optional<size_t>(2));
+  // A size within `alignment` of 2^64 would wrap to 0 when aligned.
+  std::vector<BufferRequest> wrapping = {{1, UINT64_MAX - 3, 0, 0}};
+  EXPECT_EQ(findArenaOverflow(wrapping), std::optional<size_t>(0));
+}
+
 } // namespace
