@@ -1,29 +1,39 @@
 //===- Driver.cpp - what zcc does, as a library call ----------------------===//
 //
 // Validation happens before any work so that a bad flag never leaves a
-// half-done run behind, and dump files are written through a temporary file
-// and renamed (llvm::writeToOutput), so they appear complete or not at all.
+// half-done run behind. Every file zcc writes (plan, weights, dump files) is
+// written to a temporary beside it and renamed into place only once all of
+// them are complete, so a failing compile leaves none of its files; no
+// output may name an input (the model or its external data), compared as
+// files on disk, not as strings. The temporaries are registered with the
+// crash handler, which removes them if zcc dies on the way.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Driver.h"
 
+#include "compiler/CrashHandler.h"
 #include "compiler/Pipeline.h"
 #include "compiler/Registration.h"
 #include "compiler/analysis/CostModel.h"
 #include "compiler/plan/Dumps.h"
 #include "compiler/plan/PlanEmitter.h"
+#include "compiler/plan/PlanSearch.h"
 #include "compiler/plan/Simulator.h"
 #include "compiler/plan/WeightsWriter.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "dialects/nn/NNDialect.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <memory>
 #include <optional>
 
 using namespace zplan;
@@ -55,75 +65,253 @@ llvm::Expected<uint64_t> zplan::parseByteSize(llvm::StringRef text) {
     return makeError("malformed byte size '" + text +
                      "': expected a number with an optional unit "
                      "(B, KiB, MiB, GiB, TiB, KB, MB, GB, TB), e.g. 16GiB");
-  return static_cast<uint64_t>(std::llround(value * *scale));
+  // Converting a double at or past 2^63 to an integer is undefined; no
+  // budget or bucket comes near it.
+  double bytes = std::round(value * *scale);
+  if (!(bytes < 0x1p63))
+    return makeError("byte size '" + text + "' is too large (at most 2^63-1 B)");
+  return static_cast<uint64_t>(bytes);
+}
+
+static constexpr CompileModeSpelling kCompileModeSpellings[] = {
+    {CompileMode::Infer, "infer", "one forward program"},
+    {CompileMode::Train, "train", "micro-steps and an optimizer step"},
+    {CompileMode::Generate, "generate", "prefill and decode programs"},
+};
+
+llvm::ArrayRef<CompileModeSpelling> zplan::getCompileModeSpellings() {
+  return kCompileModeSpellings;
+}
+
+llvm::StringRef zplan::spell(CompileMode mode) {
+  for (const CompileModeSpelling &spelling : kCompileModeSpellings)
+    if (spelling.mode == mode)
+      return spelling.name;
+  llvm_unreachable("every CompileMode has a spelling");
+}
+
+llvm::Error zplan::parseInputShapes(llvm::ArrayRef<std::string> texts,
+                                    ImportOptions &options) {
+  llvm::StringSet<> names;
+  for (const std::string &text : texts) {
+    llvm::StringRef name = llvm::StringRef(text).split('=').first.trim();
+    if (!name.empty() && !names.insert(name).second)
+      return makeError("--input-shape gives '" + name +
+                       "' twice; bind each input once");
+    if (llvm::Error error = parseInputShape(text, options))
+      return error;
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error zplan::validateOptions(const CompileOptions &options) {
   if (options.worldSize < 1)
     return makeError("--world-size must be at least 1, got " +
                      llvm::Twine(options.worldSize));
-  if (!llvm::is_contained({"infer", "train", "generate"}, options.mode))
-    return makeError("unknown --mode '" + options.mode +
-                     "'; expected infer, train or generate");
-  if (!llvm::is_contained({"h200", "h100", "a100", "cpu"}, options.hardware))
-    return makeError("unknown --hardware '" + options.hardware +
-                     "'; expected h200, h100, a100 or cpu");
+  if (options.worldSize > kMaxWorldSize)
+    return makeError("--world-size " + llvm::Twine(options.worldSize) +
+                     " is too large: at most " + llvm::Twine(kMaxWorldSize) +
+                     " ranks");
   for (const std::string &dump : options.dumps)
     if (!llvm::is_contained(kDumpKinds, dump))
       return makeError("unknown --dump '" + dump +
                        "'; expected ir, schedule, memory or report");
-  if (options.policy != "default" && options.policy != "jit")
-    return makeError("unknown --policy '" + options.policy +
-                     "'; expected default or jit");
-  if (options.mode != "infer")
-    return makeError("--mode " + options.mode +
+  if (options.maxInFlight < 1)
+    return makeError("--max-in-flight must be at least 1, got " +
+                     llvm::Twine(options.maxInFlight));
+  if (options.persistenceThreshold < 0)
+    return makeError("--persistence-threshold must not be negative, got " +
+                     llvm::Twine(options.persistenceThreshold));
+  if (options.bucketBytes < 0 || options.maxInFlightBytes < 0)
+    return makeError("--bucket-size and --max-in-flight-bytes must not be "
+                     "negative");
+  if (options.mode != CompileMode::Infer)
+    return makeError("--mode " + spell(options.mode) +
                      " is not available yet; this zcc compiles --mode infer");
   return llvm::Error::success();
 }
 
-/// Writes `text` as `name` in the dump directory, or to `out` when there is
-/// none. A file is written whole or not at all.
-static llvm::Error emitDump(const CompileOptions &options, llvm::StringRef name,
-                            llvm::StringRef text, llvm::raw_ostream &out) {
-  if (options.dumpDir.empty()) {
-    out << text;
+//===----------------------------------------------------------------------===//
+// Outputs
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The files one compile writes. Each is written to a temporary beside its
+/// final path; commit() renames them all once every one is complete, and
+/// whatever was not committed is removed when this object dies, so a failed
+/// compile leaves none of its files.
+class PendingOutputs {
+public:
+  PendingOutputs() = default;
+  PendingOutputs(const PendingOutputs &) = delete;
+  PendingOutputs &operator=(const PendingOutputs &) = delete;
+  ~PendingOutputs() {
+    for (Output &output : outputs)
+      discard(output.temporary);
+    for (const std::string &path : committed)
+      llvm::sys::fs::remove(path);
+  }
+
+  /// A new temporary for `path`, created empty and registered with the crash
+  /// handler; `fill` writes it.
+  llvm::Error add(llvm::StringRef path,
+                  llvm::function_ref<llvm::Error(llvm::StringRef temporary)>
+                      fill) {
+    llvm::SmallString<256> temporary;
+    int fd = -1;
+    if (std::error_code code = llvm::sys::fs::createUniqueFile(
+            path + ".tmp-%%%%%%%%", fd, temporary))
+      return makeError("cannot create a temporary file beside '" + path +
+                       "': " + code.message());
+    llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+    if (!registerTemporaryFile(temporary)) {
+      llvm::sys::fs::remove(temporary);
+      return makeError("too many temporary files open to write '" + path +
+                       "'");
+    }
+    outputs.push_back({path.str(), temporary.str().str()});
+    return fill(temporary);
+  }
+
+  /// Writes `bytes` as `path`.
+  llvm::Error addBytes(llvm::StringRef path, llvm::StringRef bytes) {
+    return add(path, [&](llvm::StringRef temporary) -> llvm::Error {
+      std::error_code code;
+      llvm::raw_fd_ostream file(temporary, code);
+      if (!code) {
+        file << bytes;
+        file.close();
+        code = file.error();
+        // A stream destroyed with its error still set is a fatal error.
+        file.clear_error();
+      }
+      if (code)
+        return makeError("cannot write '" + path + "': " + code.message());
+      return llvm::Error::success();
+    });
+  }
+
+  /// Renames every temporary into place, in the order added. A failure
+  /// removes what was already renamed.
+  llvm::Error commit() {
+    for (Output &output : outputs) {
+      if (std::error_code code =
+              llvm::sys::fs::rename(output.temporary, output.path))
+        return makeError("cannot move the finished '" + output.path +
+                         "' into place: " + code.message());
+      unregisterTemporaryFile(output.temporary);
+      output.temporary.clear();
+      committed.push_back(output.path);
+    }
+    outputs.clear();
+    committed.clear();
     return llvm::Error::success();
   }
-  if (std::error_code error =
-          llvm::sys::fs::create_directories(options.dumpDir))
-    return makeError("cannot create --dump-dir '" + options.dumpDir +
-                     "': " + error.message());
-  llvm::SmallString<256> path(options.dumpDir);
-  llvm::sys::path::append(path, name);
-  return llvm::writeToOutput(path, [&](llvm::raw_ostream &file) {
-    file << text;
-    return llvm::Error::success();
-  });
+
+private:
+  struct Output {
+    std::string path;
+    std::string temporary;
+  };
+
+  static void discard(const std::string &temporary) {
+    if (temporary.empty())
+      return;
+    llvm::sys::fs::remove(temporary);
+    unregisterTemporaryFile(temporary);
+  }
+
+  std::vector<Output> outputs;
+  /// Renamed during a commit() that has not finished.
+  std::vector<std::string> committed;
+};
+
+/// The file names of the requested dumps in the dump directory.
+std::vector<std::string> dumpFilePaths(const CompileOptions &options) {
+  static constexpr std::pair<const char *, const char *> kDumpFiles[] = {
+      {"ir", "ir.mlir"},
+      {"schedule", "schedule.txt"},
+      {"memory", "memory.txt"},
+      {"report", "report.txt"}};
+  std::vector<std::string> paths;
+  if (options.dumpDir.empty())
+    return paths;
+  for (auto [kind, name] : kDumpFiles)
+    if (options.dumps.count(kind)) {
+      llvm::SmallString<256> path(options.dumpDir);
+      llvm::sys::path::append(path, name);
+      paths.push_back(path.str().str());
+    }
+  return paths;
 }
 
-/// Writes `bytes` to `path` through a temporary file renamed into place.
-static llvm::Error writeFileAtomically(llvm::StringRef path,
-                                       llvm::StringRef bytes) {
-  return llvm::writeToOutput(path, [&](llvm::raw_ostream &file) {
-    file << bytes;
-    return llvm::Error::success();
-  });
+} // namespace
+
+/// Refuses an output that is a directory (it could never be renamed into
+/// place) or that is the same file as one of `inputs`: a compile must not
+/// destroy what it reads.
+static llvm::Error checkOutputPaths(const CompileOptions &options,
+                                    llvm::ArrayRef<std::string> inputs) {
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (!options.outputPath.empty()) {
+    outputs.push_back({"-o", options.outputPath});
+    outputs.push_back({"the weights file", options.outputPath + ".weights"});
+  }
+  for (const std::string &path : dumpFilePaths(options))
+    outputs.push_back({"the dump file", path});
+  for (auto &[what, path] : outputs) {
+    if (llvm::sys::fs::is_directory(path))
+      return makeError(what + " '" + path +
+                       "' is a directory; expected a file path");
+    for (const std::string &input : inputs) {
+      bool same = false;
+      // equivalent() fails when either file does not exist: then they
+      // cannot be the same file.
+      if (!llvm::sys::fs::equivalent(path, input, same) && same)
+        return makeError(what + " '" + path + "' is the input '" + input +
+                         "'; refusing to overwrite it");
+    }
+  }
+  return llvm::Error::success();
 }
+
+/// The model and every external-data file its parameters name, resolved
+/// against the model's directory as the importer resolves them.
+static std::vector<std::string> collectInputFiles(const CompileOptions &options,
+                                                  mlir::ModuleOp module) {
+  std::vector<std::string> inputs{options.modelPath};
+  llvm::StringRef modelDir = llvm::sys::path::parent_path(options.modelPath);
+  module.walk([&](nn::ParameterOp parameter) {
+    std::optional<llvm::StringRef> file = parameter.getExternalFile();
+    if (!file)
+      return;
+    llvm::SmallString<256> path(modelDir);
+    llvm::sys::path::append(path, *file);
+    if (!llvm::is_contained(inputs, path.str()))
+      inputs.push_back(path.str().str());
+  });
+  return inputs;
+}
+
+//===----------------------------------------------------------------------===//
+// Schedule and emit
+//===----------------------------------------------------------------------===//
 
 /// Runs the schedule pipeline for `policy` under `budget` on a copy of
 /// `module` and emits its plan.
 static llvm::Expected<EmittedPlan>
 scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
-                    llvm::StringRef policy, uint64_t budget,
+                    SchedulePolicy policy, uint64_t budget,
                     const CostModel &cost, std::string &diagnostics,
                     std::string *scheduledIr) {
   mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
   mlir::PassManager pm(module.getContext());
   ScheduleOptions schedule;
   schedule.worldSize = options.worldSize;
-  schedule.policy = policy.str();
-  schedule.memoryBudget = budget;
-  schedule.hardware = options.hardware;
+  schedule.policy = spell(policy).str();
+  schedule.memoryBudget = static_cast<int64_t>(budget);
+  schedule.hardware = spell(options.hardware).str();
   schedule.bucketBytes = options.bucketBytes;
   schedule.persistenceThreshold = options.persistenceThreshold;
   schedule.maxInFlight = options.maxInFlight;
@@ -131,7 +319,7 @@ scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
   buildSchedulePipeline(pm, schedule);
   diagnostics.clear();
   if (mlir::failed(pm.run(*copy)))
-    return makeError("scheduling (policy " + policy + ") failed: " +
+    return makeError("scheduling (policy " + spell(policy) + ") failed: " +
                      llvm::StringRef(diagnostics).rtrim());
   if (scheduledIr) {
     scheduledIr->clear();
@@ -140,7 +328,7 @@ scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
     os << "\n";
   }
   EmitOptions emit;
-  emit.hardware = options.hardware;
+  emit.hardware = spell(options.hardware).str();
   emit.memoryBudget = options.memoryBudget.value_or(0);
   emit.modelName = llvm::sys::path::filename(options.modelPath).str();
   if (!options.outputPath.empty())
@@ -149,54 +337,53 @@ scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
   return emitPlan(*copy, emit, cost);
 }
 
-/// The schedule keeps the live bytes within the budget; the planned arena
-/// can still exceed them by its fragmentation (a few percent). Then the
-/// schedule is made again under a budget lowered by the overshoot, a few
-/// times, before giving up with the last plan's numbers.
-static llvm::Expected<EmittedPlan>
-scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
-                llvm::StringRef policy, const CostModel &cost,
-                std::string &diagnostics, std::string *scheduledIr) {
-  uint64_t budget = options.memoryBudget.value_or(0);
-  uint64_t target = budget;
-  std::string overBudget;
-  for (int attempt = 0;; ++attempt) {
+namespace {
+
+/// The plans the search asked for, kept in call order so that its result's
+/// indices find them, with their scheduled IR when the ir dump wants it.
+struct SearchedPlans {
+  std::vector<std::optional<EmittedPlan>> plans;
+  std::vector<std::string> scheduledIr;
+};
+
+} // namespace
+
+/// Searches for the plan of `policy` (see PlanSearch.h), scheduling and
+/// emitting each candidate from `module`.
+static llvm::Expected<PlanSearchResult>
+searchModulePlan(mlir::ModuleOp module, const CompileOptions &options,
+                 SchedulePolicy policy, const CostModel &cost,
+                 std::string &diagnostics, SearchedPlans &searched) {
+  bool wantIr = options.dumps.count("ir");
+  ScheduleAndEmitFn scheduleAndEmit =
+      [&](SchedulePolicy candidate,
+          uint64_t budget) -> llvm::Expected<PlanMeasure> {
+    searched.plans.emplace_back();
+    searched.scheduledIr.emplace_back();
     llvm::Expected<EmittedPlan> emitted = scheduleAndEmitOnce(
-        module, options, policy, target, cost, diagnostics, scheduledIr);
-    // A tighter retry that cannot be scheduled: the first plan's overshoot
-    // is the better explanation.
-    if (!emitted && attempt > 0) {
-      llvm::consumeError(emitted.takeError());
-      return makeError(overBudget);
-    }
-    if (!emitted || budget == 0)
-      return emitted;
-    uint64_t total = emitted->residentBytes + emitted->arena.arenaBytes;
-    if (total <= budget)
-      return emitted;
-    uint64_t over = total - budget;
-    if (overBudget.empty())
-      overBudget =
-          ("the planned memory does not fit the budget of " +
-           llvm::Twine(budget) + " B per rank (policy " + policy +
-           "): shards and persistent groups " +
-           llvm::Twine(emitted->residentBytes) + " B + arena " +
-           llvm::Twine(emitted->arena.arenaBytes) + " B (live peak " +
-           llvm::Twine(emitted->arena.lowerBound) + " B at instruction #" +
-           llvm::Twine(emitted->arena.peakIndex) + ") = " + llvm::Twine(total) +
-           " B, " + llvm::Twine(over) + " B over, also when rescheduled "
-           "under tighter budgets")
-              .str();
-    if (attempt == 3 || over >= target)
-      return makeError(overBudget);
-    target -= over;
-  }
+        module, options, candidate, budget, cost, diagnostics,
+        wantIr ? &searched.scheduledIr.back() : nullptr);
+    if (!emitted)
+      return emitted.takeError();
+    PlanMeasure measure;
+    measure.residentBytes = emitted->residentBytes;
+    measure.arenaBytes = emitted->arena.arenaBytes;
+    measure.lowerBound = emitted->arena.lowerBound;
+    measure.peakIndex = emitted->arena.peakIndex;
+    measure.simulatedSeconds =
+        simulate(emitted->plan.programs(0), emitted->seconds).totalSeconds;
+    searched.plans.back() = std::move(*emitted);
+    return measure;
+  };
+  return searchPlan(policy, options.memoryBudget.value_or(0), scheduleAndEmit);
 }
 
 llvm::Error zplan::compileModel(const CompileOptions &options,
                                 llvm::raw_ostream &out,
                                 llvm::raw_ostream &notes) {
   if (llvm::Error error = validateOptions(options))
+    return error;
+  if (llvm::Error error = checkOutputPaths(options, {options.modelPath}))
     return error;
   llvm::Expected<HardwareProfile> profile =
       getHardwareProfile(options.hardware);
@@ -215,117 +402,130 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
     return mlir::success();
   });
 
+  setCrashPhase("importing '" + options.modelPath + "'");
+  crashIfTestRequested("import");
   auto module = importOnnxModel(context, options.modelPath, options.import);
   if (!module)
     return module.takeError();
+  // Now the external-data files are known: no output may be one of them.
+  if (llvm::Error error =
+          checkOutputPaths(options, collectInputFiles(options, **module)))
+    return error;
 
+  setCrashPhase("running the import pipeline on '" + options.modelPath + "'");
   mlir::PassManager pm(&context);
   buildImportPipeline(pm);
   if (mlir::failed(pm.run(**module)))
     return makeError("the import pipeline failed:\n" + diagnostics);
 
-  std::string importedIr, scheduledIr;
+  std::string importedIr;
   if (options.dumps.count("ir")) {
     llvm::raw_string_ostream os(importedIr);
     os << "// -----// IR after import and canonicalisation //----- //\n";
     (*module)->print(os);
     os << "\n";
   }
-  llvm::Expected<EmittedPlan> chosen =
-      scheduleAndEmit(**module, options, options.policy, cost, diagnostics,
-                      options.dumps.count("ir") ? &scheduledIr : nullptr);
-  if (!chosen)
-    return chosen.takeError();
 
-  // The default policy never does worse than hook-style placement: the
-  // prefetch pass moves one gather at a time in program order, and under a
-  // tight budget the early ones can take the headroom the later ones need.
-  // So the jit placement is compiled too and kept when the cost model says
-  // it is faster; the report says which one was kept.
-  std::string choice;
-  // The jit plan, when compiled here: the report's baseline reuses it.
-  std::optional<EmittedPlan> jitPlan;
-  if (options.policy == "default") {
-    std::string hookIr;
-    llvm::Expected<EmittedPlan> hook =
-        scheduleAndEmit(**module, options, "jit", cost, diagnostics,
-                        options.dumps.count("ir") ? &hookIr : nullptr);
-    if (hook) {
-      if (options.dumps.count("report"))
-        jitPlan = *hook;
-      double ownTime =
-          simulate(chosen->plan.programs(0), chosen->seconds).totalSeconds;
-      double hookTime =
-          simulate(hook->plan.programs(0), hook->seconds).totalSeconds;
-      if (hookTime < ownTime) {
-        choice = "// placement: the default policy kept the hook-distance "
-                 "placement (" +
-                 std::to_string(hookTime * 1e3) + " ms simulated) over the "
-                 "prefetch pass's (" + std::to_string(ownTime * 1e3) +
-                 " ms)\n";
-        std::swap(*chosen, *hook);
-        std::swap(scheduledIr, hookIr);
-      }
-    } else {
-      llvm::consumeError(hook.takeError());
+  setCrashPhase("scheduling '" + options.modelPath + "'");
+  crashIfTestRequested("schedule");
+  SearchedPlans searched;
+  llvm::Expected<PlanSearchResult> search = searchModulePlan(
+      **module, options, options.policy, cost, diagnostics, searched);
+  if (!search)
+    return search.takeError();
+  EmittedPlan &chosen = *searched.plans[search->chosen];
+
+  setCrashPhase("writing the dumps");
+  PendingOutputs outputs;
+  // A dump goes to its file in --dump-dir (committed with the plan), or to
+  // `out`.
+  auto emitDump = [&](llvm::StringRef name,
+                      llvm::StringRef text) -> llvm::Error {
+    if (options.dumpDir.empty()) {
+      out << text;
+      return llvm::Error::success();
     }
-  }
-
+    if (std::error_code error =
+            llvm::sys::fs::create_directories(options.dumpDir))
+      return makeError("cannot create --dump-dir '" + options.dumpDir +
+                       "': " + error.message());
+    llvm::SmallString<256> path(options.dumpDir);
+    llvm::sys::path::append(path, name);
+    return outputs.addBytes(path, text);
+  };
   if (options.dumps.count("ir"))
     if (llvm::Error error = emitDump(
-            options, "ir.mlir",
-            importedIr + "// -----// IR after the schedule (policy " +
-                options.policy + ") //----- //\n" + scheduledIr,
-            out))
+            "ir.mlir", (importedIr + "// -----// IR after the schedule (policy " +
+                        spell(options.policy) + ") //----- //\n" +
+                        searched.scheduledIr[search->chosen])
+                           .str()))
       return error;
   if (options.dumps.count("schedule"))
-    if (llvm::Error error = emitDump(options, "schedule.txt",
-                                     formatScheduleDump(*chosen), out))
+    if (llvm::Error error =
+            emitDump("schedule.txt", formatScheduleDump(chosen)))
       return error;
   if (options.dumps.count("memory"))
-    if (llvm::Error error =
-            emitDump(options, "memory.txt", formatMemoryDump(*chosen), out))
+    if (llvm::Error error = emitDump("memory.txt", formatMemoryDump(chosen)))
       return error;
   if (options.dumps.count("report")) {
-    // The other policy, compiled the same way, is the baseline.
-    std::string other = options.policy == "jit" ? "default" : "jit";
-    llvm::Expected<EmittedPlan> baseline =
-        jitPlan ? llvm::Expected<EmittedPlan>(std::move(*jitPlan))
-                : scheduleAndEmit(**module, options, other, cost, diagnostics,
-                                  nullptr);
-    std::vector<std::pair<std::string, const EmittedPlan *>> policies{
-        {options.policy, &*chosen}};
+    // The other policy, compiled the same way, is the baseline; under the
+    // default policy the search already compiled the jit plan.
+    SchedulePolicy other = options.policy == SchedulePolicy::Jit
+                               ? SchedulePolicy::Default
+                               : SchedulePolicy::Jit;
+    const EmittedPlan *baseline = nullptr;
     std::string note;
+    SearchedPlans otherPlans;
+    if (other == SchedulePolicy::Jit && search->jitPlan) {
+      baseline = &*searched.plans[*search->jitPlan];
+    } else {
+      setCrashPhase("scheduling '" + options.modelPath + "' for the report");
+      CompileOptions withoutIr = options;
+      withoutIr.dumps.erase("ir");
+      llvm::Expected<PlanSearchResult> otherSearch = searchModulePlan(
+          **module, withoutIr, other, cost, diagnostics, otherPlans);
+      if (otherSearch)
+        baseline = &*otherPlans.plans[otherSearch->chosen];
+      else
+        note = "// " + spell(other).str() +
+               " policy: " + llvm::toString(otherSearch.takeError()) + "\n";
+      setCrashPhase("writing the dumps");
+    }
+    std::vector<std::pair<std::string, const EmittedPlan *>> policies{
+        {spell(options.policy).str(), &chosen}};
     if (baseline)
-      policies.push_back({other, &*baseline});
-    else
-      note = "// " + other + " policy: " + llvm::toString(baseline.takeError()) +
-             "\n";
-    if (llvm::Error error = emitDump(options, "report.txt",
-                                     formatReport(policies) + choice + note,
-                                     out))
+      policies.push_back({spell(other).str(), baseline});
+    if (llvm::Error error = emitDump(
+            "report.txt",
+            formatReport(policies) + "// " + search->summary + "\n" + note))
       return error;
   }
 
+  std::string weights = options.outputPath + ".weights";
   if (!options.outputPath.empty()) {
-    // Weights first, then the plan: a plan on disk always has its weights.
-    std::string weights = options.outputPath + ".weights";
-    std::string temporary = weights + ".partial";
+    setCrashPhase("writing the weights '" + weights + "'");
     if (llvm::Error error =
-            writeWeights(chosen->plan, options.modelPath, temporary)) {
-      llvm::sys::fs::remove(temporary);
+            outputs.add(weights, [&](llvm::StringRef temporary) -> llvm::Error {
+              if (llvm::Error error =
+                      writeWeights(chosen.plan, options.modelPath, temporary))
+                return makeError("cannot write the weights file '" + weights +
+                                 "': " + llvm::toString(std::move(error)));
+              return llvm::Error::success();
+            }))
       return error;
-    }
-    if (std::error_code code = llvm::sys::fs::rename(temporary, weights))
-      return makeError("cannot move the weights into '" + weights +
-                       "': " + code.message());
-    if (llvm::Error error = writeFileAtomically(
-            options.outputPath, chosen->plan.SerializeAsString()))
+    setCrashPhase("writing the plan '" + options.outputPath + "'");
+    if (llvm::Error error = outputs.addBytes(options.outputPath,
+                                             chosen.plan.SerializeAsString()))
       return error;
-    notes << "zcc: wrote " << options.outputPath << " ("
-          << chosen->plan.programs(0).instructions_size()
-          << " instructions, arena " << formatSize(chosen->arena.arenaBytes)
-          << " per rank) and " << weights << "\n";
   }
+  crashIfTestRequested("write");
+  if (llvm::Error error = outputs.commit())
+    return error;
+  setCrashPhase("finishing");
+  if (!options.outputPath.empty())
+    notes << "zcc: wrote " << options.outputPath << " ("
+          << chosen.plan.programs(0).instructions_size()
+          << " instructions, arena " << formatSize(chosen.arena.arenaBytes)
+          << " per rank) and " << weights << "\n";
   return llvm::Error::success();
 }

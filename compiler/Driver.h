@@ -8,7 +8,10 @@
 #ifndef ZPLAN_COMPILER_DRIVER_H
 #define ZPLAN_COMPILER_DRIVER_H
 
+#include "compiler/analysis/CostModel.h"
 #include "compiler/import/OnnxImporter.h"
+#include "compiler/plan/PlanSearch.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -24,24 +27,44 @@ namespace zplan {
 inline constexpr const char *kDumpKinds[] = {"ir", "schedule", "memory",
                                              "report"};
 
+/// --mode: what the plan runs.
+enum class CompileMode { Infer, Train, Generate };
+
+/// One --mode value: its spelling and what the help text says of it.
+struct CompileModeSpelling {
+  CompileMode mode;
+  llvm::StringLiteral name;
+  llvm::StringLiteral description;
+};
+
+/// Every CompileMode with its spelling, the one table zcc's option uses.
+llvm::ArrayRef<CompileModeSpelling> getCompileModeSpellings();
+
+/// The spelling of `mode` ("infer", ...).
+llvm::StringRef spell(CompileMode mode);
+
+/// The largest --world-size. The largest jobs run ~10^5 ranks; 2^20 leaves
+/// room for them while every group, padded to N x the 128-byte alignment,
+/// stays far from 64-bit byte counts (the plan stores N as uint32).
+inline constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
+
 struct CompileOptions {
   std::string modelPath;
   /// The plan to write (-o); empty for none.
   std::string outputPath;
   int64_t worldSize = 1;
-  /// infer, train or generate.
-  std::string mode = "infer";
-  /// h200, h100, a100 or cpu.
-  std::string hardware = "cpu";
+  CompileMode mode = CompileMode::Infer;
+  /// The profile the cost model and the plan are tuned for.
+  Hardware hardware = Hardware::Cpu;
   /// Bytes per rank; nullopt for no limit.
   std::optional<uint64_t> memoryBudget;
   ImportOptions import;
   std::set<std::string> dumps;
   /// Where dumps go as files; empty to print them on stdout.
   std::string dumpDir;
-  /// default (the scheduler's) or jit (hook-based ZeRO-3, the baseline);
-  /// the report always shows both.
-  std::string policy = "default";
+  /// The scheduler's or hook-based ZeRO-3 (the baseline); the report always
+  /// shows both.
+  SchedulePolicy policy = SchedulePolicy::Default;
   int64_t bucketBytes = 32 << 20;
   int64_t persistenceThreshold = 100000;
   int64_t maxInFlight = 2;
@@ -53,8 +76,13 @@ struct CompileOptions {
 /// "16GiB", "512MiB", "1.5GiB", "4096".
 llvm::Expected<uint64_t> parseByteSize(llvm::StringRef text);
 
+/// Binds every --input-shape NAME=DIMS into `options`; the same NAME given
+/// twice is an error that names it.
+llvm::Error parseInputShapes(llvm::ArrayRef<std::string> texts,
+                             ImportOptions &options);
+
 /// Checks option values and combinations before any work (world size,
-/// mode, hardware, dump kinds).
+/// mode, dump kinds, limits).
 llvm::Error validateOptions(const CompileOptions &options);
 
 /// Runs zcc: import, canonicalisation, the schedule (for the chosen policy

@@ -30,7 +30,7 @@ std::string zplan::formatSize(uint64_t bytes) {
   return text;
 }
 
-static std::string formatSeconds(double seconds) {
+std::string zplan::formatSeconds(double seconds) {
   std::string text;
   llvm::raw_string_ostream os(text);
   if (seconds >= 1)

@@ -37,6 +37,9 @@ formatReport(llvm::ArrayRef<std::pair<std::string, const EmittedPlan *>>
 /// "1.50 MiB"-style rendering used by every dump.
 std::string formatSize(uint64_t bytes);
 
+/// "410.800 ms"-style rendering (s, ms or us) used by every dump.
+std::string formatSeconds(double seconds);
+
 } // namespace zplan
 
 #endif // ZPLAN_COMPILER_PLAN_DUMPS_H

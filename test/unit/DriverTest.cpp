@@ -65,18 +65,65 @@ TEST(ValidateOptions, RejectsBadValues) {
   options.worldSize = 0;
   EXPECT_NE(errorText(validateOptions(options)).find("--world-size"),
             std::string::npos);
-  options.worldSize = 8;
-  options.hardware = "tpu";
-  EXPECT_NE(errorText(validateOptions(options)).find("unknown --hardware 'tpu'"),
+  options.worldSize = kMaxWorldSize + 1;
+  EXPECT_NE(errorText(validateOptions(options)).find("is too large"),
             std::string::npos);
-  options.hardware = "h200";
+  options.worldSize = kMaxWorldSize;
+  EXPECT_EQ(errorText(validateOptions(options)), "");
+  options.worldSize = 8;
   options.dumps = {"ir", "everything"};
   EXPECT_NE(errorText(validateOptions(options)).find("unknown --dump 'everything'"),
             std::string::npos);
   options.dumps = {"ir"};
-  options.mode = "serve";
-  EXPECT_NE(errorText(validateOptions(options)).find("unknown --mode 'serve'"),
+  options.mode = CompileMode::Train;
+  EXPECT_NE(errorText(validateOptions(options)).find("--mode train is not available"),
             std::string::npos);
+  options.mode = CompileMode::Infer;
+  options.maxInFlight = 0;
+  EXPECT_NE(errorText(validateOptions(options)).find("--max-in-flight must be at least 1, got 0"),
+            std::string::npos);
+  options.maxInFlight = 1;
+  options.persistenceThreshold = -1;
+  EXPECT_NE(errorText(validateOptions(options))
+                .find("--persistence-threshold must not be negative, got -1"),
+            std::string::npos);
+  options.persistenceThreshold = 0;
+  EXPECT_EQ(errorText(validateOptions(options)), "");
+}
+
+TEST(ParseInputShapes, RefusesTheSameNameTwice) {
+  ImportOptions options;
+  EXPECT_EQ(errorText(parseInputShapes({"ids=2x3", "mask=2x3"}, options)), "");
+  ImportOptions again;
+  EXPECT_EQ(errorText(parseInputShapes({"ids=2x3", "mask=1", "ids=2x3"}, again)),
+            "--input-shape gives 'ids' twice; bind each input once");
+}
+
+TEST(ParseByteSize, RefusesSizesPast63Bits) {
+  llvm::Expected<uint64_t> size = parseByteSize("99999999999999999999TiB");
+  ASSERT_FALSE(static_cast<bool>(size));
+  EXPECT_NE(errorText(size.takeError()).find("too large"), std::string::npos);
+  EXPECT_EQ(*parseByteSize("8388607TiB"), 8388607ull << 40);
+}
+
+// Each enum's spellings come from one table; every value has exactly one,
+// and every hardware spelling names an embedded profile.
+TEST(Spellings, OnePerValue) {
+  EXPECT_EQ(spell(SchedulePolicy::Default), "default");
+  EXPECT_EQ(spell(SchedulePolicy::Jit), "jit");
+  EXPECT_EQ(spell(CompileMode::Generate), "generate");
+  EXPECT_EQ(spell(Hardware::H200), "h200");
+  std::vector<llvm::StringRef> names;
+  for (const HardwareSpelling &spelling : getHardwareSpellings()) {
+    names.push_back(spelling.name);
+    llvm::Expected<HardwareProfile> profile =
+        getHardwareProfile(spelling.hardware);
+    ASSERT_TRUE(static_cast<bool>(profile)) << errorText(profile.takeError());
+    EXPECT_EQ(profile->name, spelling.name.str());
+  }
+  EXPECT_EQ(names, std::vector<llvm::StringRef>(
+                       getHardwareProfileNames().begin(),
+                       getHardwareProfileNames().end()));
 }
 
 } // namespace

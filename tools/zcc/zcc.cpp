@@ -1,19 +1,29 @@
 //===- zcc.cpp - the zplan compiler driver --------------------------------===//
 //
 // Parses the command line of DESIGN.md into CompileOptions and calls
-// compileModel(). Every failure is one `zcc: error: ...` line and exit 1.
+// compileModel(). Every failure is one `zcc: error: ...` line and exit 1:
+// LLVM's own command-line messages (several lines, ending in "!", some
+// written straight to stderr by the option that failed) are captured while
+// parsing and reflowed into that form, and crashes go through the crash
+// handler instead of LLVM's stack dump.
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/CrashHandler.h"
 #include "compiler/Driver.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/WithColor.h"
+#include "llvm/Support/ManagedStatic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdio>
+#include <unistd.h>
 
 using namespace llvm;
 
 static cl::OptionCategory zccCategory("zcc options");
-static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
+// Optional, so that a missing model is zcc's own message, not LLVM's.
+static cl::opt<std::string> modelPath(cl::Positional, cl::Optional,
                                       cl::desc("<model.onnx>"),
                                       cl::cat(zccCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("Write the plan here"),
@@ -22,18 +32,22 @@ static cl::opt<std::string> outputPath("o", cl::desc("Write the plan here"),
 static cl::opt<int64_t> worldSize("world-size", cl::init(1),
                                   cl::desc("Number of ranks (default 1)"),
                                   cl::cat(zccCategory));
-static cl::opt<std::string> mode("mode", cl::init("infer"),
-                                 cl::desc("infer | train | generate"),
-                                 cl::cat(zccCategory));
+// The enum options take their values from the spelling tables (added in
+// main), so each spelling is written in one place.
+static cl::opt<zplan::CompileMode> mode("mode",
+                                        cl::init(zplan::CompileMode::Infer),
+                                        cl::desc("What the plan runs"),
+                                        cl::cat(zccCategory));
 static cl::list<std::string>
     inputShapes("input-shape", cl::desc("Bind an input's shape: NAME=2x16"),
                 cl::value_desc("NAME=DIMS"), cl::cat(zccCategory));
 static cl::opt<std::string>
     memoryBudget("memory-budget", cl::desc("Per-rank memory budget, e.g. 16GiB"),
                  cl::cat(zccCategory));
-static cl::opt<std::string> hardware("hardware", cl::init("cpu"),
-                                     cl::desc("h200 | h100 | a100 | cpu"),
-                                     cl::cat(zccCategory));
+static cl::opt<zplan::Hardware>
+    hardware("hardware", cl::init(zplan::Hardware::Cpu),
+             cl::desc("The hardware profile the plan is tuned for"),
+             cl::cat(zccCategory));
 static cl::list<std::string>
     dumps("dump", cl::CommaSeparated,
           cl::desc("Dumps to print: ir, schedule, memory, report"),
@@ -41,11 +55,9 @@ static cl::list<std::string>
 static cl::opt<std::string> dumpDir("dump-dir",
                                     cl::desc("Write dumps to files here"),
                                     cl::cat(zccCategory));
-
-static cl::opt<std::string>
-    policy("policy", cl::init("default"),
-           cl::desc("default | jit (hook-based ZeRO-3 baseline)"),
-           cl::cat(zccCategory));
+static cl::opt<zplan::SchedulePolicy>
+    policy("policy", cl::init(zplan::SchedulePolicy::Default),
+           cl::desc("How gathers are placed"), cl::cat(zccCategory));
 static cl::opt<std::string>
     bucketSize("bucket-size", cl::init("32MiB"),
                cl::desc("Largest parameter group, e.g. 32MiB"),
@@ -64,17 +76,142 @@ static cl::opt<std::string>
                      cl::desc("Most bytes being gathered at once (0: no limit)"),
                      cl::cat(zccCategory));
 
-static int fail(Error error) {
-  std::string message = toString(std::move(error));
+static int fail(const Twine &message) {
   errs() << "zcc: error: " << message << "\n";
   return 1;
 }
 
+static int fail(Error error) { return fail(toString(std::move(error))); }
+
+/// "a, b or c".
+static std::string listAlternatives(ArrayRef<StringRef> names) {
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") +
+            names[i].str();
+  return text;
+}
+
+/// LLVM's "for the --hardware option: Cannot find option named 'tpu'" as
+/// "unknown --hardware 'tpu'; expected h200, h100, a100 or cpu"; other
+/// messages unchanged.
+static std::string explainEnumError(StringRef message) {
+  SmallVector<StringRef> modes, hardwares, policies;
+  for (const zplan::CompileModeSpelling &spelling :
+       zplan::getCompileModeSpellings())
+    modes.push_back(spelling.name);
+  for (const zplan::HardwareSpelling &spelling : zplan::getHardwareSpellings())
+    hardwares.push_back(spelling.name);
+  for (const zplan::SchedulePolicySpelling &spelling :
+       zplan::getSchedulePolicySpellings())
+    policies.push_back(spelling.name);
+  for (auto [flag, names] :
+       {std::make_pair("mode", &modes), std::make_pair("hardware", &hardwares),
+        std::make_pair("policy", &policies)}) {
+    std::string prefix =
+        (Twine("for the --") + flag + " option: Cannot find option named '")
+            .str();
+    if (!message.starts_with(prefix))
+      continue;
+    StringRef value = message.drop_front(prefix.size());
+    value = value.take_until([](char c) { return c == '\''; });
+    return (Twine("unknown --") + flag + " '" + value + "'; expected " +
+            listAlternatives(*names))
+        .str();
+  }
+  // "for the --world-size option: 'abc' value invalid for long argument"
+  StringRef rest = message;
+  if (rest.consume_front("for the ") && rest.contains(" option: '") &&
+      rest.ends_with("' value invalid for long argument")) {
+    auto [flag, value] = rest.split(" option: '");
+    value.consume_back("' value invalid for long argument");
+    return (flag + " expects an integer, got '" + value + "'").str();
+  }
+  return message.str();
+}
+
+/// Reflows what cl::ParseCommandLineOptions printed ("zcc: for the -x
+/// option: ... !\nzcc: Did you mean ...?") into one line without the
+/// repeated tool name.
+static std::string reflowParseErrors(StringRef text) {
+  SmallVector<StringRef> lines;
+  text.split(lines, '\n', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  std::vector<std::string> parts;
+  for (StringRef line : lines) {
+    line = line.trim();
+    line.consume_front("zcc:");
+    line = line.trim().rtrim('!').rtrim('.');
+    if (line.empty())
+      continue;
+    // Collapse the double spaces LLVM puts before "Try: 'zcc --help'".
+    std::string part;
+    for (char c : line)
+      if (!(c == ' ' && !part.empty() && part.back() == ' '))
+        part += c;
+    parts.push_back(explainEnumError(part));
+  }
+  return join(parts, "; ");
+}
+
+/// Runs `body` with file descriptor 2 pointed at a temporary file and returns
+/// what was written there: cl::Option::error() prints to llvm::errs()
+/// whatever stream ParseCommandLineOptions is given.
+static std::string captureStderr(function_ref<void()> body) {
+  errs().flush();
+  std::FILE *capture = std::tmpfile();
+  int saved = capture ? dup(STDERR_FILENO) : -1;
+  if (saved < 0 || dup2(fileno(capture), STDERR_FILENO) < 0) {
+    if (saved >= 0)
+      close(saved);
+    if (capture)
+      std::fclose(capture);
+    body();
+    return "";
+  }
+  body();
+  errs().flush();
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  std::string text;
+  std::rewind(capture);
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), capture)) > 0;)
+    text.append(buffer, n);
+  std::fclose(capture);
+  return text;
+}
+
 int main(int argc, char **argv) {
-  InitLLVM init(argc, argv);
+  llvm_shutdown_obj shutdown;
+  zplan::installCrashHandlers("zcc");
+  zplan::setCrashPhase("reading the command line");
+
+  for (const zplan::CompileModeSpelling &spelling :
+       zplan::getCompileModeSpellings())
+    mode.getParser().addLiteralOption(spelling.name, spelling.mode,
+                                      spelling.description);
+  for (const zplan::HardwareSpelling &spelling : zplan::getHardwareSpellings())
+    hardware.getParser().addLiteralOption(spelling.name, spelling.hardware,
+                                          spelling.description);
+  for (const zplan::SchedulePolicySpelling &spelling :
+       zplan::getSchedulePolicySpellings())
+    policy.getParser().addLiteralOption(spelling.name, spelling.policy,
+                                        spelling.description);
   cl::HideUnrelatedOptions(zccCategory);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "zcc: compile an ONNX model into a zplan plan\n");
+  std::string parseErrors;
+  raw_string_ostream parseErrorStream(parseErrors);
+  bool parsed = false;
+  std::string printed = captureStderr([&] {
+    parsed = cl::ParseCommandLineOptions(
+        argc, argv, "zcc: compile an ONNX model into a zplan plan\n",
+        &parseErrorStream);
+  });
+  if (!parsed)
+    return fail(reflowParseErrors(printed + parseErrors));
+  errs() << printed;
+  if (modelPath.empty())
+    return fail("no model given; usage: zcc MODEL.onnx [-o OUT.zplan] "
+                "[options] (see zcc --help)");
 
   zplan::CompileOptions options;
   options.modelPath = modelPath;
@@ -93,18 +230,15 @@ int main(int argc, char **argv) {
                         &options.maxInFlightBytes)}) {
     Expected<uint64_t> bytes = zplan::parseByteSize(*text);
     if (!bytes)
-      return fail(joinErrors(createStringError(inconvertibleErrorCode(),
-                                               Twine(flag) + ":"),
-                             bytes.takeError()));
+      return fail(Twine(flag) + ": " + toString(bytes.takeError()));
     *target = static_cast<int64_t>(*bytes);
   }
-  for (const std::string &shape : inputShapes)
-    if (Error error = zplan::parseInputShape(shape, options.import))
-      return fail(std::move(error));
+  if (Error error = zplan::parseInputShapes(inputShapes, options.import))
+    return fail(std::move(error));
   if (!memoryBudget.empty()) {
     Expected<uint64_t> bytes = zplan::parseByteSize(memoryBudget);
     if (!bytes)
-      return fail(bytes.takeError());
+      return fail("--memory-budget: " + toString(bytes.takeError()));
     options.memoryBudget = *bytes;
   }
   if (Error error = zplan::compileModel(options, outs(), errs()))

@@ -1,0 +1,182 @@
+//===- PlanSearch.cpp - which schedule zcc keeps, and why -----------------===//
+//
+// The decisions are plain arithmetic on PlanMeasure; sizes are added with
+// checked arithmetic, so a plan whose bytes wrap can never look as if it
+// fitted the budget.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/plan/PlanSearch.h"
+
+#include "compiler/plan/Dumps.h"
+
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/ErrorHandling.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+using namespace zplan;
+
+static llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+static constexpr SchedulePolicySpelling kSchedulePolicySpellings[] = {
+    {SchedulePolicy::Default, "default",
+     "the scheduler's placement: prefetch under the budget"},
+    {SchedulePolicy::Jit, "jit",
+     "hook-based ZeRO-3: gather just before use (the baseline)"},
+};
+
+llvm::ArrayRef<SchedulePolicySpelling> zplan::getSchedulePolicySpellings() {
+  return kSchedulePolicySpellings;
+}
+
+llvm::StringRef zplan::spell(SchedulePolicy policy) {
+  for (const SchedulePolicySpelling &spelling : kSchedulePolicySpellings)
+    if (spelling.policy == policy)
+      return spelling.name;
+  llvm_unreachable("every SchedulePolicy has a spelling");
+}
+
+namespace {
+
+/// The outcome of scheduling one policy under the budget, with retries.
+struct BudgetOutcome {
+  /// The attempt whose plan fits.
+  size_t attempt = 0;
+  int retries = 0;
+  /// How far the first plan's memory was over the budget (0: it fitted).
+  uint64_t firstOvershoot = 0;
+};
+
+} // namespace
+
+/// Schedules `policy` under `budget`; while the planned memory exceeds the
+/// budget, schedules again under a budget lowered by the overshoot.
+static llvm::Expected<BudgetOutcome>
+searchBudget(SchedulePolicy policy, uint64_t budget,
+             const ScheduleAndEmitFn &scheduleAndEmit,
+             std::vector<PlanAttempt> &attempts) {
+  BudgetOutcome outcome;
+  uint64_t target = budget;
+  std::string overBudget;
+  for (int retry = 0;; ++retry) {
+    llvm::Expected<PlanMeasure> measure = scheduleAndEmit(policy, target);
+    attempts.push_back({policy, target, std::nullopt});
+    if (!measure) {
+      // A tighter retry that cannot be scheduled: the first plan's overshoot
+      // is the better explanation.
+      if (retry > 0) {
+        llvm::consumeError(measure.takeError());
+        return makeError(overBudget);
+      }
+      return measure.takeError();
+    }
+    attempts.back().measure = *measure;
+    std::optional<uint64_t> sum =
+        llvm::checkedAddUnsigned(measure->residentBytes, measure->arenaBytes);
+    uint64_t total = sum.value_or(0);
+    if (!sum)
+      return makeError("the planned memory per rank (policy " + spell(policy) +
+                       ") overflows 64 bits: shards and persistent groups " +
+                       llvm::Twine(measure->residentBytes) + " B + arena " +
+                       llvm::Twine(measure->arenaBytes) + " B");
+    if (budget == 0 || total <= budget) {
+      outcome.attempt = attempts.size() - 1;
+      outcome.retries = retry;
+      return outcome;
+    }
+    uint64_t over = total - budget;
+    if (overBudget.empty()) {
+      outcome.firstOvershoot = over;
+      overBudget =
+          ("the planned memory does not fit the budget of " +
+           llvm::Twine(budget) + " B per rank (policy " + spell(policy) +
+           "): shards and persistent groups " +
+           llvm::Twine(measure->residentBytes) + " B + arena " +
+           llvm::Twine(measure->arenaBytes) + " B (live peak " +
+           llvm::Twine(measure->lowerBound) + " B at instruction #" +
+           llvm::Twine(measure->peakIndex) + ") = " + llvm::Twine(total) +
+           " B, " + llvm::Twine(over) +
+           " B over, also when rescheduled under tighter budgets")
+              .str();
+    }
+    if (retry == kMaxBudgetRetries || over >= target)
+      return makeError(overBudget);
+    target -= over;
+  }
+}
+
+static std::string describeRetries(uint64_t budget,
+                                   const BudgetOutcome &outcome) {
+  if (budget == 0)
+    return "no budget";
+  if (outcome.retries == 0)
+    return "no budget retry";
+  return std::to_string(outcome.retries) +
+         (outcome.retries == 1 ? " budget retry" : " budget retries") +
+         " (arena over by " + formatSize(outcome.firstOvershoot) + ")";
+}
+
+llvm::Expected<PlanSearchResult>
+zplan::searchPlan(SchedulePolicy policy, uint64_t budget,
+                  const ScheduleAndEmitFn &scheduleAndEmit) {
+  PlanSearchResult result;
+  llvm::Expected<BudgetOutcome> own =
+      searchBudget(policy, budget, scheduleAndEmit, result.attempts);
+  if (policy == SchedulePolicy::Jit) {
+    if (!own)
+      return own.takeError();
+    result.chosen = own->attempt;
+    result.jitPlan = result.chosen;
+    result.summary = "plan search: jit policy, its only placement; " +
+                     describeRetries(budget, *own);
+    return result;
+  }
+
+  // The hook-distance placement, kept when it simulates faster, or when the
+  // prefetch pass's placement does not fit the budget at all.
+  llvm::Expected<BudgetOutcome> hook = searchBudget(
+      SchedulePolicy::Jit, budget, scheduleAndEmit, result.attempts);
+  if (!own) {
+    if (!hook) {
+      llvm::consumeError(hook.takeError());
+      return own.takeError();
+    }
+    llvm::consumeError(own.takeError());
+    result.chosen = result.jitPlan.emplace(hook->attempt);
+    result.summary = "plan search: default policy with hook-distance "
+                     "prefetch (the prefetch pass's placement does not fit "
+                     "the budget); " +
+                     describeRetries(budget, *hook);
+    return result;
+  }
+  result.chosen = own->attempt;
+  std::string retries = describeRetries(budget, *own);
+  if (!hook) {
+    llvm::consumeError(hook.takeError());
+    result.summary = "plan search: default policy with the prefetch pass's "
+                     "placement (hook-distance prefetch does not fit); " +
+                     retries;
+    return result;
+  }
+  result.jitPlan = hook->attempt;
+  double ownSeconds = result.attempts[own->attempt].measure->simulatedSeconds;
+  double hookSeconds =
+      result.attempts[hook->attempt].measure->simulatedSeconds;
+  if (hookSeconds < ownSeconds) {
+    result.chosen = hook->attempt;
+    result.summary = "plan search: default policy with hook-distance prefetch "
+                     "(simulated " +
+                     formatSeconds(hookSeconds) + " vs " +
+                     formatSeconds(ownSeconds) + " with the prefetch pass's); " +
+                     describeRetries(budget, *hook);
+    return result;
+  }
+  result.summary = "plan search: default policy with the prefetch pass's "
+                   "placement (simulated " +
+                   formatSeconds(ownSeconds) + " vs " +
+                   formatSeconds(hookSeconds) +
+                   " with hook-distance prefetch); " + retries;
+  return result;
+}
