@@ -27,7 +27,7 @@ using namespace zplan;
 namespace {
 
 constexpr size_t kMaxPath = 4096;
-constexpr size_t kMaxTemporaries = 8;
+constexpr size_t kMaxTemporaries = 32;
 
 char toolName[32] = "zcc";
 char phase[kMaxPath] = "starting";
@@ -49,9 +49,14 @@ void append(char *buffer, size_t capacity, size_t &length, const char *text) {
 [[noreturn]] void die(const char *what, const char *detail) {
   if (crashing.exchange(true))
     _exit(1);
+  // Files first, then the directories made for them, innermost (registered
+  // last) first; unlink fails harmlessly on a directory and rmdir on a file.
   for (char *path : temporaries)
     if (path[0])
       unlink(path);
+  for (size_t slot = kMaxTemporaries; slot-- > 0;)
+    if (temporaries[slot][0])
+      rmdir(temporaries[slot]);
   char message[2 * kMaxPath];
   size_t length = 0;
   append(message, sizeof(message), length, toolName);
@@ -163,6 +168,9 @@ void zplan::installCrashHandlers(const char *tool) {
   std::signal(SIGXFSZ, SIG_IGN);
   std::set_terminate(onTerminate);
   llvm::install_fatal_error_handler(onFatalError, nullptr);
+  // operator new failing reports through the bad-alloc handler below, as
+  // InitLLVM arranges.
+  llvm::install_out_of_memory_new_handler();
   llvm::install_bad_alloc_error_handler(
       [](void *, const char *reason, bool) { die("out of memory", reason); },
       nullptr);

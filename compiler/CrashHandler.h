@@ -30,7 +30,8 @@ void installCrashHandlers(const char *tool);
 /// "while <phase>". Call from the main thread only.
 void setCrashPhase(const llvm::Twine &phase);
 
-/// Files a crash must remove. At most a handful at once: registration
+/// Files (and directories made for them, registered before their files) a
+/// crash must remove. At most a handful at once: registration
 /// returns false when there is no free slot (the caller then fails rather
 /// than risk leaving the file behind).
 bool registerTemporaryFile(llvm::StringRef path);

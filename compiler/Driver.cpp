@@ -151,6 +151,31 @@ public:
       discard(output.temporary);
     for (const std::string &path : committed)
       llvm::sys::fs::remove(path);
+    // Innermost first; remove() takes a directory only when it is empty.
+    for (const std::string &directory : llvm::reverse(createdDirectories)) {
+      llvm::sys::fs::remove(directory);
+      unregisterTemporaryFile(directory);
+    }
+  }
+
+  /// Creates `directory` and its missing parents; the ones created here are
+  /// removed again unless the outputs are committed.
+  llvm::Error addDirectory(llvm::StringRef directory) {
+    std::vector<std::string> missing;
+    for (llvm::StringRef path = directory;
+         !path.empty() && !llvm::sys::fs::exists(path);
+         path = llvm::sys::path::parent_path(path))
+      missing.push_back(path.str());
+    for (const std::string &path : llvm::reverse(missing)) {
+      if (std::error_code code = llvm::sys::fs::create_directory(path))
+        return makeError("cannot create --dump-dir '" + directory +
+                         "': " + code.message());
+      createdDirectories.push_back(path);
+      if (!registerTemporaryFile(path))
+        return makeError("too many temporary files open to create '" +
+                         directory + "'");
+    }
+    return llvm::Error::success();
   }
 
   /// A new temporary for `path`, created empty and registered with the crash
@@ -204,8 +229,11 @@ public:
       output.temporary.clear();
       committed.push_back(output.path);
     }
+    for (const std::string &directory : createdDirectories)
+      unregisterTemporaryFile(directory);
     outputs.clear();
     committed.clear();
+    createdDirectories.clear();
     return llvm::Error::success();
   }
 
@@ -225,6 +253,8 @@ private:
   std::vector<Output> outputs;
   /// Renamed during a commit() that has not finished.
   std::vector<std::string> committed;
+  /// Made for the dump files, outermost first.
+  std::vector<std::string> createdDirectories;
 };
 
 /// The file names of the requested dumps in the dump directory.
@@ -445,10 +475,8 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
       out << text;
       return llvm::Error::success();
     }
-    if (std::error_code error =
-            llvm::sys::fs::create_directories(options.dumpDir))
-      return makeError("cannot create --dump-dir '" + options.dumpDir +
-                       "': " + error.message());
+    if (llvm::Error error = outputs.addDirectory(options.dumpDir))
+      return error;
     llvm::SmallString<256> path(options.dumpDir);
     llvm::sys::path::append(path, name);
     return outputs.addBytes(path, text);
