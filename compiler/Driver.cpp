@@ -290,6 +290,13 @@ static llvm::Error checkOutputPaths(const CompileOptions &options,
   }
   for (const std::string &path : dumpFilePaths(options))
     outputs.push_back({"the dump file", path});
+  if (!options.outputPath.empty()) {
+    // Found before any work rather than when the plan is written.
+    llvm::StringRef parent = llvm::sys::path::parent_path(options.outputPath);
+    if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
+      return makeError("-o '" + options.outputPath + "': the directory '" +
+                       parent + "' does not exist");
+  }
   for (auto &[what, path] : outputs) {
     if (llvm::sys::fs::is_directory(path))
       return makeError(what + " '" + path +

@@ -85,10 +85,14 @@ llvm::Error parseInputShapes(llvm::ArrayRef<std::string> texts,
 /// mode, dump kinds, limits).
 llvm::Error validateOptions(const CompileOptions &options);
 
-/// Runs zcc: import, canonicalisation, the schedule (for the chosen policy
-/// and, for the report, the other one), plan emission, the requested dumps,
-/// and with -o the plan and its weights file (`OUT.weights`), each written
-/// whole or not at all. Progress notes go to `notes`.
+/// Runs zcc: import, canonicalisation, the plan search (PlanSearch.h) for
+/// the chosen policy and, for the report, the other one, plan emission, the
+/// requested dumps, and with -o the plan and its weights file
+/// (`OUT.weights`). Every file (plan, weights, dump files) is written as a
+/// temporary and renamed only when all are complete: a failure leaves none
+/// of them. An output that is a directory, or the same file as the model or
+/// one of its external-data files, is refused before anything is written.
+/// Progress notes go to `notes`.
 llvm::Error compileModel(const CompileOptions &options,
                          llvm::raw_ostream &out, llvm::raw_ostream &notes);
 
