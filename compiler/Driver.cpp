@@ -491,7 +491,8 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
   if (options.dumps.count("ir"))
     if (llvm::Error error = emitDump(
             "ir.mlir", (importedIr + "// -----// IR after the schedule (policy " +
-                        spell(options.policy) + ") //----- //\n" +
+                        spell(options.policy) + ") //----- //\n// " +
+                        search->summary + "\n" +
                         searched.scheduledIr[search->chosen])
                            .str()))
       return error;
