@@ -18,6 +18,8 @@
 
 #include "runtime/Executor.h"
 
+#include "runtime/plan/Opcodes.h"
+
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -90,7 +92,7 @@ uint64_t groupBytes(const plan::Group &group) {
 
 std::string zplan::describeInstruction(const plan::Instruction &instruction) {
   std::string text = "instruction #" + std::to_string(instruction.index()) +
-                     " " + inQuotes(instruction.op());
+                     " " + inQuotes(plan::opcodeName(instruction.opcode()));
   if (!instruction.location().empty())
     text += " at " + inQuotes(instruction.location());
   return text;
@@ -108,16 +110,16 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
   for (const plan::Instruction &instruction : program.instructions()) {
     std::string subject = "program " + inQuotes(program.name()) + ", " +
                           describeInstruction(instruction);
-    const std::string &op = instruction.op();
-    if (op == "release" || op == "wait")
+    plan::Opcode opcode = instruction.opcode();
+    if (opcode == plan::OPCODE_RELEASE || opcode == plan::OPCODE_GATHER_WAIT)
       continue;
     if (instruction.queue() == plan::COMPUTE) {
-      if (!cpu::hasKernel(op))
+      if (!cpu::hasKernel(opcode))
         return failure(subject, ": the CPU backend has no kernel for ",
-                       inQuotes(op));
+                       inQuotes(plan::opcodeName(opcode)));
       continue;
     }
-    if (op != "all_gather")
+    if (opcode != plan::OPCODE_ALL_GATHER)
       return failure(subject, ": this zrun runs only all_gather and release "
                               "on the comm queue");
     if (instruction.operands_size() != 1 || instruction.results_size() != 1)
@@ -203,7 +205,7 @@ Status Executor::prepare() {
   for (int id = 0; id <= buffers; ++id)
     copyState[id].store(kNotGathered, std::memory_order_relaxed);
   for (const plan::Instruction &instruction : program.instructions())
-    if (instruction.op() == "all_gather")
+    if (instruction.opcode() == plan::OPCODE_ALL_GATHER)
       isGatheredCopy[instruction.results(0)] = true;
 
   if (options.check) {
@@ -340,12 +342,12 @@ void Executor::fail(Status status) {
 
 Status Executor::execute(uint32_t index) {
   const plan::Instruction &instruction = program.instructions(index);
-  const std::string &op = instruction.op();
-  if (op == "all_gather")
+  switch (instruction.opcode()) {
+  case plan::OPCODE_ALL_GATHER:
     return executeAllGather(instruction);
-  if (op == "release")
+  case plan::OPCODE_RELEASE:
     return executeRelease(instruction);
-  if (op == "wait") {
+  case plan::OPCODE_GATHER_WAIT:
     // The dependency on the all_gather (wait_for) is the whole effect.
     if (options.check)
       for (uint32_t id : instruction.operands())
@@ -353,6 +355,8 @@ Status Executor::execute(uint32_t index) {
           copyState[memory.rootOf(id)].store(kAvailable,
                                              std::memory_order_relaxed);
     return Status::success();
+  default:
+    break;
   }
   if (options.check)
     if (Status status = checkReads(instruction); !status.ok())

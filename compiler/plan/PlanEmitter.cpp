@@ -6,6 +6,7 @@
 #include "compiler/transforms/ScheduleDiagnostics.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/zero/ZeroDialect.h"
+#include "runtime/plan/Opcodes.h"
 #include "runtime/plan/PlanLoader.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -94,8 +95,8 @@ private:
       id = buffer(id).view_of();
     return id;
   }
-  plan::Instruction &addInstruction(plan::Queue queue, llvm::StringRef op,
-                                    Operation *source, double seconds);
+  plan::Instruction &addInstruction(plan::Opcode opcode, Operation *source,
+                                    double seconds);
   void addAttributes(plan::Instruction &instruction, Operation *op);
   llvm::Error emitOps(func::FuncOp func);
   llvm::Error planMemory();
@@ -195,13 +196,14 @@ uint32_t Emitter::addView(uint32_t base, uint64_t byteOffset,
   return id;
 }
 
-plan::Instruction &Emitter::addInstruction(plan::Queue queue,
-                                           llvm::StringRef op,
+/// Appends an instruction of `opcode`, on the queue the opcode table names.
+plan::Instruction &Emitter::addInstruction(plan::Opcode opcode,
                                            Operation *source, double seconds) {
+  plan::Queue queue = plan::findOpcode(opcode)->queue;
   plan::Instruction *instruction = program->add_instructions();
   instruction->set_index(program->instructions_size() - 1);
   instruction->set_queue(queue);
-  instruction->set_op(op.str());
+  instruction->set_opcode(opcode);
   if (source)
     if (auto name = llvm::dyn_cast<NameLoc>(source->getLoc()))
       instruction->set_location(name.getName().str());
@@ -287,7 +289,7 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
       buffer(copy).set_group(group);
       int64_t before = lastCompute;
       plan::Instruction &gather = addInstruction(
-          plan::COMM, "all_gather", nullptr,
+          plan::OPCODE_ALL_GATHER, nullptr,
           cost.allGatherSeconds(bytes, result.plan.world_size()));
       gather.set_location("@" + entry.name());
       gather.add_operands(shardBuffer.lookup(group));
@@ -308,7 +310,7 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
           persistent ? persistentBuffer.lookup(group) : tokenCopy.lookup(wait.getToken());
       if (!inPlace) {
         plan::Instruction &instruction =
-            addInstruction(plan::COMPUTE, "wait", nullptr, 0);
+            addInstruction(plan::OPCODE_GATHER_WAIT, nullptr, 0);
         instruction.set_location("@" + result.plan.groups(group).name());
         instruction.add_operands(base);
         instruction.set_group(group);
@@ -332,7 +334,7 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
       if (buffer(copy).kind() != plan::Buffer::ARENA)
         continue; // Read in place (one rank): nothing to release.
       plan::Instruction &instruction =
-          addInstruction(plan::COMPUTE, "release", nullptr, 0);
+          addInstruction(plan::OPCODE_RELEASE, nullptr, 0);
       instruction.add_operands(copy);
       instruction.set_group(buffer(copy).group());
       instruction.set_location(
@@ -357,9 +359,17 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
     if (!op.getDialect() || !llvm::isa<nn::NNDialect>(op.getDialect()))
       return makeError("cannot emit " + describeOp(&op) +
                        ": only nn and zero ops run in a plan");
+    // Only listed opcodes reach a plan: an nn op the runtime has no opcode
+    // for is refused here, naming it, rather than by zrun on N ranks.
+    std::optional<plan::Opcode> opcode =
+        plan::opcodeFromName(op.getName().stripDialect());
+    if (!opcode || plan::findOpcode(*opcode)->kind != plan::OpcodeKind::Kernel)
+      return makeError("cannot emit " + describeOp(&op) + ": '" +
+                       op.getName().getStringRef() +
+                       "' has no opcode in the plan format "
+                       "(runtime/plan/Opcodes.h)");
     plan::Instruction &instruction =
-        addInstruction(plan::COMPUTE, op.getName().stripDialect(), &op,
-                       cost.computeSeconds(&op));
+        addInstruction(*opcode, &op, cost.computeSeconds(&op));
     for (Value operand : op.getOperands())
       instruction.add_operands(valueBuffer.lookup(operand));
     for (Value value : op.getResults()) {

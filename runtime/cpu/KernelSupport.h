@@ -29,7 +29,8 @@ struct KernelCall {
   const std::vector<TensorRef> &operands;
   const std::vector<TensorRef> &results;
 
-  const std::string &op() const { return instruction.op(); }
+  /// The op's name, for messages.
+  std::string op() const;
   /// "<op>: <message>".
   Status error(const std::string &message) const;
 };

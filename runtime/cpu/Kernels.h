@@ -43,8 +43,9 @@ plan::Status runKernel(const plan::Instruction &instruction,
                        const std::vector<TensorRef> &operands,
                        const std::vector<TensorRef> &results);
 
-/// Whether runKernel knows `op` (for a plan check before any work).
-bool hasKernel(const std::string &op);
+/// Whether runKernel has a kernel for `opcode` (for a plan check before any
+/// work).
+bool hasKernel(plan::Opcode opcode);
 
 /// Sets the BLAS thread count (OpenBLAS); 1 by default for one rank per core.
 void setBlasThreads(int threads);

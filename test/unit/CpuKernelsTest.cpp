@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/plan/Opcodes.h"
 
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
@@ -100,7 +101,14 @@ Tensor randomFloats(std::vector<int64_t> shape, double low = -1,
 struct Op {
   plan::Instruction instruction;
 
-  explicit Op(const std::string &name) { instruction.set_op(name); }
+  /// The opcode called `name`; OPCODE_UNSPECIFIED when none is.
+  explicit Op(const std::string &name) {
+    std::optional<plan::Opcode> opcode = plan::opcodeFromName(name);
+    if (!opcode)
+      ADD_FAILURE() << "no opcode is called '" << name << "'";
+    instruction.set_opcode(opcode.value_or(plan::OPCODE_UNSPECIFIED));
+  }
+  explicit Op(plan::Opcode opcode) { instruction.set_opcode(opcode); }
   Op &ints(const std::string &name, std::vector<int64_t> values) {
     plan::Attribute *attribute = instruction.add_attributes();
     attribute->set_name(name);
@@ -199,16 +207,28 @@ TEST(CpuKernels, EveryNnComputeOpHasAKernel) {
         "cast",       "matmul",     "transpose", "reshape",    "expand",
         "slice",      "concat",     "gather",    "embedding",  "reduce_mean",
         "reduce_sum", "reduce_max", "softmax",   "layer_norm", "rms_norm",
-        "attention"})
-    EXPECT_TRUE(hasKernel(op)) << op;
-  EXPECT_FALSE(hasKernel("conv"));
-  EXPECT_FALSE(hasKernel("nn.add")); // names come without the dialect
+        "attention"}) {
+    std::optional<plan::Opcode> opcode = plan::opcodeFromName(op);
+    ASSERT_TRUE(opcode.has_value()) << op;
+    EXPECT_TRUE(hasKernel(*opcode)) << op;
+  }
+  // Every opcode of the table's Kernel kind has a kernel, and no other has.
+  for (const plan::OpcodeInfo *info = plan::opcodesBegin();
+       info != plan::opcodesEnd(); ++info)
+    EXPECT_EQ(hasKernel(info->opcode),
+              info->kind == plan::OpcodeKind::Kernel)
+        << info->name;
+  EXPECT_FALSE(hasKernel(plan::OPCODE_UNSPECIFIED));
+  EXPECT_FALSE(hasKernel(static_cast<plan::Opcode>(999)));
 }
 
-TEST(CpuKernels, UnknownOpIsAnError) {
+TEST(CpuKernels, OpcodeWithoutKernelIsAnError) {
   Tensor x = randomFloats({2});
   Tensor y({2}, plan::F32);
-  EXPECT_TRUE(contains(runError(Op("conv"), {&x}, y), "conv: no CPU kernel"));
+  EXPECT_TRUE(contains(runError(Op(plan::OPCODE_ALL_GATHER), {&x}, y),
+                       "all_gather: no CPU kernel"));
+  EXPECT_TRUE(contains(runError(Op(static_cast<plan::Opcode>(999)), {&x}, y),
+                       "opcode 999: no CPU kernel"));
 }
 
 TEST(CpuKernels, WrongOperandCountIsAnError) {
