@@ -54,31 +54,20 @@ uint64_t checksum(const uint8_t *data, uint64_t bytes) {
   return sum;
 }
 
-/// Fills `bytes` at `data` with NaNs of `type` (a recognisable 0xA5 pattern
-/// for integer types, which have no NaN).
+/// Fills `bytes` at `data` with quiet NaNs of `type` (the element-type
+/// table's), or a recognisable 0xA5 pattern for integer types, which have
+/// no NaN.
 void poison(uint8_t *data, uint64_t bytes, plan::DataType type) {
-  auto fill = [&](auto value) {
-    uint64_t count = bytes / sizeof(value);
-    for (uint64_t i = 0; i < count; ++i)
-      std::memcpy(data + i * sizeof(value), &value, sizeof(value));
-    std::memset(data + count * sizeof(value), 0xA5, bytes % sizeof(value));
-  };
-  switch (type) {
-  case plan::F32:
-    fill(std::numeric_limits<float>::quiet_NaN());
-    break;
-  case plan::F64:
-    fill(std::numeric_limits<double>::quiet_NaN());
-    break;
-  case plan::F16:
-    fill(uint16_t{0x7E00});
-    break;
-  case plan::BF16:
-    fill(uint16_t{0x7FC0});
-    break;
-  default:
+  std::optional<ElementType> element = elementTypeFromPlan(type);
+  const ElementTypeInfo *info = element ? &elementTypeInfo(*element) : nullptr;
+  if (!info || info->quietNaN == 0) {
     std::memset(data, 0xA5, bytes);
+    return;
   }
+  uint64_t count = bytes / info->bytes;
+  for (uint64_t i = 0; i < count; ++i)
+    std::memcpy(data + i * info->bytes, &info->quietNaN, info->bytes);
+  std::memset(data + count * info->bytes, 0xA5, bytes % info->bytes);
 }
 
 constexpr int64_t kNotGathered = -1;
@@ -176,7 +165,8 @@ Status Executor::prepare() {
     cpu::TensorRef tensor;
     tensor.data = memory.address(id);
     tensor.shape.assign(buffer.shape().begin(), buffer.shape().end());
-    tensor.dtype = buffer.dtype();
+    // validatePlan() proved every buffer's dtype has a size, so a row.
+    tensor.dtype = *elementTypeFromPlan(buffer.dtype());
     return tensor;
   };
   operandRefs.resize(count);

@@ -8,6 +8,7 @@
 #include "dialects/zero/ZeroDialect.h"
 #include "runtime/plan/Opcodes.h"
 #include "runtime/plan/PlanLoader.h"
+#include "runtime/support/ElementType.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -22,26 +23,16 @@ llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+/// The plan's number for an MLIR element type: the element-type table's row
+/// of the type's MLIR spelling ("f32", "ui8", "i1"); unspecified for a type
+/// the table lacks.
 plan::DataType dataTypeOf(Type type) {
-  if (type.isF32())
-    return plan::F32;
-  if (type.isF16())
-    return plan::F16;
-  if (type.isBF16())
-    return plan::BF16;
-  if (type.isF64())
-    return plan::F64;
-  if (type.isInteger(1))
-    return plan::BOOL;
-  if (type.isInteger(64))
-    return plan::I64;
-  if (type.isInteger(32))
-    return plan::I32;
-  if (type.isUnsignedInteger(8))
-    return plan::U8;
-  if (type.isInteger(8))
-    return plan::I8;
-  return plan::DATA_TYPE_UNSPECIFIED;
+  std::string spelling;
+  llvm::raw_string_ostream os(spelling);
+  type.print(os);
+  std::optional<ElementType> element = elementTypeFromName(os.str());
+  return element ? static_cast<plan::DataType>(elementTypeInfo(*element).plan)
+                 : plan::DATA_TYPE_UNSPECIFIED;
 }
 
 uint64_t elementBytes(Type type) {

@@ -192,33 +192,13 @@ std::string formatShape(const std::vector<int64_t> &shape) {
   return text + "]";
 }
 
-const char *dataTypeName(plan::DataType type) {
-  switch (type) {
-  case plan::F32:
-    return "f32";
-  case plan::F16:
-    return "f16";
-  case plan::BF16:
-    return "bf16";
-  case plan::F64:
-    return "f64";
-  case plan::I64:
-    return "i64";
-  case plan::I32:
-    return "i32";
-  case plan::I8:
-    return "i8";
-  case plan::U8:
-    return "u8";
-  case plan::BOOL:
-    return "bool";
-  default:
-    return "unspecified";
-  }
+const char *dataTypeName(ElementType type) {
+  // The table's names are literals, so their data is null-terminated.
+  return elementTypeInfo(type).name.data();
 }
 
-int64_t elementBytes(plan::DataType type) {
-  return static_cast<int64_t>(plan::dataTypeSize(type));
+int64_t elementBytes(ElementType type) {
+  return elementTypeInfo(type).bytes;
 }
 
 Status expectArity(const KernelCall &call, size_t minimum, size_t maximum,
@@ -240,7 +220,7 @@ Status expectArity(const KernelCall &call, size_t minimum, size_t maximum,
 }
 
 Status expectType(const KernelCall &call, const char *what,
-                  const TensorRef &tensor, plan::DataType type) {
+                  const TensorRef &tensor, ElementType type) {
   if (tensor.dtype == type)
     return Status::success();
   return call.error(std::string(what) + " has element type " +

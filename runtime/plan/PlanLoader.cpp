@@ -11,6 +11,7 @@
 #include "runtime/plan/PlanLoader.h"
 
 #include "runtime/plan/Opcodes.h"
+#include "runtime/support/ElementType.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -678,24 +679,25 @@ private:
 // Public interface
 //===----------------------------------------------------------------------===//
 
+// The element-type table (runtime/support/ElementType.h) is free of
+// protobuf; here, where both are visible, its plan numbers must be
+// plan.proto's DataType values.
+static_assert(zplan::elementTypeInfo(zplan::ElementType::F32).plan == F32);
+static_assert(zplan::elementTypeInfo(zplan::ElementType::F16).plan == F16);
+static_assert(zplan::elementTypeInfo(zplan::ElementType::BF16).plan == BF16);
+static_assert(zplan::elementTypeInfo(zplan::ElementType::F64).plan == F64);
+static_assert(zplan::elementTypeInfo(zplan::ElementType::I64).plan == I64);
+static_assert(zplan::elementTypeInfo(zplan::ElementType::I32).plan == I32);
+static_assert(zplan::elementTypeInfo(zplan::ElementType::I8).plan == I8);
+static_assert(zplan::elementTypeInfo(zplan::ElementType::U8).plan == U8);
+static_assert(zplan::elementTypeInfo(zplan::ElementType::Bool).plan == BOOL);
+static_assert(sizeof(zplan::kElementTypes) / sizeof(zplan::kElementTypes[0]) ==
+                  DataType_MAX,
+              "one element-type row per DataType value but UNSPECIFIED");
+
 uint64_t zplan::plan::dataTypeSize(DataType type) {
-  switch (type) {
-  case F64:
-  case I64:
-    return 8;
-  case F32:
-  case I32:
-    return 4;
-  case F16:
-  case BF16:
-    return 2;
-  case I8:
-  case U8:
-  case BOOL:
-    return 1;
-  default:
-    return 0;
-  }
+  std::optional<zplan::ElementType> element = zplan::elementTypeFromPlan(type);
+  return element ? zplan::elementTypeInfo(*element).bytes : 0;
 }
 
 Status zplan::plan::parsePlan(std::string_view bytes,
