@@ -1,6 +1,8 @@
 //===- Kernels.h - CPU reference kernels for plan instructions ------------===//
 //
-// One entry point runs any compute instruction of a plan on the CPU. This
+// The kernels behind the CPU backend (CpuBackend.h), which resolves each
+// instruction to one of them once; runKernel() resolves and runs in one
+// call, for tests and one-off use. This
 // backend is the reference every other backend is checked against: fp32
 // (and the integer/bool types the nn ops take), row-major, results written
 // into caller-provided memory (the arena) -- kernels never allocate per
@@ -16,6 +18,7 @@
 #ifndef ZPLAN_RUNTIME_CPU_KERNELS_H
 #define ZPLAN_RUNTIME_CPU_KERNELS_H
 
+#include "runtime/Backend.h"
 #include "runtime/plan/PlanLoader.h"
 #include "runtime/support/ElementType.h"
 
@@ -25,15 +28,7 @@
 
 namespace zplan::cpu {
 
-/// A tensor in memory: where, what shape, which element type.
-struct TensorRef {
-  void *data = nullptr;
-  std::vector<int64_t> shape;
-  ElementType dtype = ElementType::F32;
-
-  int64_t numElements() const;
-  template <typename T> T *as() const { return static_cast<T *>(data); }
-};
+using zplan::TensorRef;
 
 /// Runs compute instruction `instruction` (its op and attributes) reading
 /// `operands` and writing `results`. Operands and results may not alias
