@@ -1,17 +1,17 @@
 //===- Kernels.h - CPU reference kernels for plan instructions ------------===//
 //
 // The kernels behind the CPU backend (CpuBackend.h), which resolves each
-// instruction to one of them once; runKernel() resolves and runs in one
-// call, for tests and one-off use. This
-// backend is the reference every other backend is checked against: fp32
-// (and the integer/bool types the nn ops take), row-major, results written
-// into caller-provided memory (the arena) -- kernels never allocate per
-// call beyond small fixed scratch. GEMMs go through BLAS (OpenBLAS, one
-// thread per rank by default).
+// compute instruction to one of them once, by opcode; runKernel() resolves
+// and runs in one call, for tests and one-off use. The CPU is the reference
+// every other backend is checked against: fp32 (and the integer/bool types
+// the nn ops take), row-major, results written into caller-provided memory
+// (the arena) -- kernels never allocate per call beyond small fixed
+// scratch. GEMMs go through BLAS (OpenBLAS, one thread per rank by default).
 //
-// The op names and attributes are the nn dialect's (dialects/nn/NNOps.td),
-// as the plan emitter writes them: the op name without "nn.", attributes by
-// name (ints for integers, bools and i64 arrays; floats; text for strings).
+// The opcodes are the nn dialect's ops (runtime/plan/Opcodes.h) and the
+// attributes are the ops' (dialects/nn/NNOps.td), as the plan emitter
+// writes them: by name (ints for integers, bools and i64 arrays; floats;
+// text for strings).
 //
 //===----------------------------------------------------------------------===//
 

@@ -9,7 +9,13 @@ DIR holds the Python classes protoc generated for runtime/plan/plan.proto
                  first compute instruction that reads one of its parameters;
   wait-late      moves the gather_wait of a gathered group to right after
                  the first compute instruction that reads one of its
-                 parameters.
+                 parameters;
+  unknown-opcode gives the first compute kernel instruction opcode 999 (a
+                 value plan.proto does not list, as a newer zcc might write);
+  wrong-queue    puts the first all_gather on the COMPUTE queue.
+
+The last two are not schedule bugs: zrun's validation must refuse them
+before any work.
 
 The first group (in program order) for which the move is possible is broken:
 for release-early, one that no instruction waits for the release of (so
@@ -19,7 +25,8 @@ wait_for references are renumbered, so the broken plan passes zrun's
 validation and fails only at run time. OUT's weights_file points at IN's
 weights.
 
-Prints what it broke, one fact a line, for FileCheck to capture:
+Prints what it broke, one fact a line, for FileCheck to capture (for the
+last two modes: `changed: #INDEX 'OP'`):
   group: @NAME
   moved: #OLD -> #NEW 'release'|'gather_wait'
   reader: #INDEX 'OP' at 'LOCATION'
@@ -157,10 +164,42 @@ def has_cycle(program):
     return started != count
 
 
+def point_weights_at_input(plan, args):
+    """OUT's weights_file names IN's weights."""
+    weights = os.path.join(os.path.dirname(os.path.abspath(args.input)),
+                           plan.weights_file)
+    plan.weights_file = os.path.relpath(
+        weights, os.path.dirname(os.path.abspath(args.output)))
+
+
+def break_opcode(plan_pb2, plan, args):
+    program = plan.programs[0]
+    if args.mode == "unknown-opcode":
+        wanted = lambda i: (i.queue == plan_pb2.COMPUTE and i.opcode not in
+                            (plan_pb2.OPCODE_GATHER_WAIT,
+                             plan_pb2.OPCODE_RELEASE))
+    else:
+        wanted = lambda i: i.opcode == plan_pb2.OPCODE_ALL_GATHER
+    instruction = next((i for i in program.instructions if wanted(i)), None)
+    if instruction is None:
+        raise SystemExit(f"break_plan: nothing to break by {args.mode}")
+    print(f"changed: #{instruction.index} "
+          f"'{opcode_name(plan_pb2, instruction.opcode)}'")
+    if args.mode == "unknown-opcode":
+        instruction.opcode = 999
+    else:
+        instruction.queue = plan_pb2.COMPUTE
+    point_weights_at_input(plan, args)
+    with open(args.output, "wb") as file:
+        file.write(plan.SerializeToString())
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--proto-dir", required=True)
-    parser.add_argument("mode", choices=["release-early", "wait-late"])
+    parser.add_argument("mode", choices=["release-early", "wait-late",
+                                         "unknown-opcode", "wrong-queue"])
     parser.add_argument("input")
     parser.add_argument("output")
     args = parser.parse_args()
@@ -172,6 +211,8 @@ def main():
     if len(plan.programs) != 1:
         raise SystemExit("break_plan: expected a plan with one program")
     program = plan.programs[0]
+    if args.mode in ("unknown-opcode", "wrong-queue"):
+        return break_opcode(plan_pb2, plan, args)
     view = ProgramView(plan_pb2, plan, program)
 
     waited_for = {w for i in program.instructions for w in i.wait_for}
@@ -202,10 +243,8 @@ def main():
         raise SystemExit(f"break_plan: no group can be broken by {args.mode}")
     entry, old, new, reader_after, parameter, trial = broken
 
-    weights = os.path.join(os.path.dirname(os.path.abspath(args.input)),
-                           plan.weights_file)
-    trial.weights_file = os.path.relpath(
-        weights, os.path.dirname(os.path.abspath(args.output)))
+    trial.weights_file = plan.weights_file
+    point_weights_at_input(trial, args)
     with open(args.output, "wb") as file:
         file.write(trial.SerializeToString())
 
