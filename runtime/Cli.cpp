@@ -20,6 +20,7 @@
 #include "runtime/Trace.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/plan/Opcodes.h"
 #include "runtime/plan/PlanLoader.h"
 
 #include <algorithm>
@@ -372,7 +373,7 @@ void printInspect(const std::string &path, const plan::Plan &plan,
     std::map<std::string, int> byOp;
     int compute = 0, comm = 0;
     for (const plan::Instruction &instruction : program.instructions()) {
-      ++byOp[instruction.op()];
+      ++byOp[plan::opcodeName(instruction.opcode())];
       ++(instruction.queue() == plan::COMM ? comm : compute);
     }
     os << "program " << inQuotes(program.name()) << ": "
@@ -399,11 +400,12 @@ void printInspect(const std::string &path, const plan::Plan &plan,
       std::snprintf(head, sizeof(head), "  %5u  %-8s %-14s",
                     instruction.index(),
                     instruction.queue() == plan::COMM ? "comm" : "compute",
-                    instruction.op().c_str());
+                    plan::opcodeName(instruction.opcode()).c_str());
       os << head;
-      const std::string &op = instruction.op();
-      if (op == "all_gather" || op == "wait" || op == "release" ||
-          op == "reduce_scatter")
+      const plan::Opcode opcode = instruction.opcode();
+      const plan::OpcodeInfo *info = plan::findOpcode(opcode);
+      bool namesGroup = info && info->showsGroup;
+      if (namesGroup)
         os << groupLabel(plan, instruction.group());
       else
         os << bufferList(plan, instruction.operands()) << " -> "
@@ -419,7 +421,7 @@ void printInspect(const std::string &path, const plan::Plan &plan,
                            bufferOf(plan, instruction.results(0)).name() ==
                                instruction.location();
       if (!instruction.location().empty() && !namedByResult &&
-          op != "all_gather" && op != "wait" && op != "release")
+          !namesGroup)
         os << "  at " << instruction.location();
       os << "\n";
     }

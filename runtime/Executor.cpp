@@ -18,8 +18,8 @@
 
 #include "runtime/Executor.h"
 
-#include <cstring>
-#include <limits>
+#include "runtime/plan/Opcodes.h"
+
 #include <sstream>
 
 using namespace zplan;
@@ -35,50 +35,6 @@ std::string groupName(const plan::Plan &plan, uint32_t group) {
   return "@" + plan.groups(group).name();
 }
 
-/// A position-sensitive 64-bit checksum: each 8-byte word is mixed with its
-/// index, so a changed, swapped or zeroed word changes the sum.
-uint64_t checksum(const uint8_t *data, uint64_t bytes) {
-  constexpr uint64_t kMultiplier = 0x9E3779B97F4A7C15ull;
-  uint64_t sum = bytes * kMultiplier;
-  uint64_t words = bytes / 8;
-  for (uint64_t i = 0; i < words; ++i) {
-    uint64_t word;
-    std::memcpy(&word, data + 8 * i, 8);
-    uint64_t mixed = (word ^ (i * kMultiplier)) * 0xBF58476D1CE4E5B9ull;
-    sum += mixed ^ (mixed >> 31);
-  }
-  for (uint64_t i = words * 8; i < bytes; ++i)
-    sum = (sum ^ data[i]) * 0x100000001B3ull;
-  return sum;
-}
-
-/// Fills `bytes` at `data` with NaNs of `type` (a recognisable 0xA5 pattern
-/// for integer types, which have no NaN).
-void poison(uint8_t *data, uint64_t bytes, plan::DataType type) {
-  auto fill = [&](auto value) {
-    uint64_t count = bytes / sizeof(value);
-    for (uint64_t i = 0; i < count; ++i)
-      std::memcpy(data + i * sizeof(value), &value, sizeof(value));
-    std::memset(data + count * sizeof(value), 0xA5, bytes % sizeof(value));
-  };
-  switch (type) {
-  case plan::F32:
-    fill(std::numeric_limits<float>::quiet_NaN());
-    break;
-  case plan::F64:
-    fill(std::numeric_limits<double>::quiet_NaN());
-    break;
-  case plan::F16:
-    fill(uint16_t{0x7E00});
-    break;
-  case plan::BF16:
-    fill(uint16_t{0x7FC0});
-    break;
-  default:
-    std::memset(data, 0xA5, bytes);
-  }
-}
-
 constexpr int64_t kNotGathered = -1;
 constexpr int64_t kAvailable = -2;
 
@@ -90,7 +46,7 @@ uint64_t groupBytes(const plan::Group &group) {
 
 std::string zplan::describeInstruction(const plan::Instruction &instruction) {
   std::string text = "instruction #" + std::to_string(instruction.index()) +
-                     " " + inQuotes(instruction.op());
+                     " " + inQuotes(plan::opcodeName(instruction.opcode()));
   if (!instruction.location().empty())
     text += " at " + inQuotes(instruction.location());
   return text;
@@ -101,25 +57,27 @@ std::string zplan::describeInstruction(const plan::Instruction &instruction) {
 //===----------------------------------------------------------------------===//
 
 Status zplan::checkProgramSupported(const plan::Plan &plan,
-                                    const plan::Program &program) {
+                                    const plan::Program &program,
+                                    const Backend &backend) {
   auto bufferOf = [&](uint32_t id) -> const plan::Buffer & {
     return plan.buffers(id - 1);
   };
   for (const plan::Instruction &instruction : program.instructions()) {
     std::string subject = "program " + inQuotes(program.name()) + ", " +
                           describeInstruction(instruction);
-    const std::string &op = instruction.op();
-    if (op == "release" || op == "wait")
+    plan::Opcode opcode = instruction.opcode();
+    if (opcode == plan::OPCODE_RELEASE || opcode == plan::OPCODE_GATHER_WAIT)
       continue;
     if (instruction.queue() == plan::COMPUTE) {
-      if (!cpu::hasKernel(op))
-        return failure(subject, ": the CPU backend has no kernel for ",
-                       inQuotes(op));
+      if (!backend.hasKernel(opcode))
+        return failure(subject, ": the ", backend.name(),
+                       " backend has no kernel for ",
+                       inQuotes(plan::opcodeName(opcode)));
       continue;
     }
-    if (op != "all_gather")
-      return failure(subject, ": this zrun runs only all_gather and release "
-                              "on the comm queue");
+    if (opcode != plan::OPCODE_ALL_GATHER)
+      return failure(subject, ": this zrun runs only all_gather on the comm "
+                              "queue");
     if (instruction.operands_size() != 1 || instruction.results_size() != 1)
       return failure(subject, " has ", instruction.operands_size(),
                      " operands and ", instruction.results_size(),
@@ -150,8 +108,8 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
 Executor::Executor(const plan::Plan &plan, const plan::Program &program,
                    RankMemory &memory, comm::Communicator &communicator,
                    const ExecutorOptions &options)
-    : plan(plan), program(program), memory(memory), communicator(communicator),
-      options(options) {}
+    : plan(plan), program(program), memory(memory), backend(memory.backend()),
+      communicator(communicator), options(options) {}
 
 Status Executor::create(const plan::Plan &plan, const plan::Program &program,
                         RankMemory &memory, comm::Communicator &communicator,
@@ -167,18 +125,23 @@ Status Executor::create(const plan::Plan &plan, const plan::Program &program,
   return Status::success();
 }
 
+ElementType Executor::elementTypeOf(uint32_t id) const {
+  // validatePlan() refused every buffer whose dtype has no size, so every
+  // dtype left has a row.
+  return *elementTypeFromPlan(plan.buffers(id - 1).dtype());
+}
+
 Status Executor::prepare() {
   int count = program.instructions_size();
   auto tensorOf = [&](uint32_t id) {
     const plan::Buffer &buffer = plan.buffers(id - 1);
-    cpu::TensorRef tensor;
+    TensorRef tensor;
     tensor.data = memory.address(id);
     tensor.shape.assign(buffer.shape().begin(), buffer.shape().end());
-    tensor.dtype = buffer.dtype();
+    tensor.dtype = elementTypeOf(id);
     return tensor;
   };
-  operandRefs.resize(count);
-  resultRefs.resize(count);
+  kernels.resize(count);
   awaited.assign(count, false);
   completedIn.reset(new std::atomic<uint32_t>[count]);
   for (int index = 0; index < count; ++index) {
@@ -186,16 +149,27 @@ Status Executor::prepare() {
     const plan::Instruction &instruction = program.instructions(index);
     (instruction.queue() == plan::COMM ? commQueue : computeQueue)
         .push_back(index);
-    for (uint32_t id : instruction.operands())
-      operandRefs[index].push_back(tensorOf(id));
-    for (uint32_t id : instruction.results())
-      resultRefs[index].push_back(tensorOf(id));
     for (uint32_t waited : instruction.wait_for())
       if (program.instructions(waited).queue() != instruction.queue())
         awaited[waited] = true;
+    const plan::OpcodeInfo *opcode = plan::findOpcode(instruction.opcode());
+    if (!opcode || opcode->kind != plan::OpcodeKind::Kernel)
+      continue;
+    std::vector<TensorRef> operands, results;
+    for (uint32_t id : instruction.operands())
+      operands.push_back(tensorOf(id));
+    for (uint32_t id : instruction.results())
+      results.push_back(tensorOf(id));
+    if (Status status = backend.prepareKernel(instruction, std::move(operands),
+                                              std::move(results),
+                                              kernels[index]);
+        !status.ok())
+      return failure(describeInstruction(instruction), ": ", status.message());
   }
   if (!commQueue.empty())
     awaited[commQueue.back()] = true;
+  if (Status status = backend.createQueues(count, queues); !status.ok())
+    return status;
 
   int buffers = plan.buffers_size();
   isGatheredCopy.assign(buffers + 1, false);
@@ -203,7 +177,7 @@ Status Executor::prepare() {
   for (int id = 0; id <= buffers; ++id)
     copyState[id].store(kNotGathered, std::memory_order_relaxed);
   for (const plan::Instruction &instruction : program.instructions())
-    if (instruction.op() == "all_gather")
+    if (instruction.opcode() == plan::OPCODE_ALL_GATHER)
       isGatheredCopy[instruction.results(0)] = true;
 
   if (options.check) {
@@ -213,7 +187,11 @@ Status Executor::prepare() {
     for (const plan::Buffer &buffer : plan.buffers()) {
       if (buffer.view_of() != 0)
         continue;
-      uint64_t sum = checksum(memory.address(buffer.id()), buffer.bytes());
+      uint64_t sum;
+      if (Status status =
+              backend.checksum(memory.address(buffer.id()), buffer.bytes(), sum);
+          !status.ok())
+        return status;
       if (buffer.kind() == plan::Buffer::SHARD)
         shardChecksums[buffer.group()] = sum;
       else if (buffer.kind() == plan::Buffer::PERSISTENT)
@@ -257,6 +235,9 @@ Status Executor::run() {
   // use the communicator from this thread.
   if (!commQueue.empty())
     waitComplete(commQueue.back(), epoch);
+  if (!failed.load(std::memory_order_acquire))
+    if (Status status = queues->synchronize(); !status.ok())
+      fail(status);
   if (!failed.load(std::memory_order_acquire) && options.check)
     if (Status status = checkResidentData(); !status.ok())
       fail(status);
@@ -292,14 +273,26 @@ void Executor::runQueue(plan::Queue queue, uint32_t epoch) {
     // is the collective's.
     bool traceBlocking = queue == plan::COMPUTE && options.trace;
     uint64_t start = traceBlocking ? options.trace->now() : 0;
-    for (uint32_t waited : instruction.wait_for())
+    // The host-side event says the instruction waited for was issued (and,
+    // on the CPU, done); the backend's queue then waits for its completion
+    // on the device, where that differs.
+    for (uint32_t waited : instruction.wait_for()) {
       if (!waitComplete(waited, epoch))
         return;
+      if (Status status = queues->waitFor(queue, waited); !status.ok()) {
+        fail(status);
+        return;
+      }
+    }
     if (failed.load(std::memory_order_acquire))
       return;
     if (options.trace && !traceBlocking)
       start = options.trace->now();
     if (Status status = execute(index); !status.ok()) {
+      fail(status);
+      return;
+    }
+    if (Status status = queues->recordCompletion(queue, index); !status.ok()) {
       fail(status);
       return;
     }
@@ -340,12 +333,12 @@ void Executor::fail(Status status) {
 
 Status Executor::execute(uint32_t index) {
   const plan::Instruction &instruction = program.instructions(index);
-  const std::string &op = instruction.op();
-  if (op == "all_gather")
+  switch (instruction.opcode()) {
+  case plan::OPCODE_ALL_GATHER:
     return executeAllGather(instruction);
-  if (op == "release")
+  case plan::OPCODE_RELEASE:
     return executeRelease(instruction);
-  if (op == "wait") {
+  case plan::OPCODE_GATHER_WAIT:
     // The dependency on the all_gather (wait_for) is the whole effect.
     if (options.check)
       for (uint32_t id : instruction.operands())
@@ -353,12 +346,13 @@ Status Executor::execute(uint32_t index) {
           copyState[memory.rootOf(id)].store(kAvailable,
                                              std::memory_order_relaxed);
     return Status::success();
+  default:
+    break;
   }
   if (options.check)
     if (Status status = checkReads(instruction); !status.ok())
       return status;
-  Status status =
-      cpu::runKernel(instruction, operandRefs[index], resultRefs[index]);
+  Status status = kernels[index]->run();
   if (!status.ok())
     return failure(describeInstruction(instruction), ": ", status.message());
   return Status::success();
@@ -366,24 +360,40 @@ Status Executor::execute(uint32_t index) {
 
 Status Executor::executeAllGather(const plan::Instruction &instruction) {
   uint32_t group = instruction.group();
-  uint64_t shardBytes =
-      groupBytes(plan.groups(group)) / static_cast<uint64_t>(plan.world_size());
+  const plan::Group &entry = plan.groups(group);
+  ElementType type = *elementTypeFromPlan(entry.dtype());
+  uint64_t countPerRank =
+      entry.padded_elements() / static_cast<uint64_t>(plan.world_size());
+  uint64_t shardBytes = countPerRank * elementTypeInfo(type).bytes;
   const uint8_t *shard = memory.address(instruction.operands(0));
   uint8_t *copy = memory.address(instruction.results(0));
-  if (options.check && checksum(shard, shardBytes) != shardChecksums[group])
-    return failure(describeInstruction(instruction), ": the shard of group ",
-                   groupName(plan, group),
-                   " changed since load (checksum mismatch): an instruction ",
-                   "wrote into parameter storage");
-  if (Status status = communicator.allGather(shard, copy, shardBytes);
+  if (options.check) {
+    uint64_t sum;
+    if (Status status = backend.checksum(shard, shardBytes, sum); !status.ok())
+      return status;
+    if (sum != shardChecksums[group])
+      return failure(describeInstruction(instruction), ": the shard of group ",
+                     groupName(plan, group),
+                     " changed since load (checksum mismatch): an ",
+                     "instruction wrote into parameter storage");
+  }
+  if (Status status =
+          communicator.allGather(shard, copy, countPerRank, type);
       !status.ok())
     return failure(describeInstruction(instruction), " (group ",
                    groupName(plan, group), "): ", status.message());
-  if (options.check &&
-      std::memcmp(copy + memory.rank() * shardBytes, shard, shardBytes) != 0)
-    return failure(describeInstruction(instruction), ": this rank's ",
-                   "slice of the gathered copy of group ",
-                   groupName(plan, group), " differs from its shard");
+  if (options.check) {
+    // The shard's checksum was just compared with the load-time one.
+    uint64_t sum;
+    if (Status status = backend.checksum(copy + memory.rank() * shardBytes,
+                                         shardBytes, sum);
+        !status.ok())
+      return status;
+    if (sum != shardChecksums[group])
+      return failure(describeInstruction(instruction), ": this rank's ",
+                     "slice of the gathered copy of group ",
+                     groupName(plan, group), " differs from its shard");
+  }
   return Status::success();
 }
 
@@ -397,7 +407,10 @@ Status Executor::executeRelease(const plan::Instruction &instruction) {
     // constant would corrupt the next run.
     if (buffer.kind() != plan::Buffer::ARENA)
       continue;
-    poison(memory.address(root), buffer.bytes(), buffer.dtype());
+    if (Status status = backend.poison(memory.address(root), buffer.bytes(),
+                                       elementTypeOf(root));
+        !status.ok())
+      return status;
     if (isGatheredCopy[root])
       copyState[root].store(instruction.index(), std::memory_order_relaxed);
   }
@@ -448,7 +461,7 @@ Status Executor::checkReads(const plan::Instruction &instruction) const {
   return Status::success();
 }
 
-Status Executor::checkResidentData() const {
+Status Executor::checkResidentData() {
   for (const plan::Buffer &buffer : plan.buffers()) {
     if (buffer.view_of() != 0)
       continue;
@@ -465,8 +478,12 @@ Status Executor::checkResidentData() const {
     } else {
       continue;
     }
-    if (checksum(memory.address(buffer.id()), buffer.bytes()) !=
-        (*expected)[key])
+    uint64_t sum;
+    if (Status status =
+            backend.checksum(memory.address(buffer.id()), buffer.bytes(), sum);
+        !status.ok())
+      return status;
+    if (sum != (*expected)[key])
       return failure("after the run of program ", inQuotes(program.name()),
                      ": ", what, " buffer ", buffer.id(), " ",
                      inQuotes(buffer.name()),

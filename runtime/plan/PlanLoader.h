@@ -30,7 +30,7 @@ namespace zplan::plan {
 
 /// The only Plan.version this reader accepts. Bump it, in the same change as
 /// plan.proto, whenever the meaning of a field changes.
-inline constexpr uint32_t kPlanVersion = 1;
+inline constexpr uint32_t kPlanVersion = 2;
 
 // Status lives in runtime/support; these names keep plan:: spellings
 // working while the runtime moves to the support layer's.
@@ -65,7 +65,8 @@ Status loadPlan(const std::string &path, Plan &plan);
 ///    bytes; SHARD and PERSISTENT buffers hold their group;
 ///  - parameters lie inside their group; groups split in world_size equal
 ///    shards and their weights lie inside their section of the weights file;
-///  - every instruction has a queue matching its op, its operand and result
+///  - every instruction has a known opcode (runtime/plan/Opcodes.h) and is
+///    on the queue the opcode names, its operand and result
 ///    ids exist, its group exists (collectives), its wait_for indices are
 ///    other instructions of the program, and the queues together cannot
 ///    deadlock (no cycle through wait_for and same-queue order);

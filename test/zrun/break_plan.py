@@ -7,8 +7,15 @@ DIR holds the Python classes protoc generated for runtime/plan/plan.proto
 
   release-early  moves the release of a gathered group to right before the
                  first compute instruction that reads one of its parameters;
-  wait-late      moves the wait of a gathered group to right after the first
-                 compute instruction that reads one of its parameters.
+  wait-late      moves the gather_wait of a gathered group to right after
+                 the first compute instruction that reads one of its
+                 parameters;
+  unknown-opcode gives the first compute kernel instruction opcode 999 (a
+                 value plan.proto does not list, as a newer zcc might write);
+  wrong-queue    puts the first all_gather on the COMPUTE queue.
+
+The last two are not schedule bugs: zrun's validation must refuse them
+before any work.
 
 The first group (in program order) for which the move is possible is broken:
 for release-early, one that no instruction waits for the release of (so
@@ -18,9 +25,10 @@ wait_for references are renumbered, so the broken plan passes zrun's
 validation and fails only at run time. OUT's weights_file points at IN's
 weights.
 
-Prints what it broke, one fact a line, for FileCheck to capture:
+Prints what it broke, one fact a line, for FileCheck to capture (for the
+last two modes: `changed: #INDEX 'OP'`):
   group: @NAME
-  moved: #OLD -> #NEW 'release'|'wait'
+  moved: #OLD -> #NEW 'release'|'gather_wait'
   reader: #INDEX 'OP' at 'LOCATION'
   parameter: 'NAME'
 """
@@ -35,12 +43,19 @@ def load_plan_module(proto_dir):
     return plan_pb2
 
 
+def opcode_name(plan_pb2, opcode):
+    """As zrun names an opcode (runtime/plan/Opcodes.h): OPCODE_LAYER_NORM
+    is 'layer_norm'."""
+    return plan_pb2.Opcode.Name(opcode)[len("OPCODE_"):].lower()
+
+
 class ProgramView:
     """Read-only facts about one program of a plan."""
 
-    def __init__(self, plan, program, compute_queue):
+    def __init__(self, plan_pb2, plan, program):
+        self.pb = plan_pb2
         self.plan = plan
-        self.compute_queue = compute_queue
+        self.compute_queue = plan_pb2.COMPUTE
         self.instructions = list(program.instructions)
 
     def buffer(self, buffer_id):
@@ -71,7 +86,7 @@ class ProgramView:
         and the compute instructions reading the copy (index, parameter)."""
         found = []
         for gather in self.instructions:
-            if gather.op != "all_gather":
+            if gather.opcode != self.pb.OPCODE_ALL_GATHER:
                 continue
             copy = gather.results[0]
             wait = release = None
@@ -82,9 +97,10 @@ class ProgramView:
                 reads_copy = [offset for root, offset in roots if root == copy]
                 if not reads_copy:
                     continue
-                if instruction.op == "wait" and wait is None:
+                if (instruction.opcode == self.pb.OPCODE_GATHER_WAIT
+                        and wait is None):
                     wait = instruction.index
-                elif instruction.op == "release":
+                elif instruction.opcode == self.pb.OPCODE_RELEASE:
                     release = instruction.index
                     break
                 elif instruction.queue == self.compute_queue:
@@ -148,10 +164,42 @@ def has_cycle(program):
     return started != count
 
 
+def point_weights_at_input(plan, args):
+    """OUT's weights_file names IN's weights."""
+    weights = os.path.join(os.path.dirname(os.path.abspath(args.input)),
+                           plan.weights_file)
+    plan.weights_file = os.path.relpath(
+        weights, os.path.dirname(os.path.abspath(args.output)))
+
+
+def break_opcode(plan_pb2, plan, args):
+    program = plan.programs[0]
+    if args.mode == "unknown-opcode":
+        wanted = lambda i: (i.queue == plan_pb2.COMPUTE and i.opcode not in
+                            (plan_pb2.OPCODE_GATHER_WAIT,
+                             plan_pb2.OPCODE_RELEASE))
+    else:
+        wanted = lambda i: i.opcode == plan_pb2.OPCODE_ALL_GATHER
+    instruction = next((i for i in program.instructions if wanted(i)), None)
+    if instruction is None:
+        raise SystemExit(f"break_plan: nothing to break by {args.mode}")
+    print(f"changed: #{instruction.index} "
+          f"'{opcode_name(plan_pb2, instruction.opcode)}'")
+    if args.mode == "unknown-opcode":
+        instruction.opcode = 999
+    else:
+        instruction.queue = plan_pb2.COMPUTE
+    point_weights_at_input(plan, args)
+    with open(args.output, "wb") as file:
+        file.write(plan.SerializeToString())
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--proto-dir", required=True)
-    parser.add_argument("mode", choices=["release-early", "wait-late"])
+    parser.add_argument("mode", choices=["release-early", "wait-late",
+                                         "unknown-opcode", "wrong-queue"])
     parser.add_argument("input")
     parser.add_argument("output")
     args = parser.parse_args()
@@ -163,7 +211,9 @@ def main():
     if len(plan.programs) != 1:
         raise SystemExit("break_plan: expected a plan with one program")
     program = plan.programs[0]
-    view = ProgramView(plan, program, plan_pb2.COMPUTE)
+    if args.mode in ("unknown-opcode", "wrong-queue"):
+        return break_opcode(plan_pb2, plan, args)
+    view = ProgramView(plan_pb2, plan, program)
 
     waited_for = {w for i in program.instructions for w in i.wait_for}
     broken = None
@@ -193,18 +243,17 @@ def main():
         raise SystemExit(f"break_plan: no group can be broken by {args.mode}")
     entry, old, new, reader_after, parameter, trial = broken
 
-    weights = os.path.join(os.path.dirname(os.path.abspath(args.input)),
-                           plan.weights_file)
-    trial.weights_file = os.path.relpath(
-        weights, os.path.dirname(os.path.abspath(args.output)))
+    trial.weights_file = plan.weights_file
+    point_weights_at_input(trial, args)
     with open(args.output, "wb") as file:
         file.write(trial.SerializeToString())
 
     reader_instruction = trial.programs[0].instructions[reader_after]
     moved = trial.programs[0].instructions[new]
     print(f"group: @{plan.groups[entry['group']].name}")
-    print(f"moved: #{old} -> #{new} '{moved.op}'")
-    print(f"reader: #{reader_after} '{reader_instruction.op}' "
+    print(f"moved: #{old} -> #{new} '{opcode_name(plan_pb2, moved.opcode)}'")
+    print(f"reader: #{reader_after} "
+          f"'{opcode_name(plan_pb2, reader_instruction.opcode)}' "
           f"at '{reader_instruction.location}'")
     print(f"parameter: '{parameter}'")
     return 0
