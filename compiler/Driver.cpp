@@ -15,6 +15,7 @@
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/plan/Simulator.h"
 #include "compiler/plan/WeightsWriter.h"
+#include "runtime/plan/PlanFormat.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -311,16 +312,17 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
     // Weights first, then the plan: a plan on disk always has its weights.
     std::string weights = options.outputPath + ".weights";
     std::string temporary = weights + ".partial";
-    if (llvm::Error error =
-            writeWeights(chosen->plan, options.modelPath, temporary)) {
+    uint64_t planIdentity;
+    std::string planBytes = plan::serializePlan(chosen->plan, &planIdentity);
+    if (llvm::Error error = writeWeights(chosen->plan, planIdentity,
+                                         options.modelPath, temporary)) {
       llvm::sys::fs::remove(temporary);
       return error;
     }
     if (std::error_code code = llvm::sys::fs::rename(temporary, weights))
       return makeError("cannot move the weights into '" + weights +
                        "': " + code.message());
-    if (llvm::Error error = writeFileAtomically(
-            options.outputPath, chosen->plan.SerializeAsString()))
+    if (llvm::Error error = writeFileAtomically(options.outputPath, planBytes))
       return error;
     notes << "zcc: wrote " << options.outputPath << " ("
           << chosen->plan.programs(0).instructions_size()

@@ -18,6 +18,8 @@
 
 #include "runtime/Executor.h"
 
+#include "runtime/support/Checksum.h"
+
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -33,23 +35,6 @@ namespace {
 
 std::string groupName(const plan::Plan &plan, uint32_t group) {
   return "@" + plan.groups(group).name();
-}
-
-/// A position-sensitive 64-bit checksum: each 8-byte word is mixed with its
-/// index, so a changed, swapped or zeroed word changes the sum.
-uint64_t checksum(const uint8_t *data, uint64_t bytes) {
-  constexpr uint64_t kMultiplier = 0x9E3779B97F4A7C15ull;
-  uint64_t sum = bytes * kMultiplier;
-  uint64_t words = bytes / 8;
-  for (uint64_t i = 0; i < words; ++i) {
-    uint64_t word;
-    std::memcpy(&word, data + 8 * i, 8);
-    uint64_t mixed = (word ^ (i * kMultiplier)) * 0xBF58476D1CE4E5B9ull;
-    sum += mixed ^ (mixed >> 31);
-  }
-  for (uint64_t i = words * 8; i < bytes; ++i)
-    sum = (sum ^ data[i]) * 0x100000001B3ull;
-  return sum;
 }
 
 /// Fills `bytes` at `data` with NaNs of `type` (a recognisable 0xA5 pattern

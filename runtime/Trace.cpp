@@ -2,13 +2,10 @@
 
 #include "runtime/Trace.h"
 
-#include "runtime/Npy.h"
-
 #include <cstdio>
 #include <sstream>
 
 using namespace zplan;
-using plan::Status;
 
 namespace {
 
@@ -99,19 +96,4 @@ std::string TraceRecorder::eventsJson(const plan::Plan &plan,
        << ",\"pid\":" << pid
        << ",\"tid\":0,\"args\":{\"count\":" << droppedEvents() << "}}";
   return os.str();
-}
-
-Status zplan::writeTrace(comm::Communicator &communicator,
-                         const std::string &path,
-                         const std::string &eventsJson) {
-  std::vector<std::string> all;
-  if (Status status = communicator.gatherText(eventsJson, all); !status.ok())
-    return status;
-  if (communicator.rank() != 0)
-    return Status::success();
-  std::string text = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  for (size_t rank = 0; rank < all.size(); ++rank)
-    text += (rank ? ",\n" : "") + all[rank];
-  text += "\n]}\n";
-  return npy::writeFileAtomically(path, text, "trace file '" + path + "'");
 }

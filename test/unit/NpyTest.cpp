@@ -8,7 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Npy.h"
+#include "runtime/tooling/Files.h"
+#include "runtime/tooling/Npy.h"
 
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
@@ -20,6 +21,7 @@
 
 using namespace zplan;
 using namespace zplan::npy;
+using zplan::tooling::StagedFile;
 using zplan::plan::Status;
 
 using zplan::testing::contains;

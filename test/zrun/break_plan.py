@@ -15,8 +15,8 @@ for release-early, one that no instruction waits for the release of (so
 that, without --check, the release stays bookkeeping only); for wait-late,
 one whose moved wait leaves no dependency cycle. Instruction indices and
 wait_for references are renumbered, so the broken plan passes zrun's
-validation and fails only at run time. OUT's weights_file points at IN's
-weights.
+validation and fails only at run time. OUT is sealed again (plan_file.py)
+and gets OUT.weights, a copy of IN's weights whose header names OUT.
 
 Prints what it broke, one fact a line, for FileCheck to capture:
   group: @NAME
@@ -27,6 +27,9 @@ Prints what it broke, one fact a line, for FileCheck to capture:
 import argparse
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plan_file  # noqa: E402
 
 
 def load_plan_module(proto_dir):
@@ -195,10 +198,12 @@ def main():
 
     weights = os.path.join(os.path.dirname(os.path.abspath(args.input)),
                            plan.weights_file)
-    trial.weights_file = os.path.relpath(
-        weights, os.path.dirname(os.path.abspath(args.output)))
+    trial.weights_file = os.path.basename(args.output) + ".weights"
+    sealed, identity = plan_file.seal_plan(trial)
+    plan_file.copy_weights_for(weights, args.output + ".weights",
+                               trial.world_size, identity)
     with open(args.output, "wb") as file:
-        file.write(trial.SerializeToString())
+        file.write(sealed)
 
     reader_instruction = trial.programs[0].instructions[reader_after]
     moved = trial.programs[0].instructions[new]
