@@ -18,6 +18,7 @@
 
 #include "runtime/Executor.h"
 
+#include "runtime/plan/Opcodes.h"
 #include "runtime/support/Checksum.h"
 
 #include <cstring>
@@ -37,31 +38,20 @@ std::string groupName(const plan::Plan &plan, uint32_t group) {
   return "@" + plan.groups(group).name();
 }
 
-/// Fills `bytes` at `data` with NaNs of `type` (a recognisable 0xA5 pattern
-/// for integer types, which have no NaN).
+/// Fills `bytes` at `data` with quiet NaNs of `type` (the element-type
+/// table's), or a recognisable 0xA5 pattern for integer types, which have
+/// no NaN.
 void poison(uint8_t *data, uint64_t bytes, plan::DataType type) {
-  auto fill = [&](auto value) {
-    uint64_t count = bytes / sizeof(value);
-    for (uint64_t i = 0; i < count; ++i)
-      std::memcpy(data + i * sizeof(value), &value, sizeof(value));
-    std::memset(data + count * sizeof(value), 0xA5, bytes % sizeof(value));
-  };
-  switch (type) {
-  case plan::F32:
-    fill(std::numeric_limits<float>::quiet_NaN());
-    break;
-  case plan::F64:
-    fill(std::numeric_limits<double>::quiet_NaN());
-    break;
-  case plan::F16:
-    fill(uint16_t{0x7E00});
-    break;
-  case plan::BF16:
-    fill(uint16_t{0x7FC0});
-    break;
-  default:
+  std::optional<ElementType> element = elementTypeFromPlan(type);
+  const ElementTypeInfo *info = element ? &elementTypeInfo(*element) : nullptr;
+  if (!info || info->quietNaN == 0) {
     std::memset(data, 0xA5, bytes);
+    return;
   }
+  uint64_t count = bytes / info->bytes;
+  for (uint64_t i = 0; i < count; ++i)
+    std::memcpy(data + i * info->bytes, &info->quietNaN, info->bytes);
+  std::memset(data + count * info->bytes, 0xA5, bytes % info->bytes);
 }
 
 constexpr int64_t kNotGathered = -1;
@@ -75,7 +65,7 @@ uint64_t groupBytes(const plan::Group &group) {
 
 std::string zplan::describeInstruction(const plan::Instruction &instruction) {
   std::string text = "instruction #" + std::to_string(instruction.index()) +
-                     " " + inQuotes(instruction.op());
+                     " " + inQuotes(plan::opcodeName(instruction.opcode()));
   if (!instruction.location().empty())
     text += " at " + inQuotes(instruction.location());
   return text;
@@ -93,16 +83,16 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
   for (const plan::Instruction &instruction : program.instructions()) {
     std::string subject = "program " + inQuotes(program.name()) + ", " +
                           describeInstruction(instruction);
-    const std::string &op = instruction.op();
-    if (op == "release" || op == "wait")
+    plan::Opcode opcode = instruction.opcode();
+    if (opcode == plan::OPCODE_RELEASE || opcode == plan::OPCODE_GATHER_WAIT)
       continue;
     if (instruction.queue() == plan::COMPUTE) {
-      if (!cpu::hasKernel(op))
+      if (!cpu::hasKernel(opcode))
         return failure(subject, ": the CPU backend has no kernel for ",
-                       inQuotes(op));
+                       inQuotes(plan::opcodeName(opcode)));
       continue;
     }
-    if (op != "all_gather")
+    if (opcode != plan::OPCODE_ALL_GATHER)
       return failure(subject, ": this zrun runs only all_gather and release "
                               "on the comm queue");
     if (instruction.operands_size() != 1 || instruction.results_size() != 1)
@@ -159,7 +149,8 @@ Status Executor::prepare() {
     cpu::TensorRef tensor;
     tensor.data = memory.address(id);
     tensor.shape.assign(buffer.shape().begin(), buffer.shape().end());
-    tensor.dtype = buffer.dtype();
+    // validatePlan() proved every buffer's dtype has a size, so a row.
+    tensor.dtype = *elementTypeFromPlan(buffer.dtype());
     return tensor;
   };
   operandRefs.resize(count);
@@ -188,7 +179,7 @@ Status Executor::prepare() {
   for (int id = 0; id <= buffers; ++id)
     copyState[id].store(kNotGathered, std::memory_order_relaxed);
   for (const plan::Instruction &instruction : program.instructions())
-    if (instruction.op() == "all_gather")
+    if (instruction.opcode() == plan::OPCODE_ALL_GATHER)
       isGatheredCopy[instruction.results(0)] = true;
 
   if (options.check) {
@@ -325,12 +316,12 @@ void Executor::fail(Status status) {
 
 Status Executor::execute(uint32_t index) {
   const plan::Instruction &instruction = program.instructions(index);
-  const std::string &op = instruction.op();
-  if (op == "all_gather")
+  switch (instruction.opcode()) {
+  case plan::OPCODE_ALL_GATHER:
     return executeAllGather(instruction);
-  if (op == "release")
+  case plan::OPCODE_RELEASE:
     return executeRelease(instruction);
-  if (op == "wait") {
+  case plan::OPCODE_GATHER_WAIT:
     // The dependency on the all_gather (wait_for) is the whole effect.
     if (options.check)
       for (uint32_t id : instruction.operands())
@@ -338,6 +329,8 @@ Status Executor::execute(uint32_t index) {
           copyState[memory.rootOf(id)].store(kAvailable,
                                              std::memory_order_relaxed);
     return Status::success();
+  default:
+    break;
   }
   if (options.check)
     if (Status status = checkReads(instruction); !status.ok())

@@ -2,6 +2,8 @@
 
 #include "runtime/Trace.h"
 
+#include "runtime/plan/Opcodes.h"
+
 #include <cstdio>
 #include <sstream>
 
@@ -74,7 +76,9 @@ std::string TraceRecorder::eventsJson(const plan::Plan &plan,
     for (const Event &event : tid == 0 ? compute : comm) {
       const plan::Instruction &instruction =
           program.instructions(event.instruction);
-      os << ",\n{\"name\":" << jsonString(instruction.op())
+      const plan::OpcodeInfo *opcode = plan::findOpcode(instruction.opcode());
+      os << ",\n{\"name\":"
+         << jsonString(plan::opcodeName(instruction.opcode()))
          << ",\"ph\":\"X\",\"ts\":" << microseconds(event.startNs)
          << ",\"dur\":" << microseconds(event.endNs - event.startNs)
          << ",\"pid\":" << pid << ",\"tid\":" << tid
@@ -82,9 +86,7 @@ std::string TraceRecorder::eventsJson(const plan::Plan &plan,
          << ",\"run\":" << event.run;
       if (!instruction.location().empty())
         os << ",\"location\":" << jsonString(instruction.location());
-      bool namesGroup =
-          instruction.op() == "all_gather" || instruction.op() == "wait" ||
-          instruction.op() == "release" || instruction.op() == "reduce_scatter";
+      bool namesGroup = opcode && opcode->showsGroup;
       if (namesGroup &&
           instruction.group() < static_cast<uint32_t>(plan.groups_size()))
         os << ",\"group\":"

@@ -3,6 +3,7 @@
 #include "compiler/plan/Dumps.h"
 
 #include "compiler/plan/Simulator.h"
+#include "runtime/plan/Opcodes.h"
 #include "runtime/plan/PlanLoader.h"
 
 #include "llvm/Support/Format.h"
@@ -67,14 +68,16 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
     os << "// schedule: program '" << program.name() << "', "
        << program.instructions_size() << " instructions, world size "
        << plan.world_size() << "\n";
-    os << "//    #  queue    op            bytes  live-after  operands\n";
+    os << "//    #  queue    op              bytes  live-after  operands\n";
     for (const plan::Instruction &instruction : program.instructions()) {
       uint64_t bytes = 0;
       std::string operands;
-      if (instruction.op() == "all_gather" || instruction.op() == "wait" ||
-          instruction.op() == "release") {
+      plan::Opcode opcode = instruction.opcode();
+      if (opcode == plan::OPCODE_ALL_GATHER ||
+          opcode == plan::OPCODE_GATHER_WAIT ||
+          opcode == plan::OPCODE_RELEASE) {
         const plan::Buffer &copy =
-            plan.buffers(instruction.op() == "all_gather"
+            plan.buffers(opcode == plan::OPCODE_ALL_GATHER
                              ? instruction.results(0) - 1
                              : instruction.operands(0) - 1);
         bytes = copy.bytes();
@@ -92,10 +95,10 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
                               static_cast<uint32_t>(emitted.arena.liveBytes.size())
                           ? emitted.arena.liveBytes[instruction.index()]
                           : 0;
-      os << llvm::format("%6u  %-7s  %-10s %10llu  %10llu  ",
+      os << llvm::format("%6u  %-7s  %-12s %10llu  %10llu  ",
                          instruction.index(),
                          instruction.queue() == plan::COMM ? "comm" : "compute",
-                         instruction.op().c_str(),
+                         plan::opcodeName(opcode).c_str(),
                          static_cast<unsigned long long>(bytes),
                          static_cast<unsigned long long>(live))
          << operands << "\n";
@@ -181,7 +184,7 @@ std::string zplan::formatReport(
   std::map<uint32_t, int> gathers;
   for (const plan::Instruction &instruction :
        chosen.plan.programs(0).instructions())
-    if (instruction.op() == "all_gather")
+    if (instruction.opcode() == plan::OPCODE_ALL_GATHER)
       ++gathers[instruction.group()];
   os << "groups (" << policies.front().first << " policy):\n";
   for (int g = 0; g < chosen.plan.groups_size(); ++g) {

@@ -6,7 +6,9 @@
 #include "compiler/transforms/ScheduleDiagnostics.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/zero/ZeroDialect.h"
+#include "runtime/plan/Opcodes.h"
 #include "runtime/plan/PlanLoader.h"
+#include "runtime/support/ElementType.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -21,26 +23,16 @@ llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+/// The plan's number for an MLIR element type: the element-type table's row
+/// of the type's MLIR spelling ("f32", "ui8", "i1"); unspecified for a type
+/// the table lacks.
 plan::DataType dataTypeOf(Type type) {
-  if (type.isF32())
-    return plan::F32;
-  if (type.isF16())
-    return plan::F16;
-  if (type.isBF16())
-    return plan::BF16;
-  if (type.isF64())
-    return plan::F64;
-  if (type.isInteger(1))
-    return plan::BOOL;
-  if (type.isInteger(64))
-    return plan::I64;
-  if (type.isInteger(32))
-    return plan::I32;
-  if (type.isUnsignedInteger(8))
-    return plan::U8;
-  if (type.isInteger(8))
-    return plan::I8;
-  return plan::DATA_TYPE_UNSPECIFIED;
+  std::string spelling;
+  llvm::raw_string_ostream os(spelling);
+  type.print(os);
+  std::optional<ElementType> element = elementTypeFromName(os.str());
+  return element ? static_cast<plan::DataType>(elementTypeInfo(*element).plan)
+                 : plan::DATA_TYPE_UNSPECIFIED;
 }
 
 uint64_t elementBytes(Type type) {
@@ -94,8 +86,8 @@ private:
       id = buffer(id).view_of();
     return id;
   }
-  plan::Instruction &addInstruction(plan::Queue queue, llvm::StringRef op,
-                                    Operation *source, double seconds);
+  plan::Instruction &addInstruction(plan::Opcode opcode, Operation *source,
+                                    double seconds);
   void addAttributes(plan::Instruction &instruction, Operation *op);
   llvm::Error emitOps(func::FuncOp func);
   llvm::Error planMemory();
@@ -195,13 +187,14 @@ uint32_t Emitter::addView(uint32_t base, uint64_t byteOffset,
   return id;
 }
 
-plan::Instruction &Emitter::addInstruction(plan::Queue queue,
-                                           llvm::StringRef op,
+/// Appends an instruction of `opcode`, on the queue the opcode table names.
+plan::Instruction &Emitter::addInstruction(plan::Opcode opcode,
                                            Operation *source, double seconds) {
+  plan::Queue queue = plan::findOpcode(opcode)->queue;
   plan::Instruction *instruction = program->add_instructions();
   instruction->set_index(program->instructions_size() - 1);
   instruction->set_queue(queue);
-  instruction->set_op(op.str());
+  instruction->set_opcode(opcode);
   if (source)
     if (auto name = llvm::dyn_cast<NameLoc>(source->getLoc()))
       instruction->set_location(name.getName().str());
@@ -287,7 +280,7 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
       buffer(copy).set_group(group);
       int64_t before = lastCompute;
       plan::Instruction &gather = addInstruction(
-          plan::COMM, "all_gather", nullptr,
+          plan::OPCODE_ALL_GATHER, nullptr,
           cost.allGatherSeconds(bytes, result.plan.world_size()));
       gather.set_location("@" + entry.name());
       gather.add_operands(shardBuffer.lookup(group));
@@ -308,7 +301,7 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
           persistent ? persistentBuffer.lookup(group) : tokenCopy.lookup(wait.getToken());
       if (!inPlace) {
         plan::Instruction &instruction =
-            addInstruction(plan::COMPUTE, "wait", nullptr, 0);
+            addInstruction(plan::OPCODE_GATHER_WAIT, nullptr, 0);
         instruction.set_location("@" + result.plan.groups(group).name());
         instruction.add_operands(base);
         instruction.set_group(group);
@@ -332,7 +325,7 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
       if (buffer(copy).kind() != plan::Buffer::ARENA)
         continue; // Read in place (one rank): nothing to release.
       plan::Instruction &instruction =
-          addInstruction(plan::COMPUTE, "release", nullptr, 0);
+          addInstruction(plan::OPCODE_RELEASE, nullptr, 0);
       instruction.add_operands(copy);
       instruction.set_group(buffer(copy).group());
       instruction.set_location(
@@ -357,9 +350,17 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
     if (!op.getDialect() || !llvm::isa<nn::NNDialect>(op.getDialect()))
       return makeError("cannot emit " + describeOp(&op) +
                        ": only nn and zero ops run in a plan");
+    // Only listed opcodes reach a plan: an nn op the runtime has no opcode
+    // for is refused here, naming it, rather than by zrun on N ranks.
+    std::optional<plan::Opcode> opcode =
+        plan::opcodeFromName(op.getName().stripDialect());
+    if (!opcode || plan::findOpcode(*opcode)->kind != plan::OpcodeKind::Kernel)
+      return makeError("cannot emit " + describeOp(&op) + ": '" +
+                       op.getName().getStringRef() +
+                       "' has no opcode in the plan format "
+                       "(runtime/plan/Opcodes.h)");
     plan::Instruction &instruction =
-        addInstruction(plan::COMPUTE, op.getName().stripDialect(), &op,
-                       cost.computeSeconds(&op));
+        addInstruction(*opcode, &op, cost.computeSeconds(&op));
     for (Value operand : op.getOperands())
       instruction.add_operands(valueBuffer.lookup(operand));
     for (Value value : op.getResults()) {

@@ -59,12 +59,12 @@ Status runAttention(const KernelCall &call) {
   const char *names[] = {"key", "value"};
   for (size_t i = 1; i < 3; ++i)
     if (Status status =
-            expectType(call, names[i - 1], call.operands[i], plan::F32);
+            expectType(call, names[i - 1], call.operands[i], ElementType::F32);
         !status.ok())
       return status;
-  if (Status status = expectType(call, "query", query, plan::F32); !status.ok())
+  if (Status status = expectType(call, "query", query, ElementType::F32); !status.ok())
     return status;
-  if (Status status = expectType(call, "result", result, plan::F32);
+  if (Status status = expectType(call, "result", result, ElementType::F32);
       !status.ok())
     return status;
 
@@ -102,12 +102,12 @@ Status runAttention(const KernelCall &call) {
     std::string kindText = textAttributeOr(call, "mask_kind", "additive");
     if (kindText == "additive") {
       kind = MaskKind::Additive;
-      if (Status status = expectType(call, "additive mask", maskRef, plan::F32);
+      if (Status status = expectType(call, "additive mask", maskRef, ElementType::F32);
           !status.ok())
         return status;
     } else if (kindText == "select") {
       kind = MaskKind::Select;
-      if (Status status = expectType(call, "select mask", maskRef, plan::BOOL);
+      if (Status status = expectType(call, "select mask", maskRef, ElementType::Bool);
           !status.ok())
         return status;
       double masked;

@@ -38,13 +38,13 @@ Status stridedMove(const KernelCall &call, int64_t base,
 
 /// Reads index `i` of an i64 or i32 index tensor.
 int64_t indexAt(const TensorRef &indices, int64_t i) {
-  return indices.dtype == plan::I64 ? indices.as<int64_t>()[i]
+  return indices.dtype == ElementType::I64 ? indices.as<int64_t>()[i]
                                     : indices.as<int32_t>()[i];
 }
 
 Status checkIndexType(const KernelCall &call, const char *what,
                       const TensorRef &indices) {
-  if (indices.dtype == plan::I64 || indices.dtype == plan::I32)
+  if (indices.dtype == ElementType::I64 || indices.dtype == ElementType::I32)
     return Status::success();
   return call.error(std::string(what) + " has element type " +
                     dataTypeName(indices.dtype) + ", expected i64 or i32");

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 namespace zplan::cpu::detail {
@@ -52,7 +53,7 @@ Status unary(const KernelCall &call, Fn fn) {
   if (Status status = expectShape(call, "result", result, input.shape);
       !status.ok())
     return status;
-  if (domain == Domain::Numeric && input.dtype == plan::BOOL)
+  if (domain == Domain::Numeric && input.dtype == ElementType::Bool)
     return call.error("input has element type bool, expected a number");
   int64_t count = input.numElements();
   auto body = [&](auto tag) -> Status {
@@ -233,9 +234,9 @@ void broadcastBinary(const In *a, const std::vector<int64_t> &aStrides,
 }
 
 /// Checks a binary op: two operands of one element type that broadcast to
-/// the result; the result has `resultType` (the operands' type if
-/// UNSPECIFIED).
-Status checkBinary(const KernelCall &call, plan::DataType resultType,
+/// the result; the result has `resultType` (the operands' type if none).
+Status checkBinary(const KernelCall &call,
+                   std::optional<ElementType> resultType,
                    std::vector<int64_t> &lhsStrides,
                    std::vector<int64_t> &rhsStrides) {
   if (Status status = expectArity(call, 2, 2); !status.ok())
@@ -243,9 +244,8 @@ Status checkBinary(const KernelCall &call, plan::DataType resultType,
   const TensorRef &lhs = call.operands[0], &rhs = call.operands[1];
   if (Status status = expectType(call, "rhs", rhs, lhs.dtype); !status.ok())
     return status;
-  if (resultType == plan::DATA_TYPE_UNSPECIFIED)
-    resultType = lhs.dtype;
-  if (Status status = expectType(call, "result", call.results[0], resultType);
+  if (Status status = expectType(call, "result", call.results[0],
+                                 resultType.value_or(lhs.dtype));
       !status.ok())
     return status;
   if (Status status = operandStrides(call, 0, "lhs", lhsStrides); !status.ok())
@@ -258,13 +258,13 @@ Status checkBinary(const KernelCall &call, plan::DataType resultType,
 template <typename Fn, typename Check>
 Status arithmetic(const KernelCall &call, Fn fn, Check check) {
   std::vector<int64_t> lhsStrides, rhsStrides;
-  if (Status status = checkBinary(call, plan::DATA_TYPE_UNSPECIFIED, lhsStrides,
+  if (Status status = checkBinary(call, std::nullopt, lhsStrides,
                                   rhsStrides);
       !status.ok())
     return status;
   const TensorRef &lhs = call.operands[0], &rhs = call.operands[1],
                   &result = call.results[0];
-  if (lhs.dtype == plan::BOOL)
+  if (lhs.dtype == ElementType::Bool)
     return call.error("operands have element type bool, expected numbers");
   return dispatchType(call, "lhs", lhs.dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
@@ -284,7 +284,7 @@ template <typename Fn> Status arithmetic(const KernelCall &call, Fn fn) {
 /// A comparison: bool result (0 or 1), operands of any type (bool too).
 template <typename Fn> Status compare(const KernelCall &call, Fn fn) {
   std::vector<int64_t> lhsStrides, rhsStrides;
-  if (Status status = checkBinary(call, plan::BOOL, lhsStrides, rhsStrides);
+  if (Status status = checkBinary(call, ElementType::Bool, lhsStrides, rhsStrides);
       !status.ok())
     return status;
   const TensorRef &lhs = call.operands[0], &rhs = call.operands[1],
@@ -430,7 +430,7 @@ Status runWhere(const KernelCall &call) {
     return status;
   const TensorRef &condition = call.operands[0], &onTrue = call.operands[1],
                   &onFalse = call.operands[2], &result = call.results[0];
-  if (Status status = expectType(call, "condition", condition, plan::BOOL);
+  if (Status status = expectType(call, "condition", condition, ElementType::Bool);
       !status.ok())
     return status;
   if (Status status = expectType(call, "on_false", onFalse, onTrue.dtype);
@@ -498,7 +498,7 @@ Status runCast(const KernelCall &call) {
   if (Status status = expectShape(call, "result", result, input.shape);
       !status.ok())
     return status;
-  bool toBool = result.dtype == plan::BOOL;
+  bool toBool = result.dtype == ElementType::Bool;
   int64_t count = input.numElements();
   return dispatchType(call, "input", input.dtype, [&](auto fromTag) -> Status {
     using From = typename decltype(fromTag)::type;

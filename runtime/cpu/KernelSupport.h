@@ -29,7 +29,8 @@ struct KernelCall {
   const std::vector<TensorRef> &operands;
   const std::vector<TensorRef> &results;
 
-  const std::string &op() const { return instruction.op(); }
+  /// The op's name, for messages.
+  std::string op() const;
   /// "<op>: <message>".
   Status error(const std::string &message) const;
 };
@@ -67,17 +68,17 @@ std::string textAttributeOr(const KernelCall &call, std::string_view name,
 
 /// "[2, 16, 64]".
 std::string formatShape(const std::vector<int64_t> &shape);
-/// "f32", "i64", ...
-const char *dataTypeName(plan::DataType type);
-/// Bytes per element; 0 for a type the kernels cannot handle.
-int64_t elementBytes(plan::DataType type);
+/// "f32", "i64", "i1", ...: the element-type table's (MLIR) names.
+const char *dataTypeName(ElementType type);
+/// Bytes per element, from the element-type table.
+int64_t elementBytes(ElementType type);
 
 /// Operand count in [minimum, maximum] and exactly `results` results.
 Status expectArity(const KernelCall &call, size_t minimum, size_t maximum,
                    size_t results = 1);
 /// `tensor` (called `what` in the message) has element type `type`.
 Status expectType(const KernelCall &call, const char *what,
-                  const TensorRef &tensor, plan::DataType type);
+                  const TensorRef &tensor, ElementType type);
 /// `tensor` (called `what`) has shape `shape`.
 Status expectShape(const KernelCall &call, const char *what,
                    const TensorRef &tensor, const std::vector<int64_t> &shape);
@@ -108,20 +109,20 @@ template <typename T> struct TypeTag { using type = T; };
 /// Anything else (f16, bf16) is an error naming the op and `what`.
 template <typename Fn>
 Status dispatchType(const KernelCall &call, const char *what,
-                    plan::DataType type, Fn &&fn) {
+                    ElementType type, Fn &&fn) {
   switch (type) {
-  case plan::F32:
+  case ElementType::F32:
     return fn(TypeTag<float>{});
-  case plan::F64:
+  case ElementType::F64:
     return fn(TypeTag<double>{});
-  case plan::I64:
+  case ElementType::I64:
     return fn(TypeTag<int64_t>{});
-  case plan::I32:
+  case ElementType::I32:
     return fn(TypeTag<int32_t>{});
-  case plan::I8:
+  case ElementType::I8:
     return fn(TypeTag<int8_t>{});
-  case plan::U8:
-  case plan::BOOL:
+  case ElementType::U8:
+  case ElementType::Bool:
     return fn(TypeTag<uint8_t>{});
   default:
     return call.error(std::string(what) + " has element type " +
@@ -132,11 +133,11 @@ Status dispatchType(const KernelCall &call, const char *what,
 /// As dispatchType, for f32 and f64 only.
 template <typename Fn>
 Status dispatchFloatType(const KernelCall &call, const char *what,
-                         plan::DataType type, Fn &&fn) {
+                         ElementType type, Fn &&fn) {
   switch (type) {
-  case plan::F32:
+  case ElementType::F32:
     return fn(TypeTag<float>{});
-  case plan::F64:
+  case ElementType::F64:
     return fn(TypeTag<double>{});
   default:
     return call.error(std::string(what) + " has element type " +
@@ -148,7 +149,7 @@ Status dispatchFloatType(const KernelCall &call, const char *what,
 /// element of `type`: for kernels that only move elements around.
 template <typename Fn>
 Status dispatchBySize(const KernelCall &call, const char *what,
-                      plan::DataType type, Fn &&fn) {
+                      ElementType type, Fn &&fn) {
   switch (elementBytes(type)) {
   case 1:
     return fn(TypeTag<uint8_t>{});

@@ -1,12 +1,14 @@
-//===- Kernels.cpp - op name -> CPU kernel, and the shared helpers --------===//
+//===- Kernels.cpp - opcode -> CPU kernel, and the shared helpers ---------===//
 //
-// The dispatch table from nn op names (as the plan emitter writes them,
-// without "nn.") to the kernel families in this directory, the BLAS thread
-// setting, and the attribute/shape helpers of KernelSupport.h.
+// The dispatch table from compute opcodes (runtime/plan/Opcodes.h) to the
+// kernel families in this directory, the BLAS thread setting, and the
+// attribute/shape helpers of KernelSupport.h.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelSupport.h"
+
+#include "runtime/plan/Opcodes.h"
 
 #include <cblas.h>
 
@@ -39,53 +41,53 @@ void chooseDefaultBlasThreads() {
     openblas_set_num_threads(1);
 }
 
-const std::unordered_map<std::string_view, KernelFunction> &kernelTable() {
-  static const std::unordered_map<std::string_view, KernelFunction> table = {
+const std::unordered_map<int, KernelFunction> &kernelTable() {
+  static const std::unordered_map<int, KernelFunction> table = {
       // Elementwise.cpp
-      {"neg", runNeg},
-      {"abs", runAbs},
-      {"sqrt", runSqrt},
-      {"reciprocal", runReciprocal},
-      {"exp", runExp},
-      {"log", runLog},
-      {"erf", runErf},
-      {"tanh", runTanh},
-      {"sigmoid", runSigmoid},
-      {"relu", runRelu},
-      {"cos", runCos},
-      {"sin", runSin},
-      {"silu", runSilu},
-      {"gelu", runGelu},
-      {"add", runAdd},
-      {"sub", runSub},
-      {"mul", runMul},
-      {"div", runDiv},
-      {"pow", runPow},
-      {"max", runMax},
-      {"min", runMin},
-      {"equal", runEqual},
-      {"less", runLess},
-      {"greater", runGreater},
-      {"where", runWhere},
-      {"cast", runCast},
+      {plan::OPCODE_NEG, runNeg},
+      {plan::OPCODE_ABS, runAbs},
+      {plan::OPCODE_SQRT, runSqrt},
+      {plan::OPCODE_RECIPROCAL, runReciprocal},
+      {plan::OPCODE_EXP, runExp},
+      {plan::OPCODE_LOG, runLog},
+      {plan::OPCODE_ERF, runErf},
+      {plan::OPCODE_TANH, runTanh},
+      {plan::OPCODE_SIGMOID, runSigmoid},
+      {plan::OPCODE_RELU, runRelu},
+      {plan::OPCODE_COS, runCos},
+      {plan::OPCODE_SIN, runSin},
+      {plan::OPCODE_SILU, runSilu},
+      {plan::OPCODE_GELU, runGelu},
+      {plan::OPCODE_ADD, runAdd},
+      {plan::OPCODE_SUB, runSub},
+      {plan::OPCODE_MUL, runMul},
+      {plan::OPCODE_DIV, runDiv},
+      {plan::OPCODE_POW, runPow},
+      {plan::OPCODE_MAX, runMax},
+      {plan::OPCODE_MIN, runMin},
+      {plan::OPCODE_EQUAL, runEqual},
+      {plan::OPCODE_LESS, runLess},
+      {plan::OPCODE_GREATER, runGreater},
+      {plan::OPCODE_WHERE, runWhere},
+      {plan::OPCODE_CAST, runCast},
       // Matmul.cpp, Attention.cpp
-      {"matmul", runMatmul},
-      {"attention", runAttention},
+      {plan::OPCODE_MATMUL, runMatmul},
+      {plan::OPCODE_ATTENTION, runAttention},
       // Normalization.cpp
-      {"layer_norm", runLayerNorm},
-      {"rms_norm", runRmsNorm},
-      {"softmax", runSoftmax},
-      {"reduce_mean", runReduceMean},
-      {"reduce_sum", runReduceSum},
-      {"reduce_max", runReduceMax},
+      {plan::OPCODE_LAYER_NORM, runLayerNorm},
+      {plan::OPCODE_RMS_NORM, runRmsNorm},
+      {plan::OPCODE_SOFTMAX, runSoftmax},
+      {plan::OPCODE_REDUCE_MEAN, runReduceMean},
+      {plan::OPCODE_REDUCE_SUM, runReduceSum},
+      {plan::OPCODE_REDUCE_MAX, runReduceMax},
       // DataMovement.cpp
-      {"transpose", runTranspose},
-      {"slice", runSlice},
-      {"concat", runConcat},
-      {"gather", runGather},
-      {"embedding", runEmbedding},
-      {"expand", runExpand},
-      {"reshape", runReshape},
+      {plan::OPCODE_TRANSPOSE, runTranspose},
+      {plan::OPCODE_SLICE, runSlice},
+      {plan::OPCODE_CONCAT, runConcat},
+      {plan::OPCODE_GATHER, runGather},
+      {plan::OPCODE_EMBEDDING, runEmbedding},
+      {plan::OPCODE_EXPAND, runExpand},
+      {plan::OPCODE_RESHAPE, runReshape},
   };
   return table;
 }
@@ -96,15 +98,17 @@ plan::Status runKernel(const plan::Instruction &instruction,
                        const std::vector<TensorRef> &operands,
                        const std::vector<TensorRef> &results) {
   const auto &table = kernelTable();
-  auto found = table.find(instruction.op());
+  auto found = table.find(instruction.opcode());
   if (found == table.end())
-    return plan::Status::error(instruction.op() +
+    return plan::Status::error(plan::opcodeName(instruction.opcode()) +
                                ": no CPU kernel for this op");
   chooseDefaultBlasThreads();
   return found->second(KernelCall{instruction, operands, results});
 }
 
-bool hasKernel(const std::string &op) { return kernelTable().count(op) != 0; }
+bool hasKernel(plan::Opcode opcode) {
+  return kernelTable().count(opcode) != 0;
+}
 
 void setBlasThreads(int threads) {
   blasThreadsChosen = true;
@@ -116,6 +120,10 @@ void setBlasThreads(int threads) {
 //===----------------------------------------------------------------------===//
 
 namespace detail {
+
+std::string KernelCall::op() const {
+  return plan::opcodeName(instruction.opcode());
+}
 
 Status KernelCall::error(const std::string &message) const {
   return Status::error(op() + ": " + message);
@@ -184,33 +192,13 @@ std::string formatShape(const std::vector<int64_t> &shape) {
   return text + "]";
 }
 
-const char *dataTypeName(plan::DataType type) {
-  switch (type) {
-  case plan::F32:
-    return "f32";
-  case plan::F16:
-    return "f16";
-  case plan::BF16:
-    return "bf16";
-  case plan::F64:
-    return "f64";
-  case plan::I64:
-    return "i64";
-  case plan::I32:
-    return "i32";
-  case plan::I8:
-    return "i8";
-  case plan::U8:
-    return "u8";
-  case plan::BOOL:
-    return "bool";
-  default:
-    return "unspecified";
-  }
+const char *dataTypeName(ElementType type) {
+  // The table's names are literals, so their data is null-terminated.
+  return elementTypeInfo(type).name.data();
 }
 
-int64_t elementBytes(plan::DataType type) {
-  return static_cast<int64_t>(plan::dataTypeSize(type));
+int64_t elementBytes(ElementType type) {
+  return elementTypeInfo(type).bytes;
 }
 
 Status expectArity(const KernelCall &call, size_t minimum, size_t maximum,
@@ -232,7 +220,7 @@ Status expectArity(const KernelCall &call, size_t minimum, size_t maximum,
 }
 
 Status expectType(const KernelCall &call, const char *what,
-                  const TensorRef &tensor, plan::DataType type) {
+                  const TensorRef &tensor, ElementType type) {
   if (tensor.dtype == type)
     return Status::success();
   return call.error(std::string(what) + " has element type " +

@@ -17,6 +17,7 @@
 #define ZPLAN_RUNTIME_CPU_KERNELS_H
 
 #include "runtime/plan/PlanLoader.h"
+#include "runtime/support/ElementType.h"
 
 #include <cstdint>
 #include <string>
@@ -28,7 +29,7 @@ namespace zplan::cpu {
 struct TensorRef {
   void *data = nullptr;
   std::vector<int64_t> shape;
-  plan::DataType dtype = plan::F32;
+  ElementType dtype = ElementType::F32;
 
   int64_t numElements() const;
   template <typename T> T *as() const { return static_cast<T *>(data); }
@@ -43,8 +44,9 @@ plan::Status runKernel(const plan::Instruction &instruction,
                        const std::vector<TensorRef> &operands,
                        const std::vector<TensorRef> &results);
 
-/// Whether runKernel knows `op` (for a plan check before any work).
-bool hasKernel(const std::string &op);
+/// Whether runKernel has a kernel for `opcode` (for a plan check before any
+/// work).
+bool hasKernel(plan::Opcode opcode);
 
 /// Sets the BLAS thread count (OpenBLAS); 1 by default for one rank per core.
 void setBlasThreads(int threads);

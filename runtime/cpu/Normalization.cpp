@@ -238,7 +238,7 @@ Status reduce(const KernelCall &call, Reduction reduction) {
   if (Status status = expectType(call, "result", result, input.dtype);
       !status.ok())
     return status;
-  if (input.dtype == plan::BOOL)
+  if (input.dtype == ElementType::Bool)
     return call.error("input has element type bool, expected a number");
   std::vector<int64_t> axes;
   if (Status status = intsAttribute(call, "axes", axes); !status.ok())

@@ -28,6 +28,9 @@ static_assert(elementTypeInfo(ElementType::F32).plan == F32 &&
                   elementTypeInfo(ElementType::U8).plan == U8 &&
                   elementTypeInfo(ElementType::Bool).plan == BOOL,
               "ElementType.h's plan numbers must match plan.proto");
+static_assert(sizeof(kElementTypes) / sizeof(kElementTypes[0]) ==
+                  DataType_MAX,
+              "one element-type row per DataType value but UNSPECIFIED");
 
 namespace {
 

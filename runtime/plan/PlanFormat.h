@@ -33,7 +33,7 @@ using zplan::Status;
 
 /// The only Plan.version this reader accepts. Bump it, in the same change as
 /// plan.proto, whenever the meaning of a field changes.
-inline constexpr uint32_t kPlanVersion = 1;
+inline constexpr uint32_t kPlanVersion = 2;
 
 /// Bytes per element of `type`; 0 for DATA_TYPE_UNSPECIFIED and for values
 /// this reader does not know (a newer plan's enum value).

@@ -11,6 +11,7 @@
 #include "runtime/plan/PlanLoader.h"
 
 #include "runtime/plan/CheckedSizes.h"
+#include "runtime/plan/Opcodes.h"
 #include "runtime/plan/ReadableFile.h"
 
 #include <algorithm>
@@ -59,7 +60,7 @@ std::string describeInstruction(const Program &program, int position) {
   const Instruction &instruction = program.instructions(position);
   std::string text = "program " + inQuotes(program.name()) + ", instruction #" +
                      std::to_string(position) + " " +
-                     inQuotes(instruction.op());
+                     inQuotes(opcodeName(instruction.opcode()));
   if (!instruction.location().empty())
     text += " at " + inQuotes(instruction.location());
   return text;
@@ -74,17 +75,6 @@ Status versionMismatch(std::string_view prefix, uint32_t version) {
 //===----------------------------------------------------------------------===//
 // Validation
 //===----------------------------------------------------------------------===//
-
-bool isCollective(std::string_view op) {
-  return op == "all_gather" || op == "reduce_scatter" || op == "all_reduce";
-}
-
-/// Collectives that move one parameter group and so must name it. An
-/// all_reduce may reduce a value that is no group (a loss), and release may
-/// end an activation's life, so a group is optional for them.
-bool requiresGroup(std::string_view op) {
-  return op == "all_gather" || op == "reduce_scatter";
-}
 
 /// Checks one plan against one world size; each method checks one table and
 /// returns the first problem. Later methods rely on what earlier ones proved
@@ -423,14 +413,19 @@ private:
     if (instruction.index() != static_cast<uint32_t>(position))
       return failure(subject, " has index ", instruction.index(),
                      "; an instruction's index must be its position");
-    if (instruction.op().empty())
-      return failure(subject, " has no op");
+    const OpcodeInfo *opcode = findOpcode(instruction.opcode());
+    if (!opcode)
+      return failure(subject, " has ",
+                     instruction.opcode() == OPCODE_UNSPECIFIED
+                         ? "no opcode"
+                         : "an unknown opcode (a newer or corrupt plan)");
     if (instruction.queue() != COMPUTE && instruction.queue() != COMM)
       return failure(subject, " has no queue (",
                      static_cast<int>(instruction.queue()), ")");
-    if (isCollective(instruction.op()) && instruction.queue() != COMM)
-      return failure(subject, " is a collective but is on the ",
-                     Queue_Name(instruction.queue()), " queue, not COMM");
+    if (instruction.queue() != opcode->queue)
+      return failure(subject, " is on the ", Queue_Name(instruction.queue()),
+                     " queue; ", inQuotes(opcode->name), " runs on ",
+                     Queue_Name(opcode->queue));
     for (const auto &[ids, kind] :
          {std::pair{&instruction.operands(), "operand"},
           std::pair{&instruction.results(), "result"}})
@@ -440,7 +435,9 @@ private:
                                                std::to_string(i) + " is");
             !status.ok())
           return status;
-    if ((instruction.group() != 0 || requiresGroup(instruction.op())) &&
+    // An all_reduce may reduce a value that is no group (a loss), and a
+    // release may end an activation's life: a group is optional for them.
+    if ((instruction.group() != 0 || opcode->requiresGroup) &&
         instruction.group() >= static_cast<uint32_t>(plan.groups_size()))
       return failure(subject, " names group ", instruction.group(),
                      ", but the plan has ", plan.groups_size(), " groups");
@@ -517,7 +514,8 @@ private:
     std::string cycleText;
     for (int index : cycle)
       cycleText += "#" + std::to_string(index) + " " +
-                   inQuotes(program.instructions(index).op()) + " -> ";
+                   inQuotes(opcodeName(program.instructions(index).opcode())) +
+                   " -> ";
     cycleText += "#" + std::to_string(cycle.front());
     return failure("program ", inQuotes(program.name()),
                    " would deadlock: instructions wait for each other in a "

@@ -42,7 +42,8 @@ Status loadPlan(const std::string &path, Plan &plan);
 ///    bytes; SHARD and PERSISTENT buffers hold their group;
 ///  - parameters lie inside their group; groups split in world_size equal
 ///    shards and their weights lie inside their section of the weights file;
-///  - every instruction has a queue matching its op, its operand and result
+///  - every instruction has a known opcode (runtime/plan/Opcodes.h) and is
+///    on the queue the opcode names, its operand and result
 ///    ids exist, its group exists (collectives), its wait_for indices are
 ///    other instructions of the program, and the queues together cannot
 ///    deadlock (no cycle through wait_for and same-queue order);

@@ -4,14 +4,16 @@
 // it: the ONNX TensorProto number the importer reads, the plan.proto
 // DataType number zcc writes and zrun reads, the MLIR spelling the IR and
 // compiler diagnostics use, NumPy's name for user-facing runtime messages,
-// and the .npy header descriptor. The compiler, the plan, npy I/O and the
+// the .npy header descriptor, and the quiet NaN `zrun --check` poisons
+// released buffers with. The compiler, the plan, npy I/O and the
 // kernels all look types up here, so adding a type is one row, not a switch
 // in each of them.
 //
 // Header-only and free of protobuf, LLVM and MLIR: the runtime builds with
 // plain flags and the compiler with LLVM's, and both include it. The plan
-// numbers are checked against plan.proto where both are visible
-// (runtime/plan/PlanFormat.cpp).
+// numbers are checked against plan.proto where both are visible: static
+// asserts beside plan::dataTypeSize (runtime/plan/PlanLoader.cpp), and
+// test/unit/ElementTypeTest.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,20 +54,23 @@ struct ElementTypeInfo {
   /// The .npy header descriptor NumPy writes on a little-endian machine
   /// (one-byte types carry '|'); empty where NumPy has no such type.
   std::string_view npyDescr;
+  /// The bits of one quiet NaN, little-endian in `bytes` bytes; 0 for the
+  /// integer types, which have none.
+  uint64_t quietNaN;
 };
 
 // clang-format off
 inline constexpr ElementTypeInfo kElementTypes[] = {
-  // type               bytes float  onnx plan  name    numpyName   npyDescr
-  {ElementType::F32,    4,    true,   1,   1,   "f32",  "float32",  "<f4"},
-  {ElementType::F16,    2,    true,  10,   2,   "f16",  "float16",  "<f2"},
-  {ElementType::BF16,   2,    true,  16,   3,   "bf16", "bfloat16", ""},
-  {ElementType::F64,    8,    true,  11,   4,   "f64",  "float64",  "<f8"},
-  {ElementType::I64,    8,    false,  7,   5,   "i64",  "int64",    "<i8"},
-  {ElementType::I32,    4,    false,  6,   6,   "i32",  "int32",    "<i4"},
-  {ElementType::I8,     1,    false,  3,   7,   "i8",   "int8",     "|i1"},
-  {ElementType::U8,     1,    false,  2,   8,   "ui8",  "uint8",    "|u1"},
-  {ElementType::Bool,   1,    false,  9,   9,   "i1",   "bool",     "|b1"},
+  // type               bytes float  onnx plan  name    numpyName   npyDescr  quietNaN
+  {ElementType::F32,    4,    true,   1,   1,   "f32",  "float32",  "<f4",    0x7FC00000},
+  {ElementType::F16,    2,    true,  10,   2,   "f16",  "float16",  "<f2",    0x7E00},
+  {ElementType::BF16,   2,    true,  16,   3,   "bf16", "bfloat16", "",       0x7FC0},
+  {ElementType::F64,    8,    true,  11,   4,   "f64",  "float64",  "<f8",    0x7FF8000000000000},
+  {ElementType::I64,    8,    false,  7,   5,   "i64",  "int64",    "<i8",    0},
+  {ElementType::I32,    4,    false,  6,   6,   "i32",  "int32",    "<i4",    0},
+  {ElementType::I8,     1,    false,  3,   7,   "i8",   "int8",     "|i1",    0},
+  {ElementType::U8,     1,    false,  2,   8,   "ui8",  "uint8",    "|u1",    0},
+  {ElementType::Bool,   1,    false,  9,   9,   "i1",   "bool",     "|b1",    0},
 };
 // clang-format on
 

@@ -2,6 +2,7 @@
 
 #include "runtime/tooling/Inspect.h"
 
+#include "runtime/plan/Opcodes.h"
 #include "runtime/tooling/Diagnostics.h"
 #include "runtime/tooling/Npy.h"
 #include "runtime/tooling/PlanQueries.h"
@@ -75,7 +76,7 @@ void zplan::tooling::printInspect(const std::string &path, const plan::Plan &pla
     std::map<std::string, int> byOp;
     int compute = 0, comm = 0;
     for (const plan::Instruction &instruction : program.instructions()) {
-      ++byOp[instruction.op()];
+      ++byOp[plan::opcodeName(instruction.opcode())];
       ++(instruction.queue() == plan::COMM ? comm : compute);
     }
     os << "program " << inQuotes(program.name()) << ": "
@@ -102,11 +103,11 @@ void zplan::tooling::printInspect(const std::string &path, const plan::Plan &pla
       std::snprintf(head, sizeof(head), "  %5u  %-8s %-14s",
                     instruction.index(),
                     instruction.queue() == plan::COMM ? "comm" : "compute",
-                    instruction.op().c_str());
+                    plan::opcodeName(instruction.opcode()).c_str());
       os << head;
-      const std::string &op = instruction.op();
-      if (op == "all_gather" || op == "wait" || op == "release" ||
-          op == "reduce_scatter")
+      const plan::OpcodeInfo *info = plan::findOpcode(instruction.opcode());
+      bool namesGroup = info && info->showsGroup;
+      if (namesGroup)
         os << groupLabel(plan, instruction.group());
       else
         os << bufferList(plan, instruction.operands()) << " -> "
@@ -121,8 +122,7 @@ void zplan::tooling::printInspect(const std::string &path, const plan::Plan &pla
       bool namedByResult = instruction.results_size() > 0 &&
                            bufferOf(plan, instruction.results(0)).name() ==
                                instruction.location();
-      if (!instruction.location().empty() && !namedByResult &&
-          op != "all_gather" && op != "wait" && op != "release")
+      if (!instruction.location().empty() && !namedByResult && !namesGroup)
         os << "  at " << instruction.location();
       os << "\n";
     }

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/plan/Opcodes.h"
 
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
@@ -32,13 +33,13 @@ namespace {
 // Tensors and instructions
 //===----------------------------------------------------------------------===//
 
-template <typename T> constexpr plan::DataType dtypeOf();
-template <> constexpr plan::DataType dtypeOf<float>() { return plan::F32; }
-template <> constexpr plan::DataType dtypeOf<double>() { return plan::F64; }
-template <> constexpr plan::DataType dtypeOf<int64_t>() { return plan::I64; }
-template <> constexpr plan::DataType dtypeOf<int32_t>() { return plan::I32; }
-template <> constexpr plan::DataType dtypeOf<int8_t>() { return plan::I8; }
-template <> constexpr plan::DataType dtypeOf<uint8_t>() { return plan::U8; }
+template <typename T> constexpr ElementType dtypeOf();
+template <> constexpr ElementType dtypeOf<float>() { return ElementType::F32; }
+template <> constexpr ElementType dtypeOf<double>() { return ElementType::F64; }
+template <> constexpr ElementType dtypeOf<int64_t>() { return ElementType::I64; }
+template <> constexpr ElementType dtypeOf<int32_t>() { return ElementType::I32; }
+template <> constexpr ElementType dtypeOf<int8_t>() { return ElementType::I8; }
+template <> constexpr ElementType dtypeOf<uint8_t>() { return ElementType::U8; }
 
 int64_t count(const std::vector<int64_t> &shape) {
   int64_t n = 1;
@@ -50,12 +51,12 @@ int64_t count(const std::vector<int64_t> &shape) {
 /// A tensor that owns its (8-byte aligned) memory.
 struct Tensor {
   std::vector<int64_t> shape;
-  plan::DataType dtype = plan::F32;
+  ElementType dtype = ElementType::F32;
   std::vector<uint64_t> storage;
 
-  Tensor(std::vector<int64_t> shape, plan::DataType dtype)
+  Tensor(std::vector<int64_t> shape, ElementType dtype)
       : shape(std::move(shape)), dtype(dtype),
-        storage((count(this->shape) * plan::dataTypeSize(dtype) + 7) / 8 + 1,
+        storage((count(this->shape) * elementTypeInfo(dtype).bytes + 7) / 8 + 1,
                 0) {}
 
   int64_t size() const { return count(shape); }
@@ -70,7 +71,7 @@ struct Tensor {
 
 template <typename T>
 Tensor make(std::vector<int64_t> shape, const std::vector<T> &values,
-            plan::DataType dtype = dtypeOf<T>()) {
+            ElementType dtype = dtypeOf<T>()) {
   Tensor tensor(std::move(shape), dtype);
   EXPECT_EQ(static_cast<int64_t>(values.size()), tensor.size());
   std::memcpy(tensor.storage.data(), values.data(), values.size() * sizeof(T));
@@ -79,7 +80,7 @@ Tensor make(std::vector<int64_t> shape, const std::vector<T> &values,
 
 Tensor makeBool(std::vector<int64_t> shape,
                 const std::vector<uint8_t> &values) {
-  return make<uint8_t>(std::move(shape), values, plan::BOOL);
+  return make<uint8_t>(std::move(shape), values, ElementType::Bool);
 }
 
 std::mt19937 &rng() {
@@ -89,7 +90,7 @@ std::mt19937 &rng() {
 
 Tensor randomFloats(std::vector<int64_t> shape, double low = -1,
                     double high = 1) {
-  Tensor tensor(std::move(shape), plan::F32);
+  Tensor tensor(std::move(shape), ElementType::F32);
   std::uniform_real_distribution<float> dist(low, high);
   for (int64_t i = 0; i < tensor.size(); ++i)
     tensor.data<float>()[i] = dist(rng());
@@ -100,7 +101,14 @@ Tensor randomFloats(std::vector<int64_t> shape, double low = -1,
 struct Op {
   plan::Instruction instruction;
 
-  explicit Op(const std::string &name) { instruction.set_op(name); }
+  /// The opcode called `name`; OPCODE_UNSPECIFIED when none is.
+  explicit Op(const std::string &name) {
+    std::optional<plan::Opcode> opcode = plan::opcodeFromName(name);
+    if (!opcode)
+      ADD_FAILURE() << "no opcode is called '" << name << "'";
+    instruction.set_opcode(opcode.value_or(plan::OPCODE_UNSPECIFIED));
+  }
+  explicit Op(plan::Opcode opcode) { instruction.set_opcode(opcode); }
   Op &ints(const std::string &name, std::vector<int64_t> values) {
     plan::Attribute *attribute = instruction.add_attributes();
     attribute->set_name(name);
@@ -199,29 +207,41 @@ TEST(CpuKernels, EveryNnComputeOpHasAKernel) {
         "cast",       "matmul",     "transpose", "reshape",    "expand",
         "slice",      "concat",     "gather",    "embedding",  "reduce_mean",
         "reduce_sum", "reduce_max", "softmax",   "layer_norm", "rms_norm",
-        "attention"})
-    EXPECT_TRUE(hasKernel(op)) << op;
-  EXPECT_FALSE(hasKernel("conv"));
-  EXPECT_FALSE(hasKernel("nn.add")); // names come without the dialect
+        "attention"}) {
+    std::optional<plan::Opcode> opcode = plan::opcodeFromName(op);
+    ASSERT_TRUE(opcode.has_value()) << op;
+    EXPECT_TRUE(hasKernel(*opcode)) << op;
+  }
+  // Every opcode of the table's Kernel kind has a kernel, and no other has.
+  for (const plan::OpcodeInfo *info = plan::opcodesBegin();
+       info != plan::opcodesEnd(); ++info)
+    EXPECT_EQ(hasKernel(info->opcode),
+              info->kind == plan::OpcodeKind::Kernel)
+        << info->name;
+  EXPECT_FALSE(hasKernel(plan::OPCODE_UNSPECIFIED));
+  EXPECT_FALSE(hasKernel(static_cast<plan::Opcode>(999)));
 }
 
-TEST(CpuKernels, UnknownOpIsAnError) {
+TEST(CpuKernels, OpcodeWithoutKernelIsAnError) {
   Tensor x = randomFloats({2});
-  Tensor y({2}, plan::F32);
-  EXPECT_TRUE(contains(runError(Op("conv"), {&x}, y), "conv: no CPU kernel"));
+  Tensor y({2}, ElementType::F32);
+  EXPECT_TRUE(contains(runError(Op(plan::OPCODE_ALL_GATHER), {&x}, y),
+                       "all_gather: no CPU kernel"));
+  EXPECT_TRUE(contains(runError(Op(static_cast<plan::Opcode>(999)), {&x}, y),
+                       "opcode 999: no CPU kernel"));
 }
 
 TEST(CpuKernels, WrongOperandCountIsAnError) {
   Tensor x = randomFloats({2});
-  Tensor y({2}, plan::F32);
+  Tensor y({2}, ElementType::F32);
   EXPECT_TRUE(
       contains(runError(Op("add"), {&x}, y), "add: takes 2 operands, got 1"));
 }
 
 TEST(CpuKernels, NumElementsAndBlasThreads) {
-  EXPECT_EQ((TensorRef{nullptr, {2, 3, 4}, plan::F32}.numElements()), 24);
-  EXPECT_EQ((TensorRef{nullptr, {}, plan::F32}.numElements()), 1);
-  EXPECT_EQ((TensorRef{nullptr, {5, 0}, plan::F32}.numElements()), 0);
+  EXPECT_EQ((TensorRef{nullptr, {2, 3, 4}, ElementType::F32}.numElements()), 24);
+  EXPECT_EQ((TensorRef{nullptr, {}, ElementType::F32}.numElements()), 1);
+  EXPECT_EQ((TensorRef{nullptr, {5, 0}, ElementType::F32}.numElements()), 0);
   setBlasThreads(1); // must not disturb the kernels below
 }
 
@@ -254,7 +274,7 @@ TEST(CpuKernels, UnaryFloatOpsMatchTheirFormulas) {
   for (const UnaryCase &unary : cases) {
     SCOPED_TRACE(unary.op);
     Tensor x = randomFloats({3, 257}, unary.low, unary.high);
-    Tensor y({3, 257}, plan::F32);
+    Tensor y({3, 257}, ElementType::F32);
     runOk(Op(unary.op), {&x}, y);
     std::vector<double> expected;
     for (float value : x.values<float>())
@@ -273,8 +293,8 @@ TEST(CpuKernels, UnaryWorksInPlaceAndInF64) {
 
 TEST(CpuKernels, GeluExactAndTanh) {
   Tensor x = randomFloats({1000}, -8, 8);
-  Tensor exact({1000}, plan::F32), tanhForm({1000}, plan::F32),
-      defaulted({1000}, plan::F32);
+  Tensor exact({1000}, ElementType::F32), tanhForm({1000}, ElementType::F32),
+      defaulted({1000}, ElementType::F32);
   runOk(Op("gelu").text("approximate", "none"), {&x}, exact);
   runOk(Op("gelu").text("approximate", "tanh"), {&x}, tanhForm);
   runOk(Op("gelu"), {&x}, defaulted); // the attribute defaults to "none"
@@ -288,7 +308,7 @@ TEST(CpuKernels, GeluExactAndTanh) {
   expectClose(exact.values<float>(), expectedExact, 1e-6, 1e-7);
   expectClose(defaulted.values<float>(), expectedExact, 1e-6, 1e-7);
   expectClose(tanhForm.values<float>(), expectedTanh, 1e-6, 1e-7);
-  Tensor y({1000}, plan::F32);
+  Tensor y({1000}, ElementType::F32);
   EXPECT_TRUE(
       contains(runError(Op("gelu").text("approximate", "fast"), {&x}, y),
                "gelu: approximate is \"fast\""));
@@ -297,7 +317,7 @@ TEST(CpuKernels, GeluExactAndTanh) {
 TEST(CpuKernels, IntegerUnaryOps) {
   Tensor x =
       make<int64_t>({4}, {-3, 0, 5, std::numeric_limits<int64_t>::min()});
-  Tensor y({4}, plan::I64);
+  Tensor y({4}, ElementType::I64);
   runOk(Op("neg"), {&x}, y);
   EXPECT_EQ(
       y.values<int64_t>(),
@@ -358,7 +378,7 @@ TEST(CpuKernels, BinaryOpsBroadcastLikeNumpy) {
       // pow: positive bases keep the reference real.
       Tensor a = randomFloats(shape.a, 0.5, 2);
       Tensor b = randomFloats(shape.b, 0.5, 2);
-      Tensor y(shape.result, plan::F32);
+      Tensor y(shape.result, ElementType::F32);
       runOk(Op(binary.op), {&a, &b}, y);
       expectClose(y.values<float>(),
                   binaryReference(a, b, shape.result, binary.fn));
@@ -376,7 +396,7 @@ TEST(CpuKernels, BinaryOpInPlace) {
 TEST(CpuKernels, BinaryShapeMismatchIsAnError) {
   Tensor a = randomFloats({2, 3});
   Tensor b = randomFloats({4});
-  Tensor y({2, 3}, plan::F32);
+  Tensor y({2, 3}, ElementType::F32);
   EXPECT_TRUE(contains(runError(Op("mul"), {&a, &b}, y),
                        "mul: rhs of shape [4] does not broadcast to the result "
                        "shape [2, 3]"));
@@ -385,7 +405,7 @@ TEST(CpuKernels, BinaryShapeMismatchIsAnError) {
 TEST(CpuKernels, IntegerDivisionTruncatesAndRefusesZero) {
   Tensor a = make<int64_t>({4}, {7, -7, 7, -7});
   Tensor b = make<int64_t>({4}, {2, 2, -2, -2});
-  Tensor y({4}, plan::I64);
+  Tensor y({4}, ElementType::I64);
   runOk(Op("div"), {&a, &b}, y);
   EXPECT_EQ(y.values<int64_t>(), (std::vector<int64_t>{3, -3, -3, 3}));
   Tensor zero = make<int64_t>({}, {0});
@@ -393,7 +413,7 @@ TEST(CpuKernels, IntegerDivisionTruncatesAndRefusesZero) {
                        "div: integer division by zero"));
   Tensor base = make<int32_t>({3}, {2, -3, 5});
   Tensor exponent = make<int32_t>({3}, {10, 3, 0});
-  Tensor power({3}, plan::I32);
+  Tensor power({3}, ElementType::I32);
   runOk(Op("pow"), {&base, &exponent}, power);
   EXPECT_EQ(power.values<int32_t>(), (std::vector<int32_t>{1024, -27, 1}));
 }
@@ -401,7 +421,7 @@ TEST(CpuKernels, IntegerDivisionTruncatesAndRefusesZero) {
 TEST(CpuKernels, ComparisonsGiveBool) {
   Tensor a = make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor b = make<float>({3}, {2, 2, 7});
-  Tensor y({2, 3}, plan::BOOL);
+  Tensor y({2, 3}, ElementType::Bool);
   runOk(Op("less"), {&a, &b}, y);
   EXPECT_EQ(y.values<uint8_t>(), (std::vector<uint8_t>{1, 0, 1, 0, 0, 1}));
   runOk(Op("greater"), {&a, &b}, y);
@@ -410,12 +430,12 @@ TEST(CpuKernels, ComparisonsGiveBool) {
   EXPECT_EQ(y.values<uint8_t>(), (std::vector<uint8_t>{0, 1, 0, 0, 0, 0}));
   Tensor ia = make<int64_t>({2}, {3, 4});
   Tensor ib = make<int64_t>({}, {4});
-  Tensor iy({2}, plan::BOOL);
+  Tensor iy({2}, ElementType::Bool);
   runOk(Op("equal"), {&ia, &ib}, iy);
   EXPECT_EQ(iy.values<uint8_t>(), (std::vector<uint8_t>{0, 1}));
-  Tensor wrong({2, 3}, plan::F32);
+  Tensor wrong({2, 3}, ElementType::F32);
   EXPECT_TRUE(contains(runError(Op("less"), {&a, &b}, wrong),
-                       "less: result has element type f32, expected bool"));
+                       "less: result has element type f32, expected i1"));
 }
 
 TEST(CpuKernels, WhereBroadcastsAllThree) {
@@ -423,7 +443,7 @@ TEST(CpuKernels, WhereBroadcastsAllThree) {
   Tensor condition = makeBool({1, 3, 3}, {1, 0, 0, 1, 1, 0, 1, 1, 1});
   Tensor scores = randomFloats({2, 3, 3});
   Tensor fill = make<float>({}, {-1e9f});
-  Tensor y({2, 3, 3}, plan::F32);
+  Tensor y({2, 3, 3}, ElementType::F32);
   runOk(Op("where"), {&condition, &scores, &fill}, y);
   for (int64_t i = 0; i < 18; ++i)
     EXPECT_EQ(y.data<float>()[i], condition.data<uint8_t>()[i % 9]
@@ -434,7 +454,7 @@ TEST(CpuKernels, WhereBroadcastsAllThree) {
   Tensor a = make<int64_t>({2}, {1, 2});
   Tensor b = make<int64_t>({2}, {-1, -2});
   Tensor pick = makeBool({2}, {0, 1});
-  Tensor z({2}, plan::I64);
+  Tensor z({2}, ElementType::I64);
   runOk(Op("where"), {&pick, &a, &b}, z);
   EXPECT_EQ(z.values<int64_t>(), (std::vector<int64_t>{-1, 2}));
 }
@@ -442,37 +462,37 @@ TEST(CpuKernels, WhereBroadcastsAllThree) {
 TEST(CpuKernels, CastTruncatesAndTestsNonZero) {
   Tensor x = make<float>({6}, {-2.7f, 2.7f, -0.5f, 0.0f, 1e10f,
                                std::numeric_limits<float>::quiet_NaN()});
-  Tensor asInt({6}, plan::I32);
+  Tensor asInt({6}, ElementType::I32);
   runOk(Op("cast"), {&x}, asInt);
   EXPECT_EQ(asInt.values<int32_t>(),
             (std::vector<int32_t>{-2, 2, 0, 0,
                                   std::numeric_limits<int32_t>::max(), 0}));
-  Tensor asBool({6}, plan::BOOL);
+  Tensor asBool({6}, ElementType::Bool);
   runOk(Op("cast"), {&x}, asBool);
   EXPECT_EQ(asBool.values<uint8_t>(), (std::vector<uint8_t>{1, 1, 1, 0, 1, 1}));
-  Tensor asI64({6}, plan::I64);
+  Tensor asI64({6}, ElementType::I64);
   runOk(Op("cast"), {&x}, asI64);
   EXPECT_EQ(asI64.values<int64_t>()[1], 2);
   EXPECT_EQ(asI64.values<int64_t>()[4], 10000000000);
 
   Tensor mask = makeBool({3}, {1, 0, 1});
-  Tensor maskFloat({3}, plan::F32);
+  Tensor maskFloat({3}, ElementType::F32);
   runOk(Op("cast"), {&mask}, maskFloat);
   EXPECT_EQ(maskFloat.values<float>(), (std::vector<float>{1, 0, 1}));
 
   Tensor wide = make<int64_t>({3}, {1, -1, (int64_t(1) << 32) + 5});
-  Tensor narrow({3}, plan::I32);
+  Tensor narrow({3}, ElementType::I32);
   runOk(Op("cast"), {&wide}, narrow);
   EXPECT_EQ(narrow.values<int32_t>(), (std::vector<int32_t>{1, -1, 5}));
-  Tensor asDouble({3}, plan::F64);
+  Tensor asDouble({3}, ElementType::F64);
   runOk(Op("cast"), {&wide}, asDouble);
   EXPECT_EQ(asDouble.values<double>()[2], 4294967301.0);
 
   Tensor d = make<double>({3}, {-3.9, 3.9, 127.5});
-  Tensor bytes({3}, plan::I8);
+  Tensor bytes({3}, ElementType::I8);
   runOk(Op("cast"), {&d}, bytes);
   EXPECT_EQ(bytes.values<int8_t>(), (std::vector<int8_t>{-3, 3, 127}));
-  Tensor unsignedBytes({3}, plan::U8);
+  Tensor unsignedBytes({3}, ElementType::U8);
   runOk(Op("cast"), {&bytes}, unsignedBytes);
   EXPECT_EQ(unsignedBytes.values<uint8_t>(),
             (std::vector<uint8_t>{253, 3, 127}));
@@ -560,7 +580,7 @@ TEST(CpuKernels, MatmulMatchesTripleLoop) {
                  std::to_string(count(c.result)));
     Tensor lhs = randomFloats(c.lhs), rhs = randomFloats(c.rhs);
     Tensor bias = randomFloats(c.withBias ? c.bias : std::vector<int64_t>{1});
-    Tensor result(c.result, plan::F32);
+    Tensor result(c.result, ElementType::F32);
     Op op("matmul");
     if (c.transposeRhs)
       op.ints("transpose_rhs", {1});
@@ -578,7 +598,7 @@ TEST(CpuKernels, MatmulTransformerSizedLinear) {
   // A GPT-2-like MLP projection: [2, 64, 256] x [1024, 256]^T + [1024].
   Tensor x = randomFloats({2, 64, 256}),
          w = randomFloats({1024, 256}, -0.1, 0.1), b = randomFloats({1024});
-  Tensor y({2, 64, 1024}, plan::F32);
+  Tensor y({2, 64, 1024}, ElementType::F32);
   runOk(Op("matmul").ints("transpose_rhs", {1}), {&x, &w, &b}, y);
   // Relative to each element's magnitude, plus an absolute floor scaled by
   // the typical size of a term sum (fp32 accumulation over K = 256).
@@ -589,17 +609,17 @@ TEST(CpuKernels, MatmulTransformerSizedLinear) {
 TEST(CpuKernels, MatmulF64AndErrors) {
   Tensor a = make<double>({2, 2}, {1, 2, 3, 4});
   Tensor b = make<double>({2, 2}, {5, 6, 7, 8});
-  Tensor c({2, 2}, plan::F64);
+  Tensor c({2, 2}, ElementType::F64);
   runOk(Op("matmul"), {&a, &b}, c);
   EXPECT_EQ(c.values<double>(), (std::vector<double>{19, 22, 43, 50}));
 
   Tensor lhs = randomFloats({3, 5}), rhs = randomFloats({4, 2});
-  Tensor y({3, 2}, plan::F32);
+  Tensor y({3, 2}, ElementType::F32);
   EXPECT_TRUE(contains(runError(Op("matmul"), {&lhs, &rhs}, y),
                        "matmul: contraction dimensions differ: lhs [3, 5] has "
                        "5, rhs [4, 2] has 4"));
   Tensor rhsOk = randomFloats({5, 2});
-  Tensor wrong({3, 3}, plan::F32);
+  Tensor wrong({3, 3}, ElementType::F32);
   EXPECT_TRUE(contains(runError(Op("matmul"), {&lhs, &rhsOk}, wrong),
                        "matmul: result has shape [3, 3], expected [3, 2]"));
 }
@@ -660,7 +680,7 @@ std::vector<double> attentionReference(Tensor &q, Tensor &k, Tensor &v,
 TEST(CpuKernels, AttentionWithoutMask) {
   Tensor q = randomFloats({2, 3, 5, 8}), k = randomFloats({2, 3, 7, 8}),
          v = randomFloats({2, 3, 7, 6});
-  Tensor y({2, 3, 5, 6}, plan::F32);
+  Tensor y({2, 3, 5, 6}, ElementType::F32);
   runOk(Op("attention").real("scale", 0.35), {&q, &k, &v}, y);
   expectClose(y.values<float>(),
               attentionReference(q, k, v, nullptr, Mask::None, 0.35, 0));
@@ -675,7 +695,7 @@ TEST(CpuKernels, AttentionAdditiveMask) {
   for (int64_t i = 0; i < 6; ++i)
     for (int64_t j = i + 1; j < 6; ++j)
       mask.data<float>()[i * 6 + j] = -1e9f;
-  Tensor y({2, 4, 6, 8}, plan::F32);
+  Tensor y({2, 4, 6, 8}, ElementType::F32);
   runOk(Op("attention")
             .real("scale", 1 / std::sqrt(8.0))
             .text("mask_kind", "additive"),
@@ -697,7 +717,7 @@ TEST(CpuKernels, AttentionSelectMask) {
         bits.push_back(j <= i && !(b == 1 && j == 0 && i > 0));
   Tensor mask = makeBool({2, 1, 5, 5}, bits);
   double lowest = std::numeric_limits<float>::lowest();
-  Tensor y({2, 2, 5, 3}, plan::F32);
+  Tensor y({2, 2, 5, 3}, ElementType::F32);
   runOk(Op("attention")
             .real("scale", 0.5)
             .text("mask_kind", "select")
@@ -711,12 +731,12 @@ TEST(CpuKernels, AttentionTransformerSized) {
   // 12 heads, 128 positions, head size 64, causal additive mask.
   Tensor q = randomFloats({1, 12, 128, 64}), k = randomFloats({1, 12, 128, 64}),
          v = randomFloats({1, 12, 128, 64});
-  Tensor mask({128, 128}, plan::F32);
+  Tensor mask({128, 128}, ElementType::F32);
   for (int64_t i = 0; i < 128; ++i)
     for (int64_t j = 0; j < 128; ++j)
       mask.data<float>()[i * 128 + j] =
           j <= i ? 0.0f : -std::numeric_limits<float>::infinity();
-  Tensor y({1, 12, 128, 64}, plan::F32);
+  Tensor y({1, 12, 128, 64}, ElementType::F32);
   runOk(Op("attention").real("scale", 0.125), {&q, &k, &v, &mask}, y);
   expectClose(y.values<float>(),
               attentionReference(q, k, v, &mask, Mask::Additive, 0.125, 0),
@@ -727,14 +747,14 @@ TEST(CpuKernels, AttentionErrors) {
   Tensor q = randomFloats({1, 2, 4}), k = randomFloats({1, 3, 4}),
          v = randomFloats({1, 3, 4});
   Tensor floatMask = randomFloats({2, 3});
-  Tensor y({1, 2, 4}, plan::F32);
+  Tensor y({1, 2, 4}, ElementType::F32);
   EXPECT_TRUE(contains(runError(Op("attention")
                                     .real("scale", 1)
                                     .text("mask_kind", "select")
                                     .real("masked_value", -1e9),
                                 {&q, &k, &v, &floatMask}, y),
                        "attention: select mask has element type f32, "
-                       "expected bool"));
+                       "expected i1"));
   Tensor badMask = randomFloats({3, 3});
   EXPECT_TRUE(contains(
       runError(Op("attention").real("scale", 1), {&q, &k, &v, &badMask}, y),
@@ -772,7 +792,7 @@ TEST(CpuKernels, LayerNormWeightAndBiasBySegments) {
   // axis 1 of [3, 4, 5]: rows of 20 elements; weight and bias [4, 5].
   Tensor x = randomFloats({3, 4, 5}, -3, 3);
   Tensor w = randomFloats({4, 5}), b = randomFloats({4, 5});
-  Tensor y({3, 4, 5}, plan::F32);
+  Tensor y({3, 4, 5}, ElementType::F32);
   auto op = [](std::vector<int64_t> segments) {
     return Op("layer_norm")
         .ints("axis", {1})
@@ -796,7 +816,7 @@ TEST(CpuKernels, LayerNormWeightAndBiasBySegments) {
 
 TEST(CpuKernels, LayerNormRefusesAmbiguousOperands) {
   Tensor x = randomFloats({2, 4}), w = randomFloats({4});
-  Tensor y({2, 4}, plan::F32);
+  Tensor y({2, 4}, ElementType::F32);
   EXPECT_TRUE(contains(
       runError(Op("layer_norm").ints("axis", {1}).real("epsilon", 1e-5),
                {&x, &w}, y),
@@ -820,7 +840,7 @@ TEST(CpuKernels, LayerNormKeepsPrecisionOnOffsetRows) {
   // GPT-2-sized rows far from zero: E[x^2] - mean^2 would cancel in fp32.
   Tensor x = randomFloats({8, 768}, 999, 1001);
   Tensor w = randomFloats({768}), b = randomFloats({768});
-  Tensor y({8, 768}, plan::F32);
+  Tensor y({8, 768}, ElementType::F32);
   runOk(Op("layer_norm")
             .ints("axis", {1})
             .real("epsilon", 1e-5)
@@ -832,7 +852,7 @@ TEST(CpuKernels, LayerNormKeepsPrecisionOnOffsetRows) {
 
 TEST(CpuKernels, RmsNormWithAndWithoutWeight) {
   Tensor x = randomFloats({3, 2, 64}, -2, 2), w = randomFloats({64});
-  Tensor y({3, 2, 64}, plan::F32);
+  Tensor y({3, 2, 64}, ElementType::F32);
   auto reference = [&](bool weighted) {
     std::vector<double> out;
     for (int64_t row = 0; row < 6; ++row) {
@@ -858,7 +878,7 @@ TEST(CpuKernels, SoftmaxAlongAnyAxis) {
     std::vector<int64_t> shape = {3, 5, 7};
     // Large logits: the max must be subtracted.
     Tensor x = randomFloats(shape, -50, 1000);
-    Tensor y(shape, plan::F32);
+    Tensor y(shape, ElementType::F32);
     runOk(Op("softmax").ints("axis", {axis}), {&x}, y);
     std::vector<double> expected(x.size());
     for (int64_t i = 0; i < x.size(); ++i) {
@@ -923,14 +943,14 @@ TEST(CpuKernels, ReductionsOverAxes) {
     for (const Case &c : cases) {
       SCOPED_TRACE(std::string(kind) + " over " +
                    std::to_string(c.axes.size()) + " axes");
-      Tensor y(c.result, plan::F32);
+      Tensor y(c.result, ElementType::F32);
       runOk(Op(kind).ints("axes", c.axes).ints("keepdims", {c.keepdims}), {&x},
             y);
       expectClose(y.values<float>(), reduceReference(x, c.axes, kind), 1e-6,
                   1e-6);
     }
   }
-  Tensor wrong({3, 4}, plan::F32);
+  Tensor wrong({3, 4}, ElementType::F32);
   EXPECT_TRUE(contains(
       runError(Op("reduce_sum").ints("axes", {3}).ints("keepdims", {0}), {&x},
                wrong),
@@ -939,16 +959,16 @@ TEST(CpuKernels, ReductionsOverAxes) {
 
 TEST(CpuKernels, ReductionSumsInDoubleAndIntegers) {
   // A million values of 0.1: an fp32 running sum drifts by ~1e-3 relative.
-  Tensor x({1000000}, plan::F32);
+  Tensor x({1000000}, ElementType::F32);
   for (int64_t i = 0; i < x.size(); ++i)
     x.data<float>()[i] = 0.1f;
-  Tensor sum({}, plan::F32);
+  Tensor sum({}, ElementType::F32);
   runOk(Op("reduce_sum").ints("axes", {0}).ints("keepdims", {0}), {&x}, sum);
   expectClose(sum.values<float>(), {1000000 * double(0.1f)}, 1e-7, 0);
 
   Tensor ints = make<int64_t>({2, 3}, {1, 2, 3, -4, -5, -7});
-  Tensor intSum({2}, plan::I64), intMean({2}, plan::I64),
-      intMax({2}, plan::I64);
+  Tensor intSum({2}, ElementType::I64), intMean({2}, ElementType::I64),
+      intMax({2}, ElementType::I64);
   runOk(Op("reduce_sum").ints("axes", {1}).ints("keepdims", {0}), {&ints},
         intSum);
   runOk(Op("reduce_mean").ints("axes", {1}).ints("keepdims", {0}), {&ints},
@@ -973,7 +993,7 @@ TEST(CpuKernels, TransposeAnyPermutation) {
     std::vector<int64_t> resultShape;
     for (int64_t axis : perm)
       resultShape.push_back(shape[axis]);
-    Tensor y(resultShape, plan::F32);
+    Tensor y(resultShape, ElementType::F32);
     runOk(Op("transpose").ints("perm", perm), {&x}, y);
     for (int64_t i = 0; i < y.size(); ++i) {
       std::vector<int64_t> out = unravel(i, resultShape), in(4);
@@ -984,7 +1004,7 @@ TEST(CpuKernels, TransposeAnyPermutation) {
     }
   }
   Tensor i64 = make<int64_t>({2, 3}, {1, 2, 3, 4, 5, 6});
-  Tensor t({3, 2}, plan::I64);
+  Tensor t({3, 2}, ElementType::I64);
   runOk(Op("transpose").ints("perm", {1, 0}), {&i64}, t);
   EXPECT_EQ(t.values<int64_t>(), (std::vector<int64_t>{1, 4, 2, 5, 3, 6}));
 }
@@ -995,18 +1015,18 @@ TEST(CpuKernels, SliceWithNegativeSteps) {
   for (int i = 0; i < 30; ++i)
     values[i] = static_cast<float>(i);
   Tensor x = make<float>({5, 6}, values);
-  Tensor y({3, 3}, plan::F32);
+  Tensor y({3, 3}, ElementType::F32);
   runOk(Op("slice").ints("starts", {4, 1}).ints("steps", {-2, 2}), {&x}, y);
   EXPECT_EQ(y.values<float>(),
             (std::vector<float>{25, 27, 29, 13, 15, 17, 1, 3, 5}));
   // Reversing the last dimension.
-  Tensor reversed({5, 6}, plan::F32);
+  Tensor reversed({5, 6}, ElementType::F32);
   runOk(Op("slice").ints("starts", {0, 5}).ints("steps", {1, -1}), {&x},
         reversed);
   EXPECT_EQ(reversed.values<float>()[0], 5);
   EXPECT_EQ(reversed.values<float>()[6], 11);
   // Reading past the end is an error.
-  Tensor tooMany({3, 4}, plan::F32);
+  Tensor tooMany({3, 4}, ElementType::F32);
   EXPECT_TRUE(contains(
       runError(Op("slice").ints("starts", {0, 0}).ints("steps", {2, 2}), {&x},
                tooMany),
@@ -1018,15 +1038,15 @@ TEST(CpuKernels, ConcatAlongAnAxis) {
   Tensor a = make<float>({2, 1, 2}, {1, 2, 3, 4});
   Tensor b = make<float>({2, 2, 2}, {5, 6, 7, 8, 9, 10, 11, 12});
   Tensor c = make<float>({2, 1, 2}, {13, 14, 15, 16});
-  Tensor y({2, 4, 2}, plan::F32);
+  Tensor y({2, 4, 2}, ElementType::F32);
   runOk(Op("concat").ints("axis", {1}), {&a, &b, &c}, y);
   EXPECT_EQ(y.values<float>(), (std::vector<float>{1, 2, 5, 6, 7, 8, 13, 14, 3,
                                                    4, 9, 10, 11, 12, 15, 16}));
-  Tensor z({4, 1, 2}, plan::F32);
+  Tensor z({4, 1, 2}, ElementType::F32);
   runOk(Op("concat").ints("axis", {0}), {&a, &c}, z);
   EXPECT_EQ(z.values<float>(),
             (std::vector<float>{1, 2, 3, 4, 13, 14, 15, 16}));
-  Tensor wrong({2, 4, 2}, plan::F32);
+  Tensor wrong({2, 4, 2}, ElementType::F32);
   EXPECT_TRUE(
       contains(runError(Op("concat").ints("axis", {1}), {&a, &b}, wrong),
                "concat: result has shape [2, 4, 2], expected [2, 3, 2]"));
@@ -1040,10 +1060,10 @@ TEST(CpuKernels, ConcatAlongAnAxis) {
 TEST(CpuKernels, GatherNegativeIndicesAndRange) {
   // data [2, 4, 3] along axis 1 with indices [[-1, 0], [2, -4]] (i32 and i64).
   Tensor data = randomFloats({2, 4, 3});
-  for (plan::DataType type : {plan::I64, plan::I32}) {
-    Tensor indices = type == plan::I64 ? make<int64_t>({2, 2}, {-1, 0, 2, -4})
+  for (ElementType type : {ElementType::I64, ElementType::I32}) {
+    Tensor indices = type == ElementType::I64 ? make<int64_t>({2, 2}, {-1, 0, 2, -4})
                                        : make<int32_t>({2, 2}, {-1, 0, 2, -4});
-    Tensor y({2, 2, 2, 3}, plan::F32);
+    Tensor y({2, 2, 2, 3}, ElementType::F32);
     runOk(Op("gather").ints("axis", {1}), {&data, &indices}, y);
     const int64_t rows[] = {3, 0, 2, 0};
     for (int64_t o = 0; o < 2; ++o)
@@ -1053,7 +1073,7 @@ TEST(CpuKernels, GatherNegativeIndicesAndRange) {
                     data.data<float>()[(o * 4 + rows[j]) * 3 + c]);
   }
   Tensor bad = make<int64_t>({1}, {4});
-  Tensor y({2, 1, 3}, plan::F32);
+  Tensor y({2, 1, 3}, ElementType::F32);
   EXPECT_TRUE(
       contains(runError(Op("gather").ints("axis", {1}), {&data, &bad}, y),
                "gather: index 4 (element 0 of the indices) is out of "
@@ -1067,7 +1087,7 @@ TEST(CpuKernels, GatherNegativeIndicesAndRange) {
 TEST(CpuKernels, EmbeddingLooksUpRowsAndRefusesBadIds) {
   Tensor table = randomFloats({8, 4});
   Tensor ids = make<int64_t>({2, 3}, {0, 7, 3, 3, 1, 6});
-  Tensor y({2, 3, 4}, plan::F32);
+  Tensor y({2, 3, 4}, ElementType::F32);
   runOk(Op("embedding"), {&table, &ids}, y);
   for (int64_t i = 0; i < 6; ++i)
     for (int64_t c = 0; c < 4; ++c)
@@ -1082,14 +1102,14 @@ TEST(CpuKernels, EmbeddingLooksUpRowsAndRefusesBadIds) {
 
 TEST(CpuKernels, ExpandAndReshape) {
   Tensor x = make<float>({3, 1}, {1, 2, 3});
-  Tensor y({2, 3, 4}, plan::F32);
+  Tensor y({2, 3, 4}, ElementType::F32);
   runOk(Op("expand"), {&x}, y);
   for (int64_t i = 0; i < 24; ++i)
     EXPECT_EQ(y.data<float>()[i], 1 + (i / 4) % 3) << i;
-  Tensor bad({2, 4}, plan::F32);
+  Tensor bad({2, 4}, ElementType::F32);
   EXPECT_TRUE(contains(runError(Op("expand"), {&x}, bad),
                        "expand: cannot expand [3, 1] to [2, 4]"));
-  Tensor r({4, 6}, plan::F32);
+  Tensor r({4, 6}, ElementType::F32);
   runOk(Op("reshape"), {&y}, r);
   EXPECT_EQ(r.values<float>(), y.values<float>());
 }

@@ -10,11 +10,13 @@
 
 #include "runtime/plan/PlanLoader.h"
 
+#include "runtime/plan/Opcodes.h"
 #include "runtime/support/Checksum.h"
 
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -43,15 +45,15 @@ Buffer *addBuffer(Plan &plan, const std::string &name, Buffer::Kind kind,
   return buffer;
 }
 
-Instruction *addInstruction(Program &program, Queue queue,
-                            const std::string &op,
+/// An instruction of `opcode` on the queue the opcode table names.
+Instruction *addInstruction(Program &program, Opcode opcode,
                             std::initializer_list<uint32_t> operands,
                             std::initializer_list<uint32_t> results,
                             std::initializer_list<uint32_t> waitFor = {}) {
   Instruction *instruction = program.add_instructions();
   instruction->set_index(program.instructions_size() - 1);
-  instruction->set_queue(queue);
-  instruction->set_op(op);
+  instruction->set_queue(findOpcode(opcode)->queue);
+  instruction->set_opcode(opcode);
   for (uint32_t id : operands)
     instruction->add_operands(id);
   for (uint32_t id : results)
@@ -116,11 +118,11 @@ Plan makeValidPlan() {
 
   Program *program = plan.add_programs();
   program->set_name("infer");
-  addInstruction(*program, COMM, "all_gather", {1}, {3})->set_group(0);
-  addInstruction(*program, COMPUTE, "matmul", {5, 4}, {6}, {0})
+  addInstruction(*program, OPCODE_ALL_GATHER, {1}, {3})->set_group(0);
+  addInstruction(*program, OPCODE_MATMUL, {5, 4}, {6}, {0})
       ->set_location("/MatMul");
-  addInstruction(*program, COMPUTE, "mul", {6, 7}, {6});
-  addInstruction(*program, COMM, "release", {3}, {}, {1})->set_group(0);
+  addInstruction(*program, OPCODE_MUL, {6, 7}, {6});
+  addInstruction(*program, OPCODE_RELEASE, {3}, {}, {1})->set_group(0);
   Binding *input = program->add_inputs();
   input->set_name("x");
   input->set_buffer(5);
@@ -338,9 +340,9 @@ TEST_F(PlanLoaderTest, WrongVersion) {
   Plan plan = makeValidPlan();
   plan.set_version(7);
   EXPECT_TRUE(contains(loadError(writePlan(plan)),
-                       "plan version 7, this zrun reads version 1"));
+                       "plan version 7, this zrun reads version 2"));
   EXPECT_TRUE(contains(validationError(plan),
-                       "plan version 7, this zrun reads version 1"));
+                       "plan version 7, this zrun reads version 2"));
 }
 
 TEST_F(PlanLoaderTest, NoVersionOrNoPrograms) {
@@ -589,8 +591,20 @@ TEST_F(PlanLoaderTest, BadInstructionShape) {
   plan = makeValidPlan();
   plan.mutable_programs(0)->mutable_instructions(0)->set_queue(COMPUTE);
   EXPECT_TRUE(contains(validationError(plan),
-                       "instruction #0 'all_gather' is a collective but is "
-                       "on the COMPUTE queue"));
+                       "instruction #0 'all_gather' is on the COMPUTE queue; "
+                       "'all_gather' runs on COMM"));
+
+  plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_instructions(2)->set_queue(COMM);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "instruction #2 'mul' is on the COMM queue; 'mul' "
+                       "runs on COMPUTE"));
+
+  plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_instructions(3)->set_queue(COMM);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "instruction #3 'release' is on the COMM queue; "
+                       "'release' runs on COMPUTE"));
 
   plan = makeValidPlan();
   plan.mutable_programs(0)->mutable_instructions(2)->set_index(5);
@@ -788,4 +802,83 @@ TEST_F(PlanLoaderTest, PlanWithoutWeightsNeedsNoFile) {
                "the plan needs 48 bytes of weights but names no weights file"));
 }
 
+//===----------------------------------------------------------------------===//
+// Opcodes
+//===----------------------------------------------------------------------===//
+
+TEST(Opcodes, EveryEnumValueHasOneRowNamedAfterIt) {
+  // Adding a value to plan.proto's Opcode without a row (or a row for a
+  // value plan.proto lacks) would make the loader refuse what zcc emits.
+  int rows = 0;
+  for (int value = Opcode_MIN; value <= Opcode_MAX; ++value) {
+    if (!Opcode_IsValid(value) || value == OPCODE_UNSPECIFIED)
+      continue;
+    auto opcode = static_cast<Opcode>(value);
+    const OpcodeInfo *info = findOpcode(opcode);
+    ASSERT_NE(info, nullptr) << Opcode_Name(opcode);
+    EXPECT_EQ(info->opcode, opcode);
+    // OPCODE_LAYER_NORM is "layer_norm".
+    std::string expected = Opcode_Name(opcode).substr(7);
+    for (char &c : expected)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    EXPECT_EQ(info->name, expected);
+    EXPECT_EQ(opcodeFromName(info->name), opcode);
+    EXPECT_EQ(opcodeName(opcode), expected);
+    ++rows;
+  }
+  EXPECT_EQ(opcodesEnd() - opcodesBegin(), rows);
+}
+
+TEST(Opcodes, QueuesAndKinds) {
+  EXPECT_EQ(findOpcode(OPCODE_ALL_GATHER)->queue, COMM);
+  EXPECT_EQ(findOpcode(OPCODE_REDUCE_SCATTER)->queue, COMM);
+  EXPECT_EQ(findOpcode(OPCODE_ALL_REDUCE)->queue, COMM);
+  EXPECT_EQ(findOpcode(OPCODE_GATHER_WAIT)->queue, COMPUTE);
+  EXPECT_EQ(findOpcode(OPCODE_RELEASE)->queue, COMPUTE);
+  EXPECT_EQ(findOpcode(OPCODE_MATMUL)->queue, COMPUTE);
+  EXPECT_EQ(findOpcode(OPCODE_MATMUL)->kind, OpcodeKind::Kernel);
+  EXPECT_EQ(findOpcode(OPCODE_GATHER_WAIT)->kind, OpcodeKind::Bookkeeping);
+  EXPECT_TRUE(findOpcode(OPCODE_GATHER_WAIT)->requiresGroup);
+  EXPECT_FALSE(findOpcode(OPCODE_RELEASE)->requiresGroup);
+}
+
+TEST(Opcodes, UnknownValuesAndNames) {
+  EXPECT_EQ(findOpcode(OPCODE_UNSPECIFIED), nullptr);
+  EXPECT_EQ(findOpcode(static_cast<Opcode>(999)), nullptr);
+  EXPECT_EQ(opcodeName(static_cast<Opcode>(999)), "opcode 999");
+  EXPECT_FALSE(opcodeFromName("wait").has_value()); // now "gather_wait"
+  EXPECT_FALSE(opcodeFromName("nn.add").has_value());
+  EXPECT_FALSE(opcodeFromName("").has_value());
+}
+
+TEST_F(PlanLoaderTest, UnknownOrMissingOpcode) {
+  Plan plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_instructions(2)->set_opcode(
+      static_cast<Opcode>(999));
+  EXPECT_TRUE(contains(validationError(plan),
+                       "program 'infer', instruction #2 'opcode 999' has an "
+                       "unknown opcode (a newer or corrupt plan)"));
+
+  plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_instructions(2)->set_opcode(
+      OPCODE_UNSPECIFIED);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "instruction #2 'opcode 0' has no opcode"));
+}
+
+TEST_F(PlanLoaderTest, UnknownOpcodeSurvivesParsing) {
+  // A newer zcc's opcode is kept by proto3 parsing as an unknown enum value;
+  // validation, not parsing, must refuse it.
+  Plan plan = makeValidPlan();
+  plan.mutable_programs(0)->mutable_instructions(1)->set_opcode(
+      static_cast<Opcode>(4242));
+  std::string bytes = serializePlan(plan);
+  Plan parsed;
+  ASSERT_TRUE(parsePlan(bytes, "new.zplan", parsed).ok());
+  EXPECT_TRUE(contains(validationError(parsed),
+                       "instruction #1 'opcode 4242' at '/MatMul' has an "
+                       "unknown opcode"));
+}
+
 } // namespace
+

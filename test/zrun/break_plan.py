@@ -7,8 +7,9 @@ DIR holds the Python classes protoc generated for runtime/plan/plan.proto
 
   release-early  moves the release of a gathered group to right before the
                  first compute instruction that reads one of its parameters;
-  wait-late      moves the wait of a gathered group to right after the first
-                 compute instruction that reads one of its parameters.
+  wait-late      moves the gather_wait of a gathered group to right after
+                 the first compute instruction that reads one of its
+                 parameters.
 
 The first group (in program order) for which the move is possible is broken:
 for release-early, one that no instruction waits for the release of (so
@@ -20,7 +21,7 @@ and gets OUT.weights, a copy of IN's weights whose header names OUT.
 
 Prints what it broke, one fact a line, for FileCheck to capture:
   group: @NAME
-  moved: #OLD -> #NEW 'release'|'wait'
+  moved: #OLD -> #NEW 'release'|'gather_wait'
   reader: #INDEX 'OP' at 'LOCATION'
   parameter: 'NAME'
 """
@@ -38,12 +39,19 @@ def load_plan_module(proto_dir):
     return plan_pb2
 
 
+def opcode_name(plan_pb2, opcode):
+    """As zrun names an opcode (runtime/plan/Opcodes.h): OPCODE_LAYER_NORM
+    is 'layer_norm'."""
+    return plan_pb2.Opcode.Name(opcode)[len("OPCODE_"):].lower()
+
+
 class ProgramView:
     """Read-only facts about one program of a plan."""
 
-    def __init__(self, plan, program, compute_queue):
+    def __init__(self, plan_pb2, plan, program):
+        self.pb = plan_pb2
         self.plan = plan
-        self.compute_queue = compute_queue
+        self.compute_queue = plan_pb2.COMPUTE
         self.instructions = list(program.instructions)
 
     def buffer(self, buffer_id):
@@ -74,7 +82,7 @@ class ProgramView:
         and the compute instructions reading the copy (index, parameter)."""
         found = []
         for gather in self.instructions:
-            if gather.op != "all_gather":
+            if gather.opcode != self.pb.OPCODE_ALL_GATHER:
                 continue
             copy = gather.results[0]
             wait = release = None
@@ -85,9 +93,10 @@ class ProgramView:
                 reads_copy = [offset for root, offset in roots if root == copy]
                 if not reads_copy:
                     continue
-                if instruction.op == "wait" and wait is None:
+                if (instruction.opcode == self.pb.OPCODE_GATHER_WAIT
+                        and wait is None):
                     wait = instruction.index
-                elif instruction.op == "release":
+                elif instruction.opcode == self.pb.OPCODE_RELEASE:
                     release = instruction.index
                     break
                 elif instruction.queue == self.compute_queue:
@@ -166,7 +175,7 @@ def main():
     if len(plan.programs) != 1:
         raise SystemExit("break_plan: expected a plan with one program")
     program = plan.programs[0]
-    view = ProgramView(plan, program, plan_pb2.COMPUTE)
+    view = ProgramView(plan_pb2, plan, program)
 
     waited_for = {w for i in program.instructions for w in i.wait_for}
     broken = None
@@ -208,8 +217,9 @@ def main():
     reader_instruction = trial.programs[0].instructions[reader_after]
     moved = trial.programs[0].instructions[new]
     print(f"group: @{plan.groups[entry['group']].name}")
-    print(f"moved: #{old} -> #{new} '{moved.op}'")
-    print(f"reader: #{reader_after} '{reader_instruction.op}' "
+    print(f"moved: #{old} -> #{new} '{opcode_name(plan_pb2, moved.opcode)}'")
+    print(f"reader: #{reader_after} "
+          f"'{opcode_name(plan_pb2, reader_instruction.opcode)}' "
           f"at '{reader_instruction.location}'")
     print(f"parameter: '{parameter}'")
     return 0
