@@ -40,12 +40,6 @@ constexpr uint8_t kTrailerTag[2] = {((2047 << 3 | 1) & 0x7F) | 0x80,
 static_assert(Plan::kBodyChecksumFieldNumber == 2047,
               "kTrailerTag encodes body_checksum's field number");
 
-/// `prefix` ("plan file 'x': ") names the file, when there is one.
-Status versionMismatch(std::string_view prefix, uint32_t version) {
-  return failure(prefix, "plan version ", version, ", this zrun reads version ",
-                 kPlanVersion, "; recompile the model with the matching zcc");
-}
-
 bool hasTrailer(std::string_view bytes) {
   return bytes.size() >= kPlanTrailerBytes &&
          static_cast<uint8_t>(bytes[bytes.size() - 10]) == kTrailerTag[0] &&
@@ -81,6 +75,12 @@ Status corruptConstant(const std::string &subject, const Plan &plan,
 }
 
 } // namespace
+
+Status zplan::plan::versionMismatch(std::string_view prefix,
+                                    uint32_t version) {
+  return failure(prefix, "plan version ", version, ", this zrun reads version ",
+                 kPlanVersion, "; recompile the model with the matching zcc");
+}
 
 uint64_t zplan::plan::dataTypeSize(DataType type) {
   if (std::optional<ElementType> element = elementTypeFromPlan(type))

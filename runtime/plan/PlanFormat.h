@@ -35,6 +35,10 @@ using zplan::Status;
 /// plan.proto, whenever the meaning of a field changes.
 inline constexpr uint32_t kPlanVersion = 2;
 
+/// "plan version 7, this zrun reads version 2; recompile ...", after
+/// `prefix` ("plan file 'x': "), which names the file when there is one.
+Status versionMismatch(std::string_view prefix, uint32_t version);
+
 /// Bytes per element of `type`; 0 for DATA_TYPE_UNSPECIFIED and for values
 /// this reader does not know (a newer plan's enum value).
 uint64_t dataTypeSize(DataType type);

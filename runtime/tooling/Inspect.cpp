@@ -3,6 +3,7 @@
 #include "runtime/tooling/Inspect.h"
 
 #include "runtime/plan/Opcodes.h"
+#include "runtime/support/Checksum.h"
 #include "runtime/tooling/Diagnostics.h"
 #include "runtime/tooling/Npy.h"
 #include "runtime/tooling/PlanQueries.h"
@@ -39,6 +40,8 @@ void zplan::tooling::printInspect(const std::string &path, const plan::Plan &pla
   uint64_t persistent = plan::persistentWeightsBytes(plan);
   os << "plan: " << path << "\n"
      << "version: " << plan.version() << "\n"
+     << "identity: " << checksumText(plan.body_checksum())
+     << " (its weights file records it)\n"
      << "world size: " << plan.world_size() << "\n"
      << "hardware: " << plan.hardware() << "\n"
      << "model: " << plan.model() << "\n"

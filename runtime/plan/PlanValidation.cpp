@@ -1,28 +1,21 @@
-//===- PlanLoader.cpp - read, validate and locate the weights of a plan ---===//
+//===- PlanValidation.cpp - is a parsed plan one zrun can run? ------------===//
 //
 // Every number in a plan comes from a file, so nothing here trusts one: sizes
-// are added and multiplied with overflow checks, every index is compared to
-// its table before use, and files are read with pread against the size fstat
-// reported, so that a short or changing file is an error and not a short read
-// the executor would notice later as garbage weights.
+// are added and multiplied with overflow checks (CheckedSizes.h), negative
+// dimensions are refused before they are multiplied, and every index is
+// compared to its table before use.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/plan/PlanLoader.h"
+#include "runtime/plan/PlanValidation.h"
 
 #include "runtime/plan/CheckedSizes.h"
 #include "runtime/plan/Opcodes.h"
-#include "runtime/plan/ReadableFile.h"
+#include "runtime/plan/Weights.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <climits>
-#include <cstring>
-#include <fcntl.h>
-#include <filesystem>
-#include <sstream>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <string>
+#include <vector>
 
 using namespace zplan;
 using namespace zplan::plan;
@@ -64,12 +57,6 @@ std::string describeInstruction(const Program &program, int position) {
   if (!instruction.location().empty())
     text += " at " + inQuotes(instruction.location());
   return text;
-}
-
-/// `prefix` ("plan file 'x': ") names the file, when there is one.
-Status versionMismatch(std::string_view prefix, uint32_t version) {
-  return failure(prefix, "plan version ", version, ", this zrun reads version ",
-                 kPlanVersion, "; recompile the model with the matching zcc");
 }
 
 //===----------------------------------------------------------------------===//
@@ -528,25 +515,6 @@ private:
 };
 
 } // namespace
-
-//===----------------------------------------------------------------------===//
-// Public interface
-//===----------------------------------------------------------------------===//
-
-Status zplan::plan::loadPlan(const std::string &path, Plan &plan) {
-  ReadableFile file;
-  if (Status status = file.open(path, "plan file"); !status.ok())
-    return status;
-  // A plan is one protobuf message: at most 2 GiB (parsePlan() says so
-  // without reading more).
-  if (file.bytes() > static_cast<uint64_t>(INT_MAX))
-    return failure(file.subject(), " is ", file.bytes(),
-                   " bytes, more than a protobuf message can hold (2 GiB)");
-  std::string bytes(file.bytes(), '\0');
-  if (Status status = file.read(0, bytes.size(), bytes.data()); !status.ok())
-    return status;
-  return parsePlan(bytes, path, plan);
-}
 
 Status zplan::plan::validatePlan(const Plan &plan, uint32_t worldSize) {
   return PlanValidator(plan, worldSize).validate();
