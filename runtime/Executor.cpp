@@ -19,10 +19,7 @@
 #include "runtime/Executor.h"
 
 #include "runtime/plan/Opcodes.h"
-#include "runtime/support/Checksum.h"
 
-#include <cstring>
-#include <limits>
 #include <sstream>
 
 using namespace zplan;
@@ -36,22 +33,6 @@ namespace {
 
 std::string groupName(const plan::Plan &plan, uint32_t group) {
   return "@" + plan.groups(group).name();
-}
-
-/// Fills `bytes` at `data` with quiet NaNs of `type` (the element-type
-/// table's), or a recognisable 0xA5 pattern for integer types, which have
-/// no NaN.
-void poison(uint8_t *data, uint64_t bytes, plan::DataType type) {
-  std::optional<ElementType> element = elementTypeFromPlan(type);
-  const ElementTypeInfo *info = element ? &elementTypeInfo(*element) : nullptr;
-  if (!info || info->quietNaN == 0) {
-    std::memset(data, 0xA5, bytes);
-    return;
-  }
-  uint64_t count = bytes / info->bytes;
-  for (uint64_t i = 0; i < count; ++i)
-    std::memcpy(data + i * info->bytes, &info->quietNaN, info->bytes);
-  std::memset(data + count * info->bytes, 0xA5, bytes % info->bytes);
 }
 
 constexpr int64_t kNotGathered = -1;
@@ -76,7 +57,8 @@ std::string zplan::describeInstruction(const plan::Instruction &instruction) {
 //===----------------------------------------------------------------------===//
 
 Status zplan::checkProgramSupported(const plan::Plan &plan,
-                                    const plan::Program &program) {
+                                    const plan::Program &program,
+                                    const Backend &backend) {
   auto bufferOf = [&](uint32_t id) -> const plan::Buffer & {
     return plan.buffers(id - 1);
   };
@@ -87,14 +69,15 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
     if (opcode == plan::OPCODE_RELEASE || opcode == plan::OPCODE_GATHER_WAIT)
       continue;
     if (instruction.queue() == plan::COMPUTE) {
-      if (!cpu::hasKernel(opcode))
-        return failure(subject, ": the CPU backend has no kernel for ",
+      if (!backend.hasKernel(opcode))
+        return failure(subject, ": the ", backend.name(),
+                       " backend has no kernel for ",
                        inQuotes(plan::opcodeName(opcode)));
       continue;
     }
     if (opcode != plan::OPCODE_ALL_GATHER)
-      return failure(subject, ": this zrun runs only all_gather and release "
-                              "on the comm queue");
+      return failure(subject, ": this zrun runs only all_gather on the comm "
+                              "queue");
     if (instruction.operands_size() != 1 || instruction.results_size() != 1)
       return failure(subject, " has ", instruction.operands_size(),
                      " operands and ", instruction.results_size(),
@@ -125,8 +108,8 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
 Executor::Executor(const plan::Plan &plan, const plan::Program &program,
                    RankMemory &memory, comm::Communicator &communicator,
                    const ExecutorOptions &options)
-    : plan(plan), program(program), memory(memory), communicator(communicator),
-      options(options) {}
+    : plan(plan), program(program), memory(memory), backend(memory.backend()),
+      communicator(communicator), options(options) {}
 
 Status Executor::create(const plan::Plan &plan, const plan::Program &program,
                         RankMemory &memory, comm::Communicator &communicator,
@@ -142,19 +125,23 @@ Status Executor::create(const plan::Plan &plan, const plan::Program &program,
   return Status::success();
 }
 
+ElementType Executor::elementTypeOf(uint32_t id) const {
+  // validatePlan() refused every buffer whose dtype has no size, so every
+  // dtype left has a row.
+  return *elementTypeFromPlan(plan.buffers(id - 1).dtype());
+}
+
 Status Executor::prepare() {
   int count = program.instructions_size();
   auto tensorOf = [&](uint32_t id) {
     const plan::Buffer &buffer = plan.buffers(id - 1);
-    cpu::TensorRef tensor;
+    TensorRef tensor;
     tensor.data = memory.address(id);
     tensor.shape.assign(buffer.shape().begin(), buffer.shape().end());
-    // validatePlan() proved every buffer's dtype has a size, so a row.
-    tensor.dtype = *elementTypeFromPlan(buffer.dtype());
+    tensor.dtype = elementTypeOf(id);
     return tensor;
   };
-  operandRefs.resize(count);
-  resultRefs.resize(count);
+  kernels.resize(count);
   awaited.assign(count, false);
   completedIn.reset(new std::atomic<uint32_t>[count]);
   for (int index = 0; index < count; ++index) {
@@ -162,16 +149,27 @@ Status Executor::prepare() {
     const plan::Instruction &instruction = program.instructions(index);
     (instruction.queue() == plan::COMM ? commQueue : computeQueue)
         .push_back(index);
-    for (uint32_t id : instruction.operands())
-      operandRefs[index].push_back(tensorOf(id));
-    for (uint32_t id : instruction.results())
-      resultRefs[index].push_back(tensorOf(id));
     for (uint32_t waited : instruction.wait_for())
       if (program.instructions(waited).queue() != instruction.queue())
         awaited[waited] = true;
+    const plan::OpcodeInfo *opcode = plan::findOpcode(instruction.opcode());
+    if (!opcode || opcode->kind != plan::OpcodeKind::Kernel)
+      continue;
+    std::vector<TensorRef> operands, results;
+    for (uint32_t id : instruction.operands())
+      operands.push_back(tensorOf(id));
+    for (uint32_t id : instruction.results())
+      results.push_back(tensorOf(id));
+    if (Status status = backend.prepareKernel(instruction, std::move(operands),
+                                              std::move(results),
+                                              kernels[index]);
+        !status.ok())
+      return failure(describeInstruction(instruction), ": ", status.message());
   }
   if (!commQueue.empty())
     awaited[commQueue.back()] = true;
+  if (Status status = backend.createQueues(count, queues); !status.ok())
+    return status;
 
   int buffers = plan.buffers_size();
   isGatheredCopy.assign(buffers + 1, false);
@@ -189,7 +187,11 @@ Status Executor::prepare() {
     for (const plan::Buffer &buffer : plan.buffers()) {
       if (buffer.view_of() != 0)
         continue;
-      uint64_t sum = checksum(memory.address(buffer.id()), buffer.bytes());
+      uint64_t sum;
+      if (Status status =
+              backend.checksum(memory.address(buffer.id()), buffer.bytes(), sum);
+          !status.ok())
+        return status;
       if (buffer.kind() == plan::Buffer::SHARD)
         shardChecksums[buffer.group()] = sum;
       else if (buffer.kind() == plan::Buffer::PERSISTENT)
@@ -233,6 +235,9 @@ Status Executor::run() {
   // use the communicator from this thread.
   if (!commQueue.empty())
     waitComplete(commQueue.back(), epoch);
+  if (!failed.load(std::memory_order_acquire))
+    if (Status status = queues->synchronize(); !status.ok())
+      fail(status);
   if (!failed.load(std::memory_order_acquire) && options.check)
     if (Status status = checkResidentData(); !status.ok())
       fail(status);
@@ -268,14 +273,26 @@ void Executor::runQueue(plan::Queue queue, uint32_t epoch) {
     // is the collective's.
     bool traceBlocking = queue == plan::COMPUTE && options.trace;
     uint64_t start = traceBlocking ? options.trace->now() : 0;
-    for (uint32_t waited : instruction.wait_for())
+    // The host-side event says the instruction waited for was issued (and,
+    // on the CPU, done); the backend's queue then waits for its completion
+    // on the device, where that differs.
+    for (uint32_t waited : instruction.wait_for()) {
       if (!waitComplete(waited, epoch))
         return;
+      if (Status status = queues->waitFor(queue, waited); !status.ok()) {
+        fail(status);
+        return;
+      }
+    }
     if (failed.load(std::memory_order_acquire))
       return;
     if (options.trace && !traceBlocking)
       start = options.trace->now();
     if (Status status = execute(index); !status.ok()) {
+      fail(status);
+      return;
+    }
+    if (Status status = queues->recordCompletion(queue, index); !status.ok()) {
       fail(status);
       return;
     }
@@ -335,8 +352,7 @@ Status Executor::execute(uint32_t index) {
   if (options.check)
     if (Status status = checkReads(instruction); !status.ok())
       return status;
-  Status status =
-      cpu::runKernel(instruction, operandRefs[index], resultRefs[index]);
+  Status status = kernels[index]->run();
   if (!status.ok())
     return failure(describeInstruction(instruction), ": ", status.message());
   return Status::success();
@@ -344,24 +360,40 @@ Status Executor::execute(uint32_t index) {
 
 Status Executor::executeAllGather(const plan::Instruction &instruction) {
   uint32_t group = instruction.group();
-  uint64_t shardBytes =
-      groupBytes(plan.groups(group)) / static_cast<uint64_t>(plan.world_size());
+  const plan::Group &entry = plan.groups(group);
+  ElementType type = *elementTypeFromPlan(entry.dtype());
+  uint64_t countPerRank =
+      entry.padded_elements() / static_cast<uint64_t>(plan.world_size());
+  uint64_t shardBytes = countPerRank * elementTypeInfo(type).bytes;
   const uint8_t *shard = memory.address(instruction.operands(0));
   uint8_t *copy = memory.address(instruction.results(0));
-  if (options.check && checksum(shard, shardBytes) != shardChecksums[group])
-    return failure(describeInstruction(instruction), ": the shard of group ",
-                   groupName(plan, group),
-                   " changed since load (checksum mismatch): an instruction ",
-                   "wrote into parameter storage");
-  if (Status status = communicator.allGather(shard, copy, shardBytes);
+  if (options.check) {
+    uint64_t sum;
+    if (Status status = backend.checksum(shard, shardBytes, sum); !status.ok())
+      return status;
+    if (sum != shardChecksums[group])
+      return failure(describeInstruction(instruction), ": the shard of group ",
+                     groupName(plan, group),
+                     " changed since load (checksum mismatch): an ",
+                     "instruction wrote into parameter storage");
+  }
+  if (Status status =
+          communicator.allGather(shard, copy, countPerRank, type);
       !status.ok())
     return failure(describeInstruction(instruction), " (group ",
                    groupName(plan, group), "): ", status.message());
-  if (options.check &&
-      std::memcmp(copy + memory.rank() * shardBytes, shard, shardBytes) != 0)
-    return failure(describeInstruction(instruction), ": this rank's ",
-                   "slice of the gathered copy of group ",
-                   groupName(plan, group), " differs from its shard");
+  if (options.check) {
+    // The shard's checksum was just compared with the load-time one.
+    uint64_t sum;
+    if (Status status = backend.checksum(copy + memory.rank() * shardBytes,
+                                         shardBytes, sum);
+        !status.ok())
+      return status;
+    if (sum != shardChecksums[group])
+      return failure(describeInstruction(instruction), ": this rank's ",
+                     "slice of the gathered copy of group ",
+                     groupName(plan, group), " differs from its shard");
+  }
   return Status::success();
 }
 
@@ -375,7 +407,10 @@ Status Executor::executeRelease(const plan::Instruction &instruction) {
     // constant would corrupt the next run.
     if (buffer.kind() != plan::Buffer::ARENA)
       continue;
-    poison(memory.address(root), buffer.bytes(), buffer.dtype());
+    if (Status status = backend.poison(memory.address(root), buffer.bytes(),
+                                       elementTypeOf(root));
+        !status.ok())
+      return status;
     if (isGatheredCopy[root])
       copyState[root].store(instruction.index(), std::memory_order_relaxed);
   }
@@ -426,7 +461,7 @@ Status Executor::checkReads(const plan::Instruction &instruction) const {
   return Status::success();
 }
 
-Status Executor::checkResidentData() const {
+Status Executor::checkResidentData() {
   for (const plan::Buffer &buffer : plan.buffers()) {
     if (buffer.view_of() != 0)
       continue;
@@ -443,8 +478,12 @@ Status Executor::checkResidentData() const {
     } else {
       continue;
     }
-    if (checksum(memory.address(buffer.id()), buffer.bytes()) !=
-        (*expected)[key])
+    uint64_t sum;
+    if (Status status =
+            backend.checksum(memory.address(buffer.id()), buffer.bytes(), sum);
+        !status.ok())
+      return status;
+    if (sum != (*expected)[key])
       return failure("after the run of program ", inQuotes(program.name()),
                      ": ", what, " buffer ", buffer.id(), " ",
                      inQuotes(buffer.name()),

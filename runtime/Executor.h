@@ -9,9 +9,16 @@
 // (completion events: one atomic per instruction, a condition variable to
 // sleep on).
 //
-// The executor allocates nothing while running: tensor descriptors for every
-// operand and result are built once, in create(), and every buffer lives in
-// the RankMemory set up at load.
+// The hardware sits behind a Backend (runtime/Backend.h), the one the
+// RankMemory was loaded into: create() resolves every compute instruction to
+// a prepared kernel of that backend (the kernel and the tensor descriptors
+// of its operands and results), so a run looks nothing up; the backend's
+// Queues mirror the cross-queue edges on asynchronous hardware; --check's
+// poison and checksums run on the backend. Queues, dependencies and the
+// checks themselves are the executor's, the same for every backend.
+//
+// The executor allocates nothing while running: every buffer lives in the
+// RankMemory set up at load.
 //
 // --check mode (ExecutorOptions::check) turns schedule bugs into errors that
 // name the instruction and the parameter:
@@ -29,10 +36,11 @@
 #ifndef ZPLAN_RUNTIME_EXECUTOR_H
 #define ZPLAN_RUNTIME_EXECUTOR_H
 
+#include "runtime/Backend.h"
 #include "runtime/Memory.h"
 #include "runtime/Trace.h"
 #include "runtime/comm/Communicator.h"
-#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/CpuBackend.h"
 #include "runtime/plan/PlanLoader.h"
 
 #include <atomic>
@@ -59,18 +67,23 @@ struct ExecutorOptions {
 /// runtime names an instruction.
 std::string describeInstruction(const plan::Instruction &instruction);
 
-/// Checks, before any work, that this executor can run every instruction of
-/// `program` of validated `plan`: a CPU kernel for each compute op, only
-/// all_gather and release on the comm queue, and all-gathers that move a
-/// SHARD buffer of their group into an ARENA buffer large enough for the
-/// whole group. Names the first instruction that fails.
+/// Checks, before any work, that an executor on `backend` can run every
+/// instruction of `program` of validated `plan`: a kernel of the backend for
+/// each compute opcode (Backend::hasKernel, the answer the executor's
+/// kernel resolution gives), only all_gather on the comm queue, and
+/// all-gathers that move a SHARD buffer of their group into an ARENA buffer
+/// large enough for the whole group. Names the first instruction that
+/// fails.
 plan::Status checkProgramSupported(const plan::Plan &plan,
-                                   const plan::Program &program);
+                                   const plan::Program &program,
+                                   const Backend &backend = cpu::cpuBackend());
 
 class Executor {
 public:
   /// Prepares to run `program` (which must pass checkProgramSupported()) on
-  /// this rank's `memory`, and starts the comm thread. `plan`, `program`,
+  /// this rank's `memory` and its backend: resolves every compute
+  /// instruction's kernel, creates the backend's queues, and starts the
+  /// comm thread. `plan`, `program`,
   /// `memory` and `communicator` must outlive the executor.
   static plan::Status create(const plan::Plan &plan,
                              const plan::Program &program, RankMemory &memory,
@@ -104,7 +117,9 @@ private:
   plan::Status executeAllGather(const plan::Instruction &instruction);
   plan::Status executeRelease(const plan::Instruction &instruction);
   plan::Status checkReads(const plan::Instruction &instruction) const;
-  plan::Status checkResidentData() const;
+  plan::Status checkResidentData();
+  /// The element type of buffer `id`'s elements (validated plans have one).
+  ElementType elementTypeOf(uint32_t id) const;
   /// Describes what operand `id` of a compute instruction reads inside a
   /// gathered copy: "parameter 'w' (group @group3)" or "group @group3".
   std::string describeCopyRead(uint32_t id) const;
@@ -118,12 +133,13 @@ private:
   const plan::Plan &plan;
   const plan::Program &program;
   RankMemory &memory;
+  Backend &backend;
   comm::Communicator &communicator;
   ExecutorOptions options;
 
-  /// Per instruction: the tensors its kernel reads and writes.
-  std::vector<std::vector<cpu::TensorRef>> operandRefs;
-  std::vector<std::vector<cpu::TensorRef>> resultRefs;
+  /// Per instruction: its resolved kernel (compute ops; null otherwise).
+  std::vector<std::unique_ptr<PreparedKernel>> kernels;
+  std::unique_ptr<Queues> queues;
   /// Instruction indices of each queue, in order.
   std::vector<uint32_t> computeQueue;
   std::vector<uint32_t> commQueue;

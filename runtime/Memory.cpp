@@ -9,6 +9,8 @@
 
 #include "runtime/Memory.h"
 
+#include "runtime/cpu/CpuBackend.h"
+
 #include <algorithm>
 #include <cstring>
 #include <sstream>
@@ -25,19 +27,6 @@ uint64_t roundUp(uint64_t bytes) {
   return (bytes + kMemoryAlignment - 1) / kMemoryAlignment * kMemoryAlignment;
 }
 
-/// `bytes` (at least one alignment unit) of zeroed, aligned memory; null when
-/// the allocation fails.
-uint8_t *allocateAligned(uint64_t bytes) {
-  uint64_t size = std::max<uint64_t>(roundUp(bytes), kMemoryAlignment);
-  auto *memory =
-      static_cast<uint8_t *>(std::aligned_alloc(kMemoryAlignment, size));
-  // Touch every page now, so that the first run does not pay for faults and
-  // the RSS reported by --stats includes the arena.
-  if (memory)
-    std::memset(memory, 0, size);
-  return memory;
-}
-
 std::string describeBuffer(const plan::Buffer &buffer) {
   return "buffer " + std::to_string(buffer.id()) + " '" + buffer.name() + "'";
 }
@@ -46,14 +35,26 @@ std::string describeBuffer(const plan::Buffer &buffer) {
 
 Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
                         uint32_t rank, std::unique_ptr<RankMemory> &out) {
-  std::unique_ptr<RankMemory> memory(new RankMemory());
+  return load(planPath, plan, rank, cpu::cpuBackend(), out);
+}
+
+Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
+                        uint32_t rank, Backend &backend,
+                        std::unique_ptr<RankMemory> &out) {
+  std::unique_ptr<RankMemory> memory(new RankMemory(backend));
   memory->rankIndex = rank;
-  if (Status status =
-          plan::readRankWeights(planPath, plan, rank, memory->shards);
+  std::vector<uint8_t> hostBytes;
+  if (Status status = plan::readRankWeights(planPath, plan, rank, hostBytes);
       !status.ok())
     return status;
-  if (Status status =
-          plan::readPersistentWeights(planPath, plan, memory->persistent);
+  if (Status status = backend.adopt(std::move(hostBytes), memory->shards);
+      !status.ok())
+    return status;
+  hostBytes.clear();
+  if (Status status = plan::readPersistentWeights(planPath, plan, hostBytes);
+      !status.ok())
+    return status;
+  if (Status status = backend.adopt(std::move(hostBytes), memory->persistent);
       !status.ok())
     return status;
 
@@ -62,21 +63,24 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
     memory->constantOffsets.push_back(poolBytes);
     poolBytes += roundUp(constant.data().size());
   }
-  memory->constantPool.reset(allocateAligned(poolBytes));
-  if (!memory->constantPool)
-    return failure("cannot allocate ", poolBytes, " bytes for the constants");
+  if (Status status =
+          backend.allocate(poolBytes, "the constants", memory->constantPool);
+      !status.ok())
+    return status;
   for (int index = 0; index < plan.constants_size(); ++index) {
     const std::string &data = plan.constants(index).data();
-    std::memcpy(memory->constantPool.get() + memory->constantOffsets[index],
-                data.data(), data.size());
+    if (Status status = backend.copyFromHost(
+            memory->constantPool->data() + memory->constantOffsets[index],
+            data.data(), data.size());
+        !status.ok())
+      return status;
   }
 
   memory->arenaSize = plan.arena_bytes();
-  memory->arenaStorage.reset(allocateAligned(memory->arenaSize));
-  if (!memory->arenaStorage)
-    return failure("cannot allocate the arena of ", memory->arenaSize,
-                   " bytes");
-
+  if (Status status =
+          backend.allocate(memory->arenaSize, "the arena", memory->arenaStorage);
+      !status.ok())
+    return status;
   if (Status status = memory->resolve(plan); !status.ok())
     return status;
   out = std::move(memory);
@@ -111,24 +115,24 @@ Status RankMemory::resolve(const plan::Plan &plan) {
     uint8_t *base = nullptr;
     switch (buffer.kind()) {
     case plan::Buffer::ARENA:
-      base = arenaStorage.get() + buffer.offset();
+      base = arenaStorage->data() + buffer.offset();
       break;
     case plan::Buffer::CONSTANT:
-      base = constantPool.get() + constantOffsets[buffer.constant()];
+      base = constantPool->data() + constantOffsets[buffer.constant()];
       break;
     case plan::Buffer::SHARD:
     case plan::Buffer::PERSISTENT: {
       bool shard = buffer.kind() == plan::Buffer::SHARD;
       const plan::Group &group = plan.groups(buffer.group());
-      std::vector<uint8_t> &section = shard ? shards : persistent;
+      const BackendMemory &section = shard ? *shards : *persistent;
       uint64_t end;
       if (__builtin_add_overflow(group.weights_offset(), buffer.bytes(),
                                  &end) ||
-          end > section.size())
+          end > section.bytes())
         return failure(describeBuffer(buffer), " (", buffer.bytes(),
                        " bytes at weights offset ", group.weights_offset(),
                        ") ends past the ", shard ? "rank's" : "persistent",
-                       " weights section of ", section.size(), " bytes");
+                       " weights section of ", section.bytes(), " bytes");
       base = section.data() + group.weights_offset();
       break;
     }

@@ -7,6 +7,12 @@
 // transient buffer (activations, gathered copies). Nothing is allocated
 // after load(). Every buffer id of the plan resolves to an address.
 //
+// The storage comes from a Backend (runtime/Backend.h): the arena and the
+// constants are allocated through it, and the weights read from the file
+// are handed to it (kept in place on the CPU, copied to the device by a
+// device backend), so that every address is one the backend's kernels and
+// collectives can use.
+//
 // A rank reads only its own section of the weights file and the persistent
 // one (readRankWeights / readPersistentWeights): N ranks read the file once
 // between them, not N times.
@@ -16,6 +22,7 @@
 #ifndef ZPLAN_RUNTIME_MEMORY_H
 #define ZPLAN_RUNTIME_MEMORY_H
 
+#include "runtime/Backend.h"
 #include "runtime/plan/PlanLoader.h"
 
 #include <cstdint>
@@ -26,18 +33,22 @@
 
 namespace zplan {
 
-/// The alignment of the arena and of every constant: a cache line, and
-/// enough for any vector load a kernel does.
-inline constexpr uint64_t kMemoryAlignment = 64;
-
 class RankMemory {
 public:
-  /// Loads rank `rank`'s memory for `plan`, read from `planPath`. `plan`
-  /// must have passed validatePlan(). Fails when the weights file cannot be
-  /// read, a buffer does not fit the section it lives in, or the arena
-  /// cannot be allocated.
+  /// Loads rank `rank`'s memory for `plan`, read from `planPath`, into
+  /// memory of `backend` (which must outlive it). `plan` must have passed
+  /// validatePlan(). Fails when the weights file cannot be read, a buffer
+  /// does not fit the section it lives in, or the arena cannot be
+  /// allocated.
+  static plan::Status load(const std::string &planPath, const plan::Plan &plan,
+                           uint32_t rank, Backend &backend,
+                           std::unique_ptr<RankMemory> &out);
+  /// As above, on the CPU backend.
   static plan::Status load(const std::string &planPath, const plan::Plan &plan,
                            uint32_t rank, std::unique_ptr<RankMemory> &out);
+
+  /// The backend that holds this memory, and runs the kernels on it.
+  Backend &backend() const { return *owner; }
 
   RankMemory(const RankMemory &) = delete;
   RankMemory &operator=(const RankMemory &) = delete;
@@ -50,29 +61,25 @@ public:
   /// The byte offset of buffer `id` inside rootOf(id).
   uint64_t offsetInRoot(uint32_t id) const { return rootOffsets[id]; }
 
-  uint8_t *arena() const { return arenaStorage.get(); }
+  uint8_t *arena() const { return arenaStorage->data(); }
   uint64_t arenaBytes() const { return arenaSize; }
   /// This rank's section of the weights file (its shards).
-  uint64_t shardBytes() const { return shards.size(); }
+  uint64_t shardBytes() const { return shards->bytes(); }
   /// The persistent section (persistent groups, whole).
-  uint64_t persistentBytes() const { return persistent.size(); }
+  uint64_t persistentBytes() const { return persistent->bytes(); }
   uint32_t rank() const { return rankIndex; }
 
 private:
-  RankMemory() = default;
+  explicit RankMemory(Backend &backend) : owner(&backend) {}
   plan::Status resolve(const plan::Plan &plan);
 
-  struct FreeDeleter {
-    void operator()(uint8_t *pointer) const { std::free(pointer); }
-  };
-  using AlignedBytes = std::unique_ptr<uint8_t[], FreeDeleter>;
-
+  Backend *owner;
   uint32_t rankIndex = 0;
-  std::vector<uint8_t> shards;
-  std::vector<uint8_t> persistent;
-  AlignedBytes constantPool;
+  std::unique_ptr<BackendMemory> shards;
+  std::unique_ptr<BackendMemory> persistent;
+  std::unique_ptr<BackendMemory> constantPool;
   std::vector<uint64_t> constantOffsets; // in constantPool, by constant index
-  AlignedBytes arenaStorage;
+  std::unique_ptr<BackendMemory> arenaStorage;
   uint64_t arenaSize = 0;
   // Indexed by buffer id (entry 0 unused).
   std::vector<uint8_t *> addresses;

@@ -8,8 +8,10 @@
 //     waits for the compute instruction before it, so a collective is issued
 //     exactly where the schedule placed its start (and never writes arena
 //     bytes that an earlier instruction still reads);
-//   - COMPUTE `wait` for each zero.gather_wait, `release` for each
+//   - COMPUTE `gather_wait` for each zero.gather_wait, `release` for each
 //     zero.release, and one instruction per nn compute op.
+// Every instruction carries an opcode of runtime/plan/Opcodes.h on the queue
+// that table names; an nn op without an opcode is an emission error.
 // Views (nn.reshape, a parameter inside its gathered group) are buffers with
 // `view_of` and take no arena space of their own. On one rank a shard is its
 // whole group: no collective is emitted and parameters are read in place.

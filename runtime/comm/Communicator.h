@@ -6,6 +6,10 @@
 // rank-independent, so the order is the plan's), and reports failure as a
 // Status whose message names the call, the source line and the rank.
 //
+// Collectives take the element type of what they move (ElementType.h), so
+// that a backend's library can use its own types (MPI datatypes, NCCL's
+// ncclDataType_t) and sum in the right arithmetic.
+//
 // Threading: a communicator is used by one thread at a time. zrun's comm
 // thread issues the program's collectives while a run is in progress; the
 // main thread issues the rest (barriers, gathering traces and stats) only
@@ -17,6 +21,7 @@
 #define ZPLAN_RUNTIME_COMM_COMMUNICATOR_H
 
 #include "runtime/plan/PlanLoader.h"
+#include "runtime/support/ElementType.h"
 
 #include <cstdint>
 #include <string>
@@ -34,20 +39,29 @@ public:
   /// The number of ranks.
   virtual int size() const = 0;
 
-  /// Every rank contributes `bytesPerRank` bytes at `send`; every rank
-  /// receives size() * bytesPerRank bytes at `receive`, rank r's at
-  /// r * bytesPerRank. `send` may not overlap `receive`.
+  /// Every rank contributes `countPerRank` elements of `type` at `send`;
+  /// every rank receives size() * countPerRank elements at `receive`, rank
+  /// r's at element r * countPerRank. `send` may not overlap `receive`. Any
+  /// element type (nothing is computed).
   virtual plan::Status allGather(const void *send, void *receive,
-                                 uint64_t bytesPerRank) = 0;
+                                 uint64_t countPerRank, ElementType type) = 0;
 
-  /// Sums `send` (size() * countPerRank floats) over the ranks and leaves
-  /// rank r the sum of elements [r * countPerRank, (r + 1) * countPerRank)
-  /// at `receive`.
-  virtual plan::Status reduceScatter(const float *send, float *receive,
-                                     uint64_t countPerRank) = 0;
+  /// Sums `send` (size() * countPerRank elements of `type`) over the ranks
+  /// and leaves rank r the sum of elements [r * countPerRank, (r + 1) *
+  /// countPerRank) at `receive`. At least f32, f64, i32 and i64; another
+  /// type the communicator cannot sum is an error naming it.
+  virtual plan::Status reduceScatter(const void *send, void *receive,
+                                     uint64_t countPerRank,
+                                     ElementType type) = 0;
 
-  /// Sums `count` floats at `data` over the ranks, in place.
-  virtual plan::Status allReduce(float *data, uint64_t count) = 0;
+  /// Sums `count` elements of `type` at `data` over the ranks, in place
+  /// (types as reduceScatter()).
+  virtual plan::Status allReduce(void *data, uint64_t count,
+                                 ElementType type) = 0;
+  /// allReduce() of f32 values (the flags and counters the CLI agrees on).
+  plan::Status allReduce(float *data, uint64_t count) {
+    return allReduce(data, count, ElementType::F32);
+  }
 
   /// Copies `bytes` bytes at `data` on rank `root` to `data` on every rank.
   virtual plan::Status broadcast(void *data, uint64_t bytes, int root) = 0;

@@ -90,8 +90,36 @@ MpiCommunicator::~MpiCommunicator() {
     MPI_Finalize();
 }
 
+namespace {
+
+/// The MPI datatype sums of `type` use; an error naming `what`, the type
+/// and `rank` when MPI cannot sum it.
+Status summableType(ElementType type, const char *what, int rank,
+                    MPI_Datatype &out) {
+  // Indexed like kElementTypes (the enum's order); MPI_DATATYPE_NULL where
+  // MPI has no type it can sum (f16, bf16: MPI 3 has none; bool: a sum of
+  // bools is no bool).
+  static const MPI_Datatype kSummable[] = {
+      MPI_FLOAT,  MPI_DATATYPE_NULL, MPI_DATATYPE_NULL,
+      MPI_DOUBLE, MPI_INT64_T,       MPI_INT32_T,
+      MPI_INT8_T, MPI_UINT8_T,       MPI_DATATYPE_NULL};
+  static_assert(sizeof(kSummable) / sizeof(kSummable[0]) ==
+                    sizeof(kElementTypes) / sizeof(kElementTypes[0]),
+                "one MPI datatype per element type");
+  out = kSummable[static_cast<unsigned>(type)];
+  if (out == MPI_DATATYPE_NULL)
+    return Status::error("[rank " + std::to_string(rank) + "] " + what +
+                         " of " + std::string(elementTypeInfo(type).name) +
+                         ": MPI cannot sum this element type");
+  return Status::success();
+}
+
+} // namespace
+
 Status MpiCommunicator::allGather(const void *send, void *receive,
-                                  uint64_t bytesPerRank) {
+                                  uint64_t countPerRank, ElementType type) {
+  // Nothing is computed: the elements move as bytes, whatever their type.
+  uint64_t bytesPerRank = countPerRank * elementTypeInfo(type).bytes;
   const char *sendBytes = static_cast<const char *>(send);
   char *receiveBytes = static_cast<char *>(receive);
   if (bytesPerRank <= kChunkBytes) {
@@ -119,24 +147,34 @@ Status MpiCommunicator::allGather(const void *send, void *receive,
   return Status::success();
 }
 
-Status MpiCommunicator::reduceScatter(const float *send, float *receive,
-                                      uint64_t countPerRank) {
+Status MpiCommunicator::reduceScatter(const void *send, void *receive,
+                                      uint64_t countPerRank, ElementType type) {
+  MPI_Datatype datatype;
+  if (Status status = summableType(type, "reduce-scatter", rankIndex, datatype);
+      !status.ok())
+    return status;
   if (countPerRank > static_cast<uint64_t>(INT_MAX))
     return Status::error("[rank " + std::to_string(rankIndex) +
                          "] reduce-scatter of " + std::to_string(countPerRank) +
-                         " floats per rank exceeds MPI's int count");
+                         " elements per rank exceeds MPI's int count");
   ZR_MPI_CHECK(MPI_Reduce_scatter_block(send, receive,
                                         static_cast<int>(countPerRank),
-                                        MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+                                        datatype, MPI_SUM, MPI_COMM_WORLD));
   return Status::success();
 }
 
-Status MpiCommunicator::allReduce(float *data, uint64_t count) {
-  constexpr uint64_t chunk = kChunkBytes / sizeof(float);
+Status MpiCommunicator::allReduce(void *data, uint64_t count,
+                                  ElementType type) {
+  MPI_Datatype datatype;
+  if (Status status = summableType(type, "all-reduce", rankIndex, datatype); !status.ok())
+    return status;
+  uint64_t elementBytes = elementTypeInfo(type).bytes;
+  uint64_t chunk = kChunkBytes / elementBytes;
+  auto *bytes = static_cast<char *>(data);
   for (uint64_t offset = 0; offset < count; offset += chunk) {
     int length = static_cast<int>(std::min(chunk, count - offset));
-    ZR_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + offset, length, MPI_FLOAT,
-                               MPI_SUM, MPI_COMM_WORLD));
+    ZR_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes + offset * elementBytes,
+                               length, datatype, MPI_SUM, MPI_COMM_WORLD));
   }
   return Status::success();
 }

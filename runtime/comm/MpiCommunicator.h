@@ -34,10 +34,12 @@ public:
   int rank() const override { return rankIndex; }
   int size() const override { return rankCount; }
   plan::Status allGather(const void *send, void *receive,
-                         uint64_t bytesPerRank) override;
-  plan::Status reduceScatter(const float *send, float *receive,
-                             uint64_t countPerRank) override;
-  plan::Status allReduce(float *data, uint64_t count) override;
+                         uint64_t countPerRank, ElementType type) override;
+  plan::Status reduceScatter(const void *send, void *receive,
+                             uint64_t countPerRank, ElementType type) override;
+  using Communicator::allReduce;
+  plan::Status allReduce(void *data, uint64_t count,
+                         ElementType type) override;
   plan::Status broadcast(void *data, uint64_t bytes, int root) override;
   plan::Status barrier() override;
   plan::Status gatherText(std::string_view text,

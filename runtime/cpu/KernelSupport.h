@@ -38,6 +38,14 @@ struct KernelCall {
 /// A kernel: reads call.operands, writes call.results.
 using KernelFunction = Status (*)(const KernelCall &call);
 
+/// The kernel of compute opcode `opcode`; null when the CPU has none. One
+/// array index: the table is built once, keyed by opcode.
+KernelFunction findKernel(plan::Opcode opcode);
+
+/// Decides the BLAS thread count unless setBlasThreads() already did: one
+/// thread (ranks share cores), unless the environment names a count.
+void chooseDefaultBlasThreads();
+
 //===----------------------------------------------------------------------===//
 // Attributes (plan::Attribute: ints for integers, bools and i64 arrays;
 // floats; text for strings)

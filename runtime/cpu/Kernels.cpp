@@ -12,20 +12,14 @@
 
 #include <cblas.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
-#include <unordered_map>
+#include <utility>
 
 namespace zplan::cpu {
 
 using namespace detail;
-
-int64_t TensorRef::numElements() const {
-  int64_t count = 1;
-  for (int64_t extent : shape)
-    count *= extent;
-  return count;
-}
 
 namespace {
 
@@ -33,7 +27,9 @@ namespace {
 /// first kernel call (1 thread, unless the environment names a count).
 std::atomic<bool> blasThreadsChosen{false};
 
-void chooseDefaultBlasThreads() {
+} // namespace
+
+void detail::chooseDefaultBlasThreads() {
   if (blasThreadsChosen.exchange(true))
     return;
   // OpenBLAS otherwise starts one thread per core, and ranks share cores.
@@ -41,8 +37,14 @@ void chooseDefaultBlasThreads() {
     openblas_set_num_threads(1);
 }
 
-const std::unordered_map<int, KernelFunction> &kernelTable() {
-  static const std::unordered_map<int, KernelFunction> table = {
+namespace {
+
+/// Opcodes of compute ops are below this (plan.proto numbers them so).
+constexpr int kKernelTableSize = 100;
+
+const std::array<KernelFunction, kKernelTableSize> &kernelTable() {
+  static const std::array<KernelFunction, kKernelTableSize> table = [] {
+    const std::pair<plan::Opcode, KernelFunction> kernels[] = {
       // Elementwise.cpp
       {plan::OPCODE_NEG, runNeg},
       {plan::OPCODE_ABS, runAbs},
@@ -88,27 +90,38 @@ const std::unordered_map<int, KernelFunction> &kernelTable() {
       {plan::OPCODE_EMBEDDING, runEmbedding},
       {plan::OPCODE_EXPAND, runExpand},
       {plan::OPCODE_RESHAPE, runReshape},
-  };
+    };
+    std::array<KernelFunction, kKernelTableSize> byOpcode{};
+    // Compute opcodes are numbered below kKernelTableSize in plan.proto;
+    // CpuKernels.EveryNnComputeOpHasAKernel notices one that is not.
+    for (const auto &[opcode, function] : kernels)
+      if (opcode >= 0 && opcode < kKernelTableSize)
+        byOpcode[opcode] = function;
+    return byOpcode;
+  }();
   return table;
 }
 
 } // namespace
 
+KernelFunction detail::findKernel(plan::Opcode opcode) {
+  if (opcode < 0 || opcode >= kKernelTableSize)
+    return nullptr;
+  return kernelTable()[opcode];
+}
+
 plan::Status runKernel(const plan::Instruction &instruction,
                        const std::vector<TensorRef> &operands,
                        const std::vector<TensorRef> &results) {
-  const auto &table = kernelTable();
-  auto found = table.find(instruction.opcode());
-  if (found == table.end())
+  KernelFunction function = findKernel(instruction.opcode());
+  if (!function)
     return plan::Status::error(plan::opcodeName(instruction.opcode()) +
                                ": no CPU kernel for this op");
   chooseDefaultBlasThreads();
-  return found->second(KernelCall{instruction, operands, results});
+  return function(KernelCall{instruction, operands, results});
 }
 
-bool hasKernel(plan::Opcode opcode) {
-  return kernelTable().count(opcode) != 0;
-}
+bool hasKernel(plan::Opcode opcode) { return findKernel(opcode) != nullptr; }
 
 void setBlasThreads(int threads) {
   blasThreadsChosen = true;

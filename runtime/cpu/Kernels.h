@@ -1,21 +1,24 @@
 //===- Kernels.h - CPU reference kernels for plan instructions ------------===//
 //
-// One entry point runs any compute instruction of a plan on the CPU. This
-// backend is the reference every other backend is checked against: fp32
-// (and the integer/bool types the nn ops take), row-major, results written
-// into caller-provided memory (the arena) -- kernels never allocate per
-// call beyond small fixed scratch. GEMMs go through BLAS (OpenBLAS, one
-// thread per rank by default).
+// The kernels behind the CPU backend (CpuBackend.h), which resolves each
+// compute instruction to one of them once, by opcode; runKernel() resolves
+// and runs in one call, for tests and one-off use. The CPU is the reference
+// every other backend is checked against: fp32 (and the integer/bool types
+// the nn ops take), row-major, results written into caller-provided memory
+// (the arena) -- kernels never allocate per call beyond small fixed
+// scratch. GEMMs go through BLAS (OpenBLAS, one thread per rank by default).
 //
-// The op names and attributes are the nn dialect's (dialects/nn/NNOps.td),
-// as the plan emitter writes them: the op name without "nn.", attributes by
-// name (ints for integers, bools and i64 arrays; floats; text for strings).
+// The opcodes are the nn dialect's ops (runtime/plan/Opcodes.h) and the
+// attributes are the ops' (dialects/nn/NNOps.td), as the plan emitter
+// writes them: by name (ints for integers, bools and i64 arrays; floats;
+// text for strings).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef ZPLAN_RUNTIME_CPU_KERNELS_H
 #define ZPLAN_RUNTIME_CPU_KERNELS_H
 
+#include "runtime/Backend.h"
 #include "runtime/plan/PlanLoader.h"
 #include "runtime/support/ElementType.h"
 
@@ -25,15 +28,7 @@
 
 namespace zplan::cpu {
 
-/// A tensor in memory: where, what shape, which element type.
-struct TensorRef {
-  void *data = nullptr;
-  std::vector<int64_t> shape;
-  ElementType dtype = ElementType::F32;
-
-  int64_t numElements() const;
-  template <typename T> T *as() const { return static_cast<T *>(data); }
-};
+using zplan::TensorRef;
 
 /// Runs compute instruction `instruction` (its op and attributes) reading
 /// `operands` and writing `results`. Operands and results may not alias

@@ -31,10 +31,11 @@ TEST(ElementType, EveryRowRoundTripsThroughEverySpelling) {
     EXPECT_EQ(elementTypeFromOnnx(info.onnx), info.type);
     EXPECT_EQ(elementTypeFromPlan(info.plan), info.type);
     EXPECT_EQ(elementTypeFromName(info.name), info.type);
-    if (info.npyDescr.empty())
+    if (info.npyDescr.empty()) {
       EXPECT_FALSE(elementTypeFromNpyDescr(info.npyDescr).has_value());
-    else
+    } else {
       EXPECT_EQ(elementTypeFromNpyDescr(info.npyDescr), info.type);
+    }
   }
 }
 
@@ -46,8 +47,9 @@ TEST(ElementType, SpellingsAreUnique) {
     EXPECT_TRUE(plans.insert(info.plan).second) << info.name;
     EXPECT_TRUE(names.insert(info.name).second) << info.name;
     EXPECT_TRUE(numpyNames.insert(info.numpyName).second) << info.name;
-    if (!info.npyDescr.empty())
+    if (!info.npyDescr.empty()) {
       EXPECT_TRUE(descrs.insert(info.npyDescr).second) << info.name;
+    }
   }
 }
 

@@ -9,7 +9,13 @@ DIR holds the Python classes protoc generated for runtime/plan/plan.proto
                  first compute instruction that reads one of its parameters;
   wait-late      moves the gather_wait of a gathered group to right after
                  the first compute instruction that reads one of its
-                 parameters.
+                 parameters;
+  unknown-opcode gives the first compute kernel instruction opcode 999 (a
+                 value plan.proto does not list, as a newer zcc might write);
+  wrong-queue    puts the first all_gather on the COMPUTE queue.
+
+The last two are not schedule bugs: zrun's validation must refuse them
+before any work.
 
 The first group (in program order) for which the move is possible is broken:
 for release-early, one that no instruction waits for the release of (so
@@ -19,7 +25,8 @@ wait_for references are renumbered, so the broken plan passes zrun's
 validation and fails only at run time. OUT is sealed again (plan_file.py)
 and gets OUT.weights, a copy of IN's weights whose header names OUT.
 
-Prints what it broke, one fact a line, for FileCheck to capture:
+Prints what it broke, one fact a line, for FileCheck to capture (for the
+last two modes: `changed: #INDEX 'OP'`):
   group: @NAME
   moved: #OLD -> #NEW 'release'|'gather_wait'
   reader: #INDEX 'OP' at 'LOCATION'
@@ -160,10 +167,46 @@ def has_cycle(program):
     return started != count
 
 
+def seal_with_weights(plan, args):
+    """OUT's bytes, sealed (plan_file.py), after writing OUT.weights: a copy
+    of IN's weights (plan.weights_file, beside IN) whose header names OUT."""
+    weights = os.path.join(os.path.dirname(os.path.abspath(args.input)),
+                           plan.weights_file)
+    plan.weights_file = os.path.basename(args.output) + ".weights"
+    sealed, identity = plan_file.seal_plan(plan)
+    plan_file.copy_weights_for(weights, args.output + ".weights",
+                               plan.world_size, identity)
+    return sealed
+
+
+def break_opcode(plan_pb2, plan, args):
+    program = plan.programs[0]
+    if args.mode == "unknown-opcode":
+        wanted = lambda i: (i.queue == plan_pb2.COMPUTE and i.opcode not in
+                            (plan_pb2.OPCODE_GATHER_WAIT,
+                             plan_pb2.OPCODE_RELEASE))
+    else:
+        wanted = lambda i: i.opcode == plan_pb2.OPCODE_ALL_GATHER
+    instruction = next((i for i in program.instructions if wanted(i)), None)
+    if instruction is None:
+        raise SystemExit(f"break_plan: nothing to break by {args.mode}")
+    print(f"changed: #{instruction.index} "
+          f"'{opcode_name(plan_pb2, instruction.opcode)}'")
+    if args.mode == "unknown-opcode":
+        instruction.opcode = 999
+    else:
+        instruction.queue = plan_pb2.COMPUTE
+    sealed = seal_with_weights(plan, args)
+    with open(args.output, "wb") as file:
+        file.write(sealed)
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--proto-dir", required=True)
-    parser.add_argument("mode", choices=["release-early", "wait-late"])
+    parser.add_argument("mode", choices=["release-early", "wait-late",
+                                         "unknown-opcode", "wrong-queue"])
     parser.add_argument("input")
     parser.add_argument("output")
     args = parser.parse_args()
@@ -175,6 +218,8 @@ def main():
     if len(plan.programs) != 1:
         raise SystemExit("break_plan: expected a plan with one program")
     program = plan.programs[0]
+    if args.mode in ("unknown-opcode", "wrong-queue"):
+        return break_opcode(plan_pb2, plan, args)
     view = ProgramView(plan_pb2, plan, program)
 
     waited_for = {w for i in program.instructions for w in i.wait_for}
@@ -205,12 +250,8 @@ def main():
         raise SystemExit(f"break_plan: no group can be broken by {args.mode}")
     entry, old, new, reader_after, parameter, trial = broken
 
-    weights = os.path.join(os.path.dirname(os.path.abspath(args.input)),
-                           plan.weights_file)
-    trial.weights_file = os.path.basename(args.output) + ".weights"
-    sealed, identity = plan_file.seal_plan(trial)
-    plan_file.copy_weights_for(weights, args.output + ".weights",
-                               trial.world_size, identity)
+    trial.weights_file = plan.weights_file
+    sealed = seal_with_weights(trial, args)
     with open(args.output, "wb") as file:
         file.write(sealed)
 

@@ -1,0 +1,173 @@
+//===- Backend.h - kernels, memory, queues and events behind the executor -===//
+//
+// The executor (runtime/Executor.h) owns what every backend shares: the two
+// instruction queues, the dependencies between them, and --check's
+// bookkeeping. What depends on the hardware sits behind this interface:
+//
+//  - memory: the arena, this rank's shards, the persistent groups and the
+//    constants are allocated (or handed over) through the backend, once, at
+//    load (RankMemory); an address is one the backend's kernels can read;
+//  - kernels: each compute instruction is resolved once, when the executor
+//    is created, into a PreparedKernel (the kernel and the tensor
+//    descriptors of its operands and results); a run calls it without any
+//    look-up by name or opcode;
+//  - queues and events: the executor issues COMPUTE instructions from the
+//    thread that calls run() and COMM instructions from its comm thread, and
+//    orders them across queues with host-side completion events (one per
+//    instruction). A backend whose work is asynchronous makes the device
+//    follow the same order through its Queues;
+//  - --check: poisoning a released buffer and checksumming resident data
+//    run where the data lives.
+//
+// The CPU backend (runtime/cpu/CpuBackend.h) is the first implementation and
+// the reference: memory is aligned host memory, a kernel runs to completion
+// on the calling thread, so its Queues do nothing.
+//
+// How a CUDA backend maps onto this interface (runtime/cuda): allocate() is
+// cudaMalloc + cudaMemset; adopt() copies the host bytes to the device with
+// cudaMemcpy and frees them; createQueues() creates two streams (compute,
+// comm) and one cudaEvent (timing disabled) per instruction. The executor's
+// threads then only *issue* work: after issuing instruction i on queue q it
+// calls recordCompletion(q, i) (cudaEventRecord(event[i], stream[q])), and
+// before issuing an instruction that waits for instruction j of the other
+// queue it first waits for j's host-side event (j was issued, so event[j]
+// is recorded) and then calls waitFor(q, j) (cudaStreamWaitEvent(stream[q],
+// event[j])): the device sees exactly the plan's cross-queue edges, and
+// same-queue order is the stream's. synchronize() (cudaStreamSynchronize on
+// both) ends a run. The communicator (NCCL) issues its collectives on the
+// comm stream. poison() and checksum() are the kernels of
+// runtime/cuda/Poison.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_BACKEND_H
+#define ZPLAN_RUNTIME_BACKEND_H
+
+#include "runtime/plan/PlanLoader.h"
+#include "runtime/support/ElementType.h"
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+namespace zplan {
+
+/// The alignment of every allocation a backend makes: a cache line on the
+/// CPU, and enough for any vector load a kernel does.
+inline constexpr uint64_t kMemoryAlignment = 64;
+
+/// A tensor in backend memory: where, what shape, which element type.
+/// Built once per operand and result when the executor is created.
+struct TensorRef {
+  void *data = nullptr;
+  std::vector<int64_t> shape;
+  ElementType dtype = ElementType::F32;
+
+  int64_t numElements() const {
+    int64_t count = 1;
+    for (int64_t extent : shape)
+      count *= extent;
+    return count;
+  }
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+};
+
+/// Memory a backend allocated or adopted; freed when destroyed.
+class BackendMemory {
+public:
+  virtual ~BackendMemory() = default;
+  /// An address the backend's kernels and collectives can use (a host
+  /// pointer on the CPU, a device pointer on CUDA); null for zero bytes.
+  virtual uint8_t *data() const = 0;
+  virtual uint64_t bytes() const = 0;
+};
+
+/// One compute instruction, resolved: its kernel and its tensors.
+class PreparedKernel {
+public:
+  virtual ~PreparedKernel() = default;
+  /// Runs (CPU) or issues (asynchronous backends) the kernel on the compute
+  /// queue. Errors name the op ("matmul: ...").
+  virtual plan::Status run() = 0;
+};
+
+/// The two queues of one executor and a completion event per instruction
+/// (see the file comment for what a CUDA backend does in each call).
+class Queues {
+public:
+  virtual ~Queues() = default;
+  /// Instruction `index` has just been issued on `queue`.
+  virtual plan::Status recordCompletion(plan::Queue queue, uint32_t index) = 0;
+  /// The next instruction issued on `queue` must start after instruction
+  /// `index` (of the other queue, already issued) completes.
+  virtual plan::Status waitFor(plan::Queue queue, uint32_t index) = 0;
+  /// Returns when everything issued on both queues has completed.
+  virtual plan::Status synchronize() = 0;
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+
+  /// "cpu", "cuda": for messages.
+  virtual std::string_view name() const = 0;
+
+  //===--------------------------------------------------------------------===//
+  // Memory
+  //===--------------------------------------------------------------------===//
+
+  /// `bytes` of zeroed memory aligned to kMemoryAlignment (at least one
+  /// alignment unit, so that even an empty arena has an address). `what`
+  /// ("the arena") names it in the error when the allocation fails.
+  virtual plan::Status allocate(uint64_t bytes, std::string_view what,
+                                std::unique_ptr<BackendMemory> &out) = 0;
+  /// Takes `host` (weights read from the file) into backend memory: the CPU
+  /// keeps the bytes where they are, a device backend copies and frees them.
+  virtual plan::Status adopt(std::vector<uint8_t> &&host,
+                             std::unique_ptr<BackendMemory> &out) = 0;
+  /// Copies `bytes` host bytes at `source` to backend memory at `target`.
+  virtual plan::Status copyFromHost(void *target, const void *source,
+                                    uint64_t bytes) = 0;
+
+  //===--------------------------------------------------------------------===//
+  // Kernels
+  //===--------------------------------------------------------------------===//
+
+  /// Whether prepareKernel() can resolve `opcode`: the one answer both the
+  /// plan check before any work and the executor rely on.
+  virtual bool hasKernel(plan::Opcode opcode) const = 0;
+  /// Resolves compute instruction `instruction` (which must outlive the
+  /// kernel) over `operands` and `results`. Fails when the backend has no
+  /// kernel for its opcode.
+  virtual plan::Status prepareKernel(const plan::Instruction &instruction,
+                                     std::vector<TensorRef> operands,
+                                     std::vector<TensorRef> results,
+                                     std::unique_ptr<PreparedKernel> &out) = 0;
+
+  //===--------------------------------------------------------------------===//
+  // Queues and events
+  //===--------------------------------------------------------------------===//
+
+  /// The queues and `instructionCount` completion events of one executor.
+  virtual plan::Status createQueues(uint32_t instructionCount,
+                                    std::unique_ptr<Queues> &out) = 0;
+
+  //===--------------------------------------------------------------------===//
+  // --check
+  //===--------------------------------------------------------------------===//
+
+  /// Fills `bytes` at `data` with quiet NaNs of `type` (a recognisable 0xA5
+  /// byte pattern for integer types, which have no NaN).
+  virtual plan::Status poison(void *data, uint64_t bytes,
+                              ElementType type) = 0;
+  /// A position-sensitive checksum of `bytes` at `data`: a changed, swapped
+  /// or zeroed word changes it. Equal bytes give equal sums on every
+  /// backend and rank.
+  virtual plan::Status checksum(const void *data, uint64_t bytes,
+                                uint64_t &out) = 0;
+};
+
+} // namespace zplan
+
+#endif // ZPLAN_RUNTIME_BACKEND_H
