@@ -21,6 +21,7 @@
 #include "compiler/plan/PlanSearch.h"
 #include "compiler/plan/Simulator.h"
 #include "compiler/plan/WeightsWriter.h"
+#include "runtime/plan/PlanFormat.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -539,19 +540,22 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
 
   std::string weights = options.outputPath + ".weights";
   if (!options.outputPath.empty()) {
+    // The plan's identity (its body checksum) is recorded in the weights
+    // header, so that weights swapped with another plan's are refused.
+    uint64_t planIdentity;
+    std::string planBytes = plan::serializePlan(chosen.plan, &planIdentity);
     setCrashPhase("writing the weights '" + weights + "'");
     if (llvm::Error error =
             outputs.add(weights, [&](llvm::StringRef temporary) -> llvm::Error {
-              if (llvm::Error error =
-                      writeWeights(chosen.plan, options.modelPath, temporary))
+              if (llvm::Error error = writeWeights(
+                      chosen.plan, planIdentity, options.modelPath, temporary))
                 return makeError("cannot write the weights file '" + weights +
                                  "': " + llvm::toString(std::move(error)));
               return llvm::Error::success();
             }))
       return error;
     setCrashPhase("writing the plan '" + options.outputPath + "'");
-    if (llvm::Error error = outputs.addBytes(options.outputPath,
-                                             chosen.plan.SerializeAsString()))
+    if (llvm::Error error = outputs.addBytes(options.outputPath, planBytes))
       return error;
   }
   crashIfTestRequested("write");

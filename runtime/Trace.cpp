@@ -2,14 +2,12 @@
 
 #include "runtime/Trace.h"
 
-#include "runtime/Npy.h"
 #include "runtime/plan/Opcodes.h"
 
 #include <cstdio>
 #include <sstream>
 
 using namespace zplan;
-using plan::Status;
 
 namespace {
 
@@ -100,19 +98,4 @@ std::string TraceRecorder::eventsJson(const plan::Plan &plan,
        << ",\"pid\":" << pid
        << ",\"tid\":0,\"args\":{\"count\":" << droppedEvents() << "}}";
   return os.str();
-}
-
-Status zplan::writeTrace(comm::Communicator &communicator,
-                         const std::string &path,
-                         const std::string &eventsJson) {
-  std::vector<std::string> all;
-  if (Status status = communicator.gatherText(eventsJson, all); !status.ok())
-    return status;
-  if (communicator.rank() != 0)
-    return Status::success();
-  std::string text = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  for (size_t rank = 0; rank < all.size(); ++rank)
-    text += (rank ? ",\n" : "") + all[rank];
-  text += "\n]}\n";
-  return npy::writeFileAtomically(path, text, "trace file '" + path + "'");
 }

@@ -5,9 +5,9 @@
 // instruction index, run, location and group. Recording only writes into
 // space reserved before the run (one buffer per queue, each filled by one
 // thread), so tracing adds no allocation and no lock to a run. After the
-// runs, every rank's events are gathered to rank 0 as JSON text, and rank 0
-// writes one file, through a temporary renamed into place, that
-// chrome://tracing and ui.perfetto.dev open.
+// runs, zrun gathers every rank's events to rank 0 as JSON text and writes
+// one file with the run's other outputs (runtime/tooling/RunSession.cpp)
+// that chrome://tracing and ui.perfetto.dev open.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,11 +74,6 @@ private:
   std::vector<Event> comm;
   uint64_t dropped[2] = {0, 0};
 };
-
-/// Gathers every rank's eventsJson() to rank 0, which writes the trace file
-/// at `path` (temporary + rename). Collective: every rank calls it.
-plan::Status writeTrace(comm::Communicator &communicator,
-                        const std::string &path, const std::string &eventsJson);
 
 } // namespace zplan
 

@@ -445,6 +445,8 @@ llvm::Expected<EmittedPlan> Emitter::run() {
     return std::move(error);
   if (llvm::Error error = planMemory())
     return std::move(error);
+  // The plan is complete: zrun refuses a constant that fails its checksum.
+  plan::stampConstantChecksums(out);
   return std::move(result);
 }
 

@@ -5,9 +5,11 @@
 #include "compiler/import/OnnxImporter.h"
 #include "onnx/onnx.pb.h"
 #include "runtime/plan/PlanLoader.h"
+#include "runtime/support/Checksum.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
@@ -20,7 +22,42 @@ static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-llvm::Error zplan::writeWeights(const plan::Plan &plan,
+/// Checksums the sections of the data written at `dataAt` of the file at
+/// `path` (read back, mapped: no more of the model is held in memory than
+/// while writing) and writes the header in front of them.
+static llvm::Error writeHeader(const plan::Plan &plan, uint64_t planIdentity,
+                               llvm::StringRef path, uint64_t dataAt) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                  /*RequiresNullTerminator=*/false);
+  if (!file)
+    return makeError("cannot read back '" + path +
+                     "': " + file.getError().message());
+  const char *data = (*file)->getBufferStart() + dataAt;
+  plan::WeightsHeader header;
+  header.planIdentity = planIdentity;
+  uint64_t section = plan.weights_bytes_per_rank();
+  for (uint32_t rank = 0; rank < plan.world_size(); ++rank)
+    header.rankChecksums.push_back(checksum(data + rank * section, section));
+  header.persistentChecksum =
+      checksum(data + plan.persistent_weights_offset(),
+               plan::persistentWeightsBytes(plan));
+  std::string bytes = plan::encodeWeightsHeader(header);
+
+  int fd = -1;
+  if (std::error_code code = llvm::sys::fs::openFileForReadWrite(
+          path, fd, llvm::sys::fs::CD_OpenExisting, llvm::sys::fs::OF_None))
+    return makeError("cannot write '" + path + "': " + code.message());
+  llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
+  out.pwrite(bytes.data(), bytes.size(), 0);
+  out.close();
+  if (out.has_error())
+    return makeError("writing '" + path + "' failed: " +
+                     out.error().message());
+  return llvm::Error::success();
+}
+
+llvm::Error zplan::writeWeights(const plan::Plan &plan, uint64_t planIdentity,
                                 llvm::StringRef modelPath,
                                 llvm::StringRef outputPath) {
   onnx::ModelProto model;
@@ -34,7 +71,8 @@ llvm::Error zplan::writeWeights(const plan::Plan &plan,
   int fd = -1;
   if (std::error_code code = llvm::sys::fs::openFileForWrite(outputPath, fd))
     return makeError("cannot write '" + outputPath + "': " + code.message());
-  uint64_t total = plan.persistent_weights_offset() +
+  uint64_t dataAt = plan::weightsHeaderBytes(plan.world_size());
+  uint64_t total = dataAt + plan.persistent_weights_offset() +
                    plan::persistentWeightsBytes(plan);
   // Sized first, then filled at each group's offsets (pwrite), so that no
   // more than one group is ever in memory.
@@ -66,17 +104,19 @@ llvm::Error zplan::writeWeights(const plan::Plan &plan,
     }
     if (group.persistent()) {
       out.pwrite(flat.data(), flat.size(),
-                 plan.persistent_weights_offset() + group.weights_offset());
+                 dataAt + plan.persistent_weights_offset() +
+                     group.weights_offset());
       continue;
     }
     uint64_t shard = flat.size() / plan.world_size();
     for (uint32_t rank = 0; rank < plan.world_size(); ++rank)
       out.pwrite(flat.data() + rank * shard, shard,
-                 rank * plan.weights_bytes_per_rank() + group.weights_offset());
+                 dataAt + rank * plan.weights_bytes_per_rank() +
+                     group.weights_offset());
   }
   out.close();
   if (out.has_error())
     return makeError("writing '" + outputPath + "' failed: " +
                      out.error().message());
-  return llvm::Error::success();
+  return writeHeader(plan, planIdentity, outputPath, dataAt);
 }

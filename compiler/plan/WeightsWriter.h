@@ -5,6 +5,8 @@
 // section is one contiguous range, so a rank reads exactly its 1/N and never
 // the whole model. Persistent groups follow, whole, once. Parameters are
 // read from the ONNX model (inline or external data) one group at a time.
+// The file starts with the header runtime/plan/Weights.h describes: the
+// identity of the plan it belongs to and the checksum of every section.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,12 +18,15 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <cstdint>
+
 namespace zplan {
 
 /// Writes the weights of `plan` (taken from the ONNX model at `modelPath`) to
-/// `outputPath`. The caller renames it into place.
-llvm::Error writeWeights(const plan::Plan &plan, llvm::StringRef modelPath,
-                         llvm::StringRef outputPath);
+/// `outputPath`, recording `planIdentity` (from plan::serializePlan() of the
+/// plan written beside it). The caller renames it into place.
+llvm::Error writeWeights(const plan::Plan &plan, uint64_t planIdentity,
+                         llvm::StringRef modelPath, llvm::StringRef outputPath);
 
 } // namespace zplan
 

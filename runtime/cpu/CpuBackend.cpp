@@ -12,6 +12,7 @@
 
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/plan/Opcodes.h"
+#include "runtime/support/Checksum.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -150,21 +151,8 @@ Status CpuBackend::poison(void *data, uint64_t bytes, ElementType type) {
 }
 
 Status CpuBackend::checksum(const void *data, uint64_t bytes, uint64_t &out) {
-  // Each 8-byte word is mixed with its index, so that a changed, swapped or
-  // zeroed word changes the sum.
-  const auto *bytesIn = static_cast<const uint8_t *>(data);
-  constexpr uint64_t kMultiplier = 0x9E3779B97F4A7C15ull;
-  uint64_t sum = bytes * kMultiplier;
-  uint64_t words = bytes / 8;
-  for (uint64_t i = 0; i < words; ++i) {
-    uint64_t word;
-    std::memcpy(&word, bytesIn + 8 * i, 8);
-    uint64_t mixed = (word ^ (i * kMultiplier)) * 0xBF58476D1CE4E5B9ull;
-    sum += mixed ^ (mixed >> 31);
-  }
-  for (uint64_t i = words * 8; i < bytes; ++i)
-    sum = (sum ^ bytesIn[i]) * 0x100000001B3ull;
-  out = sum;
+  // The one checksum zcc's writer and the loader use too.
+  out = zplan::checksum(data, bytes);
   return Status::success();
 }
 

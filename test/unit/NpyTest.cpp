@@ -8,7 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Npy.h"
+#include "runtime/tooling/Files.h"
+#include "runtime/tooling/Npy.h"
 
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
@@ -16,10 +17,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace zplan;
 using namespace zplan::npy;
+using zplan::tooling::FileIdentity;
+using zplan::tooling::StagedFile;
+using zplan::tooling::StagedFiles;
 using zplan::plan::Status;
 
 using zplan::testing::contains;
@@ -351,6 +356,90 @@ TEST_F(NpyFileTest, ReadNamesMissingFilesAndDirectories) {
   EXPECT_TRUE(
       contains(errorOf(readNpy(path("bad.npy"), array)),
                "npy file '" + path("bad.npy") + "' is not a .npy file"));
+}
+
+//===----------------------------------------------------------------------===//
+// Bounded reads, file identity, all-or-nothing writes
+//===----------------------------------------------------------------------===//
+
+TEST_F(NpyFileTest, ReadsOnlyRegularFiles) {
+  Array array;
+  // /dev/zero would grow memory without limit if it were read to its end.
+  EXPECT_EQ(errorOf(readNpy("/dev/zero", array)),
+            "npy file '/dev/zero' is not a regular file");
+  ASSERT_EQ(::mkfifo(path("fifo.npy").c_str(), 0600), 0);
+  EXPECT_TRUE(contains(errorOf(readNpy(path("fifo.npy"), array)),
+                       "is not a regular file"));
+}
+
+TEST_F(NpyFileTest, HeaderIsCheckedBeforeTheData) {
+  writeRaw("ids.npy",
+           npyBytes("{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }",
+                    rawBytes<int64_t>({7, 8})));
+  Array array;
+  array.shape = {99};
+  bool called = false;
+  Status status = readNpy(path("ids.npy"), array, [&](const Array &declared) {
+    called = true;
+    EXPECT_EQ(declared.shape, std::vector<int64_t>{2});
+    EXPECT_EQ(declared.dtype, plan::I64);
+    EXPECT_TRUE(declared.data.empty());
+    return zplan::failure("not this one");
+  });
+  EXPECT_TRUE(called);
+  EXPECT_EQ(errorOf(status), "not this one");
+  EXPECT_EQ(array.shape, std::vector<int64_t>{99}); // untouched
+
+  // A header declaring more than the file holds fails before any read.
+  writeRaw("huge.npy", npyBytes("{'descr': '<i8', 'fortran_order': False, "
+                                "'shape': (1099511627776,), }",
+                                rawBytes<int64_t>({7, 8})));
+  EXPECT_TRUE(contains(errorOf(readNpy(path("huge.npy"), array)),
+                       "has 16 bytes of data after its header, but shape "
+                       "[1099511627776] of '<i8' needs 8796093022208"));
+}
+
+TEST_F(NpyFileTest, FileIdentityFollowsLinksAndSpellings) {
+  writeRaw("a.npy", "a");
+  std::filesystem::create_hard_link(path("a.npy"), path("b.npy"));
+  std::filesystem::create_directories(directory / "sub");
+  FileIdentity a = FileIdentity::of(path("a.npy"));
+  EXPECT_TRUE(a.sameAs(FileIdentity::of(path("b.npy"))));
+  EXPECT_TRUE(a.sameAs(FileIdentity::of(path("sub/../a.npy"))));
+  writeRaw("c.npy", "c");
+  EXPECT_FALSE(a.sameAs(FileIdentity::of(path("c.npy"))));
+  // Files that do not exist yet are the same when their paths are.
+  EXPECT_TRUE(FileIdentity::of(path("new.npy"))
+                  .sameAs(FileIdentity::of(path("sub/../new.npy"))));
+  EXPECT_FALSE(FileIdentity::of(path("new.npy"))
+                   .sameAs(FileIdentity::of(path("other.npy"))));
+}
+
+TEST_F(NpyFileTest, StagedFilesAreAllOrNone) {
+  {
+    StagedFiles files;
+    ASSERT_EQ(errorOf(files.stage(path("a.npy"), "a", "output 'a'")), "");
+    // The second cannot be staged: the first's temporary goes too.
+    EXPECT_TRUE(contains(
+        errorOf(files.stage(path("nodir/b.npy"), "b", "output 'b'")),
+        "cannot write output 'b'"));
+    EXPECT_EQ(fileCount(), 0u);
+  }
+  {
+    StagedFiles files;
+    ASSERT_EQ(errorOf(files.stage(path("a.npy"), "a", "output 'a'")), "");
+    ASSERT_EQ(errorOf(files.stage(path("b.npy"), "b", "output 'b'")), "");
+    EXPECT_EQ(fileCount(), 2u); // two temporaries, no output yet
+    EXPECT_FALSE(std::filesystem::exists(path("a.npy")));
+  }
+  EXPECT_EQ(fileCount(), 0u); // dropped uncommitted: nothing left
+  StagedFiles files;
+  ASSERT_EQ(errorOf(files.stage(path("a.npy"), "a", "output 'a'")), "");
+  ASSERT_EQ(errorOf(files.stage(path("b.npy"), "b", "output 'b'")), "");
+  ASSERT_EQ(errorOf(files.commitAll()), "");
+  EXPECT_TRUE(std::filesystem::exists(path("a.npy")));
+  EXPECT_TRUE(std::filesystem::exists(path("b.npy")));
+  EXPECT_EQ(fileCount(), 2u);
 }
 
 } // namespace

@@ -11,6 +11,7 @@
 #include "runtime/plan/PlanLoader.h"
 
 #include "runtime/plan/Opcodes.h"
+#include "runtime/support/Checksum.h"
 
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
@@ -135,6 +136,7 @@ Plan makeValidPlan() {
   plan.set_weights_bytes_per_rank(16);
   plan.set_persistent_weights_offset(32);
   plan.set_memory_budget(1 << 20);
+  stampConstantChecksums(plan);
   return plan;
 }
 
@@ -166,9 +168,13 @@ protected:
     return path;
   }
 
-  std::string writePlan(const Plan &plan,
-                        const std::string &name = "model.zplan") {
-    return writeFile(name, plan.SerializeAsString());
+  /// Writes `plan` as zcc does and gives it the identity loading it would
+  /// (body_checksum), so that weights written next can name it.
+  std::string writePlan(Plan &plan, const std::string &name = "model.zplan") {
+    uint64_t identity;
+    std::string path = writeFile(name, serializePlan(plan, &identity));
+    plan.set_body_checksum(identity);
+    return path;
   }
 
   std::string loadError(const std::string &path) {
@@ -176,12 +182,27 @@ protected:
     return errorOf(loadPlan(path, plan));
   }
 
-  /// The valid plan's 48-byte weights file: byte i holds i.
-  std::string writeWeights(size_t bytes = 48) {
-    std::string data(bytes, '\0');
-    for (size_t i = 0; i < bytes; ++i)
+  /// The valid plan's weights file: its header naming `plan`, then 48
+  /// bytes of data (byte i holds i; `dataBytes` to cut it or add to it).
+  /// `flip` (if any) flips bit 0 of that byte of the file after the header
+  /// was made.
+  std::string writeWeights(const Plan &plan, size_t dataBytes = 48,
+                           int64_t flip = -1) {
+    std::string data(dataBytes, '\0');
+    for (size_t i = 0; i < dataBytes; ++i)
       data[i] = static_cast<char>(i);
-    return writeFile("model.weights", data);
+    std::string full(48, '\0');
+    for (size_t i = 0; i < 48; ++i)
+      full[i] = static_cast<char>(i);
+    WeightsHeader header;
+    header.planIdentity = plan.body_checksum();
+    header.rankChecksums = {zplan::checksum(full.data(), 16),
+                            zplan::checksum(full.data() + 16, 16)};
+    header.persistentChecksum = zplan::checksum(full.data() + 32, 16);
+    std::string bytes = encodeWeightsHeader(header) + data;
+    if (flip >= 0)
+      bytes[flip] ^= 1;
+    return writeFile("model.weights", bytes);
   }
 
   std::string directory;
@@ -197,6 +218,9 @@ TEST_F(PlanLoaderTest, ValidPlanLoadsAndValidates) {
   Plan loaded;
   Status status = loadPlan(path, loaded);
   ASSERT_TRUE(status.ok()) << status.message();
+  // The loaded plan carries its identity, the checksum of its body.
+  EXPECT_EQ(loaded.body_checksum(), original.body_checksum());
+  EXPECT_NE(loaded.body_checksum(), 0u);
   EXPECT_EQ(loaded.SerializeAsString(), original.SerializeAsString());
   Status valid = validatePlan(loaded, 2);
   EXPECT_TRUE(valid.ok()) << valid.message();
@@ -230,31 +254,79 @@ TEST_F(PlanLoaderTest, GarbageBytes) {
 }
 
 TEST_F(PlanLoaderTest, TruncatedFile) {
-  std::string bytes = makeValidPlan().SerializeAsString();
+  std::string bytes = serializePlan(makeValidPlan());
   std::string path = writeFile("half.zplan", bytes.substr(0, bytes.size() / 2));
   EXPECT_TRUE(contains(loadError(path), "is truncated or corrupt"));
 }
 
 TEST_F(PlanLoaderTest, EveryPrefixIsRejected) {
   // protobuf cannot tell a message cut between two fields from a shorter
-  // one; together, parsePlan and validatePlan must. The one cut they cannot
-  // see drops only the trailing memory_budget (0 means "no budget"), so the
-  // sweep stops there. This relies on fields being serialized in field
-  // number order, which the first assertion checks.
-  Plan plan = makeValidPlan();
-  std::string bytes = plan.SerializeAsString();
-  Plan withoutBudget = plan;
-  withoutBudget.clear_memory_budget();
-  std::string undetectable = withoutBudget.SerializeAsString();
-  ASSERT_EQ(bytes.compare(0, undetectable.size(), undetectable), 0);
-
-  for (size_t length = 0; length < undetectable.size(); ++length) {
+  // one; the checksum at the end of the file can: no prefix passes.
+  std::string bytes = serializePlan(makeValidPlan());
+  for (size_t length = 0; length < bytes.size(); ++length) {
     Plan prefix;
-    Status parsed =
-        parsePlan(std::string_view(bytes).substr(0, length), "prefix", prefix);
-    EXPECT_TRUE(!parsed.ok() || !validatePlan(prefix, 2).ok())
+    EXPECT_FALSE(
+        parsePlan(std::string_view(bytes).substr(0, length), "prefix", prefix)
+            .ok())
         << "a prefix of " << length << " of " << bytes.size()
         << " bytes was accepted";
+  }
+}
+
+TEST_F(PlanLoaderTest, EveryFlippedBitIsRejected) {
+  std::string bytes = serializePlan(makeValidPlan());
+  for (size_t position = 0; position < bytes.size(); ++position)
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string flipped = bytes;
+      flipped[position] ^= static_cast<char>(1 << bit);
+      Plan plan;
+      EXPECT_FALSE(parsePlan(flipped, "flipped", plan).ok())
+          << "byte " << position << " bit " << bit;
+    }
+}
+
+TEST_F(PlanLoaderTest, ChecksumFailureNamesTheFileAndBothSums) {
+  std::string bytes = serializePlan(makeValidPlan());
+  bytes[3] ^= 0x10;
+  std::string path = writeFile("flipped.zplan", bytes);
+  EXPECT_TRUE(contains(loadError(path), "plan file '" + path +
+                                            "' fails its checksum (stored 0x"));
+  EXPECT_TRUE(contains(loadError(path), "): the file is corrupt"));
+  // Without its checksum, a plan is refused even when it parses.
+  std::string bare = makeValidPlan().SerializeAsString();
+  EXPECT_TRUE(contains(loadError(writeFile("bare.zplan", bare)),
+                       "is truncated or corrupt: it does not end in its "
+                       "checksum"));
+}
+
+TEST_F(PlanLoaderTest, CorruptConstantIsNamed) {
+  // A constant changed after zcc stamped it: named whether or not the body
+  // checksum was recomputed over the change.
+  Plan plan = makeValidPlan();
+  plan.mutable_constants(0)->set_data(std::string("\0\0\x80\xbf", 4));
+  std::string sealed = serializePlan(plan);
+  Plan loaded;
+  EXPECT_TRUE(contains(errorOf(parsePlan(sealed, "c.zplan", loaded)),
+                       "plan file 'c.zplan': constant 0 fails its checksum "
+                       "(stored 0x"));
+  std::string bytes = serializePlan(makeValidPlan());
+  size_t at = bytes.find(std::string("\0\0\x80\x3f", 4));
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 3] ^= 0x01;
+  EXPECT_TRUE(contains(errorOf(parsePlan(bytes, "c.zplan", loaded)),
+                       "constant 0 fails its checksum"));
+}
+
+TEST_F(PlanLoaderTest, ChecksumIsStreamableAndFixed) {
+  // plan_file.py (test/zrun) computes the same values: keep them in step.
+  EXPECT_EQ(zplan::checksum("", 0), 0u);
+  EXPECT_EQ(zplan::checksum("abcdefghij", 10), 0xa830923fe2b95227ull);
+  std::string text = "the same bytes in pieces of any size";
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    zplan::Checksum pieces;
+    pieces.update(text.data(), cut);
+    pieces.update(text.data() + cut, text.size() - cut);
+    EXPECT_EQ(pieces.value(), zplan::checksum(text.data(), text.size()));
   }
 }
 
@@ -320,6 +392,63 @@ TEST_F(PlanLoaderTest, BufferSmallerThanItsShape) {
   EXPECT_TRUE(
       contains(validationError(plan),
                "buffer 5 'x' has shape [1, 3] of F32 but only 8 bytes"));
+}
+
+TEST_F(PlanLoaderTest, CheckedArithmeticOnShapesAndSizes) {
+  // Each number below would wrap around to a small, plausible one in
+  // unchecked 64-bit arithmetic and pass the bounds checks after it.
+  Plan plan = makeValidPlan();
+  plan.mutable_buffers(4)->set_shape(1, -3);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "buffer 5 'x' has a negative dimension in shape "
+                       "[1, -3]"));
+
+  plan = makeValidPlan();
+  plan.mutable_buffers(4)->set_shape(0, int64_t(1) << 32);
+  plan.mutable_buffers(4)->set_shape(1, int64_t(1) << 32);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "buffer 5 'x' has shape [4294967296, 4294967296], "
+                       "whose element count overflows 64 bits"));
+
+  // 2^62 elements fit; 2^64 bytes of F32 do not.
+  plan = makeValidPlan();
+  plan.mutable_buffers(4)->set_shape(0, int64_t(1) << 31);
+  plan.mutable_buffers(4)->set_shape(1, int64_t(1) << 31);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "buffer 5 'x' has shape [2147483648, 2147483648] of "
+                       "F32, whose size in bytes overflows 64 bits"));
+
+  plan = makeValidPlan();
+  plan.mutable_parameters(0)->set_shape(0, -3);
+  plan.mutable_parameters(0)->set_shape(1, -2);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "parameter 'w' has a negative dimension in shape "
+                       "[-3, -2]"));
+
+  // Offsets plus sizes: a view, a parameter inside its group, a shard in
+  // its section, the sections in the file.
+  plan = makeValidPlan();
+  plan.mutable_buffers(3)->set_view_offset(UINT64_MAX - 8);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "buffer 4 'w' (24 bytes at offset 18446744073709551607)"
+                       " ends past buffer 3 'layer0.gathered'"));
+  plan = makeValidPlan();
+  plan.mutable_parameters(1)->set_offset_elements(UINT64_MAX - 1);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "parameter 'b' (2 elements at offset "
+                       "18446744073709551614) ends past its group 0"));
+  plan = makeValidPlan();
+  plan.mutable_groups(0)->set_weights_offset(UINT64_MAX - 8);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "group 0 'layer0': its shard (16 bytes at weights "
+                       "offset 18446744073709551607) ends past"));
+  plan = makeValidPlan();
+  plan.set_weights_bytes_per_rank(UINT64_MAX / 2 + 1);
+  EXPECT_TRUE(contains(validationError(plan),
+                       "the plan's weights layout overflows 64 bits"));
+  plan = makeValidPlan();
+  plan.mutable_groups(1)->set_padded_elements(UINT64_MAX / 2 - 1);
+  EXPECT_TRUE(contains(validationError(plan), "overflow"));
 }
 
 TEST_F(PlanLoaderTest, BadView) {
@@ -497,11 +626,17 @@ TEST_F(PlanLoaderTest, WeightsLayoutOutsideTheSections) {
                        "group 0 'layer0': its shard (16 bytes at weights "
                        "offset 8) ends past a rank's section of 16 bytes"));
 
-  plan = makeValidPlan();
-  plan.set_persistent_weights_offset(16);
-  EXPECT_TRUE(contains(validationError(plan),
-                       "persistent weights start at byte 16 of the weights "
-                       "file, inside the ranks' sections"));
+  // The persistent section starts where the ranks' sections end: not
+  // inside them, and not after a gap no checksum would cover.
+  for (uint64_t offset : {16u, 40u}) {
+    plan = makeValidPlan();
+    plan.set_persistent_weights_offset(offset);
+    EXPECT_TRUE(contains(validationError(plan),
+                         "persistent weights start at byte " +
+                             std::to_string(offset) +
+                             " of the weights file, not right after the "
+                             "ranks' sections"));
+  }
 }
 
 TEST_F(PlanLoaderTest, DataTypeSizes) {
@@ -525,7 +660,7 @@ TEST_F(PlanLoaderTest, DataTypeSizes) {
 TEST_F(PlanLoaderTest, WeightsRoundTripRankSections) {
   Plan plan = makeValidPlan();
   std::string planPath = writePlan(plan);
-  writeWeights();
+  writeWeights(plan);
   EXPECT_EQ(weightsPath(planPath, plan), pathOf("model.weights"));
   EXPECT_EQ(persistentWeightsBytes(plan), 16u);
 
@@ -563,25 +698,80 @@ TEST_F(PlanLoaderTest, MissingWeightsFile) {
                            "': No such file or directory"));
 }
 
-TEST_F(PlanLoaderTest, ShortWeightsFile) {
+TEST_F(PlanLoaderTest, WeightsFileOfTheWrongSize) {
   Plan plan = makeValidPlan();
   std::string planPath = writePlan(plan);
   // Rank 0's section is whole, but the file is short: rank 0 fails too, so
-  // that no rank starts while another cannot.
-  writeWeights(40);
+  // that no rank starts while another cannot. One byte too many fails too.
+  uint64_t header = weightsHeaderBytes(2);
+  for (size_t dataBytes : {40u, 49u}) {
+    writeWeights(plan, dataBytes);
+    std::vector<uint8_t> section;
+    std::string expected = "weights file '" + pathOf("model.weights") +
+                           "' is " + std::to_string(header + dataBytes) +
+                           " bytes, the plan needs exactly " +
+                           std::to_string(header + 48);
+    EXPECT_TRUE(contains(errorOf(readRankWeights(planPath, plan, 0, section)),
+                         expected));
+    EXPECT_TRUE(contains(
+        errorOf(readPersistentWeights(planPath, plan, section)), expected));
+  }
+}
+
+TEST_F(PlanLoaderTest, WeightsOfAnotherPlan) {
+  Plan plan = makeValidPlan();
+  std::string planPath = writePlan(plan);
+  Plan other = makeValidPlan();
+  other.set_model("other.onnx");
+  writePlan(other, "other.zplan");
+  writeWeights(other);
   std::vector<uint8_t> section;
-  std::string expected = "weights file '" + pathOf("model.weights") +
-                         "' is 40 bytes, the plan needs at least 48";
-  EXPECT_TRUE(
-      contains(errorOf(readRankWeights(planPath, plan, 0, section)), expected));
+  EXPECT_TRUE(contains(errorOf(readRankWeights(planPath, plan, 0, section)),
+                       "weights file '" + pathOf("model.weights") +
+                           "' belongs to another plan: it records plan 0x"));
+}
+
+TEST_F(PlanLoaderTest, CorruptWeightsNameTheSection) {
+  Plan plan = makeValidPlan();
+  std::string planPath = writePlan(plan);
+  int64_t header = static_cast<int64_t>(weightsHeaderBytes(2));
+  std::vector<uint8_t> section;
+  std::string subject = "weights file '" + pathOf("model.weights") + "'";
+
+  // A flip in rank 1's section fails rank 1 only.
+  writeWeights(plan, 48, header + 16 + 5);
+  EXPECT_TRUE(readRankWeights(planPath, plan, 0, section).ok());
+  EXPECT_TRUE(contains(errorOf(readRankWeights(planPath, plan, 1, section)),
+                       subject + ": rank 1's section fails its checksum "
+                                 "(stored 0x"));
+  writeWeights(plan, 48, header + 32);
   EXPECT_TRUE(contains(errorOf(readPersistentWeights(planPath, plan, section)),
-                       expected));
+                       subject + ": the persistent section fails its checksum"));
+
+  // Header: the magic, then anything else (here the plan identity).
+  writeWeights(plan, 48, 0);
+  EXPECT_TRUE(contains(errorOf(readRankWeights(planPath, plan, 0, section)),
+                       subject + " is not a zplan weights file"));
+  writeWeights(plan, 48, 17);
+  EXPECT_TRUE(contains(errorOf(readRankWeights(planPath, plan, 0, section)),
+                       subject + ": its header fails its checksum"));
+
+  // Every flipped bit of the file fails rank 0, rank 1 or the persistent
+  // section.
+  for (int64_t position = 0; position < header + 48; ++position) {
+    writeWeights(plan, 48, position);
+    std::vector<uint8_t> rank0, rank1, persistent;
+    EXPECT_FALSE(readRankWeights(planPath, plan, 0, rank0).ok() &&
+                 readRankWeights(planPath, plan, 1, rank1).ok() &&
+                 readPersistentWeights(planPath, plan, persistent).ok())
+        << "byte " << position;
+  }
 }
 
 TEST_F(PlanLoaderTest, RankOutOfRange) {
   Plan plan = makeValidPlan();
   std::string planPath = writePlan(plan);
-  writeWeights();
+  writeWeights(plan);
   std::vector<uint8_t> section;
   EXPECT_TRUE(contains(errorOf(readRankWeights(planPath, plan, 2, section)),
                        "rank 2 is out of range: the plan has 2 ranks"));
@@ -682,7 +872,7 @@ TEST_F(PlanLoaderTest, UnknownOpcodeSurvivesParsing) {
   Plan plan = makeValidPlan();
   plan.mutable_programs(0)->mutable_instructions(1)->set_opcode(
       static_cast<Opcode>(4242));
-  std::string bytes = plan.SerializeAsString();
+  std::string bytes = serializePlan(plan);
   Plan parsed;
   ASSERT_TRUE(parsePlan(bytes, "new.zplan", parsed).ok());
   EXPECT_TRUE(contains(validationError(parsed),

@@ -22,8 +22,8 @@ for release-early, one that no instruction waits for the release of (so
 that, without --check, the release stays bookkeeping only); for wait-late,
 one whose moved wait leaves no dependency cycle. Instruction indices and
 wait_for references are renumbered, so the broken plan passes zrun's
-validation and fails only at run time. OUT's weights_file points at IN's
-weights.
+validation and fails only at run time. OUT is sealed again (plan_file.py)
+and gets OUT.weights, a copy of IN's weights whose header names OUT.
 
 Prints what it broke, one fact a line, for FileCheck to capture (for the
 last two modes: `changed: #INDEX 'OP'`):
@@ -35,6 +35,9 @@ last two modes: `changed: #INDEX 'OP'`):
 import argparse
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plan_file  # noqa: E402
 
 
 def load_plan_module(proto_dir):
@@ -164,12 +167,16 @@ def has_cycle(program):
     return started != count
 
 
-def point_weights_at_input(plan, args):
-    """OUT's weights_file names IN's weights."""
+def seal_with_weights(plan, args):
+    """OUT's bytes, sealed (plan_file.py), after writing OUT.weights: a copy
+    of IN's weights (plan.weights_file, beside IN) whose header names OUT."""
     weights = os.path.join(os.path.dirname(os.path.abspath(args.input)),
                            plan.weights_file)
-    plan.weights_file = os.path.relpath(
-        weights, os.path.dirname(os.path.abspath(args.output)))
+    plan.weights_file = os.path.basename(args.output) + ".weights"
+    sealed, identity = plan_file.seal_plan(plan)
+    plan_file.copy_weights_for(weights, args.output + ".weights",
+                               plan.world_size, identity)
+    return sealed
 
 
 def break_opcode(plan_pb2, plan, args):
@@ -189,9 +196,9 @@ def break_opcode(plan_pb2, plan, args):
         instruction.opcode = 999
     else:
         instruction.queue = plan_pb2.COMPUTE
-    point_weights_at_input(plan, args)
+    sealed = seal_with_weights(plan, args)
     with open(args.output, "wb") as file:
-        file.write(plan.SerializeToString())
+        file.write(sealed)
     return 0
 
 
@@ -244,9 +251,9 @@ def main():
     entry, old, new, reader_after, parameter, trial = broken
 
     trial.weights_file = plan.weights_file
-    point_weights_at_input(trial, args)
+    sealed = seal_with_weights(trial, args)
     with open(args.output, "wb") as file:
-        file.write(trial.SerializeToString())
+        file.write(sealed)
 
     reader_instruction = trial.programs[0].instructions[reader_after]
     moved = trial.programs[0].instructions[new]

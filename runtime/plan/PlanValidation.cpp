@@ -1,28 +1,23 @@
-//===- PlanLoader.cpp - read, validate and locate the weights of a plan ---===//
+//===- PlanValidation.cpp - is a parsed plan one zrun can run? ------------===//
 //
 // Every number in a plan comes from a file, so nothing here trusts one: sizes
-// are added and multiplied with overflow checks, every index is compared to
-// its table before use, and files are read with pread against the size fstat
-// reported, so that a short or changing file is an error and not a short read
-// the executor would notice later as garbage weights.
+// are added and multiplied with overflow checks (CheckedSizes.h), negative
+// dimensions are refused before they are multiplied, and every index is
+// compared to its table before use.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/plan/PlanLoader.h"
+#include "runtime/plan/PlanValidation.h"
 
+#include "runtime/plan/CheckedSizes.h"
 #include "runtime/plan/Opcodes.h"
-#include "runtime/support/ElementType.h"
+#include "runtime/plan/Weights.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <climits>
-#include <cstring>
-#include <fcntl.h>
-#include <filesystem>
-#include <sstream>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <string>
+#include <vector>
 
+using namespace zplan;
 using namespace zplan::plan;
 
 namespace {
@@ -32,12 +27,6 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 
-
-std::string typeName(DataType type) {
-  const std::string &name = DataType_Name(type);
-  return name.empty() ? "dtype " + std::to_string(static_cast<int>(type))
-                      : name;
-}
 
 std::string shapeText(const google::protobuf::RepeatedField<int64_t> &shape) {
   std::string text = "[";
@@ -68,183 +57,6 @@ std::string describeInstruction(const Program &program, int position) {
   if (!instruction.location().empty())
     text += " at " + inQuotes(instruction.location());
   return text;
-}
-
-/// `prefix` ("plan file 'x': ") names the file, when there is one.
-Status versionMismatch(std::string_view prefix, uint32_t version) {
-  return failure(prefix, "plan version ", version, ", this zrun reads version ",
-                 kPlanVersion, "; recompile the model with the matching zcc");
-}
-
-//===----------------------------------------------------------------------===//
-// Sizes
-//===----------------------------------------------------------------------===//
-
-// The plan's sizes are untrusted: a corrupt plan must fail a check, not wrap
-// around and pass it. Each helper returns false on overflow.
-
-bool checkedAdd(uint64_t a, uint64_t b, uint64_t &sum) {
-  return !__builtin_add_overflow(a, b, &sum);
-}
-
-bool checkedMultiply(uint64_t a, uint64_t b, uint64_t &product) {
-  return !__builtin_mul_overflow(a, b, &product);
-}
-
-/// Elements of `shape`; false for a negative dimension or overflow.
-bool elementCount(const google::protobuf::RepeatedField<int64_t> &shape,
-                  uint64_t &count) {
-  count = 1;
-  for (int64_t dimension : shape)
-    if (dimension < 0 ||
-        !checkedMultiply(count, static_cast<uint64_t>(dimension), count))
-      return false;
-  return true;
-}
-
-/// Bytes of a whole group (all shards); false on overflow.
-bool groupBytes(const Group &group, uint64_t &bytes) {
-  return checkedMultiply(group.padded_elements(), dataTypeSize(group.dtype()),
-                         bytes);
-}
-
-/// Bytes of one rank's shard of `group`.
-uint64_t shardBytes(const Group &group, uint32_t worldSize) {
-  return worldSize == 0 ? 0
-                        : group.padded_elements() / worldSize *
-                              dataTypeSize(group.dtype());
-}
-
-bool checkedPersistentBytes(const Plan &plan, uint64_t &total) {
-  total = 0;
-  for (const Group &group : plan.groups()) {
-    if (!group.persistent())
-      continue;
-    uint64_t bytes;
-    if (!groupBytes(group, bytes) || !checkedAdd(total, bytes, total))
-      return false;
-  }
-  return true;
-}
-
-/// Where the weights file's sections end; see "Weights" in PlanLoader.h.
-struct WeightsLayout {
-  uint64_t rankSectionsBytes = 0; // world_size * weights_bytes_per_rank
-  uint64_t persistentBytes = 0;
-  uint64_t persistentEnd = 0; // persistent_weights_offset + persistentBytes
-  /// The least size a complete weights file has.
-  uint64_t requiredBytes() const {
-    return std::max(rankSectionsBytes, persistentEnd);
-  }
-};
-
-Status computeWeightsLayout(const Plan &plan, WeightsLayout &layout) {
-  if (!checkedMultiply(plan.world_size(), plan.weights_bytes_per_rank(),
-                       layout.rankSectionsBytes) ||
-      !checkedPersistentBytes(plan, layout.persistentBytes) ||
-      !checkedAdd(plan.persistent_weights_offset(), layout.persistentBytes,
-                  layout.persistentEnd))
-    return failure("the plan's weights layout overflows 64 bits ",
-                   "(weights_bytes_per_rank ", plan.weights_bytes_per_rank(),
-                   ", persistent_weights_offset ",
-                   plan.persistent_weights_offset(), ")");
-  return Status::success();
-}
-
-//===----------------------------------------------------------------------===//
-// Files
-//===----------------------------------------------------------------------===//
-
-/// A read-only file: its descriptor (closed on destruction) and its size when
-/// opened.
-class InputFile {
-public:
-  InputFile() = default;
-  InputFile(const InputFile &) = delete;
-  InputFile &operator=(const InputFile &) = delete;
-  ~InputFile() {
-    if (descriptor >= 0)
-      ::close(descriptor);
-  }
-
-  /// `what` ("plan file", "weights file") names the file in messages.
-  Status open(const std::string &filePath, std::string_view what) {
-    path = filePath;
-    kind = what;
-    descriptor = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (descriptor < 0)
-      return failure("cannot open ", kind, " ", inQuotes(path), ": ",
-                     std::strerror(errno));
-    struct stat info;
-    if (::fstat(descriptor, &info) != 0)
-      return failure("cannot stat ", kind, " ", inQuotes(path), ": ",
-                     std::strerror(errno));
-    // A directory opens fine and fails only at read; say what it is.
-    if (!S_ISREG(info.st_mode))
-      return failure(kind, " ", inQuotes(path), " is not a regular file");
-    size = static_cast<uint64_t>(info.st_size);
-    return Status::success();
-  }
-
-  /// Reads exactly `count` bytes at `offset` into `destination`.
-  Status read(uint64_t offset, uint64_t count, void *destination) const {
-    auto *bytes = static_cast<char *>(destination);
-    while (count > 0) {
-      // pread takes at most SSIZE_MAX; Linux transfers at most ~2 GiB a call.
-      size_t chunk = static_cast<size_t>(std::min<uint64_t>(count, 1u << 30));
-      ssize_t got =
-          ::pread(descriptor, bytes, chunk, static_cast<off_t>(offset));
-      if (got < 0 && errno == EINTR)
-        continue;
-      if (got < 0)
-        return failure("cannot read ", kind, " ", inQuotes(path), " at byte ",
-                       offset, ": ", std::strerror(errno));
-      // The size was checked when opening: the file shrank under us.
-      if (got == 0)
-        return failure(kind, " ", inQuotes(path), " ended at byte ", offset,
-                       " while reading it (was it changed while zrun ran?)");
-      bytes += got;
-      offset += static_cast<uint64_t>(got);
-      count -= static_cast<uint64_t>(got);
-    }
-    return Status::success();
-  }
-
-  uint64_t bytes() const { return size; }
-
-private:
-  int descriptor = -1;
-  uint64_t size = 0;
-  std::string path;
-  std::string kind;
-};
-
-/// Opens the weights file and checks it holds the whole layout. Sets
-/// `hasFile` to false, without error, for a plan that has no weights at all.
-Status openWeights(const std::string &planPath, const Plan &plan,
-                   InputFile &file, WeightsLayout &layout, bool &hasFile) {
-  hasFile = false;
-  if (Status status = computeWeightsLayout(plan, layout); !status.ok())
-    return status;
-  if (plan.weights_file().empty()) {
-    if (layout.requiredBytes() == 0)
-      return Status::success();
-    return failure("the plan needs ", layout.requiredBytes(),
-                   " bytes of weights but names no weights file");
-  }
-  std::string path = weightsPath(planPath, plan);
-  if (Status status = file.open(path, "weights file"); !status.ok())
-    return status;
-  if (file.bytes() < layout.requiredBytes())
-    return failure("weights file ", inQuotes(path), " is ", file.bytes(),
-                   " bytes, the plan needs at least ", layout.requiredBytes(),
-                   " (", plan.world_size(), " ranks x ",
-                   plan.weights_bytes_per_rank(), " bytes, then ",
-                   layout.persistentBytes, " persistent bytes at offset ",
-                   plan.persistent_weights_offset(),
-                   "); is it truncated, or from another compilation?");
-  hasFile = true;
-  return Status::success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -291,15 +103,15 @@ private:
       std::string subject = describeGroup(plan, index);
       if (dataTypeSize(group.dtype()) == 0)
         return failure(subject, " has no valid dtype (",
-                       typeName(group.dtype()), ")");
+                       planTypeName(group.dtype()), ")");
       if (group.padded_elements() % worldSize != 0)
         return failure(subject, " has ", group.padded_elements(),
                        " padded elements, not a multiple of the world size ",
                        worldSize, ", so it does not split in equal shards");
       uint64_t wholeBytes;
-      if (!groupBytes(group, wholeBytes))
+      if (!checkedGroupBytes(group, wholeBytes))
         return failure(subject, " is too large: ", group.padded_elements(),
-                       " elements of ", typeName(group.dtype()),
+                       " elements of ", planTypeName(group.dtype()),
                        " overflow 64 bits");
       for (uint32_t parameterIndex : group.parameters()) {
         if (parameterIndex >= static_cast<uint32_t>(plan.parameters_size()))
@@ -331,15 +143,16 @@ private:
               plan.weights_bytes_per_rank(), " bytes (weights_bytes_per_rank)");
       }
     }
-    if (layout.requiredBytes() > 0 && plan.weights_file().empty())
-      return failure("the plan needs ", layout.requiredBytes(),
+    if (layout.dataBytes() > 0 && plan.weights_file().empty())
+      return failure("the plan needs ", layout.dataBytes(),
                      " bytes of weights but names no weights file");
-    if (layout.persistentBytes > 0 &&
-        plan.persistent_weights_offset() < layout.rankSectionsBytes)
+    // Every byte of the file is in a section a checksum covers: the
+    // persistent section starts right where the ranks' sections end.
+    if (plan.persistent_weights_offset() != layout.rankSectionsBytes)
       return failure(
           "persistent weights start at byte ", plan.persistent_weights_offset(),
-          " of the weights file, inside the ranks' sections (", worldSize,
-          " x ", plan.weights_bytes_per_rank(), " bytes)");
+          " of the weights file, not right after the ranks' sections (",
+          worldSize, " x ", plan.weights_bytes_per_rank(), " bytes)");
     return Status::success();
   }
 
@@ -363,10 +176,15 @@ private:
                        " groups; exactly its own, ", groupText,
                        ", must list it");
       if (parameter.dtype() != group.dtype())
-        return failure(subject, " is ", typeName(parameter.dtype()), ", its ",
-                       groupText, " is ", typeName(group.dtype()));
+        return failure(subject, " is ", planTypeName(parameter.dtype()), ", its ",
+                       groupText, " is ", planTypeName(group.dtype()));
+      uint64_t bytes;
+      if (Status status = checkShapeBytes(subject, parameter.shape(),
+                                          parameter.dtype(), bytes);
+          !status.ok())
+        return status;
       uint64_t elements;
-      if (!elementCount(parameter.shape(), elements) ||
+      if (!checkedElementCount(parameter.shape(), elements) ||
           elements != parameter.num_elements())
         return failure(subject, " has shape ", shapeText(parameter.shape()),
                        " but num_elements ", parameter.num_elements());
@@ -395,6 +213,27 @@ private:
                    plan.buffers_size(), " buffers", range);
   }
 
+  /// The bytes of `shape` of `type`: refused, each with its own message,
+  /// for a negative dimension and for element or byte counts past 64 bits.
+  static Status checkShapeBytes(const std::string &subject,
+                                const google::protobuf::RepeatedField<int64_t>
+                                    &shape,
+                                DataType type, uint64_t &bytes) {
+    for (int64_t dimension : shape)
+      if (dimension < 0)
+        return failure(subject, " has a negative dimension in shape ",
+                       shapeText(shape));
+    uint64_t elements;
+    if (!checkedElementCount(shape, elements))
+      return failure(subject, " has shape ", shapeText(shape),
+                     ", whose element count overflows 64 bits");
+    if (!checkedMultiply(elements, dataTypeSize(type), bytes))
+      return failure(subject, " has shape ", shapeText(shape), " of ",
+                     planTypeName(type), ", whose size in bytes overflows ",
+                     "64 bits");
+    return Status::success();
+  }
+
   Status validateBuffers() {
     for (int index = 0; index < plan.buffers_size(); ++index) {
       const Buffer &buffer = plan.buffers(index);
@@ -411,13 +250,15 @@ private:
       uint64_t elementSize = dataTypeSize(buffer.dtype());
       if (elementSize == 0)
         return failure(subject, " has no valid dtype (",
-                       typeName(buffer.dtype()), ")");
-      uint64_t elements, needed;
-      if (!elementCount(buffer.shape(), elements) ||
-          !checkedMultiply(elements, elementSize, needed) ||
-          needed > buffer.bytes())
+                       planTypeName(buffer.dtype()), ")");
+      uint64_t needed = 0;
+      if (Status status = checkShapeBytes(subject, buffer.shape(),
+                                          buffer.dtype(), needed);
+          !status.ok())
+        return status;
+      if (needed > buffer.bytes())
         return failure(subject, " has shape ", shapeText(buffer.shape()),
-                       " of ", typeName(buffer.dtype()), " but only ",
+                       " of ", planTypeName(buffer.dtype()), " but only ",
                        buffer.bytes(), " bytes");
 
       if (buffer.view_of() != 0) {
@@ -479,7 +320,7 @@ private:
                          describeGroup(plan, buffer.group()),
                          " is not persistent");
         uint64_t groupSize;
-        groupBytes(group, groupSize); // Overflow was ruled out above.
+        checkedGroupBytes(group, groupSize); // Overflow was ruled out above.
         uint64_t expected = shard ? shardBytes(group, worldSize) : groupSize;
         if (buffer.bytes() < expected)
           return failure(subject, " holds ", shard ? "a shard of " : "",
@@ -675,116 +516,6 @@ private:
 
 } // namespace
 
-//===----------------------------------------------------------------------===//
-// Public interface
-//===----------------------------------------------------------------------===//
-
-// The element-type table (runtime/support/ElementType.h) is free of
-// protobuf; here, where both are visible, its plan numbers must be
-// plan.proto's DataType values.
-static_assert(zplan::elementTypeInfo(zplan::ElementType::F32).plan == F32);
-static_assert(zplan::elementTypeInfo(zplan::ElementType::F16).plan == F16);
-static_assert(zplan::elementTypeInfo(zplan::ElementType::BF16).plan == BF16);
-static_assert(zplan::elementTypeInfo(zplan::ElementType::F64).plan == F64);
-static_assert(zplan::elementTypeInfo(zplan::ElementType::I64).plan == I64);
-static_assert(zplan::elementTypeInfo(zplan::ElementType::I32).plan == I32);
-static_assert(zplan::elementTypeInfo(zplan::ElementType::I8).plan == I8);
-static_assert(zplan::elementTypeInfo(zplan::ElementType::U8).plan == U8);
-static_assert(zplan::elementTypeInfo(zplan::ElementType::Bool).plan == BOOL);
-static_assert(sizeof(zplan::kElementTypes) / sizeof(zplan::kElementTypes[0]) ==
-                  DataType_MAX,
-              "one element-type row per DataType value but UNSPECIFIED");
-
-uint64_t zplan::plan::dataTypeSize(DataType type) {
-  std::optional<zplan::ElementType> element = zplan::elementTypeFromPlan(type);
-  return element ? zplan::elementTypeInfo(*element).bytes : 0;
-}
-
-Status zplan::plan::parsePlan(std::string_view bytes,
-                              std::string_view sourceName, Plan &plan) {
-  std::string subject = "plan file " + inQuotes(sourceName);
-  // An empty message parses successfully into an empty plan.
-  if (bytes.empty())
-    return failure(subject, " is empty");
-  if (bytes.size() > static_cast<size_t>(INT_MAX))
-    return failure(subject, " is ", bytes.size(),
-                   " bytes, more than a protobuf message can hold (2 GiB)");
-  // Parse into a fresh message so that a failure leaves `plan` as it was.
-  Plan parsed;
-  if (!parsed.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-    return failure(subject,
-                   " is truncated or corrupt: it does not parse as a plan");
-  // A prefix of a plan cut between two fields parses; what zcc always writes
-  // (a version first, at least one program) tells most of those apart.
-  if (parsed.version() == 0)
-    return failure(subject, " is truncated or corrupt: it has no version");
-  if (parsed.version() != kPlanVersion)
-    return versionMismatch(subject + ": ", parsed.version());
-  if (parsed.programs_size() == 0)
-    return failure(subject, " is truncated or corrupt: it has no programs");
-  plan.Swap(&parsed);
-  return Status::success();
-}
-
-Status zplan::plan::loadPlan(const std::string &path, Plan &plan) {
-  InputFile file;
-  if (Status status = file.open(path, "plan file"); !status.ok())
-    return status;
-  std::string bytes(file.bytes(), '\0');
-  if (Status status = file.read(0, bytes.size(), bytes.data()); !status.ok())
-    return status;
-  return parsePlan(bytes, path, plan);
-}
-
 Status zplan::plan::validatePlan(const Plan &plan, uint32_t worldSize) {
   return PlanValidator(plan, worldSize).validate();
-}
-
-std::string zplan::plan::weightsPath(const std::string &planPath,
-                                     const Plan &plan) {
-  // operator/ keeps an absolute right-hand side as is.
-  return (std::filesystem::path(planPath).parent_path() / plan.weights_file())
-      .string();
-}
-
-uint64_t zplan::plan::persistentWeightsBytes(const Plan &plan) {
-  uint64_t total;
-  // Saturate: an overflowing plan fails validation with a message anyway.
-  return checkedPersistentBytes(plan, total) ? total : UINT64_MAX;
-}
-
-Status zplan::plan::readRankWeights(const std::string &planPath,
-                                    const Plan &plan, uint32_t rank,
-                                    std::vector<uint8_t> &out) {
-  if (rank >= plan.world_size())
-    return failure("rank ", rank, " is out of range: the plan has ",
-                   plan.world_size(), " ranks");
-  InputFile file;
-  WeightsLayout layout;
-  bool hasFile;
-  if (Status status = openWeights(planPath, plan, file, layout, hasFile);
-      !status.ok())
-    return status;
-  out.resize(plan.weights_bytes_per_rank());
-  if (!hasFile)
-    return Status::success();
-  // rank < world_size, so this cannot overflow: the layout check computed
-  // world_size * weights_bytes_per_rank.
-  uint64_t offset = static_cast<uint64_t>(rank) * plan.weights_bytes_per_rank();
-  return file.read(offset, out.size(), out.data());
-}
-
-Status zplan::plan::readPersistentWeights(const std::string &planPath,
-                                          const Plan &plan,
-                                          std::vector<uint8_t> &out) {
-  InputFile file;
-  WeightsLayout layout;
-  bool hasFile;
-  if (Status status = openWeights(planPath, plan, file, layout, hasFile);
-      !status.ok())
-    return status;
-  out.resize(layout.persistentBytes);
-  if (!hasFile)
-    return Status::success();
-  return file.read(plan.persistent_weights_offset(), out.size(), out.data());
 }

@@ -8,23 +8,17 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Npy.h"
+#include "runtime/tooling/Npy.h"
 
-#include <atomic>
+#include "runtime/plan/ReadableFile.h"
+#include "runtime/tooling/Files.h"
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <sys/stat.h>
-#include <unistd.h>
 
 using namespace zplan;
 using namespace zplan::npy;
-using plan::Status;
-using plan::failure;
-using plan::inQuotes;
 
 namespace {
 
@@ -248,9 +242,16 @@ std::string zplan::npy::shapeText(const std::vector<int64_t> &shape) {
   return text + "]";
 }
 
-Status zplan::npy::parseNpy(std::string_view bytes, std::string_view sourceName,
-                            Array &array) {
-  std::string subject = "npy file " + inQuotes(sourceName);
+namespace {
+
+/// The fixed start of a .npy file: magic, version, header length.
+constexpr size_t kPreambleBytes = kMagicBytes + 2 + 4;
+
+/// Where the header text lies, from the preamble at the start of `bytes`
+/// (which may hold more). Fails for a file that is not .npy or too short to
+/// hold its preamble.
+Status parsePreamble(std::string_view bytes, const std::string &subject,
+                     uint64_t &headerAt, uint64_t &headerLength) {
   if (bytes.size() < kMagicBytes + 2 ||
       bytes.substr(0, kMagicBytes) != std::string_view(kMagic, kMagicBytes))
     return failure(subject, " is not a .npy file (no \\x93NUMPY magic)");
@@ -267,18 +268,19 @@ Status zplan::npy::parseNpy(std::string_view bytes, std::string_view sourceName,
   size_t lengthAt = kMagicBytes + 2;
   if (bytes.size() < lengthAt + lengthBytes)
     return failure(subject, " is truncated inside its header");
-  uint64_t headerLength = 0;
+  headerLength = 0;
   for (size_t i = 0; i < lengthBytes; ++i)
     headerLength |=
         static_cast<uint64_t>(static_cast<uint8_t>(bytes[lengthAt + i]))
         << (8 * i);
-  size_t dataAt = lengthAt + lengthBytes;
-  if (headerLength > bytes.size() - dataAt)
-    return failure(subject, " is truncated inside its header (header of ",
-                   headerLength, " bytes, file of ", bytes.size(), ")");
-  std::string_view headerText = bytes.substr(dataAt, headerLength);
-  dataAt += headerLength;
+  headerAt = lengthAt + lengthBytes;
+  return Status::success();
+}
 
+/// Parses the header text into `array`'s dtype and shape (its data is left
+/// alone) and the number of data bytes they declare.
+Status parseDeclaration(std::string_view headerText, const std::string &subject,
+                        Array &array, uint64_t &dataBytes) {
   Header header;
   if (Status status = parseHeader(headerText, subject, header); !status.ok())
     return status;
@@ -292,44 +294,106 @@ Status zplan::npy::parseNpy(std::string_view bytes, std::string_view sourceName,
   if (header.fortranOrder && bigDimensions > 1)
     return failure(subject, " is in Fortran order; save it in C order ",
                    "(numpy.ascontiguousarray)");
-
   uint64_t elements = 1;
   for (int64_t dimension : header.shape)
     if (__builtin_mul_overflow(elements, static_cast<uint64_t>(dimension),
                                &elements))
       return failure(subject, ": shape ", shapeText(header.shape),
                      " overflows 64 bits");
-  uint64_t dataBytes;
   if (__builtin_mul_overflow(elements, plan::dataTypeSize(type), &dataBytes))
     return failure(subject, ": shape ", shapeText(header.shape),
                    " overflows 64 bits");
-  uint64_t present = bytes.size() - dataAt;
-  if (present != dataBytes)
-    return failure(subject, " has ", present, " bytes of data after its ",
-                   "header, but shape ", shapeText(header.shape), " of ",
-                   inQuotes(header.descr), " needs ", dataBytes,
-                   present < dataBytes ? " (truncated)" : "");
-
   array.dtype = type;
   array.shape = std::move(header.shape);
-  array.data.assign(bytes.begin() + dataAt, bytes.end());
   return Status::success();
 }
 
-Status zplan::npy::readNpy(const std::string &path, Array &array) {
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error))
-    return failure("npy file ", inQuotes(path), " is a directory");
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    return failure("cannot open npy file ", inQuotes(path), ": ",
-                   std::strerror(errno));
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (file.bad())
-    return failure("cannot read npy file ", inQuotes(path));
-  std::string bytes = contents.str();
-  return parseNpy(bytes, path, array);
+/// The data after the header must be exactly what the header declares.
+Status checkDataBytes(const std::string &subject, const Array &declared,
+                      uint64_t present, uint64_t needed) {
+  if (present == needed)
+    return Status::success();
+  return failure(subject, " has ", present, " bytes of data after its ",
+                 "header, but shape ", shapeText(declared.shape), " of ",
+                 inQuotes(descrOf(declared.dtype)), " needs ", needed,
+                 present < needed ? " (truncated)" : "");
+}
+
+} // namespace
+
+Status zplan::npy::parseNpy(std::string_view bytes, std::string_view sourceName,
+                            Array &array) {
+  std::string subject = "npy file " + inQuotes(sourceName);
+  uint64_t headerAt, headerLength;
+  if (Status status = parsePreamble(bytes, subject, headerAt, headerLength);
+      !status.ok())
+    return status;
+  if (headerLength > bytes.size() - headerAt)
+    return failure(subject, " is truncated inside its header (header of ",
+                   headerLength, " bytes, file of ", bytes.size(), ")");
+  Array declared;
+  uint64_t dataBytes;
+  if (Status status = parseDeclaration(bytes.substr(headerAt, headerLength),
+                                       subject, declared, dataBytes);
+      !status.ok())
+    return status;
+  uint64_t dataAt = headerAt + headerLength;
+  if (Status status = checkDataBytes(subject, declared, bytes.size() - dataAt,
+                                     dataBytes);
+      !status.ok())
+    return status;
+  declared.data.assign(bytes.begin() + dataAt, bytes.end());
+  array = std::move(declared);
+  return Status::success();
+}
+
+Status zplan::npy::readNpy(const std::string &path, Array &array,
+                           const HeaderCheck &checkHeader) {
+  plan::ReadableFile file;
+  if (Status status = file.open(path, "npy file"); !status.ok())
+    return status;
+  std::string subject = file.subject();
+  // Nothing is read that the header and the file's size do not both
+  // declare: the preamble, then a header of bounded length, then exactly
+  // the data the header's shape and dtype need.
+  std::string preamble(std::min<uint64_t>(file.bytes(), kPreambleBytes), '\0');
+  if (Status status = file.read(0, preamble.size(), preamble.data());
+      !status.ok())
+    return status;
+  uint64_t headerAt, headerLength;
+  if (Status status = parsePreamble(preamble, subject, headerAt, headerLength);
+      !status.ok())
+    return status;
+  if (headerLength > file.bytes() - headerAt)
+    return failure(subject, " is truncated inside its header (header of ",
+                   headerLength, " bytes, file of ", file.bytes(), ")");
+  if (headerLength > kMaxHeaderBytes)
+    return failure(subject, " has a header of ", headerLength,
+                   " bytes; zrun reads headers of up to ", kMaxHeaderBytes);
+  std::string headerText(headerLength, '\0');
+  if (Status status = file.read(headerAt, headerLength, headerText.data());
+      !status.ok())
+    return status;
+  Array declared;
+  uint64_t dataBytes;
+  if (Status status =
+          parseDeclaration(headerText, subject, declared, dataBytes);
+      !status.ok())
+    return status;
+  uint64_t dataAt = headerAt + headerLength;
+  if (Status status = checkDataBytes(subject, declared, file.bytes() - dataAt,
+                                     dataBytes);
+      !status.ok())
+    return status;
+  if (checkHeader)
+    if (Status status = checkHeader(declared); !status.ok())
+      return status;
+  declared.data.resize(dataBytes);
+  if (Status status = file.read(dataAt, dataBytes, declared.data.data());
+      !status.ok())
+    return status;
+  array = std::move(declared);
+  return Status::success();
 }
 
 Status zplan::npy::encodeNpy(plan::DataType dtype,
@@ -389,105 +453,11 @@ Status zplan::npy::writeNpy(const std::string &path, plan::DataType dtype,
   if (Status status = encodeNpy(dtype, shape, data, bytes, encoded);
       !status.ok())
     return status;
-  return writeFileAtomically(path, encoded, "npy file " + inQuotes(path));
+  return tooling::writeFileAtomically(path, encoded,
+                                     "npy file " + inQuotes(path));
 }
 
 Status zplan::npy::writeNpy(const std::string &path, const Array &array) {
   return writeNpy(path, array.dtype, array.shape, array.data.data(),
                   array.data.size());
-}
-
-//===----------------------------------------------------------------------===//
-// Staged files
-//===----------------------------------------------------------------------===//
-
-StagedFile::StagedFile(StagedFile &&other) noexcept
-    : finalPath(std::move(other.finalPath)),
-      temporaryPath(std::move(other.temporaryPath)),
-      description(std::move(other.description)) {
-  other.temporaryPath.clear();
-}
-
-StagedFile &StagedFile::operator=(StagedFile &&other) noexcept {
-  if (this != &other) {
-    discard();
-    finalPath = std::move(other.finalPath);
-    temporaryPath = std::move(other.temporaryPath);
-    description = std::move(other.description);
-    other.temporaryPath.clear();
-  }
-  return *this;
-}
-
-StagedFile::~StagedFile() { discard(); }
-
-void StagedFile::discard() {
-  if (!temporaryPath.empty())
-    ::unlink(temporaryPath.c_str());
-  temporaryPath.clear();
-}
-
-Status StagedFile::stage(const std::string &path, std::string_view bytes,
-                         std::string_view what) {
-  discard();
-  finalPath = path;
-  description = std::string(what);
-  std::filesystem::path target(path);
-  std::filesystem::path directory = target.parent_path();
-  // A hidden name in the same directory: rename() is atomic only within
-  // one file system.
-  static std::atomic<unsigned> counter{0};
-  std::string name = "." + target.filename().string() + ".zrun-" +
-                     std::to_string(::getpid()) + "-" +
-                     std::to_string(counter++) + ".tmp";
-  std::string temporary = (directory / name).string();
-  int descriptor =
-      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (descriptor < 0)
-    return failure("cannot write ", description, ": cannot create ",
-                   inQuotes(temporary), ": ", std::strerror(errno));
-  temporaryPath = temporary;
-  const char *cursor = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t written = ::write(descriptor, cursor, left);
-    if (written < 0 && errno == EINTR)
-      continue;
-    if (written < 0) {
-      int code = errno;
-      ::close(descriptor);
-      discard();
-      return failure("cannot write ", description, ": ", std::strerror(code));
-    }
-    cursor += written;
-    left -= static_cast<size_t>(written);
-  }
-  if (::fsync(descriptor) != 0 || ::close(descriptor) != 0) {
-    int code = errno;
-    discard();
-    return failure("cannot write ", description, ": ", std::strerror(code));
-  }
-  return Status::success();
-}
-
-Status StagedFile::commit() {
-  if (temporaryPath.empty())
-    return failure("cannot write ", description, ": nothing was staged");
-  if (::rename(temporaryPath.c_str(), finalPath.c_str()) != 0) {
-    int code = errno;
-    discard();
-    return failure("cannot write ", description, ": cannot rename onto ",
-                   inQuotes(finalPath), ": ", std::strerror(code));
-  }
-  temporaryPath.clear();
-  return Status::success();
-}
-
-Status zplan::npy::writeFileAtomically(const std::string &path,
-                                       std::string_view bytes,
-                                       std::string_view what) {
-  StagedFile file;
-  if (Status status = file.stage(path, bytes, what); !status.ok())
-    return status;
-  return file.commit();
 }

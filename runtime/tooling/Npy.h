@@ -6,18 +6,20 @@
 // one-byte '|i1', '|u1'), any rank including 0. Anything else (a Fortran
 // array, a big-endian dtype, an object array, a file shorter or longer than
 // its header says) is refused with a one-line message that names the file
-// and what was wrong, never read half-way. A write goes to a temporary file
-// in the same directory that is renamed into place, so an output file is
-// complete or absent.
+// and what was wrong, never read half-way, and a read never takes more
+// memory than the header declares and the file holds. A write goes to a
+// temporary file in the same directory that is renamed into place, so an
+// output file is complete or absent (runtime/tooling/Files.h).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZPLAN_RUNTIME_NPY_H
-#define ZPLAN_RUNTIME_NPY_H
+#ifndef ZPLAN_RUNTIME_TOOLING_NPY_H
+#define ZPLAN_RUNTIME_TOOLING_NPY_H
 
 #include "runtime/plan/PlanLoader.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,64 +46,41 @@ std::string shapeText(const std::vector<int64_t> &shape);
 
 /// Parses the bytes of a .npy file; `sourceName` only goes into messages.
 /// On failure `array` is left as it was.
-plan::Status parseNpy(std::string_view bytes, std::string_view sourceName,
+Status parseNpy(std::string_view bytes, std::string_view sourceName,
                       Array &array);
 
-/// Reads and parses the .npy file at `path`.
-plan::Status readNpy(const std::string &path, Array &array);
+/// Called with the dtype and shape a .npy header declares (data empty),
+/// before any data is read; a failure stops the read.
+using HeaderCheck = std::function<Status(const Array &declared)>;
+
+/// The longest header readNpy() reads. NumPy writes headers of a few
+/// hundred bytes; the format allows 4 GiB.
+inline constexpr uint64_t kMaxHeaderBytes = 1 << 20;
+
+/// Reads the .npy file at `path`: a regular file only, whose size must be
+/// exactly its header plus the data the header's shape and dtype declare;
+/// `checkHeader` (if any) may refuse the declaration before the data is
+/// read. Memory used is bounded by what the header declares and the file
+/// holds, whatever `path` is. On failure `array` is left as it was.
+Status readNpy(const std::string &path, Array &array,
+               const HeaderCheck &checkHeader = nullptr);
 
 /// The bytes of a .npy file (version 1.0 unless the header needs 2.0)
 /// holding `bytes` bytes at `data` as an array of `dtype` and `shape`.
 /// Fails when the dtype has no .npy name or `bytes` does not match the shape.
-plan::Status encodeNpy(plan::DataType dtype, const std::vector<int64_t> &shape,
+Status encodeNpy(plan::DataType dtype, const std::vector<int64_t> &shape,
                        const void *data, uint64_t bytes, std::string &out);
 
 /// Writes a .npy file at `path` through a temporary file in the same
 /// directory renamed into place: on failure no file (and no temporary) is
 /// left and an existing `path` is untouched.
-plan::Status writeNpy(const std::string &path, plan::DataType dtype,
+Status writeNpy(const std::string &path, plan::DataType dtype,
                       const std::vector<int64_t> &shape, const void *data,
                       uint64_t bytes);
 
 /// writeNpy() of an Array.
-plan::Status writeNpy(const std::string &path, const Array &array);
-
-//===----------------------------------------------------------------------===//
-// Files that appear complete or not at all
-//===----------------------------------------------------------------------===//
-
-/// A file written in two steps: stage() writes the bytes to a temporary file
-/// beside `path`; commit() renames it into place. Destroying a staged,
-/// uncommitted file removes the temporary. zrun stages every output before it
-/// commits any, so that a failed write leaves none of them half-done.
-class StagedFile {
-public:
-  StagedFile() = default;
-  StagedFile(const StagedFile &) = delete;
-  StagedFile &operator=(const StagedFile &) = delete;
-  StagedFile(StagedFile &&other) noexcept;
-  StagedFile &operator=(StagedFile &&other) noexcept;
-  ~StagedFile();
-
-  /// Writes `bytes` to a fresh temporary file in the directory of `path`
-  /// and flushes it; `what` ("output 'logits'") names it in messages.
-  plan::Status stage(const std::string &path, std::string_view bytes,
-                     std::string_view what);
-  /// Renames the temporary onto the path given to stage().
-  plan::Status commit();
-
-private:
-  void discard();
-
-  std::string finalPath;
-  std::string temporaryPath;
-  std::string description;
-};
-
-/// stage() and commit() of one file.
-plan::Status writeFileAtomically(const std::string &path,
-                                 std::string_view bytes, std::string_view what);
+Status writeNpy(const std::string &path, const Array &array);
 
 } // namespace zplan::npy
 
-#endif // ZPLAN_RUNTIME_NPY_H
+#endif // ZPLAN_RUNTIME_TOOLING_NPY_H

@@ -1,0 +1,66 @@
+//===- CheckedSizes.h - arithmetic on a plan's untrusted sizes -------------===//
+//
+// Every number in a plan comes from a file. A corrupt plan must fail a check,
+// not wrap around and pass it: the validator and the weights reader compute
+// sizes and ends only through these helpers, each of which reports overflow
+// (and a negative dimension) by returning false. Private to runtime/plan.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_PLAN_CHECKEDSIZES_H
+#define ZPLAN_RUNTIME_PLAN_CHECKEDSIZES_H
+
+#include "runtime/plan/PlanFormat.h"
+
+#include <cstdint>
+
+namespace zplan::plan {
+
+inline bool checkedAdd(uint64_t a, uint64_t b, uint64_t &sum) {
+  return !__builtin_add_overflow(a, b, &sum);
+}
+
+inline bool checkedMultiply(uint64_t a, uint64_t b, uint64_t &product) {
+  return !__builtin_mul_overflow(a, b, &product);
+}
+
+/// Elements of `shape`; false for a negative dimension or overflow.
+inline bool checkedElementCount(
+    const google::protobuf::RepeatedField<int64_t> &shape, uint64_t &count) {
+  count = 1;
+  for (int64_t dimension : shape)
+    if (dimension < 0 ||
+        !checkedMultiply(count, static_cast<uint64_t>(dimension), count))
+      return false;
+  return true;
+}
+
+/// Bytes of a whole group (all shards); false on overflow.
+inline bool checkedGroupBytes(const Group &group, uint64_t &bytes) {
+  return checkedMultiply(group.padded_elements(), dataTypeSize(group.dtype()),
+                         bytes);
+}
+
+/// Bytes of one rank's shard of `group` (no larger than the whole group).
+inline uint64_t shardBytes(const Group &group, uint32_t worldSize) {
+  return worldSize == 0 ? 0
+                        : group.padded_elements() / worldSize *
+                              dataTypeSize(group.dtype());
+}
+
+/// Bytes of every persistent group, whole; false on overflow.
+inline bool checkedPersistentBytes(const Plan &plan, uint64_t &total) {
+  total = 0;
+  for (const Group &group : plan.groups()) {
+    if (!group.persistent())
+      continue;
+    uint64_t bytes;
+    if (!checkedGroupBytes(group, bytes) || !checkedAdd(total, bytes, total))
+      return false;
+  }
+  return true;
+}
+
+} // namespace zplan::plan
+
+#endif // ZPLAN_RUNTIME_PLAN_CHECKEDSIZES_H

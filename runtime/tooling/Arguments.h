@@ -1,0 +1,53 @@
+//===- Arguments.h - zrun's command line, parsed ---------------------------===//
+//
+// What the user asked zrun to do, checked for form only (known options,
+// values in range, no name bound twice). What the plan makes of it (does
+// the input exist, does the file match) is the run's business
+// (RunSession.h); which files are the same file, too, since that needs the
+// file system.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_TOOLING_ARGUMENTS_H
+#define ZPLAN_RUNTIME_TOOLING_ARGUMENTS_H
+
+#include "runtime/support/Status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zplan::tooling {
+
+/// `--input NAME=PATH` or `--output NAME=PATH`.
+struct FileBinding {
+  std::string name;
+  std::string path;
+};
+
+struct Arguments {
+  std::string planPath;
+  /// "run" or "inspect".
+  std::string command;
+  std::vector<FileBinding> inputs;
+  std::vector<FileBinding> outputs;
+  std::string program;
+  bool check = false;
+  std::string tracePath;
+  int64_t repeat = 1;
+  bool repeatGiven = false;
+  bool stats = false;
+  int threads = 1;
+  bool help = false;
+};
+
+/// zrun --help.
+extern const char *const kUsage;
+
+/// Parses argv; `arguments` holds what was parsed up to a failure (the
+/// command in particular, which decides how the error is reported).
+Status parseArguments(int argc, char **argv, Arguments &arguments);
+
+} // namespace zplan::tooling
+
+#endif // ZPLAN_RUNTIME_TOOLING_ARGUMENTS_H

@@ -1,0 +1,57 @@
+//===- Cli.cpp - zrun's command line --------------------------------------===//
+//
+// Chooses how a command reports: `inspect` and usage errors need no MPI,
+// unless mpirun launched this process; `run` starts MPI and goes through the
+// ranks' agreement (RunSession.h) even for a usage error, so that N ranks
+// print one line.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/tooling/Cli.h"
+
+#include "runtime/comm/MpiCommunicator.h"
+#include "runtime/tooling/Arguments.h"
+#include "runtime/tooling/Diagnostics.h"
+#include "runtime/tooling/Inspect.h"
+#include "runtime/tooling/RunSession.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+using namespace zplan;
+using namespace zplan::tooling;
+
+int zplan::zrunMain(int argc, char **argv) {
+  Arguments arguments;
+  Status parsed = parseArguments(argc, argv, arguments);
+  if (arguments.help) {
+    std::cout << kUsage;
+    return 0;
+  }
+  // Only `run` starts MPI: a usage error outside it, or inspect, needs none,
+  // unless mpirun launched this process. Then a rank that exits non-zero
+  // gets mpirun to kill the others, perhaps before the one chosen to print
+  // has printed: agree through MPI, as `run` does, so that the line is
+  // printed before any rank exits.
+  bool launchedByMpirun = std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
+  if (!parsed.ok() && arguments.command != "run" && !launchedByMpirun) {
+    printError(parsed.message());
+    return 1;
+  }
+  if (parsed.ok() && arguments.command == "inspect")
+    return runInspect(arguments);
+
+  std::unique_ptr<comm::MpiCommunicator> communicator;
+  if (Status status = comm::MpiCommunicator::create(&argc, &argv, communicator);
+      !status.ok()) {
+    printError("cannot start MPI: " + status.message());
+    return 1;
+  }
+  // Usage errors go through agree() too, so that N ranks print one line.
+  int exitCode = agree(*communicator, parsed)
+                     ? runPlan(arguments, *communicator)
+                     : 1;
+  communicator.reset(); // MPI_Finalize, after the executor's thread ended.
+  return exitCode;
+}

@@ -1,0 +1,149 @@
+//===- Inspect.cpp - zrun PLAN inspect -------------------------------------===//
+
+#include "runtime/tooling/Inspect.h"
+
+#include "runtime/plan/Opcodes.h"
+#include "runtime/support/Checksum.h"
+#include "runtime/tooling/Diagnostics.h"
+#include "runtime/tooling/Npy.h"
+#include "runtime/tooling/PlanQueries.h"
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+using namespace zplan;
+using namespace zplan::tooling;
+
+namespace {
+
+std::string groupLabel(const plan::Plan &plan, uint32_t group) {
+  const plan::Group &entry = plan.groups(group);
+  std::string text = "@" + entry.name() + " [";
+  for (int i = 0; i < entry.parameters_size(); ++i)
+    text += (i ? ", " : "") + plan.parameters(entry.parameters(i)).name();
+  return text + "]";
+}
+
+std::string bufferList(const plan::Plan &plan,
+                       const google::protobuf::RepeatedField<uint32_t> &ids) {
+  std::string text;
+  for (int i = 0; i < ids.size(); ++i)
+    text += (i ? ", " : "") + bufferOf(plan, ids[i]).name();
+  return text;
+}
+
+} // namespace
+
+void zplan::tooling::printInspect(const std::string &path, const plan::Plan &plan,
+                  const plan::Program *only, std::ostream &os) {
+  uint64_t persistent = plan::persistentWeightsBytes(plan);
+  os << "plan: " << path << "\n"
+     << "version: " << plan.version() << "\n"
+     << "identity: " << checksumText(plan.body_checksum())
+     << " (its weights file records it)\n"
+     << "world size: " << plan.world_size() << "\n"
+     << "hardware: " << plan.hardware() << "\n"
+     << "model: " << plan.model() << "\n"
+     << "memory budget: "
+     << (plan.memory_budget() ? std::to_string(plan.memory_budget()) + " B"
+                              : std::string("none"))
+     << " per rank\n"
+     << "arena: " << plan.arena_bytes() << " B per rank\n"
+     << "weights: " << inQuotes(plan.weights_file()) << ", "
+     << plan.weights_bytes_per_rank() << " B of shards per rank, " << persistent
+     << " B persistent\n"
+     << "parameters: " << plan.parameters_size()
+     << ", buffers: " << plan.buffers_size()
+     << ", constants: " << plan.constants_size() << "\n";
+
+  os << "groups: " << plan.groups_size() << "\n";
+  for (int index = 0; index < plan.groups_size(); ++index) {
+    const plan::Group &group = plan.groups(index);
+    uint64_t used = 0;
+    for (uint32_t parameter : group.parameters())
+      used += plan.parameters(parameter).num_elements();
+    os << "  " << index << "  @" << group.name() << "  "
+       << group.parameters_size() << " params, " << used << " elements, "
+       << group.padded_elements() << " padded elements, "
+       << typeName(group.dtype())
+       << (group.persistent() ? ", persistent" : ", sharded") << ":";
+    for (uint32_t parameter : group.parameters())
+      os << " " << plan.parameters(parameter).name();
+    os << "\n";
+  }
+
+  for (const plan::Program &program : plan.programs()) {
+    if (only && &program != only)
+      continue;
+    std::map<std::string, int> byOp;
+    int compute = 0, comm = 0;
+    for (const plan::Instruction &instruction : program.instructions()) {
+      ++byOp[plan::opcodeName(instruction.opcode())];
+      ++(instruction.queue() == plan::COMM ? comm : compute);
+    }
+    os << "program " << inQuotes(program.name()) << ": "
+       << program.instructions_size() << " instructions (" << compute
+       << " compute, " << comm << " comm), peak arena "
+       << program.peak_arena_bytes() << " B\n  ops:";
+    const char *separator = " ";
+    for (const auto &[op, count] : byOp) {
+      os << separator << op << " " << count;
+      separator = ", ";
+    }
+    os << "\n";
+    for (const auto &[bindings, kind] :
+         {std::pair{&program.inputs(), "input"},
+          std::pair{&program.outputs(), "output"}})
+      for (const plan::Binding &binding : *bindings) {
+        const plan::Buffer &buffer = bufferOf(plan, binding.buffer());
+        os << "  " << kind << " " << binding.name() << ": "
+           << npy::shapeText(shapeOf(buffer)) << " " << typeName(buffer.dtype())
+           << " (buffer " << binding.buffer() << ")\n";
+      }
+    for (const plan::Instruction &instruction : program.instructions()) {
+      char head[64];
+      std::snprintf(head, sizeof(head), "  %5u  %-8s %-14s",
+                    instruction.index(),
+                    instruction.queue() == plan::COMM ? "comm" : "compute",
+                    plan::opcodeName(instruction.opcode()).c_str());
+      os << head;
+      const plan::OpcodeInfo *info = plan::findOpcode(instruction.opcode());
+      bool namesGroup = info && info->showsGroup;
+      if (namesGroup)
+        os << groupLabel(plan, instruction.group());
+      else
+        os << bufferList(plan, instruction.operands()) << " -> "
+           << bufferList(plan, instruction.results());
+      if (instruction.wait_for_size() > 0) {
+        os << "  wait_for";
+        for (uint32_t waited : instruction.wait_for())
+          os << " #" << waited;
+      }
+      // A compute result is named after its ONNX node: print the location
+      // only when it says something the names do not.
+      bool namedByResult = instruction.results_size() > 0 &&
+                           bufferOf(plan, instruction.results(0)).name() ==
+                               instruction.location();
+      if (!instruction.location().empty() && !namedByResult && !namesGroup)
+        os << "  at " << instruction.location();
+      os << "\n";
+    }
+  }
+}
+
+int zplan::tooling::runInspect(const Arguments &arguments) {
+  plan::Plan plan;
+  Status status = plan::loadPlan(arguments.planPath, plan);
+  if (status.ok())
+    status = plan::validatePlan(plan, plan.world_size());
+  const plan::Program *program = nullptr;
+  if (status.ok() && !arguments.program.empty())
+    status = selectProgram(plan, arguments.program, program);
+  if (!status.ok()) {
+    printError(status.message());
+    return 1;
+  }
+  printInspect(arguments.planPath, plan, program, std::cout);
+  return 0;
+}

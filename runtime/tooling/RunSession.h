@@ -1,0 +1,38 @@
+//===- RunSession.h - zrun PLAN run, on one rank ---------------------------===//
+//
+// `run` goes through four phases, each ending in an agreement among the
+// ranks: check (arguments, plan, inputs, outputs: no memory beyond the plan
+// and the inputs), load (weights, arena, executor), run, and finish (stage
+// every output file and the trace, then rename them all into place). A
+// failure in check, load or finish is collected on every rank, the ranks
+// agree that one of them failed, the lowest failing rank prints its one
+// line, and every rank exits with status 1: no rank is left waiting and the
+// message is not repeated N times. During the runs a rank cannot wait for
+// the others to agree (they may be blocked in a collective it will never
+// join), so an error there prints one line and aborts every rank.
+//
+// Files: a run writes its outputs and its trace all or none. No output may
+// be a file the run reads (the plan, the weights, an input) or another
+// output, compared as files (device and inode), not as spellings.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_TOOLING_RUNSESSION_H
+#define ZPLAN_RUNTIME_TOOLING_RUNSESSION_H
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/tooling/Arguments.h"
+
+namespace zplan::tooling {
+
+/// Collective: every rank passes its status; true when all succeeded.
+/// Otherwise the lowest failing rank prints its message (naming the rank
+/// when not every rank failed) and every rank gets false.
+bool agree(comm::Communicator &communicator, const Status &status);
+
+/// `zrun PLAN run` on this rank of `communicator`; returns the exit status.
+int runPlan(const Arguments &arguments, comm::Communicator &communicator);
+
+} // namespace zplan::tooling
+
+#endif // ZPLAN_RUNTIME_TOOLING_RUNSESSION_H
