@@ -103,6 +103,8 @@ llvm::Error inferGemm(NodeContext &ctx) {
                      formatShape(rhs.shape) + (transB ? " (transposed)" : ""));
   std::vector<int64_t> shape = {rows, columns};
   if (bias) {
+    if (bias->type != lhs.type)
+      return typeMismatchError(ctx, lhs.type, bias->type);
     // C broadcasts one way only: to the result, never the result to C.
     std::optional<std::vector<int64_t>> withBias =
         broadcastShapes(bias->shape, shape);
