@@ -1247,8 +1247,18 @@ llvm::Error OnnxImporter::importLayerNorm(const onnx::NodeProto &node) {
   int64_t rank = outputs[0].shape.size();
   int64_t axis = *normalizeAxis(getIntAttribute(node, "axis", -1), rank);
   Value data = input(node, 0);
-  Value scale = input(node, 1);
-  Value bias = input(node, 2);
+  // ONNX lets scale and bias broadcast to the normalised dimensions;
+  // nn.layer_norm takes them at exactly that shape.
+  ArrayRef<int64_t> shape = outputs[0].shape;
+  auto normalizedType = RankedTensorType::get(
+      shape.drop_front(axis), elementType(outputs[0].type));
+  auto expanded = [&](Value parameter) -> Value {
+    if (!parameter || parameter.getType() == normalizedType)
+      return parameter;
+    return builder.create<nn::ExpandOp>(loc(node), normalizedType, parameter);
+  };
+  Value scale = expanded(input(node, 1));
+  Value bias = expanded(input(node, 2));
   Value result = builder.create<nn::LayerNormOp>(
       loc(node), outputType(0), data, scale, bias,
       builder.getI64IntegerAttr(axis),

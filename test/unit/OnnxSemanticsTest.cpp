@@ -891,6 +891,94 @@ TEST(OnnxSemantics, UnknownOpsAndMissingInputs) {
 }
 
 //===----------------------------------------------------------------------===//
+// Inputs that cannot be trusted: sizes, attribute types, empty tensors.
+//===----------------------------------------------------------------------===//
+
+TEST(OnnxSemantics, CheckedSizes) {
+  EXPECT_EQ(checkedNumElements({2, 3}), 6);
+  EXPECT_EQ(checkedNumElements({}), 1);
+  EXPECT_EQ(checkedNumElements({0, 5}), 0);
+  EXPECT_EQ(checkedNumElements({2, -1}), std::nullopt);
+  EXPECT_EQ(checkedNumElements({int64_t(1) << 32, int64_t(1) << 31}),
+            std::nullopt);
+  // Saturates rather than wraps, so no caller sizes a buffer from a wrap.
+  EXPECT_EQ(numElements({int64_t(1) << 32, int64_t(1) << 32}), kInt64Max);
+  EXPECT_EQ(messageOf(checkTensorSize({2000000000, 2000000000},
+                                      ElementType::F32)),
+            "shape 2000000000x2000000000 of f32 holds more than 2^63-1 "
+            "bytes");
+  EXPECT_EQ(messageOf(checkTensorSize({3, -2}, ElementType::I64)),
+            "shape 3x-2 has negative dimension -2");
+  EXPECT_EQ(messageOf(checkTensorSize({1 << 20, 1 << 20}, ElementType::F64)),
+            "");
+}
+
+TEST(OnnxSemantics, MistypedAttributesAreRefused) {
+  ValueInfo a = runtime({3, 2}), b = runtime({3, 4});
+  onnx::NodeProto gemm = makeNode("Gemm", 2);
+  onnx::AttributeProto *transA = gemm.add_attribute();
+  transA->set_name("transA");
+  transA->set_type(onnx::AttributeProto::STRING);
+  transA->set_s("1");
+  EXPECT_EQ(inferError(gemm, 17, {&a, &b}),
+            "Gemm: attribute 'transA' must be INT, got STRING");
+
+  ValueInfo x = runtime({2, 3});
+  onnx::NodeProto concat = makeNode("Concat", 2);
+  setFloat(concat, "axis", 1);
+  EXPECT_EQ(inferError(concat, 17, {&x, &x}),
+            "Concat: attribute 'axis' must be INT, got FLOAT");
+  // An attribute the importer does not read is not its business.
+  onnx::NodeProto relu = makeNode("Relu");
+  setFloat(relu, "unrelated", 1);
+  EXPECT_EQ(inferOne(relu, 17, {&x}).shape, Shape({2, 3}));
+}
+
+TEST(OnnxSemantics, EmptyOutputsAreKnown) {
+  ValueInfo empty = runtime({0, 3});
+  ValueInfo negated = inferOne(makeNode("Neg"), 17, {&empty});
+  ASSERT_TRUE(negated.value.has_value());
+  EXPECT_EQ(negated.value->shape, Shape({0, 3}));
+  EXPECT_TRUE(negated.value->floats.empty());
+}
+
+TEST(OnnxSemantics, ShapeArithmeticOverflowIsAnError) {
+  ValueInfo data = runtime({2});
+  ValueInfo repeats = constInts({1}, {kInt64Max});
+  EXPECT_EQ(inferError(makeNode("Tile", 2), 17, {&data, &repeats}),
+            "Tile: tiled dimension 0 overflows int64 (2 * "
+            "9223372036854775807)");
+
+  ValueInfo start = constInts({}, {kInt64Min + 1}), limit = constInts({}, {kInt64Max});
+  ValueInfo one = constInts({}, {1});
+  EXPECT_EQ(inferError(makeNode("Range", 3), 17, {&start, &limit, &one}),
+            "Range: the range has more than 2^63-1 elements");
+
+  // num_outputs is checked against the outputs before anything is sized by
+  // it (2^62 chunks used to be allocated).
+  ValueInfo wide = runtime({8});
+  onnx::NodeProto split = makeNode("Split", 1, 2);
+  setInt(split, "num_outputs", int64_t(1) << 62);
+  EXPECT_EQ(inferError(split, 18, {&wide}),
+            "Split: num_outputs 4611686018427387904 does not match 2 outputs");
+
+  ValueInfo target = constInts({2}, {2, -1});
+  ValueInfo scalar = constFloats({}, {1.0});
+  EXPECT_EQ(inferError(makeNode("Expand", 2), 17, {&scalar, &target}),
+            "Expand: the target shape [2, -1] has negative dimension -1");
+}
+
+TEST(OnnxSemantics, LayerNormalizationNeedsOpset17AndOneType) {
+  ValueInfo x = runtime({2, 4}), scale = runtime({4});
+  EXPECT_EQ(inferError(makeNode("LayerNormalization", 2), 16, {&x, &scale}),
+            "LayerNormalization: is an operator of opset 17 and later; the "
+            "model is opset 16");
+  ValueInfo intScale = runtime({4}, ElementType::I32);
+  EXPECT_EQ(inferError(makeNode("LayerNormalization", 2), 17, {&x, &intScale}),
+            "LayerNormalization: element types f32 and i32 differ");
+}
+
+//===----------------------------------------------------------------------===//
 // Tensor decoding.
 //===----------------------------------------------------------------------===//
 

@@ -495,10 +495,17 @@ llvm::Error inferNode(const onnx::NodeProto &node, int64_t opset,
   // Handlers check the arithmetic they do; this is the backstop that keeps a
   // size no int64 can hold from reaching the importer, the planner or the
   // runtime, whichever handler computed it.
-  for (size_t i = 0; i < outputs.size(); ++i)
-    if (llvm::Error err = checkTensorSize(outputs[i].shape, outputs[i].type))
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    ValueInfo &output = outputs[i];
+    if (llvm::Error err = checkTensorSize(output.shape, output.type))
       return opError(opType, "output " + std::to_string(i) + ": " +
                                  llvm::toString(std::move(err)));
+    // An empty tensor's contents are known: there are none. Folding it
+    // keeps zero-sized values out of the IR, where ops such as nn.concat
+    // (which needs an operand) have no form for them.
+    if (!output.value && numElements(output.shape) == 0)
+      output.value = HostTensor::fromInts(output.type, output.shape, {});
+  }
   return llvm::Error::success();
 }
 

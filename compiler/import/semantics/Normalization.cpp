@@ -232,6 +232,8 @@ llvm::Error inferLayerNormalization(NodeContext &ctx) {
   for (const ValueInfo *parameter : {&scale, bias}) {
     if (!parameter)
       continue;
+    if (parameter->type != data.type)
+      return typeMismatchError(ctx, data.type, parameter->type);
     std::optional<std::vector<int64_t>> shape =
         broadcastShapes(parameter->shape, normalizedShape);
     if (!shape || *shape != normalizedShape)
