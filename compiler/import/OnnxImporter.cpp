@@ -133,14 +133,13 @@ llvm::Error readExternalBytes(const onnx::TensorProto &tensor,
   llvm::sys::path::append(full, file);
   llvm::Expected<uint64_t> fileSize = regularFileSize(full);
   if (!fileSize)
-    return makeError("initializer '" + tensor.name() +
-                     "': external data file '" + full +
-                     "' cannot be read: " +
-                     llvm::toString(fileSize.takeError()));
+    return makeError(
+        "initializer '" + tensor.name() + "': external data file '" + full +
+        "' cannot be read: " + llvm::toString(fileSize.takeError()));
   uint64_t size = *fileSize;
   if (size > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-    return makeError("initializer '" + tensor.name() + "': external data file '" +
-                     full + "' is too large");
+    return makeError("initializer '" + tensor.name() +
+                     "': external data file '" + full + "' is too large");
   // Written so that no sum can overflow: offset and length come from the
   // model, unchecked.
   int64_t available = static_cast<int64_t>(size);
@@ -201,8 +200,8 @@ private:
   RankedTensorType outputType(int index) { return tensorType(outputs[index]); }
   llvm::Error readExternalData(const onnx::TensorProto &tensor,
                                std::string &bytes, std::string &file,
-                               int64_t &offset, int64_t &length,
-                               bool readData, int64_t expectedBytes);
+                               int64_t &offset, int64_t &length, bool readData,
+                               int64_t expectedBytes);
 
   // Handlers, one per ONNX op family (see handlerTable()).
   template <typename OpT> llvm::Error importUnary(const onnx::NodeProto &node);
@@ -285,9 +284,9 @@ Location OnnxImporter::loc(const onnx::NodeProto &node) {
 
 llvm::Error OnnxImporter::nodeError(const onnx::NodeProto &node,
                                     const llvm::Twine &what) {
-  std::string name = node.name().empty() ? "<unnamed, output '" +
-                                               firstOutputName(node) + "'>"
-                                         : node.name();
+  std::string name = node.name().empty()
+                         ? "<unnamed, output '" + firstOutputName(node) + "'>"
+                         : node.name();
   return makeError("node '" + name + "' (" + node.op_type() + "): " + what);
 }
 
@@ -332,8 +331,8 @@ Value OnnxImporter::materializeConstant(const HostTensor &tensor,
     for (int64_t i = 0; i < count; ++i) {
       APFloat value(tensor.getDouble(i));
       bool losesInfo = false;
-      value.convert(floatType.getFloatSemantics(),
-                    APFloat::rmNearestTiesToEven, &losesInfo);
+      value.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                    &losesInfo);
       elements.push_back(value);
     }
     attr = DenseElementsAttr::get(type, elements);
@@ -372,8 +371,8 @@ Value OnnxImporter::gatherParameter(StringRef name, Entry &entry) {
   Value token = builder.create<zero::GatherStartOp>(
       location, zero::GatherTokenType::get(&context), ValueRange{shard},
       /*group=*/nullptr);
-  auto wait = builder.create<zero::GatherWaitOp>(location, TypeRange{type},
-                                                 token);
+  auto wait =
+      builder.create<zero::GatherWaitOp>(location, TypeRange{type}, token);
   lastHoisted = wait;
   return wait.getResult(0);
 }
@@ -396,11 +395,10 @@ void OnnxImporter::setOutputs(const onnx::NodeProto &node, ValueRange results) {
 llvm::Error OnnxImporter::checkModel() {
   int64_t irVersion = model.ir_version();
   if (irVersion < kMinIrVersion || irVersion > kMaxIrVersion)
-    return makeError("the model has IR version " + llvm::Twine(irVersion) +
-                     (irVersion == 0 ? " (missing)" : "") +
-                     "; supported are IR versions " +
-                     llvm::Twine(kMinIrVersion) + " to " +
-                     llvm::Twine(kMaxIrVersion));
+    return makeError(
+        "the model has IR version " + llvm::Twine(irVersion) +
+        (irVersion == 0 ? " (missing)" : "") + "; supported are IR versions " +
+        llvm::Twine(kMinIrVersion) + " to " + llvm::Twine(kMaxIrVersion));
   if (model.graph().output_size() == 0)
     return makeError("the graph has no outputs");
   return llvm::Error::success();
@@ -414,7 +412,8 @@ llvm::Error OnnxImporter::checkOpsets() {
     // semantics of every node ambiguous.
     if (opset != 0 && set.version() != opset)
       return makeError("the model imports the default ONNX domain twice, as "
-                       "opsets " + llvm::Twine(opset) + " and " +
+                       "opsets " +
+                       llvm::Twine(opset) + " and " +
                        llvm::Twine(set.version()));
     opset = set.version();
   }
@@ -459,7 +458,6 @@ llvm::Error OnnxImporter::readExternalData(const onnx::TensorProto &tensor,
   return readExternalBytes(tensor, modelDir, bytes, file, offset, length,
                            readData, expectedBytes);
 }
-
 
 /// Checks that an initializer's inline data (raw_data, or the typed field
 /// its element type uses) holds exactly the elements its shape says.
@@ -527,23 +525,24 @@ llvm::Error OnnxImporter::declareInitializers() {
     if (llvm::Error error = checkTensorSize(entry.info.shape, *type))
       return makeError("initializer '" + tensor.name() +
                        "': " + llvm::toString(std::move(error)));
-    bool external =
-        tensor.data_location() == onnx::TensorProto::EXTERNAL;
-    bool trainable = elementTypeInfo(*type).isFloat &&
-                     numElements(entry.info.shape) >
-                         kMaxConstantInitializerElements;
+    bool external = tensor.data_location() == onnx::TensorProto::EXTERNAL;
+    bool trainable =
+        elementTypeInfo(*type).isFloat &&
+        numElements(entry.info.shape) > kMaxConstantInitializerElements;
     std::string bytes, file;
     int64_t offset = 0, length = 0;
     if (external) {
       // checkTensorSize has bounded this product.
-      int64_t expected = numElements(entry.info.shape) *
-                         int64_t(elementTypeInfo(*type).bytes);
+      int64_t expected =
+          numElements(entry.info.shape) * int64_t(elementTypeInfo(*type).bytes);
       if (llvm::Error error = readExternalData(tensor, bytes, file, offset,
                                                length, !trainable, expected))
         return error;
       if (length != expected)
-        return makeError("initializer '" + tensor.name() + "': external data "
-                         "holds " + llvm::Twine(length) + " bytes, expected " +
+        return makeError("initializer '" + tensor.name() +
+                         "': external data "
+                         "holds " +
+                         llvm::Twine(length) + " bytes, expected " +
                          llvm::Twine(expected) + " for " +
                          formatShape(entry.info.shape) + " " +
                          llvm::Twine(elementTypeInfo(*type).name));
@@ -637,8 +636,7 @@ llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
                          "), but the model declares rank " +
                          llvm::Twine(shape.dim_size()));
       for (int d = 0; d < shape.dim_size(); ++d)
-        if (shape.dim(d).has_dim_value() &&
-            shape.dim(d).dim_value() != dims[d])
+        if (shape.dim(d).has_dim_value() && shape.dim(d).dim_value() != dims[d])
           return makeError("--input-shape gives '" + input.name() + "' dim " +
                            llvm::Twine(d) + " = " + llvm::Twine(dims[d]) +
                            ", but the model fixes it to " +
@@ -698,8 +696,7 @@ llvm::Expected<OwningOpRef<ModuleOp>> OnnxImporter::import() {
     if (it->second.parameter || it->second.info.isConstant())
       continue;
     it->second.value = entry->getArgument(argIndex);
-    func.setArgAttr(argIndex++, "nn.name",
-                    builder.getStringAttr(input.name()));
+    func.setArgAttr(argIndex++, "nn.name", builder.getStringAttr(input.name()));
   }
   entryBlock = entry;
   builder.setInsertionPointToEnd(entry);
@@ -718,7 +715,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> OnnxImporter::import() {
     });
     if (failed(verify(module)))
       return makeError("the imported module does not verify (an importer "
-                       "bug):\n" + diagnostics);
+                       "bug):\n" +
+                       diagnostics);
   }
   return std::move(owned);
 }
@@ -741,7 +739,8 @@ llvm::Error OnnxImporter::emitReturn(func::FuncOp func) {
       value = entry.value = gatherParameter(output.name(), entry);
     if (!value) {
       value = entry.value = materializeConstant(
-          *entry.info.value, NameLoc::get(builder.getStringAttr(output.name())));
+          *entry.info.value,
+          NameLoc::get(builder.getStringAttr(output.name())));
     }
     // A declared static dim that disagrees with inference is a bad model.
     const onnx::TensorShapeProto &shape = output.type().tensor_type().shape();
@@ -752,7 +751,8 @@ llvm::Error OnnxImporter::emitReturn(func::FuncOp func) {
           return makeError("graph output '" + output.name() + "' is " +
                            formatShape(entry.info.shape) +
                            " after shape inference, but the model declares "
-                           "dim " + llvm::Twine(d) + " = " +
+                           "dim " +
+                           llvm::Twine(d) + " = " +
                            llvm::Twine(shape.dim(d).dim_value()));
     results.push_back(value);
     resultTypes.push_back(value.getType());
@@ -776,14 +776,14 @@ llvm::Error OnnxImporter::importNode(const onnx::NodeProto &node) {
                                "domain (opset " +
                                llvm::Twine(opset) + ") is");
   if (!isKnownOp(node.op_type()))
-    return nodeError(node, "op type " + node.op_type() +
-                               " of the default ONNX domain (opset " +
-                               llvm::Twine(opset) +
-                               ") is not supported; supported op types are: " +
-                               runtimeOpList() +
-                               "; and, when their inputs are compile-time "
-                               "constants: " +
-                               foldOnlyOpList());
+    return nodeError(
+        node,
+        "op type " + node.op_type() + " of the default ONNX domain (opset " +
+            llvm::Twine(opset) +
+            ") is not supported; supported op types are: " + runtimeOpList() +
+            "; and, when their inputs are compile-time "
+            "constants: " +
+            foldOnlyOpList());
   std::vector<const ValueInfo *> inputs;
   for (int i = 0; i < node.input_size(); ++i) {
     if (node.input(i).empty()) {
@@ -857,8 +857,9 @@ std::string OnnxImporter::foldOnlyOpList() {
 
 template <typename OpT>
 llvm::Error OnnxImporter::importUnary(const onnx::NodeProto &node) {
-  setOutputs(node, builder.create<OpT>(loc(node), outputType(0), input(node, 0))
-                       ->getResults());
+  setOutputs(node,
+             builder.create<OpT>(loc(node), outputType(0), input(node, 0))
+                 ->getResults());
   return llvm::Error::success();
 }
 
@@ -871,8 +872,9 @@ llvm::Error OnnxImporter::importBinary(const onnx::NodeProto &node) {
   // base's, and the result has the base's. nn ops share one element type.
   if (rhsInfo.type == lhsInfo.type) {
     Value rhs = input(node, 1);
-    setOutputs(node, builder.create<OpT>(loc(node), outputType(0), lhs, rhs)
-                         ->getResults());
+    setOutputs(
+        node,
+        builder.create<OpT>(loc(node), outputType(0), lhs, rhs)->getResults());
     return llvm::Error::success();
   }
   Location location = loc(node);
@@ -889,8 +891,8 @@ llvm::Error OnnxImporter::importBinary(const onnx::NodeProto &node) {
     // the exponent to an integer would change the result (4 ^ 0.5 is 2,
     // 4 ^ 0 is 1).
     Value power = builder.create<OpT>(
-        location, RankedTensorType::get(outputs[0].shape,
-                                        elementType(rhsInfo.type)),
+        location,
+        RankedTensorType::get(outputs[0].shape, elementType(rhsInfo.type)),
         castTo(lhs, rhsInfo.type), input(node, 1));
     setOutputs(node, castTo(power, lhsInfo.type));
     return llvm::Error::success();
@@ -904,14 +906,14 @@ llvm::Error OnnxImporter::importBinary(const onnx::NodeProto &node) {
         elementTypeInfo(exponent.type).isFloat
             ? HostTensor::fromFloats(lhsInfo.type, exponent.shape,
                                      exponent.floats)
-            : HostTensor::fromInts(lhsInfo.type, exponent.shape,
-                                   exponent.ints);
+            : HostTensor::fromInts(lhsInfo.type, exponent.shape, exponent.ints);
     rhs = materializeConstant(converted, location);
   } else {
     rhs = castTo(input(node, 1), lhsInfo.type);
   }
-  setOutputs(node, builder.create<OpT>(location, outputType(0), lhs, rhs)
-                       ->getResults());
+  setOutputs(
+      node,
+      builder.create<OpT>(location, outputType(0), lhs, rhs)->getResults());
   return llvm::Error::success();
 }
 
@@ -922,9 +924,9 @@ llvm::Error OnnxImporter::importVariadic(const onnx::NodeProto &node) {
     Value next = input(node, i);
     auto lhsShape = llvm::cast<RankedTensorType>(result.getType()).getShape();
     auto rhsShape = llvm::cast<RankedTensorType>(next.getType()).getShape();
-    std::optional<std::vector<int64_t>> shape = broadcastShapes(
-        std::vector<int64_t>(lhsShape.begin(), lhsShape.end()),
-        std::vector<int64_t>(rhsShape.begin(), rhsShape.end()));
+    std::optional<std::vector<int64_t>> shape =
+        broadcastShapes(std::vector<int64_t>(lhsShape.begin(), lhsShape.end()),
+                        std::vector<int64_t>(rhsShape.begin(), rhsShape.end()));
     auto type =
         RankedTensorType::get(*shape, getElementTypeOrSelf(result.getType()));
     if (node.op_type() == "Max")
@@ -959,8 +961,8 @@ llvm::Error OnnxImporter::importWhere(const onnx::NodeProto &node) {
   Value onTrue = input(node, 1);
   Value onFalse = input(node, 2);
   setOutputs(node, builder
-                       .create<nn::WhereOp>(loc(node), outputType(0),
-                                            condition, onTrue, onFalse)
+                       .create<nn::WhereOp>(loc(node), outputType(0), condition,
+                                            onTrue, onFalse)
                        ->getResults());
   return llvm::Error::success();
 }
@@ -971,7 +973,8 @@ llvm::Error OnnxImporter::checkFloatOperands(const onnx::NodeProto &node) {
   ElementType type = inputInfo(node, 0)->type;
   if (elementTypeInfo(type).isFloat)
     return llvm::Error::success();
-  return nodeError(node, "operands are " + llvm::Twine(elementTypeInfo(type).name) +
+  return nodeError(node, "operands are " +
+                             llvm::Twine(elementTypeInfo(type).name) +
                              "; a product computed at run time needs "
                              "floating-point operands");
 }
@@ -1016,7 +1019,8 @@ llvm::Error OnnxImporter::importGemm(const onnx::NodeProto &node) {
     return builder.create<nn::MulOp>(location, value.getType(), value,
                                      constant);
   };
-  result = scale(result, static_cast<float>(getFloatAttribute(node, "alpha", 1.0f)));
+  result =
+      scale(result, static_cast<float>(getFloatAttribute(node, "alpha", 1.0f)));
   if (Value c = input(node, 2)) {
     c = scale(c, static_cast<float>(getFloatAttribute(node, "beta", 1.0f)));
     result = builder.create<nn::AddOp>(location, type, result, c);
@@ -1028,15 +1032,16 @@ llvm::Error OnnxImporter::importGemm(const onnx::NodeProto &node) {
 llvm::Error OnnxImporter::importTranspose(const onnx::NodeProto &node) {
   int64_t rank = outputs[0].shape.size();
   std::vector<int64_t> perm;
-  if (std::optional<std::vector<int64_t>> given = getIntsAttribute(node, "perm"))
+  if (std::optional<std::vector<int64_t>> given =
+          getIntsAttribute(node, "perm"))
     perm = *given;
   else
     for (int64_t d = rank - 1; d >= 0; --d)
       perm.push_back(d);
   setOutputs(node, builder
-                       .create<nn::TransposeOp>(loc(node), outputType(0),
-                                                input(node, 0),
-                                                builder.getDenseI64ArrayAttr(perm))
+                       .create<nn::TransposeOp>(
+                           loc(node), outputType(0), input(node, 0),
+                           builder.getDenseI64ArrayAttr(perm))
                        ->getResults());
   return llvm::Error::success();
 }
@@ -1048,9 +1053,9 @@ llvm::Error OnnxImporter::importReshape(const onnx::NodeProto &node) {
     setOutputs(node, value);
     return llvm::Error::success();
   }
-  setOutputs(node, builder
-                       .create<nn::ReshapeOp>(loc(node), outputType(0), value)
-                       ->getResults());
+  setOutputs(node,
+             builder.create<nn::ReshapeOp>(loc(node), outputType(0), value)
+                 ->getResults());
   return llvm::Error::success();
 }
 
@@ -1060,9 +1065,9 @@ llvm::Error OnnxImporter::importExpand(const onnx::NodeProto &node) {
     setOutputs(node, value);
     return llvm::Error::success();
   }
-  setOutputs(node, builder
-                       .create<nn::ExpandOp>(loc(node), outputType(0), value)
-                       ->getResults());
+  setOutputs(node,
+             builder.create<nn::ExpandOp>(loc(node), outputType(0), value)
+                 ->getResults());
   return llvm::Error::success();
 }
 
@@ -1195,7 +1200,8 @@ template <typename OpT>
 llvm::Error OnnxImporter::importReduce(const onnx::NodeProto &node) {
   int64_t rank = inputInfo(node, 0)->shape.size();
   std::vector<int64_t> axes;
-  if (std::optional<std::vector<int64_t>> given = getIntsAttribute(node, "axes"))
+  if (std::optional<std::vector<int64_t>> given =
+          getIntsAttribute(node, "axes"))
     axes = *given;
   else if (const ValueInfo *info = inputInfo(node, 1); info && info->value)
     axes = info->value->ints;
@@ -1214,8 +1220,8 @@ llvm::Error OnnxImporter::importReduce(const onnx::NodeProto &node) {
              builder
                  .create<OpT>(loc(node), outputType(0), input(node, 0),
                               builder.getDenseI64ArrayAttr(axes),
-                              builder.getBoolAttr(getIntAttribute(node, "keepdims",
-                                                               1) != 0))
+                              builder.getBoolAttr(
+                                  getIntAttribute(node, "keepdims", 1) != 0))
                  ->getResults());
   return llvm::Error::success();
 }
@@ -1231,11 +1237,11 @@ llvm::Error OnnxImporter::importSoftmax(const onnx::NodeProto &node) {
                                llvm::Twine(opset) +
                                " (coerced to 2-D) is supported only for the "
                                "last dimension");
-  setOutputs(node, builder
-                       .create<nn::SoftmaxOp>(loc(node), outputType(0),
-                                              input(node, 0),
-                                              builder.getI64IntegerAttr(normalized))
-                       ->getResults());
+  setOutputs(
+      node, builder
+                .create<nn::SoftmaxOp>(loc(node), outputType(0), input(node, 0),
+                                       builder.getI64IntegerAttr(normalized))
+                ->getResults());
   return llvm::Error::success();
 }
 
@@ -1250,8 +1256,8 @@ llvm::Error OnnxImporter::importLayerNorm(const onnx::NodeProto &node) {
   // ONNX lets scale and bias broadcast to the normalised dimensions;
   // nn.layer_norm takes them at exactly that shape.
   ArrayRef<int64_t> shape = outputs[0].shape;
-  auto normalizedType = RankedTensorType::get(
-      shape.drop_front(axis), elementType(outputs[0].type));
+  auto normalizedType = RankedTensorType::get(shape.drop_front(axis),
+                                              elementType(outputs[0].type));
   auto expanded = [&](Value parameter) -> Value {
     if (!parameter || parameter.getType() == normalizedType)
       return parameter;
@@ -1262,7 +1268,8 @@ llvm::Error OnnxImporter::importLayerNorm(const onnx::NodeProto &node) {
   Value result = builder.create<nn::LayerNormOp>(
       loc(node), outputType(0), data, scale, bias,
       builder.getI64IntegerAttr(axis),
-      builder.getF32FloatAttr(static_cast<float>(getFloatAttribute(node, "epsilon", 1e-5f))));
+      builder.getF32FloatAttr(
+          static_cast<float>(getFloatAttribute(node, "epsilon", 1e-5f))));
   setOutputs(node, result);
   return llvm::Error::success();
 }
@@ -1337,8 +1344,8 @@ llvm::Error readModel(StringRef path, onnx::ModelProto &model) {
   // Read exactly the size stat gave, never until some end that may not come.
   auto buffer = llvm::MemoryBuffer::getFileSlice(path, *size, /*Offset=*/0);
   if (!buffer)
-    return makeError("cannot read '" + path + "': " +
-                     buffer.getError().message());
+    return makeError("cannot read '" + path +
+                     "': " + buffer.getError().message());
   StringRef bytes = (*buffer)->getBuffer();
   if (path.ends_with(".onnxtxt") || path.ends_with(".textproto")) {
     google::protobuf::TextFormat::Parser parser;
@@ -1346,18 +1353,20 @@ llvm::Error readModel(StringRef path, onnx::ModelProto &model) {
     parser.RecordErrorsTo(&errors);
     google::protobuf::io::ArrayInputStream stream(bytes.data(), bytes.size());
     if (!parser.Parse(&stream, &model))
-      return makeError("'" + path + "' is not a valid ONNX text model: " +
-                       errors.text);
+      return makeError("'" + path +
+                       "' is not a valid ONNX text model: " + errors.text);
   } else {
     google::protobuf::io::ArrayInputStream stream(bytes.data(), bytes.size());
     if (!model.ParseFromZeroCopyStream(&stream))
-      return makeError("'" + path + "' is not an ONNX model (protobuf "
+      return makeError("'" + path +
+                       "' is not an ONNX model (protobuf "
                        "parsing failed: truncated or not a ModelProto)");
   }
   // Random bytes can parse as a protobuf; a model has these for sure.
   if (!model.has_graph() || model.opset_import_size() == 0 ||
       model.ir_version() <= 0)
-    return makeError("'" + path + "' is not an ONNX model (no graph, opset "
+    return makeError("'" + path +
+                     "' is not an ONNX model (no graph, opset "
                      "import or IR version)");
   return llvm::Error::success();
 }
@@ -1421,8 +1430,8 @@ llvm::Error zplan::readInitializerBytes(const onnx::TensorProto &tensor,
   // Typed fields: decode, then write the element type's own encoding.
   HostTensor value;
   if (llvm::Error error = decodeTensor(tensor, value))
-    return makeError("initializer '" + tensor.name() + "': " +
-                     llvm::toString(std::move(error)));
+    return makeError("initializer '" + tensor.name() +
+                     "': " + llvm::toString(std::move(error)));
   bytes.clear();
   for (int64_t i = 0; i < value.numElements(); ++i) {
     if (value.type == ElementType::F32) {

@@ -610,7 +610,8 @@ TEST(OnnxSemantics, SplitFormsAcrossOpsets) {
   EXPECT_EQ(intsOf(outputs[1]), Ints({2, 3, 4}));
 
   ValueInfo sizes = constInts({2}, {4, 1});
-  ASSERT_EQ(messageOf(inferNode(makeNode("Split", 2, 2), 13, {&data, &sizes}, outputs)),
+  ASSERT_EQ(messageOf(inferNode(makeNode("Split", 2, 2), 13, {&data, &sizes},
+                                outputs)),
             "");
   EXPECT_EQ(intsOf(outputs[0]), Ints({0, 1, 2, 3}));
   EXPECT_EQ(intsOf(outputs[1]), Ints({4}));
@@ -766,7 +767,8 @@ TEST(OnnxSemantics, LayerNormalization) {
   onnx::NodeProto node = makeNode("LayerNormalization", 3, 3);
   setFloat(node, "epsilon", 0);
   std::vector<ValueInfo> outputs;
-  ASSERT_EQ(messageOf(inferNode(node, 17, {&data, &scale, &bias}, outputs)), "");
+  ASSERT_EQ(messageOf(inferNode(node, 17, {&data, &scale, &bias}, outputs)),
+            "");
   ASSERT_EQ(outputs.size(), 3u);
   EXPECT_EQ(floatsOf(outputs[0]), Floats({-2, 11, -2, 11}));
   EXPECT_EQ(outputs[1].shape, Shape({2, 1}));
@@ -851,8 +853,8 @@ TEST(OnnxSemantics, DropoutIsIdentityWithTrueMask) {
   ValueInfo ratio = constFloats({}, {0.1});
   ValueInfo training = constBools({}, {0});
   std::vector<ValueInfo> outputs;
-  ASSERT_EQ(messageOf(inferNode(makeNode("Dropout", 3, 2), 14, {&data, &ratio, &training},
-                      outputs)),
+  ASSERT_EQ(messageOf(inferNode(makeNode("Dropout", 3, 2), 14,
+                                {&data, &ratio, &training}, outputs)),
             "");
   EXPECT_EQ(floatsOf(outputs[0]), Floats({1, 2}));
   EXPECT_EQ(outputs[1].type, ElementType::Bool);
@@ -860,7 +862,7 @@ TEST(OnnxSemantics, DropoutIsIdentityWithTrueMask) {
 
   ValueInfo trainingOn = constBools({}, {1});
   EXPECT_EQ(messageOf(inferNode(makeNode("Dropout", 3, 2), 14,
-                      {&data, &ratio, &trainingOn}, outputs)),
+                                {&data, &ratio, &trainingOn}, outputs)),
             "Dropout: training mode is not supported");
 }
 
@@ -903,10 +905,10 @@ TEST(OnnxSemantics, CheckedSizes) {
             std::nullopt);
   // Saturates rather than wraps, so no caller sizes a buffer from a wrap.
   EXPECT_EQ(numElements({int64_t(1) << 32, int64_t(1) << 32}), kInt64Max);
-  EXPECT_EQ(messageOf(checkTensorSize({2000000000, 2000000000},
-                                      ElementType::F32)),
-            "shape 2000000000x2000000000 of f32 holds more than 2^63-1 "
-            "bytes");
+  EXPECT_EQ(
+      messageOf(checkTensorSize({2000000000, 2000000000}, ElementType::F32)),
+      "shape 2000000000x2000000000 of f32 holds more than 2^63-1 "
+      "bytes");
   EXPECT_EQ(messageOf(checkTensorSize({3, -2}, ElementType::I64)),
             "shape 3x-2 has negative dimension -2");
   EXPECT_EQ(messageOf(checkTensorSize({1 << 20, 1 << 20}, ElementType::F64)),
@@ -949,7 +951,8 @@ TEST(OnnxSemantics, ShapeArithmeticOverflowIsAnError) {
             "Tile: tiled dimension 0 overflows int64 (2 * "
             "9223372036854775807)");
 
-  ValueInfo start = constInts({}, {kInt64Min + 1}), limit = constInts({}, {kInt64Max});
+  ValueInfo start = constInts({}, {kInt64Min + 1}),
+            limit = constInts({}, {kInt64Max});
   ValueInfo one = constInts({}, {1});
   EXPECT_EQ(inferError(makeNode("Range", 3), 17, {&start, &limit, &one}),
             "Range: the range has more than 2^63-1 elements");

@@ -1,4 +1,4 @@
-//===- Attributes.cpp - One typed reader for ONNX node attributes --------===//
+//===- Attributes.cpp - One typed reader for ONNX node attributes ---------===//
 //
 // ONNX stores an attribute's value in the field its `type` names (i, f,
 // ints, t, ...); reading another field gives that field's default, so a

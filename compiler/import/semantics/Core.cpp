@@ -1,4 +1,4 @@
-//===- Core.cpp - HostTensor, shape helpers, inferNode dispatch -------===//
+//===- Core.cpp - HostTensor, shape helpers, inferNode dispatch -----------===//
 //
 // The core of ONNX shape inference and constant folding: value rounding to
 // element types (folding computes in double and rounds every result to the
@@ -57,10 +57,10 @@ llvm::Error checkTensorSize(const std::vector<int64_t> &shape,
                             ElementType type) {
   for (int64_t dim : shape)
     if (dim < 0)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "shape " + formatShape(shape) + " has negative dimension " +
-              std::to_string(dim));
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "shape " + formatShape(shape) +
+                                         " has negative dimension " +
+                                         std::to_string(dim));
   std::optional<int64_t> count = checkedNumElements(shape);
   std::optional<int64_t> bytes =
       count ? llvm::checkedMul<int64_t>(*count, elementTypeInfo(type).bytes)
@@ -171,12 +171,14 @@ int64_t wrappingMul(int64_t a, int64_t b) {
 //===----------------------------------------------------------------------===//
 
 double HostTensor::getDouble(int64_t i) const {
-  return elementTypeInfo(type).isFloat ? floats[i] : static_cast<double>(ints[i]);
+  return elementTypeInfo(type).isFloat ? floats[i]
+                                       : static_cast<double>(ints[i]);
 }
 
 int64_t HostTensor::getInt(int64_t i) const {
-  return elementTypeInfo(type).isFloat ? floatToElementType(floats[i], ElementType::I64)
-                           : ints[i];
+  return elementTypeInfo(type).isFloat
+             ? floatToElementType(floats[i], ElementType::I64)
+             : ints[i];
 }
 
 // The factories convert and round to `type`, so every HostTensor keeps the
@@ -453,13 +455,12 @@ llvm::Error checkInputs(const std::string &opType, const OpEntry &entry,
   for (size_t i = 0; i < inputs.size(); ++i) {
     bool required = i < entry.requiredInputs || entry.variadic;
     if (!inputs[i] && required)
-      return opError(opType, "required input " + std::to_string(i) +
-                                 " is missing");
+      return opError(opType,
+                     "required input " + std::to_string(i) + " is missing");
     if (inputs[i] && i >= entry.maxInputs)
-      return opError(opType, "expects at most " +
-                                 std::to_string(entry.maxInputs) +
-                                 " inputs, got " +
-                                 std::to_string(inputs.size()));
+      return opError(opType,
+                     "expects at most " + std::to_string(entry.maxInputs) +
+                         " inputs, got " + std::to_string(inputs.size()));
   }
   if (inputs.size() < entry.requiredInputs)
     return opError(opType, "expects at least " +

@@ -1,4 +1,4 @@
-//===- Elementwise.cpp - arithmetic, comparison, logic, math, Cast ----===//
+//===- Elementwise.cpp - arithmetic, comparison, logic, math, Cast --------===//
 //
 // Element-wise ops: numpy broadcasting of the inputs, then one function per
 // element, computed in double or int64 and rounded to the element type.
@@ -15,7 +15,6 @@
 #include <unordered_map>
 
 namespace zplan::onnx_import {
-
 
 /// Python-style remainder (sign of the divisor), ONNX Mod with fmod = 0.
 template <typename T> T flooredRemainder(T remainder, T divisor) {
@@ -60,8 +59,8 @@ llvm::Error inferBinaryArithmetic(NodeContext &ctx) {
   const HostTensor &a = *lhs.value, &b = *rhs.value;
   bool fmod = ctx.getInt("fmod", 0) != 0;
 
-  bool integerResult =
-      !elementTypeInfo(type).isFloat && (op != "Pow" || !elementTypeInfo(rhs.type).isFloat);
+  bool integerResult = !elementTypeInfo(type).isFloat &&
+                       (op != "Pow" || !elementTypeInfo(rhs.type).isFloat);
   if (integerResult) {
     std::vector<int64_t> values(count);
     for (int64_t i = 0; i < count; ++i) {
@@ -270,8 +269,8 @@ llvm::Error inferUnaryMath(NodeContext &ctx) {
   bool integerCapable =
       op == "Neg" || op == "Abs" || op == "Sign" || op == "Relu";
   if (!elementTypeInfo(data.type).isFloat && !integerCapable)
-    return ctx.error(std::string("integer input ") +
-                     typeName(data.type) + " is not supported");
+    return ctx.error(std::string("integer input ") + typeName(data.type) +
+                     " is not supported");
   ctx.setOutput(0, data.type, data.shape);
   if (!ctx.canFold(data.shape, {&data}))
     return llvm::Error::success();

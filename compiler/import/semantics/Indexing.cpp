@@ -1,4 +1,4 @@
-//===- Indexing.cpp - Gather, GatherElements, Slice, Trilu ------------===//
+//===- Indexing.cpp - Gather, GatherElements, Slice, Trilu ----------------===//
 //
 // Indexing ops: the output shape follows from the indices (or, for Slice,
 // the constant starts/ends/axes/steps); contents fold through strided views.
@@ -12,7 +12,6 @@
 #include <algorithm>
 
 namespace zplan::onnx_import {
-
 
 llvm::Error checkIndexType(const NodeContext &ctx, const ValueInfo &indices) {
   if (indices.type != ElementType::I64 && indices.type != ElementType::I32)

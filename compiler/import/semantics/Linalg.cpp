@@ -1,4 +1,4 @@
-//===- Linalg.cpp - MatMul, Gemm --------------------------------------===//
+//===- Linalg.cpp - MatMul, Gemm ------------------------------------------===//
 //
 // Linear algebra: numpy-style batched MatMul and Gemm's 2-D product with
 // optional transposes; folding is bounded by kMaxFoldedMultiplyAdds.
@@ -12,7 +12,6 @@
 #include <algorithm>
 
 namespace zplan::onnx_import {
-
 
 llvm::Error inferMatMul(NodeContext &ctx) {
   const ValueInfo &lhs = *ctx.input(0), &rhs = *ctx.input(1);

@@ -1,4 +1,4 @@
-//===- Movement.cpp - Concat, Split, Expand, Tile, Transpose, Where ---===//
+//===- Movement.cpp - Concat, Split, Expand, Tile, Transpose, Where -------===//
 //
 // Data movement: ops whose outputs rearrange or replicate input elements.
 // Sizes computed here (concat and split sums, tiled dims) are checked
@@ -14,7 +14,6 @@
 #include <numeric>
 
 namespace zplan::onnx_import {
-
 
 void appendElements(HostTensor &dest, const HostTensor &source, int64_t begin,
                     int64_t count) {
@@ -51,9 +50,8 @@ llvm::Error inferConcat(NodeContext &ctx) {
       return ctx.error("cannot concatenate " + formatShape(first.shape) +
                        " with " + formatShape(operand.shape) + " on axis " +
                        std::to_string(*axis));
-    if (llvm::Error err =
-            checkedAdd(ctx, shape[*axis], operand.shape[*axis],
-                       "the concatenated axis", shape[*axis]))
+    if (llvm::Error err = checkedAdd(ctx, shape[*axis], operand.shape[*axis],
+                                     "the concatenated axis", shape[*axis]))
       return err;
   }
   ctx.setOutput(0, first.type, shape);
@@ -121,8 +119,8 @@ llvm::Error inferSplit(NodeContext &ctx) {
     if (size < 0)
       return ctx.error("split sizes " + formatInts(sizes) +
                        " contain a negative size");
-    if (llvm::Error err = checkedAdd(ctx, total, size, "the sum of split sizes",
-                                     total))
+    if (llvm::Error err =
+            checkedAdd(ctx, total, size, "the sum of split sizes", total))
       return err;
   }
   if (total != dim)
@@ -185,9 +183,9 @@ llvm::Error inferTile(NodeContext &ctx) {
       return ctx.error("repeats " + formatInts(repeats) +
                        " contain a negative count");
     int64_t tiled;
-    if (llvm::Error err = checkedMul(ctx, data.shape[d], repeats[d],
-                                     "tiled dimension " + std::to_string(d),
-                                     tiled))
+    if (llvm::Error err =
+            checkedMul(ctx, data.shape[d], repeats[d],
+                       "tiled dimension " + std::to_string(d), tiled))
       return err;
     shape.push_back(tiled);
   }

@@ -1,4 +1,4 @@
-//===- Normalization.cpp - reductions and normalisations --------------===//
+//===- Normalization.cpp - reductions and normalisations ------------------===//
 //
 // Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax, LayerNormalization, CumSum and
 // Dropout (an identity at inference): ops that work along axes.
@@ -14,7 +14,6 @@
 #include <limits>
 
 namespace zplan::onnx_import {
-
 
 llvm::Error inferReduce(NodeContext &ctx) {
   const std::string &op = ctx.opType();
@@ -216,7 +215,8 @@ llvm::Error inferLayerNormalization(NodeContext &ctx) {
   // the name belongs to no ONNX op, and onnxruntime refuses it.
   if (ctx.getOpset() < 17)
     return ctx.error("is an operator of opset 17 and later; the model is "
-                     "opset " + std::to_string(ctx.getOpset()));
+                     "opset " +
+                     std::to_string(ctx.getOpset()));
   const ValueInfo &data = *ctx.input(0), &scale = *ctx.input(1);
   const ValueInfo *bias = ctx.input(2);
   int64_t rank = data.shape.size();

@@ -1,4 +1,4 @@
-//===- OpSemantics.h - What the op-family files of inferNode share -------===//
+//===- OpSemantics.h - What the op-family files of inferNode share --------===//
 //
 // Private to compiler/import/semantics: the NodeContext every `infer*`
 // handler receives, the value rounding and strided-view helpers folding
@@ -187,7 +187,7 @@ private:
 };
 
 //===----------------------------------------------------------------------===//
-// Shared diagnostics (NodeContext.cpp).
+// Shared diagnostics (Diagnostics.cpp).
 //===----------------------------------------------------------------------===//
 
 llvm::Error axisError(const NodeContext &ctx, int64_t axis, int64_t rank);

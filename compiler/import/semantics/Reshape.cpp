@@ -1,4 +1,4 @@
-//===- Reshape.cpp - Reshape, Flatten, Unsqueeze, Squeeze -------------===//
+//===- Reshape.cpp - Reshape, Flatten, Unsqueeze, Squeeze -----------------===//
 //
 // Shape manipulation: the output holds the input's elements in the same
 // order under a new shape, so only the shape needs inference.
@@ -12,7 +12,6 @@
 #include <algorithm>
 
 namespace zplan::onnx_import {
-
 
 /// Output of a pure reshape: the same elements under a new shape.
 void setReshaped(NodeContext &ctx, const ValueInfo &data,

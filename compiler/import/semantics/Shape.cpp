@@ -1,4 +1,5 @@
-//===- Shape.cpp - Constant, Identity, Shape, Size, ConstantOfShape, Range ---===//
+//===- Shape.cpp - Constants and shape queries ----------------------------===//
+//---===//
 //
 // Constants and shape queries: the ops exporters emit to compute shapes,
 // whose results are nearly always known at compile time.
@@ -15,7 +16,6 @@
 
 namespace zplan::onnx_import {
 
-
 llvm::Error inferConstant(NodeContext &ctx) {
   HostTensor value;
   if (const onnx::AttributeProto *attribute = ctx.findAttribute("value")) {
@@ -27,16 +27,15 @@ llvm::Error inferConstant(NodeContext &ctx) {
     std::vector<double> values(attribute->floats().begin(),
                                attribute->floats().end());
     int64_t count = values.size();
-    value = HostTensor::fromFloats(ElementType::F32, {count},
-                                   std::move(values));
+    value =
+        HostTensor::fromFloats(ElementType::F32, {count}, std::move(values));
   } else if (const auto *attribute = ctx.findAttribute("value_int")) {
     value = HostTensor::fromInts(ElementType::I64, {}, {attribute->i()});
   } else if (const auto *attribute = ctx.findAttribute("value_ints")) {
     std::vector<int64_t> values(attribute->ints().begin(),
                                 attribute->ints().end());
     int64_t count = values.size();
-    value =
-        HostTensor::fromInts(ElementType::I64, {count}, std::move(values));
+    value = HostTensor::fromInts(ElementType::I64, {count}, std::move(values));
   } else {
     return ctx.error("only the value, value_float(s) and value_int(s) "
                      "attributes are supported");

@@ -1,4 +1,4 @@
-//===- TensorDecoding.cpp - TensorProto -> HostTensor -----------------===//
+//===- TensorDecoding.cpp - TensorProto -> HostTensor ---------------------===//
 //
 // Decodes an ONNX TensorProto's contents (raw little-endian bytes, the typed
 // repeated fields, or external bytes read by the caller) into a HostTensor,
@@ -15,7 +15,6 @@
 #include <limits>
 
 namespace zplan::onnx_import {
-
 
 namespace {
 
@@ -121,7 +120,7 @@ llvm::Error decodeTypedFields(const onnx::TensorProto &proto,
   }
   if (present != count)
     return decodeError(description + " holds " + std::to_string(present) +
-           " elements, expected " + std::to_string(count));
+                       " elements, expected " + std::to_string(count));
   for (int64_t i = 0; i < count; ++i) {
     switch (out.type) {
     case ElementType::F32:
@@ -157,12 +156,13 @@ llvm::Error decodeTensor(const onnx::TensorProto &proto, HostTensor &out,
   std::optional<ElementType> type = elementTypeFromOnnx(proto.data_type());
   if (!type)
     return decodeError(description + " has unsupported element type " +
-           std::to_string(proto.data_type()));
+                       std::to_string(proto.data_type()));
   out = HostTensor();
   out.type = *type;
   for (int64_t dim : proto.dims()) {
     if (dim < 0)
-      return decodeError(description + " has negative dimension " + std::to_string(dim));
+      return decodeError(description + " has negative dimension " +
+                         std::to_string(dim));
     out.shape.push_back(dim);
   }
   // Bounds count * bytes below; the data sizes are compared with it before
@@ -174,8 +174,9 @@ llvm::Error decodeTensor(const onnx::TensorProto &proto, HostTensor &out,
   const std::string *bytes = nullptr;
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
     if (!externalBytes)
-      return decodeError(description + " stores its data externally and no bytes were "
-                           "given");
+      return decodeError(description +
+                         " stores its data externally and no bytes were "
+                         "given");
     bytes = externalBytes;
   } else if (!proto.raw_data().empty()) {
     bytes = &proto.raw_data();
@@ -185,9 +186,10 @@ llvm::Error decodeTensor(const onnx::TensorProto &proto, HostTensor &out,
 
   int64_t expectedBytes = count * int64_t(elementTypeInfo(out.type).bytes);
   if (static_cast<int64_t>(bytes->size()) != expectedBytes)
-    return decodeError(description + " of shape " + formatShape(out.shape) + " has " +
-           std::to_string(bytes->size()) + " data bytes, expected " +
-           std::to_string(expectedBytes));
+    return decodeError(description + " of shape " + formatShape(out.shape) +
+                       " has " + std::to_string(bytes->size()) +
+                       " data bytes, expected " +
+                       std::to_string(expectedBytes));
   if (elementTypeInfo(out.type).isFloat)
     out.floats.reserve(count);
   else

@@ -1,4 +1,4 @@
-//===- NodeContext.cpp - diagnostics shared by the handlers -----------===//
+//===- Diagnostics.cpp - Diagnostics shared by the handlers ---------------===//
 //
 // The diagnostics every handler shares (axis out of range, shapes that do
 // not broadcast, mismatched element types, overflowing shape arithmetic), so
@@ -29,8 +29,8 @@ llvm::Error broadcastError(const NodeContext &ctx,
 
 llvm::Error typeMismatchError(const NodeContext &ctx, ElementType a,
                               ElementType b) {
-  return ctx.error("element types " + typeName(a) +
-                   " and " + typeName(b) + " differ");
+  return ctx.error("element types " + typeName(a) + " and " + typeName(b) +
+                   " differ");
 }
 
 /// Broadcasts the shapes of all `values` together, reporting the first pair
