@@ -97,7 +97,7 @@ constexpr int64_t kMaxFoldedElements = 1 << 22;
 /// outputs carry values too. On success fills `outputs` (one entry per node
 /// output); otherwise the error says what is wrong (for example "Reshape:
 /// cannot reshape 2x16 into 3x-1"), without the node name, which the caller
-/// adds. Attribute types are checked first (checkAttributeTypes), and every
+/// adds. Attributes are checked first (checkAttributes), and every
 /// output's size is checked (checkTensorSize) before it is returned.
 llvm::Error inferNode(const onnx::NodeProto &node, int64_t opset,
                       const std::vector<const ValueInfo *> &inputs,
@@ -112,14 +112,15 @@ const std::vector<std::string> &knownOps();
 // Attributes: one reader, with the types checked, for inference and importer.
 //===----------------------------------------------------------------------===//
 
-/// Checks every attribute of `node` whose name the importer reads against
-/// the type ONNX gives it (transA is an INT, perm INTS, alpha a FLOAT, ...),
-/// as onnxruntime does, rather than reading a mistyped one as its default.
-/// The message names the op type, the attribute, and both types.
-llvm::Error checkAttributeTypes(const onnx::NodeProto &node);
+/// Checks every attribute of `node`: its name must be one the op has, and
+/// its type the one ONNX gives it (transA is an INT, perm INTS, alpha a
+/// FLOAT, ...). Mistyped attributes used to be read as their defaults;
+/// onnxruntime refuses both. The message names the op type, the attribute,
+/// and for a type mismatch both types.
+llvm::Error checkAttributes(const onnx::NodeProto &node);
 
 /// The attribute `name` of `node`, or null. Readers below assume
-/// checkAttributeTypes passed; a mistyped attribute reads as absent.
+/// checkAttributes passed; a mistyped attribute reads as absent.
 const onnx::AttributeProto *findAttribute(const onnx::NodeProto &node,
                                           const std::string &name);
 int64_t getIntAttribute(const onnx::NodeProto &node, const std::string &name,

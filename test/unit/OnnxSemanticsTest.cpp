@@ -930,10 +930,11 @@ TEST(OnnxSemantics, MistypedAttributesAreRefused) {
   setFloat(concat, "axis", 1);
   EXPECT_EQ(inferError(concat, 17, {&x, &x}),
             "Concat: attribute 'axis' must be INT, got FLOAT");
-  // An attribute the importer does not read is not its business.
+  // An attribute the op does not have is refused too (a misspelt one would
+  // otherwise be silently ignored).
   onnx::NodeProto relu = makeNode("Relu");
-  setFloat(relu, "unrelated", 1);
-  EXPECT_EQ(inferOne(relu, 17, {&x}).shape, Shape({2, 3}));
+  setFloat(relu, "alpha", 1);
+  EXPECT_EQ(inferError(relu, 17, {&x}), "Relu: unknown attribute 'alpha'");
 }
 
 TEST(OnnxSemantics, EmptyOutputsAreKnown) {

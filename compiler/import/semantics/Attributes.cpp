@@ -3,10 +3,10 @@
 // ONNX stores an attribute's value in the field its `type` names (i, f,
 // ints, t, ...); reading another field gives that field's default, so a
 // Gemm whose transA is a STRING would silently compute A B instead of A' B.
-// inferNode therefore checks the type of every attribute the importer reads
-// before any handler runs, and refuses a mismatch as onnxruntime does; the
-// readers below are the only way handlers (inference and the importer's)
-// read attributes.
+// inferNode therefore checks every attribute before any handler runs: its
+// name must be one the op has, and its type the one ONNX gives it; like
+// onnxruntime, the importer refuses anything else. The readers below are the
+// only way handlers (inference and the importer's) read attributes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,7 +14,9 @@
 
 #include "onnx/onnx.pb.h"
 
+#include <algorithm>
 #include <unordered_map>
+#include <vector>
 
 namespace zplan::onnx_import {
 
@@ -64,6 +66,50 @@ const std::unordered_map<std::string, AttributeType> &expectedTypes() {
   return table;
 }
 
+/// The attributes each op has (at any opset the importer reads). ONNX
+/// rejects a node with any other: a misspelt or foreign attribute is an
+/// invalid model, and reading on without it would compute something else.
+const std::unordered_map<std::string, std::vector<std::string>> &
+attributesByOp() {
+  static const std::unordered_map<std::string, std::vector<std::string>>
+      table = {
+          {"Constant",
+           {"value", "value_float", "value_floats", "value_int", "value_ints",
+            "value_string", "value_strings", "sparse_value"}},
+          {"Shape", {"start", "end"}},
+          // Before opset 10 Slice took these as attributes.
+          {"Slice", {"starts", "ends", "axes"}},
+          {"ConstantOfShape", {"value"}},
+          {"Gather", {"axis"}},
+          {"GatherElements", {"axis"}},
+          {"Trilu", {"upper"}},
+          {"Concat", {"axis"}},
+          {"Split", {"axis", "split", "num_outputs"}},
+          {"Transpose", {"perm"}},
+          {"Reshape", {"allowzero"}},
+          {"Flatten", {"axis"}},
+          {"Unsqueeze", {"axes"}},
+          {"Squeeze", {"axes"}},
+          {"Mod", {"fmod"}},
+          {"IsInf", {"detect_negative", "detect_positive"}},
+          {"Cast", {"to", "saturate"}},
+          {"CastLike", {"saturate"}},
+          {"Gemm", {"alpha", "beta", "transA", "transB"}},
+          {"ReduceMean", {"axes", "keepdims", "noop_with_empty_axes"}},
+          {"ReduceSum", {"axes", "keepdims", "noop_with_empty_axes"}},
+          {"ReduceMax", {"axes", "keepdims", "noop_with_empty_axes"}},
+          {"ReduceMin", {"axes", "keepdims", "noop_with_empty_axes"}},
+          {"ArgMax", {"axis", "keepdims", "select_last_index"}},
+          {"ArgMin", {"axis", "keepdims", "select_last_index"}},
+          {"Softmax", {"axis"}},
+          {"LogSoftmax", {"axis"}},
+          {"LayerNormalization", {"axis", "epsilon", "stash_type"}},
+          {"CumSum", {"exclusive", "reverse"}},
+          {"Dropout", {"ratio", "seed"}},
+      };
+  return table;
+}
+
 std::string typeSpelling(int type) {
   if (!onnx::AttributeProto::AttributeType_IsValid(type))
     return "type " + std::to_string(type);
@@ -81,9 +127,18 @@ const onnx::AttributeProto *findTyped(const onnx::NodeProto &node,
 
 } // namespace
 
-llvm::Error checkAttributeTypes(const onnx::NodeProto &node) {
+llvm::Error checkAttributes(const onnx::NodeProto &node) {
   const auto &table = expectedTypes();
+  static const std::vector<std::string> none;
+  auto known = attributesByOp().find(node.op_type());
+  const std::vector<std::string> &allowed =
+      known == attributesByOp().end() ? none : known->second;
   for (const onnx::AttributeProto &attribute : node.attribute()) {
+    if (std::find(allowed.begin(), allowed.end(), attribute.name()) ==
+        allowed.end())
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          node.op_type() + ": unknown attribute '" + attribute.name() + "'");
     auto expected = table.find(attribute.name());
     if (expected == table.end() || attribute.type() == expected->second)
       continue;

@@ -363,6 +363,8 @@ struct OpEntry {
   size_t requiredInputs;
   size_t maxInputs;
   bool variadic = false;
+  /// The first default-domain opset with the op.
+  int64_t sinceOpset = 0;
 };
 
 const std::unordered_map<std::string, OpEntry> &getOpTable() {
@@ -377,7 +379,7 @@ const std::unordered_map<std::string, OpEntry> &getOpTable() {
       {"Gather", {inferGather, 2, 2}},
       {"GatherElements", {inferGatherElements, 2, 2}},
       {"Slice", {inferSlice, 1, 5}},
-      {"Trilu", {inferTrilu, 1, 2}},
+      {"Trilu", {inferTrilu, 1, 2, false, 14}},
       {"Concat", {inferConcat, 1, kAny, true}},
       {"Split", {inferSplit, 1, 2}},
       {"Expand", {inferExpand, 2, 2}},
@@ -424,7 +426,7 @@ const std::unordered_map<std::string, OpEntry> &getOpTable() {
       {"IsNaN", {inferFloatClassification, 1, 1}},
       {"IsInf", {inferFloatClassification, 1, 1}},
       {"Cast", {inferCast, 1, 1}},
-      {"CastLike", {inferCast, 2, 2}},
+      {"CastLike", {inferCast, 2, 2, false, 15}},
       {"MatMul", {inferMatMul, 2, 2}},
       {"Gemm", {inferGemm, 2, 3}},
       {"ReduceMean", {inferReduce, 1, 2}},
@@ -435,7 +437,7 @@ const std::unordered_map<std::string, OpEntry> &getOpTable() {
       {"ArgMin", {inferArgMinMax, 1, 1}},
       {"Softmax", {inferSoftmax, 1, 1}},
       {"LogSoftmax", {inferSoftmax, 1, 1}},
-      {"LayerNormalization", {inferLayerNormalization, 2, 3}},
+      {"LayerNormalization", {inferLayerNormalization, 2, 3, false, 17}},
       {"CumSum", {inferCumSum, 2, 2}},
       {"Dropout", {inferDropout, 1, 3}},
   };
@@ -486,7 +488,14 @@ llvm::Error inferNode(const onnx::NodeProto &node, int64_t opset,
                                std::to_string(opset) + ")");
   if (outputs.empty())
     return opError(opType, "the node has no outputs");
-  if (llvm::Error err = checkAttributeTypes(node))
+  // Ops younger than the oldest opset read: before their first version the
+  // name belongs to no ONNX op, and onnxruntime refuses the node.
+  if (opset < found->second.sinceOpset)
+    return opError(opType, "is an operator of opset " +
+                               std::to_string(found->second.sinceOpset) +
+                               " and later; the model is opset " +
+                               std::to_string(opset));
+  if (llvm::Error err = checkAttributes(node))
     return err;
   if (llvm::Error err = checkInputs(opType, found->second, inputs))
     return err;

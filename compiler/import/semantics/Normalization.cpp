@@ -211,12 +211,6 @@ llvm::Error inferSoftmax(NodeContext &ctx) {
 }
 
 llvm::Error inferLayerNormalization(NodeContext &ctx) {
-  // LayerNormalization entered the default domain at opset 17; before that
-  // the name belongs to no ONNX op, and onnxruntime refuses it.
-  if (ctx.getOpset() < 17)
-    return ctx.error("is an operator of opset 17 and later; the model is "
-                     "opset " +
-                     std::to_string(ctx.getOpset()));
   const ValueInfo &data = *ctx.input(0), &scale = *ctx.input(1);
   const ValueInfo *bias = ctx.input(2);
   int64_t rank = data.shape.size();
@@ -344,6 +338,15 @@ llvm::Error inferCumSum(NodeContext &ctx) {
 llvm::Error inferDropout(NodeContext &ctx) {
   const ValueInfo &data = *ctx.input(0);
   // Inference only: the op is the identity and every mask element is true.
+  // The ratio is not used, but a ratio that is not a float scalar is an
+  // invalid node, not one to run.
+  if (const ValueInfo *ratio = ctx.input(1)) {
+    if (!elementTypeInfo(ratio->type).isFloat ||
+        numElements(ratio->shape) != 1)
+      return ctx.error("ratio (input 1) must be a floating-point scalar, "
+                       "got " +
+                       formatShape(ratio->shape) + " " + typeName(ratio->type));
+  }
   if (ctx.getOpset() >= 12 && ctx.input(2)) {
     int64_t training;
     if (llvm::Error err = getConstantScalar(ctx, 2, "training_mode", training))
