@@ -1204,7 +1204,8 @@ llvm::Error OnnxImporter::importReduce(const onnx::NodeProto &node) {
           getIntsAttribute(node, "axes"))
     axes = *given;
   else if (const ValueInfo *info = inputInfo(node, 1); info && info->value)
-    axes = info->value->ints;
+    for (int64_t i = 0; i < info->value->numElements(); ++i)
+      axes.push_back(info->value->getInt(i));
   if (axes.empty() && !getIntAttribute(node, "noop_with_empty_axes", 0))
     for (int64_t d = 0; d < rank; ++d)
       axes.push_back(d);

@@ -972,6 +972,20 @@ TEST(OnnxSemantics, ShapeArithmeticOverflowIsAnError) {
             "Expand: the target shape [2, -1] has negative dimension -1");
 }
 
+TEST(OnnxSemantics, ReduceAttributesFollowTheOpset) {
+  ValueInfo x = runtime({2, 3});
+  // Before opset 18 the importer would read noop_with_empty_axes where
+  // inference reduces every axis; the node is refused instead.
+  onnx::NodeProto mean = makeNode("ReduceMean");
+  setInt(mean, "noop_with_empty_axes", 1);
+  EXPECT_EQ(inferError(mean, 13, {&x}),
+            "ReduceMean: noop_with_empty_axes exists from opset 18 (the "
+            "model is opset 13)");
+  ValueInfo floatAxes = constFloats({1}, {1});
+  EXPECT_EQ(inferError(makeNode("ReduceMean", 2), 18, {&x, &floatAxes}),
+            "ReduceMean: axes (input 1) must be i64, got f32");
+}
+
 TEST(OnnxSemantics, LayerNormalizationNeedsOpset17AndOneType) {
   ValueInfo x = runtime({2, 4}), scale = runtime({4});
   EXPECT_EQ(inferError(makeNode("LayerNormalization", 2), 16, {&x, &scale}),

@@ -71,8 +71,8 @@ const std::unordered_map<std::string, AttributeType> &expectedTypes() {
 /// invalid model, and reading on without it would compute something else.
 const std::unordered_map<std::string, std::vector<std::string>> &
 attributesByOp() {
-  static const std::unordered_map<std::string, std::vector<std::string>>
-      table = {
+  static const std::unordered_map<std::string, std::vector<std::string>> table =
+      {
           {"Constant",
            {"value", "value_float", "value_floats", "value_int", "value_ints",
             "value_string", "value_strings", "sparse_value"}},
@@ -136,9 +136,9 @@ llvm::Error checkAttributes(const onnx::NodeProto &node) {
   for (const onnx::AttributeProto &attribute : node.attribute()) {
     if (std::find(allowed.begin(), allowed.end(), attribute.name()) ==
         allowed.end())
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          node.op_type() + ": unknown attribute '" + attribute.name() + "'");
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     node.op_type() + ": unknown attribute '" +
+                                         attribute.name() + "'");
     auto expected = table.find(attribute.name());
     if (expected == table.end() || attribute.type() == expected->second)
       continue;

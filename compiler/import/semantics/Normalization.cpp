@@ -29,6 +29,12 @@ llvm::Error inferReduce(NodeContext &ctx) {
                      std::to_string(inputSince) +
                      ", not an attribute (the model is opset " +
                      std::to_string(ctx.getOpset()) + ")");
+  // noop_with_empty_axes came with the input form; the importer reads it
+  // whenever it is present, so an older node must not carry it.
+  if (!axesAsInput && ctx.findAttribute("noop_with_empty_axes"))
+    return ctx.error("noop_with_empty_axes exists from opset " +
+                     std::to_string(inputSince) + " (the model is opset " +
+                     std::to_string(ctx.getOpset()) + ")");
   if (!axesAsInput && ctx.input(1))
     return ctx.error("axes is an attribute before opset " +
                      std::to_string(inputSince) +
@@ -40,6 +46,9 @@ llvm::Error inferReduce(NodeContext &ctx) {
       const HostTensor *tensor;
       if (llvm::Error err = ctx.getConstantInput(1, "axes", tensor))
         return err;
+      if (tensor->type != ElementType::I64)
+        return ctx.error("axes (input 1) must be i64, got " +
+                         typeName(tensor->type));
       axes = toInts(*tensor);
     }
     if (axes.empty() && ctx.getInt("noop_with_empty_axes", 0) != 0) {
@@ -341,8 +350,7 @@ llvm::Error inferDropout(NodeContext &ctx) {
   // The ratio is not used, but a ratio that is not a float scalar is an
   // invalid node, not one to run.
   if (const ValueInfo *ratio = ctx.input(1)) {
-    if (!elementTypeInfo(ratio->type).isFloat ||
-        numElements(ratio->shape) != 1)
+    if (!elementTypeInfo(ratio->type).isFloat || numElements(ratio->shape) != 1)
       return ctx.error("ratio (input 1) must be a floating-point scalar, "
                        "got " +
                        formatShape(ratio->shape) + " " + typeName(ratio->type));
