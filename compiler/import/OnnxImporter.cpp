@@ -531,6 +531,16 @@ llvm::Error OnnxImporter::declareInitializers() {
         numElements(entry.info.shape) > kMaxConstantInitializerElements;
     std::string bytes, file;
     int64_t offset = 0, length = 0;
+    // A constant's bytes are read and decoded: bound them before reading.
+    if (!trainable && numElements(entry.info.shape) > kMaxDecodedElements)
+      return makeError("initializer '" + tensor.name() + "' (" +
+                       formatShape(entry.info.shape) + " " +
+                       llvm::Twine(elementTypeInfo(*type).name) +
+                       ") is too large for a constant: constants are decoded "
+                       "up to " +
+                       llvm::Twine(kMaxDecodedElements) +
+                       " elements, and only floating-point initializers "
+                       "become parameters");
     if (external) {
       // checkTensorSize has bounded this product.
       int64_t expected =

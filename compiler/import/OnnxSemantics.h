@@ -91,6 +91,12 @@ struct ValueInfo {
 /// results stay runtime values (their shape is still inferred).
 constexpr int64_t kMaxFoldedElements = 1 << 22;
 
+/// Upper bound on the elements of a tensor whose contents are decoded
+/// (Constant nodes, non-parameter initializers). Decoded values take 8 bytes
+/// each, so without a bound a model of int8 constants within protobuf's
+/// 2 GiB would need 16 GiB; past it the model is refused, not the allocator.
+constexpr int64_t kMaxDecodedElements = int64_t(1) << 27;
+
 /// Infers the outputs of `node` (domain "" / "ai.onnx", at `opset`) from what
 /// is known of its inputs. `inputs[i]` is null for an omitted optional input.
 /// When every input the op reads is constant and the op is foldable, the

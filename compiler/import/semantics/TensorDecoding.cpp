@@ -170,6 +170,11 @@ llvm::Error decodeTensor(const onnx::TensorProto &proto, HostTensor &out,
   if (llvm::Error err = checkTensorSize(out.shape, out.type))
     return decodeError(description + ": " + llvm::toString(std::move(err)));
   int64_t count = out.numElements();
+  if (count > kMaxDecodedElements)
+    return decodeError(description + " has " + std::to_string(count) +
+                       " elements; constants are decoded up to " +
+                       std::to_string(kMaxDecodedElements) +
+                       " (only floating-point initializers become parameters)");
 
   const std::string *bytes = nullptr;
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
