@@ -182,6 +182,7 @@ private:
   llvm::Error checkValueDefinitions();
   llvm::Error declareInitializers();
   llvm::Error declareInputs(SmallVectorImpl<Type> &argTypes);
+  llvm::Error checkInitializerDeclaration(const onnx::ValueInfoProto &input);
   llvm::Error importNode(const onnx::NodeProto &node);
   llvm::Error emitReturn(func::FuncOp func);
 
@@ -592,6 +593,32 @@ llvm::Error OnnxImporter::declareInitializers() {
   return llvm::Error::success();
 }
 
+llvm::Error
+OnnxImporter::checkInitializerDeclaration(const onnx::ValueInfoProto &input) {
+  const ValueInfo &info = values.find(input.name())->second.info;
+  const onnx::TypeProto &type = input.type();
+  if (!type.has_tensor_type())
+    return llvm::Error::success();
+  int32_t declared = type.tensor_type().elem_type();
+  if (declared != 0 && declared != elementTypeInfo(info.type).onnx)
+    return makeError("graph input '" + input.name() +
+                     "' declares ONNX data type " + llvm::Twine(declared) +
+                     ", but its initializer is " +
+                     llvm::Twine(elementTypeInfo(info.type).name));
+  if (!type.tensor_type().has_shape())
+    return llvm::Error::success();
+  const onnx::TensorShapeProto &shape = type.tensor_type().shape();
+  bool matches = static_cast<size_t>(shape.dim_size()) == info.shape.size();
+  for (int d = 0; matches && d < shape.dim_size(); ++d)
+    matches = !shape.dim(d).has_dim_value() ||
+              shape.dim(d).dim_value() == info.shape[d];
+  if (!matches)
+    return makeError("graph input '" + input.name() +
+                     "' declares a shape its initializer (" +
+                     formatShape(info.shape) + ") does not have");
+  return llvm::Error::success();
+}
+
 llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
   // Older exporters list initializers among the inputs too; those are not
   // arguments.
@@ -619,8 +646,13 @@ llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
       return makeError("a graph input has no name");
   }
   for (const onnx::ValueInfoProto &input : model.graph().input()) {
-    if (!isArgument(input))
+    if (!isArgument(input)) {
+      // An initializer listed among the inputs (IR < 4) is the initializer;
+      // a declaration that contradicts it is an invalid model.
+      if (llvm::Error error = checkInitializerDeclaration(input))
+        return error;
       continue;
+    }
     const onnx::TypeProto &type = input.type();
     if (!type.has_tensor_type())
       return makeError("graph input '" + input.name() + "' is not a tensor");
