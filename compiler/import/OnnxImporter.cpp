@@ -18,6 +18,7 @@
 #include "dialects/zero/ZeroDialect.h"
 #include "onnx/onnx.pb.h"
 
+#include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -31,6 +32,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <limits>
+
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
@@ -40,6 +43,12 @@ using namespace zplan;
 using namespace zplan::onnx_import;
 
 namespace {
+
+/// IR versions read: 3 (ONNX 1.1) is the oldest with opset imports as they
+/// are used here; 10 (ONNX 1.16) the newest whose format this reader knows.
+/// Real exporters write 7 to 10 (torch 2.5 writes 8).
+constexpr int64_t kMinIrVersion = 3;
+constexpr int64_t kMaxIrVersion = 10;
 
 /// Oldest and newest default-domain opsets whose semantics inferNode follows.
 constexpr int64_t kMinOpset = 11;
@@ -79,6 +88,21 @@ public:
   std::string text;
 };
 
+/// The size of the regular file at `path`. Anything else (a directory, a
+/// device such as /dev/zero, a FIFO) is refused: its size says nothing of
+/// what reading it would return, and reading it may never end. The error
+/// is the reason alone; callers say which file it is.
+llvm::Expected<uint64_t> regularFileSize(const llvm::Twine &path) {
+  llvm::sys::fs::file_status status;
+  if (std::error_code error = llvm::sys::fs::status(path, status))
+    return makeError(error.message());
+  if (status.type() == llvm::sys::fs::file_type::directory_file)
+    return makeError("Is a directory");
+  if (status.type() != llvm::sys::fs::file_type::regular_file)
+    return makeError("not a regular file (a device, FIFO or socket)");
+  return status.getSize();
+}
+
 /// Reads an initializer's ONNX external data (location, offset, length
 /// relative to `modelDir`), checking the range against the file. With
 /// `readData` false only the range is checked: a parameter's bytes are read
@@ -87,7 +111,8 @@ public:
 llvm::Error readExternalBytes(const onnx::TensorProto &tensor,
                               StringRef modelDir, std::string &bytes,
                               std::string &file, int64_t &offset,
-                              int64_t &length, bool readData = true) {
+                              int64_t &length, bool readData = true,
+                              int64_t expectedBytes = -1) {
   offset = 0;
   length = -1;
   for (const onnx::StringStringEntryProto &kv : tensor.external_data()) {
@@ -106,17 +131,21 @@ llvm::Error readExternalBytes(const onnx::TensorProto &tensor,
                      "' has external data without a location");
   SmallString<256> full(modelDir);
   llvm::sys::path::append(full, file);
-  uint64_t size = 0;
-  if (std::error_code error = llvm::sys::fs::file_size(full, size))
+  llvm::Expected<uint64_t> fileSize = regularFileSize(full);
+  if (!fileSize)
+    return makeError(
+        "initializer '" + tensor.name() + "': external data file '" + full +
+        "' cannot be read: " + llvm::toString(fileSize.takeError()));
+  uint64_t size = *fileSize;
+  if (size > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     return makeError("initializer '" + tensor.name() +
-                     "': external data file '" + full +
-                     "' cannot be read: " + error.message());
+                     "': external data file '" + full + "' is too large");
   // Written so that no sum can overflow: offset and length come from the
   // model, unchecked.
-  int64_t fileSize = static_cast<int64_t>(size);
-  if (length < 0 && offset <= fileSize)
-    length = fileSize - offset;
-  if (offset > fileSize || length > fileSize - offset) {
+  int64_t available = static_cast<int64_t>(size);
+  if (length < 0 && offset <= available)
+    length = available - offset;
+  if (offset > available || length > available - offset) {
     std::string range = "offset " + std::to_string(offset);
     if (length >= 0)
       range += ", length " + std::to_string(length);
@@ -124,7 +153,9 @@ llvm::Error readExternalBytes(const onnx::TensorProto &tensor,
                      range + " lies outside '" + full + "' (" +
                      llvm::Twine(size) + " bytes)");
   }
-  if (!readData)
+  // The caller compares the length with what the tensor declares before
+  // asking for the bytes, so no read is larger than the tensor.
+  if (!readData || (expectedBytes >= 0 && length != expectedBytes))
     return llvm::Error::success();
   auto buffer = llvm::MemoryBuffer::getFileSlice(full, length, offset);
   if (!buffer)
@@ -146,9 +177,12 @@ public:
 private:
   using Handler = llvm::Error (OnnxImporter::*)(const onnx::NodeProto &);
 
+  llvm::Error checkModel();
   llvm::Error checkOpsets();
+  llvm::Error checkValueDefinitions();
   llvm::Error declareInitializers();
   llvm::Error declareInputs(SmallVectorImpl<Type> &argTypes);
+  llvm::Error checkInitializerDeclaration(const onnx::ValueInfoProto &input);
   llvm::Error importNode(const onnx::NodeProto &node);
   llvm::Error emitReturn(func::FuncOp func);
 
@@ -167,8 +201,8 @@ private:
   RankedTensorType outputType(int index) { return tensorType(outputs[index]); }
   llvm::Error readExternalData(const onnx::TensorProto &tensor,
                                std::string &bytes, std::string &file,
-                               int64_t &offset, int64_t &length,
-                               bool readData);
+                               int64_t &offset, int64_t &length, bool readData,
+                               int64_t expectedBytes);
 
   // Handlers, one per ONNX op family (see handlerTable()).
   template <typename OpT> llvm::Error importUnary(const onnx::NodeProto &node);
@@ -214,6 +248,8 @@ private:
   llvm::StringMap<Entry> values;
   /// What inferNode said about the current node's outputs.
   std::vector<ValueInfo> outputs;
+  /// MLIR types by ElementType, parsed from the shared table's names.
+  Type elementTypes[std::size(kElementTypes)];
 };
 
 //===----------------------------------------------------------------------===//
@@ -221,45 +257,37 @@ private:
 //===----------------------------------------------------------------------===//
 
 Type OnnxImporter::elementType(ElementType type) {
-  switch (type) {
-  case ElementType::Float32:
-    return builder.getF32Type();
-  case ElementType::Float16:
-    return builder.getF16Type();
-  case ElementType::BFloat16:
-    return builder.getBF16Type();
-  case ElementType::Float64:
-    return builder.getF64Type();
-  case ElementType::Int64:
-    return builder.getI64Type();
-  case ElementType::Int32:
-    return builder.getI32Type();
-  case ElementType::Int8:
-    return builder.getI8Type();
-  case ElementType::UInt8:
-    return builder.getIntegerType(8, /*isSigned=*/false);
-  case ElementType::Bool:
-    return builder.getI1Type();
-  }
-  llvm_unreachable("unknown element type");
+  // The table's name is the MLIR spelling, so parsing it is the mapping; a
+  // type parses once per importer.
+  Type &cached = elementTypes[static_cast<unsigned>(type)];
+  if (!cached)
+    cached = parseType(elementTypeInfo(type).name, &context);
+  assert(cached && "kElementTypes names a type MLIR cannot parse");
+  return cached;
 }
 
 RankedTensorType OnnxImporter::tensorType(const ValueInfo &info) {
   return RankedTensorType::get(info.shape, elementType(info.type));
 }
 
+/// How diagnostics and locations name a node: its name, else its first
+/// output (a node may have neither, which checkValueDefinitions refuses).
+static std::string firstOutputName(const onnx::NodeProto &node) {
+  return node.output_size() ? node.output(0) : std::string();
+}
+
 Location OnnxImporter::loc(const onnx::NodeProto &node) {
   std::string name = node.name().empty()
-                         ? node.op_type() + "(" + node.output(0) + ")"
+                         ? node.op_type() + "(" + firstOutputName(node) + ")"
                          : node.name();
   return NameLoc::get(builder.getStringAttr(name));
 }
 
 llvm::Error OnnxImporter::nodeError(const onnx::NodeProto &node,
                                     const llvm::Twine &what) {
-  std::string name = node.name().empty() ? "<unnamed, output '" +
-                                               node.output(0) + "'>"
-                                         : node.name();
+  std::string name = node.name().empty()
+                         ? "<unnamed, output '" + firstOutputName(node) + "'>"
+                         : node.name();
   return makeError("node '" + name + "' (" + node.op_type() + "): " + what);
 }
 
@@ -297,15 +325,15 @@ Value OnnxImporter::materializeConstant(const HostTensor &tensor,
     for (int64_t i = 0; i < count; ++i)
       bits[i] = tensor.getInt(i) != 0;
     attr = DenseElementsAttr::get(type, ArrayRef<bool>(bits));
-  } else if (isFloatType(tensor.type)) {
+  } else if (elementTypeInfo(tensor.type).isFloat) {
     auto floatType = llvm::cast<FloatType>(type.getElementType());
     SmallVector<APFloat> elements;
     elements.reserve(count);
     for (int64_t i = 0; i < count; ++i) {
       APFloat value(tensor.getDouble(i));
       bool losesInfo = false;
-      value.convert(floatType.getFloatSemantics(),
-                    APFloat::rmNearestTiesToEven, &losesInfo);
+      value.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                    &losesInfo);
       elements.push_back(value);
     }
     attr = DenseElementsAttr::get(type, elements);
@@ -344,8 +372,8 @@ Value OnnxImporter::gatherParameter(StringRef name, Entry &entry) {
   Value token = builder.create<zero::GatherStartOp>(
       location, zero::GatherTokenType::get(&context), ValueRange{shard},
       /*group=*/nullptr);
-  auto wait = builder.create<zero::GatherWaitOp>(location, TypeRange{type},
-                                                 token);
+  auto wait =
+      builder.create<zero::GatherWaitOp>(location, TypeRange{type}, token);
   lastHoisted = wait;
   return wait.getResult(0);
 }
@@ -365,10 +393,30 @@ void OnnxImporter::setOutputs(const onnx::NodeProto &node, ValueRange results) {
 // Model-level structure
 //===----------------------------------------------------------------------===//
 
+llvm::Error OnnxImporter::checkModel() {
+  int64_t irVersion = model.ir_version();
+  if (irVersion < kMinIrVersion || irVersion > kMaxIrVersion)
+    return makeError(
+        "the model has IR version " + llvm::Twine(irVersion) +
+        (irVersion == 0 ? " (missing)" : "") + "; supported are IR versions " +
+        llvm::Twine(kMinIrVersion) + " to " + llvm::Twine(kMaxIrVersion));
+  if (model.graph().output_size() == 0)
+    return makeError("the graph has no outputs");
+  return llvm::Error::success();
+}
+
 llvm::Error OnnxImporter::checkOpsets() {
   for (const onnx::OperatorSetIdProto &set : model.opset_import()) {
-    if (set.domain().empty() || set.domain() == "ai.onnx")
-      opset = set.version();
+    if (!set.domain().empty() && set.domain() != "ai.onnx")
+      continue;
+    // "" and "ai.onnx" are one domain; two versions of it leave the
+    // semantics of every node ambiguous.
+    if (opset != 0 && set.version() != opset)
+      return makeError("the model imports the default ONNX domain twice, as "
+                       "opsets " +
+                       llvm::Twine(opset) + " and " +
+                       llvm::Twine(set.version()));
+    opset = set.version();
   }
   if (opset == 0)
     return makeError("the model imports no opset of the default ONNX domain");
@@ -379,23 +427,48 @@ llvm::Error OnnxImporter::checkOpsets() {
   return llvm::Error::success();
 }
 
+/// ONNX graphs are in SSA form: every value has one definition. A node
+/// output that redefines a graph input, an initializer or an earlier output
+/// would silently rebind the name; graph outputs listed twice would give the
+/// function two results of one name.
+llvm::Error OnnxImporter::checkValueDefinitions() {
+  llvm::StringSet<> defined;
+  for (const auto &entry : values)
+    defined.insert(entry.getKey());
+  for (const onnx::NodeProto &node : model.graph().node()) {
+    if (node.output_size() == 0)
+      return nodeError(node, "the node has no outputs");
+    for (const std::string &output : node.output())
+      if (!output.empty() && !defined.insert(output).second)
+        return nodeError(node, "output '" + output +
+                                   "' is already defined (by a graph input, "
+                                   "an initializer or another node output)");
+  }
+  llvm::StringSet<> outputs;
+  for (const onnx::ValueInfoProto &output : model.graph().output())
+    if (!outputs.insert(output.name()).second)
+      return makeError("graph output '" + output.name() + "' is listed twice");
+  return llvm::Error::success();
+}
+
 llvm::Error OnnxImporter::readExternalData(const onnx::TensorProto &tensor,
                                            std::string &bytes,
                                            std::string &file, int64_t &offset,
-                                           int64_t &length, bool readData) {
+                                           int64_t &length, bool readData,
+                                           int64_t expectedBytes) {
   return readExternalBytes(tensor, modelDir, bytes, file, offset, length,
-                           readData);
+                           readData, expectedBytes);
 }
-
 
 /// Checks that an initializer's inline data (raw_data, or the typed field
 /// its element type uses) holds exactly the elements its shape says.
 static llvm::Error checkInlineDataSize(const onnx::TensorProto &tensor,
                                        const ValueInfo &info) {
   int64_t count = numElements(info.shape);
-  std::string what = formatShape(info.shape) + " " + elementTypeName(info.type);
+  std::string what = formatShape(info.shape) + " " +
+                     std::string(elementTypeInfo(info.type).name);
   if (!tensor.raw_data().empty()) {
-    int64_t expected = count * elementByteSize(info.type);
+    int64_t expected = count * int64_t(elementTypeInfo(info.type).bytes);
     int64_t present = static_cast<int64_t>(tensor.raw_data().size());
     if (present != expected)
       return makeError("initializer '" + tensor.name() + "': raw_data holds " +
@@ -406,15 +479,15 @@ static llvm::Error checkInlineDataSize(const onnx::TensorProto &tensor,
   int64_t present;
   const char *field;
   switch (info.type) {
-  case ElementType::Float32:
+  case ElementType::F32:
     present = tensor.float_data_size();
     field = "float_data";
     break;
-  case ElementType::Float64:
+  case ElementType::F64:
     present = tensor.double_data_size();
     field = "double_data";
     break;
-  case ElementType::Int64:
+  case ElementType::I64:
     present = tensor.int64_data_size();
     field = "int64_data";
     break;
@@ -439,6 +512,10 @@ llvm::Error OnnxImporter::declareInitializers() {
       return makeError("initializer '" + tensor.name() +
                        "' has unsupported ONNX data type " +
                        llvm::Twine(tensor.data_type()));
+    if (tensor.name().empty())
+      return makeError("an initializer has no name");
+    if (values.count(tensor.name()))
+      return makeError("initializer '" + tensor.name() + "' is defined twice");
     Entry &entry = values[tensor.name()];
     entry.info.type = *type;
     entry.info.shape.assign(tensor.dims().begin(), tensor.dims().end());
@@ -446,27 +523,40 @@ llvm::Error OnnxImporter::declareInitializers() {
       return makeError("initializer '" + tensor.name() +
                        "' has a negative dimension (dims " +
                        formatShape(entry.info.shape) + ")");
-    bool external =
-        tensor.data_location() == onnx::TensorProto::EXTERNAL;
-    bool trainable = isFloatType(*type) &&
-                     numElements(entry.info.shape) >
-                         kMaxConstantInitializerElements;
+    if (llvm::Error error = checkTensorSize(entry.info.shape, *type))
+      return makeError("initializer '" + tensor.name() +
+                       "': " + llvm::toString(std::move(error)));
+    bool external = tensor.data_location() == onnx::TensorProto::EXTERNAL;
+    bool trainable =
+        elementTypeInfo(*type).isFloat &&
+        numElements(entry.info.shape) > kMaxConstantInitializerElements;
     std::string bytes, file;
     int64_t offset = 0, length = 0;
+    // A constant's bytes are read and decoded: bound them before reading.
+    if (!trainable && numElements(entry.info.shape) > kMaxDecodedElements)
+      return makeError("initializer '" + tensor.name() + "' (" +
+                       formatShape(entry.info.shape) + " " +
+                       llvm::Twine(elementTypeInfo(*type).name) +
+                       ") is too large for a constant: constants are decoded "
+                       "up to " +
+                       llvm::Twine(kMaxDecodedElements) +
+                       " elements, and only floating-point initializers "
+                       "become parameters");
     if (external) {
-      if (llvm::Error error = readExternalData(tensor, bytes, file, offset,
-                                               length, !trainable))
-        return error;
+      // checkTensorSize has bounded this product.
       int64_t expected =
-          entry.info.shape.empty()
-              ? elementByteSize(*type)
-              : numElements(entry.info.shape) * elementByteSize(*type);
+          numElements(entry.info.shape) * int64_t(elementTypeInfo(*type).bytes);
+      if (llvm::Error error = readExternalData(tensor, bytes, file, offset,
+                                               length, !trainable, expected))
+        return error;
       if (length != expected)
-        return makeError("initializer '" + tensor.name() + "': external data "
-                         "holds " + llvm::Twine(length) + " bytes, expected " +
+        return makeError("initializer '" + tensor.name() +
+                         "': external data "
+                         "holds " +
+                         llvm::Twine(length) + " bytes, expected " +
                          llvm::Twine(expected) + " for " +
                          formatShape(entry.info.shape) + " " +
-                         elementTypeName(*type));
+                         llvm::Twine(elementTypeInfo(*type).name));
     }
     if (trainable) {
       // Parameters are never folded: their data stays where it is, and only
@@ -489,9 +579,9 @@ llvm::Error OnnxImporter::declareInitializers() {
       continue;
     }
     HostTensor value;
-    std::string error =
-        decodeTensor(tensor, value, external ? &bytes : nullptr);
-    if (!error.empty()) {
+    if (llvm::Error decodeError =
+            decodeTensor(tensor, value, external ? &bytes : nullptr)) {
+      std::string error = llvm::toString(std::move(decodeError));
       // decodeTensor names the tensor itself.
       StringRef message(error);
       if (message.consume_front("tensor '" + tensor.name() + "'"))
@@ -500,6 +590,32 @@ llvm::Error OnnxImporter::declareInitializers() {
     }
     entry.info.value = std::move(value);
   }
+  return llvm::Error::success();
+}
+
+llvm::Error
+OnnxImporter::checkInitializerDeclaration(const onnx::ValueInfoProto &input) {
+  const ValueInfo &info = values.find(input.name())->second.info;
+  const onnx::TypeProto &type = input.type();
+  if (!type.has_tensor_type())
+    return llvm::Error::success();
+  int32_t declared = type.tensor_type().elem_type();
+  if (declared != 0 && declared != elementTypeInfo(info.type).onnx)
+    return makeError("graph input '" + input.name() +
+                     "' declares ONNX data type " + llvm::Twine(declared) +
+                     ", but its initializer is " +
+                     llvm::Twine(elementTypeInfo(info.type).name));
+  if (!type.tensor_type().has_shape())
+    return llvm::Error::success();
+  const onnx::TensorShapeProto &shape = type.tensor_type().shape();
+  bool matches = static_cast<size_t>(shape.dim_size()) == info.shape.size();
+  for (int d = 0; matches && d < shape.dim_size(); ++d)
+    matches = !shape.dim(d).has_dim_value() ||
+              shape.dim(d).dim_value() == info.shape[d];
+  if (!matches)
+    return makeError("graph input '" + input.name() +
+                     "' declares a shape its initializer (" +
+                     formatShape(info.shape) + ") does not have");
   return llvm::Error::success();
 }
 
@@ -521,9 +637,22 @@ llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
       return makeError("--input-shape names '" + name +
                        "', which is not a graph input (inputs: " + known + ")");
 
+  llvm::StringSet<> declared;
   for (const onnx::ValueInfoProto &input : model.graph().input()) {
-    if (!isArgument(input))
+    // A name listed twice would make two arguments for one value.
+    if (!declared.insert(input.name()).second)
+      return makeError("graph input '" + input.name() + "' is listed twice");
+    if (input.name().empty())
+      return makeError("a graph input has no name");
+  }
+  for (const onnx::ValueInfoProto &input : model.graph().input()) {
+    if (!isArgument(input)) {
+      // An initializer listed among the inputs (IR < 4) is the initializer;
+      // a declaration that contradicts it is an invalid model.
+      if (llvm::Error error = checkInitializerDeclaration(input))
+        return error;
       continue;
+    }
     const onnx::TypeProto &type = input.type();
     if (!type.has_tensor_type())
       return makeError("graph input '" + input.name() + "' is not a tensor");
@@ -533,7 +662,7 @@ llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
       return makeError("graph input '" + input.name() +
                        "' has unsupported ONNX data type " +
                        llvm::Twine(type.tensor_type().elem_type()));
-    if (*elementType == ElementType::UInt8)
+    if (*elementType == ElementType::U8)
       return makeError("graph input '" + input.name() +
                        "' is ui8; nn tensors have signless element types, "
                        "so run-time values cannot be unsigned");
@@ -549,8 +678,7 @@ llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
                          "), but the model declares rank " +
                          llvm::Twine(shape.dim_size()));
       for (int d = 0; d < shape.dim_size(); ++d)
-        if (shape.dim(d).has_dim_value() &&
-            shape.dim(d).dim_value() != dims[d])
+        if (shape.dim(d).has_dim_value() && shape.dim(d).dim_value() != dims[d])
           return makeError("--input-shape gives '" + input.name() + "' dim " +
                            llvm::Twine(d) + " = " + llvm::Twine(dims[d]) +
                            ", but the model fixes it to " +
@@ -573,6 +701,9 @@ llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
         dims.push_back(shape.dim(d).dim_value());
       }
     }
+    if (llvm::Error error = checkTensorSize(dims, *elementType))
+      return makeError("graph input '" + input.name() +
+                       "': " + llvm::toString(std::move(error)));
     Entry &entry = values[input.name()];
     entry.info.type = *elementType;
     entry.info.shape = dims;
@@ -582,6 +713,8 @@ llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
 }
 
 llvm::Expected<OwningOpRef<ModuleOp>> OnnxImporter::import() {
+  if (llvm::Error error = checkModel())
+    return std::move(error);
   if (llvm::Error error = checkOpsets())
     return std::move(error);
   OwningOpRef<ModuleOp> owned = ModuleOp::create(builder.getUnknownLoc());
@@ -590,6 +723,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> OnnxImporter::import() {
     return std::move(error);
   SmallVector<Type> argTypes;
   if (llvm::Error error = declareInputs(argTypes))
+    return std::move(error);
+  if (llvm::Error error = checkValueDefinitions())
     return std::move(error);
 
   builder.setInsertionPointToEnd(module.getBody());
@@ -603,8 +738,7 @@ llvm::Expected<OwningOpRef<ModuleOp>> OnnxImporter::import() {
     if (it->second.parameter || it->second.info.isConstant())
       continue;
     it->second.value = entry->getArgument(argIndex);
-    func.setArgAttr(argIndex++, "nn.name",
-                    builder.getStringAttr(input.name()));
+    func.setArgAttr(argIndex++, "nn.name", builder.getStringAttr(input.name()));
   }
   entryBlock = entry;
   builder.setInsertionPointToEnd(entry);
@@ -623,7 +757,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> OnnxImporter::import() {
     });
     if (failed(verify(module)))
       return makeError("the imported module does not verify (an importer "
-                       "bug):\n" + diagnostics);
+                       "bug):\n" +
+                       diagnostics);
   }
   return std::move(owned);
 }
@@ -637,7 +772,7 @@ llvm::Error OnnxImporter::emitReturn(func::FuncOp func) {
       return makeError("graph output '" + output.name() +
                        "' is produced by no node");
     Entry &entry = it->second;
-    if (entry.info.type == ElementType::UInt8)
+    if (entry.info.type == ElementType::U8)
       return makeError("graph output '" + output.name() +
                        "' is ui8; nn tensors have signless element types, "
                        "so outputs cannot be unsigned");
@@ -646,7 +781,8 @@ llvm::Error OnnxImporter::emitReturn(func::FuncOp func) {
       value = entry.value = gatherParameter(output.name(), entry);
     if (!value) {
       value = entry.value = materializeConstant(
-          *entry.info.value, NameLoc::get(builder.getStringAttr(output.name())));
+          *entry.info.value,
+          NameLoc::get(builder.getStringAttr(output.name())));
     }
     // A declared static dim that disagrees with inference is a bad model.
     const onnx::TensorShapeProto &shape = output.type().tensor_type().shape();
@@ -657,7 +793,8 @@ llvm::Error OnnxImporter::emitReturn(func::FuncOp func) {
           return makeError("graph output '" + output.name() + "' is " +
                            formatShape(entry.info.shape) +
                            " after shape inference, but the model declares "
-                           "dim " + llvm::Twine(d) + " = " +
+                           "dim " +
+                           llvm::Twine(d) + " = " +
                            llvm::Twine(shape.dim(d).dim_value()));
     results.push_back(value);
     resultTypes.push_back(value.getType());
@@ -681,14 +818,14 @@ llvm::Error OnnxImporter::importNode(const onnx::NodeProto &node) {
                                "domain (opset " +
                                llvm::Twine(opset) + ") is");
   if (!isKnownOp(node.op_type()))
-    return nodeError(node, "op type " + node.op_type() +
-                               " of the default ONNX domain (opset " +
-                               llvm::Twine(opset) +
-                               ") is not supported; supported op types are: " +
-                               runtimeOpList() +
-                               "; and, when their inputs are compile-time "
-                               "constants: " +
-                               foldOnlyOpList());
+    return nodeError(
+        node,
+        "op type " + node.op_type() + " of the default ONNX domain (opset " +
+            llvm::Twine(opset) +
+            ") is not supported; supported op types are: " + runtimeOpList() +
+            "; and, when their inputs are compile-time "
+            "constants: " +
+            foldOnlyOpList());
   std::vector<const ValueInfo *> inputs;
   for (int i = 0; i < node.input_size(); ++i) {
     if (node.input(i).empty()) {
@@ -704,10 +841,10 @@ llvm::Error OnnxImporter::importNode(const onnx::NodeProto &node) {
     inputs.push_back(&it->second.info);
   }
   outputs.clear();
-  std::string error = inferNode(node, opset, inputs, outputs);
-  if (!error.empty()) {
+  if (llvm::Error inferError = inferNode(node, opset, inputs, outputs)) {
     // inferNode starts its messages with the op type, which nodeError
     // already gives.
+    std::string error = llvm::toString(std::move(inferError));
     StringRef message(error);
     message.consume_front(node.op_type() + ": ");
     return nodeError(node, message);
@@ -736,7 +873,7 @@ llvm::Error OnnxImporter::importNode(const onnx::NodeProto &node) {
                                " is supported only when its inputs are "
                                "compile-time constants");
   for (const ValueInfo &info : outputs)
-    if (!info.isConstant() && info.type == ElementType::UInt8)
+    if (!info.isConstant() && info.type == ElementType::U8)
       return nodeError(node, "computes a ui8 tensor at run time; nn tensors "
                              "have signless element types, so unsigned ones "
                              "are supported only in compile-time constants");
@@ -762,8 +899,9 @@ std::string OnnxImporter::foldOnlyOpList() {
 
 template <typename OpT>
 llvm::Error OnnxImporter::importUnary(const onnx::NodeProto &node) {
-  setOutputs(node, builder.create<OpT>(loc(node), outputType(0), input(node, 0))
-                       ->getResults());
+  setOutputs(node,
+             builder.create<OpT>(loc(node), outputType(0), input(node, 0))
+                 ->getResults());
   return llvm::Error::success();
 }
 
@@ -776,8 +914,9 @@ llvm::Error OnnxImporter::importBinary(const onnx::NodeProto &node) {
   // base's, and the result has the base's. nn ops share one element type.
   if (rhsInfo.type == lhsInfo.type) {
     Value rhs = input(node, 1);
-    setOutputs(node, builder.create<OpT>(loc(node), outputType(0), lhs, rhs)
-                         ->getResults());
+    setOutputs(
+        node,
+        builder.create<OpT>(loc(node), outputType(0), lhs, rhs)->getResults());
     return llvm::Error::success();
   }
   Location location = loc(node);
@@ -787,14 +926,15 @@ llvm::Error OnnxImporter::importBinary(const onnx::NodeProto &node) {
         location, RankedTensorType::get(shaped.getShape(), elementType(type)),
         value);
   };
-  if (!isFloatType(lhsInfo.type) && isFloatType(rhsInfo.type)) {
+  if (!elementTypeInfo(lhsInfo.type).isFloat &&
+      elementTypeInfo(rhsInfo.type).isFloat) {
     // An integer raised to a fractional power: compute in the exponent's
     // float type and truncate, as folding (and onnxruntime) does; converting
     // the exponent to an integer would change the result (4 ^ 0.5 is 2,
     // 4 ^ 0 is 1).
     Value power = builder.create<OpT>(
-        location, RankedTensorType::get(outputs[0].shape,
-                                        elementType(rhsInfo.type)),
+        location,
+        RankedTensorType::get(outputs[0].shape, elementType(rhsInfo.type)),
         castTo(lhs, rhsInfo.type), input(node, 1));
     setOutputs(node, castTo(power, lhsInfo.type));
     return llvm::Error::success();
@@ -805,17 +945,17 @@ llvm::Error OnnxImporter::importBinary(const onnx::NodeProto &node) {
     // than by a run-time cast.
     const HostTensor &exponent = *rhsInfo.value;
     HostTensor converted =
-        isFloatType(exponent.type)
+        elementTypeInfo(exponent.type).isFloat
             ? HostTensor::fromFloats(lhsInfo.type, exponent.shape,
                                      exponent.floats)
-            : HostTensor::fromInts(lhsInfo.type, exponent.shape,
-                                   exponent.ints);
+            : HostTensor::fromInts(lhsInfo.type, exponent.shape, exponent.ints);
     rhs = materializeConstant(converted, location);
   } else {
     rhs = castTo(input(node, 1), lhsInfo.type);
   }
-  setOutputs(node, builder.create<OpT>(location, outputType(0), lhs, rhs)
-                       ->getResults());
+  setOutputs(
+      node,
+      builder.create<OpT>(location, outputType(0), lhs, rhs)->getResults());
   return llvm::Error::success();
 }
 
@@ -826,9 +966,9 @@ llvm::Error OnnxImporter::importVariadic(const onnx::NodeProto &node) {
     Value next = input(node, i);
     auto lhsShape = llvm::cast<RankedTensorType>(result.getType()).getShape();
     auto rhsShape = llvm::cast<RankedTensorType>(next.getType()).getShape();
-    std::optional<std::vector<int64_t>> shape = broadcastShapes(
-        std::vector<int64_t>(lhsShape.begin(), lhsShape.end()),
-        std::vector<int64_t>(rhsShape.begin(), rhsShape.end()));
+    std::optional<std::vector<int64_t>> shape =
+        broadcastShapes(std::vector<int64_t>(lhsShape.begin(), lhsShape.end()),
+                        std::vector<int64_t>(rhsShape.begin(), rhsShape.end()));
     auto type =
         RankedTensorType::get(*shape, getElementTypeOrSelf(result.getType()));
     if (node.op_type() == "Max")
@@ -863,8 +1003,8 @@ llvm::Error OnnxImporter::importWhere(const onnx::NodeProto &node) {
   Value onTrue = input(node, 1);
   Value onFalse = input(node, 2);
   setOutputs(node, builder
-                       .create<nn::WhereOp>(loc(node), outputType(0),
-                                            condition, onTrue, onFalse)
+                       .create<nn::WhereOp>(loc(node), outputType(0), condition,
+                                            onTrue, onFalse)
                        ->getResults());
   return llvm::Error::success();
 }
@@ -873,9 +1013,10 @@ llvm::Error OnnxImporter::importWhere(const onnx::NodeProto &node) {
 /// unsupported input, not an importer bug for the verifier to find.
 llvm::Error OnnxImporter::checkFloatOperands(const onnx::NodeProto &node) {
   ElementType type = inputInfo(node, 0)->type;
-  if (isFloatType(type))
+  if (elementTypeInfo(type).isFloat)
     return llvm::Error::success();
-  return nodeError(node, std::string("operands are ") + elementTypeName(type) +
+  return nodeError(node, "operands are " +
+                             llvm::Twine(elementTypeInfo(type).name) +
                              "; a product computed at run time needs "
                              "floating-point operands");
 }
@@ -893,30 +1034,6 @@ llvm::Error OnnxImporter::importMatMul(const onnx::NodeProto &node) {
   return llvm::Error::success();
 }
 
-static int64_t intAttribute(const onnx::NodeProto &node, StringRef name,
-                            int64_t fallback) {
-  for (const onnx::AttributeProto &attr : node.attribute())
-    if (attr.name() == name)
-      return attr.i();
-  return fallback;
-}
-
-static float floatAttribute(const onnx::NodeProto &node, StringRef name,
-                            float fallback) {
-  for (const onnx::AttributeProto &attr : node.attribute())
-    if (attr.name() == name)
-      return attr.f();
-  return fallback;
-}
-
-static std::optional<std::vector<int64_t>>
-intsAttribute(const onnx::NodeProto &node, StringRef name) {
-  for (const onnx::AttributeProto &attr : node.attribute())
-    if (attr.name() == name)
-      return std::vector<int64_t>(attr.ints().begin(), attr.ints().end());
-  return std::nullopt;
-}
-
 /// Gemm: Y = alpha * A' B' + beta * C as matmul (transposes folded in), then
 /// scales and the add; zplan-form-nn-ops turns the add into the bias.
 llvm::Error OnnxImporter::importGemm(const onnx::NodeProto &node) {
@@ -924,7 +1041,7 @@ llvm::Error OnnxImporter::importGemm(const onnx::NodeProto &node) {
     return error;
   Location location = loc(node);
   Value a = input(node, 0), b = input(node, 1);
-  if (intAttribute(node, "transA", 0)) {
+  if (getIntAttribute(node, "transA", 0)) {
     auto type = llvm::cast<RankedTensorType>(a.getType());
     a = builder.create<nn::TransposeOp>(
         location,
@@ -935,7 +1052,7 @@ llvm::Error OnnxImporter::importGemm(const onnx::NodeProto &node) {
   RankedTensorType type = outputType(0);
   Value result = builder.create<nn::MatmulOp>(
       location, type, a, b, Value(),
-      builder.getBoolAttr(intAttribute(node, "transB", 0) != 0));
+      builder.getBoolAttr(getIntAttribute(node, "transB", 0) != 0));
   auto scale = [&](Value value, float factor) -> Value {
     if (factor == 1.0f)
       return value;
@@ -944,9 +1061,10 @@ llvm::Error OnnxImporter::importGemm(const onnx::NodeProto &node) {
     return builder.create<nn::MulOp>(location, value.getType(), value,
                                      constant);
   };
-  result = scale(result, floatAttribute(node, "alpha", 1.0f));
+  result =
+      scale(result, static_cast<float>(getFloatAttribute(node, "alpha", 1.0f)));
   if (Value c = input(node, 2)) {
-    c = scale(c, floatAttribute(node, "beta", 1.0f));
+    c = scale(c, static_cast<float>(getFloatAttribute(node, "beta", 1.0f)));
     result = builder.create<nn::AddOp>(location, type, result, c);
   }
   setOutputs(node, result);
@@ -956,15 +1074,16 @@ llvm::Error OnnxImporter::importGemm(const onnx::NodeProto &node) {
 llvm::Error OnnxImporter::importTranspose(const onnx::NodeProto &node) {
   int64_t rank = outputs[0].shape.size();
   std::vector<int64_t> perm;
-  if (std::optional<std::vector<int64_t>> given = intsAttribute(node, "perm"))
+  if (std::optional<std::vector<int64_t>> given =
+          getIntsAttribute(node, "perm"))
     perm = *given;
   else
     for (int64_t d = rank - 1; d >= 0; --d)
       perm.push_back(d);
   setOutputs(node, builder
-                       .create<nn::TransposeOp>(loc(node), outputType(0),
-                                                input(node, 0),
-                                                builder.getDenseI64ArrayAttr(perm))
+                       .create<nn::TransposeOp>(
+                           loc(node), outputType(0), input(node, 0),
+                           builder.getDenseI64ArrayAttr(perm))
                        ->getResults());
   return llvm::Error::success();
 }
@@ -976,9 +1095,9 @@ llvm::Error OnnxImporter::importReshape(const onnx::NodeProto &node) {
     setOutputs(node, value);
     return llvm::Error::success();
   }
-  setOutputs(node, builder
-                       .create<nn::ReshapeOp>(loc(node), outputType(0), value)
-                       ->getResults());
+  setOutputs(node,
+             builder.create<nn::ReshapeOp>(loc(node), outputType(0), value)
+                 ->getResults());
   return llvm::Error::success();
 }
 
@@ -988,9 +1107,9 @@ llvm::Error OnnxImporter::importExpand(const onnx::NodeProto &node) {
     setOutputs(node, value);
     return llvm::Error::success();
   }
-  setOutputs(node, builder
-                       .create<nn::ExpandOp>(loc(node), outputType(0), value)
-                       ->getResults());
+  setOutputs(node,
+             builder.create<nn::ExpandOp>(loc(node), outputType(0), value)
+                 ->getResults());
   return llvm::Error::success();
 }
 
@@ -1057,7 +1176,7 @@ llvm::Error OnnxImporter::importSplit(const onnx::NodeProto &node) {
   const ValueInfo *data = inputInfo(node, 0);
   int64_t rank = data->shape.size();
   std::optional<int64_t> axis =
-      normalizeAxis(intAttribute(node, "axis", 0), rank);
+      normalizeAxis(getIntAttribute(node, "axis", 0), rank);
   if (!axis)
     return nodeError(node, "axis is out of range");
   SmallVector<Value> results;
@@ -1080,7 +1199,7 @@ llvm::Error OnnxImporter::importConcat(const onnx::NodeProto &node) {
     if (numElements(inputInfo(node, i)->shape) > 0)
       inputs.push_back(input(node, i));
   int64_t rank = outputs[0].shape.size();
-  int64_t axis = *normalizeAxis(intAttribute(node, "axis", 0), rank);
+  int64_t axis = *normalizeAxis(getIntAttribute(node, "axis", 0), rank);
   if (inputs.size() == 1) {
     setOutputs(node, inputs.front());
     return llvm::Error::success();
@@ -1095,7 +1214,7 @@ llvm::Error OnnxImporter::importConcat(const onnx::NodeProto &node) {
 llvm::Error OnnxImporter::importGather(const onnx::NodeProto &node) {
   const ValueInfo *data = inputInfo(node, 0);
   int64_t rank = data->shape.size();
-  int64_t axis = *normalizeAxis(intAttribute(node, "axis", 0), rank);
+  int64_t axis = *normalizeAxis(getIntAttribute(node, "axis", 0), rank);
   const ValueInfo *indices = inputInfo(node, 1);
   Value dataValue = input(node, 0);
   Value indexValue;
@@ -1105,7 +1224,7 @@ llvm::Error OnnxImporter::importGather(const onnx::NodeProto &node) {
     for (int64_t &index : normalized.ints)
       if (index < 0)
         index += data->shape[axis];
-    normalized.type = ElementType::Int64;
+    normalized.type = ElementType::I64;
     indexValue = materializeConstant(normalized, loc(node));
   } else {
     indexValue = input(node, 1);
@@ -1123,11 +1242,13 @@ template <typename OpT>
 llvm::Error OnnxImporter::importReduce(const onnx::NodeProto &node) {
   int64_t rank = inputInfo(node, 0)->shape.size();
   std::vector<int64_t> axes;
-  if (std::optional<std::vector<int64_t>> given = intsAttribute(node, "axes"))
+  if (std::optional<std::vector<int64_t>> given =
+          getIntsAttribute(node, "axes"))
     axes = *given;
   else if (const ValueInfo *info = inputInfo(node, 1); info && info->value)
-    axes = info->value->ints;
-  if (axes.empty() && !intAttribute(node, "noop_with_empty_axes", 0))
+    for (int64_t i = 0; i < info->value->numElements(); ++i)
+      axes.push_back(info->value->getInt(i));
+  if (axes.empty() && !getIntAttribute(node, "noop_with_empty_axes", 0))
     for (int64_t d = 0; d < rank; ++d)
       axes.push_back(d);
   for (int64_t &axis : axes)
@@ -1142,15 +1263,15 @@ llvm::Error OnnxImporter::importReduce(const onnx::NodeProto &node) {
              builder
                  .create<OpT>(loc(node), outputType(0), input(node, 0),
                               builder.getDenseI64ArrayAttr(axes),
-                              builder.getBoolAttr(intAttribute(node, "keepdims",
-                                                               1) != 0))
+                              builder.getBoolAttr(
+                                  getIntAttribute(node, "keepdims", 1) != 0))
                  ->getResults());
   return llvm::Error::success();
 }
 
 llvm::Error OnnxImporter::importSoftmax(const onnx::NodeProto &node) {
   int64_t rank = outputs[0].shape.size();
-  int64_t axis = intAttribute(node, "axis", opset >= 13 ? -1 : 1);
+  int64_t axis = getIntAttribute(node, "axis", opset >= 13 ? -1 : 1);
   int64_t normalized = *normalizeAxis(axis, rank);
   // Before opset 13 Softmax flattens [axis, rank) into one dimension; that
   // equals a softmax over one dimension only when it is the last.
@@ -1159,11 +1280,11 @@ llvm::Error OnnxImporter::importSoftmax(const onnx::NodeProto &node) {
                                llvm::Twine(opset) +
                                " (coerced to 2-D) is supported only for the "
                                "last dimension");
-  setOutputs(node, builder
-                       .create<nn::SoftmaxOp>(loc(node), outputType(0),
-                                              input(node, 0),
-                                              builder.getI64IntegerAttr(normalized))
-                       ->getResults());
+  setOutputs(
+      node, builder
+                .create<nn::SoftmaxOp>(loc(node), outputType(0), input(node, 0),
+                                       builder.getI64IntegerAttr(normalized))
+                ->getResults());
   return llvm::Error::success();
 }
 
@@ -1173,14 +1294,25 @@ llvm::Error OnnxImporter::importLayerNorm(const onnx::NodeProto &node) {
       return nodeError(node, "the Mean and InvStdDev outputs are not "
                              "supported; only the normalised output is");
   int64_t rank = outputs[0].shape.size();
-  int64_t axis = *normalizeAxis(intAttribute(node, "axis", -1), rank);
+  int64_t axis = *normalizeAxis(getIntAttribute(node, "axis", -1), rank);
   Value data = input(node, 0);
-  Value scale = input(node, 1);
-  Value bias = input(node, 2);
+  // ONNX lets scale and bias broadcast to the normalised dimensions;
+  // nn.layer_norm takes them at exactly that shape.
+  ArrayRef<int64_t> shape = outputs[0].shape;
+  auto normalizedType = RankedTensorType::get(shape.drop_front(axis),
+                                              elementType(outputs[0].type));
+  auto expanded = [&](Value parameter) -> Value {
+    if (!parameter || parameter.getType() == normalizedType)
+      return parameter;
+    return builder.create<nn::ExpandOp>(loc(node), normalizedType, parameter);
+  };
+  Value scale = expanded(input(node, 1));
+  Value bias = expanded(input(node, 2));
   Value result = builder.create<nn::LayerNormOp>(
       loc(node), outputType(0), data, scale, bias,
       builder.getI64IntegerAttr(axis),
-      builder.getF32FloatAttr(floatAttribute(node, "epsilon", 1e-5f)));
+      builder.getF32FloatAttr(
+          static_cast<float>(getFloatAttribute(node, "epsilon", 1e-5f))));
   setOutputs(node, result);
   return llvm::Error::success();
 }
@@ -1243,11 +1375,20 @@ const llvm::StringMap<OnnxImporter::Handler> &OnnxImporter::handlerTable() {
 /// Reads the model, telling apart a missing file, a text-format syntax error
 /// and bytes that are not an ONNX model.
 llvm::Error readModel(StringRef path, onnx::ModelProto &model) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
+  llvm::Expected<uint64_t> size = regularFileSize(path);
+  if (!size)
+    return makeError("cannot read '" + path +
+                     "': " + llvm::toString(size.takeError()));
+  // Protobuf reads at most 2 GiB; a bigger file is not read at all.
+  if (*size > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
+    return makeError("'" + path + "' is " + llvm::Twine(*size) +
+                     " bytes; an ONNX protobuf holds at most 2 GiB (larger "
+                     "models keep their weights in external data)");
+  // Read exactly the size stat gave, never until some end that may not come.
+  auto buffer = llvm::MemoryBuffer::getFileSlice(path, *size, /*Offset=*/0);
   if (!buffer)
-    return makeError("cannot read '" + path + "': " +
-                     buffer.getError().message());
+    return makeError("cannot read '" + path +
+                     "': " + buffer.getError().message());
   StringRef bytes = (*buffer)->getBuffer();
   if (path.ends_with(".onnxtxt") || path.ends_with(".textproto")) {
     google::protobuf::TextFormat::Parser parser;
@@ -1255,18 +1396,20 @@ llvm::Error readModel(StringRef path, onnx::ModelProto &model) {
     parser.RecordErrorsTo(&errors);
     google::protobuf::io::ArrayInputStream stream(bytes.data(), bytes.size());
     if (!parser.Parse(&stream, &model))
-      return makeError("'" + path + "' is not a valid ONNX text model: " +
-                       errors.text);
+      return makeError("'" + path +
+                       "' is not a valid ONNX text model: " + errors.text);
   } else {
     google::protobuf::io::ArrayInputStream stream(bytes.data(), bytes.size());
     if (!model.ParseFromZeroCopyStream(&stream))
-      return makeError("'" + path + "' is not an ONNX model (protobuf "
+      return makeError("'" + path +
+                       "' is not an ONNX model (protobuf "
                        "parsing failed: truncated or not a ModelProto)");
   }
   // Random bytes can parse as a protobuf; a model has these for sure.
   if (!model.has_graph() || model.opset_import_size() == 0 ||
       model.ir_version() <= 0)
-    return makeError("'" + path + "' is not an ONNX model (no graph, opset "
+    return makeError("'" + path +
+                     "' is not an ONNX model (no graph, opset "
                      "import or IR version)");
   return llvm::Error::success();
 }
@@ -1295,12 +1438,17 @@ llvm::Error zplan::parseInputShape(StringRef text, ImportOptions &options) {
     dims.split(parts, 'x');
     for (StringRef part : parts) {
       int64_t dim = 0;
+      // getAsInteger refuses values beyond int64; "-3" parses and is refused
+      // here.
       if (part.getAsInteger(10, dim) || dim <= 0)
         return makeError("malformed --input-shape '" + text + "': '" + part +
                          "' is not a positive integer dimension");
       shape.push_back(dim);
     }
   }
+  if (!checkedNumElements(shape))
+    return makeError("--input-shape '" + text +
+                     "' has more than 2^63-1 elements");
   if (!options.inputShapes.emplace(name.str(), shape).second)
     return makeError("--input-shape gives '" + name + "' twice");
   return llvm::Error::success();
@@ -1324,20 +1472,20 @@ llvm::Error zplan::readInitializerBytes(const onnx::TensorProto &tensor,
   }
   // Typed fields: decode, then write the element type's own encoding.
   HostTensor value;
-  std::string error = decodeTensor(tensor, value);
-  if (!error.empty())
-    return makeError("initializer '" + tensor.name() + "': " + error);
+  if (llvm::Error error = decodeTensor(tensor, value))
+    return makeError("initializer '" + tensor.name() +
+                     "': " + llvm::toString(std::move(error)));
   bytes.clear();
   for (int64_t i = 0; i < value.numElements(); ++i) {
-    if (value.type == ElementType::Float32) {
+    if (value.type == ElementType::F32) {
       float element = static_cast<float>(value.getDouble(i));
       bytes.append(reinterpret_cast<const char *>(&element), sizeof(element));
-    } else if (value.type == ElementType::Float64) {
+    } else if (value.type == ElementType::F64) {
       double element = value.getDouble(i);
       bytes.append(reinterpret_cast<const char *>(&element), sizeof(element));
     } else {
       return makeError("initializer '" + tensor.name() + "': typed " +
-                       elementTypeName(value.type) +
+                       llvm::Twine(elementTypeInfo(value.type).name) +
                        " data is not supported for parameters; store it as "
                        "raw_data");
     }

@@ -49,7 +49,8 @@ importOnnxModel(mlir::MLIRContext &context, llvm::StringRef path,
 
 /// Reads an ONNX model file (binary, or protobuf text format for `.onnxtxt`
 /// and `.textproto`). Tells apart a missing file, a syntax error and bytes
-/// that are not an ONNX model.
+/// that are not an ONNX model. Only a regular file is read (never a device
+/// or FIFO), and never more than the size stat gives it.
 llvm::Error readOnnxModel(llvm::StringRef path, onnx::ModelProto &model);
 
 /// Reads the little-endian bytes of an initializer, wherever they are:
@@ -60,8 +61,8 @@ llvm::Error readInitializerBytes(const onnx::TensorProto &tensor,
 
 /// Parses one `--input-shape` value, `NAME=D0xD1x...` (e.g.
 /// `input_ids=2x16`; `NAME=` alone is a scalar), into `options`. A repeated
-/// name, an empty name, or a dimension that is not a positive integer is an
-/// error.
+/// name, an empty name, a dimension that is not a positive integer (or does
+/// not fit int64), or dimensions whose product overflows int64 is an error.
 llvm::Error parseInputShape(llvm::StringRef text, ImportOptions &options);
 
 } // namespace zplan

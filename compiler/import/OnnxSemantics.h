@@ -12,45 +12,42 @@
 #ifndef ZPLAN_COMPILER_IMPORT_ONNXSEMANTICS_H
 #define ZPLAN_COMPILER_IMPORT_ONNXSEMANTICS_H
 
+#include "runtime/support/ElementType.h"
+
+#include "llvm/Support/Error.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace onnx {
+class AttributeProto;
 class NodeProto;
 class TensorProto;
 } // namespace onnx
 
 namespace zplan::onnx_import {
 
-/// The element types the importer understands. Values map 1:1 to the ONNX
-/// TensorProto::DataType enumerators they are named after.
-enum class ElementType {
-  Float32,
-  Float16,
-  BFloat16,
-  Float64,
-  Int64,
-  Int32,
-  Int8,
-  UInt8,
-  Bool,
-};
+/// Element types come from the one table compiler, plan and runtime share;
+/// diagnostics spell them by its `name` ("f32", "ui8", "i1").
+using zplan::ElementType;
 
-/// Maps an ONNX TensorProto::DataType number; nullopt for unsupported types.
-std::optional<ElementType> elementTypeFromOnnx(int32_t onnxDataType);
-/// The ONNX TensorProto::DataType number of `type`.
-int32_t elementTypeToOnnx(ElementType type);
-/// Short name used in diagnostics and tests: "f32", "f16", "bf16", "f64",
-/// "i64", "i32", "i8", "ui8", "i1".
-const char *elementTypeName(ElementType type);
-bool isFloatType(ElementType type);
-/// Size of one element in bytes (Bool is one byte, as in ONNX raw data).
-int64_t elementByteSize(ElementType type);
-
-/// Number of elements of a static shape (1 for rank 0).
+/// Number of elements of a static shape (1 for rank 0). Shapes reach here
+/// validated by checkTensorSize; should one not be, the count saturates at
+/// INT64_MAX rather than wrapping, so no caller sizes a buffer from a
+/// wrapped product.
 int64_t numElements(const std::vector<int64_t> &shape);
+
+/// The element count of `shape`, or nullopt when a dimension is negative or
+/// the product overflows int64.
+std::optional<int64_t> checkedNumElements(const std::vector<int64_t> &shape);
+
+/// Checks that a tensor of `shape` and `type` can exist: no negative
+/// dimension, and an element count and byte size that fit int64. The message
+/// names the shape and the problem; the caller says whose shape it is.
+llvm::Error checkTensorSize(const std::vector<int64_t> &shape,
+                            ElementType type);
 
 /// A tensor whose contents are known at compile time. Floating-point contents
 /// live in `floats` (already rounded to the element type's precision, so that
@@ -58,7 +55,7 @@ int64_t numElements(const std::vector<int64_t> &shape);
 /// else (integers, bools as 0/1) in `ints`. Exactly one of the two vectors is
 /// used, and its size equals numElements(shape).
 struct HostTensor {
-  ElementType type = ElementType::Float32;
+  ElementType type = ElementType::F32;
   std::vector<int64_t> shape;
   std::vector<double> floats;
   std::vector<int64_t> ints;
@@ -76,14 +73,14 @@ struct HostTensor {
 
 /// Decodes a TensorProto whose data is inline (typed fields or raw_data).
 /// For external data the caller reads the bytes and passes them as
-/// `externalBytes`. Returns an error message on failure, empty on success.
-std::string decodeTensor(const onnx::TensorProto &proto, HostTensor &out,
+/// `externalBytes`. The error names the tensor and what is wrong.
+llvm::Error decodeTensor(const onnx::TensorProto &proto, HostTensor &out,
                          const std::string *externalBytes = nullptr);
 
 /// Everything the importer knows about one ONNX value: its type, its static
 /// shape, and its contents when they are known at compile time.
 struct ValueInfo {
-  ElementType type = ElementType::Float32;
+  ElementType type = ElementType::F32;
   std::vector<int64_t> shape;
   std::optional<HostTensor> value;
 
@@ -94,14 +91,21 @@ struct ValueInfo {
 /// results stay runtime values (their shape is still inferred).
 constexpr int64_t kMaxFoldedElements = 1 << 22;
 
+/// Upper bound on the elements of a tensor whose contents are decoded
+/// (Constant nodes, non-parameter initializers). Decoded values take 8 bytes
+/// each, so without a bound a model of int8 constants within protobuf's
+/// 2 GiB would need 16 GiB; past it the model is refused, not the allocator.
+constexpr int64_t kMaxDecodedElements = int64_t(1) << 27;
+
 /// Infers the outputs of `node` (domain "" / "ai.onnx", at `opset`) from what
 /// is known of its inputs. `inputs[i]` is null for an omitted optional input.
 /// When every input the op reads is constant and the op is foldable, the
-/// outputs carry values too. On success returns "" and fills `outputs` (one
-/// entry per node output); otherwise returns a message saying what is wrong
-/// (for example "Reshape: cannot reshape 2x16 into 3x-1"), without the node
-/// name, which the caller adds.
-std::string inferNode(const onnx::NodeProto &node, int64_t opset,
+/// outputs carry values too. On success fills `outputs` (one entry per node
+/// output); otherwise the error says what is wrong (for example "Reshape:
+/// cannot reshape 2x16 into 3x-1"), without the node name, which the caller
+/// adds. Attributes are checked first (checkAttributes), and every
+/// output's size is checked (checkTensorSize) before it is returned.
+llvm::Error inferNode(const onnx::NodeProto &node, int64_t opset,
                       const std::vector<const ValueInfo *> &inputs,
                       std::vector<ValueInfo> &outputs);
 
@@ -109,6 +113,28 @@ std::string inferNode(const onnx::NodeProto &node, int64_t opset,
 bool isKnownOp(const std::string &opType);
 /// Every op type inferNode knows, sorted, for "supported ops are ..." errors.
 const std::vector<std::string> &knownOps();
+
+//===----------------------------------------------------------------------===//
+// Attributes: one reader, with the types checked, for inference and importer.
+//===----------------------------------------------------------------------===//
+
+/// Checks every attribute of `node`: its name must be one the op has, and
+/// its type the one ONNX gives it (transA is an INT, perm INTS, alpha a
+/// FLOAT, ...). Mistyped attributes used to be read as their defaults;
+/// onnxruntime refuses both. The message names the op type, the attribute,
+/// and for a type mismatch both types.
+llvm::Error checkAttributes(const onnx::NodeProto &node);
+
+/// The attribute `name` of `node`, or null. Readers below assume
+/// checkAttributes passed; a mistyped attribute reads as absent.
+const onnx::AttributeProto *findAttribute(const onnx::NodeProto &node,
+                                          const std::string &name);
+int64_t getIntAttribute(const onnx::NodeProto &node, const std::string &name,
+                        int64_t defaultValue);
+double getFloatAttribute(const onnx::NodeProto &node, const std::string &name,
+                         double defaultValue);
+std::optional<std::vector<int64_t>>
+getIntsAttribute(const onnx::NodeProto &node, const std::string &name);
 
 //===----------------------------------------------------------------------===//
 // Shape helpers shared by inference and by the importer.

@@ -11,6 +11,7 @@
 #include "compiler/import/OnnxSemantics.h"
 
 #include "onnx/onnx.pb.h"
+#include "llvm/Support/Error.h"
 
 #include <gtest/gtest.h>
 
@@ -60,19 +61,19 @@ void setInts(onnx::NodeProto &node, const std::string &name,
 }
 
 ValueInfo constInts(std::vector<int64_t> shape, std::vector<int64_t> values,
-                    ElementType type = ElementType::Int64) {
+                    ElementType type = ElementType::I64) {
   HostTensor tensor = HostTensor::fromInts(type, shape, std::move(values));
   return ValueInfo{type, shape, tensor};
 }
 
 ValueInfo constFloats(std::vector<int64_t> shape, std::vector<double> values,
-                      ElementType type = ElementType::Float32) {
+                      ElementType type = ElementType::F32) {
   HostTensor tensor = HostTensor::fromFloats(type, shape, std::move(values));
   return ValueInfo{type, shape, tensor};
 }
 
 ValueInfo runtime(std::vector<int64_t> shape,
-                  ElementType type = ElementType::Float32) {
+                  ElementType type = ElementType::F32) {
   return ValueInfo{type, std::move(shape), std::nullopt};
 }
 
@@ -80,13 +81,17 @@ ValueInfo constBools(std::vector<int64_t> shape, std::vector<int64_t> values) {
   return constInts(std::move(shape), std::move(values), ElementType::Bool);
 }
 
+/// The message of a failed llvm::Error; "" on success.
+std::string messageOf(llvm::Error error) {
+  return error ? llvm::toString(std::move(error)) : std::string();
+}
+
 /// Runs inference on a single-output node and returns that output, failing
 /// the test on an error.
 ValueInfo inferOne(const onnx::NodeProto &node, int64_t opset,
                    const std::vector<const ValueInfo *> &inputs) {
   std::vector<ValueInfo> outputs;
-  std::string err = inferNode(node, opset, inputs, outputs);
-  EXPECT_EQ(err, "");
+  EXPECT_EQ(messageOf(inferNode(node, opset, inputs, outputs)), "");
   EXPECT_FALSE(outputs.empty());
   return outputs.empty() ? ValueInfo() : outputs[0];
 }
@@ -94,7 +99,7 @@ ValueInfo inferOne(const onnx::NodeProto &node, int64_t opset,
 std::string inferError(const onnx::NodeProto &node, int64_t opset,
                        const std::vector<const ValueInfo *> &inputs) {
   std::vector<ValueInfo> outputs;
-  return inferNode(node, opset, inputs, outputs);
+  return messageOf(inferNode(node, opset, inputs, outputs));
 }
 
 std::vector<int64_t> intsOf(const ValueInfo &info) {
@@ -131,7 +136,7 @@ TEST(OnnxSemantics, AddBroadcastsAndFolds) {
   ValueInfo a = constFloats({2, 1}, {10, 20});
   ValueInfo b = constFloats({3}, {1, 2, 3});
   ValueInfo out = inferOne(makeNode("Add", 2), 17, {&a, &b});
-  EXPECT_EQ(out.type, ElementType::Float32);
+  EXPECT_EQ(out.type, ElementType::F32);
   EXPECT_EQ(out.shape, Shape({2, 3}));
   EXPECT_EQ(floatsOf(out), Floats({11, 12, 13, 21, 22, 23}));
 }
@@ -149,7 +154,7 @@ TEST(OnnxSemantics, IncompatibleBroadcastIsAnError) {
   ValueInfo b = runtime({4});
   EXPECT_EQ(inferError(makeNode("Add", 2), 17, {&a, &b}),
             "Add: cannot broadcast 2x3 with 4");
-  ValueInfo c = runtime({2, 3}, ElementType::Int64);
+  ValueInfo c = runtime({2, 3}, ElementType::I64);
   EXPECT_EQ(inferError(makeNode("Mul", 2), 17, {&a, &c}),
             "Mul: element types f32 and i64 differ");
 }
@@ -172,10 +177,10 @@ TEST(OnnxSemantics, IntegerDivisionTruncatesTowardZero) {
 }
 
 TEST(OnnxSemantics, Int32ArithmeticWraps) {
-  ValueInfo a = constInts({}, {2147483647}, ElementType::Int32);
-  ValueInfo b = constInts({}, {1}, ElementType::Int32);
+  ValueInfo a = constInts({}, {2147483647}, ElementType::I32);
+  ValueInfo b = constInts({}, {1}, ElementType::I32);
   ValueInfo out = inferOne(makeNode("Add", 2), 17, {&a, &b});
-  EXPECT_EQ(out.type, ElementType::Int32);
+  EXPECT_EQ(out.type, ElementType::I32);
   EXPECT_EQ(intsOf(out), Ints({-2147483648LL}));
 }
 
@@ -188,8 +193,8 @@ TEST(OnnxSemantics, FoldedFloat32ValuesAreRounded) {
   EXPECT_NE(floatsOf(out)[0], 1.0 / 3.0);
 
   // Float64 keeps full precision.
-  ValueInfo oneD = constFloats({}, {1}, ElementType::Float64);
-  ValueInfo threeD = constFloats({}, {3}, ElementType::Float64);
+  ValueInfo oneD = constFloats({}, {1}, ElementType::F64);
+  ValueInfo threeD = constFloats({}, {3}, ElementType::F64);
   EXPECT_EQ(floatsOf(inferOne(makeNode("Div", 2), 17, {&oneD, &threeD}))[0],
             1.0 / 3.0);
 
@@ -204,7 +209,7 @@ TEST(OnnxSemantics, PowAcceptsExponentOfOtherType) {
   ValueInfo base = constFloats({3}, {2, 3, 4});
   ValueInfo exponent = constInts({}, {2});
   ValueInfo out = inferOne(makeNode("Pow", 2), 17, {&base, &exponent});
-  EXPECT_EQ(out.type, ElementType::Float32);
+  EXPECT_EQ(out.type, ElementType::F32);
   EXPECT_EQ(floatsOf(out), Floats({4, 9, 16}));
 }
 
@@ -272,7 +277,7 @@ TEST(OnnxSemantics, CastTruncatesFloatToInteger) {
   onnx::NodeProto node = makeNode("Cast");
   setInt(node, "to", onnx::TensorProto::INT64);
   ValueInfo out = inferOne(node, 17, {&x});
-  EXPECT_EQ(out.type, ElementType::Int64);
+  EXPECT_EQ(out.type, ElementType::I64);
   EXPECT_EQ(intsOf(out), Ints({-2, 2, 0, 0}));
 
   onnx::NodeProto toBool = makeNode("Cast");
@@ -280,14 +285,14 @@ TEST(OnnxSemantics, CastTruncatesFloatToInteger) {
   EXPECT_EQ(intsOf(inferOne(toBool, 17, {&x})), Ints({1, 1, 1, 1}));
 
   // Narrowing to float16 rounds to its 11-bit significand.
-  ValueInfo tenth = constFloats({}, {0.1}, ElementType::Float64);
+  ValueInfo tenth = constFloats({}, {0.1}, ElementType::F64);
   onnx::NodeProto toHalf = makeNode("Cast");
   setInt(toHalf, "to", onnx::TensorProto::FLOAT16);
   EXPECT_EQ(floatsOf(inferOne(toHalf, 17, {&tenth}))[0], 0.0999755859375);
 
-  ValueInfo like = runtime({1}, ElementType::Int32);
+  ValueInfo like = runtime({1}, ElementType::I32);
   ValueInfo castLike = inferOne(makeNode("CastLike", 2), 17, {&x, &like});
-  EXPECT_EQ(castLike.type, ElementType::Int32);
+  EXPECT_EQ(castLike.type, ElementType::I32);
   EXPECT_EQ(intsOf(castLike), Ints({-2, 2, 0, 0}));
 }
 
@@ -298,7 +303,7 @@ TEST(OnnxSemantics, CastTruncatesFloatToInteger) {
 TEST(OnnxSemantics, ShapeAndSize) {
   ValueInfo x = runtime({2, 5, 7});
   ValueInfo shape = inferOne(makeNode("Shape"), 14, {&x});
-  EXPECT_EQ(shape.type, ElementType::Int64);
+  EXPECT_EQ(shape.type, ElementType::I64);
   EXPECT_EQ(intsOf(shape), Ints({2, 5, 7}));
 
   onnx::NodeProto sliced = makeNode("Shape");
@@ -320,7 +325,7 @@ TEST(OnnxSemantics, GatherScalarIndexDropsRank) {
   EXPECT_TRUE(out.shape.empty());
   EXPECT_EQ(intsOf(out), Ints({7}));
 
-  ValueInfo pair = constInts({2}, {0, 2}, ElementType::Int32);
+  ValueInfo pair = constInts({2}, {0, 2}, ElementType::I32);
   out = inferOne(makeNode("Gather", 2), 14, {&shape, &pair});
   EXPECT_EQ(out.shape, Shape({2}));
   EXPECT_EQ(intsOf(out), Ints({2, 7}));
@@ -336,7 +341,7 @@ TEST(OnnxSemantics, GatherAlongInnerAxisOfRuntimeData) {
   EXPECT_EQ(floatsOf(out), Floats({2, 0, 1, 1, 12, 10, 11, 11}));
 
   ValueInfo embeddings = runtime({50257, 768});
-  ValueInfo ids = runtime({1, 9}, ElementType::Int64);
+  ValueInfo ids = runtime({1, 9}, ElementType::I64);
   out = inferOne(makeNode("Gather", 2), 14, {&embeddings, &ids});
   EXPECT_EQ(out.shape, Shape({1, 9, 768}));
   EXPECT_FALSE(out.isConstant());
@@ -391,7 +396,7 @@ TEST(OnnxSemantics, SliceOfRuntimeDataOnChosenAxis) {
   EXPECT_EQ(out.shape, Shape({1, 12, 32}));
   EXPECT_FALSE(out.isConstant());
 
-  ValueInfo runtimeEnds = runtime({1}, ElementType::Int64);
+  ValueInfo runtimeEnds = runtime({1}, ElementType::I64);
   EXPECT_EQ(
       inferError(makeNode("Slice", 3), 13, {&data, &starts, &runtimeEnds}),
       "Slice: ends (input 2) is not a compile-time constant");
@@ -444,11 +449,11 @@ TEST(OnnxSemantics, RangeIntegerAndFloat) {
             delta = constFloats({}, {2});
   ValueInfo floats =
       inferOne(makeNode("Range", 3), 14, {&start, &limit, &delta});
-  EXPECT_EQ(floats.type, ElementType::Float32);
+  EXPECT_EQ(floats.type, ElementType::F32);
   EXPECT_EQ(floats.shape, Shape({32}));
   EXPECT_EQ(floatsOf(floats)[31], 62.0);
 
-  ValueInfo length = runtime({}, ElementType::Int64);
+  ValueInfo length = runtime({}, ElementType::I64);
   EXPECT_EQ(inferError(makeNode("Range", 3), 14, {&zero, &length, &three}),
             "Range: limit (input 1) is not a compile-time constant");
 }
@@ -463,16 +468,16 @@ TEST(OnnxSemantics, ConstantOfShape) {
   value->mutable_t()->add_dims(1);
   value->mutable_t()->add_int64_data(1);
   ValueInfo out = inferOne(node, 14, {&shape});
-  EXPECT_EQ(out.type, ElementType::Int64);
+  EXPECT_EQ(out.type, ElementType::I64);
   EXPECT_EQ(out.shape, Shape({2, 3}));
   EXPECT_EQ(intsOf(out), Ints(6, 1));
 
   // Without a value the fill is float32 zero.
   ValueInfo plain = inferOne(makeNode("ConstantOfShape"), 14, {&shape});
-  EXPECT_EQ(plain.type, ElementType::Float32);
+  EXPECT_EQ(plain.type, ElementType::F32);
   EXPECT_EQ(floatsOf(plain), Floats(6, 0.0));
 
-  ValueInfo runtimeShape = runtime({2}, ElementType::Int64);
+  ValueInfo runtimeShape = runtime({2}, ElementType::I64);
   EXPECT_EQ(inferError(node, 14, {&runtimeShape}),
             "ConstantOfShape: the shape (input 0) is not a compile-time "
             "constant");
@@ -500,7 +505,7 @@ TEST(OnnxSemantics, ExpandBroadcastsBothWays) {
         expected.push_back(row);
   EXPECT_EQ(intsOf(out), expected);
 
-  ValueInfo runtimeShape = runtime({3}, ElementType::Int64);
+  ValueInfo runtimeShape = runtime({3}, ElementType::I64);
   EXPECT_EQ(inferError(makeNode("Expand", 2), 14, {&data, &runtimeShape}),
             "Expand: the target shape (input 1) is not a compile-time "
             "constant");
@@ -539,7 +544,7 @@ TEST(OnnxSemantics, ReshapeErrors) {
   ValueInfo shape = constInts({2}, {3, -1});
   EXPECT_EQ(inferError(makeNode("Reshape", 2), 14, {&data, &shape}),
             "Reshape: cannot reshape 2x16 into 3x-1");
-  ValueInfo runtimeShape = runtime({2}, ElementType::Int64);
+  ValueInfo runtimeShape = runtime({2}, ElementType::I64);
   EXPECT_EQ(inferError(makeNode("Reshape", 2), 14, {&data, &runtimeShape}),
             "Reshape: the target shape (input 1) is not a compile-time "
             "constant");
@@ -577,7 +582,7 @@ TEST(OnnxSemantics, UnsqueezeAxesAttributeBeforeOpset13) {
   ValueInfo axes = constInts({2}, {0, -1});
   EXPECT_EQ(inferOne(makeNode("Unsqueeze", 2), 13, {&data, &axes}).shape,
             Shape({1, 2, 3, 1}));
-  ValueInfo runtimeAxes = runtime({2}, ElementType::Int64);
+  ValueInfo runtimeAxes = runtime({2}, ElementType::I64);
   EXPECT_EQ(inferError(makeNode("Unsqueeze", 2), 13, {&data, &runtimeAxes}),
             "Unsqueeze: axes (input 1) is not a compile-time constant");
 }
@@ -600,30 +605,31 @@ TEST(OnnxSemantics, SplitFormsAcrossOpsets) {
 
   onnx::NodeProto attributeForm = makeNode("Split", 1, 2);
   setInts(attributeForm, "split", {2, 3});
-  ASSERT_EQ(inferNode(attributeForm, 11, {&data}, outputs), "");
+  ASSERT_EQ(messageOf(inferNode(attributeForm, 11, {&data}, outputs)), "");
   EXPECT_EQ(intsOf(outputs[0]), Ints({0, 1}));
   EXPECT_EQ(intsOf(outputs[1]), Ints({2, 3, 4}));
 
   ValueInfo sizes = constInts({2}, {4, 1});
-  ASSERT_EQ(inferNode(makeNode("Split", 2, 2), 13, {&data, &sizes}, outputs),
+  ASSERT_EQ(messageOf(inferNode(makeNode("Split", 2, 2), 13, {&data, &sizes},
+                                outputs)),
             "");
   EXPECT_EQ(intsOf(outputs[0]), Ints({0, 1, 2, 3}));
   EXPECT_EQ(intsOf(outputs[1]), Ints({4}));
 
   onnx::NodeProto numOutputs = makeNode("Split", 1, 3);
   setInt(numOutputs, "num_outputs", 3);
-  ASSERT_EQ(inferNode(numOutputs, 18, {&data}, outputs), "");
+  ASSERT_EQ(messageOf(inferNode(numOutputs, 18, {&data}, outputs)), "");
   EXPECT_EQ(intsOf(outputs[0]), Ints({0, 1}));
   EXPECT_EQ(intsOf(outputs[1]), Ints({2, 3}));
   EXPECT_EQ(intsOf(outputs[2]), Ints({4}));
 
-  EXPECT_EQ(inferNode(makeNode("Split", 1, 2), 13, {&data}, outputs),
+  EXPECT_EQ(messageOf(inferNode(makeNode("Split", 1, 2), 13, {&data}, outputs)),
             "Split: cannot split an axis of size 5 into 2 equal parts");
 
   ValueInfo qkv = runtime({1, 9, 2304});
   onnx::NodeProto lastAxis = makeNode("Split", 1, 3);
   setInt(lastAxis, "axis", 2);
-  ASSERT_EQ(inferNode(lastAxis, 13, {&qkv}, outputs), "");
+  ASSERT_EQ(messageOf(inferNode(lastAxis, 13, {&qkv}, outputs)), "");
   EXPECT_EQ(outputs[2].shape, Shape({1, 9, 768}));
 }
 
@@ -674,7 +680,7 @@ TEST(OnnxSemantics, CumSumExclusiveAndReverse) {
   EXPECT_EQ(run(true, true), Ints({9, 7, 4, 0}));
 
   ValueInfo matrix = constFloats({2, 2}, {1, 2, 3, 4});
-  ValueInfo lastAxis = constInts({}, {-1}, ElementType::Int32);
+  ValueInfo lastAxis = constInts({}, {-1}, ElementType::I32);
   EXPECT_EQ(floatsOf(inferOne(makeNode("CumSum", 2), 14, {&matrix, &lastAxis})),
             Floats({1, 3, 3, 7}));
 }
@@ -702,7 +708,7 @@ TEST(OnnxSemantics, ReduceMeanAxesAttributeVersusInput) {
   setInt(noop, "noop_with_empty_axes", 1);
   EXPECT_EQ(inferOne(noop, 18, {&data}).shape, Shape({2, 3}));
 
-  ValueInfo runtimeAxes = runtime({1}, ElementType::Int64);
+  ValueInfo runtimeAxes = runtime({1}, ElementType::I64);
   EXPECT_EQ(inferError(inputForm, 18, {&data, &runtimeAxes}),
             "ReduceMean: axes (input 1) is not a compile-time constant");
 }
@@ -727,7 +733,7 @@ TEST(OnnxSemantics, ArgMax) {
   onnx::NodeProto node = makeNode("ArgMax");
   setInt(node, "axis", 1);
   ValueInfo out = inferOne(node, 14, {&data});
-  EXPECT_EQ(out.type, ElementType::Int64);
+  EXPECT_EQ(out.type, ElementType::I64);
   EXPECT_EQ(out.shape, Shape({2, 1}));
   EXPECT_EQ(intsOf(out), Ints({1, 0}));
   setInt(node, "select_last_index", 1);
@@ -761,7 +767,8 @@ TEST(OnnxSemantics, LayerNormalization) {
   onnx::NodeProto node = makeNode("LayerNormalization", 3, 3);
   setFloat(node, "epsilon", 0);
   std::vector<ValueInfo> outputs;
-  ASSERT_EQ(inferNode(node, 17, {&data, &scale, &bias}, outputs), "");
+  ASSERT_EQ(messageOf(inferNode(node, 17, {&data, &scale, &bias}, outputs)),
+            "");
   ASSERT_EQ(outputs.size(), 3u);
   EXPECT_EQ(floatsOf(outputs[0]), Floats({-2, 11, -2, 11}));
   EXPECT_EQ(outputs[1].shape, Shape({2, 1}));
@@ -831,7 +838,7 @@ TEST(OnnxSemantics, ConstantAttributes) {
   onnx::NodeProto node = makeNode("Constant", 0);
   setInts(node, "value_ints", {3, -1});
   ValueInfo out = inferOne(node, 14, {});
-  EXPECT_EQ(out.type, ElementType::Int64);
+  EXPECT_EQ(out.type, ElementType::I64);
   EXPECT_EQ(intsOf(out), Ints({3, -1}));
 
   onnx::NodeProto scalar = makeNode("Constant", 0);
@@ -846,16 +853,16 @@ TEST(OnnxSemantics, DropoutIsIdentityWithTrueMask) {
   ValueInfo ratio = constFloats({}, {0.1});
   ValueInfo training = constBools({}, {0});
   std::vector<ValueInfo> outputs;
-  ASSERT_EQ(inferNode(makeNode("Dropout", 3, 2), 14, {&data, &ratio, &training},
-                      outputs),
+  ASSERT_EQ(messageOf(inferNode(makeNode("Dropout", 3, 2), 14,
+                                {&data, &ratio, &training}, outputs)),
             "");
   EXPECT_EQ(floatsOf(outputs[0]), Floats({1, 2}));
   EXPECT_EQ(outputs[1].type, ElementType::Bool);
   EXPECT_EQ(intsOf(outputs[1]), Ints({1, 1}));
 
   ValueInfo trainingOn = constBools({}, {1});
-  EXPECT_EQ(inferNode(makeNode("Dropout", 3, 2), 14,
-                      {&data, &ratio, &trainingOn}, outputs),
+  EXPECT_EQ(messageOf(inferNode(makeNode("Dropout", 3, 2), 14,
+                                {&data, &ratio, &trainingOn}, outputs)),
             "Dropout: training mode is not supported");
 }
 
@@ -886,6 +893,110 @@ TEST(OnnxSemantics, UnknownOpsAndMissingInputs) {
 }
 
 //===----------------------------------------------------------------------===//
+// Inputs that cannot be trusted: sizes, attribute types, empty tensors.
+//===----------------------------------------------------------------------===//
+
+TEST(OnnxSemantics, CheckedSizes) {
+  EXPECT_EQ(checkedNumElements({2, 3}), 6);
+  EXPECT_EQ(checkedNumElements({}), 1);
+  EXPECT_EQ(checkedNumElements({0, 5}), 0);
+  EXPECT_EQ(checkedNumElements({2, -1}), std::nullopt);
+  EXPECT_EQ(checkedNumElements({int64_t(1) << 32, int64_t(1) << 31}),
+            std::nullopt);
+  // Saturates rather than wraps, so no caller sizes a buffer from a wrap.
+  EXPECT_EQ(numElements({int64_t(1) << 32, int64_t(1) << 32}), kInt64Max);
+  EXPECT_EQ(
+      messageOf(checkTensorSize({2000000000, 2000000000}, ElementType::F32)),
+      "shape 2000000000x2000000000 of f32 holds more than 2^63-1 "
+      "bytes");
+  EXPECT_EQ(messageOf(checkTensorSize({3, -2}, ElementType::I64)),
+            "shape 3x-2 has negative dimension -2");
+  EXPECT_EQ(messageOf(checkTensorSize({1 << 20, 1 << 20}, ElementType::F64)),
+            "");
+}
+
+TEST(OnnxSemantics, MistypedAttributesAreRefused) {
+  ValueInfo a = runtime({3, 2}), b = runtime({3, 4});
+  onnx::NodeProto gemm = makeNode("Gemm", 2);
+  onnx::AttributeProto *transA = gemm.add_attribute();
+  transA->set_name("transA");
+  transA->set_type(onnx::AttributeProto::STRING);
+  transA->set_s("1");
+  EXPECT_EQ(inferError(gemm, 17, {&a, &b}),
+            "Gemm: attribute 'transA' must be INT, got STRING");
+
+  ValueInfo x = runtime({2, 3});
+  onnx::NodeProto concat = makeNode("Concat", 2);
+  setFloat(concat, "axis", 1);
+  EXPECT_EQ(inferError(concat, 17, {&x, &x}),
+            "Concat: attribute 'axis' must be INT, got FLOAT");
+  // An attribute the op does not have is refused too (a misspelt one would
+  // otherwise be silently ignored).
+  onnx::NodeProto relu = makeNode("Relu");
+  setFloat(relu, "alpha", 1);
+  EXPECT_EQ(inferError(relu, 17, {&x}), "Relu: unknown attribute 'alpha'");
+}
+
+TEST(OnnxSemantics, EmptyOutputsAreKnown) {
+  ValueInfo empty = runtime({0, 3});
+  ValueInfo negated = inferOne(makeNode("Neg"), 17, {&empty});
+  ASSERT_TRUE(negated.value.has_value());
+  EXPECT_EQ(negated.value->shape, Shape({0, 3}));
+  EXPECT_TRUE(negated.value->floats.empty());
+}
+
+TEST(OnnxSemantics, ShapeArithmeticOverflowIsAnError) {
+  ValueInfo data = runtime({2});
+  ValueInfo repeats = constInts({1}, {kInt64Max});
+  EXPECT_EQ(inferError(makeNode("Tile", 2), 17, {&data, &repeats}),
+            "Tile: tiled dimension 0 overflows int64 (2 * "
+            "9223372036854775807)");
+
+  ValueInfo start = constInts({}, {kInt64Min + 1}),
+            limit = constInts({}, {kInt64Max});
+  ValueInfo one = constInts({}, {1});
+  EXPECT_EQ(inferError(makeNode("Range", 3), 17, {&start, &limit, &one}),
+            "Range: the range has more than 2^63-1 elements");
+
+  // num_outputs is checked against the outputs before anything is sized by
+  // it (2^62 chunks used to be allocated).
+  ValueInfo wide = runtime({8});
+  onnx::NodeProto split = makeNode("Split", 1, 2);
+  setInt(split, "num_outputs", int64_t(1) << 62);
+  EXPECT_EQ(inferError(split, 18, {&wide}),
+            "Split: num_outputs 4611686018427387904 does not match 2 outputs");
+
+  ValueInfo target = constInts({2}, {2, -1});
+  ValueInfo scalar = constFloats({}, {1.0});
+  EXPECT_EQ(inferError(makeNode("Expand", 2), 17, {&scalar, &target}),
+            "Expand: the target shape [2, -1] has negative dimension -1");
+}
+
+TEST(OnnxSemantics, ReduceAttributesFollowTheOpset) {
+  ValueInfo x = runtime({2, 3});
+  // Before opset 18 the importer would read noop_with_empty_axes where
+  // inference reduces every axis; the node is refused instead.
+  onnx::NodeProto mean = makeNode("ReduceMean");
+  setInt(mean, "noop_with_empty_axes", 1);
+  EXPECT_EQ(inferError(mean, 13, {&x}),
+            "ReduceMean: noop_with_empty_axes exists from opset 18 (the "
+            "model is opset 13)");
+  ValueInfo floatAxes = constFloats({1}, {1});
+  EXPECT_EQ(inferError(makeNode("ReduceMean", 2), 18, {&x, &floatAxes}),
+            "ReduceMean: axes (input 1) must be i64, got f32");
+}
+
+TEST(OnnxSemantics, LayerNormalizationNeedsOpset17AndOneType) {
+  ValueInfo x = runtime({2, 4}), scale = runtime({4});
+  EXPECT_EQ(inferError(makeNode("LayerNormalization", 2), 16, {&x, &scale}),
+            "LayerNormalization: is an operator of opset 17 and later; the "
+            "model is opset 16");
+  ValueInfo intScale = runtime({4}, ElementType::I32);
+  EXPECT_EQ(inferError(makeNode("LayerNormalization", 2), 17, {&x, &intScale}),
+            "LayerNormalization: element types f32 and i32 differ");
+}
+
+//===----------------------------------------------------------------------===//
 // Tensor decoding.
 //===----------------------------------------------------------------------===//
 
@@ -899,8 +1010,8 @@ TEST(OnnxSemantics, DecodeFloat16RawData) {
   proto.set_raw_data(
       std::string(reinterpret_cast<const char *>(bytes), sizeof(bytes)));
   HostTensor tensor;
-  ASSERT_EQ(decodeTensor(proto, tensor), "");
-  EXPECT_EQ(tensor.type, ElementType::Float16);
+  ASSERT_EQ(messageOf(decodeTensor(proto, tensor)), "");
+  EXPECT_EQ(tensor.type, ElementType::F16);
   EXPECT_EQ(tensor.shape, Shape({5}));
   ASSERT_EQ(tensor.floats.size(), 5u);
   EXPECT_EQ(tensor.floats[0], 1.0);
@@ -915,7 +1026,7 @@ TEST(OnnxSemantics, DecodeHalfBitsFromInt32DataAndBFloat16) {
   half.set_data_type(onnx::TensorProto::FLOAT16);
   half.add_int32_data(0x3555); // 0.333251953125
   HostTensor tensor;
-  ASSERT_EQ(decodeTensor(half, tensor), "");
+  ASSERT_EQ(messageOf(decodeTensor(half, tensor)), "");
   EXPECT_TRUE(tensor.shape.empty());
   EXPECT_EQ(tensor.floats, Floats({0.333251953125}));
 
@@ -924,7 +1035,7 @@ TEST(OnnxSemantics, DecodeHalfBitsFromInt32DataAndBFloat16) {
   bfloat.add_dims(2);
   const unsigned char bytes[] = {0x80, 0x3f, 0x40, 0xc0}; // 1.0, -3.0
   bfloat.set_raw_data(std::string(reinterpret_cast<const char *>(bytes), 4));
-  ASSERT_EQ(decodeTensor(bfloat, tensor), "");
+  ASSERT_EQ(messageOf(decodeTensor(bfloat, tensor)), "");
   EXPECT_EQ(tensor.floats, Floats({1.0, -3.0}));
 }
 
@@ -936,7 +1047,7 @@ TEST(OnnxSemantics, DecodeTypedAndRawIntegers) {
   ints.add_int64_data(-1);
   ints.add_int64_data(768);
   HostTensor tensor;
-  ASSERT_EQ(decodeTensor(ints, tensor), "");
+  ASSERT_EQ(messageOf(decodeTensor(ints, tensor)), "");
   EXPECT_EQ(tensor.ints, Ints({-1, 768}));
 
   onnx::TensorProto raw;
@@ -944,12 +1055,12 @@ TEST(OnnxSemantics, DecodeTypedAndRawIntegers) {
   raw.add_dims(1);
   const unsigned char bytes[] = {0xfe, 0xff, 0xff, 0xff}; // -2
   raw.set_raw_data(std::string(reinterpret_cast<const char *>(bytes), 4));
-  ASSERT_EQ(decodeTensor(raw, tensor), "");
-  EXPECT_EQ(tensor.type, ElementType::Int32);
+  ASSERT_EQ(messageOf(decodeTensor(raw, tensor)), "");
+  EXPECT_EQ(tensor.type, ElementType::I32);
   EXPECT_EQ(tensor.ints, Ints({-2}));
 
   ints.add_dims(3);
-  EXPECT_EQ(decodeTensor(ints, tensor),
+  EXPECT_EQ(messageOf(decodeTensor(ints, tensor)),
             "tensor 'shape' holds 2 elements, expected 6");
 }
 
@@ -960,17 +1071,17 @@ TEST(OnnxSemantics, DecodeExternalAndFloatData) {
   external.add_dims(1);
   external.set_data_location(onnx::TensorProto::EXTERNAL);
   HostTensor tensor;
-  EXPECT_EQ(decodeTensor(external, tensor),
+  EXPECT_EQ(messageOf(decodeTensor(external, tensor)),
             "tensor 'w' stores its data externally and no bytes were given");
   float value = -0.75f;
   std::string bytes(reinterpret_cast<const char *>(&value), sizeof(value));
-  ASSERT_EQ(decodeTensor(external, tensor, &bytes), "");
+  ASSERT_EQ(messageOf(decodeTensor(external, tensor, &bytes)), "");
   EXPECT_EQ(tensor.floats, Floats({-0.75}));
 
   onnx::TensorProto inline_;
   inline_.set_data_type(onnx::TensorProto::FLOAT);
   inline_.add_float_data(2.5f);
-  ASSERT_EQ(decodeTensor(inline_, tensor), "");
+  ASSERT_EQ(messageOf(decodeTensor(inline_, tensor)), "");
   EXPECT_EQ(tensor.getDouble(0), 2.5);
   EXPECT_EQ(tensor.getInt(0), 2);
 }

@@ -1,0 +1,223 @@
+//===- Indexing.cpp - Gather, GatherElements, Slice, Trilu ----------------===//
+//
+// Indexing ops: the output shape follows from the indices (or, for Slice,
+// the constant starts/ends/axes/steps); contents fold through strided views.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/import/semantics/OpSemantics.h"
+
+#include "onnx/onnx.pb.h"
+
+#include <algorithm>
+
+namespace zplan::onnx_import {
+
+llvm::Error checkIndexType(const NodeContext &ctx, const ValueInfo &indices) {
+  if (indices.type != ElementType::I64 && indices.type != ElementType::I32)
+    return ctx.error(std::string("indices must be i32 or i64, got ") +
+                     typeName(indices.type));
+  return llvm::Error::success();
+}
+
+/// Normalises constant indices against an axis of `size` (negative ones count
+/// from the end).
+llvm::Error normalizeIndices(const NodeContext &ctx, const HostTensor &indices,
+                             int64_t size, std::vector<int64_t> &result) {
+  result = toInts(indices);
+  for (int64_t &index : result) {
+    if (index < -size || index >= size)
+      return ctx.error("index " + std::to_string(index) +
+                       " out of range for axis of size " +
+                       std::to_string(size));
+    if (index < 0)
+      index += size;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error inferGather(NodeContext &ctx) {
+  const ValueInfo &data = *ctx.input(0), &indices = *ctx.input(1);
+  if (llvm::Error err = checkIndexType(ctx, indices))
+    return err;
+  int64_t rank = data.shape.size();
+  int64_t axisAttribute = ctx.getInt("axis", 0);
+  std::optional<int64_t> axis = normalizeAxis(axisAttribute, rank);
+  if (!axis)
+    return axisError(ctx, axisAttribute, rank);
+
+  // data[:axis] + indices + data[axis+1:]: a scalar index drops the axis.
+  std::vector<int64_t> shape(data.shape.begin(), data.shape.begin() + *axis);
+  shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
+  shape.insert(shape.end(), data.shape.begin() + *axis + 1, data.shape.end());
+  ctx.setOutput(0, data.type, shape);
+
+  std::vector<int64_t> positions;
+  if (indices.value)
+    if (llvm::Error err =
+            normalizeIndices(ctx, *indices.value, data.shape[*axis], positions))
+      return err;
+  if (!ctx.canFold(shape, {&data, &indices}))
+    return llvm::Error::success();
+  AxisExtents extents = extentsAround(data.shape, *axis);
+  std::vector<int64_t> offsets;
+  offsets.reserve(numElements(shape));
+  for (int64_t outer = 0; outer < extents.outer; ++outer)
+    for (int64_t position : positions)
+      for (int64_t inner = 0; inner < extents.inner; ++inner)
+        offsets.push_back((outer * extents.length + position) * extents.inner +
+                          inner);
+  ctx.setOutput(0, pickElements(*data.value, offsets, shape));
+  return llvm::Error::success();
+}
+
+llvm::Error inferGatherElements(NodeContext &ctx) {
+  const ValueInfo &data = *ctx.input(0), &indices = *ctx.input(1);
+  if (llvm::Error err = checkIndexType(ctx, indices))
+    return err;
+  int64_t rank = data.shape.size();
+  if (static_cast<int64_t>(indices.shape.size()) != rank || rank == 0)
+    return ctx.error("data " + formatShape(data.shape) + " and indices " +
+                     formatShape(indices.shape) +
+                     " must have the same nonzero rank");
+  int64_t axisAttribute = ctx.getInt("axis", 0);
+  std::optional<int64_t> axis = normalizeAxis(axisAttribute, rank);
+  if (!axis)
+    return axisError(ctx, axisAttribute, rank);
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *axis && indices.shape[d] > data.shape[d])
+      return ctx.error("indices " + formatShape(indices.shape) +
+                       " exceed data " + formatShape(data.shape) +
+                       " outside the gather axis");
+  ctx.setOutput(0, data.type, indices.shape);
+
+  std::vector<int64_t> positions;
+  if (indices.value)
+    if (llvm::Error err =
+            normalizeIndices(ctx, *indices.value, data.shape[*axis], positions))
+      return err;
+  if (!ctx.canFold(indices.shape, {&data, &indices}))
+    return llvm::Error::success();
+  // Walk the indices' shape with the data's strides, with the gather axis
+  // zeroed out, then add each index along that axis.
+  std::vector<int64_t> strides = rowMajorStrides(data.shape);
+  int64_t axisStride = strides[*axis];
+  strides[*axis] = 0;
+  std::vector<int64_t> offsets = stridedOffsets(indices.shape, strides);
+  for (size_t i = 0; i < offsets.size(); ++i)
+    offsets[i] += positions[i] * axisStride;
+  ctx.setOutput(0, pickElements(*data.value, offsets, indices.shape));
+  return llvm::Error::success();
+}
+
+llvm::Error inferSlice(NodeContext &ctx) {
+  const ValueInfo &data = *ctx.input(0);
+  int64_t rank = data.shape.size();
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (ctx.getOpset() < 10) {
+    starts = ctx.getInts("starts").value_or(std::vector<int64_t>());
+    ends = ctx.getInts("ends").value_or(std::vector<int64_t>());
+    axes = ctx.getInts("axes").value_or(std::vector<int64_t>());
+  } else {
+    const char *names[4] = {"starts", "ends", "axes", "steps"};
+    std::vector<int64_t> *lists[4] = {&starts, &ends, &axes, &steps};
+    for (size_t i = 0; i < 4; ++i) {
+      if (i >= 2 && !ctx.input(i + 1))
+        continue;
+      const HostTensor *tensor;
+      if (llvm::Error err = ctx.getConstantInput(i + 1, names[i], tensor))
+        return err;
+      *lists[i] = toInts(*tensor);
+    }
+  }
+  if (axes.empty())
+    for (int64_t i = 0; i < static_cast<int64_t>(starts.size()); ++i)
+      axes.push_back(i);
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return ctx.error("starts, ends, axes and steps have different lengths");
+
+  std::vector<int64_t> shape = data.shape;
+  std::vector<int64_t> dataStrides = rowMajorStrides(data.shape);
+  std::vector<int64_t> viewStrides = dataStrides;
+  std::vector<bool> seen(rank, false);
+  int64_t base = 0;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    std::optional<int64_t> axis = normalizeAxis(axes[i], rank);
+    if (!axis)
+      return axisError(ctx, axes[i], rank);
+    if (seen[*axis])
+      return ctx.error("axis " + std::to_string(axes[i]) + " is repeated");
+    seen[*axis] = true;
+    int64_t step = steps[i];
+    if (step == 0)
+      return ctx.error("step for axis " + std::to_string(axes[i]) + " is 0");
+    int64_t dim = data.shape[*axis];
+    int64_t start = starts[i], end = ends[i];
+    if (start < 0)
+      start += dim;
+    if (end < 0)
+      end += dim;
+    // Clamp as the spec does: [0, dim] going forward, [-1, dim-1] backward,
+    // which makes INT64_MAX / INT64_MIN mean "to the end".
+    int64_t count = 0;
+    if (dim == 0) {
+      count = 0;
+    } else if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      count = end > start ? (end - start - 1) / step + 1 : 0;
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      count = start > end ? (end - start + 1) / step + 1 : 0;
+    }
+    shape[*axis] = count;
+    // With at most one element the step never applies; skipping it avoids
+    // overflowing step * stride for huge steps.
+    viewStrides[*axis] = count > 1 ? step * dataStrides[*axis] : 0;
+    if (count > 0)
+      base += start * dataStrides[*axis];
+  }
+  ctx.setOutput(0, data.type, shape);
+  if (!ctx.canFold(shape, {&data}))
+    return llvm::Error::success();
+  ctx.setOutput(0,
+                pickElements(*data.value,
+                             stridedOffsets(shape, viewStrides, base), shape));
+  return llvm::Error::success();
+}
+
+llvm::Error inferTrilu(NodeContext &ctx) {
+  const ValueInfo &data = *ctx.input(0);
+  int64_t rank = data.shape.size();
+  if (rank < 2)
+    return ctx.error("input must have rank >= 2, got " +
+                     formatShape(data.shape));
+  int64_t diagonal = 0;
+  if (ctx.input(1))
+    if (llvm::Error err = getConstantScalar(ctx, 1, "k", diagonal))
+      return err;
+  bool upper = ctx.getInt("upper", 1) != 0;
+  ctx.setOutput(0, data.type, data.shape);
+  if (!ctx.canFold(data.shape, {&data}))
+    return llvm::Error::success();
+  int64_t rows = data.shape[rank - 2], columns = data.shape[rank - 1];
+  HostTensor result = *data.value;
+  for (int64_t i = 0; i < result.numElements(); ++i) {
+    int64_t row = (i / columns) % rows, column = i % columns;
+    bool keep = upper ? column - row >= diagonal : column - row <= diagonal;
+    if (keep)
+      continue;
+    if (elementTypeInfo(result.type).isFloat)
+      result.floats[i] = 0;
+    else
+      result.ints[i] = 0;
+  }
+  ctx.setOutput(0, std::move(result));
+  return llvm::Error::success();
+}
+
+} // namespace zplan::onnx_import
