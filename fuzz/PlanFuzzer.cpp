@@ -12,6 +12,8 @@
 
 #include "runtime/plan/PlanLoader.h"
 
+#include <google/protobuf/stubs/logging.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -70,9 +72,15 @@ void readWeights(zplan::plan::Plan plan, uint64_t fileBytes) {
   (void)zplan::plan::readPersistentWeights(planPath, plan, bytes);
 }
 
+void ignoreProtobufLog(google::protobuf::LogLevel, const char *, int,
+                       const std::string &) {}
+
 } // namespace
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+  // Protobuf logs every string field with invalid UTF-8 it parses; at
+  // thousands of inputs a second that buries the reports (and slows runs).
+  google::protobuf::SetLogHandler(ignoreProtobufLog);
   const char *temporary = std::getenv("TMPDIR");
   std::string pattern =
       std::string(temporary && *temporary ? temporary : "/tmp") +
