@@ -6,12 +6,16 @@
 #   scripts/fuzz.sh build            configure build-fuzz/ once, build the harnesses
 #   scripts/fuzz.sh seeds            make the seed corpora under build-fuzz/seeds/
 #   scripts/fuzz.sh ci [SECONDS]     build, seeds, replay the seeds (must be clean),
-#                                    then fuzz each harness SECONDS (60); a crash fails
+#                                    then fuzz each harness SECONDS (60); a new crash
+#                                    fails (one of an unfixed fuzz/crashes/ input does not)
 #   scripts/fuzz.sh long [SECONDS]   fuzz each harness SECONDS (600) in fork mode,
 #                                    keeping going after crashes; corpus kept in
 #                                    build-fuzz/corpus/
 #   scripts/fuzz.sh replay           run every reproducer in fuzz/crashes/<harness>/;
 #                                    fails while any of them still crashes
+#   scripts/fuzz.sh zcc              build a sanitized zcc in build-fuzz/ and compile
+#                                    every fixture with it (N = 1, 2, 4; all dumps);
+#                                    fails on any sanitizer report
 #
 # Environment: ZPLAN_JOBS (build parallelism, 2), FUZZ_HARNESSES (default
 # "importer plan npy"), FUZZ_JOBS (long: parallel fuzzing jobs, 1).
@@ -273,11 +277,40 @@ cmd_replay() {
   return $failed
 }
 
+# The whole compiler under the sanitizers, on valid models: what the
+# sanitizer options must keep quiet (fuzz/README.md).
+cmd_zcc() {
+  command -v clang++-19 >/dev/null || die "clang++-19 not found; run scripts/setup.sh"
+  [ -f "$build/build.ninja" ] || cmd_build
+  ninja -C "$build" -j "${ZPLAN_JOBS:-2}" zcc
+  local scratch failed=0
+  scratch=$(mktemp -d)
+  for model in "$root"/test/models/*.onnx; do
+    for n in 1 2 4; do
+      local name
+      name=$(basename "$model" .onnx)-n$n
+      if "$build/bin/zcc" "$model" --input-shape input_ids=2x16 --world-size "$n" \
+           --persistence-threshold 0 --dump ir,schedule,memory,report \
+           --dump-dir "$scratch/$name" -o "$scratch/$name.zplan" \
+           >"$scratch/$name.log" 2>&1; then
+        echo "fuzz: sanitized zcc: $name: clean"
+      else
+        echo "fuzz: sanitized zcc: $name: failed:"
+        show_crash "$scratch/$name.log" | sed 's/^/    /'
+        failed=1
+      fi
+    done
+  done
+  rm -rf "$scratch"
+  return $failed
+}
+
 case "${1:-}" in
   build) cmd_build ;;
   seeds) cmd_seeds ;;
   ci) cmd_ci "${2:-60}" ;;
   long) cmd_long "${2:-600}" ;;
   replay) cmd_replay ;;
-  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  zcc) cmd_zcc ;;
+  *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
