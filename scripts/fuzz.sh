@@ -28,7 +28,7 @@ harnesses=(${FUZZ_HARNESSES:-importer plan npy})
 # Why each option is needed is in fuzz/README.md ("Sanitizer options"). The
 # harnesses' own libraries are instrumented; MLIR, LLVM, protobuf and libstdc++
 # are not.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-symbolize=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-allow_user_poisoning=0:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_SYMBOLIZER_PATH=${ASAN_SYMBOLIZER_PATH:-/usr/lib/llvm-19/bin/llvm-symbolizer}
 # The importer harness links the fixture's external data next to the models
