@@ -13,6 +13,8 @@ debian_packages=(
   libprotobuf-dev protobuf-compiler libonnx-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   libgtest-dev libbenchmark-dev
+  # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes.
+  clang-19 libclang-rt-19-dev
 )
 # module:package pairs (the test suite reads plans from Python through
 # protobuf's generated classes).
