@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Npy.h"
+#include "runtime/tooling/Npy.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
            .ok())
     return 0;
   zplan::npy::Array again;
-  zplan::plan::Status status = zplan::npy::parseNpy(encoded, "again", again);
+  zplan::Status status = zplan::npy::parseNpy(encoded, "again", again);
   if (!status.ok()) {
     std::fprintf(stderr, "zplan-fuzz-npy: an encoded array does not parse: %s\n",
                  status.message().c_str());

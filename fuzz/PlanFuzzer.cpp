@@ -1,7 +1,11 @@
 //===- PlanFuzzer.cpp - libFuzzer harness for the plan loader -------------===//
 //
 // Bytes -> parsePlan -> validatePlan at world sizes 1, 2 and 4 -> the
-// weights reader. zrun trusts a validated plan: the executor indexes buffers,
+// weights reader. A plan file ends in the checksum of its body, so almost
+// every mutation is refused by that check alone; to reach validation the
+// harness also re-seals each input that parses as a Plan message (stamps its
+// constants' checksums, appends a fresh body checksum) and runs that through
+// the same path. zrun trusts a validated plan: the executor indexes buffers,
 // offsets and instructions without checks. So every input must be either
 // refused with a message or validated without any sanitizer report; a
 // validated plan then has its weights read from a sparse file of exactly the
@@ -94,11 +98,12 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
   return 0;
 }
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+/// parsePlan, then validatePlan at N = 1, 2, 4 and, for a valid plan, the
+/// weights reader.
+static void loadAndValidate(std::string_view bytes, size_t size) {
   zplan::plan::Plan plan;
-  std::string_view bytes(reinterpret_cast<const char *>(data), size);
   if (!zplan::plan::parsePlan(bytes, "fuzz.zplan", plan).ok())
-    return 0;
+    return;
   for (uint32_t worldSize : {1u, 2u, 4u}) {
     if (!zplan::plan::validatePlan(plan, worldSize).ok())
       continue;
@@ -106,6 +111,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (requiredWeightsBytes(plan, required) &&
         required <= kMaxWeightsFileBytes)
       readWeights(plan, required > 0 && (size & 1) ? required - 1 : required);
+  }
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  std::string_view bytes(reinterpret_cast<const char *>(data), size);
+  loadAndValidate(bytes, size);
+  zplan::plan::Plan message;
+  if (message.ParseFromArray(data, static_cast<int>(size))) {
+    message.clear_body_checksum();
+    zplan::plan::stampConstantChecksums(message);
+    loadAndValidate(zplan::plan::serializePlan(message), size);
   }
   return 0;
 }

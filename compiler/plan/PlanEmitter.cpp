@@ -139,7 +139,9 @@ void Emitter::declareGroups() {
     }
     entry->set_dtype(dataTypeOf(element));
     uint64_t full = group.getPaddedElements() * elementBytes(element);
-    auto flat = RankedTensorType::get({group.getPaddedElements()}, element);
+    // zplan-shard-parameters bounds every group far below 2^63 elements.
+    auto flat = RankedTensorType::get(
+        {static_cast<int64_t>(group.getPaddedElements())}, element);
     if (group.getPersistent()) {
       entry->set_weights_offset(persistentOffset);
       persistentOffset += full;
@@ -152,7 +154,9 @@ void Emitter::declareGroups() {
       entry->set_weights_offset(rankOffset);
       rankOffset += shard;
       auto shardType = RankedTensorType::get(
-          {group.getPaddedElements() / group.getWorldSize()}, element);
+          {static_cast<int64_t>(group.getPaddedElements() /
+                                group.getWorldSize())},
+          element);
       shardBuffer[index] = addBuffer(
           plan::Buffer::SHARD, group.getSymName().str() + " (shard)", shardType);
       buffer(shardBuffer[index]).set_group(index);
