@@ -43,7 +43,8 @@
 #ifndef ZPLAN_RUNTIME_BACKEND_H
 #define ZPLAN_RUNTIME_BACKEND_H
 
-#include "runtime/plan/PlanLoader.h"
+#include "runtime/plan/plan.pb.h"
+#include "runtime/support/Status.h"
 #include "runtime/support/ElementType.h"
 
 #include <cstdint>
@@ -89,7 +90,7 @@ public:
   virtual ~PreparedKernel() = default;
   /// Runs (CPU) or issues (asynchronous backends) the kernel on the compute
   /// queue. Errors name the op ("matmul: ...").
-  virtual plan::Status run() = 0;
+  virtual Status run() = 0;
 };
 
 /// The two queues of one executor and a completion event per instruction
@@ -98,12 +99,12 @@ class Queues {
 public:
   virtual ~Queues() = default;
   /// Instruction `index` has just been issued on `queue`.
-  virtual plan::Status recordCompletion(plan::Queue queue, uint32_t index) = 0;
+  virtual Status recordCompletion(plan::Queue queue, uint32_t index) = 0;
   /// The next instruction issued on `queue` must start after instruction
   /// `index` (of the other queue, already issued) completes.
-  virtual plan::Status waitFor(plan::Queue queue, uint32_t index) = 0;
+  virtual Status waitFor(plan::Queue queue, uint32_t index) = 0;
   /// Returns when everything issued on both queues has completed.
-  virtual plan::Status synchronize() = 0;
+  virtual Status synchronize() = 0;
 };
 
 class Backend {
@@ -120,14 +121,14 @@ public:
   /// `bytes` of zeroed memory aligned to kMemoryAlignment (at least one
   /// alignment unit, so that even an empty arena has an address). `what`
   /// ("the arena") names it in the error when the allocation fails.
-  virtual plan::Status allocate(uint64_t bytes, std::string_view what,
+  virtual Status allocate(uint64_t bytes, std::string_view what,
                                 std::unique_ptr<BackendMemory> &out) = 0;
   /// Takes `host` (weights read from the file) into backend memory: the CPU
   /// keeps the bytes where they are, a device backend copies and frees them.
-  virtual plan::Status adopt(std::vector<uint8_t> &&host,
+  virtual Status adopt(std::vector<uint8_t> &&host,
                              std::unique_ptr<BackendMemory> &out) = 0;
   /// Copies `bytes` host bytes at `source` to backend memory at `target`.
-  virtual plan::Status copyFromHost(void *target, const void *source,
+  virtual Status copyFromHost(void *target, const void *source,
                                     uint64_t bytes) = 0;
 
   //===--------------------------------------------------------------------===//
@@ -140,7 +141,7 @@ public:
   /// Resolves compute instruction `instruction` (which must outlive the
   /// kernel) over `operands` and `results`. Fails when the backend has no
   /// kernel for its opcode.
-  virtual plan::Status prepareKernel(const plan::Instruction &instruction,
+  virtual Status prepareKernel(const plan::Instruction &instruction,
                                      std::vector<TensorRef> operands,
                                      std::vector<TensorRef> results,
                                      std::unique_ptr<PreparedKernel> &out) = 0;
@@ -150,7 +151,7 @@ public:
   //===--------------------------------------------------------------------===//
 
   /// The queues and `instructionCount` completion events of one executor.
-  virtual plan::Status createQueues(uint32_t instructionCount,
+  virtual Status createQueues(uint32_t instructionCount,
                                     std::unique_ptr<Queues> &out) = 0;
 
   //===--------------------------------------------------------------------===//
@@ -159,12 +160,12 @@ public:
 
   /// Fills `bytes` at `data` with quiet NaNs of `type` (a recognisable 0xA5
   /// byte pattern for integer types, which have no NaN).
-  virtual plan::Status poison(void *data, uint64_t bytes,
+  virtual Status poison(void *data, uint64_t bytes,
                               ElementType type) = 0;
   /// A position-sensitive checksum of `bytes` at `data`: a changed, swapped
   /// or zeroed word changes it. Equal bytes give equal sums on every
   /// backend and rank.
-  virtual plan::Status checksum(const void *data, uint64_t bytes,
+  virtual Status checksum(const void *data, uint64_t bytes,
                                 uint64_t &out) = 0;
 };
 

@@ -23,9 +23,6 @@
 #include <sstream>
 
 using namespace zplan;
-using plan::Status;
-using plan::failure;
-using plan::inQuotes;
 
 namespace {
 

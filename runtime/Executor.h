@@ -74,7 +74,7 @@ std::string describeInstruction(const plan::Instruction &instruction);
 /// all-gathers that move a SHARD buffer of their group into an ARENA buffer
 /// large enough for the whole group. Names the first instruction that
 /// fails.
-plan::Status checkProgramSupported(const plan::Plan &plan,
+Status checkProgramSupported(const plan::Plan &plan,
                                    const plan::Program &program,
                                    const Backend &backend = cpu::cpuBackend());
 
@@ -85,7 +85,7 @@ public:
   /// instruction's kernel, creates the backend's queues, and starts the
   /// comm thread. `plan`, `program`,
   /// `memory` and `communicator` must outlive the executor.
-  static plan::Status create(const plan::Plan &plan,
+  static Status create(const plan::Plan &plan,
                              const plan::Program &program, RankMemory &memory,
                              comm::Communicator &communicator,
                              const ExecutorOptions &options,
@@ -101,23 +101,23 @@ public:
   /// with the first error of either. After an error the executor runs no
   /// more (the caller aborts every rank: the others may wait in a
   /// collective this rank will never join).
-  plan::Status run();
+  Status run();
 
 private:
   Executor(const plan::Plan &plan, const plan::Program &program,
            RankMemory &memory, comm::Communicator &communicator,
            const ExecutorOptions &options);
 
-  plan::Status prepare();
+  Status prepare();
   void commThreadMain();
 
   /// Runs the instructions of one queue, in order, for run `epoch`.
   void runQueue(plan::Queue queue, uint32_t epoch);
-  plan::Status execute(uint32_t index);
-  plan::Status executeAllGather(const plan::Instruction &instruction);
-  plan::Status executeRelease(const plan::Instruction &instruction);
-  plan::Status checkReads(const plan::Instruction &instruction) const;
-  plan::Status checkResidentData();
+  Status execute(uint32_t index);
+  Status executeAllGather(const plan::Instruction &instruction);
+  Status executeRelease(const plan::Instruction &instruction);
+  Status checkReads(const plan::Instruction &instruction) const;
+  Status checkResidentData();
   /// The element type of buffer `id`'s elements (validated plans have one).
   ElementType elementTypeOf(uint32_t id) const;
   /// Describes what operand `id` of a compute instruction reads inside a
@@ -128,7 +128,7 @@ private:
   /// the run failed instead.
   bool waitComplete(uint32_t index, uint32_t epoch);
   void markComplete(uint32_t index, uint32_t epoch);
-  void fail(plan::Status status);
+  void fail(Status status);
 
   const plan::Plan &plan;
   const plan::Program &program;
@@ -156,7 +156,7 @@ private:
   uint32_t startedRun = 0; // guarded by mutex
   bool stopping = false;   // guarded by mutex
   std::atomic<bool> failed{false};
-  plan::Status firstError = plan::Status::success(); // guarded by mutex
+  Status firstError = Status::success(); // guarded by mutex
   std::thread commThread;
   uint32_t runCount = 0;
 

@@ -10,15 +10,13 @@
 #include "runtime/Memory.h"
 
 #include "runtime/cpu/CpuBackend.h"
+#include "runtime/plan/Weights.h"
 
 #include <algorithm>
 #include <cstring>
 #include <sstream>
 
 using namespace zplan;
-using plan::Status;
-using plan::failure;
-using plan::inQuotes;
 
 namespace {
 

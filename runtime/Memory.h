@@ -23,7 +23,8 @@
 #define ZPLAN_RUNTIME_MEMORY_H
 
 #include "runtime/Backend.h"
-#include "runtime/plan/PlanLoader.h"
+#include "runtime/plan/plan.pb.h"
+#include "runtime/support/Status.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -40,11 +41,11 @@ public:
   /// validatePlan(). Fails when the weights file cannot be read, a buffer
   /// does not fit the section it lives in, or the arena cannot be
   /// allocated.
-  static plan::Status load(const std::string &planPath, const plan::Plan &plan,
+  static Status load(const std::string &planPath, const plan::Plan &plan,
                            uint32_t rank, Backend &backend,
                            std::unique_ptr<RankMemory> &out);
   /// As above, on the CPU backend.
-  static plan::Status load(const std::string &planPath, const plan::Plan &plan,
+  static Status load(const std::string &planPath, const plan::Plan &plan,
                            uint32_t rank, std::unique_ptr<RankMemory> &out);
 
   /// The backend that holds this memory, and runs the kernels on it.
@@ -71,7 +72,7 @@ public:
 
 private:
   explicit RankMemory(Backend &backend) : owner(&backend) {}
-  plan::Status resolve(const plan::Plan &plan);
+  Status resolve(const plan::Plan &plan);
 
   Backend *owner;
   uint32_t rankIndex = 0;

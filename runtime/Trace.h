@@ -15,7 +15,8 @@
 #define ZPLAN_RUNTIME_TRACE_H
 
 #include "runtime/comm/Communicator.h"
-#include "runtime/plan/PlanLoader.h"
+#include "runtime/plan/plan.pb.h"
+#include "runtime/support/Status.h"
 
 #include <chrono>
 #include <cstdint>

@@ -20,7 +20,7 @@
 #ifndef ZPLAN_RUNTIME_COMM_COMMUNICATOR_H
 #define ZPLAN_RUNTIME_COMM_COMMUNICATOR_H
 
-#include "runtime/plan/PlanLoader.h"
+#include "runtime/support/Status.h"
 #include "runtime/support/ElementType.h"
 
 #include <cstdint>
@@ -43,34 +43,34 @@ public:
   /// every rank receives size() * countPerRank elements at `receive`, rank
   /// r's at element r * countPerRank. `send` may not overlap `receive`. Any
   /// element type (nothing is computed).
-  virtual plan::Status allGather(const void *send, void *receive,
+  virtual Status allGather(const void *send, void *receive,
                                  uint64_t countPerRank, ElementType type) = 0;
 
   /// Sums `send` (size() * countPerRank elements of `type`) over the ranks
   /// and leaves rank r the sum of elements [r * countPerRank, (r + 1) *
   /// countPerRank) at `receive`. At least f32, f64, i32 and i64; another
   /// type the communicator cannot sum is an error naming it.
-  virtual plan::Status reduceScatter(const void *send, void *receive,
+  virtual Status reduceScatter(const void *send, void *receive,
                                      uint64_t countPerRank,
                                      ElementType type) = 0;
 
   /// Sums `count` elements of `type` at `data` over the ranks, in place
   /// (types as reduceScatter()).
-  virtual plan::Status allReduce(void *data, uint64_t count,
+  virtual Status allReduce(void *data, uint64_t count,
                                  ElementType type) = 0;
   /// allReduce() of f32 values (the flags and counters the CLI agrees on).
-  plan::Status allReduce(float *data, uint64_t count) {
+  Status allReduce(float *data, uint64_t count) {
     return allReduce(data, count, ElementType::F32);
   }
 
   /// Copies `bytes` bytes at `data` on rank `root` to `data` on every rank.
-  virtual plan::Status broadcast(void *data, uint64_t bytes, int root) = 0;
+  virtual Status broadcast(void *data, uint64_t bytes, int root) = 0;
 
-  virtual plan::Status barrier() = 0;
+  virtual Status barrier() = 0;
 
   /// Collects every rank's `text` on rank 0, in rank order (`all` is left
   /// empty on the other ranks). For traces and reports, not for tensors.
-  virtual plan::Status gatherText(std::string_view text,
+  virtual Status gatherText(std::string_view text,
                                   std::vector<std::string> &all) = 0;
 
   /// Ends every rank's process with `code`, from any rank, within seconds;

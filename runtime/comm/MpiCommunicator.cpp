@@ -21,7 +21,6 @@
 
 using namespace zplan;
 using namespace zplan::comm;
-using plan::Status;
 
 namespace {
 
@@ -54,7 +53,7 @@ Status mpiFailure(const char *statement, const char *file, int line, int code) {
 } // namespace
 
 /// Runs an MPI call; on failure returns a Status naming the call, its
-/// file:line and this rank. Use inside functions returning plan::Status.
+/// file:line and this rank. Use inside functions returning Status.
 #define ZR_MPI_CHECK(statement)                                                \
   do {                                                                         \
     int zrMpiCode = (statement);                                               \

@@ -23,7 +23,7 @@ class MpiCommunicator final : public Communicator {
 public:
   /// Initializes MPI (once per process) and returns the world communicator.
   /// Fails when MPI cannot start or lacks MPI_THREAD_SERIALIZED.
-  static plan::Status create(int *argc, char ***argv,
+  static Status create(int *argc, char ***argv,
                              std::unique_ptr<MpiCommunicator> &out);
 
   MpiCommunicator(const MpiCommunicator &) = delete;
@@ -33,16 +33,16 @@ public:
 
   int rank() const override { return rankIndex; }
   int size() const override { return rankCount; }
-  plan::Status allGather(const void *send, void *receive,
+  Status allGather(const void *send, void *receive,
                          uint64_t countPerRank, ElementType type) override;
-  plan::Status reduceScatter(const void *send, void *receive,
+  Status reduceScatter(const void *send, void *receive,
                              uint64_t countPerRank, ElementType type) override;
   using Communicator::allReduce;
-  plan::Status allReduce(void *data, uint64_t count,
+  Status allReduce(void *data, uint64_t count,
                          ElementType type) override;
-  plan::Status broadcast(void *data, uint64_t bytes, int root) override;
-  plan::Status barrier() override;
-  plan::Status gatherText(std::string_view text,
+  Status broadcast(void *data, uint64_t bytes, int root) override;
+  Status barrier() override;
+  Status gatherText(std::string_view text,
                           std::vector<std::string> &all) override;
   /// MPI_Abort(MPI_COMM_WORLD, code).
   [[noreturn]] void abort(int code) override;

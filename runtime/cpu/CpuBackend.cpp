@@ -20,7 +20,6 @@
 
 using namespace zplan;
 using namespace zplan::cpu;
-using plan::Status;
 
 namespace {
 
@@ -93,7 +92,7 @@ Status CpuBackend::allocate(uint64_t bytes, std::string_view what,
   auto *memory =
       static_cast<uint8_t *>(std::aligned_alloc(kMemoryAlignment, size));
   if (!memory)
-    return plan::failure("cannot allocate ", bytes, " bytes for ", what);
+    return failure("cannot allocate ", bytes, " bytes for ", what);
   std::memset(memory, 0, size);
   out = std::make_unique<AlignedHostMemory>(memory, bytes);
   return Status::success();

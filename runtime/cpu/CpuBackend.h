@@ -21,24 +21,24 @@ class CpuBackend final : public Backend {
 public:
   std::string_view name() const override { return "cpu"; }
 
-  plan::Status allocate(uint64_t bytes, std::string_view what,
+  Status allocate(uint64_t bytes, std::string_view what,
                         std::unique_ptr<BackendMemory> &out) override;
-  plan::Status adopt(std::vector<uint8_t> &&host,
+  Status adopt(std::vector<uint8_t> &&host,
                      std::unique_ptr<BackendMemory> &out) override;
-  plan::Status copyFromHost(void *target, const void *source,
+  Status copyFromHost(void *target, const void *source,
                             uint64_t bytes) override;
 
   bool hasKernel(plan::Opcode opcode) const override;
-  plan::Status prepareKernel(const plan::Instruction &instruction,
+  Status prepareKernel(const plan::Instruction &instruction,
                              std::vector<TensorRef> operands,
                              std::vector<TensorRef> results,
                              std::unique_ptr<PreparedKernel> &out) override;
 
-  plan::Status createQueues(uint32_t instructionCount,
+  Status createQueues(uint32_t instructionCount,
                             std::unique_ptr<Queues> &out) override;
 
-  plan::Status poison(void *data, uint64_t bytes, ElementType type) override;
-  plan::Status checksum(const void *data, uint64_t bytes,
+  Status poison(void *data, uint64_t bytes, ElementType type) override;
+  Status checksum(const void *data, uint64_t bytes,
                         uint64_t &out) override;
 };
 

@@ -21,7 +21,7 @@
 
 namespace zplan::cpu::detail {
 
-using plan::Status;
+using zplan::Status;
 
 /// One instruction being run: its op and attributes, and its tensors.
 struct KernelCall {

@@ -110,12 +110,12 @@ KernelFunction detail::findKernel(plan::Opcode opcode) {
   return kernelTable()[opcode];
 }
 
-plan::Status runKernel(const plan::Instruction &instruction,
+Status runKernel(const plan::Instruction &instruction,
                        const std::vector<TensorRef> &operands,
                        const std::vector<TensorRef> &results) {
   KernelFunction function = findKernel(instruction.opcode());
   if (!function)
-    return plan::Status::error(plan::opcodeName(instruction.opcode()) +
+    return Status::error(plan::opcodeName(instruction.opcode()) +
                                ": no CPU kernel for this op");
   chooseDefaultBlasThreads();
   return function(KernelCall{instruction, operands, results});

@@ -19,7 +19,8 @@
 #define ZPLAN_RUNTIME_CPU_KERNELS_H
 
 #include "runtime/Backend.h"
-#include "runtime/plan/PlanLoader.h"
+#include "runtime/plan/plan.pb.h"
+#include "runtime/support/Status.h"
 #include "runtime/support/ElementType.h"
 
 #include <cstdint>
@@ -35,7 +36,7 @@ using zplan::TensorRef;
 /// unless the op is elementwise and they have the same shape. Errors (an
 /// op this backend lacks, an index out of range in an embedding) come back
 /// as a message naming the op.
-plan::Status runKernel(const plan::Instruction &instruction,
+Status runKernel(const plan::Instruction &instruction,
                        const std::vector<TensorRef> &operands,
                        const std::vector<TensorRef> &results);
 

@@ -25,12 +25,6 @@
 
 namespace zplan::plan {
 
-// Status lives in runtime/support; these names keep plan:: spellings
-// working while the runtime moves to the support layer's.
-using zplan::failure;
-using zplan::inQuotes;
-using zplan::Status;
-
 /// The only Plan.version this reader accepts. Bump it, in the same change as
 /// plan.proto, whenever the meaning of a field changes.
 inline constexpr uint32_t kPlanVersion = 2;

@@ -34,7 +34,7 @@ template <typename T> void expectAllGather(ElementType type, T base) {
   std::vector<T> send(3), receive(3 * size());
   for (int i = 0; i < 3; ++i)
     send[i] = static_cast<T>(base + 10 * rank() + i);
-  plan::Status status =
+  Status status =
       communicator->allGather(send.data(), receive.data(), 3, type);
   ASSERT_TRUE(status.ok()) << status.message();
   for (int r = 0; r < size(); ++r)
@@ -62,7 +62,7 @@ template <typename T> void expectSums(ElementType type, T base) {
   std::vector<T> send(2 * n), receive(2);
   for (int i = 0; i < 2 * n; ++i)
     send[i] = static_cast<T>(base * (rank() + 1) + i);
-  plan::Status status =
+  Status status =
       communicator->reduceScatter(send.data(), receive.data(), 2, type);
   ASSERT_TRUE(status.ok()) << status.message();
   for (int i = 0; i < 2; ++i)
@@ -85,7 +85,7 @@ TEST(Communicator, ReduceScatterAndAllReduceSumInTheirType) {
 
 TEST(Communicator, SumOfATypeMpiCannotSumIsAnError) {
   std::vector<uint16_t> data(4, 0x3C00);
-  plan::Status status =
+  Status status =
       communicator->allReduce(data.data(), data.size(), ElementType::F16);
   ASSERT_FALSE(status.ok());
   EXPECT_TRUE(contains(status.message(), "all-reduce of f16: MPI cannot sum"));
@@ -100,7 +100,7 @@ TEST(Communicator, SumOfATypeMpiCannotSumIsAnError) {
 
 int main(int argc, char **argv) {
   std::unique_ptr<comm::MpiCommunicator> mpi;
-  if (plan::Status status = comm::MpiCommunicator::create(&argc, &argv, mpi);
+  if (Status status = comm::MpiCommunicator::create(&argc, &argv, mpi);
       !status.ok()) {
     std::fprintf(stderr, "CommunicatorTest: %s\n", status.message().c_str());
     return 1;
@@ -114,7 +114,7 @@ int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
   int result = RUN_ALL_TESTS();
   // No rank finalizes MPI while another still runs a collective.
-  if (plan::Status status = mpi->barrier(); !status.ok())
+  if (Status status = mpi->barrier(); !status.ok())
     return 1;
   return result;
 }

@@ -112,36 +112,36 @@ TEST(CpuBackend, ChecksumNoticesChangedAndSwappedWords) {
 class NoMatmulBackend final : public Backend {
 public:
   std::string_view name() const override { return "no-matmul"; }
-  plan::Status allocate(uint64_t bytes, std::string_view what,
+  Status allocate(uint64_t bytes, std::string_view what,
                         std::unique_ptr<BackendMemory> &out) override {
     return backend().allocate(bytes, what, out);
   }
-  plan::Status adopt(std::vector<uint8_t> &&host,
+  Status adopt(std::vector<uint8_t> &&host,
                      std::unique_ptr<BackendMemory> &out) override {
     return backend().adopt(std::move(host), out);
   }
-  plan::Status copyFromHost(void *target, const void *source,
+  Status copyFromHost(void *target, const void *source,
                             uint64_t bytes) override {
     return backend().copyFromHost(target, source, bytes);
   }
   bool hasKernel(plan::Opcode opcode) const override {
     return opcode != plan::OPCODE_MATMUL && backend().hasKernel(opcode);
   }
-  plan::Status prepareKernel(const plan::Instruction &instruction,
+  Status prepareKernel(const plan::Instruction &instruction,
                              std::vector<TensorRef> operands,
                              std::vector<TensorRef> results,
                              std::unique_ptr<PreparedKernel> &out) override {
     return backend().prepareKernel(instruction, std::move(operands),
                                    std::move(results), out);
   }
-  plan::Status createQueues(uint32_t count,
+  Status createQueues(uint32_t count,
                             std::unique_ptr<Queues> &out) override {
     return backend().createQueues(count, out);
   }
-  plan::Status poison(void *data, uint64_t bytes, ElementType type) override {
+  Status poison(void *data, uint64_t bytes, ElementType type) override {
     return backend().poison(data, bytes, type);
   }
-  plan::Status checksum(const void *data, uint64_t bytes,
+  Status checksum(const void *data, uint64_t bytes,
                         uint64_t &out) override {
     return backend().checksum(data, bytes, out);
   }

@@ -130,7 +130,7 @@ struct Op {
   }
 };
 
-plan::Status run(const Op &op, std::vector<Tensor *> operands, Tensor &result) {
+Status run(const Op &op, std::vector<Tensor *> operands, Tensor &result) {
   std::vector<TensorRef> in;
   for (Tensor *operand : operands)
     in.push_back(operand->ref());
@@ -139,14 +139,14 @@ plan::Status run(const Op &op, std::vector<Tensor *> operands, Tensor &result) {
 
 /// Runs `op` and expects success.
 void runOk(const Op &op, std::vector<Tensor *> operands, Tensor &result) {
-  plan::Status status = run(op, std::move(operands), result);
+  Status status = run(op, std::move(operands), result);
   ASSERT_TRUE(status.ok()) << status.message();
 }
 
 /// Runs `op` and returns its error message ("" if it succeeded).
 std::string runError(const Op &op, std::vector<Tensor *> operands,
                      Tensor &result) {
-  plan::Status status = run(op, std::move(operands), result);
+  Status status = run(op, std::move(operands), result);
   return status.ok() ? "" : status.message();
 }
 

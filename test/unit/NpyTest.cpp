@@ -25,7 +25,6 @@ using namespace zplan::npy;
 using zplan::tooling::FileIdentity;
 using zplan::tooling::StagedFile;
 using zplan::tooling::StagedFiles;
-using zplan::plan::Status;
 
 using zplan::testing::contains;
 using zplan::testing::errorOf;

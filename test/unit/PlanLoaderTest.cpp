@@ -22,6 +22,7 @@
 #include <fstream>
 
 using namespace zplan::plan;
+using zplan::Status;
 
 using zplan::testing::contains;
 using zplan::testing::errorOf;

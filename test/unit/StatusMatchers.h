@@ -1,6 +1,6 @@
 //===- StatusMatchers.h - GoogleTest helpers for runtime messages ---------===//
 //
-// The runtime's unit tests assert on plan::Status messages; these two
+// The runtime's unit tests assert on Status messages; these two
 // helpers keep those assertions alike across test files.
 //
 //===----------------------------------------------------------------------===//
@@ -27,7 +27,7 @@ inline ::testing::AssertionResult contains(const std::string &text,
 
 /// The message of a failed status; "" (which contains no expected text)
 /// when it succeeded.
-inline std::string errorOf(const plan::Status &status) {
+inline std::string errorOf(const Status &status) {
   return status.ok() ? "" : status.message();
 }
 
