@@ -21,13 +21,13 @@
 #include "compiler/plan/PlanSearch.h"
 #include "compiler/plan/Simulator.h"
 #include "compiler/plan/WeightsWriter.h"
-#include "runtime/plan/PlanFormat.h"
+#include "dialects/nn/NNDialect.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/ADT/StringSwitch.h"
-#include "dialects/nn/NNDialect.h"
+#include "runtime/plan/PlanFormat.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
@@ -70,7 +70,8 @@ llvm::Expected<uint64_t> zplan::parseByteSize(llvm::StringRef text) {
   // budget or bucket comes near it.
   double bytes = std::round(value * *scale);
   if (!(bytes < 0x1p63))
-    return makeError("byte size '" + text + "' is too large (at most 2^63-1 B)");
+    return makeError("byte size '" + text +
+                     "' is too large (at most 2^63-1 B)");
   return static_cast<uint64_t>(bytes);
 }
 
@@ -181,9 +182,9 @@ public:
 
   /// A new temporary for `path`, created empty and registered with the crash
   /// handler; `fill` writes it.
-  llvm::Error add(llvm::StringRef path,
-                  llvm::function_ref<llvm::Error(llvm::StringRef temporary)>
-                      fill) {
+  llvm::Error
+  add(llvm::StringRef path,
+      llvm::function_ref<llvm::Error(llvm::StringRef temporary)> fill) {
     llvm::SmallString<256> temporary;
     int fd = -1;
     if (std::error_code code = llvm::sys::fs::createUniqueFile(
@@ -193,8 +194,7 @@ public:
     llvm::sys::Process::SafelyCloseFileDescriptor(fd);
     if (!registerTemporaryFile(temporary)) {
       llvm::sys::fs::remove(temporary);
-      return makeError("too many temporary files open to write '" + path +
-                       "'");
+      return makeError("too many temporary files open to write '" + path + "'");
     }
     outputs.push_back({path.str(), temporary.str().str()});
     return fill(temporary);
@@ -357,8 +357,8 @@ scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
   buildSchedulePipeline(pm, schedule);
   diagnostics.clear();
   if (mlir::failed(pm.run(*copy)))
-    return makeError("scheduling (policy " + spell(policy) + ") failed: " +
-                     llvm::StringRef(diagnostics).rtrim());
+    return makeError("scheduling (policy " + spell(policy) +
+                     ") failed: " + llvm::StringRef(diagnostics).rtrim());
   if (scheduledIr) {
     scheduledIr->clear();
     llvm::raw_string_ostream os(*scheduledIr);
@@ -491,11 +491,11 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
   };
   if (options.dumps.count("ir"))
     if (llvm::Error error = emitDump(
-            "ir.mlir", (importedIr + "// -----// IR after the schedule (policy " +
-                        spell(options.policy) + ") //----- //\n// " +
-                        search->summary + "\n" +
-                        searched.scheduledIr[search->chosen])
-                           .str()))
+            "ir.mlir",
+            (importedIr + "// -----// IR after the schedule (policy " +
+             spell(options.policy) + ") //----- //\n// " + search->summary +
+             "\n" + searched.scheduledIr[search->chosen])
+                .str()))
       return error;
   if (options.dumps.count("schedule"))
     if (llvm::Error error =
@@ -532,9 +532,9 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
         {spell(options.policy).str(), &chosen}};
     if (baseline)
       policies.push_back({spell(other).str(), baseline});
-    if (llvm::Error error = emitDump(
-            "report.txt",
-            formatReport(policies) + "// " + search->summary + "\n" + note))
+    if (llvm::Error error =
+            emitDump("report.txt", formatReport(policies) + "// " +
+                                       search->summary + "\n" + note))
       return error;
   }
 

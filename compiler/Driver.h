@@ -93,8 +93,8 @@ llvm::Error validateOptions(const CompileOptions &options);
 /// of them. An output that is a directory, or the same file as the model or
 /// one of its external-data files, is refused before anything is written.
 /// Progress notes go to `notes`.
-llvm::Error compileModel(const CompileOptions &options,
-                         llvm::raw_ostream &out, llvm::raw_ostream &notes);
+llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &out,
+                         llvm::raw_ostream &notes);
 
 } // namespace zplan
 

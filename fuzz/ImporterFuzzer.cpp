@@ -22,8 +22,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "onnx/onnx.pb.h"
-#include <google/protobuf/stubs/logging.h>
 #include "llvm/Support/raw_ostream.h"
+#include <google/protobuf/stubs/logging.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -104,9 +104,9 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     for (const auto &entry :
          std::filesystem::directory_iterator(modelDir, ignored))
       if (entry.path().extension() == ".data")
-        std::filesystem::create_symlink(
-            std::filesystem::absolute(entry.path()),
-            workDirectory / entry.path().filename(), ignored);
+        std::filesystem::create_symlink(std::filesystem::absolute(entry.path()),
+                                        workDirectory / entry.path().filename(),
+                                        ignored);
   }
   return 0;
 }

@@ -27,7 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   zplan::npy::Array again;
   zplan::Status status = zplan::npy::parseNpy(encoded, "again", again);
   if (!status.ok()) {
-    std::fprintf(stderr, "zplan-fuzz-npy: an encoded array does not parse: %s\n",
+    std::fprintf(stderr,
+                 "zplan-fuzz-npy: an encoded array does not parse: %s\n",
                  status.message().c_str());
     std::abort();
   }

@@ -44,8 +44,8 @@
 #define ZPLAN_RUNTIME_BACKEND_H
 
 #include "runtime/plan/plan.pb.h"
-#include "runtime/support/Status.h"
 #include "runtime/support/ElementType.h"
+#include "runtime/support/Status.h"
 
 #include <cstdint>
 #include <memory>
@@ -122,14 +122,14 @@ public:
   /// alignment unit, so that even an empty arena has an address). `what`
   /// ("the arena") names it in the error when the allocation fails.
   virtual Status allocate(uint64_t bytes, std::string_view what,
-                                std::unique_ptr<BackendMemory> &out) = 0;
+                          std::unique_ptr<BackendMemory> &out) = 0;
   /// Takes `host` (weights read from the file) into backend memory: the CPU
   /// keeps the bytes where they are, a device backend copies and frees them.
   virtual Status adopt(std::vector<uint8_t> &&host,
-                             std::unique_ptr<BackendMemory> &out) = 0;
+                       std::unique_ptr<BackendMemory> &out) = 0;
   /// Copies `bytes` host bytes at `source` to backend memory at `target`.
   virtual Status copyFromHost(void *target, const void *source,
-                                    uint64_t bytes) = 0;
+                              uint64_t bytes) = 0;
 
   //===--------------------------------------------------------------------===//
   // Kernels
@@ -142,9 +142,9 @@ public:
   /// kernel) over `operands` and `results`. Fails when the backend has no
   /// kernel for its opcode.
   virtual Status prepareKernel(const plan::Instruction &instruction,
-                                     std::vector<TensorRef> operands,
-                                     std::vector<TensorRef> results,
-                                     std::unique_ptr<PreparedKernel> &out) = 0;
+                               std::vector<TensorRef> operands,
+                               std::vector<TensorRef> results,
+                               std::unique_ptr<PreparedKernel> &out) = 0;
 
   //===--------------------------------------------------------------------===//
   // Queues and events
@@ -152,7 +152,7 @@ public:
 
   /// The queues and `instructionCount` completion events of one executor.
   virtual Status createQueues(uint32_t instructionCount,
-                                    std::unique_ptr<Queues> &out) = 0;
+                              std::unique_ptr<Queues> &out) = 0;
 
   //===--------------------------------------------------------------------===//
   // --check
@@ -160,13 +160,11 @@ public:
 
   /// Fills `bytes` at `data` with quiet NaNs of `type` (a recognisable 0xA5
   /// byte pattern for integer types, which have no NaN).
-  virtual Status poison(void *data, uint64_t bytes,
-                              ElementType type) = 0;
+  virtual Status poison(void *data, uint64_t bytes, ElementType type) = 0;
   /// A position-sensitive checksum of `bytes` at `data`: a changed, swapped
   /// or zeroed word changes it. Equal bytes give equal sums on every
   /// backend and rank.
-  virtual Status checksum(const void *data, uint64_t bytes,
-                                uint64_t &out) = 0;
+  virtual Status checksum(const void *data, uint64_t bytes, uint64_t &out) = 0;
 };
 
 } // namespace zplan

@@ -26,8 +26,6 @@ using namespace zplan;
 
 namespace {
 
-
-
 std::string groupName(const plan::Plan &plan, uint32_t group) {
   return "@" + plan.groups(group).name();
 }
@@ -157,9 +155,9 @@ Status Executor::prepare() {
       operands.push_back(tensorOf(id));
     for (uint32_t id : instruction.results())
       results.push_back(tensorOf(id));
-    if (Status status = backend.prepareKernel(instruction, std::move(operands),
-                                              std::move(results),
-                                              kernels[index]);
+    if (Status status =
+            backend.prepareKernel(instruction, std::move(operands),
+                                  std::move(results), kernels[index]);
         !status.ok())
       return failure(describeInstruction(instruction), ": ", status.message());
   }
@@ -185,8 +183,8 @@ Status Executor::prepare() {
       if (buffer.view_of() != 0)
         continue;
       uint64_t sum;
-      if (Status status =
-              backend.checksum(memory.address(buffer.id()), buffer.bytes(), sum);
+      if (Status status = backend.checksum(memory.address(buffer.id()),
+                                           buffer.bytes(), sum);
           !status.ok())
         return status;
       if (buffer.kind() == plan::Buffer::SHARD)
@@ -313,7 +311,9 @@ bool Executor::waitComplete(uint32_t index, uint32_t epoch) {
 void Executor::markComplete(uint32_t index, uint32_t epoch) {
   completedIn[index].store(epoch, std::memory_order_release);
   if (awaited[index]) {
-    { std::lock_guard<std::mutex> lock(mutex); }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+    }
     wakeUp.notify_all();
   }
 }
@@ -374,8 +374,7 @@ Status Executor::executeAllGather(const plan::Instruction &instruction) {
                      " changed since load (checksum mismatch): an ",
                      "instruction wrote into parameter storage");
   }
-  if (Status status =
-          communicator.allGather(shard, copy, countPerRank, type);
+  if (Status status = communicator.allGather(shard, copy, countPerRank, type);
       !status.ok())
     return failure(describeInstruction(instruction), " (group ",
                    groupName(plan, group), "): ", status.message());

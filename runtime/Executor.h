@@ -75,8 +75,8 @@ std::string describeInstruction(const plan::Instruction &instruction);
 /// large enough for the whole group. Names the first instruction that
 /// fails.
 Status checkProgramSupported(const plan::Plan &plan,
-                                   const plan::Program &program,
-                                   const Backend &backend = cpu::cpuBackend());
+                             const plan::Program &program,
+                             const Backend &backend = cpu::cpuBackend());
 
 class Executor {
 public:
@@ -85,11 +85,10 @@ public:
   /// instruction's kernel, creates the backend's queues, and starts the
   /// comm thread. `plan`, `program`,
   /// `memory` and `communicator` must outlive the executor.
-  static Status create(const plan::Plan &plan,
-                             const plan::Program &program, RankMemory &memory,
-                             comm::Communicator &communicator,
-                             const ExecutorOptions &options,
-                             std::unique_ptr<Executor> &out);
+  static Status create(const plan::Plan &plan, const plan::Program &program,
+                       RankMemory &memory, comm::Communicator &communicator,
+                       const ExecutorOptions &options,
+                       std::unique_ptr<Executor> &out);
 
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;

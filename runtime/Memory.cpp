@@ -20,7 +20,6 @@ using namespace zplan;
 
 namespace {
 
-
 uint64_t roundUp(uint64_t bytes) {
   return (bytes + kMemoryAlignment - 1) / kMemoryAlignment * kMemoryAlignment;
 }
@@ -67,16 +66,16 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
     return status;
   for (int index = 0; index < plan.constants_size(); ++index) {
     const std::string &data = plan.constants(index).data();
-    if (Status status = backend.copyFromHost(
-            memory->constantPool->data() + memory->constantOffsets[index],
-            data.data(), data.size());
+    if (Status status = backend.copyFromHost(memory->constantPool->data() +
+                                                 memory->constantOffsets[index],
+                                             data.data(), data.size());
         !status.ok())
       return status;
   }
 
   memory->arenaSize = plan.arena_bytes();
-  if (Status status =
-          backend.allocate(memory->arenaSize, "the arena", memory->arenaStorage);
+  if (Status status = backend.allocate(memory->arenaSize, "the arena",
+                                       memory->arenaStorage);
       !status.ok())
     return status;
   if (Status status = memory->resolve(plan); !status.ok())

@@ -42,11 +42,11 @@ public:
   /// does not fit the section it lives in, or the arena cannot be
   /// allocated.
   static Status load(const std::string &planPath, const plan::Plan &plan,
-                           uint32_t rank, Backend &backend,
-                           std::unique_ptr<RankMemory> &out);
+                     uint32_t rank, Backend &backend,
+                     std::unique_ptr<RankMemory> &out);
   /// As above, on the CPU backend.
   static Status load(const std::string &planPath, const plan::Plan &plan,
-                           uint32_t rank, std::unique_ptr<RankMemory> &out);
+                     uint32_t rank, std::unique_ptr<RankMemory> &out);
 
   /// The backend that holds this memory, and runs the kernels on it.
   Backend &backend() const { return *owner; }

@@ -226,7 +226,8 @@ ArenaPlan zplan::planArena(llvm::ArrayRef<BufferRequest> requests,
          ++step) {
       order = current;
       std::swap(order[random() % n], order[random() % n]);
-      uint64_t arenaBytes = placeInOrder(requests, alignedSizes, order, offsets);
+      uint64_t arenaBytes =
+          placeInOrder(requests, alignedSizes, order, offsets);
       if (arenaBytes <= currentBytes) {
         current = order;
         currentBytes = arenaBytes;

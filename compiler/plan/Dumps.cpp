@@ -76,10 +76,9 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
       if (opcode == plan::OPCODE_ALL_GATHER ||
           opcode == plan::OPCODE_GATHER_WAIT ||
           opcode == plan::OPCODE_RELEASE) {
-        const plan::Buffer &copy =
-            plan.buffers(opcode == plan::OPCODE_ALL_GATHER
-                             ? instruction.results(0) - 1
-                             : instruction.operands(0) - 1);
+        const plan::Buffer &copy = plan.buffers(
+            opcode == plan::OPCODE_ALL_GATHER ? instruction.results(0) - 1
+                                              : instruction.operands(0) - 1);
         bytes = copy.bytes();
         operands = describeGroup(plan, instruction.group());
       } else {
@@ -91,8 +90,8 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
         if (!instruction.location().empty())
           operands = instruction.location() + " (" + operands + ")";
       }
-      uint64_t live = instruction.index() <
-                              static_cast<uint32_t>(emitted.arena.liveBytes.size())
+      uint64_t live = instruction.index() < static_cast<uint32_t>(
+                                                emitted.arena.liveBytes.size())
                           ? emitted.arena.liveBytes[instruction.index()]
                           : 0;
       os << llvm::format("%6u  %-7s  %-12s %10llu  %10llu  ",
@@ -189,7 +188,8 @@ std::string zplan::formatReport(
   os << "groups (" << policies.front().first << " policy):\n";
   for (int g = 0; g < chosen.plan.groups_size(); ++g) {
     const plan::Group &group = chosen.plan.groups(g);
-    uint64_t bytes = group.padded_elements() * plan::dataTypeSize(group.dtype());
+    uint64_t bytes =
+        group.padded_elements() * plan::dataTypeSize(group.dtype());
     os << "  @" << group.name() << ": " << group.parameters_size()
        << " parameter(s), " << formatSize(bytes) << ", ";
     if (group.persistent()) {

@@ -30,9 +30,8 @@ std::string formatMemoryDump(const EmittedPlan &emitted);
 /// Per program and policy: bytes gathered, collectives, peak per rank,
 /// simulated time and exposed communication; then the group decisions of
 /// the first policy (what stays whole, what is gathered more than once).
-std::string
-formatReport(llvm::ArrayRef<std::pair<std::string, const EmittedPlan *>>
-                 policies);
+std::string formatReport(
+    llvm::ArrayRef<std::pair<std::string, const EmittedPlan *>> policies);
 
 /// "1.50 MiB"-style rendering used by every dump.
 std::string formatSize(uint64_t bytes);

@@ -80,7 +80,9 @@ private:
                      RankedTensorType type);
   uint32_t addView(uint32_t base, uint64_t byteOffset, llvm::StringRef name,
                    RankedTensorType type);
-  plan::Buffer &buffer(uint32_t id) { return *result.plan.mutable_buffers(id - 1); }
+  plan::Buffer &buffer(uint32_t id) {
+    return *result.plan.mutable_buffers(id - 1);
+  }
   uint32_t baseOf(uint32_t id) {
     while (buffer(id).view_of() != 0)
       id = buffer(id).view_of();
@@ -103,8 +105,9 @@ private:
   llvm::DenseMap<uint32_t, uint32_t> shardBuffer;      // group -> SHARD
   llvm::DenseMap<uint32_t, uint32_t> persistentBuffer; // group -> PERSISTENT
   llvm::DenseMap<Value, uint32_t> valueBuffer;
-  llvm::DenseMap<Value, uint32_t> tokenCopy;        // gather token -> copy
-  llvm::DenseMap<Value, uint32_t> tokenInstruction; // gather token -> all_gather
+  llvm::DenseMap<Value, uint32_t> tokenCopy; // gather token -> copy
+  llvm::DenseMap<Value, uint32_t>
+      tokenInstruction; // gather token -> all_gather
   int64_t lastCompute = -1;
 };
 
@@ -145,8 +148,9 @@ void Emitter::declareGroups() {
     if (group.getPersistent()) {
       entry->set_weights_offset(persistentOffset);
       persistentOffset += full;
-      persistentBuffer[index] = addBuffer(
-          plan::Buffer::PERSISTENT, group.getSymName().str() + " (whole)", flat);
+      persistentBuffer[index] =
+          addBuffer(plan::Buffer::PERSISTENT,
+                    group.getSymName().str() + " (whole)", flat);
       buffer(persistentBuffer[index]).set_group(index);
       result.residentBytes += full;
     } else {
@@ -157,8 +161,9 @@ void Emitter::declareGroups() {
           {static_cast<int64_t>(group.getPaddedElements() /
                                 group.getWorldSize())},
           element);
-      shardBuffer[index] = addBuffer(
-          plan::Buffer::SHARD, group.getSymName().str() + " (shard)", shardType);
+      shardBuffer[index] =
+          addBuffer(plan::Buffer::SHARD, group.getSymName().str() + " (shard)",
+                    shardType);
       buffer(shardBuffer[index]).set_group(index);
       result.residentBytes += shard;
     }
@@ -234,8 +239,8 @@ void Emitter::addAttributes(plan::Instruction &instruction, Operation *op) {
 llvm::Error Emitter::emitOps(func::FuncOp func) {
   Block &body = func.getBody().front();
   for (BlockArgument argument : body.getArguments()) {
-    auto name = func.getArgAttrOfType<StringAttr>(argument.getArgNumber(),
-                                                  "nn.name");
+    auto name =
+        func.getArgAttrOfType<StringAttr>(argument.getArgNumber(), "nn.name");
     std::string text = name ? name.str() : "input";
     uint32_t id = addBuffer(plan::Buffer::ARENA, text,
                             llvm::cast<RankedTensorType>(argument.getType()));
@@ -301,8 +306,8 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
       uint32_t group = groupIndex.lookup(start.getGroupAttr().getValue());
       bool persistent = result.plan.groups(group).persistent();
       bool inPlace = persistent || result.plan.world_size() == 1;
-      uint32_t base =
-          persistent ? persistentBuffer.lookup(group) : tokenCopy.lookup(wait.getToken());
+      uint32_t base = persistent ? persistentBuffer.lookup(group)
+                                 : tokenCopy.lookup(wait.getToken());
       if (!inPlace) {
         plan::Instruction &instruction =
             addInstruction(plan::OPCODE_GATHER_WAIT, nullptr, 0);
@@ -317,10 +322,10 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
         const plan::Parameter &parameter =
             result.plan.parameters(parameterIndex.lookup(read.getParam()));
         auto type = llvm::cast<RankedTensorType>(tensor.getType());
-        valueBuffer[tensor] =
-            addView(base, parameter.offset_elements() *
-                              elementBytes(type.getElementType()),
-                    parameter.name(), type);
+        valueBuffer[tensor] = addView(base,
+                                      parameter.offset_elements() *
+                                          elementBytes(type.getElementType()),
+                                      parameter.name(), type);
       }
       continue;
     }
@@ -332,8 +337,8 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
           addInstruction(plan::OPCODE_RELEASE, nullptr, 0);
       instruction.add_operands(copy);
       instruction.set_group(buffer(copy).group());
-      instruction.set_location(
-          "@" + result.plan.groups(buffer(copy).group()).name());
+      instruction.set_location("@" +
+                               result.plan.groups(buffer(copy).group()).name());
       continue;
     }
     if (auto reshape = llvm::dyn_cast<nn::ReshapeOp>(op)) {
@@ -407,8 +412,8 @@ llvm::Error Emitter::planMemory() {
   for (const plan::Buffer &entry : out.buffers())
     if (entry.kind() == plan::Buffer::ARENA && entry.view_of() == 0 &&
         first[entry.id()] >= 0)
-      requests.push_back({entry.id(), entry.bytes(), first[entry.id()],
-                          lastUse[entry.id()]});
+      requests.push_back(
+          {entry.id(), entry.bytes(), first[entry.id()], lastUse[entry.id()]});
   if (std::optional<size_t> overflow = findArenaOverflow(requests))
     return makeError("the arena overflows at buffer '" +
                      buffer(requests[*overflow].id).name() + "' (" +

@@ -11,8 +11,8 @@
 #include "compiler/plan/Dumps.h"
 
 #include "llvm/ADT/Twine.h"
-#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/ErrorHandling.h"
 
 using namespace zplan;
 
@@ -89,17 +89,16 @@ searchBudget(SchedulePolicy policy, uint64_t budget,
     uint64_t over = total - budget;
     if (overBudget.empty()) {
       outcome.firstOvershoot = over;
-      overBudget =
-          ("the planned memory does not fit the budget of " +
-           llvm::Twine(budget) + " B per rank (policy " + spell(policy) +
-           "): shards and persistent groups " +
-           llvm::Twine(measure->residentBytes) + " B + arena " +
-           llvm::Twine(measure->arenaBytes) + " B (live peak " +
-           llvm::Twine(measure->lowerBound) + " B at instruction #" +
-           llvm::Twine(measure->peakIndex) + ") = " + llvm::Twine(total) +
-           " B, " + llvm::Twine(over) +
-           " B over, also when rescheduled under tighter budgets")
-              .str();
+      overBudget = ("the planned memory does not fit the budget of " +
+                    llvm::Twine(budget) + " B per rank (policy " +
+                    spell(policy) + "): shards and persistent groups " +
+                    llvm::Twine(measure->residentBytes) + " B + arena " +
+                    llvm::Twine(measure->arenaBytes) + " B (live peak " +
+                    llvm::Twine(measure->lowerBound) + " B at instruction #" +
+                    llvm::Twine(measure->peakIndex) +
+                    ") = " + llvm::Twine(total) + " B, " + llvm::Twine(over) +
+                    " B over, also when rescheduled under tighter budgets")
+                       .str();
     }
     if (retry == kMaxBudgetRetries || over >= target)
       return makeError(overBudget);
@@ -162,15 +161,14 @@ zplan::searchPlan(SchedulePolicy policy, uint64_t budget,
   }
   result.jitPlan = hook->attempt;
   double ownSeconds = result.attempts[own->attempt].measure->simulatedSeconds;
-  double hookSeconds =
-      result.attempts[hook->attempt].measure->simulatedSeconds;
+  double hookSeconds = result.attempts[hook->attempt].measure->simulatedSeconds;
   if (hookSeconds < ownSeconds) {
     result.chosen = hook->attempt;
-    result.summary = "plan search: default policy with hook-distance prefetch "
-                     "(simulated " +
-                     formatSeconds(hookSeconds) + " vs " +
-                     formatSeconds(ownSeconds) + " with the prefetch pass's); " +
-                     describeRetries(budget, *hook);
+    result.summary =
+        "plan search: default policy with hook-distance prefetch "
+        "(simulated " +
+        formatSeconds(hookSeconds) + " vs " + formatSeconds(ownSeconds) +
+        " with the prefetch pass's); " + describeRetries(budget, *hook);
     return result;
   }
   result.summary = "plan search: default policy with the prefetch pass's "

@@ -39,9 +39,8 @@ static llvm::Error writeHeader(const plan::Plan &plan, uint64_t planIdentity,
   uint64_t section = plan.weights_bytes_per_rank();
   for (uint32_t rank = 0; rank < plan.world_size(); ++rank)
     header.rankChecksums.push_back(checksum(data + rank * section, section));
-  header.persistentChecksum =
-      checksum(data + plan.persistent_weights_offset(),
-               plan::persistentWeightsBytes(plan));
+  header.persistentChecksum = checksum(data + plan.persistent_weights_offset(),
+                                       plan::persistentWeightsBytes(plan));
   std::string bytes = plan::encodeWeightsHeader(header);
 
   int fd = -1;
@@ -52,8 +51,7 @@ static llvm::Error writeHeader(const plan::Plan &plan, uint64_t planIdentity,
   out.pwrite(bytes.data(), bytes.size(), 0);
   out.close();
   if (out.has_error())
-    return makeError("writing '" + path + "' failed: " +
-                     out.error().message());
+    return makeError("writing '" + path + "' failed: " + out.error().message());
   return llvm::Error::success();
 }
 
@@ -92,12 +90,12 @@ llvm::Error zplan::writeWeights(const plan::Plan &plan, uint64_t planIdentity,
         return makeError("parameter '" + parameter.name() +
                          "' is not an initializer of '" + modelPath + "'");
       std::string bytes;
-      if (llvm::Error error =
-              readInitializerBytes(*tensor, modelDir, bytes))
+      if (llvm::Error error = readInitializerBytes(*tensor, modelDir, bytes))
         return error;
       if (bytes.size() != parameter.num_elements() * elementSize)
         return makeError("parameter '" + parameter.name() + "' has " +
-                         llvm::Twine(bytes.size()) + " bytes of data, expected " +
+                         llvm::Twine(bytes.size()) +
+                         " bytes of data, expected " +
                          llvm::Twine(parameter.num_elements() * elementSize));
       std::copy(bytes.begin(), bytes.end(),
                 flat.begin() + parameter.offset_elements() * elementSize);
@@ -116,7 +114,7 @@ llvm::Error zplan::writeWeights(const plan::Plan &plan, uint64_t planIdentity,
   }
   out.close();
   if (out.has_error())
-    return makeError("writing '" + outputPath + "' failed: " +
-                     out.error().message());
+    return makeError("writing '" + outputPath +
+                     "' failed: " + out.error().message());
   return writeHeader(plan, planIdentity, outputPath, dataAt);
 }

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/transforms/PatternMatching.h"
 #include "compiler/transforms/Passes.h"
+#include "compiler/transforms/PatternMatching.h"
 
 #include <cmath>
 
@@ -23,8 +23,7 @@ constexpr double kSqrt2 = 1.4142135623730951;
 constexpr double kSqrt2OverPi = 0.7978845608028654;
 
 /// Matches `value` = 1 + f(...) with f the unary op OpT; binds f's input.
-template <typename OpT>
-static bool matchOnePlus(Value value, Value &inner) {
+template <typename OpT> static bool matchOnePlus(Value value, Value &inner) {
   auto add = value.getDefiningOp<nn::AddOp>();
   return add && matchEitherOrder(
                     add, [](Value v) { return isSplatNear(v, 1.0); },
@@ -102,8 +101,7 @@ struct FormGelu : OpRewritePattern<nn::MulOp> {
         continue;
       if (matchedX != x || x.getType() != mul.getType())
         return failure();
-      rewriter.replaceOpWithNewOp<nn::GeluOp>(mul, x.getType(), x,
-                                              approximate);
+      rewriter.replaceOpWithNewOp<nn::GeluOp>(mul, x.getType(), x, approximate);
       return success();
     }
     return failure();

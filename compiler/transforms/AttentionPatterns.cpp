@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/transforms/PatternMatching.h"
 #include "compiler/transforms/Passes.h"
+#include "compiler/transforms/PatternMatching.h"
 
 using namespace mlir;
 using namespace zplan;
@@ -133,7 +133,8 @@ struct FormAttention : OpRewritePattern<nn::MatmulOp> {
         llvm::cast<RankedTensorType>(value.getType()).getShape();
     size_t rank = queryShape.size();
     if (rank < 2 || keys->shape.size() != rank || valueShape.size() != rank ||
-        ArrayRef<int64_t>(keys->shape).drop_back(2) != queryShape.drop_back(2) ||
+        ArrayRef<int64_t>(keys->shape).drop_back(2) !=
+            queryShape.drop_back(2) ||
         valueShape.drop_back(2) != queryShape.drop_back(2) ||
         keys->shape.back() != queryShape.back() ||
         keys->shape[rank - 2] != valueShape[rank - 2])

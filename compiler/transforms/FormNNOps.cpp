@@ -29,8 +29,8 @@ struct FormNNOpsPass : zplan::impl::FormNNOpsBase<FormNNOpsPass> {
     populateActivationPatterns(patterns);
     populateLinearPatterns(patterns);
     populateAttentionPatterns(patterns);
-    if (failed(applyPatternsAndFoldGreedily(getOperation(),
-                                            std::move(patterns))))
+    if (failed(
+            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
 };

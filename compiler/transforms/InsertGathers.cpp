@@ -221,7 +221,8 @@ struct InsertGathersPass : zplan::impl::InsertGathersBase<InsertGathersPass> {
     for (const GroupUses &group : groups)
       for (size_t k = 0; k < group.numSegments(); ++k)
         if (group.segmentFirst(k) <= index && index <= group.segmentLast(k))
-          buffers.push_back({"gathered group @" + zero::GroupOp(group.group).getSymName().str(),
+          buffers.push_back({"gathered group @" +
+                                 zero::GroupOp(group.group).getSymName().str(),
                              group.bytes});
     return emitOverBudget(live.ops()[index], index, budget,
                           live.residentBytes(), transient, buffers,

@@ -3,15 +3,15 @@
 // A Gather along axis 0 of a rank-2 float table is an embedding lookup (the
 // runtime checks ids, autodiff scatters rows). A Transpose swapping the last
 // two dimensions of a MatMul's right operand becomes the matmul's
-// transpose_rhs, so Linear weights are read in place. MatMul followed by Add of a
-// vector the size of the last dimension is a Linear layer: one op, so the
+// transpose_rhs, so Linear weights are read in place. MatMul followed by Add of
+// a vector the size of the last dimension is a Linear layer: one op, so the
 // runtime adds the bias in the GEMM epilogue. Tests:
 // test/transforms/form-nn-ops.mlir.
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/transforms/PatternMatching.h"
 #include "compiler/transforms/Passes.h"
+#include "compiler/transforms/PatternMatching.h"
 
 using namespace mlir;
 using namespace zplan;
@@ -92,5 +92,6 @@ struct FoldBiasIntoMatmul : OpRewritePattern<nn::AddOp> {
 } // namespace
 
 void zplan::populateLinearPatterns(RewritePatternSet &patterns) {
-  patterns.add<FormEmbedding, FoldTransposeIntoMatmul, FoldBiasIntoMatmul>(patterns.getContext());
+  patterns.add<FormEmbedding, FoldTransposeIntoMatmul, FoldBiasIntoMatmul>(
+      patterns.getContext());
 }

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/transforms/PatternMatching.h"
 #include "compiler/transforms/Passes.h"
+#include "compiler/transforms/PatternMatching.h"
 
 using namespace mlir;
 using namespace zplan;
@@ -186,7 +186,8 @@ struct AbsorbNormWeight : OpRewritePattern<nn::MulOp> {
         norm = op;
         return true;
       }
-      if (auto rms = llvm::dyn_cast<nn::RmsNormOp>(op); rms && !rms.getWeight()) {
+      if (auto rms = llvm::dyn_cast<nn::RmsNormOp>(op);
+          rms && !rms.getWeight()) {
         norm = op;
         return true;
       }
@@ -237,8 +238,7 @@ struct AbsorbLayerNormBias : OpRewritePattern<nn::AddOp> {
     if (shapeOf(bias) != normalizedShape(norm, norm.getAxis()) ||
         add.getType() != norm.getType())
       return failure();
-    rewriter.modifyOpInPlace(norm,
-                             [&] { norm.getBiasMutable().assign(bias); });
+    rewriter.modifyOpInPlace(norm, [&] { norm.getBiasMutable().assign(bias); });
     if (Operation *def = bias.getDefiningOp();
         def && def->getBlock() == norm->getBlock() &&
         norm->isBeforeInBlock(def))
@@ -251,6 +251,6 @@ struct AbsorbLayerNormBias : OpRewritePattern<nn::AddOp> {
 } // namespace
 
 void zplan::populateNormalizationPatterns(RewritePatternSet &patterns) {
-  patterns.add<FormLayerNorm, FormRmsNorm, FormRmsNormFromDiv,
-               AbsorbNormWeight, AbsorbLayerNormBias>(patterns.getContext());
+  patterns.add<FormLayerNorm, FormRmsNorm, FormRmsNormFromDiv, AbsorbNormWeight,
+               AbsorbLayerNormBias>(patterns.getContext());
 }

@@ -32,8 +32,8 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
 
   void runOnOperation() override {
     if (policy != "default" && policy != "jit") {
-      getOperation().emitError() << "zplan-prefetch: unknown policy '"
-                                 << policy << "' (expected default or jit)";
+      getOperation().emitError() << "zplan-prefetch: unknown policy '" << policy
+                                 << "' (expected default or jit)";
       return signalPassFailure();
     }
     llvm::Expected<HardwareProfile> profile = getHardwareProfile(hardware);
@@ -74,7 +74,8 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
         continue;
       int64_t first = buffer.start;
       int64_t waitIndex = first;
-      for (Operation *user : zero::GatherStartOp(buffer.gatherStart).getToken().getUsers())
+      for (Operation *user :
+           zero::GatherStartOp(buffer.gatherStart).getToken().getUsers())
         waitIndex = live.indexOf(user);
       count[first + 1] += 1;
       count[waitIndex + 1] -= 1;
@@ -99,9 +100,8 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
     std::vector<int64_t> flightCount;
     std::vector<uint64_t> flightBytes;
     inFlightAt(live, start, flightCount, flightBytes);
-    uint64_t limit = memoryBudget > 0
-                         ? static_cast<uint64_t>(memoryBudget)
-                         : std::numeric_limits<uint64_t>::max();
+    uint64_t limit = memoryBudget > 0 ? static_cast<uint64_t>(memoryBudget)
+                                      : std::numeric_limits<uint64_t>::max();
 
     Operation *wait = *start.getToken().getUsers().begin();
     double overlapped = 0;
@@ -144,8 +144,8 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
       if (live.residentBytes() + liveBytes[index] + bytes > limit)
         break;
       if (flightCount[index] + 1 > maxInFlight ||
-          (maxInFlightBytes > 0 &&
-           flightBytes[index] + bytes > static_cast<uint64_t>(maxInFlightBytes)))
+          (maxInFlightBytes > 0 && flightBytes[index] + bytes >
+                                       static_cast<uint64_t>(maxInFlightBytes)))
         break;
       overlapped += cost.computeSeconds(previous);
       start->moveBefore(previous);

@@ -22,8 +22,8 @@ namespace zplan {
 /// The ONNX node name an op was imported from, or its op name.
 inline std::string describeOp(mlir::Operation *op) {
   if (auto name = llvm::dyn_cast<mlir::NameLoc>(op->getLoc()))
-    return op->getName().getStringRef().str() + " '" +
-           name.getName().str() + "'";
+    return op->getName().getStringRef().str() + " '" + name.getName().str() +
+           "'";
   return op->getName().getStringRef().str();
 }
 
@@ -31,8 +31,8 @@ inline std::string describeOp(mlir::Operation *op) {
 /// graph input it is, or the node that computes it.
 inline std::string describeValue(mlir::Value value) {
   if (auto argument = llvm::dyn_cast<mlir::BlockArgument>(value)) {
-    auto func = llvm::dyn_cast<mlir::func::FuncOp>(
-        argument.getOwner()->getParentOp());
+    auto func =
+        llvm::dyn_cast<mlir::func::FuncOp>(argument.getOwner()->getParentOp());
     if (func)
       if (auto name = func.getArgAttrOfType<mlir::StringAttr>(
               argument.getArgNumber(), "nn.name"))
@@ -43,8 +43,7 @@ inline std::string describeValue(mlir::Value value) {
   if (auto wait = llvm::dyn_cast<zero::GatherWaitOp>(op)) {
     unsigned index = llvm::cast<mlir::OpResult>(value).getResultNumber();
     if (auto start = wait.getStart())
-      if (auto shard =
-              start.getShards()[index].getDefiningOp<zero::ShardOp>())
+      if (auto shard = start.getShards()[index].getDefiningOp<zero::ShardOp>())
         return "parameter '" + shard.getParam().str() + "'";
   }
   return describeOp(op);
@@ -68,11 +67,11 @@ emitOverBudget(mlir::Operation *op, int64_t index, uint64_t budget,
   });
   mlir::InFlightDiagnostic diag = op->emitError();
   diag << "does not fit the memory budget of " << formatBytes(budget)
-       << " per rank, " << context << ": at op #" << index
-       << " (" << describeOp(op) << ") shards and persistent groups hold "
+       << " per rank, " << context << ": at op #" << index << " ("
+       << describeOp(op) << ") shards and persistent groups hold "
        << formatBytes(resident) << " and live buffers "
-       << formatBytes(transient) << ", " << formatBytes(resident + transient - budget)
-       << " over; live buffers:";
+       << formatBytes(transient) << ", "
+       << formatBytes(resident + transient - budget) << " over; live buffers:";
   for (auto &[name, bytes] : buffers)
     diag << " " << name << " (" << formatBytes(bytes) << ");";
   return diag;

@@ -12,8 +12,8 @@
 #include "dialects/zero/ZeroDialect.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/Support/Debug.h"
 #include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/Debug.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <optional>
@@ -58,9 +58,8 @@ static std::optional<uint64_t> checkedTensorBytes(RankedTensorType type) {
   if (!type.hasStaticShape())
     return std::nullopt;
   Type element = type.getElementType();
-  uint64_t bytes = element.isIntOrFloat()
-                       ? (element.getIntOrFloatBitWidth() + 7) / 8
-                       : 8;
+  uint64_t bytes =
+      element.isIntOrFloat() ? (element.getIntOrFloatBitWidth() + 7) / 8 : 8;
   for (int64_t dim : type.getShape()) {
     std::optional<uint64_t> product =
         dim < 0 ? std::nullopt
@@ -114,8 +113,7 @@ struct ShardParametersPass
       gathering[1].emitError()
           << "zplan-shard-parameters: parameters are gathered in more than "
              "one function (@"
-          << gathering[0].getSymName() << " and @"
-          << gathering[1].getSymName()
+          << gathering[0].getSymName() << " and @" << gathering[1].getSymName()
           << "); grouping across programs is not supported yet";
       return signalPassFailure();
     }
@@ -229,8 +227,9 @@ struct ShardParametersPass
       RankedTensorType type = use.param.getTensorType();
       uint64_t bytes = tensorBytes(type);
       bool persistent = type.getNumElements() <= persistenceThreshold;
-      bool farApart = !persistent && use.lastUse - use.firstUse >
-                                         std::max<int64_t>(programLength / 4, 1);
+      bool farApart =
+          !persistent &&
+          use.lastUse - use.firstUse > std::max<int64_t>(programLength / 4, 1);
       int64_t &open = persistent ? openPersistent : openSharded;
       bool fits = false;
       if (open >= 0 && !farApart) {
@@ -266,9 +265,11 @@ struct ShardParametersPass
       else
         break;
     for (auto [index, plan] : llvm::enumerate(groups)) {
-      int64_t elementBytes =
-          (plan.members.front()->param.getTensorType().getElementTypeBitWidth() +
-           7) / 8;
+      int64_t elementBytes = (plan.members.front()
+                                  ->param.getTensorType()
+                                  .getElementTypeBitWidth() +
+                              7) /
+                             8;
       int64_t alignElements = std::max<int64_t>(alignment / elementBytes, 1);
       // Each size below is at most the checked total (checkSizes) plus
       // padding, but the padding grows with the world size: check it too.
@@ -285,10 +286,10 @@ struct ShardParametersPass
       };
       for (ParameterUse *member : plan.members) {
         std::optional<int64_t> aligned = checkedRoundUp(offset, alignElements);
-        if (!aligned || llvm::AddOverflow(
-                            *aligned,
-                            member->param.getTensorType().getNumElements(),
-                            offset))
+        if (!aligned ||
+            llvm::AddOverflow(*aligned,
+                              member->param.getTensorType().getNumElements(),
+                              offset))
           return overflows(member);
         offsets.push_back(*aligned);
         names.push_back(FlatSymbolRefAttr::get(member->param.getSymNameAttr()));
@@ -298,13 +299,12 @@ struct ShardParametersPass
       if (!llvm::MulOverflow(static_cast<int64_t>(worldSize), alignElements,
                              multiple))
         rounded = checkedRoundUp(std::max<int64_t>(offset, 1), multiple);
-      if (!rounded ||
-          llvm::MulOverflow(*rounded, elementBytes, padded) ||
+      if (!rounded || llvm::MulOverflow(*rounded, elementBytes, padded) ||
           static_cast<uint64_t>(padded) > kMaxPlanBytes)
         return overflows(plan.members.back());
       padded = *rounded;
-      std::string name = (plan.persistent ? "persistent" : "group") +
-                         std::to_string(index);
+      std::string name =
+          (plan.persistent ? "persistent" : "group") + std::to_string(index);
       auto group = moduleBuilder.create<zero::GroupOp>(
           func.getLoc(), moduleBuilder.getStringAttr(name),
           moduleBuilder.getArrayAttr(names),
@@ -337,7 +337,6 @@ struct ShardParametersPass
       op->erase();
     return success();
   }
-
 };
 
 } // namespace

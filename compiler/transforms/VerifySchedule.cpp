@@ -85,11 +85,11 @@ struct VerifySchedulePass
                              "zplan-shard-parameters first)");
     auto group =
         SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(start, groupName);
-    auto wait = llvm::cast<zero::GatherWaitOp>(
-        *start.getToken().getUsers().begin());
+    auto wait =
+        llvm::cast<zero::GatherWaitOp>(*start.getToken().getUsers().begin());
     if (!start->isBeforeInBlock(wait))
-      return wait.emitError() << "waits for group " << groupName
-                              << " before its gather_start";
+      return wait.emitError()
+             << "waits for group " << groupName << " before its gather_start";
 
     // Rule 4: released exactly once, as a whole group.
     SmallVector<zero::ReleaseOp> releases;
@@ -125,16 +125,15 @@ struct VerifySchedulePass
       if (covered != wait.getTensors().size() ||
           release.getTensors().size() != covered)
         return release.emitError()
-               << "must release the whole gathered copy of group "
-               << groupName << " (" << wait.getTensors().size()
-               << " tensors) at once, and nothing else; it releases "
-               << covered << " of them and "
-               << release.getTensors().size() - covered << " other tensors";
+               << "must release the whole gathered copy of group " << groupName
+               << " (" << wait.getTensors().size()
+               << " tensors) at once, and nothing else; it releases " << covered
+               << " of them and " << release.getTensors().size() - covered
+               << " other tensors";
     }
     if (releases.size() > 1)
-      return releases[1].emitError()
-             << "releases the gathered copy of group " << groupName
-             << " a second time";
+      return releases[1].emitError() << "releases the gathered copy of group "
+                                     << groupName << " a second time";
     zero::ReleaseOp release = releases.front();
 
     // Rule 3: nothing reads the copy, or a view of it, after the release.
@@ -162,7 +161,8 @@ struct VerifySchedulePass
     SmallVector<std::pair<std::string, uint64_t>> buffers;
     for (const LivenessAnalysis::Buffer *buffer : live.liveAt(index))
       buffers.push_back(
-          {buffer->group ? "gathered group @" + zero::GroupOp(buffer->group).getSymName().str()
+          {buffer->group ? "gathered group @" +
+                               zero::GroupOp(buffer->group).getSymName().str()
                          : describeValue(buffer->value),
            buffer->bytes});
     return emitOverBudget(live.ops()[index], index, budget,

@@ -130,11 +130,10 @@ LogicalResult MatmulOp::verify() {
   if (k != kr)
     return emitOpError() << "contraction dimensions differ: lhs "
                          << formatShape(shapeOf(getLhs())) << " has " << k
-                         << ", rhs " << formatShape(shapeOf(getRhs())) << " has "
-                         << kr;
-  FailureOr<SmallVector<int64_t>> batch =
-      broadcast(ArrayRef<int64_t>(lhs).drop_back(2),
-                ArrayRef<int64_t>(rhs).drop_back(2));
+                         << ", rhs " << formatShape(shapeOf(getRhs()))
+                         << " has " << kr;
+  FailureOr<SmallVector<int64_t>> batch = broadcast(
+      ArrayRef<int64_t>(lhs).drop_back(2), ArrayRef<int64_t>(rhs).drop_back(2));
   if (failed(batch))
     return emitOpError() << "batch dimensions do not broadcast: "
                          << formatShape(shapeOf(getLhs())) << " and "
@@ -148,7 +147,8 @@ LogicalResult MatmulOp::verify() {
     FailureOr<SmallVector<int64_t>> withBias =
         broadcast(expected, shapeOf(getBias()));
     if (failed(withBias) || *withBias != expected)
-      return emitOpError() << "bias of shape " << formatShape(shapeOf(getBias()))
+      return emitOpError() << "bias of shape "
+                           << formatShape(shapeOf(getBias()))
                            << " does not broadcast to the product shape "
                            << formatShape(expected);
   }
@@ -202,8 +202,8 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
     getInputMutable().assign(producer.getInput());
     return getResult();
   }
-  if (auto constant = llvm::dyn_cast_if_present<DenseElementsAttr>(
-          adaptor.getInput()))
+  if (auto constant =
+          llvm::dyn_cast_if_present<DenseElementsAttr>(adaptor.getInput()))
     return constant.reshape(llvm::cast<ShapedType>(getResult().getType()));
   return {};
 }
@@ -236,8 +236,8 @@ LogicalResult SliceOp::verify() {
       continue;
     int64_t last = start + (count - 1) * step;
     if (start < 0 || start >= input[d] || last < 0 || last >= input[d])
-      return emitOpError() << "dimension " << d << " reads [" << start
-                           << ", " << last << "] with step " << step
+      return emitOpError() << "dimension " << d << " reads [" << start << ", "
+                           << last << "] with step " << step
                            << ", outside the input extent " << input[d];
   }
   return success();
@@ -348,9 +348,9 @@ LogicalResult SoftmaxOp::verify() {
 
 /// Normalisation weights must have the shape of the normalised dimensions
 /// and the input's element type (the kernels read them as the input's type).
-static LogicalResult verifyNormParams(Operation *op, Value input, Value result,
-                                      int64_t axis,
-                                      ArrayRef<std::pair<StringRef, Value>> params) {
+static LogicalResult
+verifyNormParams(Operation *op, Value input, Value result, int64_t axis,
+                 ArrayRef<std::pair<StringRef, Value>> params) {
   ArrayRef<int64_t> shape = shapeOf(input);
   if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
     return emitAxisOutOfRange(op, "axis", axis, shape.size());
@@ -420,7 +420,8 @@ LogicalResult AttentionOp::verify() {
   scores.push_back(keyLength);
   if (Value mask = getMask()) {
     FailureOr<SmallVector<int64_t>> joined = broadcast(scores, shapeOf(mask));
-    if (failed(joined) || ArrayRef<int64_t>(*joined) != ArrayRef<int64_t>(scores))
+    if (failed(joined) ||
+        ArrayRef<int64_t>(*joined) != ArrayRef<int64_t>(scores))
       return emitOpError() << "mask of shape " << formatShape(shapeOf(mask))
                            << " does not broadcast to the scores "
                            << formatShape(scores);

@@ -26,8 +26,8 @@ static FailureOr<nn::ParameterOp> lookupParameter(Operation *op,
                                                   FlatSymbolRefAttr name) {
   auto param = table.lookupNearestSymbolFrom<nn::ParameterOp>(op, name);
   if (!param)
-    return op->emitOpError() << "names " << name
-                             << ", which is not an nn.parameter";
+    return op->emitOpError()
+           << "names " << name << ", which is not an nn.parameter";
   return param;
 }
 
@@ -102,8 +102,8 @@ LogicalResult GroupOp::verifySymbolUses(SymbolTableCollection &table) {
     if (offsets) {
       // Parameters in order, none overlapping the previous one.
       if ((*offsets)[index] < total)
-        return emitOpError() << "offset " << (*offsets)[index] << " of "
-                             << name << " overlaps the parameter before it "
+        return emitOpError() << "offset " << (*offsets)[index] << " of " << name
+                             << " overlaps the parameter before it "
                              << "(which ends at " << total << ")";
       total = (*offsets)[index];
     }
@@ -125,8 +125,8 @@ LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &table) {
   RankedTensorType expected = param->getTensorType();
   if (getResult().getType().getTensorType() != expected)
     return emitOpError() << "result is a shard of "
-                         << getResult().getType().getTensorType()
-                         << ", but " << getParamAttr() << " is " << expected;
+                         << getResult().getType().getTensorType() << ", but "
+                         << getParamAttr() << " is " << expected;
   return success();
 }
 

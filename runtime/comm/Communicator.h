@@ -20,8 +20,8 @@
 #ifndef ZPLAN_RUNTIME_COMM_COMMUNICATOR_H
 #define ZPLAN_RUNTIME_COMM_COMMUNICATOR_H
 
-#include "runtime/support/Status.h"
 #include "runtime/support/ElementType.h"
+#include "runtime/support/Status.h"
 
 #include <cstdint>
 #include <string>
@@ -44,20 +44,18 @@ public:
   /// r's at element r * countPerRank. `send` may not overlap `receive`. Any
   /// element type (nothing is computed).
   virtual Status allGather(const void *send, void *receive,
-                                 uint64_t countPerRank, ElementType type) = 0;
+                           uint64_t countPerRank, ElementType type) = 0;
 
   /// Sums `send` (size() * countPerRank elements of `type`) over the ranks
   /// and leaves rank r the sum of elements [r * countPerRank, (r + 1) *
   /// countPerRank) at `receive`. At least f32, f64, i32 and i64; another
   /// type the communicator cannot sum is an error naming it.
   virtual Status reduceScatter(const void *send, void *receive,
-                                     uint64_t countPerRank,
-                                     ElementType type) = 0;
+                               uint64_t countPerRank, ElementType type) = 0;
 
   /// Sums `count` elements of `type` at `data` over the ranks, in place
   /// (types as reduceScatter()).
-  virtual Status allReduce(void *data, uint64_t count,
-                                 ElementType type) = 0;
+  virtual Status allReduce(void *data, uint64_t count, ElementType type) = 0;
   /// allReduce() of f32 values (the flags and counters the CLI agrees on).
   Status allReduce(float *data, uint64_t count) {
     return allReduce(data, count, ElementType::F32);
@@ -71,7 +69,7 @@ public:
   /// Collects every rank's `text` on rank 0, in rank order (`all` is left
   /// empty on the other ranks). For traces and reports, not for tensors.
   virtual Status gatherText(std::string_view text,
-                                  std::vector<std::string> &all) = 0;
+                            std::vector<std::string> &all) = 0;
 
   /// Ends every rank's process with `code`, from any rank, within seconds;
   /// the way out when a rank fails while the others may be blocked in a

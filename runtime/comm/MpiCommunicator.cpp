@@ -165,7 +165,8 @@ Status MpiCommunicator::reduceScatter(const void *send, void *receive,
 Status MpiCommunicator::allReduce(void *data, uint64_t count,
                                   ElementType type) {
   MPI_Datatype datatype;
-  if (Status status = summableType(type, "all-reduce", rankIndex, datatype); !status.ok())
+  if (Status status = summableType(type, "all-reduce", rankIndex, datatype);
+      !status.ok())
     return status;
   uint64_t elementBytes = elementTypeInfo(type).bytes;
   uint64_t chunk = kChunkBytes / elementBytes;

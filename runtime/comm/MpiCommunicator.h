@@ -24,7 +24,7 @@ public:
   /// Initializes MPI (once per process) and returns the world communicator.
   /// Fails when MPI cannot start or lacks MPI_THREAD_SERIALIZED.
   static Status create(int *argc, char ***argv,
-                             std::unique_ptr<MpiCommunicator> &out);
+                       std::unique_ptr<MpiCommunicator> &out);
 
   MpiCommunicator(const MpiCommunicator &) = delete;
   MpiCommunicator &operator=(const MpiCommunicator &) = delete;
@@ -33,17 +33,16 @@ public:
 
   int rank() const override { return rankIndex; }
   int size() const override { return rankCount; }
-  Status allGather(const void *send, void *receive,
-                         uint64_t countPerRank, ElementType type) override;
-  Status reduceScatter(const void *send, void *receive,
-                             uint64_t countPerRank, ElementType type) override;
+  Status allGather(const void *send, void *receive, uint64_t countPerRank,
+                   ElementType type) override;
+  Status reduceScatter(const void *send, void *receive, uint64_t countPerRank,
+                       ElementType type) override;
   using Communicator::allReduce;
-  Status allReduce(void *data, uint64_t count,
-                         ElementType type) override;
+  Status allReduce(void *data, uint64_t count, ElementType type) override;
   Status broadcast(void *data, uint64_t bytes, int root) override;
   Status barrier() override;
   Status gatherText(std::string_view text,
-                          std::vector<std::string> &all) override;
+                    std::vector<std::string> &all) override;
   /// MPI_Abort(MPI_COMM_WORLD, code).
   [[noreturn]] void abort(int code) override;
 

@@ -62,7 +62,8 @@ Status runAttention(const KernelCall &call) {
             expectType(call, names[i - 1], call.operands[i], ElementType::F32);
         !status.ok())
       return status;
-  if (Status status = expectType(call, "query", query, ElementType::F32); !status.ok())
+  if (Status status = expectType(call, "query", query, ElementType::F32);
+      !status.ok())
     return status;
   if (Status status = expectType(call, "result", result, ElementType::F32);
       !status.ok())
@@ -102,12 +103,14 @@ Status runAttention(const KernelCall &call) {
     std::string kindText = textAttributeOr(call, "mask_kind", "additive");
     if (kindText == "additive") {
       kind = MaskKind::Additive;
-      if (Status status = expectType(call, "additive mask", maskRef, ElementType::F32);
+      if (Status status =
+              expectType(call, "additive mask", maskRef, ElementType::F32);
           !status.ok())
         return status;
     } else if (kindText == "select") {
       kind = MaskKind::Select;
-      if (Status status = expectType(call, "select mask", maskRef, ElementType::Bool);
+      if (Status status =
+              expectType(call, "select mask", maskRef, ElementType::Bool);
           !status.ok())
         return status;
       double masked;

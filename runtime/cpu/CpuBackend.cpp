@@ -119,7 +119,8 @@ Status CpuBackend::prepareKernel(const plan::Instruction &instruction,
                                  std::vector<TensorRef> operands,
                                  std::vector<TensorRef> results,
                                  std::unique_ptr<PreparedKernel> &out) {
-  cpu::detail::KernelFunction function = cpu::detail::findKernel(instruction.opcode());
+  cpu::detail::KernelFunction function =
+      cpu::detail::findKernel(instruction.opcode());
   if (!function)
     return Status::error(plan::opcodeName(instruction.opcode()) +
                          ": the CPU backend has no kernel for this op");

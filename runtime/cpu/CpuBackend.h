@@ -22,24 +22,23 @@ public:
   std::string_view name() const override { return "cpu"; }
 
   Status allocate(uint64_t bytes, std::string_view what,
-                        std::unique_ptr<BackendMemory> &out) override;
+                  std::unique_ptr<BackendMemory> &out) override;
   Status adopt(std::vector<uint8_t> &&host,
-                     std::unique_ptr<BackendMemory> &out) override;
+               std::unique_ptr<BackendMemory> &out) override;
   Status copyFromHost(void *target, const void *source,
-                            uint64_t bytes) override;
+                      uint64_t bytes) override;
 
   bool hasKernel(plan::Opcode opcode) const override;
   Status prepareKernel(const plan::Instruction &instruction,
-                             std::vector<TensorRef> operands,
-                             std::vector<TensorRef> results,
-                             std::unique_ptr<PreparedKernel> &out) override;
+                       std::vector<TensorRef> operands,
+                       std::vector<TensorRef> results,
+                       std::unique_ptr<PreparedKernel> &out) override;
 
   Status createQueues(uint32_t instructionCount,
-                            std::unique_ptr<Queues> &out) override;
+                      std::unique_ptr<Queues> &out) override;
 
   Status poison(void *data, uint64_t bytes, ElementType type) override;
-  Status checksum(const void *data, uint64_t bytes,
-                        uint64_t &out) override;
+  Status checksum(const void *data, uint64_t bytes, uint64_t &out) override;
 };
 
 /// The process's CPU backend.

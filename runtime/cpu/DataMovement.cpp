@@ -39,7 +39,7 @@ Status stridedMove(const KernelCall &call, int64_t base,
 /// Reads index `i` of an i64 or i32 index tensor.
 int64_t indexAt(const TensorRef &indices, int64_t i) {
   return indices.dtype == ElementType::I64 ? indices.as<int64_t>()[i]
-                                    : indices.as<int32_t>()[i];
+                                           : indices.as<int32_t>()[i];
 }
 
 Status checkIndexType(const KernelCall &call, const char *what,

@@ -99,7 +99,8 @@ Status runAbs(const KernelCall &call) {
     else if constexpr (std::is_unsigned_v<T>)
       return x;
     else
-      return x < 0 ? wrapping<T>(0, x, [](auto a, auto b) { return a - b; })
+      return x < 0 ? wrapping<T>(
+                         0, x, [](auto a, auto b) { return a - b; })
                    : x;
   });
 }
@@ -258,8 +259,7 @@ Status checkBinary(const KernelCall &call,
 template <typename Fn, typename Check>
 Status arithmetic(const KernelCall &call, Fn fn, Check check) {
   std::vector<int64_t> lhsStrides, rhsStrides;
-  if (Status status = checkBinary(call, std::nullopt, lhsStrides,
-                                  rhsStrides);
+  if (Status status = checkBinary(call, std::nullopt, lhsStrides, rhsStrides);
       !status.ok())
     return status;
   const TensorRef &lhs = call.operands[0], &rhs = call.operands[1],
@@ -284,7 +284,8 @@ template <typename Fn> Status arithmetic(const KernelCall &call, Fn fn) {
 /// A comparison: bool result (0 or 1), operands of any type (bool too).
 template <typename Fn> Status compare(const KernelCall &call, Fn fn) {
   std::vector<int64_t> lhsStrides, rhsStrides;
-  if (Status status = checkBinary(call, ElementType::Bool, lhsStrides, rhsStrides);
+  if (Status status =
+          checkBinary(call, ElementType::Bool, lhsStrides, rhsStrides);
       !status.ok())
     return status;
   const TensorRef &lhs = call.operands[0], &rhs = call.operands[1],
@@ -430,7 +431,8 @@ Status runWhere(const KernelCall &call) {
     return status;
   const TensorRef &condition = call.operands[0], &onTrue = call.operands[1],
                   &onFalse = call.operands[2], &result = call.results[0];
-  if (Status status = expectType(call, "condition", condition, ElementType::Bool);
+  if (Status status =
+          expectType(call, "condition", condition, ElementType::Bool);
       !status.ok())
     return status;
   if (Status status = expectType(call, "on_false", onFalse, onTrue.dtype);

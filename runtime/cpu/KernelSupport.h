@@ -110,14 +110,16 @@ int64_t product(const std::vector<int64_t> &shape, size_t begin = 0,
 // Element types
 //===----------------------------------------------------------------------===//
 
-template <typename T> struct TypeTag { using type = T; };
+template <typename T> struct TypeTag {
+  using type = T;
+};
 
 /// Calls fn(TypeTag<T>{}) for the C++ type of `type` among f32, f64, i64,
 /// i32, i8, u8 and bool (stored as uint8_t, 0 or 1); fn returns a Status.
 /// Anything else (f16, bf16) is an error naming the op and `what`.
 template <typename Fn>
-Status dispatchType(const KernelCall &call, const char *what,
-                    ElementType type, Fn &&fn) {
+Status dispatchType(const KernelCall &call, const char *what, ElementType type,
+                    Fn &&fn) {
   switch (type) {
   case ElementType::F32:
     return fn(TypeTag<float>{});

@@ -45,51 +45,51 @@ constexpr int kKernelTableSize = 100;
 const std::array<KernelFunction, kKernelTableSize> &kernelTable() {
   static const std::array<KernelFunction, kKernelTableSize> table = [] {
     const std::pair<plan::Opcode, KernelFunction> kernels[] = {
-      // Elementwise.cpp
-      {plan::OPCODE_NEG, runNeg},
-      {plan::OPCODE_ABS, runAbs},
-      {plan::OPCODE_SQRT, runSqrt},
-      {plan::OPCODE_RECIPROCAL, runReciprocal},
-      {plan::OPCODE_EXP, runExp},
-      {plan::OPCODE_LOG, runLog},
-      {plan::OPCODE_ERF, runErf},
-      {plan::OPCODE_TANH, runTanh},
-      {plan::OPCODE_SIGMOID, runSigmoid},
-      {plan::OPCODE_RELU, runRelu},
-      {plan::OPCODE_COS, runCos},
-      {plan::OPCODE_SIN, runSin},
-      {plan::OPCODE_SILU, runSilu},
-      {plan::OPCODE_GELU, runGelu},
-      {plan::OPCODE_ADD, runAdd},
-      {plan::OPCODE_SUB, runSub},
-      {plan::OPCODE_MUL, runMul},
-      {plan::OPCODE_DIV, runDiv},
-      {plan::OPCODE_POW, runPow},
-      {plan::OPCODE_MAX, runMax},
-      {plan::OPCODE_MIN, runMin},
-      {plan::OPCODE_EQUAL, runEqual},
-      {plan::OPCODE_LESS, runLess},
-      {plan::OPCODE_GREATER, runGreater},
-      {plan::OPCODE_WHERE, runWhere},
-      {plan::OPCODE_CAST, runCast},
-      // Matmul.cpp, Attention.cpp
-      {plan::OPCODE_MATMUL, runMatmul},
-      {plan::OPCODE_ATTENTION, runAttention},
-      // Normalization.cpp
-      {plan::OPCODE_LAYER_NORM, runLayerNorm},
-      {plan::OPCODE_RMS_NORM, runRmsNorm},
-      {plan::OPCODE_SOFTMAX, runSoftmax},
-      {plan::OPCODE_REDUCE_MEAN, runReduceMean},
-      {plan::OPCODE_REDUCE_SUM, runReduceSum},
-      {plan::OPCODE_REDUCE_MAX, runReduceMax},
-      // DataMovement.cpp
-      {plan::OPCODE_TRANSPOSE, runTranspose},
-      {plan::OPCODE_SLICE, runSlice},
-      {plan::OPCODE_CONCAT, runConcat},
-      {plan::OPCODE_GATHER, runGather},
-      {plan::OPCODE_EMBEDDING, runEmbedding},
-      {plan::OPCODE_EXPAND, runExpand},
-      {plan::OPCODE_RESHAPE, runReshape},
+        // Elementwise.cpp
+        {plan::OPCODE_NEG, runNeg},
+        {plan::OPCODE_ABS, runAbs},
+        {plan::OPCODE_SQRT, runSqrt},
+        {plan::OPCODE_RECIPROCAL, runReciprocal},
+        {plan::OPCODE_EXP, runExp},
+        {plan::OPCODE_LOG, runLog},
+        {plan::OPCODE_ERF, runErf},
+        {plan::OPCODE_TANH, runTanh},
+        {plan::OPCODE_SIGMOID, runSigmoid},
+        {plan::OPCODE_RELU, runRelu},
+        {plan::OPCODE_COS, runCos},
+        {plan::OPCODE_SIN, runSin},
+        {plan::OPCODE_SILU, runSilu},
+        {plan::OPCODE_GELU, runGelu},
+        {plan::OPCODE_ADD, runAdd},
+        {plan::OPCODE_SUB, runSub},
+        {plan::OPCODE_MUL, runMul},
+        {plan::OPCODE_DIV, runDiv},
+        {plan::OPCODE_POW, runPow},
+        {plan::OPCODE_MAX, runMax},
+        {plan::OPCODE_MIN, runMin},
+        {plan::OPCODE_EQUAL, runEqual},
+        {plan::OPCODE_LESS, runLess},
+        {plan::OPCODE_GREATER, runGreater},
+        {plan::OPCODE_WHERE, runWhere},
+        {plan::OPCODE_CAST, runCast},
+        // Matmul.cpp, Attention.cpp
+        {plan::OPCODE_MATMUL, runMatmul},
+        {plan::OPCODE_ATTENTION, runAttention},
+        // Normalization.cpp
+        {plan::OPCODE_LAYER_NORM, runLayerNorm},
+        {plan::OPCODE_RMS_NORM, runRmsNorm},
+        {plan::OPCODE_SOFTMAX, runSoftmax},
+        {plan::OPCODE_REDUCE_MEAN, runReduceMean},
+        {plan::OPCODE_REDUCE_SUM, runReduceSum},
+        {plan::OPCODE_REDUCE_MAX, runReduceMax},
+        // DataMovement.cpp
+        {plan::OPCODE_TRANSPOSE, runTranspose},
+        {plan::OPCODE_SLICE, runSlice},
+        {plan::OPCODE_CONCAT, runConcat},
+        {plan::OPCODE_GATHER, runGather},
+        {plan::OPCODE_EMBEDDING, runEmbedding},
+        {plan::OPCODE_EXPAND, runExpand},
+        {plan::OPCODE_RESHAPE, runReshape},
     };
     std::array<KernelFunction, kKernelTableSize> byOpcode{};
     // Compute opcodes are numbered below kKernelTableSize in plan.proto;
@@ -111,12 +111,12 @@ KernelFunction detail::findKernel(plan::Opcode opcode) {
 }
 
 Status runKernel(const plan::Instruction &instruction,
-                       const std::vector<TensorRef> &operands,
-                       const std::vector<TensorRef> &results) {
+                 const std::vector<TensorRef> &operands,
+                 const std::vector<TensorRef> &results) {
   KernelFunction function = findKernel(instruction.opcode());
   if (!function)
     return Status::error(plan::opcodeName(instruction.opcode()) +
-                               ": no CPU kernel for this op");
+                         ": no CPU kernel for this op");
   chooseDefaultBlasThreads();
   return function(KernelCall{instruction, operands, results});
 }
@@ -210,9 +210,7 @@ const char *dataTypeName(ElementType type) {
   return elementTypeInfo(type).name.data();
 }
 
-int64_t elementBytes(ElementType type) {
-  return elementTypeInfo(type).bytes;
-}
+int64_t elementBytes(ElementType type) { return elementTypeInfo(type).bytes; }
 
 Status expectArity(const KernelCall &call, size_t minimum, size_t maximum,
                    size_t results) {

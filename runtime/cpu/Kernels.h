@@ -20,8 +20,8 @@
 
 #include "runtime/Backend.h"
 #include "runtime/plan/plan.pb.h"
-#include "runtime/support/Status.h"
 #include "runtime/support/ElementType.h"
+#include "runtime/support/Status.h"
 
 #include <cstdint>
 #include <string>
@@ -37,8 +37,8 @@ using zplan::TensorRef;
 /// op this backend lacks, an index out of range in an embedding) come back
 /// as a message naming the op.
 Status runKernel(const plan::Instruction &instruction,
-                       const std::vector<TensorRef> &operands,
-                       const std::vector<TensorRef> &results);
+                 const std::vector<TensorRef> &operands,
+                 const std::vector<TensorRef> &results);
 
 /// Whether runKernel has a kernel for `opcode` (for a plan check before any
 /// work).

@@ -37,8 +37,8 @@ cudaError_t zplan::cuda::poisonWithNaN(float *data, size_t count,
                                        cudaStream_t stream) {
   if (count == 0)
     return cudaSuccess;
-  unsigned blocks = static_cast<unsigned>(
-      std::min<size_t>((count + 255) / 256, 4096));
+  unsigned blocks =
+      static_cast<unsigned>(std::min<size_t>((count + 255) / 256, 4096));
   fillNaNKernel<<<blocks, 256, 0, stream>>>(data, count);
   return cudaGetLastError();
 }

@@ -1,4 +1,5 @@
-//===- CheckedSizes.h - arithmetic on a plan's untrusted sizes -------------===//
+//===- CheckedSizes.h - arithmetic on a plan's untrusted sizes
+//-------------===//
 //
 // Every number in a plan comes from a file. A corrupt plan must fail a check,
 // not wrap around and pass it: the validator and the weights reader compute
@@ -25,8 +26,9 @@ inline bool checkedMultiply(uint64_t a, uint64_t b, uint64_t &product) {
 }
 
 /// Elements of `shape`; false for a negative dimension or overflow.
-inline bool checkedElementCount(
-    const google::protobuf::RepeatedField<int64_t> &shape, uint64_t &count) {
+inline bool
+checkedElementCount(const google::protobuf::RepeatedField<int64_t> &shape,
+                    uint64_t &count) {
   count = 1;
   for (int64_t dimension : shape)
     if (dimension < 0 ||

@@ -1,4 +1,5 @@
-//===- PlanFormat.cpp - the bytes of a plan file ---------------------------===//
+//===- PlanFormat.cpp - the bytes of a plan file
+//---------------------------===//
 //
 // The trailer is appended by hand, not left to the serializer's field
 // order: protobuf does not promise one, and the reader needs the checksum
@@ -28,8 +29,7 @@ static_assert(elementTypeInfo(ElementType::F32).plan == F32 &&
                   elementTypeInfo(ElementType::U8).plan == U8 &&
                   elementTypeInfo(ElementType::Bool).plan == BOOL,
               "ElementType.h's plan numbers must match plan.proto");
-static_assert(sizeof(kElementTypes) / sizeof(kElementTypes[0]) ==
-                  DataType_MAX,
+static_assert(sizeof(kElementTypes) / sizeof(kElementTypes[0]) == DataType_MAX,
               "one element-type row per DataType value but UNSPECIFIED");
 
 namespace {
@@ -49,9 +49,9 @@ bool hasTrailer(std::string_view bytes) {
 uint64_t storedChecksum(std::string_view bytes) {
   uint64_t value = 0;
   for (int i = 0; i < 8; ++i)
-    value |= static_cast<uint64_t>(
-                 static_cast<uint8_t>(bytes[bytes.size() - 8 + i]))
-             << (8 * i);
+    value |=
+        static_cast<uint64_t>(static_cast<uint8_t>(bytes[bytes.size() - 8 + i]))
+        << (8 * i);
   return value;
 }
 
@@ -76,8 +76,7 @@ Status corruptConstant(const std::string &subject, const Plan &plan,
 
 } // namespace
 
-Status zplan::plan::versionMismatch(std::string_view prefix,
-                                    uint32_t version) {
+Status zplan::plan::versionMismatch(std::string_view prefix, uint32_t version) {
   return failure(prefix, "plan version ", version, ", this zrun reads version ",
                  kPlanVersion, "; recompile the model with the matching zcc");
 }

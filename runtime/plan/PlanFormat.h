@@ -1,4 +1,5 @@
-//===- PlanFormat.h - the bytes of a plan file -----------------------------===//
+//===- PlanFormat.h - the bytes of a plan file
+//-----------------------------===//
 //
 // A plan file is a serialized Plan message (plan.proto) whose last 10 bytes
 // are its body_checksum field: the checksum of every byte before it. The

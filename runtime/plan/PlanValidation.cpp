@@ -26,8 +26,6 @@ namespace {
 // Messages
 //===----------------------------------------------------------------------===//
 
-
-
 std::string shapeText(const google::protobuf::RepeatedField<int64_t> &shape) {
   std::string text = "[";
   for (int i = 0; i < shape.size(); ++i)
@@ -176,8 +174,9 @@ private:
                        " groups; exactly its own, ", groupText,
                        ", must list it");
       if (parameter.dtype() != group.dtype())
-        return failure(subject, " is ", planTypeName(parameter.dtype()), ", its ",
-                       groupText, " is ", planTypeName(group.dtype()));
+        return failure(subject, " is ", planTypeName(parameter.dtype()),
+                       ", its ", groupText, " is ",
+                       planTypeName(group.dtype()));
       uint64_t bytes;
       if (Status status = checkShapeBytes(subject, parameter.shape(),
                                           parameter.dtype(), bytes);
@@ -215,10 +214,10 @@ private:
 
   /// The bytes of `shape` of `type`: refused, each with its own message,
   /// for a negative dimension and for element or byte counts past 64 bits.
-  static Status checkShapeBytes(const std::string &subject,
-                                const google::protobuf::RepeatedField<int64_t>
-                                    &shape,
-                                DataType type, uint64_t &bytes) {
+  static Status
+  checkShapeBytes(const std::string &subject,
+                  const google::protobuf::RepeatedField<int64_t> &shape,
+                  DataType type, uint64_t &bytes) {
     for (int64_t dimension : shape)
       if (dimension < 0)
         return failure(subject, " has a negative dimension in shape ",
@@ -252,8 +251,8 @@ private:
         return failure(subject, " has no valid dtype (",
                        planTypeName(buffer.dtype()), ")");
       uint64_t needed = 0;
-      if (Status status = checkShapeBytes(subject, buffer.shape(),
-                                          buffer.dtype(), needed);
+      if (Status status =
+              checkShapeBytes(subject, buffer.shape(), buffer.dtype(), needed);
           !status.ok())
         return status;
       if (needed > buffer.bytes())

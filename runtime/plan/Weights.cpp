@@ -1,4 +1,5 @@
-//===- Weights.cpp - the weights file beside a plan ------------------------===//
+//===- Weights.cpp - the weights file beside a plan
+//------------------------===//
 //
 // Checks run in the order that gives the most useful message: is it a
 // weights file at all (magic, version), is its header intact (checksum), is
@@ -76,9 +77,9 @@ Status openWeights(const std::string &planPath, const Plan &plan,
     return failure("the plan's weights layout overflows 64 bits");
   if (file.bytes() != expected)
     return failure(file.subject(), " is ", file.bytes(),
-                   " bytes, the plan needs exactly ", expected, " (a header of ",
-                   headerBytes, " bytes, ", plan.world_size(), " ranks x ",
-                   plan.weights_bytes_per_rank(), " bytes, then ",
+                   " bytes, the plan needs exactly ", expected,
+                   " (a header of ", headerBytes, " bytes, ", plan.world_size(),
+                   " ranks x ", plan.weights_bytes_per_rank(), " bytes, then ",
                    layout.persistentBytes, " persistent bytes at offset ",
                    plan.persistent_weights_offset(),
                    "); is it truncated, or from another compilation?");
@@ -89,9 +90,8 @@ Status openWeights(const std::string &planPath, const Plan &plan,
 
 /// Reads `out.size()` bytes at `offset` (after the header) and checks them
 /// against `stored`; `section` ("rank 2's section") names them.
-Status readSection(const OpenWeights &weights, uint64_t offset,
-                   uint64_t stored, const std::string &section,
-                   std::vector<uint8_t> &out) {
+Status readSection(const OpenWeights &weights, uint64_t offset, uint64_t stored,
+                   const std::string &section, std::vector<uint8_t> &out) {
   ZR_RETURN_IF_ERROR(
       weights.file.read(weights.dataAt + offset, out.size(), out.data()));
   uint64_t computed = checksum(out.data(), out.size());
@@ -210,6 +210,6 @@ Status zplan::plan::readPersistentWeights(const std::string &planPath,
   if (!weights.hasFile)
     return Status::success();
   return readSection(weights, plan.persistent_weights_offset(),
-                     weights.header.persistentChecksum, "the persistent section",
-                     out);
+                     weights.header.persistentChecksum,
+                     "the persistent section", out);
 }

@@ -1,4 +1,5 @@
-//===- Weights.h - the weights file beside a plan --------------------------===//
+//===- Weights.h - the weights file beside a plan
+//--------------------------===//
 //
 // The weights file (Plan.weights_file, relative to the plan's directory)
 // starts with a header, then holds world_size sections of

@@ -96,7 +96,8 @@ constexpr std::optional<ElementType> elementTypeFromOnnx(int32_t onnx) {
 constexpr std::optional<ElementType> elementTypeFromPlan(int32_t plan) {
   return detail::findElementType(plan, &ElementTypeInfo::plan);
 }
-constexpr std::optional<ElementType> elementTypeFromName(std::string_view name) {
+constexpr std::optional<ElementType>
+elementTypeFromName(std::string_view name) {
   return detail::findElementType(name, &ElementTypeInfo::name);
 }
 /// An empty descriptor never matches: NumPy has no bfloat16.

@@ -1,4 +1,5 @@
-//===- Status.h - how runtime code reports failure -------------------------===//
+//===- Status.h - how runtime code reports failure
+//-------------------------===//
 //
 // The runtime builds without exceptions in its hot paths and without LLVM, so
 // every function that can fail returns a Status: ok, or a one-line message

@@ -1,4 +1,5 @@
-//===- Arguments.cpp - zrun's command line, parsed -------------------------===//
+//===- Arguments.cpp - zrun's command line, parsed
+//-------------------------===//
 
 #include "runtime/tooling/Arguments.h"
 
@@ -28,7 +29,6 @@ const char *const zplan::tooling::kUsage =
     "  --repeat K              run K times; print the last run's time\n"
     "  --stats                 print each rank's peak RSS and memory layout\n"
     "  --threads T             BLAS threads per rank (default 1)\n";
-
 
 namespace {
 
@@ -61,7 +61,8 @@ Status parseBinding(const std::string &flag, const std::string &text,
 
 } // namespace
 
-Status zplan::tooling::parseArguments(int argc, char **argv, Arguments &arguments) {
+Status zplan::tooling::parseArguments(int argc, char **argv,
+                                      Arguments &arguments) {
   std::vector<std::string> words(argv + 1, argv + argc);
   for (const std::string &word : words)
     if (word == "--help" || word == "-h") {

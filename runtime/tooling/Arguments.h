@@ -1,4 +1,5 @@
-//===- Arguments.h - zrun's command line, parsed ---------------------------===//
+//===- Arguments.h - zrun's command line, parsed
+//---------------------------===//
 //
 // What the user asked zrun to do, checked for form only (known options,
 // values in range, no name bound twice). What the plan makes of it (does

@@ -49,9 +49,8 @@ int zplan::zrunMain(int argc, char **argv) {
     return 1;
   }
   // Usage errors go through agree() too, so that N ranks print one line.
-  int exitCode = agree(*communicator, parsed)
-                     ? runPlan(arguments, *communicator)
-                     : 1;
+  int exitCode =
+      agree(*communicator, parsed) ? runPlan(arguments, *communicator) : 1;
   communicator.reset(); // MPI_Finalize, after the executor's thread ended.
   return exitCode;
 }

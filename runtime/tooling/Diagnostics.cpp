@@ -1,4 +1,5 @@
-//===- Diagnostics.cpp - zrun's one error line -----------------------------===//
+//===- Diagnostics.cpp - zrun's one error line
+//-----------------------------===//
 
 #include "runtime/tooling/Diagnostics.h"
 

@@ -1,4 +1,5 @@
-//===- Diagnostics.h - zrun's one error line -------------------------------===//
+//===- Diagnostics.h - zrun's one error line
+//-------------------------------===//
 //
 // Every zrun failure the user sees is one line, `zrun: error: MESSAGE`, on
 // stderr (DESIGN.md, "Command line"). mpirun merges the ranks' stderr, so the

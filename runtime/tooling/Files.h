@@ -4,11 +4,11 @@
 // (outputs, the trace), and neither may hurt the user. Reads: only regular
 // files (never /dev/zero, a FIFO or a terminal, which have no size and would
 // grow memory without limit), and never more bytes than the caller declared
-// and stat reported (plan::ReadableFile). Writes: every file of a run is staged in a temporary
-// beside its path and renamed into place only when all of them are staged;
-// a run that fails leaves none of them (DESIGN.md: "outputs appear complete
-// or not at all"). And no output may land on a file the run reads or on
-// another output: files are compared as the kernel sees them (device and
+// and stat reported (plan::ReadableFile). Writes: every file of a run is staged
+// in a temporary beside its path and renamed into place only when all of them
+// are staged; a run that fails leaves none of them (DESIGN.md: "outputs appear
+// complete or not at all"). And no output may land on a file the run reads or
+// on another output: files are compared as the kernel sees them (device and
 // inode), not by spelling.
 //
 //===----------------------------------------------------------------------===//

@@ -1,4 +1,5 @@
-//===- Inspect.cpp - zrun PLAN inspect -------------------------------------===//
+//===- Inspect.cpp - zrun PLAN inspect
+//-------------------------------------===//
 
 #include "runtime/tooling/Inspect.h"
 
@@ -35,8 +36,9 @@ std::string bufferList(const plan::Plan &plan,
 
 } // namespace
 
-void zplan::tooling::printInspect(const std::string &path, const plan::Plan &plan,
-                  const plan::Program *only, std::ostream &os) {
+void zplan::tooling::printInspect(const std::string &path,
+                                  const plan::Plan &plan,
+                                  const plan::Program *only, std::ostream &os) {
   uint64_t persistent = plan::persistentWeightsBytes(plan);
   os << "plan: " << path << "\n"
      << "version: " << plan.version() << "\n"

@@ -1,4 +1,5 @@
-//===- Inspect.h - zrun PLAN inspect ---------------------------------------===//
+//===- Inspect.h - zrun PLAN inspect
+//---------------------------------------===//
 //
 // Prints what a plan holds without running it: its header (version, world
 // size, arena, weights), its groups, and for each program its bindings and

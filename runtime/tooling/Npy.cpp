@@ -22,8 +22,6 @@ using namespace zplan::npy;
 
 namespace {
 
-
-
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicBytes = 6;
 
@@ -338,8 +336,8 @@ Status zplan::npy::parseNpy(std::string_view bytes, std::string_view sourceName,
       !status.ok())
     return status;
   uint64_t dataAt = headerAt + headerLength;
-  if (Status status = checkDataBytes(subject, declared, bytes.size() - dataAt,
-                                     dataBytes);
+  if (Status status =
+          checkDataBytes(subject, declared, bytes.size() - dataAt, dataBytes);
       !status.ok())
     return status;
   declared.data.assign(bytes.begin() + dataAt, bytes.end());
@@ -381,8 +379,8 @@ Status zplan::npy::readNpy(const std::string &path, Array &array,
       !status.ok())
     return status;
   uint64_t dataAt = headerAt + headerLength;
-  if (Status status = checkDataBytes(subject, declared, file.bytes() - dataAt,
-                                     dataBytes);
+  if (Status status =
+          checkDataBytes(subject, declared, file.bytes() - dataAt, dataBytes);
       !status.ok())
     return status;
   if (checkHeader)
@@ -454,7 +452,7 @@ Status zplan::npy::writeNpy(const std::string &path, plan::DataType dtype,
       !status.ok())
     return status;
   return tooling::writeFileAtomically(path, encoded,
-                                     "npy file " + inQuotes(path));
+                                      "npy file " + inQuotes(path));
 }
 
 Status zplan::npy::writeNpy(const std::string &path, const Array &array) {

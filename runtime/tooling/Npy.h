@@ -47,7 +47,7 @@ std::string shapeText(const std::vector<int64_t> &shape);
 /// Parses the bytes of a .npy file; `sourceName` only goes into messages.
 /// On failure `array` is left as it was.
 Status parseNpy(std::string_view bytes, std::string_view sourceName,
-                      Array &array);
+                Array &array);
 
 /// Called with the dtype and shape a .npy header declares (data empty),
 /// before any data is read; a failure stops the read.
@@ -69,14 +69,14 @@ Status readNpy(const std::string &path, Array &array,
 /// holding `bytes` bytes at `data` as an array of `dtype` and `shape`.
 /// Fails when the dtype has no .npy name or `bytes` does not match the shape.
 Status encodeNpy(plan::DataType dtype, const std::vector<int64_t> &shape,
-                       const void *data, uint64_t bytes, std::string &out);
+                 const void *data, uint64_t bytes, std::string &out);
 
 /// Writes a .npy file at `path` through a temporary file in the same
 /// directory renamed into place: on failure no file (and no temporary) is
 /// left and an existing `path` is untouched.
 Status writeNpy(const std::string &path, plan::DataType dtype,
-                      const std::vector<int64_t> &shape, const void *data,
-                      uint64_t bytes);
+                const std::vector<int64_t> &shape, const void *data,
+                uint64_t bytes);
 
 /// writeNpy() of an Array.
 Status writeNpy(const std::string &path, const Array &array);

@@ -26,12 +26,14 @@ uint64_t zplan::tooling::elementCount(const plan::Buffer &buffer) {
   return count;
 }
 
-const plan::Buffer &zplan::tooling::bufferOf(const plan::Plan &plan, uint32_t id) {
+const plan::Buffer &zplan::tooling::bufferOf(const plan::Plan &plan,
+                                             uint32_t id) {
   return plan.buffers(id - 1);
 }
 
-Status zplan::tooling::selectProgram(const plan::Plan &plan, const std::string &name,
-                     const plan::Program *&program) {
+Status zplan::tooling::selectProgram(const plan::Plan &plan,
+                                     const std::string &name,
+                                     const plan::Program *&program) {
   std::string names;
   for (const plan::Program &candidate : plan.programs()) {
     if (candidate.name() == name ||

@@ -1,4 +1,5 @@
-//===- RunSession.cpp - zrun PLAN run, on one rank -------------------------===//
+//===- RunSession.cpp - zrun PLAN run, on one rank
+//-------------------------===//
 
 #include "runtime/tooling/RunSession.h"
 
@@ -151,8 +152,7 @@ Status checkRun(RunSession &session) {
   ZR_RETURN_IF_ERROR(plan::loadPlan(arguments.planPath, plan));
   ZR_RETURN_IF_ERROR(plan::validatePlan(
       plan, static_cast<uint32_t>(session.communicator.size())));
-  ZR_RETURN_IF_ERROR(
-      selectProgram(plan, arguments.program, session.program));
+  ZR_RETURN_IF_ERROR(selectProgram(plan, arguments.program, session.program));
   const plan::Program &program = *session.program;
   ZR_RETURN_IF_ERROR(checkProgramSupported(plan, program));
 
@@ -202,9 +202,11 @@ Status checkRun(RunSession &session) {
 
   for (const plan::Binding &binding : program.outputs()) {
     const plan::Buffer &buffer = bufferOf(plan, binding.buffer());
-    bool requested = std::any_of(
-        arguments.outputs.begin(), arguments.outputs.end(),
-        [&](const FileBinding &output) { return output.name == binding.name(); });
+    bool requested =
+        std::any_of(arguments.outputs.begin(), arguments.outputs.end(),
+                    [&](const FileBinding &output) {
+                      return output.name == binding.name();
+                    });
     if (requested && npy::descrOf(buffer.dtype()).empty())
       return failure("program output ", inQuotes(binding.name()), " is ",
                      typeName(buffer.dtype()),
@@ -297,14 +299,14 @@ Status stageTrace(RunSession &session) {
 bool finishRun(RunSession &session) {
   comm::Communicator &communicator = session.communicator;
   bool rankZero = communicator.rank() == 0;
-  if (!agree(communicator, rankZero ? stageOutputs(session)
-                                    : Status::success()))
+  if (!agree(communicator,
+             rankZero ? stageOutputs(session) : Status::success()))
     return false;
   if (!session.arguments.tracePath.empty() &&
       !agree(communicator, stageTrace(session)))
     return false;
-  return agree(communicator, rankZero ? session.staged.commitAll()
-                                      : Status::success());
+  return agree(communicator,
+               rankZero ? session.staged.commitAll() : Status::success());
 }
 
 /// Collective: rank 0 prints every rank's memory line.

@@ -1,4 +1,5 @@
-//===- RunSession.h - zrun PLAN run, on one rank ---------------------------===//
+//===- RunSession.h - zrun PLAN run, on one rank
+//---------------------------===//
 //
 // `run` goes through four phases, each ending in an agreement among the
 // ranks: check (arguments, plan, inputs, outputs: no memory beyond the plan

@@ -34,8 +34,7 @@ template <typename T> void expectAllGather(ElementType type, T base) {
   std::vector<T> send(3), receive(3 * size());
   for (int i = 0; i < 3; ++i)
     send[i] = static_cast<T>(base + 10 * rank() + i);
-  Status status =
-      communicator->allGather(send.data(), receive.data(), 3, type);
+  Status status = communicator->allGather(send.data(), receive.data(), 3, type);
   ASSERT_TRUE(status.ok()) << status.message();
   for (int r = 0; r < size(); ++r)
     for (int i = 0; i < 3; ++i)

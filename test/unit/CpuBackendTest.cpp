@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Executor.h"
 #include "runtime/cpu/CpuBackend.h"
+#include "runtime/Executor.h"
 
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
@@ -31,8 +31,7 @@ TEST(CpuBackend, AllocationsAreAlignedAndZeroed) {
   std::unique_ptr<BackendMemory> memory;
   ASSERT_TRUE(backend().allocate(1000, "a test buffer", memory).ok());
   EXPECT_EQ(memory->bytes(), 1000u);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(memory->data()) % kMemoryAlignment,
-            0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(memory->data()) % kMemoryAlignment, 0u);
   for (uint64_t i = 0; i < 1000; ++i)
     ASSERT_EQ(memory->data()[i], 0) << i;
   // Even nothing gets an address (an arena of 0 bytes).
@@ -70,9 +69,9 @@ TEST(CpuBackend, KernelsResolveOnceAndRun) {
   plan::Instruction gather;
   gather.set_opcode(plan::OPCODE_ALL_GATHER);
   EXPECT_FALSE(backend().hasKernel(plan::OPCODE_ALL_GATHER));
-  EXPECT_TRUE(contains(errorOf(backend().prepareKernel(gather, operands,
-                                                       results, kernel)),
-                       "all_gather: the CPU backend has no kernel"));
+  EXPECT_TRUE(contains(
+      errorOf(backend().prepareKernel(gather, operands, results, kernel)),
+      "all_gather: the CPU backend has no kernel"));
 }
 
 TEST(CpuBackend, PoisonWritesTheTypesNaN) {
@@ -113,36 +112,34 @@ class NoMatmulBackend final : public Backend {
 public:
   std::string_view name() const override { return "no-matmul"; }
   Status allocate(uint64_t bytes, std::string_view what,
-                        std::unique_ptr<BackendMemory> &out) override {
+                  std::unique_ptr<BackendMemory> &out) override {
     return backend().allocate(bytes, what, out);
   }
   Status adopt(std::vector<uint8_t> &&host,
-                     std::unique_ptr<BackendMemory> &out) override {
+               std::unique_ptr<BackendMemory> &out) override {
     return backend().adopt(std::move(host), out);
   }
   Status copyFromHost(void *target, const void *source,
-                            uint64_t bytes) override {
+                      uint64_t bytes) override {
     return backend().copyFromHost(target, source, bytes);
   }
   bool hasKernel(plan::Opcode opcode) const override {
     return opcode != plan::OPCODE_MATMUL && backend().hasKernel(opcode);
   }
   Status prepareKernel(const plan::Instruction &instruction,
-                             std::vector<TensorRef> operands,
-                             std::vector<TensorRef> results,
-                             std::unique_ptr<PreparedKernel> &out) override {
+                       std::vector<TensorRef> operands,
+                       std::vector<TensorRef> results,
+                       std::unique_ptr<PreparedKernel> &out) override {
     return backend().prepareKernel(instruction, std::move(operands),
                                    std::move(results), out);
   }
-  Status createQueues(uint32_t count,
-                            std::unique_ptr<Queues> &out) override {
+  Status createQueues(uint32_t count, std::unique_ptr<Queues> &out) override {
     return backend().createQueues(count, out);
   }
   Status poison(void *data, uint64_t bytes, ElementType type) override {
     return backend().poison(data, bytes, type);
   }
-  Status checksum(const void *data, uint64_t bytes,
-                        uint64_t &out) override {
+  Status checksum(const void *data, uint64_t bytes, uint64_t &out) override {
     return backend().checksum(data, bytes, out);
   }
 };

@@ -36,8 +36,12 @@ namespace {
 template <typename T> constexpr ElementType dtypeOf();
 template <> constexpr ElementType dtypeOf<float>() { return ElementType::F32; }
 template <> constexpr ElementType dtypeOf<double>() { return ElementType::F64; }
-template <> constexpr ElementType dtypeOf<int64_t>() { return ElementType::I64; }
-template <> constexpr ElementType dtypeOf<int32_t>() { return ElementType::I32; }
+template <> constexpr ElementType dtypeOf<int64_t>() {
+  return ElementType::I64;
+}
+template <> constexpr ElementType dtypeOf<int32_t>() {
+  return ElementType::I32;
+}
 template <> constexpr ElementType dtypeOf<int8_t>() { return ElementType::I8; }
 template <> constexpr ElementType dtypeOf<uint8_t>() { return ElementType::U8; }
 
@@ -215,8 +219,7 @@ TEST(CpuKernels, EveryNnComputeOpHasAKernel) {
   // Every opcode of the table's Kernel kind has a kernel, and no other has.
   for (const plan::OpcodeInfo *info = plan::opcodesBegin();
        info != plan::opcodesEnd(); ++info)
-    EXPECT_EQ(hasKernel(info->opcode),
-              info->kind == plan::OpcodeKind::Kernel)
+    EXPECT_EQ(hasKernel(info->opcode), info->kind == plan::OpcodeKind::Kernel)
         << info->name;
   EXPECT_FALSE(hasKernel(plan::OPCODE_UNSPECIFIED));
   EXPECT_FALSE(hasKernel(static_cast<plan::Opcode>(999)));
@@ -239,7 +242,8 @@ TEST(CpuKernels, WrongOperandCountIsAnError) {
 }
 
 TEST(CpuKernels, NumElementsAndBlasThreads) {
-  EXPECT_EQ((TensorRef{nullptr, {2, 3, 4}, ElementType::F32}.numElements()), 24);
+  EXPECT_EQ((TensorRef{nullptr, {2, 3, 4}, ElementType::F32}.numElements()),
+            24);
   EXPECT_EQ((TensorRef{nullptr, {}, ElementType::F32}.numElements()), 1);
   EXPECT_EQ((TensorRef{nullptr, {5, 0}, ElementType::F32}.numElements()), 0);
   setBlasThreads(1); // must not disturb the kernels below
@@ -1061,8 +1065,9 @@ TEST(CpuKernels, GatherNegativeIndicesAndRange) {
   // data [2, 4, 3] along axis 1 with indices [[-1, 0], [2, -4]] (i32 and i64).
   Tensor data = randomFloats({2, 4, 3});
   for (ElementType type : {ElementType::I64, ElementType::I32}) {
-    Tensor indices = type == ElementType::I64 ? make<int64_t>({2, 2}, {-1, 0, 2, -4})
-                                       : make<int32_t>({2, 2}, {-1, 0, 2, -4});
+    Tensor indices = type == ElementType::I64
+                         ? make<int64_t>({2, 2}, {-1, 0, 2, -4})
+                         : make<int32_t>({2, 2}, {-1, 0, 2, -4});
     Tensor y({2, 2, 2, 3}, ElementType::F32);
     runOk(Op("gather").ints("axis", {1}), {&data, &indices}, y);
     const int64_t rows[] = {3, 0, 2, 0};

@@ -72,15 +72,18 @@ TEST(ValidateOptions, RejectsBadValues) {
   EXPECT_EQ(errorText(validateOptions(options)), "");
   options.worldSize = 8;
   options.dumps = {"ir", "everything"};
-  EXPECT_NE(errorText(validateOptions(options)).find("unknown --dump 'everything'"),
-            std::string::npos);
+  EXPECT_NE(
+      errorText(validateOptions(options)).find("unknown --dump 'everything'"),
+      std::string::npos);
   options.dumps = {"ir"};
   options.mode = CompileMode::Train;
-  EXPECT_NE(errorText(validateOptions(options)).find("--mode train is not available"),
-            std::string::npos);
+  EXPECT_NE(
+      errorText(validateOptions(options)).find("--mode train is not available"),
+      std::string::npos);
   options.mode = CompileMode::Infer;
   options.maxInFlight = 0;
-  EXPECT_NE(errorText(validateOptions(options)).find("--max-in-flight must be at least 1, got 0"),
+  EXPECT_NE(errorText(validateOptions(options))
+                .find("--max-in-flight must be at least 1, got 0"),
             std::string::npos);
   options.maxInFlight = 1;
   options.persistenceThreshold = -1;
@@ -95,8 +98,9 @@ TEST(ParseInputShapes, RefusesTheSameNameTwice) {
   ImportOptions options;
   EXPECT_EQ(errorText(parseInputShapes({"ids=2x3", "mask=2x3"}, options)), "");
   ImportOptions again;
-  EXPECT_EQ(errorText(parseInputShapes({"ids=2x3", "mask=1", "ids=2x3"}, again)),
-            "--input-shape gives 'ids' twice; bind each input once");
+  EXPECT_EQ(
+      errorText(parseInputShapes({"ids=2x3", "mask=1", "ids=2x3"}, again)),
+      "--input-shape gives 'ids' twice; bind each input once");
 }
 
 TEST(ParseByteSize, RefusesSizesPast63Bits) {
@@ -121,9 +125,9 @@ TEST(Spellings, OnePerValue) {
     ASSERT_TRUE(static_cast<bool>(profile)) << errorText(profile.takeError());
     EXPECT_EQ(profile->name, spelling.name.str());
   }
-  EXPECT_EQ(names, std::vector<llvm::StringRef>(
-                       getHardwareProfileNames().begin(),
-                       getHardwareProfileNames().end()));
+  EXPECT_EQ(names,
+            std::vector<llvm::StringRef>(getHardwareProfileNames().begin(),
+                                         getHardwareProfileNames().end()));
 }
 
 } // namespace

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/plan/PlanLoader.h"
 #include "runtime/support/ElementType.h"
+#include "runtime/plan/PlanLoader.h"
 
 #include <gtest/gtest.h>
 
@@ -57,10 +57,10 @@ TEST(ElementType, PlanNumbersAreThoseOfPlanProto) {
   // Each row's plan number is the DataType value of the same name, and
   // every DataType value but DATA_TYPE_UNSPECIFIED has a row.
   const std::pair<ElementType, const char *> protoNames[] = {
-      {ElementType::F32, "F32"}, {ElementType::F16, "F16"},
+      {ElementType::F32, "F32"},   {ElementType::F16, "F16"},
       {ElementType::BF16, "BF16"}, {ElementType::F64, "F64"},
-      {ElementType::I64, "I64"}, {ElementType::I32, "I32"},
-      {ElementType::I8, "I8"},   {ElementType::U8, "U8"},
+      {ElementType::I64, "I64"},   {ElementType::I32, "I32"},
+      {ElementType::I8, "I8"},     {ElementType::U8, "U8"},
       {ElementType::Bool, "BOOL"}};
   ASSERT_EQ(std::size(protoNames), kRows);
   for (const auto &[type, protoName] : protoNames) {
@@ -90,7 +90,8 @@ TEST(ElementType, DataTypeSizeIsTheTables) {
 
 TEST(ElementType, QuietNaNsAreNaNs) {
   float f32;
-  uint32_t bits32 = static_cast<uint32_t>(elementTypeInfo(ElementType::F32).quietNaN);
+  uint32_t bits32 =
+      static_cast<uint32_t>(elementTypeInfo(ElementType::F32).quietNaN);
   std::memcpy(&f32, &bits32, 4);
   EXPECT_TRUE(f32 != f32);
   double f64;

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/tooling/Files.h"
 #include "runtime/tooling/Npy.h"
+#include "runtime/tooling/Files.h"
 
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
@@ -419,9 +419,9 @@ TEST_F(NpyFileTest, StagedFilesAreAllOrNone) {
     StagedFiles files;
     ASSERT_EQ(errorOf(files.stage(path("a.npy"), "a", "output 'a'")), "");
     // The second cannot be staged: the first's temporary goes too.
-    EXPECT_TRUE(contains(
-        errorOf(files.stage(path("nodir/b.npy"), "b", "output 'b'")),
-        "cannot write output 'b'"));
+    EXPECT_TRUE(
+        contains(errorOf(files.stage(path("nodir/b.npy"), "b", "output 'b'")),
+                 "cannot write output 'b'"));
     EXPECT_EQ(fileCount(), 0u);
   }
   {

@@ -746,8 +746,9 @@ TEST_F(PlanLoaderTest, CorruptWeightsNameTheSection) {
                        subject + ": rank 1's section fails its checksum "
                                  "(stored 0x"));
   writeWeights(plan, 48, header + 32);
-  EXPECT_TRUE(contains(errorOf(readPersistentWeights(planPath, plan, section)),
-                       subject + ": the persistent section fails its checksum"));
+  EXPECT_TRUE(
+      contains(errorOf(readPersistentWeights(planPath, plan, section)),
+               subject + ": the persistent section fails its checksum"));
 
   // Header: the magic, then anything else (here the plan identity).
   writeWeights(plan, 48, 0);
@@ -882,4 +883,3 @@ TEST_F(PlanLoaderTest, UnknownOpcodeSurvivesParsing) {
 }
 
 } // namespace
-

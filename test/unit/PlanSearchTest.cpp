@@ -33,10 +33,10 @@ struct CannedScheduler {
       calls.push_back({policy, budget});
       auto found = answers.find({policy, budget});
       if (found == answers.end())
-        return llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
-            "cannot schedule " + spell(policy).str() + " under " +
-                std::to_string(budget));
+        return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "cannot schedule " +
+                                           spell(policy).str() + " under " +
+                                           std::to_string(budget));
       return found->second;
     };
   }
@@ -105,7 +105,8 @@ TEST(PlanSearch, FirstScheduleFailureIsReportedAsIs) {
   llvm::Expected<PlanSearchResult> result =
       searchPlan(SchedulePolicy::Default, 1000, scheduler.fn());
   ASSERT_FALSE(static_cast<bool>(result));
-  EXPECT_EQ(errorText(result.takeError()), "cannot schedule default under 1000");
+  EXPECT_EQ(errorText(result.takeError()),
+            "cannot schedule default under 1000");
 }
 
 TEST(PlanSearch, RetriesStopAfterTheLimit) {

@@ -46,10 +46,9 @@ TEST(Simulator, MissingOrNonFiniteTimesCountAsZero) {
   // past the vector's end.
   Timeline shortTimes = simulate(threeInstructions(), {3.0});
   EXPECT_DOUBLE_EQ(shortTimes.totalSeconds, 3.0);
-  Timeline poisoned = simulate(
-      threeInstructions(),
-      {std::numeric_limits<double>::quiet_NaN(),
-       std::numeric_limits<double>::infinity(), -1.0});
+  Timeline poisoned = simulate(threeInstructions(),
+                               {std::numeric_limits<double>::quiet_NaN(),
+                                std::numeric_limits<double>::infinity(), -1.0});
   EXPECT_TRUE(std::isfinite(poisoned.totalSeconds));
   EXPECT_DOUBLE_EQ(poisoned.totalSeconds, 0.0);
 }

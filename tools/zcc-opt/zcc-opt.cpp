@@ -11,6 +11,6 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   zplan::registerAllDialects(registry);
   zplan::registerAllPasses();
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
-      argc, argv, "zplan optimizer driver\n", registry));
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "zplan optimizer driver\n", registry));
 }

@@ -42,7 +42,8 @@ static cl::list<std::string>
     inputShapes("input-shape", cl::desc("Bind an input's shape: NAME=2x16"),
                 cl::value_desc("NAME=DIMS"), cl::cat(zccCategory));
 static cl::opt<std::string>
-    memoryBudget("memory-budget", cl::desc("Per-rank memory budget, e.g. 16GiB"),
+    memoryBudget("memory-budget",
+                 cl::desc("Per-rank memory budget, e.g. 16GiB"),
                  cl::cat(zccCategory));
 static cl::opt<zplan::Hardware>
     hardware("hardware", cl::init(zplan::Hardware::Cpu),
@@ -67,14 +68,13 @@ static cl::opt<int64_t> persistenceThreshold(
     cl::desc("Parameters with at most this many elements stay whole on every "
              "rank"),
     cl::cat(zccCategory));
-static cl::opt<int64_t>
-    maxInFlight("max-in-flight", cl::init(2),
-                cl::desc("Most gathers in flight at once"),
-                cl::cat(zccCategory));
-static cl::opt<std::string>
-    maxInFlightBytes("max-in-flight-bytes", cl::init("0"),
-                     cl::desc("Most bytes being gathered at once (0: no limit)"),
-                     cl::cat(zccCategory));
+static cl::opt<int64_t> maxInFlight("max-in-flight", cl::init(2),
+                                    cl::desc("Most gathers in flight at once"),
+                                    cl::cat(zccCategory));
+static cl::opt<std::string> maxInFlightBytes(
+    "max-in-flight-bytes", cl::init("0"),
+    cl::desc("Most bytes being gathered at once (0: no limit)"),
+    cl::cat(zccCategory));
 
 static int fail(const Twine &message) {
   errs() << "zcc: error: " << message << "\n";
@@ -87,7 +87,9 @@ static int fail(Error error) { return fail(toString(std::move(error))); }
 static std::string listAlternatives(ArrayRef<StringRef> names) {
   std::string text;
   for (size_t i = 0; i < names.size(); ++i)
-    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") +
+    text += (i == 0                  ? ""
+             : i + 1 == names.size() ? " or "
+                                     : ", ") +
             names[i].str();
   return text;
 }
