@@ -175,6 +175,9 @@ cmd_ci() {
   rm -rf "$logs" "$artifacts"
   mkdir -p "$logs"
   echo "fuzz: build and seeds took $((SECONDS - start)) s"
+  # Every filed reproducer is a regression input: a bug fixed once stays
+  # fixed, and a reproducer committed before its fix fails CI.
+  cmd_replay || failed=1
   for harness in "${harnesses[@]}"; do
     # Clean on valid inputs first: every seed once, no mutation.
     local count
