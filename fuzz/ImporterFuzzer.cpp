@@ -18,13 +18,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/import/OnnxImporter.h"
+#include "fuzz/FuzzSupport.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "onnx/onnx.pb.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
-#include <google/protobuf/stubs/logging.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -38,13 +38,6 @@ namespace {
 
 /// The per-process directory holding the model file (and linked external
 /// data); removed at exit.
-std::filesystem::path workDirectory;
-
-void removeWorkDirectory() {
-  std::error_code ignored;
-  std::filesystem::remove_all(workDirectory, ignored);
-}
-
 /// The --input-shape equivalents for `model`: every graph input (that is not
 /// an initializer) with a dynamic dimension gets a static shape.
 zplan::ImportOptions bindDynamicInputs(const onnx::ModelProto &model) {
@@ -81,33 +74,18 @@ zplan::ImportOptions bindDynamicInputs(const onnx::ModelProto &model) {
   return options;
 }
 
-void ignoreProtobufLog(google::protobuf::LogLevel, const char *, int,
-                       const std::string &) {}
-
 } // namespace
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
-  // Protobuf logs every string field with invalid UTF-8 it parses; at
-  // thousands of inputs a second that buries the reports (and slows runs).
-  google::protobuf::SetLogHandler(ignoreProtobufLog);
-  const char *temporary = std::getenv("TMPDIR");
-  std::string pattern =
-      std::string(temporary && *temporary ? temporary : "/tmp") +
-      "/zplan-fuzz-importer-XXXXXX";
-  if (!mkdtemp(pattern.data())) {
-    std::perror("zplan-fuzz-importer: mkdtemp");
-    std::abort();
-  }
-  workDirectory = pattern;
-  std::atexit(removeWorkDirectory);
+  zplan::fuzz::initializeHarness("importer");
   if (const char *modelDir = std::getenv("ZPLAN_FUZZ_MODEL_DIR")) {
     std::error_code ignored;
     for (const auto &entry :
          std::filesystem::directory_iterator(modelDir, ignored))
       if (entry.path().extension() == ".data")
-        std::filesystem::create_symlink(std::filesystem::absolute(entry.path()),
-                                        workDirectory / entry.path().filename(),
-                                        ignored);
+        std::filesystem::create_symlink(
+            std::filesystem::absolute(entry.path()),
+            zplan::fuzz::workDirectory / entry.path().filename(), ignored);
   }
   return 0;
 }
@@ -120,7 +98,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   zplan::ImportOptions options = bindDynamicInputs(model);
 
-  std::filesystem::path modelPath = workDirectory / "model.onnx";
+  std::filesystem::path modelPath = zplan::fuzz::workDirectory / "model.onnx";
   {
     std::ofstream file(modelPath, std::ios::binary | std::ios::trunc);
     file.write(reinterpret_cast<const char *>(data),

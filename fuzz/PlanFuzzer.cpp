@@ -14,9 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fuzz/FuzzSupport.h"
 #include "runtime/plan/PlanLoader.h"
-
-#include <google/protobuf/stubs/logging.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -32,13 +31,6 @@ namespace {
 /// Weights files bigger than this are not materialised: validation is what
 /// is fuzzed, not the disk.
 constexpr uint64_t kMaxWeightsFileBytes = uint64_t(16) << 20;
-
-std::filesystem::path workDirectory;
-
-void removeWorkDirectory() {
-  std::error_code ignored;
-  std::filesystem::remove_all(workDirectory, ignored);
-}
 
 /// The least size of a complete weights file (see "Weights" in
 /// PlanLoader.h), or false when it overflows.
@@ -58,7 +50,8 @@ bool requiredWeightsBytes(const zplan::plan::Plan &plan, uint64_t &bytes) {
 /// sparse file of `fileBytes` bytes. The results are not checked: only the
 /// absence of sanitizer reports is.
 void readWeights(zplan::plan::Plan plan, uint64_t fileBytes) {
-  std::filesystem::path weights = workDirectory / "plan.zplan.weights";
+  std::filesystem::path weights =
+      zplan::fuzz::workDirectory / "plan.zplan.weights";
   int fd = open(weights.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
   if (fd < 0 || ftruncate(fd, static_cast<off_t>(fileBytes)) != 0) {
     std::perror("zplan-fuzz-plan: cannot make the weights file");
@@ -69,32 +62,17 @@ void readWeights(zplan::plan::Plan plan, uint64_t fileBytes) {
   // work directory whatever the input says.
   if (!plan.weights_file().empty())
     plan.set_weights_file("plan.zplan.weights");
-  std::string planPath = (workDirectory / "plan.zplan").string();
+  std::string planPath = (zplan::fuzz::workDirectory / "plan.zplan").string();
   std::vector<uint8_t> bytes;
   for (uint32_t rank = 0; rank < plan.world_size(); ++rank)
     (void)zplan::plan::readRankWeights(planPath, plan, rank, bytes);
   (void)zplan::plan::readPersistentWeights(planPath, plan, bytes);
 }
 
-void ignoreProtobufLog(google::protobuf::LogLevel, const char *, int,
-                       const std::string &) {}
-
 } // namespace
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
-  // Protobuf logs every string field with invalid UTF-8 it parses; at
-  // thousands of inputs a second that buries the reports (and slows runs).
-  google::protobuf::SetLogHandler(ignoreProtobufLog);
-  const char *temporary = std::getenv("TMPDIR");
-  std::string pattern =
-      std::string(temporary && *temporary ? temporary : "/tmp") +
-      "/zplan-fuzz-plan-XXXXXX";
-  if (!mkdtemp(pattern.data())) {
-    std::perror("zplan-fuzz-plan: mkdtemp");
-    std::abort();
-  }
-  workDirectory = pattern;
-  std::atexit(removeWorkDirectory);
+  zplan::fuzz::initializeHarness("plan");
   return 0;
 }
 
