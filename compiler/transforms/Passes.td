@@ -105,6 +105,35 @@ def ShardParameters : Pass<"zplan-shard-parameters", "::mlir::ModuleOp"> {
   let dependentDialects = ["::zplan::zero::ZeroDialect"];
 }
 
+def OptimizerStep : Pass<"zplan-optimizer-step", "::mlir::ModuleOp"> {
+  let summary = "Builds @optimizer_step: one update per group, on shards";
+  let description = [{
+    In a training module (one with @train_micro_step, after
+    zplan-shard-parameters), adds the optimizer step program: it takes the
+    run-time scalars as `hyper` (tensor<8xf32>: lr, beta1 or momentum,
+    beta2, eps, weight decay, gradient scale, bias corrections) and updates
+    every group from its gradient shard, on this rank's shard only (ZeRO's
+    partitioned optimizer: the fp32 master weights, the gradient and the
+    optimizer state are all sharded; a persistent group is updated whole,
+    identically on every rank). A module without a training step is left
+    alone.
+
+    ```mlir
+    func.func @optimizer_step(%hyper: tensor<8xf32> {nn.name = "hyper"}) {
+      zero.optimizer_update @group0, %hyper {optimizer = "adamw"} : tensor<8xf32>
+      return
+    }
+    ```
+    Tests: test/transforms/optimizer-step.mlir.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "adamw or sgd">,
+  ];
+  let dependentDialects = ["::zplan::zero::ZeroDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def InsertGathers : Pass<"zplan-insert-gathers", "::mlir::ModuleOp"> {
   let summary = "Places each group's gather before its uses and its release "
                 "after them";
@@ -194,7 +223,16 @@ def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
     5. the memory budget holds at every op (shards, persistent groups and
        live transient buffers);
     6. the collective sequence is the same on every rank: the function is
-       one straight-line block with no op that could depend on the rank.
+       one straight-line block with no op that could depend on the rank;
+    7. every zero.reduce_scatter_start reduces exactly one group's
+       gradients and is waited for, later in the same function, into that
+       group's gradient shards;
+    8. no op reads a gradient shard (zero.grad_shard) except the
+       reduce-scatter wait that accumulates into it: a partial sum is
+       never read;
+    9. @optimizer_step holds only zero.optimizer_update ops, one per group:
+       the optimizer reads and writes shards only, never a gathered
+       parameter.
 
     Tests: test/transforms/verify-schedule.mlir.
   }];

@@ -8,10 +8,12 @@
 
 #include "compiler/analysis/Liveness.h"
 #include "compiler/transforms/Passes.h"
+#include "compiler/transforms/Programs.h"
 #include "compiler/transforms/ScheduleDiagnostics.h"
 #include "dialects/zero/ZeroDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/Debug.h"
 #include "llvm/Support/MathExtras.h"
@@ -30,19 +32,22 @@ using namespace zplan;
 
 namespace {
 
-/// One parameter as the import left it: its symbol, the tensor its gather
-/// produced, and where that tensor is first and last read.
+/// One parameter as the import left it, in the function that decides the
+/// groups: where its tensor is first and last read (in a training step, by
+/// the forward part only).
 struct ParameterUse {
   nn::ParameterOp param;
-  Value tensor;
   int64_t firstUse;
   int64_t lastUse;
 };
 
 struct GroupPlan {
-  SmallVector<ParameterUse *> members;
+  SmallVector<nn::ParameterOp> members;
   bool persistent = false;
   uint64_t bytes = 0;
+  /// Declared by declareGroups(); mutable because MLIR's op handles have
+  /// non-const accessors.
+  mutable zero::GroupOp op;
 };
 
 /// The most bytes one buffer, one group, or everything a function holds may
@@ -94,32 +99,50 @@ struct ShardParametersPass
     }
     // Report on the group that is already there, so the message points at
     // something in the input rather than at the whole module.
-    auto groups = module.getOps<zero::GroupOp>();
-    if (!groups.empty()) {
-      zero::GroupOp existing = *groups.begin();
+    auto declared = module.getOps<zero::GroupOp>();
+    if (!declared.empty()) {
+      zero::GroupOp existing = *declared.begin();
       existing.emitError() << "zplan-shard-parameters: the module is already "
                               "sharded (it declares zero.group @"
                            << existing.getSymName() << ")";
       return signalPassFailure();
     }
-    // Groups are module-level and each parameter belongs to one: grouping
-    // each function by its own first-use order would put a parameter in
-    // several groups and declare @group0 twice.
-    SmallVector<func::FuncOp> gathering;
     for (auto func : module.getOps<func::FuncOp>())
-      if (!func.getOps<zero::GatherWaitOp>().empty())
-        gathering.push_back(func);
-    if (gathering.size() > 1) {
+      if (failed(checkSizes(module, func)))
+        return signalPassFailure();
+    // Groups are module-level and each parameter belongs to one, so one
+    // function's uses decide them for every program: the training step's
+    // when there is one (its parameters are the ones whose gathers and
+    // reduce-scatters matter most), else the one function that gathers.
+    SmallVector<func::FuncOp> gathering;
+    func::FuncOp primary;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.getOps<zero::GatherWaitOp>().empty())
+        continue;
+      gathering.push_back(func);
+      if (func.getSymName() == kTrainStepName)
+        primary = func;
+    }
+    if (!primary && gathering.size() > 1) {
       gathering[1].emitError()
           << "zplan-shard-parameters: parameters are gathered in more than "
              "one function (@"
           << gathering[0].getSymName() << " and @" << gathering[1].getSymName()
-          << "); grouping across programs is not supported yet";
+          << ") and none is @" << kTrainStepName
+          << " to decide the groups";
       return signalPassFailure();
     }
-    for (auto func : module.getOps<func::FuncOp>())
-      if (failed(checkSizes(module, func)) ||
-          failed(shardFunction(module, func)))
+    if (!primary && !gathering.empty())
+      primary = gathering.front();
+    if (!primary)
+      return;
+    std::vector<GroupPlan> groups;
+    if (failed(planGroups(module, primary, gathering, groups)) ||
+        failed(declareGroups(module, primary, groups)))
+      return signalPassFailure();
+    for (func::FuncOp func : gathering)
+      if (failed(rewriteGathers(func, groups)) ||
+          failed(mergeReduceScatters(func, groups)))
         return signalPassFailure();
   }
 
@@ -187,14 +210,35 @@ struct ShardParametersPass
     return failure(walk.wasInterrupted());
   }
 
-  LogicalResult shardFunction(ModuleOp module, func::FuncOp func) {
-    LivenessAnalysis liveness(func);
+  /// The forward part of a training step ends at the op that computes the
+  /// loss (its first result); uses after it are the backward pass's. For
+  /// any other function every op is "forward".
+  static int64_t forwardEnd(func::FuncOp func,
+                            const LivenessAnalysis &liveness) {
+    int64_t length = liveness.ops().size();
+    if (func.getSymName() != kTrainStepName)
+      return length;
+    auto returnOp = llvm::cast<func::ReturnOp>(
+        func.getBody().front().getTerminator());
+    if (returnOp.getNumOperands() == 0)
+      return length;
+    Operation *loss = returnOp.getOperand(0).getDefiningOp();
+    return loss ? liveness.indexOf(loss) : length;
+  }
+
+  /// Steps 1-4: the groups, from `primary`'s uses; parameters that only
+  /// other functions gather follow, in module order.
+  LogicalResult planGroups(ModuleOp module, func::FuncOp primary,
+                           ArrayRef<func::FuncOp> gathering,
+                           std::vector<GroupPlan> &groups) {
+    LivenessAnalysis liveness(primary);
     int64_t programLength = liveness.ops().size();
+    int64_t forwardLength = forwardEnd(primary, liveness);
 
     // 1. The import's gathers, one parameter each, in first-use order.
     std::vector<ParameterUse> uses;
-    SmallVector<Operation *> importGathers;
-    for (auto wait : func.getOps<zero::GatherWaitOp>()) {
+    llvm::DenseSet<Operation *> seen;
+    for (auto wait : primary.getOps<zero::GatherWaitOp>()) {
       zero::GatherStartOp start = wait.getStart();
       if (start.getGroupAttr())
         return wait.emitOpError("is already in a group");
@@ -205,36 +249,44 @@ struct ShardParametersPass
           return wait.emitOpError("gathers a shard that is not a zero.shard");
         auto param = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
             read, read.getParamAttr());
+        if (!seen.insert(param).second)
+          continue;
         int64_t first = programLength, last = 0;
         for (Operation *user : collectUsesThroughViews(tensor)) {
-          first = std::min(first, liveness.indexOf(user));
-          last = std::max(last, liveness.indexOf(user));
+          int64_t index = liveness.indexOf(user);
+          if (index > forwardLength)
+            continue;
+          first = std::min(first, index);
+          last = std::max(last, index);
         }
-        uses.push_back({param, tensor, first, last});
-        importGathers.push_back(read);
+        uses.push_back({param, first, std::max(first, last)});
       }
-      importGathers.push_back(start);
-      importGathers.push_back(wait);
     }
     llvm::stable_sort(uses, [](const ParameterUse &a, const ParameterUse &b) {
       return a.firstUse < b.firstUse;
     });
+    for (func::FuncOp func : gathering)
+      for (auto read : func.getOps<zero::ShardOp>()) {
+        auto param = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
+            read, read.getParamAttr());
+        if (param && seen.insert(param).second)
+          uses.push_back({param, programLength, programLength});
+      }
 
     // 2-4. Form groups. Indices, not pointers: `groups` grows.
-    std::vector<GroupPlan> groups;
     int64_t openSharded = -1, openPersistent = -1;
+    int64_t span = std::max<int64_t>(forwardLength, 1);
     for (ParameterUse &use : uses) {
       RankedTensorType type = use.param.getTensorType();
       uint64_t bytes = tensorBytes(type);
       bool persistent = type.getNumElements() <= persistenceThreshold;
-      bool farApart =
-          !persistent &&
-          use.lastUse - use.firstUse > std::max<int64_t>(programLength / 4, 1);
+      bool farApart = !persistent &&
+                      use.lastUse - use.firstUse > std::max<int64_t>(span / 4, 1);
       int64_t &open = persistent ? openPersistent : openSharded;
       bool fits = false;
       if (open >= 0 && !farApart) {
         GroupPlan &group = groups[open];
-        fits = group.members.front()->param.getTensorType().getElementType() ==
+        fits = group.members.front().getTensorType().getElementType() ==
                    type.getElementType() &&
                group.bytes + bytes <= static_cast<uint64_t>(bucketBytes);
       }
@@ -248,28 +300,21 @@ struct ShardParametersPass
           open = static_cast<int64_t>(groups.size()) - 1;
       }
       GroupPlan &group = fits ? groups[open] : groups.back();
-      group.members.push_back(&use);
+      group.members.push_back(use.param);
       group.bytes += bytes;
     }
+    return success();
+  }
 
-    // 5-6. Declare the groups and gather each at the top of the function.
+  /// Step 5: lays out and declares each group, before `primary`.
+  LogicalResult declareGroups(ModuleOp module, func::FuncOp primary,
+                              std::vector<GroupPlan> &groups) {
     OpBuilder moduleBuilder(module.getBodyRegion());
-    moduleBuilder.setInsertionPoint(func);
-    OpBuilder builder(func.getBody());
-    Block &body = func.getBody().front();
-    builder.setInsertionPointToStart(&body);
-    // Keep constants first: they are not part of any gather.
-    for (Operation &op : body)
-      if (llvm::isa<nn::ConstantOp>(op))
-        builder.setInsertionPointAfter(&op);
-      else
-        break;
+    moduleBuilder.setInsertionPoint(*module.getOps<func::FuncOp>().begin());
     for (auto [index, plan] : llvm::enumerate(groups)) {
-      int64_t elementBytes = (plan.members.front()
-                                  ->param.getTensorType()
-                                  .getElementTypeBitWidth() +
-                              7) /
-                             8;
+      int64_t elementBytes =
+          (plan.members.front().getTensorType().getElementTypeBitWidth() + 7) /
+          8;
       int64_t alignElements = std::max<int64_t>(alignment / elementBytes, 1);
       // Each size below is at most the checked total (checkSizes) plus
       // padding, but the padding grows with the world size: check it too.
@@ -277,22 +322,21 @@ struct ShardParametersPass
       SmallVector<Attribute> names;
       SmallVector<int64_t> offsets;
       size_t groupIndex = index;
-      auto overflows = [&](ParameterUse *member) {
-        return member->param.emitError()
+      auto overflows = [&](nn::ParameterOp member) {
+        return member.emitError()
                << "zplan-shard-parameters: group " << groupIndex
-               << " overflows when parameter '" << member->param.getSymName()
+               << " overflows when parameter '" << member.getSymName()
                << "' is padded to " << worldSize << " x " << alignment
                << " B: its size in bytes exceeds 2^60 B (1 EiB)";
       };
-      for (ParameterUse *member : plan.members) {
+      for (nn::ParameterOp member : plan.members) {
         std::optional<int64_t> aligned = checkedRoundUp(offset, alignElements);
         if (!aligned ||
             llvm::AddOverflow(*aligned,
-                              member->param.getTensorType().getNumElements(),
-                              offset))
+                              member.getTensorType().getNumElements(), offset))
           return overflows(member);
         offsets.push_back(*aligned);
-        names.push_back(FlatSymbolRefAttr::get(member->param.getSymNameAttr()));
+        names.push_back(FlatSymbolRefAttr::get(member.getSymNameAttr()));
       }
       int64_t multiple = 0, padded = 0;
       std::optional<int64_t> rounded;
@@ -305,35 +349,209 @@ struct ShardParametersPass
       padded = *rounded;
       std::string name =
           (plan.persistent ? "persistent" : "group") + std::to_string(index);
-      auto group = moduleBuilder.create<zero::GroupOp>(
-          func.getLoc(), moduleBuilder.getStringAttr(name),
+      plan.op = moduleBuilder.create<zero::GroupOp>(
+          primary.getLoc(), moduleBuilder.getStringAttr(name),
           moduleBuilder.getArrayAttr(names),
           moduleBuilder.getDenseI64ArrayAttr(offsets),
           moduleBuilder.getI64IntegerAttr(padded),
           moduleBuilder.getI64IntegerAttr(worldSize),
           plan.persistent ? moduleBuilder.getUnitAttr() : UnitAttr());
+      LLVM_DEBUG(llvm::dbgs() << "group " << name << ": " << plan.members.size()
+                              << " parameters, " << padded << " elements\n");
+    }
+    return success();
+  }
 
+  /// Step 6: the per-parameter gathers of the import become one start and
+  /// one wait per group that `func` reads, at the top of the function.
+  LogicalResult rewriteGathers(func::FuncOp func,
+                               ArrayRef<GroupPlan> groups) {
+    llvm::DenseMap<Operation *, Value> importTensor; // parameter -> tensor
+    SmallVector<Operation *> importGathers;
+    for (auto wait : func.getOps<zero::GatherWaitOp>()) {
+      zero::GatherStartOp start = wait.getStart();
+      if (start.getGroupAttr())
+        return wait.emitOpError("is already in a group");
+      for (auto [shard, tensor] :
+           llvm::zip_equal(start.getShards(), wait.getTensors())) {
+        auto read = shard.getDefiningOp<zero::ShardOp>();
+        if (!read)
+          return wait.emitOpError("gathers a shard that is not a zero.shard");
+        auto param = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
+            read, read.getParamAttr());
+        Value &known = importTensor[param];
+        // The same parameter gathered twice: one gathered copy serves both.
+        if (known)
+          tensor.replaceAllUsesWith(known);
+        else
+          known = tensor;
+        importGathers.push_back(read);
+      }
+      importGathers.push_back(start);
+      importGathers.push_back(wait);
+    }
+
+    OpBuilder builder(func.getBody());
+    Block &body = func.getBody().front();
+    builder.setInsertionPointToStart(&body);
+    // Keep constants first: they are not part of any gather.
+    for (Operation &op : body)
+      if (llvm::isa<nn::ConstantOp>(op))
+        builder.setInsertionPointAfter(&op);
+      else
+        break;
+    for (const GroupPlan &plan : groups) {
+      if (llvm::none_of(plan.members, [&](nn::ParameterOp member) {
+            return importTensor.count(member);
+          }))
+        continue;
       SmallVector<Value> shards;
       SmallVector<Type> tensorTypes;
-      for (ParameterUse *member : plan.members) {
-        RankedTensorType type = member->param.getTensorType();
+      for (nn::ParameterOp member : plan.members) {
+        RankedTensorType type = member.getTensorType();
         shards.push_back(builder.create<zero::ShardOp>(
-            member->param.getLoc(), zero::ShardType::get(&getContext(), type),
-            FlatSymbolRefAttr::get(member->param.getSymNameAttr())));
+            member.getLoc(), zero::ShardType::get(&getContext(), type),
+            FlatSymbolRefAttr::get(member.getSymNameAttr())));
         tensorTypes.push_back(type);
       }
       auto start = builder.create<zero::GatherStartOp>(
           func.getLoc(), zero::GatherTokenType::get(&getContext()), shards,
-          FlatSymbolRefAttr::get(group.getSymNameAttr()));
+          FlatSymbolRefAttr::get(plan.op.getSymNameAttr()));
       auto wait =
           builder.create<zero::GatherWaitOp>(func.getLoc(), tensorTypes, start);
       for (auto [member, tensor] :
            llvm::zip_equal(plan.members, wait.getTensors()))
-        member->tensor.replaceAllUsesWith(tensor);
-      LLVM_DEBUG(llvm::dbgs() << "group " << name << ": " << plan.members.size()
-                              << " parameters, " << padded << " elements\n");
+        if (Value old = importTensor.lookup(member))
+          old.replaceAllUsesWith(tensor);
     }
     for (Operation *op : llvm::reverse(importGathers))
+      op->erase();
+    return success();
+  }
+
+  /// Step 7 (training): autodiff's one reduce-scatter per parameter becomes
+  /// one per group, started right after the group's last gradient is
+  /// computed (so it overlaps the rest of the backward pass) and waited for
+  /// right after the next group's start (so at most two are in flight and
+  /// the gradients' memory is freed early), the last at the end.
+  LogicalResult mergeReduceScatters(func::FuncOp func,
+                                    ArrayRef<GroupPlan> groups) {
+    struct PerParameter {
+      zero::ReduceScatterStartOp start;
+      zero::ReduceScatterWaitOp wait;
+    };
+    llvm::DenseMap<Operation *, PerParameter> byParameter;
+    SmallVector<Operation *> erase;
+    for (auto wait : func.getOps<zero::ReduceScatterWaitOp>()) {
+      auto start =
+          wait.getToken().getDefiningOp<zero::ReduceScatterStartOp>();
+      if (start.getGroupAttr())
+        return wait.emitOpError("is already in a group");
+      if (start.getGradients().size() != 1 ||
+          wait.getAccumulators().size() != 1)
+        return wait.emitOpError(
+            "must reduce one parameter's gradient into its zero.grad_shard "
+            "before grouping");
+      auto accumulator =
+          wait.getAccumulators()[0].getDefiningOp<zero::GradShardOp>();
+      if (!accumulator)
+        return wait.emitOpError(
+            "must accumulate into a zero.grad_shard before grouping");
+      auto param = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
+          accumulator, accumulator.getParamAttr());
+      if (!byParameter.try_emplace(param, PerParameter{start, wait}).second)
+        return wait.emitOpError() << "reduces a second gradient of '"
+                                  << param.getSymName() << "'";
+      if (!wait.getShards()[0].use_empty())
+        return wait.emitOpError(
+            "result is read in the same function; gradient shards are read "
+            "only by the optimizer step");
+      erase.push_back(wait);
+      erase.push_back(accumulator);
+      erase.push_back(start);
+    }
+    if (byParameter.empty())
+      return success();
+
+    // The position of each op, to find each group's last gradient.
+    llvm::DenseMap<Operation *, int64_t> position;
+    Block &body = func.getBody().front();
+    for (auto [index, op] : llvm::enumerate(body))
+      position[&op] = index;
+    struct Merged {
+      const GroupPlan *plan;
+      Operation *after; // null: at the top of the body
+      int64_t at;
+    };
+    std::vector<Merged> merged;
+    for (const GroupPlan &plan : groups) {
+      size_t present = llvm::count_if(plan.members, [&](nn::ParameterOp p) {
+        return byParameter.count(p);
+      });
+      if (present == 0)
+        continue;
+      if (present != plan.members.size()) {
+        for (nn::ParameterOp member : plan.members)
+          if (!byParameter.count(member))
+            return func.emitError()
+                   << "zplan-shard-parameters: parameter '"
+                   << member.getSymName() << "' of group @"
+                   << plan.op.getSymName() << " has no gradient in @"
+                   << func.getSymName();
+      }
+      Merged entry{&plan, nullptr, -1};
+      for (nn::ParameterOp member : plan.members) {
+        Value gradient = byParameter[member].start.getGradients()[0];
+        Operation *definer = gradient.getDefiningOp();
+        if (definer && position[definer] > entry.at) {
+          entry.after = definer;
+          entry.at = position[definer];
+        }
+      }
+      merged.push_back(entry);
+    }
+    llvm::stable_sort(merged, [](const Merged &a, const Merged &b) {
+      return a.at < b.at;
+    });
+
+    OpBuilder builder(&getContext());
+    auto returnOp = body.getTerminator();
+    SmallVector<zero::ReduceScatterStartOp> starts;
+    for (auto [index, entry] : llvm::enumerate(merged)) {
+      // Groups whose last gradients come from the same op start in order.
+      if (index > 0 && merged[index - 1].at == entry.at)
+        builder.setInsertionPointAfter(starts.back());
+      else if (entry.after)
+        builder.setInsertionPointAfter(entry.after);
+      else
+        builder.setInsertionPointToStart(&body);
+      SmallVector<Value> gradients;
+      for (nn::ParameterOp member : entry.plan->members)
+        gradients.push_back(byParameter[member].start.getGradients()[0]);
+      starts.push_back(builder.create<zero::ReduceScatterStartOp>(
+          byParameter[entry.plan->members.back()].start.getLoc(),
+          zero::ReduceTokenType::get(&getContext()), gradients,
+          FlatSymbolRefAttr::get(entry.plan->op.getSymNameAttr())));
+    }
+    for (auto [index, start] : llvm::enumerate(starts)) {
+      if (index + 1 < starts.size())
+        builder.setInsertionPointAfter(starts[index + 1]);
+      else
+        builder.setInsertionPoint(returnOp);
+      const GroupPlan &plan = *merged[index].plan;
+      SmallVector<Value> accumulators;
+      SmallVector<Type> shardTypes;
+      for (nn::ParameterOp member : plan.members) {
+        auto type = zero::ShardType::get(&getContext(), member.getTensorType());
+        accumulators.push_back(builder.create<zero::GradShardOp>(
+            member.getLoc(), type,
+            FlatSymbolRefAttr::get(member.getSymNameAttr())));
+        shardTypes.push_back(type);
+      }
+      builder.create<zero::ReduceScatterWaitOp>(start.getLoc(), shardTypes,
+                                                start, accumulators);
+    }
+    for (Operation *op : erase)
       op->erase();
     return success();
   }

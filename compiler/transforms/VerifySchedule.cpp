@@ -11,8 +11,11 @@
 
 #include "compiler/analysis/Liveness.h"
 #include "compiler/transforms/Passes.h"
+#include "compiler/transforms/Programs.h"
 #include "compiler/transforms/ScheduleDiagnostics.h"
 #include "dialects/zero/ZeroDialect.h"
+
+#include "llvm/ADT/StringSet.h"
 
 #define DEBUG_TYPE "zplan-verify-schedule"
 
@@ -56,19 +59,110 @@ struct VerifySchedulePass
         return op.emitError("ops with regions are not allowed in a scheduled "
                             "function: they could make the collective "
                             "sequence depend on the rank");
-      // Rule 1: shards flow only into gathers.
+      // Rule 1: shards flow only into gathers (gradient shards: rule 8).
       if (!llvm::isa<zero::GatherStartOp, zero::ReduceScatterWaitOp>(op))
         for (Value operand : op.getOperands())
-          if (llvm::isa<zero::ShardType>(operand.getType()))
+          if (llvm::isa<zero::ShardType>(operand.getType()) &&
+              !operand.getDefiningOp<zero::GradShardOp>())
             return op.emitError()
                    << "reads " << describeShard(operand)
                    << " without gathering it: only zero.gather_start may "
                       "consume a parameter shard";
+      if (auto start = llvm::dyn_cast<zero::GatherStartOp>(op))
+        for (Value shard : start.getShards())
+          if (auto read = shard.getDefiningOp<zero::GradShardOp>())
+            return op.emitError()
+                   << "gathers the gradient shard of parameter '"
+                   << read.getParam() << "' as if it were the parameter";
     }
     for (auto start : func.getOps<zero::GatherStartOp>())
       if (failed(verifyGather(start)))
         return failure();
+    for (auto start : func.getOps<zero::ReduceScatterStartOp>())
+      if (failed(verifyReduceScatter(start)))
+        return failure();
+    for (auto read : func.getOps<zero::GradShardOp>())
+      if (failed(verifyGradientRead(read)))
+        return failure();
+    if (func.getSymName() == kOptimizerStepName &&
+        failed(verifyOptimizerStep(func)))
+      return failure();
     return verifyBudget(func);
+  }
+
+  // Rule 7: one reduce-scatter per group, waited for in the same function.
+  LogicalResult verifyReduceScatter(zero::ReduceScatterStartOp start) {
+    auto groupName = start.getGroupAttr();
+    if (!groupName)
+      return start.emitError("reduces gradients outside any zero.group (run "
+                             "zplan-shard-parameters first)");
+    auto group =
+        SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(start, groupName);
+    if (!group || group.getParams().size() != start.getGradients().size())
+      return start.emitError()
+             << "must reduce exactly the gradients of group " << groupName;
+    auto wait = llvm::cast<zero::ReduceScatterWaitOp>(
+        *start.getToken().getUsers().begin());
+    if (!start->isBeforeInBlock(wait))
+      return wait.emitError() << "waits for the reduce-scatter of group "
+                              << groupName << " before it starts";
+    if (wait.getAccumulators().size() != group.getParams().size())
+      return wait.emitError() << "must accumulate the reduce-scatter of group "
+                              << groupName
+                              << " into the gradient shards of its "
+                                 "parameters";
+    for (auto [accumulator, param] :
+         llvm::zip_equal(wait.getAccumulators(), group.getParams())) {
+      auto read = accumulator.getDefiningOp<zero::GradShardOp>();
+      if (!read || read.getParamAttr() != param)
+        return wait.emitError()
+               << "accumulates group " << groupName << " into "
+               << (read ? "the gradient shard of '" + read.getParam().str() +
+                              "'"
+                        : std::string("a value that is not a zero.grad_shard"))
+               << " where " << param << " belongs";
+    }
+    return success();
+  }
+
+  // Rule 8: a gradient shard is read only by the reduce-scatter wait that
+  // accumulates into it (which completes the collective before touching
+  // it); anything else would read a partial sum.
+  LogicalResult verifyGradientRead(zero::GradShardOp read) {
+    for (Operation *user : read->getUsers())
+      if (!llvm::isa<zero::ReduceScatterWaitOp>(user))
+        return user->emitError()
+               << "reads the gradient shard of parameter '" << read.getParam()
+               << "': only zero.reduce_scatter_wait may accumulate into it, "
+                  "and only the optimizer step reads it";
+    return success();
+  }
+
+  // Rule 9: the optimizer step touches shards only: nothing in it gathers,
+  // computes on tensors or communicates; it updates each group once.
+  LogicalResult verifyOptimizerStep(func::FuncOp func) {
+    llvm::StringSet<> updated;
+    for (Operation &op : func.getBody().front()) {
+      if (llvm::isa<func::ReturnOp>(op))
+        continue;
+      auto update = llvm::dyn_cast<zero::OptimizerUpdateOp>(op);
+      if (!update)
+        return op.emitError()
+               << "'" << op.getName()
+               << "' in @" << kOptimizerStepName
+               << ": the optimizer step may only update shards "
+                  "(zero.optimizer_update), never gather or compute on "
+                  "parameters";
+      if (!updated.insert(update.getGroup()).second)
+        return update.emitError()
+               << "updates group @" << update.getGroup() << " a second time";
+    }
+    for (auto group : func->getParentOfType<ModuleOp>().getOps<zero::GroupOp>())
+      if (!updated.contains(group.getSymName()))
+        return func.emitError() << "@" << kOptimizerStepName
+                                << " never updates group @"
+                                << group.getSymName();
+    return success();
   }
 
   static std::string describeShard(Value shard) {

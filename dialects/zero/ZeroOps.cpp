@@ -130,6 +130,19 @@ LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &table) {
   return success();
 }
 
+LogicalResult GradShardOp::verifySymbolUses(SymbolTableCollection &table) {
+  FailureOr<nn::ParameterOp> param =
+      lookupParameter(*this, table, getParamAttr());
+  if (failed(param))
+    return failure();
+  RankedTensorType expected = param->getTensorType();
+  if (getResult().getType().getTensorType() != expected)
+    return emitOpError() << "result is a gradient shard of "
+                         << getResult().getType().getTensorType() << ", but "
+                         << getParamAttr() << " is " << expected;
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // All-gather
 //===----------------------------------------------------------------------===//
@@ -236,3 +249,25 @@ LogicalResult ReduceScatterWaitOp::verify() {
 
 #define GET_OP_CLASSES
 #include "dialects/zero/ZeroOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+LogicalResult OptimizerUpdateOp::verify() {
+  if (getOptimizer() != "adamw" && getOptimizer() != "sgd")
+    return emitOpError() << "unknown optimizer '" << getOptimizer()
+                         << "' (expected adamw or sgd)";
+  auto type = llvm::cast<RankedTensorType>(getHyper().getType());
+  if (type.getRank() != 1 || type.getDimSize(0) != 8)
+    return emitOpError() << "hyper must be tensor<8xf32>, got " << type;
+  return success();
+}
+
+LogicalResult
+OptimizerUpdateOp::verifySymbolUses(SymbolTableCollection &table) {
+  if (!table.lookupNearestSymbolFrom<GroupOp>(*this, getGroupAttr()))
+    return emitOpError() << "group " << getGroupAttr()
+                         << " is not a zero.group";
+  return success();
+}

@@ -115,6 +115,24 @@ def Zero_ShardOp : Zero_Op<"shard", [Pure,
   let assemblyFormat = "$param attr-dict `:` qualified(type($result))";
 }
 
+def Zero_GradShardOp : Zero_Op<"grad_shard", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads this rank's gradient accumulator shard of a parameter";
+  let description = [{
+    The gradient state a training plan keeps per parameter: this rank's
+    shard of the gradient summed over ranks and micro-steps so far (whole,
+    for a persistent group). Only a `zero.reduce_scatter_wait` accumulates
+    into it; the optimizer step reads and clears it.
+
+    ```mlir
+    %g = zero.grad_shard @"transformer.wte.weight" : !zero.shard<tensor<256x64xf32>>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param);
+  let results = (outs Zero_ShardType:$result);
+  let assemblyFormat = "$param attr-dict `:` qualified(type($result))";
+}
+
 //===----------------------------------------------------------------------===//
 // All-gather, split in start and wait
 //===----------------------------------------------------------------------===//
@@ -183,13 +201,17 @@ def Zero_ReleaseOp : Zero_Op<"release"> {
 def Zero_ReduceScatterStartOp : Zero_Op<"reduce_scatter_start"> {
   let summary = "starts summing full gradients across ranks into shards";
   let description = [{
-    One asynchronous reduce-scatter of the given full-size gradients.
+    One asynchronous reduce-scatter of the given full-size gradients. After
+    zplan-shard-parameters, `group` names the group and the gradients are
+    its parameters' in its order; a persistent group's gradients are
+    all-reduced instead (every rank keeps the whole group).
 
     ```mlir
     %t = zero.reduce_scatter_start %gw, %gb : tensor<64x64xf32>, tensor<64xf32>
     ```
   }];
-  let arguments = (ins Variadic<AnyRankedTensor>:$gradients);
+  let arguments = (ins Variadic<AnyRankedTensor>:$gradients,
+                       OptionalAttr<FlatSymbolRefAttr>:$group);
   let results = (outs Zero_ReduceTokenType:$token);
   let assemblyFormat = "$gradients attr-dict `:` type($gradients)";
   let hasVerifier = 1;
@@ -228,6 +250,32 @@ def Zero_AllReduceOp : Zero_Op<"all_reduce", [SameOperandsAndResultType]> {
   let arguments = (ins AnyRankedTensor:$input);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def Zero_OptimizerUpdateOp : Zero_Op<"optimizer_update", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "updates one group's shard from its gradient shard";
+  let description = [{
+    The optimizer step of one group, on this rank's shard only (the whole
+    group when it is persistent): reads the group's gradient accumulator,
+    updates the parameters and the optimizer's state shards in place, and
+    clears the accumulator. `hyper` holds the run-time scalars (lr, betas,
+    eps, weight decay, gradient scale, bias corrections; see
+    runtime/plan/plan.proto, OPCODE_ADAMW). Nothing here is ever gathered:
+    an optimizer step touches shards only.
+
+    ```mlir
+    zero.optimizer_update @group0, %hyper {optimizer = "adamw"} : tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$group, RankedTensorOf<[F32]>:$hyper,
+                       StrAttr:$optimizer);
+  let assemblyFormat = "$group `,` $hyper attr-dict `:` type($hyper)";
+  let hasVerifier = 1;
 }
 
 #endif // ZPLAN_ZERO_OPS

@@ -1,0 +1,31 @@
+//===- Programs.h - the functions a module holds, and their programs -----===//
+//
+// A compiled module holds one function per plan program: @forward (the
+// import's; program "infer"), and in a training module @train_micro_step
+// (forward, loss, backward and the gradient reduce-scatters; built by
+// zplan-autodiff) and @optimizer_step (one zero.optimizer_update per group;
+// built by zplan-optimizer-step). Passes and the emitter find them by these
+// names.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_COMPILER_TRANSFORMS_PROGRAMS_H
+#define ZPLAN_COMPILER_TRANSFORMS_PROGRAMS_H
+
+#include "llvm/ADT/StringRef.h"
+
+namespace zplan {
+
+inline constexpr llvm::StringLiteral kForwardName = "forward";
+inline constexpr llvm::StringLiteral kTrainStepName = "train_micro_step";
+inline constexpr llvm::StringLiteral kOptimizerStepName = "optimizer_step";
+
+/// The plan program a function becomes: "infer" for @forward, else the
+/// function's own name.
+inline llvm::StringRef programNameOf(llvm::StringRef function) {
+  return function == kForwardName ? llvm::StringRef("infer") : function;
+}
+
+} // namespace zplan
+
+#endif // ZPLAN_COMPILER_TRANSFORMS_PROGRAMS_H
