@@ -1,0 +1,147 @@
+//===- Checkpoint.h - sharded, atomic, verified training checkpoints -----===//
+//
+// `zrun train --save DIR` writes, every --save-every steps, what each rank
+// holds (its parameter shards, gradient and optimizer state: named byte
+// ranges the caller supplies) so that `--resume DIR` continues the run
+// exactly. Layout of DIR (on a file system every rank sees):
+//
+//   DIR/step-00000012/rank-<r>.bin   rank r's regions, back to back
+//   DIR/step-00000012/manifest.txt   format, plan identity, world size, step,
+//                                    the caller's key=value lines, and per
+//                                    rank per region: name, bytes, checksum
+//   DIR/latest                       "step-00000012\n"
+//
+// A save is atomic at every instant: ranks write into a fresh
+// DIR/.tmp-step-<S>-<nonce>/ (data fsynced before the manifest, which is
+// written last), rank 0 renames that directory to step-<S> (exchanging it
+// atomically with an older step-<S> if one exists), then replaces `latest`
+// by writing a temporary and renaming it. Older checkpoints beyond the
+// newest K, and leftovers of interrupted saves, are removed only after all
+// of that. So a process killed at any point leaves `latest` naming a
+// complete checkpoint (the previous one or the new one); the tests kill a
+// save at every stage (test/unit/TrainCheckpointTest.cpp).
+//
+// Both calls are collective: every rank calls them with its own regions,
+// and a failure on any rank fails the call on every rank with the same
+// one-line message (naming the rank when not all failed), so the caller's
+// usual agreement prints it once. No rank returns from save() before the
+// checkpoint is complete or the save has failed everywhere.
+//
+// load() refuses, naming the file: a half-written directory (.tmp-*), a
+// missing rank file, a manifest that is not one (format, its own checksum),
+// another plan or world size ("checkpoint ... was written by a plan with
+// world size 4; this run has 2"), regions whose names or sizes differ from
+// the caller's, and any byte that fails its region's checksum.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_TRAIN_CHECKPOINT_H
+#define ZPLAN_RUNTIME_TRAIN_CHECKPOINT_H
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/support/Status.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zplan::train {
+
+/// One named byte range of a rank's state. save() reads it; load() fills
+/// it. Names are unique per rank and hold no tab, newline or carriage
+/// return ("group 3 (adam m)" is fine).
+struct CheckpointRegion {
+  std::string name;
+  void *data = nullptr;
+  uint64_t bytes = 0;
+};
+
+/// Opaque key=value lines (data position, seed, schedule): keys are
+/// non-empty, without '=', tab or newline; values without newline. Kept in
+/// the caller's order.
+using CheckpointValues = std::vector<std::pair<std::string, std::string>>;
+
+/// What a checkpoint says about the run that wrote it.
+struct CheckpointInfo {
+  /// Identifies the compiled plan (e.g. the checksum of its body); load()
+  /// refuses a checkpoint of another plan. No newline.
+  std::string planIdentity;
+  /// Optimizer steps completed.
+  uint64_t step = 0;
+  CheckpointValues values;
+};
+
+/// The stages of save(), in order, for tests that kill a save part-way.
+enum class SaveStage {
+  /// The temporary directory exists (rank 0), before any rank file.
+  TemporaryDirectoryMade,
+  /// Half of this rank's file is written.
+  RankFileHalfWritten,
+  /// This rank's file is written and fsynced.
+  RankFileWritten,
+  /// Half of the manifest is written (rank 0).
+  ManifestHalfWritten,
+  /// The manifest is written and fsynced (rank 0).
+  ManifestWritten,
+  /// The directory is step-<S>; `latest` still names the old one.
+  DirectoryRenamed,
+  /// The new `latest` is a temporary beside the old one.
+  LatestStaged,
+  /// `latest` names the new checkpoint; nothing old removed yet.
+  LatestReplaced,
+  /// One old checkpoint (or leftover) has been removed; more may follow.
+  OldOneRemoved,
+};
+
+struct CheckpointOptions {
+  /// Keep the newest K complete checkpoints (the new one and the K - 1
+  /// highest older steps); 0 keeps all.
+  uint64_t keepLast = 0;
+  /// Test hook, called on the ranks that reach each stage.
+  std::function<void(SaveStage)> onStage;
+};
+
+/// What save() did.
+struct SaveResult {
+  /// DIR/step-<8 digits>.
+  std::string directory;
+  /// Old checkpoints or leftovers that could not be removed (rank 0); the
+  /// new checkpoint is complete regardless.
+  std::vector<std::string> warnings;
+};
+
+/// Collective. Writes every rank's `regions` as checkpoint `info.step` under
+/// `root` (created if missing), makes it `latest`, then prunes.
+Status saveCheckpoint(const std::string &root, const CheckpointInfo &info,
+                      const std::vector<CheckpointRegion> &regions,
+                      comm::Communicator &communicator, SaveResult &result,
+                      const CheckpointOptions &options = {});
+
+/// What load() found.
+struct LoadedCheckpoint {
+  /// The step directory read.
+  std::string directory;
+  uint64_t step = 0;
+  CheckpointValues values;
+};
+
+/// Collective. `path` is a root (its `latest` is followed) or one
+/// step-<S> directory. Checks the manifest against `planIdentity`, the
+/// communicator's world size and this rank's `regions` (same names, order
+/// and sizes), then fills the regions and verifies their checksums. On
+/// failure the regions' contents are unspecified.
+Status loadCheckpoint(const std::string &path, const std::string &planIdentity,
+                      const std::vector<CheckpointRegion> &regions,
+                      comm::Communicator &communicator,
+                      LoadedCheckpoint &loaded);
+
+/// Collective: every rank passes its status; all get success, or all get
+/// the same failure: the message of the lowest failing rank, prefixed with
+/// "rank R: " unless every rank failed.
+Status agreeOnStatus(const Status &local, comm::Communicator &communicator);
+
+} // namespace zplan::train
+
+#endif // ZPLAN_RUNTIME_TRAIN_CHECKPOINT_H

@@ -1,0 +1,166 @@
+//===- TrainOptions.cpp - the flags of `zrun PLAN train`, parsed ----------===//
+
+#include "runtime/train/TrainOptions.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+
+using namespace zplan;
+using namespace zplan::train;
+
+const char *const zplan::train::kTrainUsage =
+    "       zrun PLAN train --data TOKENS [--data-dtype uint16|uint32]\n"
+    "                       [--steps S] [--grad-accum K] [--lr 3e-4]\n"
+    "                       [--warmup W] [--lr-schedule constant|cosine]\n"
+    "                       [--min-lr X] [--weight-decay 0.0] [--beta1 0.9]\n"
+    "                       [--beta2 0.999] [--eps 1e-8] [--seed 0]\n"
+    "                       [--save DIR] [--save-every S] [--keep-last K]\n"
+    "                       [--resume DIR] [--log-every 1]\n"
+    "                       [--loss-log FILE]\n"
+    "\n"
+    "  --data TOKENS           flat token file: .bin (uint16, or\n"
+    "                          --data-dtype uint32) or 1-D .npy\n"
+    "  --steps S               optimizer steps in all (default 100); a\n"
+    "                          resumed run continues up to S\n"
+    "  --grad-accum K          micro-steps per optimizer step (default 1)\n"
+    "  --lr, --warmup W        peak learning rate, linear warmup from lr/W\n"
+    "  --lr-schedule cosine    decay to --min-lr after warmup\n"
+    "  --save DIR              checkpoint into DIR every --save-every steps\n"
+    "                          (default: after the last), keeping the newest\n"
+    "                          --keep-last (default: all)\n"
+    "  --resume DIR            continue from DIR's latest (or a step-N dir)\n"
+    "  --log-every N           print every Nth step (rank 0)\n"
+    "  --loss-log FILE         write step<TAB>loss<TAB>lr per step\n";
+
+namespace {
+
+Status parseInteger(const std::string &flag, const std::string &text,
+                    uint64_t low, uint64_t high, uint64_t &out) {
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text[0] == '-' || text[0] == '+' || *end != '\0' ||
+      errno != 0 || value < low || value > high)
+    return failure(flag, " takes an integer from ", low, " to ", high, ", got ",
+                   inQuotes(text));
+  out = value;
+  return Status::success();
+}
+
+/// A finite number within `range`: "(0, inf)" (positive), "[0, inf)"
+/// (non-negative) or "[0, 1)".
+Status parseNumber(const std::string &flag, const std::string &text,
+                   const std::string &range, double &out) {
+  char *end = nullptr;
+  errno = 0;
+  double value = std::strtod(text.c_str(), &end);
+  bool inRange = std::isfinite(value) &&
+                 (range[0] == '(' ? value > 0 : value >= 0) &&
+                 (range == "[0, 1)" ? value < 1 : true);
+  if (text.empty() || *end != '\0' || errno != 0 || !inRange)
+    return failure(flag, " takes a number in ", range, ", got ",
+                   inQuotes(text));
+  out = value;
+  return Status::success();
+}
+
+} // namespace
+
+LrSchedule TrainOptions::schedule() const {
+  LrSchedule result;
+  result.peak = lr;
+  result.warmupSteps = warmup;
+  result.decay = lrDecay;
+  result.minimum = minLr;
+  result.totalSteps = steps;
+  return result;
+}
+
+Status zplan::train::parseTrainOptions(const std::vector<std::string> &words,
+                                       TrainOptions &options) {
+  constexpr uint64_t kMaxCount = 1000000000000ull;
+  std::set<std::string> seen;
+  bool minLrGiven = false;
+  for (size_t i = 0; i < words.size(); ++i) {
+    std::string flag = words[i], value;
+    bool hasValue = false;
+    if (size_t equals = flag.find('=');
+        flag.rfind("--", 0) == 0 && equals != std::string::npos) {
+      value = flag.substr(equals + 1);
+      flag = flag.substr(0, equals);
+      hasValue = true;
+    }
+    static const std::set<std::string> kFlags = {
+        "--data",       "--data-dtype",   "--steps",      "--grad-accum",
+        "--lr",         "--warmup",       "--lr-schedule", "--min-lr",
+        "--weight-decay", "--beta1",      "--beta2",      "--eps",
+        "--seed",       "--save",         "--save-every", "--keep-last",
+        "--resume",     "--log-every",    "--loss-log"};
+    if (!kFlags.count(flag))
+      return failure("unknown option ", inQuotes(words[i]),
+                     " of 'train'; see zrun --help");
+    if (!seen.insert(flag).second)
+      return failure(flag, " is given twice");
+    if (!hasValue) {
+      if (i + 1 >= words.size())
+        return failure(flag, " needs a value");
+      value = words[++i];
+    }
+    Status status = Status::success();
+    if (flag == "--data" || flag == "--save" || flag == "--resume" ||
+        flag == "--loss-log") {
+      if (value.empty())
+        return failure(flag, " needs a path");
+      (flag == "--data"     ? options.dataPath
+       : flag == "--save"   ? options.saveDir
+       : flag == "--resume" ? options.resumeFrom
+                            : options.lossLogPath) = value;
+    } else if (flag == "--data-dtype") {
+      TokenType type;
+      status = parseRawTokenType(value, type);
+      options.dataType = type;
+    } else if (flag == "--steps")
+      status = parseInteger(flag, value, 1, kMaxCount, options.steps);
+    else if (flag == "--grad-accum")
+      status = parseInteger(flag, value, 1, 1000000, options.gradAccum);
+    else if (flag == "--warmup")
+      status = parseInteger(flag, value, 0, kMaxCount, options.warmup);
+    else if (flag == "--save-every")
+      status = parseInteger(flag, value, 1, kMaxCount, options.saveEvery);
+    else if (flag == "--keep-last")
+      status = parseInteger(flag, value, 1, 1000000, options.keepLast);
+    else if (flag == "--log-every")
+      status = parseInteger(flag, value, 1, kMaxCount, options.logEvery);
+    else if (flag == "--seed")
+      status = parseInteger(flag, value, 0, UINT64_MAX, options.seed);
+    else if (flag == "--lr")
+      status = parseNumber(flag, value, "(0, inf)", options.lr);
+    else if (flag == "--min-lr") {
+      status = parseNumber(flag, value, "[0, inf)", options.minLr);
+      minLrGiven = true;
+    } else if (flag == "--lr-schedule")
+      status = parseLrDecay(value, options.lrDecay);
+    else if (flag == "--weight-decay")
+      status = parseNumber(flag, value, "[0, inf)", options.weightDecay);
+    else if (flag == "--beta1")
+      status = parseNumber(flag, value, "[0, 1)", options.beta1);
+    else if (flag == "--beta2")
+      status = parseNumber(flag, value, "[0, 1)", options.beta2);
+    else if (flag == "--eps")
+      status = parseNumber(flag, value, "(0, inf)", options.eps);
+    ZR_RETURN_IF_ERROR(status);
+  }
+  if (options.dataPath.empty())
+    return failure("train needs --data TOKENS (a token file)");
+  if ((seen.count("--save-every") || seen.count("--keep-last")) &&
+      options.saveDir.empty())
+    return failure(seen.count("--save-every") ? "--save-every" : "--keep-last",
+                   " needs --save DIR");
+  if (minLrGiven && options.lrDecay != LrDecay::Cosine)
+    return failure("--min-lr needs --lr-schedule cosine");
+  if (options.minLr > options.lr)
+    return failure("--min-lr ", options.minLr, " is above --lr ", options.lr);
+  return Status::success();
+}

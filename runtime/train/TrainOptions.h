@@ -1,0 +1,70 @@
+//===- TrainOptions.h - the flags of `zrun PLAN train`, parsed ------------===//
+//
+// TRAIN_SPEC 4's flags, checked for form only (known flags, numbers in
+// range, no flag twice, dependent flags together), in the style of zrun's
+// other commands (runtime/tooling/Arguments.h): a one-line message naming
+// the flag and what it takes. Whether the data file exists and fits the
+// plan is the run's business (TokenData). Cli calls this with the words
+// after `PLAN train`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_TRAIN_TRAINOPTIONS_H
+#define ZPLAN_RUNTIME_TRAIN_TRAINOPTIONS_H
+
+#include "runtime/support/Status.h"
+#include "runtime/train/LrSchedule.h"
+#include "runtime/train/TokenData.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zplan::train {
+
+struct TrainOptions {
+  /// --data TOKENS (required).
+  std::string dataPath;
+  /// --data-dtype uint16|uint32 (raw files; unset: uint16, or the .npy's).
+  std::optional<TokenType> dataType;
+  uint64_t steps = 100;
+  /// --grad-accum K: micro-steps per optimizer step.
+  uint64_t gradAccum = 1;
+  double lr = 3e-4;
+  uint64_t warmup = 0;
+  /// --lr-schedule constant|cosine and the cosine's --min-lr.
+  LrDecay lrDecay = LrDecay::Constant;
+  double minLr = 0.0;
+  double weightDecay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  uint64_t seed = 0;
+  /// --save DIR; empty: no checkpoints.
+  std::string saveDir;
+  /// --save-every S; 0: save only after the last step (when --save).
+  uint64_t saveEvery = 0;
+  /// --keep-last K: checkpoints kept in --save DIR; 0 keeps all.
+  uint64_t keepLast = 0;
+  /// --resume DIR: a checkpoint root or step directory.
+  std::string resumeFrom;
+  uint64_t logEvery = 1;
+  /// --loss-log FILE (rank 0 writes it).
+  std::string lossLogPath;
+
+  /// The schedule these options describe.
+  LrSchedule schedule() const;
+};
+
+/// `zrun PLAN train --help`'s lines.
+extern const char *const kTrainUsage;
+
+/// Parses the words after `PLAN train`; `options` holds what was parsed up
+/// to a failure.
+Status parseTrainOptions(const std::vector<std::string> &words,
+                         TrainOptions &options);
+
+} // namespace zplan::train
+
+#endif // ZPLAN_RUNTIME_TRAIN_TRAINOPTIONS_H

@@ -1,0 +1,114 @@
+//===- TrainOptionsTest.cpp - `zrun PLAN train` flags ---------------------===//
+//
+// Every flag of TRAIN_SPEC 4 lands in its field (both `--flag value` and
+// `--flag=value`), defaults are the spec's, and each malformed use is one
+// message naming the flag and what it takes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/train/TrainOptions.h"
+
+#include "test/unit/StatusMatchers.h"
+#include <gtest/gtest.h>
+
+using namespace zplan;
+using namespace zplan::train;
+using zplan::testing::errorOf;
+
+namespace {
+
+std::string parse(std::vector<std::string> words, TrainOptions &options) {
+  return errorOf(parseTrainOptions(words, options));
+}
+
+TEST(TrainOptions, DefaultsAreTheSpecs) {
+  TrainOptions options;
+  ASSERT_EQ(parse({"--data", "t.bin"}, options), "");
+  EXPECT_EQ(options.dataPath, "t.bin");
+  EXPECT_FALSE(options.dataType.has_value());
+  EXPECT_EQ(options.gradAccum, 1u);
+  EXPECT_DOUBLE_EQ(options.lr, 3e-4);
+  EXPECT_EQ(options.warmup, 0u);
+  EXPECT_DOUBLE_EQ(options.weightDecay, 0.0);
+  EXPECT_DOUBLE_EQ(options.beta1, 0.9);
+  EXPECT_DOUBLE_EQ(options.beta2, 0.999);
+  EXPECT_DOUBLE_EQ(options.eps, 1e-8);
+  EXPECT_EQ(options.seed, 0u);
+  EXPECT_EQ(options.logEvery, 1u);
+  EXPECT_TRUE(options.saveDir.empty());
+  EXPECT_TRUE(options.resumeFrom.empty());
+  EXPECT_EQ(options.lrDecay, LrDecay::Constant);
+}
+
+TEST(TrainOptions, EveryFlagLandsInItsField) {
+  TrainOptions options;
+  ASSERT_EQ(parse({"--data=t.npy", "--data-dtype", "uint32", "--steps", "50",
+                   "--grad-accum=4", "--lr", "1e-3", "--warmup", "5",
+                   "--lr-schedule", "cosine", "--min-lr", "1e-5",
+                   "--weight-decay", "0.1", "--beta1", "0.8", "--beta2",
+                   "0.95", "--eps", "1e-6", "--seed", "18446744073709551615",
+                   "--save", "ck", "--save-every", "10", "--keep-last", "3",
+                   "--resume", "ck/step-00000010", "--log-every", "5",
+                   "--loss-log", "loss.tsv"},
+                  options),
+            "");
+  EXPECT_EQ(options.dataPath, "t.npy");
+  EXPECT_EQ(options.dataType, TokenType::U32);
+  EXPECT_EQ(options.steps, 50u);
+  EXPECT_EQ(options.gradAccum, 4u);
+  EXPECT_DOUBLE_EQ(options.lr, 1e-3);
+  EXPECT_EQ(options.warmup, 5u);
+  EXPECT_EQ(options.lrDecay, LrDecay::Cosine);
+  EXPECT_DOUBLE_EQ(options.minLr, 1e-5);
+  EXPECT_DOUBLE_EQ(options.weightDecay, 0.1);
+  EXPECT_DOUBLE_EQ(options.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(options.beta2, 0.95);
+  EXPECT_DOUBLE_EQ(options.eps, 1e-6);
+  EXPECT_EQ(options.seed, UINT64_MAX);
+  EXPECT_EQ(options.saveDir, "ck");
+  EXPECT_EQ(options.saveEvery, 10u);
+  EXPECT_EQ(options.keepLast, 3u);
+  EXPECT_EQ(options.resumeFrom, "ck/step-00000010");
+  EXPECT_EQ(options.logEvery, 5u);
+  EXPECT_EQ(options.lossLogPath, "loss.tsv");
+  LrSchedule schedule = options.schedule();
+  EXPECT_DOUBLE_EQ(schedule.at(0), 1e-3 / 5);
+  EXPECT_EQ(schedule.totalSteps, 50u);
+  EXPECT_EQ(schedule.decay, LrDecay::Cosine);
+}
+
+TEST(TrainOptions, MalformedUsesAreNamed) {
+  TrainOptions options;
+  EXPECT_EQ(parse({}, options), "train needs --data TOKENS (a token file)");
+  EXPECT_EQ(parse({"--data", "t", "--bogus", "1"}, options),
+            "unknown option '--bogus' of 'train'; see zrun --help");
+  EXPECT_EQ(parse({"--data"}, options), "--data needs a value");
+  EXPECT_EQ(parse({"--data", "t", "--steps", "0"}, options),
+            "--steps takes an integer from 1 to 1000000000000, got '0'");
+  EXPECT_EQ(parse({"--data", "t", "--steps", "-3"}, options),
+            "--steps takes an integer from 1 to 1000000000000, got '-3'");
+  EXPECT_EQ(parse({"--data", "t", "--grad-accum", "2x"}, options),
+            "--grad-accum takes an integer from 1 to 1000000, got '2x'");
+  EXPECT_EQ(parse({"--data", "t", "--lr", "0"}, options),
+            "--lr takes a number in (0, inf), got '0'");
+  EXPECT_EQ(parse({"--data", "t", "--lr", "nan"}, options),
+            "--lr takes a number in (0, inf), got 'nan'");
+  EXPECT_EQ(parse({"--data", "t", "--beta2", "1"}, options),
+            "--beta2 takes a number in [0, 1), got '1'");
+  EXPECT_EQ(parse({"--data", "t", "--weight-decay", "-0.1"}, options),
+            "--weight-decay takes a number in [0, inf), got '-0.1'");
+  EXPECT_EQ(parse({"--data", "t", "--data-dtype", "int8"}, options),
+            "--data-dtype takes uint16 or uint32, got 'int8'");
+  EXPECT_EQ(parse({"--data", "t", "--lr", "1", "--lr=2"}, options),
+            "--lr is given twice");
+  EXPECT_EQ(parse({"--data", "t", "--save-every", "5"}, options),
+            "--save-every needs --save DIR");
+  EXPECT_EQ(parse({"--data", "t", "--min-lr", "0.1"}, options),
+            "--min-lr needs --lr-schedule cosine");
+  EXPECT_EQ(parse({"--data", "t", "--lr-schedule", "cosine", "--min-lr",
+                   "0.1", "--lr", "0.01"},
+                  options),
+            "--min-lr 0.1 is above --lr 0.01");
+}
+
+} // namespace
