@@ -127,9 +127,17 @@ llvm::Error zplan::validateOptions(const CompileOptions &options) {
   if (options.bucketBytes < 0 || options.maxInFlightBytes < 0)
     return makeError("--bucket-size and --max-in-flight-bytes must not be "
                      "negative");
-  if (options.mode != CompileMode::Infer)
-    return makeError("--mode " + spell(options.mode) +
-                     " is not available yet; this zcc compiles --mode infer");
+  if (options.mode == CompileMode::Generate)
+    return makeError("--mode generate is not available yet; this zcc "
+                     "compiles --mode infer and --mode train");
+  if (options.optimizer != "adamw" && options.optimizer != "sgd")
+    return makeError("unknown --optimizer '" + options.optimizer +
+                     "'; expected adamw or sgd");
+  llvm::StringRef loss = options.loss;
+  if (loss != "causal-lm" &&
+      !(loss.consume_front("output:") && !loss.empty()))
+    return makeError("unknown --loss '" + options.loss +
+                     "'; expected causal-lm or output:NAME");
   return llvm::Error::success();
 }
 
@@ -354,6 +362,7 @@ scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
   schedule.persistenceThreshold = options.persistenceThreshold;
   schedule.maxInFlight = options.maxInFlight;
   schedule.maxInFlightBytes = options.maxInFlightBytes;
+  schedule.optimizer = options.optimizer;
   buildSchedulePipeline(pm, schedule);
   diagnostics.clear();
   if (mlir::failed(pm.run(*copy)))
@@ -409,7 +418,8 @@ searchModulePlan(mlir::ModuleOp module, const CompileOptions &options,
     measure.lowerBound = emitted->arena.lowerBound;
     measure.peakIndex = emitted->arena.peakIndex;
     measure.simulatedSeconds =
-        simulate(emitted->plan.programs(0), emitted->seconds).totalSeconds;
+        simulate(emitted->plan.programs(emitted->primary), emitted->seconds)
+            .totalSeconds;
     searched.plans.back() = std::move(*emitted);
     return measure;
   };
@@ -455,6 +465,15 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
   buildImportPipeline(pm);
   if (mlir::failed(pm.run(**module)))
     return makeError("the import pipeline failed:\n" + diagnostics);
+
+  if (options.mode == CompileMode::Train) {
+    setCrashPhase("differentiating '" + options.modelPath + "'");
+    mlir::PassManager train(&context);
+    buildTrainPipeline(train, options.loss);
+    if (mlir::failed(train.run(**module)))
+      return makeError("building the training step failed:\n" +
+                       llvm::StringRef(diagnostics).rtrim());
+  }
 
   std::string importedIr;
   if (options.dumps.count("ir")) {
@@ -562,10 +581,14 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
   if (llvm::Error error = outputs.commit())
     return error;
   setCrashPhase("finishing");
-  if (!options.outputPath.empty())
-    notes << "zcc: wrote " << options.outputPath << " ("
-          << chosen.plan.programs(0).instructions_size()
-          << " instructions, arena " << formatSize(chosen.arena.arenaBytes)
+  if (!options.outputPath.empty()) {
+    notes << "zcc: wrote " << options.outputPath << " (";
+    for (const plan::Program &program : chosen.plan.programs())
+      notes << (&program == &chosen.plan.programs(0) ? "" : ", ") << "'"
+            << program.name() << "' " << program.instructions_size()
+            << " instructions";
+    notes << "; arena " << formatSize(chosen.plan.arena_bytes())
           << " per rank) and " << weights << "\n";
+  }
   return llvm::Error::success();
 }

@@ -69,6 +69,10 @@ struct CompileOptions {
   int64_t persistenceThreshold = 100000;
   int64_t maxInFlight = 2;
   int64_t maxInFlightBytes = 0;
+  /// --mode train: what is minimised ("causal-lm", or "output:NAME" for a
+  /// model that outputs its own scalar loss) and by what ("adamw", "sgd").
+  std::string loss = "causal-lm";
+  std::string optimizer = "adamw";
 };
 
 /// Parses a byte size: a non-negative number with an optional unit, B, KiB,

@@ -17,6 +17,17 @@ void zplan::buildImportPipeline(mlir::OpPassManager &pm) {
   func.addPass(mlir::createCSEPass());
 }
 
+void zplan::buildTrainPipeline(mlir::OpPassManager &pm,
+                               const std::string &loss) {
+  AutodiffOptions autodiff;
+  autodiff.loss = loss;
+  pm.addPass(createAutodiff(autodiff));
+  // The backward pass repeats reshapes and constants the forward had.
+  mlir::OpPassManager &func = pm.nest<mlir::func::FuncOp>();
+  func.addPass(mlir::createCanonicalizerPass());
+  func.addPass(mlir::createCSEPass());
+}
+
 void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
                                   const ScheduleOptions &options) {
   ShardParametersOptions shard;
@@ -25,6 +36,10 @@ void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
   shard.persistenceThreshold = options.persistenceThreshold;
   shard.alignment = options.alignment;
   pm.addPass(createShardParameters(shard));
+
+  OptimizerStepOptions optimizer;
+  optimizer.optimizer = options.optimizer;
+  pm.addPass(createOptimizerStep(optimizer));
 
   InsertGathersOptions insert;
   insert.policy = options.policy;

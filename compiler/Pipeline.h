@@ -17,6 +17,11 @@ namespace zplan {
 /// After import: form the high-level nn ops, fold, and remove duplicates.
 void buildImportPipeline(mlir::OpPassManager &pm);
 
+/// --mode train, after the import pipeline: adds @train_micro_step
+/// (forward, `loss`, backward, per-parameter reduce-scatters) beside
+/// @forward.
+void buildTrainPipeline(mlir::OpPassManager &pm, const std::string &loss);
+
 /// What the schedule stage is told (zcc's flags).
 struct ScheduleOptions {
   int64_t worldSize = 1;
@@ -30,6 +35,8 @@ struct ScheduleOptions {
   int64_t alignment = 128;
   int64_t maxInFlight = 2;
   int64_t maxInFlightBytes = 0;
+  /// adamw | sgd: the optimizer of a training module's @optimizer_step.
+  std::string optimizer = "adamw";
 };
 
 /// shard -> insert gathers/releases -> prefetch -> verify.

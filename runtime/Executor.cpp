@@ -20,6 +20,8 @@
 
 #include "runtime/plan/Opcodes.h"
 
+#include <algorithm>
+#include <cstring>
 #include <sstream>
 
 using namespace zplan;
@@ -51,6 +53,58 @@ std::string zplan::describeInstruction(const plan::Instruction &instruction) {
 // Checks before any work
 //===----------------------------------------------------------------------===//
 
+/// A reduce_scatter / all_reduce of gradients (PlanEmitter.cpp): one f32
+/// operand per parameter of its group, of that parameter's size; results:
+/// an arena staging buffer of the whole group (plus one shard to receive
+/// into, for a reduce-scatter) and the group's f32 gradient accumulator.
+static Status checkGradientReduction(const plan::Plan &plan,
+                                     const plan::Instruction &instruction,
+                                     const std::string &subject) {
+  const plan::Group &group = plan.groups(instruction.group());
+  bool scatter = instruction.opcode() == plan::OPCODE_REDUCE_SCATTER;
+  if (scatter == group.persistent())
+    return failure(subject, ": group ", groupName(plan, instruction.group()),
+                   scatter ? " is persistent: its gradients are all-reduced"
+                           : " is sharded: its gradients are reduce-scattered");
+  if (group.dtype() != plan::F32)
+    return failure(subject, ": gradients of group ",
+                   groupName(plan, instruction.group()),
+                   " are not f32; this zrun reduces f32 gradients only");
+  if (instruction.operands_size() != group.parameters_size() ||
+      instruction.results_size() != 2)
+    return failure(subject, " has ", instruction.operands_size(),
+                   " operands and ", instruction.results_size(),
+                   " results; it needs one gradient per parameter of group ",
+                   groupName(plan, instruction.group()), " (",
+                   group.parameters_size(), ") and 2 results");
+  for (int i = 0; i < instruction.operands_size(); ++i) {
+    const plan::Buffer &gradient = plan.buffers(instruction.operands(i) - 1);
+    const plan::Parameter &parameter =
+        plan.parameters(group.parameters(i));
+    if (gradient.dtype() != plan::F32 ||
+        gradient.bytes() != parameter.num_elements() * 4)
+      return failure(subject, ": operand ", i, " ", inQuotes(gradient.name()),
+                     " is not an f32 gradient of parameter ",
+                     inQuotes(parameter.name()));
+  }
+  uint64_t padded = group.padded_elements();
+  uint64_t shard = padded / plan.world_size();
+  const plan::Buffer &staging = plan.buffers(instruction.results(0) - 1);
+  const plan::Buffer &accumulator = plan.buffers(instruction.results(1) - 1);
+  if (staging.kind() != plan::Buffer::ARENA || staging.view_of() != 0 ||
+      staging.bytes() < (padded + (scatter ? shard : 0)) * 4)
+    return failure(subject, ": its staging buffer ", inQuotes(staging.name()),
+                   " is not an arena buffer large enough for group ",
+                   groupName(plan, instruction.group()));
+  if (accumulator.kind() != plan::Buffer::STATE ||
+      accumulator.group() != instruction.group() ||
+      accumulator.bytes() < (scatter ? shard : padded) * 4)
+    return failure(subject, ": its result ", inQuotes(accumulator.name()),
+                   " is not the gradient accumulator of group ",
+                   groupName(plan, instruction.group()));
+  return Status::success();
+}
+
 Status zplan::checkProgramSupported(const plan::Plan &plan,
                                     const plan::Program &program,
                                     const Backend &backend) {
@@ -61,8 +115,16 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
     std::string subject = "program " + inQuotes(program.name()) + ", " +
                           describeInstruction(instruction);
     plan::Opcode opcode = instruction.opcode();
-    if (opcode == plan::OPCODE_RELEASE || opcode == plan::OPCODE_GATHER_WAIT)
+    if (opcode == plan::OPCODE_RELEASE || opcode == plan::OPCODE_GATHER_WAIT ||
+        opcode == plan::OPCODE_REDUCE_SCATTER_WAIT)
       continue;
+    if (opcode == plan::OPCODE_REDUCE_SCATTER ||
+        opcode == plan::OPCODE_ALL_REDUCE) {
+      if (Status status = checkGradientReduction(plan, instruction, subject);
+          !status.ok())
+        return status;
+      continue;
+    }
     if (instruction.queue() == plan::COMPUTE) {
       if (!backend.hasKernel(opcode))
         return failure(subject, ": the ", backend.name(),
@@ -175,25 +237,36 @@ Status Executor::prepare() {
     if (instruction.opcode() == plan::OPCODE_ALL_GATHER)
       isGatheredCopy[instruction.results(0)] = true;
 
-  if (options.check) {
-    shardChecksums.assign(plan.groups_size(), 0);
-    persistentChecksums.assign(plan.groups_size(), 0);
-    constantChecksums.assign(buffers + 1, 0);
-    for (const plan::Buffer &buffer : plan.buffers()) {
-      if (buffer.view_of() != 0)
-        continue;
-      uint64_t sum;
-      if (Status status = backend.checksum(memory.address(buffer.id()),
-                                           buffer.bytes(), sum);
-          !status.ok())
-        return status;
-      if (buffer.kind() == plan::Buffer::SHARD)
-        shardChecksums[buffer.group()] = sum;
-      else if (buffer.kind() == plan::Buffer::PERSISTENT)
-        persistentChecksums[buffer.group()] = sum;
-      else if (buffer.kind() == plan::Buffer::CONSTANT)
-        constantChecksums[buffer.id()] = sum;
-    }
+  updatedGroups.assign(plan.groups_size(), false);
+  for (const plan::Instruction &instruction : program.instructions())
+    if (instruction.opcode() == plan::OPCODE_ADAMW ||
+        instruction.opcode() == plan::OPCODE_SGD)
+      updatedGroups[instruction.group()] = true;
+  return Status::success();
+}
+
+Status Executor::takeResidentChecksums() {
+  shardChecksums.assign(plan.groups_size(), 0);
+  persistentChecksums.assign(plan.groups_size(), 0);
+  constantChecksums.assign(plan.buffers_size() + 1, 0);
+  for (const plan::Buffer &buffer : plan.buffers()) {
+    if (buffer.view_of() != 0)
+      continue;
+    if (buffer.kind() != plan::Buffer::SHARD &&
+        buffer.kind() != plan::Buffer::PERSISTENT &&
+        buffer.kind() != plan::Buffer::CONSTANT)
+      continue;
+    uint64_t sum;
+    if (Status status = backend.checksum(memory.address(buffer.id()),
+                                         buffer.bytes(), sum);
+        !status.ok())
+      return status;
+    if (buffer.kind() == plan::Buffer::SHARD)
+      shardChecksums[buffer.group()] = sum;
+    else if (buffer.kind() == plan::Buffer::PERSISTENT)
+      persistentChecksums[buffer.group()] = sum;
+    else
+      constantChecksums[buffer.id()] = sum;
   }
   return Status::success();
 }
@@ -216,9 +289,15 @@ Status Executor::run() {
   if (failed.load(std::memory_order_acquire))
     return Status::error("the executor failed in an earlier run");
   uint32_t epoch = ++runCount;
-  if (options.check)
+  if (options.check) {
     for (int id = 0; id <= plan.buffers_size(); ++id)
       copyState[id].store(kNotGathered, std::memory_order_relaxed);
+    // Another program (an optimizer step) may have updated the shards
+    // since the last run: what this run must not change is what it starts
+    // from.
+    if (Status status = takeResidentChecksums(); !status.ok())
+      return status;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex);
     startedRun = epoch;
@@ -335,6 +414,12 @@ Status Executor::execute(uint32_t index) {
     return executeAllGather(instruction);
   case plan::OPCODE_RELEASE:
     return executeRelease(instruction);
+  case plan::OPCODE_REDUCE_SCATTER:
+  case plan::OPCODE_ALL_REDUCE:
+    return executeGradientReduction(instruction);
+  case plan::OPCODE_REDUCE_SCATTER_WAIT:
+    // The dependency on the collective (wait_for) is the whole effect.
+    return Status::success();
   case plan::OPCODE_GATHER_WAIT:
     // The dependency on the all_gather (wait_for) is the whole effect.
     if (options.check)
@@ -371,7 +456,7 @@ Status Executor::executeAllGather(const plan::Instruction &instruction) {
     if (sum != shardChecksums[group])
       return failure(describeInstruction(instruction), ": the shard of group ",
                      groupName(plan, group),
-                     " changed since load (checksum mismatch): an ",
+                     " changed since the run started (checksum mismatch): an ",
                      "instruction wrote into parameter storage");
   }
   if (Status status = communicator.allGather(shard, copy, countPerRank, type);
@@ -390,6 +475,44 @@ Status Executor::executeAllGather(const plan::Instruction &instruction) {
                      "slice of the gathered copy of group ",
                      groupName(plan, group), " differs from its shard");
   }
+  return Status::success();
+}
+
+// The packing and the accumulation run on the host: this is the CPU
+// backend's memory. A device backend packs on its comm stream instead.
+Status Executor::executeGradientReduction(const plan::Instruction &instruction) {
+  uint32_t group = instruction.group();
+  const plan::Group &entry = plan.groups(group);
+  uint64_t padded = entry.padded_elements();
+  auto *staging = reinterpret_cast<float *>(
+      memory.address(instruction.results(0)));
+  auto *accumulator = reinterpret_cast<float *>(
+      memory.address(instruction.results(1)));
+  // The gradients at their parameters' offsets; alignment gaps and the
+  // padding are zero, so they stay zero in every shard.
+  std::fill(staging, staging + padded, 0.0f);
+  for (int i = 0; i < instruction.operands_size(); ++i) {
+    const plan::Parameter &parameter = plan.parameters(entry.parameters(i));
+    std::memcpy(staging + parameter.offset_elements(),
+                memory.address(instruction.operands(i)),
+                parameter.num_elements() * sizeof(float));
+  }
+  const float *sum = staging;
+  uint64_t count = padded;
+  Status status = Status::success();
+  if (instruction.opcode() == plan::OPCODE_ALL_REDUCE) {
+    status = communicator.allReduce(staging, padded, ElementType::F32);
+  } else {
+    count = padded / static_cast<uint64_t>(plan.world_size());
+    sum = staging + padded;
+    status = communicator.reduceScatter(staging, staging + padded, count,
+                                        ElementType::F32);
+  }
+  if (!status.ok())
+    return failure(describeInstruction(instruction), " (group ",
+                   groupName(plan, group), "): ", status.message());
+  for (uint64_t i = 0; i < count; ++i)
+    accumulator[i] += sum[i];
   return Status::success();
 }
 
@@ -464,6 +587,10 @@ Status Executor::checkResidentData() {
     const std::vector<uint64_t> *expected = nullptr;
     uint64_t key = 0;
     const char *what = nullptr;
+    if ((buffer.kind() == plan::Buffer::SHARD ||
+         buffer.kind() == plan::Buffer::PERSISTENT) &&
+        updatedGroups[buffer.group()])
+      continue; // This program's optimizer step updates it.
     if (buffer.kind() == plan::Buffer::SHARD) {
       expected = &shardChecksums, key = buffer.group(), what = "shard";
     } else if (buffer.kind() == plan::Buffer::PERSISTENT) {
@@ -483,7 +610,7 @@ Status Executor::checkResidentData() {
       return failure("after the run of program ", inQuotes(program.name()),
                      ": ", what, " buffer ", buffer.id(), " ",
                      inQuotes(buffer.name()),
-                     " changed since load (checksum mismatch): an ",
+                     " changed during the run (checksum mismatch): an ",
                      "instruction wrote into read-only storage");
   }
   return Status::success();

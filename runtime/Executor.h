@@ -26,10 +26,11 @@
 //     stale read shows as NaN in the output;
 //  2. before a compute instruction runs, each operand that is (a view of) a
 //     gathered copy must be gathered in this run and not released since;
-//  3. every shard's checksum is taken at load and compared before each
-//     all-gather that sends it, and after the gather this rank's slice of
-//     the copy must equal its shard; persistent groups and constants are
-//     compared at the end of every run.
+//  3. every shard's checksum is taken when a run starts and compared before
+//     each all-gather that sends it, and after the gather this rank's slice
+//     of the copy must equal its shard; persistent groups and constants are
+//     compared at the end of every run (except the groups the program's own
+//     optimizer step updates).
 //
 //===----------------------------------------------------------------------===//
 
@@ -115,6 +116,11 @@ private:
   Status execute(uint32_t index);
   Status executeAllGather(const plan::Instruction &instruction);
   Status executeRelease(const plan::Instruction &instruction);
+  /// reduce_scatter / all_reduce of a group's gradients into its
+  /// accumulator (see checkProgramSupported).
+  Status executeGradientReduction(const plan::Instruction &instruction);
+  /// --check: the checksums of shards, persistent groups and constants now.
+  Status takeResidentChecksums();
   Status checkReads(const plan::Instruction &instruction) const;
   Status checkResidentData();
   /// The element type of buffer `id`'s elements (validated plans have one).
@@ -170,6 +176,9 @@ private:
   /// Per group: the checksum of a persistent group at load.
   std::vector<uint64_t> persistentChecksums;
   std::vector<uint64_t> constantChecksums; // per CONSTANT buffer id
+  /// Per group: whether this program's optimizer step updates it (its
+  /// shard may change during the run).
+  std::vector<bool> updatedGroups;
 };
 
 } // namespace zplan

@@ -73,6 +73,26 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
       return status;
   }
 
+  // Training state (gradient accumulators, optimizer moments): zero at
+  // load, in one pool.
+  uint64_t stateBytes = 0;
+  for (const plan::Buffer &buffer : plan.buffers())
+    if (buffer.kind() == plan::Buffer::STATE && buffer.view_of() == 0) {
+      memory->stateOffsets[buffer.id()] = stateBytes;
+      stateBytes += roundUp(buffer.bytes());
+    }
+  if (Status status = backend.allocate(stateBytes, "the training state",
+                                       memory->statePool);
+      !status.ok())
+    return status;
+  if (stateBytes) {
+    std::vector<uint8_t> zeros(stateBytes, 0);
+    if (Status status = backend.copyFromHost(memory->statePool->data(),
+                                             zeros.data(), stateBytes);
+        !status.ok())
+      return status;
+  }
+
   memory->arenaSize = plan.arena_bytes();
   if (Status status = backend.allocate(memory->arenaSize, "the arena",
                                        memory->arenaStorage);
@@ -133,6 +153,9 @@ Status RankMemory::resolve(const plan::Plan &plan) {
       base = section.data() + group.weights_offset();
       break;
     }
+    case plan::Buffer::STATE:
+      base = statePool->data() + stateOffsets[buffer.id()];
+      break;
     default:
       return failure(describeBuffer(buffer), " has an unknown kind");
     }

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +71,13 @@ public:
   uint64_t persistentBytes() const { return persistent->bytes(); }
   uint32_t rank() const { return rankIndex; }
 
+  /// The storage a checkpoint saves and restores: this rank's shards, the
+  /// persistent groups, and the training state (STATE buffers, zero at
+  /// load; empty for a plan without training).
+  BackendMemory &shardSection() const { return *shards; }
+  BackendMemory &persistentSection() const { return *persistent; }
+  BackendMemory &stateSection() const { return *statePool; }
+
 private:
   explicit RankMemory(Backend &backend) : owner(&backend) {}
   Status resolve(const plan::Plan &plan);
@@ -80,6 +88,8 @@ private:
   std::unique_ptr<BackendMemory> persistent;
   std::unique_ptr<BackendMemory> constantPool;
   std::vector<uint64_t> constantOffsets; // in constantPool, by constant index
+  std::unique_ptr<BackendMemory> statePool;
+  std::map<uint32_t, uint64_t> stateOffsets; // in statePool, by buffer id
   std::unique_ptr<BackendMemory> arenaStorage;
   uint64_t arenaSize = 0;
   // Indexed by buffer id (entry 0 unused).

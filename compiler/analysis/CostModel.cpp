@@ -406,3 +406,7 @@ double CostModel::reduceScatterSeconds(uint64_t fullBytes,
 double CostModel::allReduceSeconds(uint64_t bytes, int64_t worldSize) const {
   return ringSeconds(hardware, static_cast<double>(bytes), worldSize, 2);
 }
+
+double CostModel::optimizerSeconds(uint64_t shardBytes) const {
+  return 8.0 * static_cast<double>(shardBytes) / hardware.memoryBytesPerSecond;
+}

@@ -124,6 +124,12 @@ public:
   /// latency + bytes * 2(N-1)/N / bus bandwidth; 0 for one rank.
   double allReduceSeconds(uint64_t bytes, int64_t worldSize) const;
 
+  /// One optimizer update over `shardBytes` of parameters: memory-bound,
+  /// reading the parameters, gradient and two moments and writing all four
+  /// back (AdamW's traffic; SGD moves less, but the step is small either
+  /// way).
+  double optimizerSeconds(uint64_t shardBytes) const;
+
   const HardwareProfile &profile() const { return hardware; }
 
 private:

@@ -7,6 +7,7 @@
 #include "runtime/plan/PlanLoader.h"
 
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
@@ -64,7 +65,10 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
   const plan::Plan &plan = emitted.plan;
   std::string text;
   llvm::raw_string_ostream os(text);
-  for (const plan::Program &program : plan.programs()) {
+  for (auto [p, program] : llvm::enumerate(plan.programs())) {
+    const ArenaPlan &arena = emitted.programs.size() > p
+                                 ? emitted.programs[p].arena
+                                 : emitted.arena;
     os << "// schedule: program '" << program.name() << "', "
        << program.instructions_size() << " instructions, world size "
        << plan.world_size() << "\n";
@@ -90,10 +94,10 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
         if (!instruction.location().empty())
           operands = instruction.location() + " (" + operands + ")";
       }
-      uint64_t live = instruction.index() < static_cast<uint32_t>(
-                                                emitted.arena.liveBytes.size())
-                          ? emitted.arena.liveBytes[instruction.index()]
-                          : 0;
+      uint64_t live =
+          instruction.index() < static_cast<uint32_t>(arena.liveBytes.size())
+              ? arena.liveBytes[instruction.index()]
+              : 0;
       os << llvm::format("%6u  %-7s  %-12s %10llu  %10llu  ",
                          instruction.index(),
                          instruction.queue() == plan::COMM ? "comm" : "compute",
@@ -159,30 +163,55 @@ std::string zplan::formatReport(
     os << "program '" << first.programs(p).name() << "'\n";
     os << "  policy    gathered       collectives  peak/rank      "
           "simulated    exposed-comm\n";
+    std::string traffic;
     for (auto &[name, emitted] : policies) {
-      const plan::Program &program = emitted->plan.programs(p);
-      uint64_t gathered = 0;
+      const plan::Plan &plan = emitted->plan;
+      const plan::Program &program = plan.programs(p);
+      uint64_t gathered = 0, reduced = 0;
       int collectives = 0;
-      for (const plan::Instruction &instruction : program.instructions())
-        if (instruction.queue() == plan::COMM) {
-          ++collectives;
-          gathered += emitted->plan.buffers(instruction.results(0) - 1).bytes();
-        }
-      Timeline timeline = simulate(program, emitted->seconds);
-      uint64_t peak = emitted->residentBytes + emitted->arena.arenaBytes;
+      for (const plan::Instruction &instruction : program.instructions()) {
+        if (instruction.queue() != plan::COMM)
+          continue;
+        ++collectives;
+        if (instruction.opcode() == plan::OPCODE_ALL_GATHER)
+          gathered += plan.buffers(instruction.results(0) - 1).bytes();
+        else
+          reduced += plan.groups(instruction.group()).padded_elements() *
+                     plan::dataTypeSize(plan.groups(instruction.group()).dtype());
+      }
+      const EmittedProgram *data =
+          emitted->programs.size() > p ? &emitted->programs[p] : nullptr;
+      Timeline timeline =
+          simulate(program, data ? data->seconds : emitted->seconds);
+      uint64_t peak = emitted->residentBytes +
+                      (data ? data->arena.arenaBytes : emitted->arena.arenaBytes);
       os << llvm::format("  %-8s  %-13s  %11d  %-13s  %-11s  %s\n",
                          name.c_str(), formatSize(gathered).c_str(),
                          collectives, formatSize(peak).c_str(),
                          formatSeconds(timeline.totalSeconds).c_str(),
                          formatSeconds(timeline.exposedCommSeconds).c_str());
+      // Training traffic in units of the model's parameter bytes: ZeRO-3
+      // all-gathers 2 psi per step (forward and backward) and
+      // reduce-scatters 1 psi.
+      if (reduced) {
+        uint64_t psi = 0;
+        for (const plan::Parameter &parameter : plan.parameters())
+          psi += parameter.num_elements() * plan::dataTypeSize(parameter.dtype());
+        traffic += llvm::formatv(
+            "  {0,-8}  all-gathered {1:F2} psi, reduced {2:F2} psi per "
+            "micro-step (psi = {3} of parameters)\n",
+            name, gathered / double(psi), reduced / double(psi),
+            formatSize(psi));
+      }
     }
+    os << traffic;
   }
 
   // Decisions of the first policy: persistence, and gathers per group.
   const EmittedPlan &chosen = *policies.front().second;
   std::map<uint32_t, int> gathers;
   for (const plan::Instruction &instruction :
-       chosen.plan.programs(0).instructions())
+       chosen.plan.programs(chosen.primary).instructions())
     if (instruction.opcode() == plan::OPCODE_ALL_GATHER)
       ++gathers[instruction.group()];
   os << "groups (" << policies.front().first << " policy):\n";

@@ -3,6 +3,7 @@
 #include "compiler/plan/PlanEmitter.h"
 
 #include "compiler/analysis/Liveness.h"
+#include "compiler/transforms/Programs.h"
 #include "compiler/transforms/ScheduleDiagnostics.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/zero/ZeroDialect.h"
@@ -91,7 +92,11 @@ private:
   plan::Instruction &addInstruction(plan::Opcode opcode, Operation *source,
                                     double seconds);
   void addAttributes(plan::Instruction &instruction, Operation *op);
+  void declareState(llvm::StringRef optimizer);
   llvm::Error emitOps(func::FuncOp func);
+  llvm::Error emitReduceScatter(zero::ReduceScatterStartOp start);
+  llvm::Error emitReduceScatterWait(zero::ReduceScatterWaitOp wait);
+  llvm::Error emitOptimizerUpdate(zero::OptimizerUpdateOp update);
   llvm::Error planMemory();
 
   ModuleOp module;
@@ -108,7 +113,15 @@ private:
   llvm::DenseMap<Value, uint32_t> tokenCopy; // gather token -> copy
   llvm::DenseMap<Value, uint32_t>
       tokenInstruction; // gather token -> all_gather
+  // Training state per group (STATE buffers): the gradient accumulator and
+  // the optimizer's moments (adamw: m, v; sgd: the momentum buffer).
+  llvm::DenseMap<uint32_t, uint32_t> gradientBuffer;
+  llvm::DenseMap<uint32_t, SmallVector<uint32_t, 2>> optimizerBuffers;
+  llvm::DenseMap<Value, uint32_t> reduceStaging; // reduce token -> staging
+  llvm::DenseMap<Value, uint32_t> reduceInstruction; // reduce token -> index
   int64_t lastCompute = -1;
+  /// The program being emitted, its per-instruction times.
+  EmittedProgram *current = nullptr;
 };
 
 void Emitter::declareGroups() {
@@ -172,6 +185,35 @@ void Emitter::declareGroups() {
   out.set_persistent_weights_offset(rankOffset * out.world_size());
 }
 
+/// A training plan keeps, per group and per rank, a gradient accumulator and
+/// the optimizer's state, each the size of the rank's shard (of the whole
+/// group when it is persistent): ZeRO's partitioned gradients and optimizer
+/// state. They live outside the arena, zero at load, across programs.
+void Emitter::declareState(llvm::StringRef optimizer) {
+  SmallVector<llvm::StringRef, 2> moments;
+  if (optimizer == "adamw")
+    moments = {"adam m", "adam v"};
+  else
+    moments = {"momentum"};
+  for (auto [index, group] : llvm::enumerate(result.plan.groups())) {
+    const plan::Buffer &resident =
+        buffer(group.persistent() ? persistentBuffer.lookup(index)
+                                  : shardBuffer.lookup(index));
+    auto type = RankedTensorType::get(
+        {resident.shape(0)}, Float32Type::get(module.getContext()));
+    auto declare = [&](llvm::StringRef role) {
+      uint32_t id = addBuffer(plan::Buffer::STATE,
+                              group.name() + " (" + role.str() + ")", type);
+      buffer(id).set_group(index);
+      result.residentBytes += buffer(id).bytes();
+      return id;
+    };
+    gradientBuffer[index] = declare("grad");
+    for (llvm::StringRef role : moments)
+      optimizerBuffers[index].push_back(declare(role));
+  }
+}
+
 uint32_t Emitter::addBuffer(plan::Buffer::Kind kind, llvm::StringRef name,
                             RankedTensorType type) {
   plan::Buffer *entry = result.plan.add_buffers();
@@ -207,7 +249,7 @@ plan::Instruction &Emitter::addInstruction(plan::Opcode opcode,
   if (source)
     if (auto name = llvm::dyn_cast<NameLoc>(source->getLoc()))
       instruction->set_location(name.getName().str());
-  result.seconds.push_back(seconds);
+  current->seconds.push_back(seconds);
   if (queue == plan::COMPUTE)
     lastCompute = instruction->index();
   return *instruction;
@@ -263,8 +305,23 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
       valueBuffer[constant.getResult()] = id;
       continue;
     }
-    if (llvm::isa<zero::ShardOp>(op))
+    if (llvm::isa<zero::ShardOp, zero::GradShardOp>(op))
       continue;
+    if (auto start = llvm::dyn_cast<zero::ReduceScatterStartOp>(op)) {
+      if (llvm::Error error = emitReduceScatter(start))
+        return error;
+      continue;
+    }
+    if (auto wait = llvm::dyn_cast<zero::ReduceScatterWaitOp>(op)) {
+      if (llvm::Error error = emitReduceScatterWait(wait))
+        return error;
+      continue;
+    }
+    if (auto update = llvm::dyn_cast<zero::OptimizerUpdateOp>(op)) {
+      if (llvm::Error error = emitOptimizerUpdate(update))
+        return error;
+      continue;
+    }
     if (auto start = llvm::dyn_cast<zero::GatherStartOp>(op)) {
       uint32_t group = groupIndex.lookup(start.getGroupAttr().getValue());
       if (result.plan.groups(group).persistent())
@@ -383,6 +440,109 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
   return llvm::Error::success();
 }
 
+/// COMM `reduce_scatter` (`all_reduce` for a persistent group): packs the
+/// group's gradients into a staging copy of the whole group (zero between
+/// and after the parameters), sums it over the ranks and adds this rank's
+/// part into the group's gradient accumulator. Operands: the gradients in
+/// group order; results: the staging buffer (the whole group, then room for
+/// one shard to receive into), the accumulator. It waits for the compute
+/// instruction before it, which completes the last gradient.
+llvm::Error Emitter::emitReduceScatter(zero::ReduceScatterStartOp start) {
+  if (!start.getGroupAttr())
+    return makeError("cannot emit " + describeOp(start) +
+                     ": its gradients are in no group");
+  uint32_t group = groupIndex.lookup(start.getGroupAttr().getValue());
+  const plan::Group &entry = result.plan.groups(group);
+  if (!gradientBuffer.count(group))
+    return makeError("cannot emit " + describeOp(start) +
+                     ": the module has no gradient state (no @" +
+                     kTrainStepName + ")");
+  uint64_t padded = entry.padded_elements();
+  uint64_t staged = entry.persistent()
+                        ? padded
+                        : padded + padded / result.plan.world_size();
+  auto element = llvm::cast<RankedTensorType>(start.getGradients()[0].getType())
+                     .getElementType();
+  uint32_t staging = addBuffer(
+      plan::Buffer::ARENA, entry.name() + " (gradients)",
+      RankedTensorType::get({static_cast<int64_t>(staged)}, element));
+  buffer(staging).set_group(group);
+  auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
+      start, start.getGroupAttr());
+  int64_t before = lastCompute;
+  plan::Instruction &instruction = addInstruction(
+      entry.persistent() ? plan::OPCODE_ALL_REDUCE
+                         : plan::OPCODE_REDUCE_SCATTER,
+      nullptr,
+      entry.persistent()
+          ? cost.allReduceSeconds(groupBytes(groupOp), result.plan.world_size())
+          : cost.reduceScatterSeconds(groupBytes(groupOp),
+                                      result.plan.world_size()));
+  instruction.set_location("@" + entry.name());
+  for (Value gradient : start.getGradients())
+    instruction.add_operands(valueBuffer.lookup(gradient));
+  instruction.add_results(staging);
+  instruction.add_results(gradientBuffer.lookup(group));
+  instruction.set_group(group);
+  if (before >= 0)
+    instruction.add_wait_for(before);
+  reduceStaging[start.getToken()] = staging;
+  reduceInstruction[start.getToken()] = instruction.index();
+  return llvm::Error::success();
+}
+
+/// COMPUTE `reduce_scatter_wait`: nothing runs after it until the
+/// reduce-scatter is done, so it also ends the life of the gradients and of
+/// the staging copy (its operands), whose memory the arena may then reuse.
+llvm::Error Emitter::emitReduceScatterWait(zero::ReduceScatterWaitOp wait) {
+  auto start = wait.getToken().getDefiningOp<zero::ReduceScatterStartOp>();
+  if (!start || !reduceInstruction.count(wait.getToken()))
+    return makeError("cannot emit " + describeOp(wait) +
+                     ": its reduce-scatter was not emitted before it");
+  uint32_t group = groupIndex.lookup(start.getGroupAttr().getValue());
+  plan::Instruction &instruction =
+      addInstruction(plan::OPCODE_REDUCE_SCATTER_WAIT, nullptr, 0);
+  instruction.set_location("@" + result.plan.groups(group).name());
+  for (Value gradient : start.getGradients())
+    instruction.add_operands(valueBuffer.lookup(gradient));
+  instruction.add_operands(reduceStaging.lookup(wait.getToken()));
+  instruction.set_group(group);
+  instruction.add_wait_for(reduceInstruction.lookup(wait.getToken()));
+  return llvm::Error::success();
+}
+
+/// COMPUTE `adamw` / `sgd` on one group's resident buffer (its shard, or
+/// the whole persistent group), its gradient accumulator and its optimizer
+/// state, with the run-time scalars `hyper`; all updated in place.
+llvm::Error Emitter::emitOptimizerUpdate(zero::OptimizerUpdateOp update) {
+  uint32_t group = groupIndex.lookup(update.getGroup());
+  const plan::Group &entry = result.plan.groups(group);
+  if (!gradientBuffer.count(group))
+    return makeError("cannot emit " + describeOp(update) +
+                     ": the module has no gradient state");
+  std::optional<plan::Opcode> opcode =
+      plan::opcodeFromName(update.getOptimizer());
+  if (!opcode)
+    return makeError("cannot emit " + describeOp(update) +
+                     ": no opcode for optimizer '" + update.getOptimizer() +
+                     "'");
+  auto groupOp =
+      SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(update, update.getGroupAttr());
+  uint64_t bytes = groupBytes(groupOp);
+  if (!entry.persistent())
+    bytes /= result.plan.world_size();
+  plan::Instruction &instruction =
+      addInstruction(*opcode, update, cost.optimizerSeconds(bytes));
+  instruction.add_operands(entry.persistent() ? persistentBuffer.lookup(group)
+                                              : shardBuffer.lookup(group));
+  instruction.add_operands(gradientBuffer.lookup(group));
+  for (uint32_t id : optimizerBuffers.lookup(group))
+    instruction.add_operands(id);
+  instruction.add_operands(valueBuffer.lookup(update.getHyper()));
+  instruction.set_group(group);
+  return llvm::Error::success();
+}
+
 /// Live ranges over instruction indices, for every ARENA buffer that owns
 /// storage; views extend the buffer they view.
 llvm::Error Emitter::planMemory() {
@@ -420,22 +580,24 @@ llvm::Error Emitter::planMemory() {
                      llvm::Twine(requests[*overflow].bytes) +
                      " B): the buffers of the program add up to more than "
                      "2^62 B");
-  result.arena = planArena(requests);
-  for (auto [request, offset] : llvm::zip_equal(requests, result.arena.offsets))
+  current->arena = planArena(requests);
+  for (auto [request, offset] :
+       llvm::zip_equal(requests, current->arena.offsets))
     buffer(request.id).set_offset(offset);
   for (plan::Buffer &entry : *out.mutable_buffers())
     if (entry.view_of() != 0 &&
         buffer(entry.view_of()).kind() == plan::Buffer::ARENA)
       entry.set_offset(buffer(entry.view_of()).offset() + entry.view_offset());
-  out.set_arena_bytes(result.arena.arenaBytes);
-  program->set_peak_arena_bytes(result.arena.arenaBytes);
+  // Programs run one at a time and share the arena: it is as large as the
+  // largest of them.
+  out.set_arena_bytes(std::max(out.arena_bytes(), current->arena.arenaBytes));
+  program->set_peak_arena_bytes(current->arena.arenaBytes);
 
   return llvm::Error::success();
 }
 
 llvm::Expected<EmittedPlan> Emitter::run() {
-  auto func = module.lookupSymbol<func::FuncOp>("forward");
-  if (!func)
+  if (!module.lookupSymbol<func::FuncOp>(kForwardName))
     return makeError("the module has no @forward function to emit");
   plan::Plan &out = result.plan;
   int64_t worldSize = 1;
@@ -448,12 +610,37 @@ llvm::Expected<EmittedPlan> Emitter::run() {
   out.set_weights_file(options.weightsFile);
   out.set_memory_budget(options.memoryBudget);
   declareGroups();
-  program = out.add_programs();
-  program->set_name(options.programName);
-  if (llvm::Error error = emitOps(func))
-    return std::move(error);
-  if (llvm::Error error = planMemory())
-    return std::move(error);
+  if (auto step = module.lookupSymbol<func::FuncOp>(kOptimizerStepName)) {
+    llvm::StringRef optimizer = "adamw";
+    for (auto update : step.getOps<zero::OptimizerUpdateOp>())
+      optimizer = update.getOptimizer();
+    declareState(optimizer);
+  } else if (module.lookupSymbol<func::FuncOp>(kTrainStepName)) {
+    return makeError("the module has @" + kTrainStepName + " but no @" +
+                     kOptimizerStepName + " (run zplan-optimizer-step)");
+  }
+  // The programs in a fixed order; the training step, when there is one,
+  // is the one the search and the dumps measure.
+  for (llvm::StringRef name :
+       {kForwardName, kTrainStepName, kOptimizerStepName}) {
+    auto func = module.lookupSymbol<func::FuncOp>(name);
+    if (!func)
+      continue;
+    if (name == kTrainStepName)
+      result.primary = result.programs.size();
+    result.programs.emplace_back();
+    current = &result.programs.back();
+    program = out.add_programs();
+    program->set_name(programNameOf(name).str());
+    lastCompute = -1;
+    if (llvm::Error error = emitOps(func))
+      return std::move(error);
+    if (llvm::Error error = planMemory())
+      return std::move(error);
+  }
+  result.arena = result.programs[result.primary].arena;
+  result.arena.arenaBytes = out.arena_bytes();
+  result.seconds = result.programs[result.primary].seconds;
   // The plan is complete: zrun refuses a constant that fails its checksum.
   plan::stampConstantChecksums(out);
   return std::move(result);

@@ -41,15 +41,28 @@ struct EmitOptions {
   std::string modelName;
   /// Name of the weights file, relative to the plan.
   std::string weightsFile;
-  std::string programName = "infer";
+};
+
+/// One program's share of what the dumps need.
+struct EmittedProgram {
+  /// Its arena, over its instruction indices.
+  ArenaPlan arena;
+  /// Per instruction: the cost model's time (compute or collective).
+  std::vector<double> seconds;
 };
 
 /// A plan together with what the dumps need to explain it.
 struct EmittedPlan {
   plan::Plan plan;
-  /// The arena of the program, over its instruction indices.
+  /// Parallel to plan.programs().
+  std::vector<EmittedProgram> programs;
+  /// The program the plan search and the single-program dumps measure:
+  /// train_micro_step in a training plan, else infer.
+  size_t primary = 0;
+  /// The primary program's arena, except that arenaBytes is the plan's
+  /// (the largest program's).
   ArenaPlan arena;
-  /// Per instruction: the cost model's time (compute or collective).
+  /// The primary program's per-instruction times.
   std::vector<double> seconds;
   /// Per-rank bytes outside the arena: shards and persistent groups.
   uint64_t residentBytes = 0;

@@ -60,6 +60,8 @@ constexpr OpcodeInfo kOpcodes[] = {
     {OPCODE_EMBEDDING, "embedding", COMPUTE, OpcodeKind::Kernel, false, false},
     {OPCODE_EXPAND, "expand", COMPUTE, OpcodeKind::Kernel, false, false},
     {OPCODE_RESHAPE, "reshape", COMPUTE, OpcodeKind::Kernel, false, false},
+    {OPCODE_ADAMW, "adamw", COMPUTE, OpcodeKind::Kernel, true, true},
+    {OPCODE_SGD, "sgd", COMPUTE, OpcodeKind::Kernel, true, true},
     {OPCODE_ALL_GATHER, "all_gather", COMM, OpcodeKind::Collective, true, true},
     {OPCODE_REDUCE_SCATTER, "reduce_scatter", COMM, OpcodeKind::Collective,
      true, true},
@@ -68,6 +70,8 @@ constexpr OpcodeInfo kOpcodes[] = {
     {OPCODE_GATHER_WAIT, "gather_wait", COMPUTE, OpcodeKind::Bookkeeping, true,
      true},
     {OPCODE_RELEASE, "release", COMPUTE, OpcodeKind::Bookkeeping, false, true},
+    {OPCODE_REDUCE_SCATTER_WAIT, "reduce_scatter_wait", COMPUTE,
+     OpcodeKind::Bookkeeping, true, true},
 };
 
 constexpr size_t kOpcodeCount = sizeof(kOpcodes) / sizeof(kOpcodes[0]);

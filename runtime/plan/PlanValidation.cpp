@@ -327,6 +327,21 @@ private:
                          " bytes) but has only ", buffer.bytes(), " bytes");
         break;
       }
+      case Buffer::STATE: {
+        if (buffer.group() >= static_cast<uint32_t>(plan.groups_size()))
+          return failure(subject, " holds the state of group ", buffer.group(),
+                         ", but the plan has ", plan.groups_size(), " groups");
+        const Group &group = plan.groups(buffer.group());
+        uint64_t elements = group.persistent()
+                                ? group.padded_elements()
+                                : group.padded_elements() / worldSize;
+        if (buffer.dtype() != F32 || buffer.bytes() < elements * 4)
+          return failure(subject, " holds f32 state of ",
+                         describeGroup(plan, buffer.group()), " (",
+                         elements * 4, " bytes) but has ", buffer.bytes(),
+                         " bytes of ", DataType_Name(buffer.dtype()));
+        break;
+      }
       default:
         break;
       }

@@ -4,7 +4,9 @@
 #include "runtime/tooling/Arguments.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
+#include <utility>
 
 using namespace zplan;
 using namespace zplan::tooling;
@@ -14,11 +16,19 @@ const char *const zplan::tooling::kUsage =
     "...]\n"
     "                     [--program NAME] [--check] [--trace FILE.json]\n"
     "                     [--repeat K] [--stats] [--threads T]\n"
+    "       zrun PLAN train --data TOKENS [--steps S] [--grad-accum K] [--lr "
+    "LR]\n"
+    "                     [--warmup W] [--weight-decay WD] [--seed N]\n"
+    "                     [--save DIR] [--save-every S] [--resume DIR]\n"
+    "                     [--log-every S] [--loss-log FILE] [--check]\n"
+    "       zrun PLAN gradients --input NAME=FILE.npy ... --output-dir DIR\n"
     "       zrun PLAN inspect [--program NAME]\n"
     "\n"
     "Runs a plan compiled by zcc on the ranks mpirun launches (one per\n"
-    "rank of the plan's world size), or prints what a plan holds.\n"
+    "rank of the plan's world size), trains a plan compiled with --mode\n"
+    "train, or prints what a plan holds.\n"
     "\n"
+    "run:\n"
     "  --input NAME=FILE.npy   bind program input NAME (one per input)\n"
     "  --output NAME=FILE.npy  write program output NAME (rank 0)\n"
     "  --program NAME          the program to run (default: the only one,\n"
@@ -28,7 +38,27 @@ const char *const zplan::tooling::kUsage =
     "  --trace FILE.json       write a Chrome/Perfetto trace of all ranks\n"
     "  --repeat K              run K times; print the last run's time\n"
     "  --stats                 print each rank's peak RSS and memory layout\n"
-    "  --threads T             BLAS threads per rank (default 1)\n";
+    "  --threads T             BLAS threads per rank (default 1)\n"
+    "train:\n"
+    "  --data TOKENS           flat token file: .bin (uint16, or --data-dtype\n"
+    "                          uint32) or a 1-D .npy of integers\n"
+    "  --steps S               optimizer steps (default 100)\n"
+    "  --grad-accum K          micro-steps per optimizer step (default 1)\n"
+    "  --lr LR                 peak learning rate (default 3e-4)\n"
+    "  --warmup W              linear warmup steps (default 0)\n"
+    "  --lr-schedule constant|cosine [--min-lr LR]   after the warmup\n"
+    "  --weight-decay WD       decoupled weight decay (default 0)\n"
+    "  --beta1 B1 --beta2 B2 --eps E   AdamW (defaults 0.9, 0.999, 1e-8)\n"
+    "  --momentum M            SGD momentum (default 0)\n"
+    "  --seed N                batch selection seed (default 0)\n"
+    "  --save DIR --save-every S   sharded checkpoints every S steps and\n"
+    "                          after the last [--keep-last K]\n"
+    "  --resume DIR            continue from a checkpoint\n"
+    "  --log-every S           progress line every S steps (default 1)\n"
+    "  --loss-log FILE         one 'step<TAB>loss<TAB>lr' line per step\n"
+    "gradients:\n"
+    "  --input NAME=FILE.npy   the micro-batch (the same on every rank)\n"
+    "  --output-dir DIR        loss.npy and one .npy per parameter gradient\n";
 
 namespace {
 
@@ -39,6 +69,19 @@ Status parseCount(const std::string &flag, const std::string &text, int64_t low,
   long long value = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || errno != 0 || value < low || value > high)
     return failure(flag, " takes an integer from ", low, " to ", high, ", got ",
+                   inQuotes(text));
+  out = value;
+  return Status::success();
+}
+
+Status parseNumber(const std::string &flag, const std::string &text,
+                   double low, double high, double &out) {
+  char *end = nullptr;
+  errno = 0;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno != 0 || !(value >= low) ||
+      !(value <= high))
+    return failure(flag, " takes a number from ", low, " to ", high, ", got ",
                    inQuotes(text));
   out = value;
   return Status::success();
@@ -59,6 +102,143 @@ Status parseBinding(const std::string &flag, const std::string &text,
   return Status::success();
 }
 
+enum Command : unsigned { Run = 1, Inspect = 2, Train = 4, Gradients = 8 };
+
+struct Flag {
+  const char *name;
+  bool takesValue;
+  unsigned commands;
+};
+
+constexpr Flag kFlags[] = {
+    {"--input", true, Run | Gradients},
+    {"--output", true, Run},
+    {"--program", true, Run | Inspect},
+    {"--trace", true, Run},
+    {"--repeat", true, Run},
+    {"--threads", true, Run | Train | Gradients},
+    {"--check", false, Run | Train | Gradients},
+    {"--stats", false, Run | Train},
+    {"--output-dir", true, Gradients},
+    {"--data", true, Train},
+    {"--data-dtype", true, Train},
+    {"--steps", true, Train},
+    {"--grad-accum", true, Train},
+    {"--lr", true, Train},
+    {"--warmup", true, Train},
+    {"--weight-decay", true, Train},
+    {"--beta1", true, Train},
+    {"--beta2", true, Train},
+    {"--eps", true, Train},
+    {"--momentum", true, Train},
+    {"--lr-schedule", true, Train},
+    {"--min-lr", true, Train},
+    {"--keep-last", true, Train},
+    {"--seed", true, Train},
+    {"--save", true, Train},
+    {"--save-every", true, Train},
+    {"--resume", true, Train},
+    {"--log-every", true, Train},
+    {"--loss-log", true, Train},
+};
+
+/// "'run', 'train' or 'gradients'".
+std::string commandsOf(unsigned commands) {
+  std::vector<std::string> names;
+  for (auto [bit, name] : {std::pair{Run, "run"}, std::pair{Inspect, "inspect"},
+                           std::pair{Train, "train"},
+                           std::pair{Gradients, "gradients"}})
+    if (commands & bit)
+      names.push_back("'" + std::string(name) + "'");
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return text;
+}
+
+/// Sets the option `flag` (known, allowed for the command) from `value`.
+Status applyFlag(const std::string &flag, const std::string &value,
+                 Arguments &arguments) {
+  train::TrainOptions &train = arguments.train;
+  constexpr int64_t kMaxSteps = int64_t(1) << 40;
+  int64_t number = 0;
+  auto count = [&](int64_t low, int64_t high, uint64_t &out) {
+    Status status = parseCount(flag, value, low, high, number);
+    out = static_cast<uint64_t>(number);
+    return status;
+  };
+  auto real = [&](double low, double high, double &out) {
+    return parseNumber(flag, value, low, high, out);
+  };
+  if (flag == "--input")
+    return parseBinding(flag, value, arguments.inputs);
+  if (flag == "--output")
+    return parseBinding(flag, value, arguments.outputs);
+  if (flag == "--program")
+    arguments.program = value;
+  else if (flag == "--trace")
+    arguments.tracePath = value;
+  else if (flag == "--repeat") {
+    arguments.repeatGiven = true;
+    return parseCount(flag, value, 1, 1000000, arguments.repeat);
+  } else if (flag == "--threads") {
+    Status status = parseCount(flag, value, 1, 1024, number);
+    arguments.threads = static_cast<int>(number);
+    return status;
+  } else if (flag == "--check")
+    arguments.check = true;
+  else if (flag == "--stats")
+    arguments.stats = true;
+  else if (flag == "--output-dir")
+    arguments.outputDir = value;
+  else if (flag == "--data")
+    train.dataPath = value;
+  else if (flag == "--data-dtype") {
+    train::TokenType type;
+    if (Status status = train::parseRawTokenType(value, type); !status.ok())
+      return failure(flag, ": ", status.message());
+    train.dataType = type;
+  } else if (flag == "--steps")
+    return count(1, kMaxSteps, train.steps);
+  else if (flag == "--grad-accum")
+    return count(1, 1 << 20, train.gradAccum);
+  else if (flag == "--lr")
+    return real(0, 1e3, train.lr);
+  else if (flag == "--warmup")
+    return count(0, kMaxSteps, train.warmup);
+  else if (flag == "--lr-schedule") {
+    if (Status status = train::parseLrDecay(value, train.lrDecay);
+        !status.ok())
+      return failure(flag, ": ", status.message());
+  } else if (flag == "--min-lr")
+    return real(0, 1e3, train.minLr);
+  else if (flag == "--weight-decay")
+    return real(0, 1e3, train.weightDecay);
+  else if (flag == "--beta1")
+    return real(0, 0.999999, train.beta1);
+  else if (flag == "--beta2")
+    return real(0, 0.99999999, train.beta2);
+  else if (flag == "--eps")
+    return real(0, 1, train.eps);
+  else if (flag == "--momentum")
+    return real(0, 0.999999, arguments.momentum);
+  else if (flag == "--seed")
+    return count(0, INT64_MAX, train.seed);
+  else if (flag == "--save")
+    train.saveDir = value;
+  else if (flag == "--save-every")
+    return count(1, kMaxSteps, train.saveEvery);
+  else if (flag == "--keep-last")
+    return count(0, kMaxSteps, train.keepLast);
+  else if (flag == "--resume")
+    train.resumeFrom = value;
+  else if (flag == "--log-every")
+    return count(1, kMaxSteps, train.logEvery);
+  else if (flag == "--loss-log")
+    train.lossLogPath = value;
+  return Status::success();
+}
+
 } // namespace
 
 Status zplan::tooling::parseArguments(int argc, char **argv,
@@ -70,14 +250,18 @@ Status zplan::tooling::parseArguments(int argc, char **argv,
       return Status::success();
     }
   if (words.size() < 2 || words[0].rfind("--", 0) == 0)
-    return failure("expected a plan and a command (run, inspect); see "
-                   "zrun --help");
+    return failure("expected a plan and a command (run, train, gradients, "
+                   "inspect); see zrun --help");
   arguments.planPath = words[0];
   arguments.command = words[1];
-  if (arguments.command != "run" && arguments.command != "inspect")
+  unsigned command = arguments.command == "run"         ? Run
+                     : arguments.command == "inspect"   ? Inspect
+                     : arguments.command == "train"     ? Train
+                     : arguments.command == "gradients" ? Gradients
+                                                        : 0;
+  if (!command)
     return failure("unknown command ", inQuotes(arguments.command),
-                   "; zrun runs 'run' and 'inspect'");
-  bool run = arguments.command == "run";
+                   "; zrun runs 'run', 'train', 'gradients' and 'inspect'");
   for (size_t i = 2; i < words.size(); ++i) {
     std::string flag = words[i], value;
     bool hasValue = false;
@@ -87,57 +271,33 @@ Status zplan::tooling::parseArguments(int argc, char **argv,
       flag = flag.substr(0, equals);
       hasValue = true;
     }
-    auto takeValue = [&]() -> Status {
-      if (hasValue)
-        return Status::success();
+    const Flag *spec = nullptr;
+    for (const Flag &candidate : kFlags)
+      if (flag == candidate.name)
+        spec = &candidate;
+    if (!spec)
+      return failure("unknown option ", inQuotes(words[i]),
+                     "; see zrun --help");
+    if (!(spec->commands & command))
+      return failure(flag, " is an option of ", commandsOf(spec->commands),
+                     ", not of ", inQuotes(arguments.command));
+    if (!spec->takesValue && hasValue)
+      return failure(flag, " takes no value");
+    if (spec->takesValue && !hasValue) {
       if (i + 1 >= words.size())
         return failure(flag, " needs a value");
       value = words[++i];
-      return Status::success();
-    };
-    auto runOnly = [&]() -> Status {
-      if (!run)
-        return failure(flag, " is an option of 'run', not of ",
-                       inQuotes(arguments.command));
-      return Status::success();
-    };
-    bool takesValue = flag == "--input" || flag == "--output" ||
-                      flag == "--program" || flag == "--trace" ||
-                      flag == "--repeat" || flag == "--threads";
-    bool isSwitch = flag == "--check" || flag == "--stats";
-    if (!takesValue && !isSwitch)
-      return failure("unknown option ", inQuotes(words[i]),
-                     "; see zrun --help");
-    if (isSwitch && hasValue)
-      return failure(flag, " takes no value");
-    if (flag != "--program")
-      if (Status status = runOnly(); !status.ok())
-        return status;
-    if (takesValue)
-      if (Status status = takeValue(); !status.ok())
-        return status;
-    Status status = Status::success();
-    if (flag == "--input")
-      status = parseBinding(flag, value, arguments.inputs);
-    else if (flag == "--output")
-      status = parseBinding(flag, value, arguments.outputs);
-    else if (flag == "--program")
-      arguments.program = value;
-    else if (flag == "--trace")
-      arguments.tracePath = value;
-    else if (flag == "--repeat") {
-      status = parseCount(flag, value, 1, 1000000, arguments.repeat);
-      arguments.repeatGiven = true;
-    } else if (flag == "--threads") {
-      int64_t threads = 1;
-      status = parseCount(flag, value, 1, 1024, threads);
-      arguments.threads = static_cast<int>(threads);
-    } else if (flag == "--check")
-      arguments.check = true;
-    else if (flag == "--stats")
-      arguments.stats = true;
-    if (!status.ok())
+    }
+    if (Status status = applyFlag(flag, value, arguments); !status.ok())
       return status;
   }
+  if (command == Train && arguments.train.dataPath.empty())
+    return failure("'train' needs --data TOKENS (a flat token file)");
+  if (command == Gradients && arguments.outputDir.empty())
+    return failure("'gradients' needs --output-dir DIR");
+  if (command == Train &&
+      (arguments.train.saveEvery || arguments.train.keepLast) &&
+      arguments.train.saveDir.empty())
+    return failure("--save-every and --keep-last need --save DIR");
   return Status::success();
 }

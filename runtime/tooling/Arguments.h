@@ -13,6 +13,7 @@
 #define ZPLAN_RUNTIME_TOOLING_ARGUMENTS_H
 
 #include "runtime/support/Status.h"
+#include "runtime/train/TrainOptions.h"
 
 #include <cstdint>
 #include <string>
@@ -28,7 +29,7 @@ struct FileBinding {
 
 struct Arguments {
   std::string planPath;
-  /// "run" or "inspect".
+  /// "run", "inspect", "train" or "gradients".
   std::string command;
   std::vector<FileBinding> inputs;
   std::vector<FileBinding> outputs;
@@ -40,6 +41,12 @@ struct Arguments {
   bool stats = false;
   int threads = 1;
   bool help = false;
+  /// `train`'s options (see kUsage).
+  train::TrainOptions train;
+  /// `train --momentum M`: SGD's momentum (AdamW plans ignore it).
+  double momentum = 0.0;
+  /// `gradients --output-dir DIR`.
+  std::string outputDir;
 };
 
 /// zrun --help.

@@ -14,6 +14,7 @@
 #include "runtime/tooling/Diagnostics.h"
 #include "runtime/tooling/Inspect.h"
 #include "runtime/tooling/RunSession.h"
+#include "runtime/tooling/TrainSession.h"
 
 #include <cstdlib>
 #include <iostream>
@@ -35,7 +36,9 @@ int zplan::zrunMain(int argc, char **argv) {
   // has printed: agree through MPI, as `run` does, so that the line is
   // printed before any rank exits.
   bool launchedByMpirun = std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
-  if (!parsed.ok() && arguments.command != "run" && !launchedByMpirun) {
+  bool needsMpi = arguments.command == "run" || arguments.command == "train" ||
+                  arguments.command == "gradients";
+  if (!parsed.ok() && !needsMpi && !launchedByMpirun) {
     printError(parsed.message());
     return 1;
   }
@@ -49,8 +52,15 @@ int zplan::zrunMain(int argc, char **argv) {
     return 1;
   }
   // Usage errors go through agree() too, so that N ranks print one line.
-  int exitCode =
-      agree(*communicator, parsed) ? runPlan(arguments, *communicator) : 1;
+  int exitCode = 1;
+  if (agree(*communicator, parsed)) {
+    if (arguments.command == "train")
+      exitCode = trainPlan(arguments, *communicator);
+    else if (arguments.command == "gradients")
+      exitCode = writeGradients(arguments, *communicator);
+    else
+      exitCode = runPlan(arguments, *communicator);
+  }
   communicator.reset(); // MPI_Finalize, after the executor's thread ended.
   return exitCode;
 }

@@ -47,8 +47,10 @@ struct RunSession {
   StagedFiles staged;
 };
 
-std::string withRank(const comm::Communicator &communicator,
-                     const std::string &message) {
+} // namespace
+
+std::string zplan::tooling::withRank(const comm::Communicator &communicator,
+                                     const std::string &message) {
   if (communicator.size() == 1 || message.rfind("[rank ", 0) == 0)
     return message;
   return "[rank " + std::to_string(communicator.rank()) + "] " + message;
@@ -61,14 +63,16 @@ std::string withRank(const comm::Communicator &communicator,
 /// a moment before they print, so that rank 0's abort usually ends them
 /// first and the user reads one line, not N; a failure on one rank alone
 /// still ends every rank within seconds.
-[[noreturn]] void abortRun(comm::Communicator &communicator,
-                           const Status &status) {
+[[noreturn]] void zplan::tooling::abortRun(comm::Communicator &communicator,
+                                           const Status &status) {
   if (communicator.rank() != 0)
     std::this_thread::sleep_for(std::chrono::seconds(1));
   printError(withRank(communicator, status.message()));
   communicator.abort(1);
   std::_Exit(1); // abort() does not return; say so to the compiler.
 }
+
+namespace {
 
 //===----------------------------------------------------------------------===//
 // Phase 1: check
@@ -123,8 +127,11 @@ Status checkOutputsOverwriteNothing(const Arguments &arguments,
 
 /// Reads program input `binding` from `path`; refuses a file whose header
 /// declares another shape or dtype before reading its data.
-Status readInput(const plan::Plan &plan, const plan::Binding &binding,
-                 const std::string &path, npy::Array &array) {
+} // namespace
+
+Status zplan::tooling::readInput(const plan::Plan &plan,
+                                 const plan::Binding &binding,
+                                 const std::string &path, npy::Array &array) {
   const plan::Buffer &buffer = bufferOf(plan, binding.buffer());
   std::string expected =
       npy::shapeText(shapeOf(buffer)) + " " + typeName(buffer.dtype());
@@ -144,6 +151,8 @@ Status readInput(const plan::Plan &plan, const plan::Binding &binding,
   }
   return Status::success();
 }
+
+namespace {
 
 /// Everything that can be checked before touching weights.
 Status checkRun(RunSession &session) {

@@ -22,7 +22,9 @@
 #define ZPLAN_RUNTIME_TOOLING_RUNSESSION_H
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/plan/plan.pb.h"
 #include "runtime/tooling/Arguments.h"
+#include "runtime/tooling/Npy.h"
 
 namespace zplan::tooling {
 
@@ -30,6 +32,20 @@ namespace zplan::tooling {
 /// Otherwise the lowest failing rank prints its message (naming the rank
 /// when not every rank failed) and every rank gets false.
 bool agree(comm::Communicator &communicator, const Status &status);
+
+/// "[rank 2] message" when there are several ranks.
+std::string withRank(const comm::Communicator &communicator,
+                     const std::string &message);
+
+/// Prints `status` once (rank 0 first) and aborts every rank: for failures
+/// while ranks may be blocked in a collective, where they cannot agree.
+[[noreturn]] void abortRun(comm::Communicator &communicator,
+                           const Status &status);
+
+/// Reads the .npy file `path` for program input `binding`, checking its
+/// shape and element type against the buffer it fills.
+Status readInput(const plan::Plan &plan, const plan::Binding &binding,
+                 const std::string &path, npy::Array &array);
 
 /// `zrun PLAN run` on this rank of `communicator`; returns the exit status.
 int runPlan(const Arguments &arguments, comm::Communicator &communicator);

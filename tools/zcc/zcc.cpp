@@ -76,6 +76,15 @@ static cl::opt<std::string> maxInFlightBytes(
     cl::desc("Most bytes being gathered at once (0: no limit)"),
     cl::cat(zccCategory));
 
+static cl::opt<std::string>
+    loss("loss", cl::init("causal-lm"),
+         cl::desc("--mode train: causal-lm (next-token cross-entropy on the "
+                  "logits) or output:NAME (the model's own scalar output)"),
+         cl::cat(zccCategory));
+static cl::opt<std::string>
+    optimizer("optimizer", cl::init("adamw"),
+              cl::desc("--mode train: adamw or sgd"), cl::cat(zccCategory));
+
 static int fail(const Twine &message) {
   errs() << "zcc: error: " << message << "\n";
   return 1;
@@ -226,6 +235,11 @@ int main(int argc, char **argv) {
   options.policy = policy;
   options.persistenceThreshold = persistenceThreshold;
   options.maxInFlight = maxInFlight;
+  options.loss = loss;
+  options.optimizer = optimizer;
+  if (mode != zplan::CompileMode::Train &&
+      (loss.getNumOccurrences() || optimizer.getNumOccurrences()))
+    return fail("--loss and --optimizer apply to --mode train only");
   for (auto [flag, text, target] :
        {std::make_tuple("--bucket-size", &bucketSize, &options.bucketBytes),
         std::make_tuple("--max-in-flight-bytes", &maxInFlightBytes,

@@ -1,0 +1,40 @@
+//===- TrainSession.h - zrun PLAN train and zrun PLAN gradients -----------===//
+//
+// The commands of a plan compiled with `zcc --mode train`. Its programs:
+// `train_micro_step` (inputs input_ids [B, T] and, optionally, labels;
+// output loss; it accumulates every group's gradient into this rank's
+// gradient shard) and `optimizer_step` (input hyper f32[8]; updates every
+// shard from its gradient and clears the gradient).
+//
+// `train` runs K micro-steps then one optimizer step per training step, on
+// batches read from a flat token file (runtime/train/BatchSampler.h: the
+// same rows for any N and K with the same global batch), logs progress on
+// rank 0, and saves and resumes sharded checkpoints
+// (runtime/train/Checkpoint.h). `gradients` runs one micro-step on the
+// same inputs on every rank and writes the loss and every parameter's
+// whole gradient (rank 0 gathers the shards), for tests against autograd.
+//
+// Failures before the first step are agreed among the ranks (one line,
+// exit 1), as `run`'s are; a failure during the steps prints one line and
+// aborts every rank.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_TOOLING_TRAINSESSION_H
+#define ZPLAN_RUNTIME_TOOLING_TRAINSESSION_H
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/tooling/Arguments.h"
+
+namespace zplan::tooling {
+
+/// `zrun PLAN train` on this rank; returns the exit status.
+int trainPlan(const Arguments &arguments, comm::Communicator &communicator);
+
+/// `zrun PLAN gradients` on this rank; returns the exit status.
+int writeGradients(const Arguments &arguments,
+                   comm::Communicator &communicator);
+
+} // namespace zplan::tooling
+
+#endif // ZPLAN_RUNTIME_TOOLING_TRAINSESSION_H
