@@ -115,6 +115,24 @@ def Zero_ShardOp : Zero_Op<"shard", [Pure,
   let assemblyFormat = "$param attr-dict `:` qualified(type($result))";
 }
 
+def Zero_GradShardOp : Zero_Op<"grad_shard", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads this rank's gradient accumulator shard of a parameter";
+  let description = [{
+    The shard of the gradient accumulated for the parameter over the
+    micro-steps of one optimizer step (per-rank state, zero at load and
+    after each optimizer step). A `zero.reduce_scatter_wait` adds the new
+    gradient's shard to it. The result's tensor type is the parameter's.
+
+    ```mlir
+    %acc = zero.grad_shard @"transformer.wte.weight" : !zero.shard<tensor<256x64xf32>>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param);
+  let results = (outs Zero_ShardType:$result);
+  let assemblyFormat = "$param attr-dict `:` qualified(type($result))";
+}
+
 //===----------------------------------------------------------------------===//
 // All-gather, split in start and wait
 //===----------------------------------------------------------------------===//
@@ -184,6 +202,8 @@ def Zero_ReduceScatterStartOp : Zero_Op<"reduce_scatter_start"> {
   let summary = "starts summing full gradients across ranks into shards";
   let description = [{
     One asynchronous reduce-scatter of the given full-size gradients.
+    Autodiff emits one per parameter, right after its gradient is final;
+    the sharding pass merges them per group, as it merges gathers.
 
     ```mlir
     %t = zero.reduce_scatter_start %gw, %gb : tensor<64x64xf32>, tensor<64xf32>
