@@ -49,6 +49,68 @@ def FormNNOps : Pass<"zplan-form-nn-ops", "::mlir::func::FuncOp"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+def Autodiff : Pass<"zplan-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Builds @train_micro_step: forward, loss, reverse-mode "
+                "gradients and their reduce-scatters";
+  let description = [{
+    Reverse-mode automatic differentiation of `@forward` ahead of time
+    (TRAIN_SPEC section 2). The module keeps `@forward` and gains
+    `@train_micro_step`, which returns the loss:
+
+    1. Clone `@forward` into `@train_micro_step` and append the loss:
+       `causal-lm` (cross-entropy of the `logits` output against the labels
+       shifted by one position; labels = the `labels` input or input_ids)
+       or `output:NAME` (the forward's scalar float output NAME).
+    2. Mark the active values: floats that depend on a parameter (a
+       `zero.gather_wait` result). Integer and boolean values, and values
+       that depend on no parameter (masks, position ids, rotary tables),
+       get no gradient.
+    3. Walk the ops backwards from the loss (seed 1.0), applying each op's
+       gradient rule (compiler/autodiff/*Rules.cpp) and summing the
+       cotangents of values used more than once. An op on the path to the
+       loss without a rule is an error naming its ONNX node.
+    4. When a parameter's gradient is final (all uses done, a tied weight's
+       several uses summed), start its `zero.reduce_scatter_start`; a
+       parameter that does not reach the loss reduces a zero constant.
+    5. Before the return: per parameter, `zero.grad_shard` and a
+       `zero.reduce_scatter_wait` accumulating into it.
+
+    Before:
+    ```mlir
+    func.func @forward(%ids: tensor<2x8xi64> {nn.name = "input_ids"}) -> (tensor<2x8x16xf32> {nn.name = "logits"}) {
+      %w = zero.gather_wait %t : tensor<16x4xf32>
+      ...
+    }
+    ```
+    After (added):
+    ```mlir
+    func.func @train_micro_step(%ids: tensor<2x8xi64> {nn.name = "input_ids"}) -> (tensor<f32> {nn.name = "loss"}) {
+      ...forward ops...
+      %loss = nn.cross_entropy %logits, %targets {ignore_index = -100 : i64} ...
+      %dlogits = nn.cross_entropy_grad %logits, %targets, %one ...
+      ...backward ops...
+      %r = zero.reduce_scatter_start %dw : tensor<16x4xf32>
+      %acc = zero.grad_shard @w : !zero.shard<tensor<16x4xf32>>
+      %new = zero.reduce_scatter_wait %r accumulate(%acc : !zero.shard<tensor<16x4xf32>>) : !zero.shard<tensor<16x4xf32>>
+      return %loss : tensor<f32>
+    }
+    ```
+    Tests: test/transforms/autodiff-*.mlir, test/transforms/autodiff-models.test.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"causal-lm\"",
+           "causal-lm | output:NAME">,
+    Option<"labelsInput", "labels-input", "bool", /*default=*/"false",
+           "causal-lm: add a `labels` input (else the labels are input_ids)">,
+  ];
+  let dependentDialects = ["::zplan::nn::NNDialect",
+                           "::zplan::zero::ZeroDialect"];
+}
+
+//===----------------------------------------------------------------------===//
 // The schedule
 //===----------------------------------------------------------------------===//
 

@@ -388,22 +388,28 @@ LogicalResult RmsNormOp::verify() {
 // Attention
 //===----------------------------------------------------------------------===//
 
-LogicalResult AttentionOp::verify() {
-  ArrayRef<int64_t> query = shapeOf(getQuery()), key = shapeOf(getKey()),
-                    value = shapeOf(getValue());
+/// Checks query/key/value/mask and the mask attributes as nn.attention
+/// defines them (shared with nn.attention_grad); returns the output shape
+/// [..., S, Dv].
+static FailureOr<SmallVector<int64_t>>
+verifyAttentionOperands(Operation *op, Value queryValue, Value keyValue,
+                        Value valueValue, Value mask, StringRef maskKind,
+                        std::optional<APFloat> maskedValue) {
+  ArrayRef<int64_t> query = shapeOf(queryValue), key = shapeOf(keyValue),
+                    value = shapeOf(valueValue);
   if (query.size() < 2)
-    return emitOpError() << "query has shape " << formatShape(query)
+    return op->emitOpError() << "query has shape " << formatShape(query)
                          << ", expected rank >= 2 ([..., S, D])";
-  Type elementType = getElementTypeOrSelf(getQuery());
+  Type elementType = getElementTypeOrSelf(queryValue);
   std::pair<StringRef, Value> others[] = {
-      {"key", getKey()}, {"value", getValue()}, {"result", getResult()}};
+      {"key", keyValue}, {"value", valueValue}};
   for (auto [name, other] : others)
     if (getElementTypeOrSelf(other) != elementType)
-      return emitOpError() << name << " has element type "
+      return op->emitOpError() << name << " has element type "
                            << getElementTypeOrSelf(other) << ", expected "
                            << elementType << " (the query's)";
-  if (getMaskKind() != "additive" && getMaskKind() != "select")
-    return emitOpError() << "mask_kind is \"" << getMaskKind()
+  if (maskKind != "additive" && maskKind != "select")
+    return op->emitOpError() << "mask_kind is \"" << maskKind
                          << "\", expected \"additive\" or \"select\"";
   // T is read from the key whatever its rank, so that a key of the wrong
   // rank is reported against the shape it should have had.
@@ -411,39 +417,225 @@ LogicalResult AttentionOp::verify() {
   int64_t keyLength = key.size() >= 2 ? key[key.size() - 2] : 0;
   expectedKey.append({keyLength, query.back()});
   if (key != ArrayRef<int64_t>(expectedKey))
-    return emitShapeMismatch(*this, "key", key, expectedKey);
+    return emitShapeMismatch(op, "key", key, expectedKey);
   SmallVector<int64_t> expectedValue(query.drop_back(2));
   expectedValue.append({keyLength, value.empty() ? 0 : value.back()});
   if (value != ArrayRef<int64_t>(expectedValue))
-    return emitShapeMismatch(*this, "value", value, expectedValue);
+    return emitShapeMismatch(op, "value", value, expectedValue);
   SmallVector<int64_t> scores(query.drop_back(1));
   scores.push_back(keyLength);
-  if (Value mask = getMask()) {
+  if (mask) {
     FailureOr<SmallVector<int64_t>> joined = broadcast(scores, shapeOf(mask));
     if (failed(joined) ||
         ArrayRef<int64_t>(*joined) != ArrayRef<int64_t>(scores))
-      return emitOpError() << "mask of shape " << formatShape(shapeOf(mask))
+      return op->emitOpError() << "mask of shape " << formatShape(shapeOf(mask))
                            << " does not broadcast to the scores "
                            << formatShape(scores);
     bool boolean = getElementTypeOrSelf(mask).isInteger(1);
-    if (getMaskKind() == "select" && (!boolean || !getMaskedValue()))
-      return emitOpError("a \"select\" mask must be i1 and come with "
+    if (maskKind == "select" && (!boolean || !maskedValue))
+      return op->emitOpError("a \"select\" mask must be i1 and come with "
                          "masked_value");
-    if (getMaskKind() == "additive" &&
+    if (maskKind == "additive" &&
         getElementTypeOrSelf(mask) != elementType)
-      return emitOpError("an \"additive\" mask must have the query's "
+      return op->emitOpError("an \"additive\" mask must have the query's "
                          "element type");
-  } else if (getMaskKind() == "select") {
-    return emitOpError("mask_kind \"select\" needs a mask");
+  } else if (maskKind == "select") {
+    return op->emitOpError("mask_kind \"select\" needs a mask");
   }
   // Only a select mask reads masked_value; anywhere else it would be dropped
   // without a word.
-  if (getMaskedValue() && (!getMask() || getMaskKind() != "select"))
-    return emitOpError("masked_value is only used with a \"select\" mask");
+  if (maskedValue && (!mask || maskKind != "select"))
+    return op->emitOpError("masked_value is only used with a \"select\" mask");
   SmallVector<int64_t> expected(query.drop_back(1));
   expected.push_back(value.back());
-  if (shapeOf(getResult()) != ArrayRef<int64_t>(expected))
-    return emitShapeMismatch(*this, "result", shapeOf(getResult()), expected);
+  return expected;
+}
+
+LogicalResult AttentionOp::verify() {
+  if (getElementTypeOrSelf(getResult()) != getElementTypeOrSelf(getQuery()))
+    return emitOpError() << "result has element type "
+                         << getElementTypeOrSelf(getResult()) << ", expected "
+                         << getElementTypeOrSelf(getQuery())
+                         << " (the query's)";
+  FailureOr<SmallVector<int64_t>> expected = verifyAttentionOperands(
+      *this, getQuery(), getKey(), getValue(), getMask(), getMaskKind(),
+      getMaskedValue());
+  if (failed(expected))
+    return failure();
+  if (shapeOf(getResult()) != ArrayRef<int64_t>(*expected))
+    return emitShapeMismatch(*this, "result", shapeOf(getResult()), *expected);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Loss and backward ops
+//===----------------------------------------------------------------------===//
+
+/// Requires `value` to have exactly `expected` shape and `elementType`,
+/// naming it `what` otherwise.
+static LogicalResult verifyTensor(Operation *op, StringRef what, Value value,
+                                  ArrayRef<int64_t> expected,
+                                  Type elementType) {
+  if (shapeOf(value) != expected)
+    return emitShapeMismatch(op, what, shapeOf(value), expected);
+  if (getElementTypeOrSelf(value) != elementType)
+    return op->emitOpError() << what << " has element type "
+                             << getElementTypeOrSelf(value) << ", expected "
+                             << elementType;
+  return success();
+}
+
+/// logits [..., V] and targets [...]: the shared part of cross_entropy and
+/// its gradient.
+static LogicalResult verifyLogitsAndTargets(Operation *op, Value logits,
+                                            Value targets) {
+  ArrayRef<int64_t> shape = shapeOf(logits);
+  if (shape.empty())
+    return op->emitOpError("logits must have rank >= 1 ([..., V])");
+  if (shapeOf(targets) != shape.drop_back())
+    return emitShapeMismatch(op, "targets", shapeOf(targets),
+                             shape.drop_back());
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  if (failed(verifyLogitsAndTargets(*this, getLogits(), getTargets())))
+    return failure();
+  if (!shapeOf(getLoss()).empty())
+    return emitShapeMismatch(*this, "loss", shapeOf(getLoss()), {});
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(verifyLogitsAndTargets(*this, getLogits(), getTargets())))
+    return failure();
+  if (!shapeOf(getDloss()).empty())
+    return emitShapeMismatch(*this, "dloss", shapeOf(getDloss()), {});
+  auto logits = llvm::cast<RankedTensorType>(getLogits().getType());
+  return verifyTensor(*this, "dlogits", getDlogits(), logits.getShape(),
+                      logits.getElementType());
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  ArrayRef<int64_t> table = shapeOf(getDtable());
+  if (table.size() != 2)
+    return emitOpError() << "dtable has shape " << formatShape(table)
+                         << ", expected rank 2 (rows x width)";
+  SmallVector<int64_t> expected(shapeOf(getIds()));
+  expected.push_back(table[1]);
+  return verifyTensor(*this, "dy", getDy(), expected,
+                      getElementTypeOrSelf(getDtable()));
+}
+
+LogicalResult GatherGradOp::verify() {
+  ArrayRef<int64_t> data = shapeOf(getDdata());
+  int64_t axis = getAxisAttr().getInt();
+  if (axis < 0 || axis >= static_cast<int64_t>(data.size()))
+    return emitAxisOutOfRange(*this, "axis", axis, data.size());
+  SmallVector<int64_t> expected(data.begin(), data.begin() + axis);
+  llvm::append_range(expected, shapeOf(getIndices()));
+  expected.append(data.begin() + axis + 1, data.end());
+  return verifyTensor(*this, "dy", getDy(), expected,
+                      getElementTypeOrSelf(getDdata()));
+}
+
+LogicalResult SliceGradOp::verify() {
+  // The forward slice read dinput's shape and produced dy's.
+  ArrayRef<int64_t> input = shapeOf(getDinput());
+  ArrayRef<int64_t> sliced = shapeOf(getDy());
+  if (getStarts().size() != input.size() || getSteps().size() != input.size())
+    return emitOpError() << "starts and steps need one entry per dimension ("
+                         << input.size() << "), got " << getStarts().size()
+                         << " and " << getSteps().size();
+  if (sliced.size() != input.size())
+    return emitOpError() << "dy rank " << sliced.size()
+                         << " differs from dinput rank " << input.size();
+  for (size_t d = 0; d < input.size(); ++d) {
+    int64_t start = getStarts()[d], step = getSteps()[d], count = sliced[d];
+    if (step == 0)
+      return emitOpError() << "step of dimension " << d << " is 0";
+    if (count == 0)
+      continue;
+    int64_t last = start + (count - 1) * step;
+    if (start < 0 || start >= input[d] || last < 0 || last >= input[d])
+      return emitOpError() << "dimension " << d << " places [" << start
+                           << ", " << last << "] with step " << step
+                           << ", outside the dinput extent " << input[d];
+  }
+  return success();
+}
+
+/// dy, input and dinput of a normalisation gradient share one type; the
+/// weight and its gradients have the shape of the normalised dimensions.
+static LogicalResult verifyNormGrad(Operation *op, Value dy, Value input,
+                                    Value weight, int64_t axis,
+                                    ArrayRef<std::pair<StringRef, Value>>
+                                        weightShaped) {
+  auto type = llvm::cast<RankedTensorType>(input.getType());
+  if (axis < 0 || axis >= type.getRank())
+    return emitAxisOutOfRange(op, "axis", axis, type.getRank());
+  if (failed(verifyTensor(op, "dy", dy, type.getShape(),
+                          type.getElementType())) ||
+      failed(verifyTensor(op, "dinput", op->getResult(0), type.getShape(),
+                          type.getElementType())))
+    return failure();
+  ArrayRef<int64_t> normalized = type.getShape().drop_front(axis);
+  if (failed(verifyTensor(op, "weight", weight, normalized,
+                          type.getElementType())))
+    return failure();
+  for (auto [name, value] : weightShaped)
+    if (failed(verifyTensor(op, name, value, normalized,
+                            type.getElementType())))
+      return failure();
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyNormGrad(*this, getDy(), getInput(), getWeight(),
+                        getAxisAttr().getInt(),
+                        {{"dweight", getDweight()}, {"dbias", getDbias()}});
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  int64_t rank = shapeOf(getInput()).size();
+  if (rank == 0)
+    return emitOpError("input must have rank >= 1");
+  return verifyNormGrad(*this, getDy(), getInput(), getWeight(), rank - 1,
+                        {{"dweight", getDweight()}});
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  int64_t rank = shapeOf(getY()).size();
+  int64_t axis = getAxisAttr().getInt();
+  if (axis < 0 || axis >= rank)
+    return emitAxisOutOfRange(*this, "axis", axis, rank);
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  FailureOr<SmallVector<int64_t>> output = verifyAttentionOperands(
+      *this, getQuery(), getKey(), getValue(), getMask(), getMaskKind(),
+      getMaskedValue());
+  if (failed(output))
+    return failure();
+  Type elementType = getElementTypeOrSelf(getQuery());
+  if (failed(verifyTensor(*this, "dout", getDout(), *output, elementType)))
+    return failure();
+  std::pair<StringRef, Value> gradients[] = {{"dquery", getDquery()},
+                                            {"dkey", getDkey()},
+                                            {"dvalue", getDvalue()}};
+  Value forward[] = {getQuery(), getKey(), getValue()};
+  for (auto [gradient, input] : llvm::zip(gradients, forward))
+    if (failed(verifyTensor(*this, gradient.first, gradient.second,
+                            shapeOf(input), elementType)))
+      return failure();
+  return success();
+}
+
+LogicalResult GeluGradOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError() << "approximate is \"" << getApproximate()
+                         << "\", expected \"none\" or \"tanh\"";
   return success();
 }
 

@@ -486,4 +486,203 @@ def NN_AttentionOp : NN_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Loss and backward ops (emitted by zplan-autodiff; TRAIN_SPEC section 1)
+//===----------------------------------------------------------------------===//
+
+def NN_CrossEntropyOp : NN_Op<"cross_entropy", [Pure]> {
+  let summary = "mean cross-entropy of logits against integer targets";
+  let description = [{
+    loss = mean, over the positions whose target is not `ignore_index`, of
+    `logsumexp(logits[i, :]) - logits[i, target[i]]`; 0 when no position
+    counts. logits are [..., V], targets [...]; the loss is an f32 scalar.
+
+    ```mlir
+    %loss = nn.cross_entropy %logits, %targets {ignore_index = -100 : i64} : (tensor<2x16x256xf32>, tensor<2x16xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs StaticShapeTensorOf<[F32]>:$loss);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_CrossEntropyGradOp : NN_Op<"cross_entropy_grad", [Pure]> {
+  let summary = "gradient of nn.cross_entropy with respect to the logits";
+  let description = [{
+    `dlogits[i, :] = dloss * (softmax(logits[i, :]) - onehot(target[i])) /
+    count` for the counted rows, 0 for rows whose target is `ignore_index`.
+
+    ```mlir
+    %d = nn.cross_entropy_grad %logits, %targets, %dloss {ignore_index = -100 : i64} : (tensor<2x16x256xf32>, tensor<2x16xi64>, tensor<f32>) -> tensor<2x16x256xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
+                       NN_FloatTensor:$dloss,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs NN_FloatTensor:$dlogits);
+  let assemblyFormat = [{
+    $logits `,` $targets `,` $dloss attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_EmbeddingGradOp : NN_Op<"embedding_grad", [Pure]> {
+  let summary = "gradient of nn.embedding with respect to the table";
+  let description = [{
+    Zeroes a [R, D] table (the result type), then scatter-adds `dy[i..., :]`
+    into row `ids[i...]` (negative ids wrap as in the forward kernel).
+
+    ```mlir
+    %dw = nn.embedding_grad %dy, %ids : (tensor<2x16x64xf32>, tensor<2x16xi64>) -> tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$dy, NN_IndexTensor:$ids);
+  let results = (outs NN_FloatTensor:$dtable);
+  let assemblyFormat = "$dy `,` $ids attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_GatherGradOp : NN_Op<"gather_grad", [Pure]> {
+  let summary = "gradient of nn.gather with respect to the data";
+  let description = [{
+    Zeroes a tensor of the data's shape (the result type), then scatter-adds
+    `dy` along `axis` at `indices` (negative indices wrap).
+
+    ```mlir
+    %dx = nn.gather_grad %dy, %idx {axis = 1 : i64} : (tensor<2x2x64xf32>, tensor<2xi64>) -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$dy, NN_IndexTensor:$indices,
+                       I64Attr:$axis);
+  let results = (outs NN_FloatTensor:$ddata);
+  let assemblyFormat = "$dy `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def NN_SliceGradOp : NN_Op<"slice_grad", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "gradient of nn.slice: dy placed back, zeros elsewhere";
+  let description = [{
+    The result has the slice's input shape; element `starts[d] + j*steps[d]`
+    of each dimension d receives `dy[..., j, ...]`, every other element is 0.
+    `starts` and `steps` are those of the forward nn.slice.
+
+    ```mlir
+    %dx = nn.slice_grad %dy {starts = array<i64: 0, 0, 64>, steps = array<i64: 1, 1, 1>} : tensor<2x16x64xf32> -> tensor<2x16x192xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$dy, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$steps);
+  let results = (outs NN_FloatTensor:$dinput);
+  let assemblyFormat = "$dy attr-dict `:` type($dy) `->` type($dinput)";
+  let hasVerifier = 1;
+}
+
+def NN_LayerNormGradOp : NN_Op<"layer_norm_grad", [Pure]> {
+  let summary = "gradient of nn.layer_norm";
+  let description = [{
+    With xhat = (x - mean) * rstd over dimensions [axis, rank):
+    `dbias = sum(dy)`, `dweight = sum(dy * xhat)` (sums over the leading
+    dimensions), `dinput = rstd * (g - mean(g) - xhat * mean(g * xhat))`
+    where `g = dy * weight`. `weight` is required (autodiff passes ones when
+    the forward had none).
+
+    ```mlir
+    %dx, %dw, %db = nn.layer_norm_grad %dy, %x, %w {axis = 2 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<64xf32>) -> (tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$dy, NN_FloatTensor:$input,
+                       NN_FloatTensor:$weight, I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs NN_FloatTensor:$dinput, NN_FloatTensor:$dweight,
+                      NN_FloatTensor:$dbias);
+  let assemblyFormat = [{
+    $dy `,` $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_RmsNormGradOp : NN_Op<"rms_norm_grad", [Pure]> {
+  let summary = "gradient of nn.rms_norm";
+  let description = [{
+    With rstd = 1/sqrt(mean(x^2) + epsilon) over the last dimension and
+    xhat = x * rstd: `dweight = sum(dy * xhat)` over the leading dimensions,
+    `dinput = rstd * (g - xhat * mean(g * xhat))` where `g = dy * weight`.
+    `weight` is required (ones when the forward had none).
+
+    ```mlir
+    %dx, %dw = nn.rms_norm_grad %dy, %x, %w {epsilon = 9.99999997E-7 : f32} : (tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<64xf32>) -> (tensor<2x16x64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$dy, NN_FloatTensor:$input,
+                       NN_FloatTensor:$weight, F32Attr:$epsilon);
+  let results = (outs NN_FloatTensor:$dinput, NN_FloatTensor:$dweight);
+  let assemblyFormat = [{
+    $dy `,` $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_SoftmaxGradOp : NN_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of nn.softmax from its output";
+  let description = [{
+    `dinput = y * (dy - sum(dy * y, axis))` where y is the softmax's output.
+
+    ```mlir
+    %dx = nn.softmax_grad %dy, %y {axis = 3 : i64} : tensor<2x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$dy, NN_FloatTensor:$y, I64Attr:$axis);
+  let results = (outs NN_FloatTensor:$dinput);
+  let assemblyFormat = "$dy `,` $y attr-dict `:` type($dinput)";
+  let hasVerifier = 1;
+}
+
+def NN_AttentionGradOp : NN_Op<"attention_grad", [Pure]> {
+  let summary = "gradient of nn.attention with respect to query, key, value";
+  let description = [{
+    Recomputes the probabilities P = softmax(mask(q @ k^T * scale)) as the
+    forward did (the attributes are the forward op's), then
+    `dvalue = P^T @ dout`, `dP = dout @ value^T`,
+    `dS = P * (dP - sum(dP * P, -1))`, `dquery = dS @ key * scale`,
+    `dkey = dS^T @ query * scale`. The mask gets no gradient.
+
+    ```mlir
+    %dq, %dk, %dv = nn.attention_grad %do, %q, %k, %v mask %m {mask_kind = "select", masked_value = -3.40282347E+38 : f32, scale = 2.500000e-01 : f32} : (tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>, tensor<1x1x16x16xi1>) -> (tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$dout, NN_FloatTensor:$query,
+                       NN_FloatTensor:$key, NN_FloatTensor:$value,
+                       Optional<NN_Tensor>:$mask, F32Attr:$scale,
+                       DefaultValuedStrAttr<StrAttr, "additive">:$mask_kind,
+                       OptionalAttr<F32Attr>:$masked_value);
+  let results = (outs NN_FloatTensor:$dquery, NN_FloatTensor:$dkey,
+                      NN_FloatTensor:$dvalue);
+  let assemblyFormat = [{
+    $dout `,` $query `,` $key `,` $value (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_GeluGradOp : NN_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of nn.gelu from its input";
+  let description = [{
+    `dinput = dy * gelu'(x)` with x the gelu's input: for `"none"`,
+    `Phi(x) + x * phi(x)`; for `"tanh"`, with u = sqrt(2/pi) (x + 0.044715
+    x^3), `0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 *
+    0.044715 x^2)`.
+
+    ```mlir
+    %dx = nn.gelu_grad %dy, %x {approximate = "tanh"} : tensor<2x16x256xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$dy, NN_FloatTensor:$input,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs NN_FloatTensor:$dinput);
+  let assemblyFormat = "$dy `,` $input attr-dict `:` type($dinput)";
+  let hasVerifier = 1;
+}
+
 #endif // ZPLAN_NN_OPS

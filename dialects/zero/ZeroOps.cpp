@@ -117,30 +117,30 @@ LogicalResult GroupOp::verifySymbolUses(SymbolTableCollection &table) {
   return success();
 }
 
-LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &table) {
-  FailureOr<nn::ParameterOp> param =
-      lookupParameter(*this, table, getParamAttr());
+/// A shard (of a parameter or of its gradient) has the parameter's type.
+static LogicalResult verifyShardOfParameter(Operation *op,
+                                            SymbolTableCollection &table,
+                                            FlatSymbolRefAttr name,
+                                            ShardType result) {
+  FailureOr<nn::ParameterOp> param = lookupParameter(op, table, name);
   if (failed(param))
     return failure();
   RankedTensorType expected = param->getTensorType();
-  if (getResult().getType().getTensorType() != expected)
-    return emitOpError() << "result is a shard of "
-                         << getResult().getType().getTensorType() << ", but "
-                         << getParamAttr() << " is " << expected;
+  if (result.getTensorType() != expected)
+    return op->emitOpError()
+           << "result is a shard of " << result.getTensorType() << ", but "
+           << name << " is " << expected;
   return success();
 }
 
+LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &table) {
+  return verifyShardOfParameter(*this, table, getParamAttr(),
+                                getResult().getType());
+}
+
 LogicalResult GradShardOp::verifySymbolUses(SymbolTableCollection &table) {
-  FailureOr<nn::ParameterOp> param =
-      lookupParameter(*this, table, getParamAttr());
-  if (failed(param))
-    return failure();
-  RankedTensorType expected = param->getTensorType();
-  if (getResult().getType().getTensorType() != expected)
-    return emitOpError() << "result is a gradient shard of "
-                         << getResult().getType().getTensorType() << ", but "
-                         << getParamAttr() << " is " << expected;
-  return success();
+  return verifyShardOfParameter(*this, table, getParamAttr(),
+                                getResult().getType());
 }
 
 //===----------------------------------------------------------------------===//

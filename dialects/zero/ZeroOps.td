@@ -201,10 +201,12 @@ def Zero_ReleaseOp : Zero_Op<"release"> {
 def Zero_ReduceScatterStartOp : Zero_Op<"reduce_scatter_start"> {
   let summary = "starts summing full gradients across ranks into shards";
   let description = [{
-    One asynchronous reduce-scatter of the given full-size gradients. After
-    zplan-shard-parameters, `group` names the group and the gradients are
-    its parameters' in its order; a persistent group's gradients are
-    all-reduced instead (every rank keeps the whole group).
+    One asynchronous reduce-scatter of the given full-size gradients.
+    Autodiff emits one per parameter, right after its gradient is final;
+    zplan-shard-parameters merges them per group (as it merges gathers):
+    then `group` names the group and the gradients are its parameters' in
+    its order; a persistent group's gradients are all-reduced instead
+    (every rank keeps the whole group).
 
     ```mlir
     %t = zero.reduce_scatter_start %gw, %gb : tensor<64x64xf32>, tensor<64xf32>

@@ -853,3 +853,135 @@ func.func @attention_shard_key(%q: tensor<2x16x8xf32>, %v: tensor<2x32x4xf32>) {
   %o = nn.attention %q, %k, %v {scale = 1.0 : f32} : (tensor<2x16x8xf32>, !zero.shard<tensor<2x32x8xf32>>, tensor<2x32x4xf32>) -> tensor<2x16x4xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Loss and backward ops
+//===----------------------------------------------------------------------===//
+
+func.func @cross_entropy_targets(%l: tensor<2x8x16xf32>, %t: tensor<2x7xi64>) {
+  // expected-error @+1 {{'nn.cross_entropy' op targets has shape 2x7, expected 2x8}}
+  %r = nn.cross_entropy %l, %t : (tensor<2x8x16xf32>, tensor<2x7xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_loss_rank(%l: tensor<2x16xf32>, %t: tensor<2xi64>) {
+  // expected-error @+1 {{'nn.cross_entropy' op loss has shape 1, expected scalar}}
+  %r = nn.cross_entropy %l, %t : (tensor<2x16xf32>, tensor<2xi64>) -> tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_dloss(%l: tensor<2x16xf32>, %t: tensor<2xi64>, %d: tensor<1xf32>) {
+  // expected-error @+1 {{'nn.cross_entropy_grad' op dloss has shape 1, expected scalar}}
+  %r = nn.cross_entropy_grad %l, %t, %d : (tensor<2x16xf32>, tensor<2xi64>, tensor<1xf32>) -> tensor<2x16xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_result(%l: tensor<2x16xf32>, %t: tensor<2xi64>, %d: tensor<f32>) {
+  // expected-error @+1 {{'nn.cross_entropy_grad' op dlogits has shape 2x8, expected 2x16}}
+  %r = nn.cross_entropy_grad %l, %t, %d : (tensor<2x16xf32>, tensor<2xi64>, tensor<f32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_dy(%dy: tensor<2x8x32xf32>, %ids: tensor<2x8xi64>) {
+  // expected-error @+1 {{'nn.embedding_grad' op dy has shape 2x8x32, expected 2x8x64}}
+  %r = nn.embedding_grad %dy, %ids : (tensor<2x8x32xf32>, tensor<2x8xi64>) -> tensor<256x64xf32>
+  return
+}
+
+// -----
+
+func.func @gather_grad_axis(%dy: tensor<2x8xf32>, %i: tensor<8xi64>) {
+  // expected-error @+1 {{'nn.gather_grad' op axis 2 is out of range for rank 2}}
+  %r = nn.gather_grad %dy, %i {axis = 2 : i64} : (tensor<2x8xf32>, tensor<8xi64>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @gather_grad_dy(%dy: tensor<2x7xf32>, %i: tensor<8xi64>) {
+  // expected-error @+1 {{'nn.gather_grad' op dy has shape 2x7, expected 2x8}}
+  %r = nn.gather_grad %dy, %i {axis = 1 : i64} : (tensor<2x7xf32>, tensor<8xi64>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @slice_grad_outside(%dy: tensor<2x64xf32>) {
+  // expected-error @+1 {{'nn.slice_grad' op dimension 1 places [160, 223] with step 1, outside the dinput extent 192}}
+  %r = nn.slice_grad %dy {starts = array<i64: 0, 160>, steps = array<i64: 1, 1>} : tensor<2x64xf32> -> tensor<2x192xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_weight(%dy: tensor<2x64xf32>, %w: tensor<32xf32>) {
+  // expected-error @+1 {{'nn.layer_norm_grad' op weight has shape 32, expected 64}}
+  %dx, %dw, %db = nn.layer_norm_grad %dy, %dy, %w {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x64xf32>, tensor<2x64xf32>, tensor<32xf32>) -> (tensor<2x64xf32>, tensor<32xf32>, tensor<32xf32>)
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_dbias(%dy: tensor<2x64xf32>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{'nn.layer_norm_grad' op dbias has shape 2x64, expected 64}}
+  %dx, %dw, %db = nn.layer_norm_grad %dy, %dy, %w {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x64xf32>, tensor<2x64xf32>, tensor<64xf32>) -> (tensor<2x64xf32>, tensor<64xf32>, tensor<2x64xf32>)
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_dy(%dy: tensor<2x32xf32>, %x: tensor<2x64xf32>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{'nn.rms_norm_grad' op dy has shape 2x32, expected 2x64}}
+  %dx, %dw = nn.rms_norm_grad %dy, %x, %w {epsilon = 1.0e-6 : f32} : (tensor<2x32xf32>, tensor<2x64xf32>, tensor<64xf32>) -> (tensor<2x64xf32>, tensor<64xf32>)
+  return
+}
+
+// -----
+
+func.func @softmax_grad_axis(%dy: tensor<2x64xf32>) {
+  // expected-error @+1 {{'nn.softmax_grad' op axis 2 is out of range for rank 2}}
+  %dx = nn.softmax_grad %dy, %dy {axis = 2 : i64} : tensor<2x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_dout(%do: tensor<4x8x8xf32>, %q: tensor<4x8x16xf32>, %v: tensor<4x6x8xf32>, %k: tensor<4x6x16xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op dout has shape 4x8x8, expected 4x8x16}}
+  %dq, %dk, %dv = nn.attention_grad %do, %q, %k, %k {scale = 1.0 : f32} : (tensor<4x8x8xf32>, tensor<4x8x16xf32>, tensor<4x6x16xf32>, tensor<4x6x16xf32>) -> (tensor<4x8x16xf32>, tensor<4x6x16xf32>, tensor<4x6x16xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_dkey(%do: tensor<4x8x16xf32>, %q: tensor<4x8x16xf32>, %k: tensor<4x6x16xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op dkey has shape 4x8x16, expected 4x6x16}}
+  %dq, %dk, %dv = nn.attention_grad %do, %q, %k, %k {scale = 1.0 : f32} : (tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x6x16xf32>, tensor<4x6x16xf32>) -> (tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x6x16xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_select_without_value(%do: tensor<8x16xf32>, %q: tensor<8x16xf32>, %m: tensor<8x8xi1>) {
+  // expected-error @+1 {{'nn.attention_grad' op a "select" mask must be i1 and come with masked_value}}
+  %dq, %dk, %dv = nn.attention_grad %do, %q, %q, %q mask %m {mask_kind = "select", scale = 1.0 : f32} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x8xi1>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @gelu_grad_approximate(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'nn.gelu_grad' op approximate is "fast", expected "none" or "tanh"}}
+  %dx = nn.gelu_grad %x, %x {approximate = "fast"} : tensor<8xf32>
+  return
+}

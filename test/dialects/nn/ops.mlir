@@ -273,3 +273,38 @@ func.func @attention_one_head(%q: tensor<16x8xf16>, %m: tensor<16xf16>) {
   %o = nn.attention %q, %q, %q mask %m {scale = 0.5 : f32} : (tensor<16x8xf16>, tensor<16x8xf16>, tensor<16x8xf16>, tensor<16xf16>) -> tensor<16x8xf16>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Loss and backward ops (TRAIN_SPEC section 1)
+//===----------------------------------------------------------------------===//
+
+// CHECK-LABEL: func.func @loss_and_backward
+func.func @loss_and_backward(%logits: tensor<2x8x16xf32>, %targets: tensor<2x8xi64>,
+                             %ids32: tensor<2x8xi32>, %dloss: tensor<f32>,
+                             %x: tensor<2x8x64xf32>, %w: tensor<64xf32>,
+                             %q: tensor<2x4x8x16xf32>, %kv: tensor<2x4x6x16xf32>,
+                             %m: tensor<1x1x8x6xi1>, %idx: tensor<8xi64>) {
+  // CHECK: nn.cross_entropy %{{.*}}, %{{.*}} : (tensor<2x8x16xf32>, tensor<2x8xi64>) -> tensor<f32>
+  %l = nn.cross_entropy %logits, %targets {ignore_index = -100 : i64} : (tensor<2x8x16xf32>, tensor<2x8xi64>) -> tensor<f32>
+  // CHECK: nn.cross_entropy %{{.*}}, %{{.*}} {ignore_index = 0 : i64} : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<f32>
+  %l0 = nn.cross_entropy %logits, %ids32 {ignore_index = 0 : i64} : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<f32>
+  // CHECK: nn.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x16xf32>, tensor<2x8xi64>, tensor<f32>) -> tensor<2x8x16xf32>
+  %dl = nn.cross_entropy_grad %logits, %targets, %dloss : (tensor<2x8x16xf32>, tensor<2x8xi64>, tensor<f32>) -> tensor<2x8x16xf32>
+  // CHECK: nn.embedding_grad %{{.*}}, %{{.*}} : (tensor<2x8x64xf32>, tensor<2x8xi64>) -> tensor<256x64xf32>
+  %de = nn.embedding_grad %x, %targets : (tensor<2x8x64xf32>, tensor<2x8xi64>) -> tensor<256x64xf32>
+  // CHECK: nn.gather_grad %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<2x8x64xf32>, tensor<8xi64>) -> tensor<2x5x64xf32>
+  %dg = nn.gather_grad %x, %idx {axis = 1 : i64} : (tensor<2x8x64xf32>, tensor<8xi64>) -> tensor<2x5x64xf32>
+  // CHECK: nn.slice_grad %{{.*}} {starts = array<i64: 0, 0, 64>, steps = array<i64: 1, 1, 1>} : tensor<2x8x64xf32> -> tensor<2x8x192xf32>
+  %ds = nn.slice_grad %x {starts = array<i64: 0, 0, 64>, steps = array<i64: 1, 1, 1>} : tensor<2x8x64xf32> -> tensor<2x8x192xf32>
+  // CHECK: nn.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {axis = 2 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<64xf32>) -> (tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>)
+  %dx, %dw, %db = nn.layer_norm_grad %x, %x, %w {axis = 2 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<64xf32>) -> (tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>)
+  // CHECK: nn.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.99999997E-7 : f32} : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<64xf32>) -> (tensor<2x8x64xf32>, tensor<64xf32>)
+  %rx, %rw = nn.rms_norm_grad %x, %x, %w {epsilon = 9.99999997E-7 : f32} : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<64xf32>) -> (tensor<2x8x64xf32>, tensor<64xf32>)
+  // CHECK: nn.softmax_grad %{{.*}}, %{{.*}} {axis = 2 : i64} : tensor<2x8x64xf32>
+  %sx = nn.softmax_grad %x, %x {axis = 2 : i64} : tensor<2x8x64xf32>
+  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {mask_kind = "select", masked_value = -3.40282347E+38 : f32, scale = 2.500000e-01 : f32} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>, tensor<1x1x8x6xi1>) -> (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>)
+  %dq, %dk, %dv = nn.attention_grad %q, %q, %kv, %kv mask %m {mask_kind = "select", masked_value = -3.40282347E+38 : f32, scale = 0.25 : f32} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>, tensor<1x1x8x6xi1>) -> (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>)
+  // CHECK: nn.gelu_grad %{{.*}}, %{{.*}} {approximate = "tanh"} : tensor<2x8x64xf32>
+  %gx = nn.gelu_grad %x, %x {approximate = "tanh"} : tensor<2x8x64xf32>
+  return
+}

@@ -112,6 +112,23 @@ func.func @shard_wrong_element() {
   return
 }
 
+// -----
+
+func.func @grad_shard_missing() {
+  // expected-error @+1 {{'zero.grad_shard' op names @missing, which is not an nn.parameter}}
+  %s = zero.grad_shard @missing : !zero.shard<tensor<64xf32>>
+  return
+}
+
+// -----
+
+nn.parameter @w : tensor<64x64xf32>
+func.func @grad_shard_wrong_shape() {
+  // expected-error @+1 {{'zero.grad_shard' op result is a shard of 'tensor<4096xf32>', but @w is 'tensor<64x64xf32>'}}
+  %s = zero.grad_shard @w : !zero.shard<tensor<4096xf32>>
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // zero.gather_start and zero.gather_wait
 //===----------------------------------------------------------------------===//

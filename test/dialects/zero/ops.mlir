@@ -98,6 +98,21 @@ func.func @reduce_scatter_accumulate(%gw: tensor<64x64xf32>, %gb: tensor<64xf32>
   return %s0, %s1 : !zero.shard<tensor<64x64xf32>>, !zero.shard<tensor<64xf32>>
 }
 
+// The per-parameter form autodiff emits: one gradient, accumulated into
+// the parameter's gradient shard.
+// CHECK-LABEL: func.func @reduce_scatter_per_parameter
+// CHECK-SAME: (%[[GW:.*]]: tensor<64x64xf32>)
+func.func @reduce_scatter_per_parameter(%gw: tensor<64x64xf32>) -> !zero.shard<tensor<64x64xf32>> {
+  // CHECK: %[[T:.*]] = zero.reduce_scatter_start %[[GW]] : tensor<64x64xf32>
+  %t = zero.reduce_scatter_start %gw : tensor<64x64xf32>
+  // CHECK: %[[ACC:.*]] = zero.grad_shard @h.0.w : !zero.shard<tensor<64x64xf32>>
+  %acc = zero.grad_shard @"h.0.w" : !zero.shard<tensor<64x64xf32>>
+  // CHECK: %[[NEW:.*]] = zero.reduce_scatter_wait %[[T]] accumulate(%[[ACC]] : !zero.shard<tensor<64x64xf32>>) : !zero.shard<tensor<64x64xf32>>
+  %new = zero.reduce_scatter_wait %t accumulate(%acc : !zero.shard<tensor<64x64xf32>>) : !zero.shard<tensor<64x64xf32>>
+  // CHECK: return %[[NEW]]
+  return %new : !zero.shard<tensor<64x64xf32>>
+}
+
 // CHECK-LABEL: func.func @all_reduce
 // CHECK-SAME: (%[[G:.*]]: tensor<64xf32>)
 func.func @all_reduce(%grad: tensor<64xf32>) -> tensor<64xf32> {
