@@ -602,6 +602,36 @@ TEST(TrainKernels, CrossEntropyValueAndGradWithIgnoredRows) {
   }
 }
 
+TEST(TrainKernels, CrossEntropyOverAWideVocabularyMatchesDouble) {
+  // GPT-2's vocabulary: the f32 exp and the double sums must keep the loss
+  // and every probability to f32 precision over 50257 terms. Row 0's
+  // target dominates (p ~ 1), where p - 1 must not cancel to 0.
+  const int64_t classes = 50257;
+  Tensor logits = randomFloats({2, classes}, -10, 10);
+  logits.floats()[17] = 40;
+  std::vector<int64_t> targetValues = {17, 4242};
+  Tensor targets = makeIds({2}, targetValues);
+  Tensor value({}), dlogits({2, classes});
+  Tensor dloss = make<float>({}, {1.0f}, ElementType::F32);
+  runOk(Op("cross_entropy"), {&logits, &targets}, {&value});
+  double expected = crossEntropyReference(logits, targetValues, -100);
+  EXPECT_NEAR(value.floats()[0], expected, 1e-6 * std::abs(expected));
+  runOk(Op("cross_entropy_grad"), {&logits, &targets, &dloss}, {&dlogits});
+  for (int64_t row = 0; row < 2; ++row) {
+    const float *x = logits.floats() + row * classes;
+    double maximum = *std::max_element(x, x + classes), sum = 0;
+    for (int64_t i = 0; i < classes; ++i)
+      sum += std::exp(static_cast<double>(x[i]) - maximum);
+    for (int64_t i = 0; i < classes; ++i) {
+      double probability = std::exp(x[i] - maximum) / sum;
+      double reference = 0.5 * (probability - (i == targetValues[row] ? 1 : 0));
+      ASSERT_NEAR(dlogits.floats()[row * classes + i], reference,
+                  1e-5 * std::abs(reference) + 1e-12)
+          << row << ", " << i;
+    }
+  }
+}
+
 TEST(TrainKernels, CrossEntropyOfAnAllIgnoredBatchIsZero) {
   Tensor logits = randomFloats({2, 5});
   Tensor targets = makeIds({2}, {-100, -100});
