@@ -768,6 +768,30 @@ TEST(TrainKernels, TargetOutOfRangeNamesTheInstruction) {
                        "of range for a table of 6 rows"));
 }
 
+TEST(TrainKernels, F64RunsAndOtherTypesAreRefusedByName) {
+  // softmax_grad of y = [0.25, 0.75], dy = [1, 0]: sum(dy * y) = 0.25, so
+  // dinput = [0.25 * 0.75, 0.75 * -0.25], exactly.
+  Tensor y = make<double>({1, 2}, {0.25, 0.75}, ElementType::F64);
+  Tensor dy = make<double>({1, 2}, {1, 0}, ElementType::F64);
+  Tensor dx({1, 2}, ElementType::F64);
+  runOk(Op("softmax_grad").ints("axis", {1}), {&dy, &y}, {&dx});
+  EXPECT_EQ(dx.data<double>()[0], 0.1875);
+  EXPECT_EQ(dx.data<double>()[1], -0.1875);
+
+  Tensor half({4}, ElementType::F16), halfResult({4}, ElementType::F16);
+  EXPECT_TRUE(contains(runError(Op("gelu_grad"), {&half, &half}, {&halfResult}),
+                       "gelu_grad: dy has element type f16, expected f32 or "
+                       "f64"));
+  Tensor q({2, 3}, ElementType::F64), dq({2, 3}, ElementType::F64);
+  EXPECT_TRUE(contains(runError(Op("attention_grad").real("scale", 1),
+                                {&q, &q, &q, &q}, {&dq, &dq, &dq}),
+                       "attention_grad: dout has element type f64, expected "
+                       "f32"));
+  Tensor hyper = hyperOf(1, 1e-3, 0.9, 0.999, 1e-8, 0, 1);
+  EXPECT_TRUE(contains(runError(Op("sgd"), {&q, &q, &q, &hyper}, {}),
+                       "sgd: param has element type f64, expected f32"));
+}
+
 TEST(TrainKernels, WrongShapesAreRefused) {
   Tensor x = randomFloats({2, 4}), dy = randomFloats({2, 4});
   Tensor weight3 = randomFloats({3}), dx({2, 4}), dw({3}), db({3});
