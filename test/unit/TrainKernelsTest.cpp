@@ -473,10 +473,14 @@ TEST(TrainKernels, GeluGradExactAndTanh) {
 // rounding; h = 1e-1, tolerance 1e-4)
 //===----------------------------------------------------------------------===//
 
-TEST(TrainKernels, SliceGradWithStepsAndOffsetStarts) {
-  std::vector<int64_t> starts = {1, 2, 0}, steps = {2, 3, 1};
-  Tensor x = randomFloats({4, 7, 5}), cotangent = randomFloats({2, 2, 5});
-  Tensor y({2, 2, 5}), dx({4, 7, 5});
+void checkSliceGrad(const std::vector<int64_t> &starts,
+                    const std::vector<int64_t> &steps,
+                    const std::vector<int64_t> &inputShape,
+                    const std::vector<int64_t> &sliceShape) {
+  SCOPED_TRACE("steps " + std::to_string(steps[0]) + ", " +
+               std::to_string(steps[1]) + ", " + std::to_string(steps[2]));
+  Tensor x = randomFloats(inputShape), cotangent = randomFloats(sliceShape);
+  Tensor y(sliceShape), dx(inputShape);
   Op forward = Op("slice").ints("starts", starts).ints("steps", steps);
   auto loss = [&] {
     runOk(forward, {&x}, {&y});
@@ -486,9 +490,17 @@ TEST(TrainKernels, SliceGradWithStepsAndOffsetStarts) {
   runOk(Op("slice_grad").ints("starts", starts).ints("steps", steps),
         {&cotangent}, {&dx});
   expectGradient("dinput", dx.values(), numericGradient(x, 1e-1, loss), 1e-4);
-  // Element [1, 2, 0] is the slice's first; [0, 0, 0] is outside it.
-  EXPECT_EQ(dx.floats()[(1 * 7 + 2) * 5], cotangent.floats()[0]);
+  // The slice's first element is at the starts; [0, 0, 0] is outside it.
+  int64_t first =
+      (starts[0] * inputShape[1] + starts[1]) * inputShape[2] + starts[2];
+  EXPECT_EQ(dx.floats()[first], cotangent.floats()[0]);
   EXPECT_EQ(dx.floats()[0], 0.0f);
+}
+
+TEST(TrainKernels, SliceGradWithStepsAndOffsetStarts) {
+  // Contiguous rows of the last dimension, then steps > 1 in every one.
+  checkSliceGrad({1, 2, 0}, {2, 3, 1}, {4, 7, 5}, {2, 2, 5});
+  checkSliceGrad({1, 1, 1}, {2, 2, 2}, {4, 7, 5}, {2, 3, 2});
 }
 
 TEST(TrainKernels, EmbeddingGradAddsRepeatedIdsWithInt32AndInt64) {
