@@ -355,6 +355,28 @@ Status runEmbedding(const KernelCall &call);
 Status runExpand(const KernelCall &call);
 Status runReshape(const KernelCall &call);
 
+// Loss.cpp (training)
+Status runCrossEntropy(const KernelCall &call);
+Status runCrossEntropyGrad(const KernelCall &call);
+
+// ScatterGrad.cpp (training)
+Status runEmbeddingGrad(const KernelCall &call);
+Status runGatherGrad(const KernelCall &call);
+Status runSliceGrad(const KernelCall &call);
+
+// NormalizationGrad.cpp (training)
+Status runLayerNormGrad(const KernelCall &call);
+Status runRmsNormGrad(const KernelCall &call);
+Status runSoftmaxGrad(const KernelCall &call);
+
+// AttentionGrad.cpp, ActivationGrad.cpp (training)
+Status runAttentionGrad(const KernelCall &call);
+Status runGeluGrad(const KernelCall &call);
+
+// Optimizers.cpp (training): no results, operands updated in place
+Status runAdamW(const KernelCall &call);
+Status runSgd(const KernelCall &call);
+
 } // namespace zplan::cpu::detail
 
 #endif // ZPLAN_RUNTIME_CPU_KERNELSUPPORT_H

@@ -90,6 +90,23 @@ const std::array<KernelFunction, kKernelTableSize> &kernelTable() {
         {plan::OPCODE_EMBEDDING, runEmbedding},
         {plan::OPCODE_EXPAND, runExpand},
         {plan::OPCODE_RESHAPE, runReshape},
+        // Loss.cpp
+        {plan::OPCODE_CROSS_ENTROPY, runCrossEntropy},
+        {plan::OPCODE_CROSS_ENTROPY_GRAD, runCrossEntropyGrad},
+        // ScatterGrad.cpp
+        {plan::OPCODE_EMBEDDING_GRAD, runEmbeddingGrad},
+        {plan::OPCODE_GATHER_GRAD, runGatherGrad},
+        {plan::OPCODE_SLICE_GRAD, runSliceGrad},
+        // NormalizationGrad.cpp
+        {plan::OPCODE_LAYER_NORM_GRAD, runLayerNormGrad},
+        {plan::OPCODE_RMS_NORM_GRAD, runRmsNormGrad},
+        {plan::OPCODE_SOFTMAX_GRAD, runSoftmaxGrad},
+        // AttentionGrad.cpp, ActivationGrad.cpp
+        {plan::OPCODE_ATTENTION_GRAD, runAttentionGrad},
+        {plan::OPCODE_GELU_GRAD, runGeluGrad},
+        // Optimizers.cpp
+        {plan::OPCODE_ADAMW, runAdamW},
+        {plan::OPCODE_SGD, runSgd},
     };
     std::array<KernelFunction, kKernelTableSize> byOpcode{};
     // Compute opcodes are numbered below kKernelTableSize in plan.proto;

@@ -882,4 +882,20 @@ TEST_F(PlanLoaderTest, UnknownOpcodeSurvivesParsing) {
                        "unknown opcode"));
 }
 
+TEST_F(PlanLoaderTest, KernelWithoutResultsValidates) {
+  // adamw and sgd update their operands in place and have no results
+  // (TRAIN_SPEC.md): validation must accept such a compute instruction.
+  Plan plan = makeValidPlan();
+  Buffer *hyper = addBuffer(plan, "hyper", Buffer::ARENA, {8}, 32);
+  hyper->set_offset(0);
+  Program *program = plan.add_programs();
+  program->set_name("optimizer_step");
+  addInstruction(*program, OPCODE_ADAMW, {2, 2, 2, 2, hyper->id()}, {});
+  addInstruction(*program, OPCODE_SGD, {2, 2, 2, hyper->id()}, {});
+  Binding *input = program->add_inputs();
+  input->set_name("hyper");
+  input->set_buffer(hyper->id());
+  EXPECT_EQ(validationError(plan), "");
+}
+
 } // namespace

@@ -1,0 +1,230 @@
+//===- NormalizationGrad.cpp - norm and softmax gradients -----------------===//
+//
+// The backward of Normalization.cpp's kernels. Each recomputes what its
+// forward kernel computed (the row mean, the variance as a second pass over
+// the centred row, 1/sqrt(variance + epsilon), all in double) so that the
+// gradient is the derivative of exactly the function the forward evaluated;
+// every sum is kept in double and rounded once. The weight and bias
+// gradients sum over rows, one row after another, into a thread-local
+// double scratch that only grows: deterministic, and no allocation in a
+// steady state.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/KernelSupport.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace zplan::cpu::detail {
+
+namespace {
+
+/// A non-negative axis below `rank` (a negative one counts from the end),
+/// as the forward norms and softmax read theirs.
+Status axisAttribute(const KernelCall &call, size_t rank, size_t &axis) {
+  int64_t value;
+  if (Status status = intAttribute(call, "axis", value); !status.ok())
+    return status;
+  int64_t normalized = value < 0 ? value + static_cast<int64_t>(rank) : value;
+  if (normalized < 0 || normalized >= static_cast<int64_t>(rank))
+    return call.error("axis " + std::to_string(value) +
+                      " is out of range for rank " + std::to_string(rank));
+  axis = static_cast<size_t>(normalized);
+  return Status::success();
+}
+
+/// `tensor` (called `what`) has the type and shape of `like`.
+Status expectLike(const KernelCall &call, const char *what,
+                  const TensorRef &tensor, const TensorRef &like) {
+  if (Status status = expectType(call, what, tensor, like.dtype); !status.ok())
+    return status;
+  return expectShape(call, what, tensor, like.shape);
+}
+
+/// A float dy, and an input of its type and shape.
+Status checkGradientAndInput(const KernelCall &call, const char *inputName) {
+  const TensorRef &dy = call.operands[0], &input = call.operands[1];
+  if (dy.dtype != ElementType::F32 && dy.dtype != ElementType::F64)
+    return call.error("dy has element type " +
+                      std::string(dataTypeName(dy.dtype)) +
+                      ", expected f32 or f64");
+  return expectLike(call, inputName, input, dy);
+}
+
+/// The rows loop of layer_norm_grad (center) and rms_norm_grad: with
+/// xhat = (x - mean?) * inverse and g = dy * weight,
+///   dx = inverse * (g - mean(g)? - xhat * mean(g * xhat)),
+///   dweight += dy * xhat, dbias += dy (over rows).
+Status normalizeRowsBackward(const KernelCall &call, int64_t rows,
+                             int64_t width, double epsilon, bool center,
+                             const TensorRef *dbias) {
+  const TensorRef &dy = call.operands[0], &input = call.operands[1],
+                  &weight = call.operands[2], &dinput = call.results[0],
+                  &dweight = call.results[1];
+  thread_local std::vector<double> scratch;
+  if (scratch.size() < static_cast<size_t>(2 * width))
+    scratch.resize(2 * width);
+  double *weightSums = scratch.data(), *biasSums = scratch.data() + width;
+  std::fill(weightSums, weightSums + 2 * width, 0.0);
+  return dispatchFloatType(call, "dy", dy.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *w = weight.as<T>();
+    for (int64_t row = 0; row < rows; ++row) {
+      const T *x = input.as<T>() + row * width;
+      const T *g = dy.as<T>() + row * width;
+      T *dx = dinput.as<T>() + row * width;
+      double mean = 0;
+      if (center) {
+        for (int64_t i = 0; i < width; ++i)
+          mean += x[i];
+        mean /= static_cast<double>(width);
+      }
+      double squares = 0;
+      for (int64_t i = 0; i < width; ++i) {
+        double centered = x[i] - mean;
+        squares += centered * centered;
+      }
+      double inverse =
+          1.0 / std::sqrt(squares / static_cast<double>(width) + epsilon);
+      double sumScaled = 0, sumScaledXhat = 0;
+      for (int64_t i = 0; i < width; ++i) {
+        double xhat = (x[i] - mean) * inverse;
+        double scaled = static_cast<double>(g[i]) * w[i];
+        sumScaled += scaled;
+        sumScaledXhat += scaled * xhat;
+        weightSums[i] += static_cast<double>(g[i]) * xhat;
+        biasSums[i] += g[i];
+      }
+      double meanScaled = center ? sumScaled / static_cast<double>(width) : 0;
+      double meanScaledXhat = sumScaledXhat / static_cast<double>(width);
+      for (int64_t i = 0; i < width; ++i) {
+        double xhat = (x[i] - mean) * inverse;
+        double scaled = static_cast<double>(g[i]) * w[i];
+        dx[i] = static_cast<T>(inverse *
+                               (scaled - meanScaled - xhat * meanScaledXhat));
+      }
+    }
+    T *dw = dweight.as<T>();
+    for (int64_t i = 0; i < width; ++i)
+      dw[i] = static_cast<T>(weightSums[i]);
+    if (dbias) {
+      T *db = dbias->as<T>();
+      for (int64_t i = 0; i < width; ++i)
+        db[i] = static_cast<T>(biasSums[i]);
+    }
+    return Status::success();
+  });
+}
+
+} // namespace
+
+/// layer_norm_grad(dy, input, weight; axis, epsilon) -> dinput (input's
+/// shape), dweight, dbias (weight's shape = input.shape[axis:]). The
+/// derivative of layer_norm with that weight and any bias; the forward's
+/// absent weight is a ones tensor here (autodiff passes one).
+Status runLayerNormGrad(const KernelCall &call) {
+  if (Status status = expectArity(call, 3, 3, 3); !status.ok())
+    return status;
+  if (Status status = checkGradientAndInput(call, "input"); !status.ok())
+    return status;
+  const TensorRef &input = call.operands[1], &weight = call.operands[2];
+  size_t axis;
+  if (Status status = axisAttribute(call, input.shape.size(), axis);
+      !status.ok())
+    return status;
+  double epsilon;
+  if (Status status = floatAttribute(call, "epsilon", epsilon); !status.ok())
+    return status;
+  std::vector<int64_t> normalized(input.shape.begin() + axis,
+                                  input.shape.end());
+  if (Status status = expectType(call, "weight", weight, input.dtype);
+      !status.ok())
+    return status;
+  if (Status status = expectShape(call, "weight", weight, normalized);
+      !status.ok())
+    return status;
+  if (Status status = expectLike(call, "dinput", call.results[0], input);
+      !status.ok())
+    return status;
+  if (Status status = expectLike(call, "dweight", call.results[1], weight);
+      !status.ok())
+    return status;
+  if (Status status = expectLike(call, "dbias", call.results[2], weight);
+      !status.ok())
+    return status;
+  return normalizeRowsBackward(call, product(input.shape, 0, axis),
+                               product(input.shape, axis), epsilon,
+                               /*center=*/true, &call.results[2]);
+}
+
+/// rms_norm_grad(dy, input, weight; epsilon) -> dinput (input's shape),
+/// dweight (weight's shape = [input.shape[-1]]): the derivative of rms_norm
+/// over the last axis with that weight.
+Status runRmsNormGrad(const KernelCall &call) {
+  if (Status status = expectArity(call, 3, 3, 2); !status.ok())
+    return status;
+  if (Status status = checkGradientAndInput(call, "input"); !status.ok())
+    return status;
+  const TensorRef &input = call.operands[1], &weight = call.operands[2];
+  if (input.shape.empty())
+    return call.error("input must have rank >= 1");
+  double epsilon;
+  if (Status status = floatAttribute(call, "epsilon", epsilon); !status.ok())
+    return status;
+  if (Status status = expectType(call, "weight", weight, input.dtype);
+      !status.ok())
+    return status;
+  if (Status status = expectShape(call, "weight", weight, {input.shape.back()});
+      !status.ok())
+    return status;
+  if (Status status = expectLike(call, "dinput", call.results[0], input);
+      !status.ok())
+    return status;
+  if (Status status = expectLike(call, "dweight", call.results[1], weight);
+      !status.ok())
+    return status;
+  int64_t width = input.shape.back();
+  int64_t rows = width == 0 ? 0 : input.numElements() / width;
+  return normalizeRowsBackward(call, rows, width, epsilon, /*center=*/false,
+                               /*dbias=*/nullptr);
+}
+
+/// softmax_grad(dy, y; axis) -> dinput = y * (dy - sum(dy * y, axis)), y
+/// being the softmax's OUTPUT; the sum in double.
+Status runSoftmaxGrad(const KernelCall &call) {
+  if (Status status = expectArity(call, 2, 2); !status.ok())
+    return status;
+  if (Status status = checkGradientAndInput(call, "y"); !status.ok())
+    return status;
+  const TensorRef &dy = call.operands[0], &y = call.operands[1],
+                  &dinput = call.results[0];
+  if (Status status = expectLike(call, "dinput", dinput, y); !status.ok())
+    return status;
+  size_t axis;
+  if (Status status = axisAttribute(call, y.shape.size(), axis); !status.ok())
+    return status;
+  // [outer, length, inner], as the forward softmax walks it.
+  int64_t outer = product(y.shape, 0, axis);
+  int64_t length = y.shape[axis];
+  int64_t inner = product(y.shape, axis + 1);
+  return dispatchFloatType(call, "dy", dy.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t base = o * length * inner + i;
+        const T *g = dy.as<T>() + base, *p = y.as<T>() + base;
+        T *dx = dinput.as<T>() + base;
+        double dot = 0;
+        for (int64_t j = 0; j < length; ++j)
+          dot += static_cast<double>(g[j * inner]) * p[j * inner];
+        for (int64_t j = 0; j < length; ++j)
+          dx[j * inner] = static_cast<T>(static_cast<double>(p[j * inner]) *
+                                         (g[j * inner] - dot));
+      }
+    }
+    return Status::success();
+  });
+}
+
+} // namespace zplan::cpu::detail

@@ -1,0 +1,139 @@
+//===- Optimizers.cpp - adamw and sgd, in place ---------------------------===//
+//
+// The optimizer updates of the optimizer_step program: one instruction per
+// parameter group, over its shard (or its whole persistent buffer) and the
+// group's STATE buffers. They have no results: the parameter and the
+// optimizer state are updated in place, and the accumulated gradient is set
+// to zero for the next step's micro-steps. The hyper-parameters come in an
+// f32[8] tensor zrun writes each step (TRAIN_SPEC.md: lr, beta1 or
+// momentum, beta2, eps, weight_decay, grad_scale, 1 - beta1^t,
+// 1 - beta2^t). Each element is updated on its own, in double, with
+// torch.optim's formulas and order, and rounded once to f32: the same on
+// every run and rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/KernelSupport.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace zplan::cpu::detail {
+
+namespace {
+
+/// The hyper tensor's layout (TRAIN_SPEC.md section 1).
+enum Hyper {
+  kLearningRate = 0,
+  kBeta1OrMomentum = 1,
+  kBeta2 = 2,
+  kEpsilon = 3,
+  kWeightDecay = 4,
+  kGradScale = 5,
+  kBiasCorrection1 = 6,
+  kBiasCorrection2 = 7,
+  kHyperCount = 8,
+};
+
+/// `count` operands, the last the f32[8] hyper tensor, the others f32 of
+/// the parameter's shape (named by `names`); no results.
+Status checkOptimizerOperands(const KernelCall &call,
+                              const std::vector<const char *> &names) {
+  if (Status status = expectArity(call, names.size() + 1, names.size() + 1, 0);
+      !status.ok())
+    return status;
+  const TensorRef &param = call.operands[0];
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (Status status =
+            expectType(call, names[i], call.operands[i], ElementType::F32);
+        !status.ok())
+      return status;
+    if (Status status =
+            expectShape(call, names[i], call.operands[i], param.shape);
+        !status.ok())
+      return status;
+  }
+  const TensorRef &hyper = call.operands.back();
+  if (Status status = expectType(call, "hyper", hyper, ElementType::F32);
+      !status.ok())
+    return status;
+  return expectShape(call, "hyper", hyper, {kHyperCount});
+}
+
+} // namespace
+
+/// adamw(param, grad, m, v, hyper f32[8]) -> (): torch.optim.AdamW
+/// (foreach=False) on each element, g = grad * grad_scale:
+///   p *= 1 - lr * wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+///   p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps); grad = 0.
+/// param, grad, m, v: f32 of one shape, updated in place. bc1 and bc2 must
+/// be in (0, 1] (t >= 1).
+Status runAdamW(const KernelCall &call) {
+  if (Status status = checkOptimizerOperands(call, {"param", "grad", "m", "v"});
+      !status.ok())
+    return status;
+  const float *hyper = call.operands[4].as<float>();
+  double lr = hyper[kLearningRate], beta1 = hyper[kBeta1OrMomentum],
+         beta2 = hyper[kBeta2], epsilon = hyper[kEpsilon],
+         weightDecay = hyper[kWeightDecay], gradScale = hyper[kGradScale],
+         correction1 = hyper[kBiasCorrection1],
+         correction2 = hyper[kBiasCorrection2];
+  if (!(correction1 > 0 && correction1 <= 1) ||
+      !(correction2 > 0 && correction2 <= 1))
+    return call.error(
+        "hyper bias corrections [6] = " + std::to_string(correction1) +
+        " and [7] = " + std::to_string(correction2) +
+        " must be in (0, 1] (1 - beta^t, t >= 1)");
+  float *param = call.operands[0].as<float>(),
+        *grad = call.operands[1].as<float>(), *m = call.operands[2].as<float>(),
+        *v = call.operands[3].as<float>();
+  double stepSize = lr / correction1;
+  double correction2Root = std::sqrt(correction2);
+  double decay = 1.0 - lr * weightDecay;
+  int64_t count = call.operands[0].numElements();
+  for (int64_t i = 0; i < count; ++i) {
+    double g = static_cast<double>(grad[i]) * gradScale;
+    double p = static_cast<double>(param[i]) * decay;
+    double first = beta1 * m[i] + (1.0 - beta1) * g;
+    double second = beta2 * v[i] + (1.0 - beta2) * g * g;
+    p -= stepSize * first / (std::sqrt(second) / correction2Root + epsilon);
+    param[i] = static_cast<float>(p);
+    m[i] = static_cast<float>(first);
+    v[i] = static_cast<float>(second);
+  }
+  std::fill(grad, grad + count, 0.0f);
+  return Status::success();
+}
+
+/// sgd(param, grad, momentum_buffer, hyper f32[8]) -> (): torch.optim.SGD
+/// (dampening 0, no nesterov) on each element:
+///   g = grad * grad_scale + wd * p; if momentum != 0 { buf = momentum buf
+///   + g; g = buf }; p -= lr g; grad = 0.
+/// The buffer starts at zero (a STATE buffer), so the first step's buf is
+/// g, as torch's. param, grad, momentum_buffer: f32 of one shape, in place.
+Status runSgd(const KernelCall &call) {
+  if (Status status =
+          checkOptimizerOperands(call, {"param", "grad", "momentum_buffer"});
+      !status.ok())
+    return status;
+  const float *hyper = call.operands[3].as<float>();
+  double lr = hyper[kLearningRate], momentum = hyper[kBeta1OrMomentum],
+         weightDecay = hyper[kWeightDecay], gradScale = hyper[kGradScale];
+  float *param = call.operands[0].as<float>(),
+        *grad = call.operands[1].as<float>(),
+        *buffer = call.operands[2].as<float>();
+  int64_t count = call.operands[0].numElements();
+  for (int64_t i = 0; i < count; ++i) {
+    double p = param[i];
+    double g = static_cast<double>(grad[i]) * gradScale + weightDecay * p;
+    if (momentum != 0) {
+      g = momentum * buffer[i] + g;
+      buffer[i] = static_cast<float>(g);
+    }
+    param[i] = static_cast<float>(p - lr * g);
+  }
+  std::fill(grad, grad + count, 0.0f);
+  return Status::success();
+}
+
+} // namespace zplan::cpu::detail

@@ -1,0 +1,229 @@
+//===- ScatterGrad.cpp - embedding_grad, gather_grad, slice_grad ----------===//
+//
+// The backward of DataMovement.cpp's indexing kernels: the result is zeroed,
+// then dy is scattered back to where the forward read it. Embedding and
+// gather may read one row many times (a repeated token), so their gradient
+// ADDS, one index after another in index order: the same sums in the same
+// order on every run and rank. Indices are checked, with the forward
+// kernels' rules (negative ones count from the end), before anything is
+// written. A slice reads each element at most once, so its gradient is a
+// plain strided copy into the zeroed input.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/KernelSupport.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace zplan::cpu::detail {
+
+namespace {
+
+/// Reads index `i` of an i64 or i32 index tensor.
+int64_t indexAt(const TensorRef &indices, int64_t i) {
+  return indices.dtype == ElementType::I64 ? indices.as<int64_t>()[i]
+                                           : indices.as<int32_t>()[i];
+}
+
+Status checkIndexType(const KernelCall &call, const char *what,
+                      const TensorRef &indices) {
+  if (indices.dtype == ElementType::I64 || indices.dtype == ElementType::I32)
+    return Status::success();
+  return call.error(std::string(what) + " has element type " +
+                    dataTypeName(indices.dtype) + ", expected i64 or i32");
+}
+
+/// Every index in [-extent, extent) (`what`: "id", "index"; `plural`: "the
+/// ids"), as the forward kernels require.
+Status checkIndices(const KernelCall &call, const TensorRef &indices,
+                    int64_t extent, const char *what, const char *plural,
+                    const std::string &range) {
+  int64_t count = indices.numElements();
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t index = indexAt(indices, i);
+    if (index < -extent || index >= extent)
+      return call.error(std::string(what) + " " + std::to_string(index) +
+                        " (element " + std::to_string(i) + " of " + plural +
+                        ") is out of range for " + range);
+  }
+  return Status::success();
+}
+
+/// dy and the result are of one float type.
+Status checkFloatGradient(const KernelCall &call) {
+  const TensorRef &dy = call.operands[0];
+  if (dy.dtype != ElementType::F32 && dy.dtype != ElementType::F64)
+    return call.error("dy has element type " +
+                      std::string(dataTypeName(dy.dtype)) +
+                      ", expected f32 or f64");
+  return expectType(call, "result", call.results[0], dy.dtype);
+}
+
+/// Zeroes `outer` blocks of the result [outer, extent, width] and adds row
+/// r of dy [outer, count, width] into row index(r) of its block, for r in
+/// increasing order.
+Status scatterAddRows(const KernelCall &call, int64_t outer, int64_t extent,
+                      int64_t count, int64_t width, const TensorRef &indices) {
+  const TensorRef &dy = call.operands[0], &result = call.results[0];
+  return dispatchFloatType(call, "dy", dy.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T *target = result.as<T>();
+    std::fill(target, target + outer * extent * width, T(0));
+    const T *source = dy.as<T>();
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t r = 0; r < count; ++r) {
+        int64_t index = indexAt(indices, r);
+        if (index < 0)
+          index += extent;
+        T *row = target + (o * extent + index) * width;
+        const T *from = source + (o * count + r) * width;
+        for (int64_t i = 0; i < width; ++i)
+          row[i] += from[i];
+      }
+    }
+    return Status::success();
+  });
+}
+
+} // namespace
+
+/// embedding_grad(dy [ids..., D], ids [...] i64/i32) -> dtable [R, D]
+/// (R from the result type): zeroed, then dy's row for each id (in the
+/// order of the ids; negative ids count from the end, as in embedding)
+/// added into row id. An id outside [-R, R) is an error.
+Status runEmbeddingGrad(const KernelCall &call) {
+  if (Status status = expectArity(call, 2, 2); !status.ok())
+    return status;
+  if (Status status = checkFloatGradient(call); !status.ok())
+    return status;
+  const TensorRef &dy = call.operands[0], &ids = call.operands[1],
+                  &table = call.results[0];
+  if (Status status = checkIndexType(call, "ids", ids); !status.ok())
+    return status;
+  if (table.shape.size() != 2)
+    return call.error("result has shape " + formatShape(table.shape) +
+                      ", expected rank 2 (rows x width)");
+  std::vector<int64_t> expected = ids.shape;
+  expected.push_back(table.shape[1]);
+  if (Status status = expectShape(call, "dy", dy, expected); !status.ok())
+    return status;
+  int64_t rows = table.shape[0];
+  if (Status status =
+          checkIndices(call, ids, rows, "id", "the ids",
+                       "a table of " + std::to_string(rows) + " rows");
+      !status.ok())
+    return status;
+  return scatterAddRows(call, /*outer=*/1, rows, ids.numElements(),
+                        table.shape[1], ids);
+}
+
+/// gather_grad(dy, indices i64/i32; axis) -> ddata (the gathered data's
+/// shape, from the result type; dy's shape is data.shape[:axis] +
+/// indices.shape + data.shape[axis+1:]): zeroed, then every dy slice added
+/// at the index it was gathered from, in index order. An index outside
+/// [-extent, extent) is an error.
+Status runGatherGrad(const KernelCall &call) {
+  if (Status status = expectArity(call, 2, 2); !status.ok())
+    return status;
+  if (Status status = checkFloatGradient(call); !status.ok())
+    return status;
+  const TensorRef &dy = call.operands[0], &indices = call.operands[1],
+                  &data = call.results[0];
+  if (Status status = checkIndexType(call, "indices", indices); !status.ok())
+    return status;
+  int64_t axis;
+  if (Status status = intAttribute(call, "axis", axis); !status.ok())
+    return status;
+  int64_t rank = static_cast<int64_t>(data.shape.size());
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    return call.error("axis " + std::to_string(axis) +
+                      " is out of range for rank " + std::to_string(rank));
+  std::vector<int64_t> expected(data.shape.begin(), data.shape.begin() + axis);
+  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
+  expected.insert(expected.end(), data.shape.begin() + axis + 1,
+                  data.shape.end());
+  if (Status status = expectShape(call, "dy", dy, expected); !status.ok())
+    return status;
+  int64_t extent = data.shape[axis];
+  if (Status status =
+          checkIndices(call, indices, extent, "index", "the indices",
+                       "axis " + std::to_string(axis) + " of extent " +
+                           std::to_string(extent));
+      !status.ok())
+    return status;
+  return scatterAddRows(call, product(data.shape, 0, axis), extent,
+                        indices.numElements(), product(data.shape, axis + 1),
+                        indices);
+}
+
+/// slice_grad(dy; starts, steps) -> dinput (the sliced input's shape, from
+/// the result type): zero, except dinput[starts + j * steps] = dy[j]. starts
+/// and steps hold one entry per input dimension, as nn.slice's; dy's shape
+/// is the slice's result shape, every position it covers inside the input.
+Status runSliceGrad(const KernelCall &call) {
+  if (Status status = expectArity(call, 1, 1); !status.ok())
+    return status;
+  const TensorRef &dy = call.operands[0], &dinput = call.results[0];
+  if (Status status = expectType(call, "result", dinput, dy.dtype);
+      !status.ok())
+    return status;
+  std::vector<int64_t> starts, steps;
+  if (Status status = intsAttribute(call, "starts", starts); !status.ok())
+    return status;
+  if (Status status = intsAttribute(call, "steps", steps); !status.ok())
+    return status;
+  size_t rank = dinput.shape.size();
+  if (starts.size() != rank || steps.size() != rank || dy.shape.size() != rank)
+    return call.error("starts " + formatShape(starts) + ", steps " +
+                      formatShape(steps) + " and dy " + formatShape(dy.shape) +
+                      " need one entry per input dimension (" +
+                      std::to_string(rank) + ")");
+  int64_t bytes = elementBytes(dy.dtype);
+  if (bytes == 0)
+    return call.error("dy has element type " +
+                      std::string(dataTypeName(dy.dtype)) +
+                      ", which the CPU backend lacks");
+  // The forward's strided view, written through instead of read.
+  std::vector<int64_t> inputStrides = contiguousStrides(dinput.shape);
+  std::vector<int64_t> strides(rank);
+  int64_t base = 0;
+  bool empty = dy.numElements() == 0;
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t start = starts[d], step = steps[d], count = dy.shape[d];
+    if (step == 0)
+      return call.error("step of dimension " + std::to_string(d) + " is 0");
+    int64_t last = start + (count - 1) * step;
+    if (!empty && (start < 0 || start >= dinput.shape[d] || last < 0 ||
+                   last >= dinput.shape[d]))
+      return call.error("dimension " + std::to_string(d) + " writes [" +
+                        std::to_string(start) + ", " + std::to_string(last) +
+                        "] with step " + std::to_string(step) +
+                        ", outside the input extent " +
+                        std::to_string(dinput.shape[d]));
+    base += start * inputStrides[d];
+    strides[d] = step * inputStrides[d];
+  }
+  std::memset(dinput.data, 0,
+              static_cast<size_t>(dinput.numElements() * bytes));
+  if (empty)
+    return Status::success();
+  return dispatchBySize(call, "dy", dy.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *source = dy.as<T>();
+    T *target = dinput.as<T>();
+    // The walk is over dy (contiguous, the "output" offset) with dinput's
+    // strided offsets as its one "input".
+    forEachRun<1>(dy.shape, {strides}, {base},
+                  [&](int64_t at, const std::array<int64_t, 1> &to,
+                      const std::array<int64_t, 1> &step, int64_t count) {
+                    for (int64_t j = 0; j < count; ++j)
+                      target[to[0] + j * step[0]] = source[at + j];
+                  });
+    return Status::success();
+  });
+}
+
+} // namespace zplan::cpu::detail

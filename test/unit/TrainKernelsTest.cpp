@@ -1,0 +1,861 @@
+//===- TrainKernelsTest.cpp - training kernels vs finite differences ------===//
+//
+// Every gradient kernel of runtime/cpu (TRAIN_SPEC.md section 1) is checked
+// against central finite differences of its FORWARD kernel: with random
+// inputs and a random cotangent R (fixed seed), L(x) = sum(forward(x) * R)
+// is computed in double from the forward kernel's f32 outputs, and
+// (L(x + h e_i) - L(x - h e_i)) / 2h must match the grad kernel's element i
+// to a stated fraction of the largest gradient element. The step h is
+// chosen per op: large enough that the forward's f32 rounding (about 6e-8
+// of each output, summed over the outputs) divided by 2h stays far below the
+// tolerance, small enough that the truncation error (h^2 f''' / 6) does too.
+// cross_entropy's value is checked against a double log-sum-exp, and the
+// optimizers against a double reference of torch.optim's AdamW and SGD.
+// Error paths are checked by their messages, which name the instruction.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Kernels.h"
+#include "runtime/plan/Opcodes.h"
+
+#include "test/unit/StatusMatchers.h"
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <random>
+#include <utility>
+
+using namespace zplan;
+using namespace zplan::cpu;
+
+using zplan::testing::contains;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Tensors, instructions, finite differences
+//===----------------------------------------------------------------------===//
+
+int64_t count(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t extent : shape)
+    n *= extent;
+  return n;
+}
+
+/// A tensor that owns its (8-byte aligned) memory, zero-filled.
+struct Tensor {
+  std::vector<int64_t> shape;
+  ElementType dtype = ElementType::F32;
+  std::vector<uint64_t> storage;
+
+  explicit Tensor(std::vector<int64_t> shape,
+                  ElementType dtype = ElementType::F32)
+      : shape(std::move(shape)), dtype(dtype),
+        storage((count(this->shape) * elementTypeInfo(dtype).bytes + 7) / 8 + 1,
+                0) {}
+
+  int64_t size() const { return count(shape); }
+  template <typename T> T *data() {
+    return reinterpret_cast<T *>(storage.data());
+  }
+  float *floats() { return data<float>(); }
+  std::vector<float> values() { return {floats(), floats() + size()}; }
+  TensorRef ref() { return TensorRef{storage.data(), shape, dtype}; }
+};
+
+template <typename T>
+Tensor make(std::vector<int64_t> shape, const std::vector<T> &values,
+            ElementType dtype) {
+  Tensor tensor(std::move(shape), dtype);
+  EXPECT_EQ(static_cast<int64_t>(values.size()), tensor.size());
+  std::memcpy(tensor.storage.data(), values.data(), values.size() * sizeof(T));
+  return tensor;
+}
+
+Tensor makeIds(std::vector<int64_t> shape, const std::vector<int64_t> &values,
+               ElementType dtype = ElementType::I64) {
+  if (dtype == ElementType::I64)
+    return make<int64_t>(std::move(shape), values, dtype);
+  std::vector<int32_t> narrow(values.begin(), values.end());
+  return make<int32_t>(std::move(shape), narrow, dtype);
+}
+
+std::mt19937 &rng() {
+  static std::mt19937 generator(20261201);
+  return generator;
+}
+
+Tensor randomFloats(std::vector<int64_t> shape, double low = -1,
+                    double high = 1) {
+  Tensor tensor(std::move(shape));
+  std::uniform_real_distribution<float> dist(low, high);
+  for (int64_t i = 0; i < tensor.size(); ++i)
+    tensor.floats()[i] = dist(rng());
+  return tensor;
+}
+
+/// An instruction with attributes written as the plan emitter writes them.
+struct Op {
+  plan::Instruction instruction;
+
+  explicit Op(const std::string &name) {
+    std::optional<plan::Opcode> opcode = plan::opcodeFromName(name);
+    if (!opcode)
+      ADD_FAILURE() << "no opcode is called '" << name << "'";
+    instruction.set_opcode(opcode.value_or(plan::OPCODE_UNSPECIFIED));
+  }
+  Op &ints(const std::string &name, std::vector<int64_t> values) {
+    plan::Attribute *attribute = instruction.add_attributes();
+    attribute->set_name(name);
+    for (int64_t value : values)
+      attribute->add_ints(value);
+    return *this;
+  }
+  Op &real(const std::string &name, double value) {
+    plan::Attribute *attribute = instruction.add_attributes();
+    attribute->set_name(name);
+    attribute->add_floats(value);
+    return *this;
+  }
+  Op &text(const std::string &name, const std::string &value) {
+    plan::Attribute *attribute = instruction.add_attributes();
+    attribute->set_name(name);
+    attribute->set_text(value);
+    return *this;
+  }
+};
+
+Status run(const Op &op, std::vector<Tensor *> operands,
+           std::vector<Tensor *> results) {
+  std::vector<TensorRef> in, out;
+  for (Tensor *operand : operands)
+    in.push_back(operand->ref());
+  for (Tensor *result : results)
+    out.push_back(result->ref());
+  return runKernel(op.instruction, in, out);
+}
+
+/// Runs `op`, expecting success (a failure is reported, not fatal, so that
+/// it can be called inside a loss function).
+void runOk(const Op &op, std::vector<Tensor *> operands,
+           std::vector<Tensor *> results) {
+  Status status = run(op, std::move(operands), std::move(results));
+  EXPECT_TRUE(status.ok()) << status.message();
+}
+
+/// The error message of running `op` ("" if it succeeded).
+std::string runError(const Op &op, std::vector<Tensor *> operands,
+                     std::vector<Tensor *> results) {
+  Status status = run(op, std::move(operands), std::move(results));
+  return status.ok() ? "" : status.message();
+}
+
+/// sum(output * cotangent) in double.
+double weightedSum(Tensor &output, Tensor &cotangent) {
+  double sum = 0;
+  for (int64_t i = 0; i < output.size(); ++i)
+    sum += static_cast<double>(output.floats()[i]) * cotangent.floats()[i];
+  return sum;
+}
+
+/// Central differences of `loss` with respect to every element of `x`,
+/// step `step`; the denominator is the f32 distance actually stepped.
+std::vector<double> numericGradient(Tensor &x, double step,
+                                    const std::function<double()> &loss) {
+  std::vector<double> gradient(x.size());
+  float *data = x.floats();
+  for (int64_t i = 0; i < x.size(); ++i) {
+    float saved = data[i];
+    float up = static_cast<float>(saved + step),
+          down = static_cast<float>(saved - step);
+    data[i] = up;
+    double plus = loss();
+    data[i] = down;
+    double minus = loss();
+    data[i] = saved;
+    gradient[i] = (plus - minus) / (static_cast<double>(up) - down);
+  }
+  return gradient;
+}
+
+/// Every element of `actual` within `tolerance` * max|expected| of
+/// `expected`; max|expected| must not be ~0 (a check of zeros against zeros
+/// could not fail). ZPLAN_PRINT_GRADIENT_ERRORS=1 prints the worst error
+/// found, to see how much room a tolerance leaves.
+void expectGradient(const char *what, const std::vector<float> &actual,
+                    const std::vector<double> &expected, double tolerance) {
+  SCOPED_TRACE(what);
+  ASSERT_EQ(actual.size(), expected.size());
+  double scale = 0;
+  for (double value : expected)
+    scale = std::max(scale, std::abs(value));
+  ASSERT_GT(scale, 1e-3) << "the finite-difference gradient is ~0";
+  int failures = 0;
+  double worst = 0;
+  for (size_t i = 0; i < actual.size(); ++i)
+    worst = std::max(worst, std::abs(actual[i] - expected[i]) / scale);
+  if (std::getenv("ZPLAN_PRINT_GRADIENT_ERRORS"))
+    std::printf("%s: worst error %.3g of max %.3g\n", what, worst, scale);
+  for (size_t i = 0; i < actual.size() && failures < 5; ++i) {
+    double error = std::abs(static_cast<double>(actual[i]) - expected[i]);
+    if (!(error <= tolerance * scale)) {
+      ADD_FAILURE() << "element " << i << ": kernel " << actual[i]
+                    << ", finite difference " << expected[i] << " (max "
+                    << scale << ")";
+      ++failures;
+    }
+  }
+}
+
+bool allZero(const std::vector<float> &values) {
+  return std::all_of(values.begin(), values.end(),
+                     [](float value) { return value == 0.0f; });
+}
+
+//===----------------------------------------------------------------------===//
+// Dispatch
+//===----------------------------------------------------------------------===//
+
+TEST(TrainKernels, EveryTrainingOpcodeHasAKernel) {
+  const std::pair<const char *, int> opcodes[] = {
+      {"cross_entropy", 56},  {"cross_entropy_grad", 57},
+      {"embedding_grad", 70}, {"gather_grad", 71},
+      {"slice_grad", 72},     {"layer_norm_grad", 73},
+      {"rms_norm_grad", 74},  {"softmax_grad", 75},
+      {"attention_grad", 76}, {"gelu_grad", 77},
+      {"adamw", 90},          {"sgd", 91}};
+  for (const auto &[name, number] : opcodes) {
+    std::optional<plan::Opcode> opcode = plan::opcodeFromName(name);
+    ASSERT_TRUE(opcode.has_value()) << name;
+    EXPECT_EQ(static_cast<int>(*opcode), number) << name;
+    EXPECT_EQ(plan::findOpcode(*opcode)->queue, plan::COMPUTE) << name;
+    EXPECT_EQ(plan::findOpcode(*opcode)->kind, plan::OpcodeKind::Kernel)
+        << name;
+    EXPECT_TRUE(hasKernel(*opcode)) << name;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+// layer_norm and rms_norm of inputs in [-1, 1]: outputs O(1), so with h =
+// 1e-2 the f32 noise is ~1e-7 * sqrt(n) / 2e-2 ~ 1e-5 and the truncation
+// ~1e-4 of the gradient; tolerance 2e-3 of the largest element.
+constexpr double kNormStep = 1e-2, kNormTolerance = 2e-3;
+
+void checkLayerNormGrad(const std::vector<int64_t> &shape, int64_t axis) {
+  SCOPED_TRACE("layer_norm over axis " + std::to_string(axis));
+  std::vector<int64_t> normalized(shape.begin() + axis, shape.end());
+  Tensor x = randomFloats(shape), weight = randomFloats(normalized, 0.5, 1.5),
+         bias = randomFloats(normalized), cotangent = randomFloats(shape);
+  Tensor y(shape);
+  double epsilon = 1e-5;
+  Op forward = Op("layer_norm").ints("axis", {axis}).real("epsilon", epsilon);
+  auto loss = [&] {
+    runOk(forward, {&x, &weight, &bias}, {&y});
+    return weightedSum(y, cotangent);
+  };
+  Tensor dx(shape), dweight(normalized), dbias(normalized);
+  runOk(Op("layer_norm_grad").ints("axis", {axis}).real("epsilon", epsilon),
+        {&cotangent, &x, &weight}, {&dx, &dweight, &dbias});
+  expectGradient("dinput", dx.values(), numericGradient(x, kNormStep, loss),
+                 kNormTolerance);
+  expectGradient("dweight", dweight.values(),
+                 numericGradient(weight, kNormStep, loss), kNormTolerance);
+  expectGradient("dbias", dbias.values(),
+                 numericGradient(bias, kNormStep, loss), kNormTolerance);
+}
+
+TEST(TrainKernels, LayerNormGradOverOneAndTwoTrailingAxes) {
+  checkLayerNormGrad({3, 4, 8}, 2);
+  checkLayerNormGrad({2, 3, 4, 5}, 2);
+}
+
+TEST(TrainKernels, RmsNormGrad) {
+  std::vector<int64_t> shape = {3, 5, 8};
+  Tensor x = randomFloats(shape), weight = randomFloats({8}, 0.5, 1.5),
+         cotangent = randomFloats(shape);
+  Tensor y(shape);
+  Op forward = Op("rms_norm").real("epsilon", 1e-6);
+  auto loss = [&] {
+    runOk(forward, {&x, &weight}, {&y});
+    return weightedSum(y, cotangent);
+  };
+  Tensor dx(shape), dweight({8});
+  runOk(Op("rms_norm_grad").real("epsilon", 1e-6), {&cotangent, &x, &weight},
+        {&dx, &dweight});
+  expectGradient("dinput", dx.values(), numericGradient(x, kNormStep, loss),
+                 kNormTolerance);
+  expectGradient("dweight", dweight.values(),
+                 numericGradient(weight, kNormStep, loss), kNormTolerance);
+}
+
+// softmax of inputs in [-2, 2]: probabilities, h = 1e-2 as for the norms.
+void checkSoftmaxGrad(const std::vector<int64_t> &shape, int64_t axis) {
+  SCOPED_TRACE("softmax over axis " + std::to_string(axis));
+  Tensor x = randomFloats(shape, -2, 2), cotangent = randomFloats(shape);
+  Tensor y(shape), dx(shape);
+  Op forward = Op("softmax").ints("axis", {axis});
+  auto loss = [&] {
+    runOk(forward, {&x}, {&y});
+    return weightedSum(y, cotangent);
+  };
+  loss(); // y = softmax(x): softmax_grad takes the forward's output
+  runOk(Op("softmax_grad").ints("axis", {axis}), {&cotangent, &y}, {&dx});
+  expectGradient("dinput", dx.values(), numericGradient(x, 1e-2, loss), 2e-3);
+}
+
+TEST(TrainKernels, SoftmaxGradOnTheLastAndAMiddleAxis) {
+  checkSoftmaxGrad({3, 7}, 1);
+  checkSoftmaxGrad({2, 5, 3}, 1);
+  checkSoftmaxGrad({2, 5, 3}, -2);
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+struct AttentionCase {
+  const char *name;
+  std::vector<int64_t> batch; // leading dimensions
+  int64_t s, t, d, dv;
+  std::vector<int64_t> maskShape; // empty: no mask
+  std::string maskKind;
+  /// Fills the mask (f32 for additive, bool for select).
+  std::function<void(Tensor &)> fillMask;
+};
+
+// Attention of q, k, v in [-1, 1] with scale 1/sqrt(D): scores O(1),
+// outputs O(1); h = 1e-2, tolerance 2e-3 of the largest element.
+void checkAttentionGrad(const AttentionCase &c) {
+  SCOPED_TRACE(c.name);
+  auto shapeOf = [&](int64_t rows, int64_t columns) {
+    std::vector<int64_t> shape = c.batch;
+    shape.insert(shape.end(), {rows, columns});
+    return shape;
+  };
+  Tensor q = randomFloats(shapeOf(c.s, c.d)),
+         k = randomFloats(shapeOf(c.t, c.d)),
+         v = randomFloats(shapeOf(c.t, c.dv)),
+         cotangent = randomFloats(shapeOf(c.s, c.dv));
+  bool hasMask = !c.maskShape.empty();
+  Tensor mask(c.maskShape,
+              c.maskKind == "select" ? ElementType::Bool : ElementType::F32);
+  if (hasMask)
+    c.fillMask(mask);
+  double scale = 1 / std::sqrt(static_cast<double>(c.d));
+  double maskedValue = -std::numeric_limits<float>::max(); // finfo.min
+  auto withAttributes = [&](Op op) {
+    op.real("scale", scale);
+    if (hasMask) {
+      op.text("mask_kind", c.maskKind);
+      if (c.maskKind == "select")
+        op.real("masked_value", maskedValue);
+    }
+    return op;
+  };
+  Op forward = withAttributes(Op("attention"));
+  Tensor out(shapeOf(c.s, c.dv));
+  auto loss = [&] {
+    std::vector<Tensor *> operands = {&q, &k, &v};
+    if (hasMask)
+      operands.push_back(&mask);
+    runOk(forward, operands, {&out});
+    return weightedSum(out, cotangent);
+  };
+  Tensor dq(q.shape), dk(k.shape), dv(v.shape);
+  std::vector<Tensor *> operands = {&cotangent, &q, &k, &v};
+  if (hasMask)
+    operands.push_back(&mask);
+  runOk(withAttributes(Op("attention_grad")), operands, {&dq, &dk, &dv});
+  expectGradient("dquery", dq.values(), numericGradient(q, 1e-2, loss), 2e-3);
+  expectGradient("dkey", dk.values(), numericGradient(k, 1e-2, loss), 2e-3);
+  expectGradient("dvalue", dv.values(), numericGradient(v, 1e-2, loss), 2e-3);
+}
+
+TEST(TrainKernels, AttentionGradWithoutMaskAndSDifferentFromT) {
+  // S != T and Dv != D.
+  checkAttentionGrad({"no mask", {2, 2}, 3, 5, 4, 6, {}, "", nullptr});
+}
+
+TEST(TrainKernels, AttentionGradWithAdditiveMask) {
+  checkAttentionGrad(
+      {"additive", {2, 2}, 3, 5, 4, 3, {3, 5}, "additive", [](Tensor &mask) {
+         std::uniform_real_distribution<float> dist(-3, 0);
+         for (int64_t i = 0; i < mask.size(); ++i)
+           mask.floats()[i] = dist(rng());
+         // A score the mask removes entirely.
+         mask.floats()[2] = -std::numeric_limits<float>::infinity();
+       }});
+}
+
+TEST(TrainKernels, AttentionGradWithSelectMaskAndAFullyMaskedRow) {
+  // [B, 1, S, T] broadcast over the heads; row 1 of batch 0 is masked
+  // throughout: the forward gives it uniform probabilities, so its dq is
+  // zero and it still reaches dv.
+  checkAttentionGrad(
+      {"select", {2, 2}, 4, 5, 3, 4, {2, 1, 4, 5}, "select", [](Tensor &mask) {
+         std::bernoulli_distribution keep(0.7);
+         uint8_t *bits = mask.data<uint8_t>();
+         for (int64_t i = 0; i < mask.size(); ++i)
+           bits[i] = keep(rng());
+         for (int64_t col = 0; col < 5; ++col)
+           bits[1 * 5 + col] = 0;
+         bits[0] = 1; // row 0 of batch 0 keeps one score
+       }});
+}
+
+TEST(TrainKernels, AttentionGradWithCausalSelectMask) {
+  checkAttentionGrad(
+      {"causal", {1, 2}, 5, 5, 4, 3, {5, 5}, "select", [](Tensor &mask) {
+         for (int64_t row = 0; row < 5; ++row)
+           for (int64_t col = 0; col < 5; ++col)
+             mask.data<uint8_t>()[row * 5 + col] = col <= row;
+       }});
+}
+
+TEST(TrainKernels, AttentionGradOfAFullyMaskedRowHasNoQueryGradient) {
+  Tensor q = randomFloats({1, 2, 3}), k = randomFloats({1, 4, 3}),
+         v = randomFloats({1, 4, 2}), dout = randomFloats({1, 2, 2});
+  Tensor mask =
+      make<uint8_t>({2, 4}, {1, 0, 1, 1, 0, 0, 0, 0}, ElementType::Bool);
+  Tensor dq(q.shape), dk(k.shape), dv(v.shape);
+  runOk(Op("attention_grad")
+            .real("scale", 0.5)
+            .text("mask_kind", "select")
+            .real("masked_value", -1e30),
+        {&dout, &q, &k, &v, &mask}, {&dq, &dk, &dv});
+  for (int64_t col = 0; col < 3; ++col) {
+    EXPECT_EQ(dq.floats()[3 + col], 0.0f) << col; // row 1: all masked
+    EXPECT_NE(dq.floats()[col], 0.0f) << col;     // row 0: not
+  }
+  // Row 1's uniform probabilities send dout[1] / 4 to every value row: key
+  // 1 is masked for row 0 too, so dv[1] is exactly that share.
+  for (int64_t col = 0; col < 2; ++col)
+    EXPECT_FLOAT_EQ(dv.floats()[2 + col], dout.floats()[2 + col] / 4) << col;
+}
+
+//===----------------------------------------------------------------------===//
+// Activations
+//===----------------------------------------------------------------------===//
+
+TEST(TrainKernels, GeluGradExactAndTanh) {
+  // Elementwise: the other elements' outputs do not move, so only the
+  // perturbed element's rounding enters (~2e-7 / 2h); h = 1e-2 keeps the
+  // truncation (h^2 gelu''' / 6, gelu''' < 1) below 2e-5. Tolerance 1e-3 of
+  // the largest element.
+  for (const char *approximate : {"none", "tanh"}) {
+    SCOPED_TRACE(approximate);
+    Tensor x = randomFloats({64}, -4, 4), cotangent = randomFloats({64});
+    Tensor y({64}), dx({64});
+    Op forward = Op("gelu").text("approximate", approximate);
+    auto loss = [&] {
+      runOk(forward, {&x}, {&y});
+      return weightedSum(y, cotangent);
+    };
+    runOk(Op("gelu_grad").text("approximate", approximate), {&cotangent, &x},
+          {&dx});
+    expectGradient("dinput", dx.values(), numericGradient(x, 1e-2, loss), 1e-3);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Scatter gradients (linear ops: the finite difference is exact up to
+// rounding; h = 1e-1, tolerance 1e-4)
+//===----------------------------------------------------------------------===//
+
+void checkSliceGrad(const std::vector<int64_t> &starts,
+                    const std::vector<int64_t> &steps,
+                    const std::vector<int64_t> &inputShape,
+                    const std::vector<int64_t> &sliceShape) {
+  SCOPED_TRACE("steps " + std::to_string(steps[0]) + ", " +
+               std::to_string(steps[1]) + ", " + std::to_string(steps[2]));
+  Tensor x = randomFloats(inputShape), cotangent = randomFloats(sliceShape);
+  Tensor y(sliceShape), dx(inputShape);
+  Op forward = Op("slice").ints("starts", starts).ints("steps", steps);
+  auto loss = [&] {
+    runOk(forward, {&x}, {&y});
+    return weightedSum(y, cotangent);
+  };
+  std::fill(dx.floats(), dx.floats() + dx.size(), 7.0f); // must be zeroed
+  runOk(Op("slice_grad").ints("starts", starts).ints("steps", steps),
+        {&cotangent}, {&dx});
+  expectGradient("dinput", dx.values(), numericGradient(x, 1e-1, loss), 1e-4);
+  // The slice's first element is at the starts; [0, 0, 0] is outside it.
+  int64_t first =
+      (starts[0] * inputShape[1] + starts[1]) * inputShape[2] + starts[2];
+  EXPECT_EQ(dx.floats()[first], cotangent.floats()[0]);
+  EXPECT_EQ(dx.floats()[0], 0.0f);
+}
+
+TEST(TrainKernels, SliceGradWithStepsAndOffsetStarts) {
+  // Contiguous rows of the last dimension, then steps > 1 in every one.
+  checkSliceGrad({1, 2, 0}, {2, 3, 1}, {4, 7, 5}, {2, 2, 5});
+  checkSliceGrad({1, 1, 1}, {2, 2, 2}, {4, 7, 5}, {2, 3, 2});
+}
+
+TEST(TrainKernels, EmbeddingGradAddsRepeatedIdsWithInt32AndInt64) {
+  for (ElementType idType : {ElementType::I64, ElementType::I32}) {
+    SCOPED_TRACE(idType == ElementType::I64 ? "i64 ids" : "i32 ids");
+    // Id 2 three times (once as -4, wrapping as in embedding), row 5 never.
+    Tensor ids = makeIds({2, 3}, {2, 0, 2, -4, 1, 3}, idType);
+    Tensor table = randomFloats({6, 4}), cotangent = randomFloats({2, 3, 4});
+    Tensor y({2, 3, 4}), dtable({6, 4});
+    auto loss = [&] {
+      runOk(Op("embedding"), {&table, &ids}, {&y});
+      return weightedSum(y, cotangent);
+    };
+    std::fill(dtable.floats(), dtable.floats() + dtable.size(), 7.0f);
+    runOk(Op("embedding_grad"), {&cotangent, &ids}, {&dtable});
+    expectGradient("dtable", dtable.values(),
+                   numericGradient(table, 1e-1, loss), 1e-4);
+    for (int64_t col = 0; col < 4; ++col) {
+      float *dy = cotangent.floats();
+      EXPECT_EQ(dtable.floats()[2 * 4 + col],
+                (dy[0 * 4 + col] + dy[2 * 4 + col]) + dy[3 * 4 + col]);
+      EXPECT_EQ(dtable.floats()[5 * 4 + col], 0.0f);
+    }
+  }
+}
+
+TEST(TrainKernels, GatherGradAlongAxisOne) {
+  Tensor indices = makeIds({2, 3}, {4, 0, 4, 1, -1, 2});
+  Tensor data = randomFloats({3, 5, 4}), cotangent = randomFloats({3, 2, 3, 4});
+  Tensor y({3, 2, 3, 4}), ddata({3, 5, 4});
+  Op forward = Op("gather").ints("axis", {1});
+  auto loss = [&] {
+    runOk(forward, {&data, &indices}, {&y});
+    return weightedSum(y, cotangent);
+  };
+  runOk(Op("gather_grad").ints("axis", {1}), {&cotangent, &indices}, {&ddata});
+  expectGradient("ddata", ddata.values(), numericGradient(data, 1e-1, loss),
+                 1e-4);
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy
+//===----------------------------------------------------------------------===//
+
+/// The loss in double: mean over counted rows of logsumexp - logit[target].
+double crossEntropyReference(Tensor &logits,
+                             const std::vector<int64_t> &targets,
+                             int64_t ignoreIndex) {
+  int64_t classes = logits.shape.back();
+  double total = 0;
+  int64_t counted = 0;
+  for (size_t row = 0; row < targets.size(); ++row) {
+    if (targets[row] == ignoreIndex)
+      continue;
+    const float *x = logits.floats() + row * classes;
+    double maximum = *std::max_element(x, x + classes), sum = 0;
+    for (int64_t i = 0; i < classes; ++i)
+      sum += std::exp(static_cast<double>(x[i]) - maximum);
+    total += maximum + std::log(sum) - x[targets[row]];
+    ++counted;
+  }
+  return counted ? total / counted : 0;
+}
+
+TEST(TrainKernels, CrossEntropyValueAndGradWithIgnoredRows) {
+  struct Case {
+    const char *name;
+    ElementType targetType;
+    std::vector<int64_t> targets;
+    std::optional<int64_t> ignoreIndex; // absent: the default, -100
+  };
+  const Case cases[] = {
+      {"i64, default ignore_index",
+       ElementType::I64,
+       {3, -100, 0, 6, -100, 2},
+       std::nullopt},
+      {"i32, ignore_index 1", ElementType::I32, {1, 4, 1, 0, 5, 6}, 1},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    Tensor logits = randomFloats({2, 3, 7}, -3, 3);
+    Tensor targets = makeIds({2, 3}, c.targets, c.targetType);
+    Tensor dloss = make<float>({}, {0.75f}, ElementType::F32);
+    Op forward("cross_entropy"), backward("cross_entropy_grad");
+    if (c.ignoreIndex) {
+      forward.ints("ignore_index", {*c.ignoreIndex});
+      backward.ints("ignore_index", {*c.ignoreIndex});
+    }
+    Tensor value({});
+    runOk(forward, {&logits, &targets}, {&value});
+    double expected =
+        crossEntropyReference(logits, c.targets, c.ignoreIndex.value_or(-100));
+    EXPECT_NEAR(value.floats()[0], expected, 1e-6 * std::abs(expected));
+    // L = loss * dloss; logits in [-3, 3], h = 1e-2, tolerance 2e-3.
+    auto loss = [&] {
+      runOk(forward, {&logits, &targets}, {&value});
+      return weightedSum(value, dloss);
+    };
+    Tensor dlogits({2, 3, 7});
+    runOk(backward, {&logits, &targets, &dloss}, {&dlogits});
+    expectGradient("dlogits", dlogits.values(),
+                   numericGradient(logits, 1e-2, loss), 2e-3);
+    // Ignored rows get exactly zero.
+    int64_t ignore = c.ignoreIndex.value_or(-100);
+    for (size_t row = 0; row < c.targets.size(); ++row) {
+      if (c.targets[row] != ignore)
+        continue;
+      for (int64_t i = 0; i < 7; ++i)
+        EXPECT_EQ(dlogits.floats()[row * 7 + i], 0.0f) << row;
+    }
+  }
+}
+
+TEST(TrainKernels, CrossEntropyOverAWideVocabularyMatchesDouble) {
+  // GPT-2's vocabulary: the f32 exp and the double sums must keep the loss
+  // and every probability to f32 precision over 50257 terms. Row 0's
+  // target dominates (p ~ 1), where p - 1 must not cancel to 0.
+  const int64_t classes = 50257;
+  Tensor logits = randomFloats({2, classes}, -10, 10);
+  logits.floats()[17] = 40;
+  std::vector<int64_t> targetValues = {17, 4242};
+  Tensor targets = makeIds({2}, targetValues);
+  Tensor value({}), dlogits({2, classes});
+  Tensor dloss = make<float>({}, {1.0f}, ElementType::F32);
+  runOk(Op("cross_entropy"), {&logits, &targets}, {&value});
+  double expected = crossEntropyReference(logits, targetValues, -100);
+  EXPECT_NEAR(value.floats()[0], expected, 1e-6 * std::abs(expected));
+  runOk(Op("cross_entropy_grad"), {&logits, &targets, &dloss}, {&dlogits});
+  for (int64_t row = 0; row < 2; ++row) {
+    const float *x = logits.floats() + row * classes;
+    double maximum = *std::max_element(x, x + classes), sum = 0;
+    for (int64_t i = 0; i < classes; ++i)
+      sum += std::exp(static_cast<double>(x[i]) - maximum);
+    for (int64_t i = 0; i < classes; ++i) {
+      double probability = std::exp(x[i] - maximum) / sum;
+      double reference = 0.5 * (probability - (i == targetValues[row] ? 1 : 0));
+      ASSERT_NEAR(dlogits.floats()[row * classes + i], reference,
+                  1e-5 * std::abs(reference) + 1e-12)
+          << row << ", " << i;
+    }
+  }
+}
+
+TEST(TrainKernels, CrossEntropyOfAnAllIgnoredBatchIsZero) {
+  Tensor logits = randomFloats({2, 5});
+  Tensor targets = makeIds({2}, {-100, -100});
+  Tensor dloss = make<float>({}, {1.0f}, ElementType::F32);
+  Tensor value = make<float>({}, {7.0f}, ElementType::F32);
+  Tensor dlogits({2, 5});
+  std::fill(dlogits.floats(), dlogits.floats() + dlogits.size(), 7.0f);
+  runOk(Op("cross_entropy"), {&logits, &targets}, {&value});
+  runOk(Op("cross_entropy_grad"), {&logits, &targets, &dloss}, {&dlogits});
+  EXPECT_EQ(value.floats()[0], 0.0f);
+  EXPECT_TRUE(allZero(dlogits.values()));
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers
+//===----------------------------------------------------------------------===//
+
+/// The hyper tensor of step t (1-based).
+Tensor hyperOf(int t, double lr, double beta1, double beta2, double epsilon,
+               double weightDecay, double gradScale) {
+  return make<float>({8},
+                     {static_cast<float>(lr), static_cast<float>(beta1),
+                      static_cast<float>(beta2), static_cast<float>(epsilon),
+                      static_cast<float>(weightDecay),
+                      static_cast<float>(gradScale),
+                      static_cast<float>(1 - std::pow(beta1, t)),
+                      static_cast<float>(1 - std::pow(beta2, t))},
+                     ElementType::F32);
+}
+
+void expectNear(const char *what, const std::vector<float> &actual,
+                const std::vector<double> &expected, double tolerance) {
+  SCOPED_TRACE(what);
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i)
+    EXPECT_NEAR(actual[i], expected[i],
+                tolerance * std::max(1.0, std::abs(expected[i])))
+        << i;
+}
+
+TEST(TrainKernels, AdamWThreeStepsMatchTorch) {
+  const double lr = 1e-2, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8,
+               weightDecay = 0.1, gradScale = 0.5;
+  const int64_t n = 37;
+  Tensor param = randomFloats({n}), m({n}), v({n}), grad({n});
+  std::vector<double> p(param.floats(), param.floats() + n), mRef(n, 0),
+      vRef(n, 0);
+  for (int t = 1; t <= 3; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t));
+    Tensor fresh = randomFloats({n}, -2, 2);
+    std::memcpy(grad.floats(), fresh.floats(), n * sizeof(float));
+    Tensor hyper =
+        hyperOf(t, lr, beta1, beta2, epsilon, weightDecay, gradScale);
+    // torch.optim.AdamW (foreach=False), in double.
+    const float *h = hyper.floats();
+    for (int64_t i = 0; i < n; ++i) {
+      double g = static_cast<double>(grad.floats()[i]) * h[5];
+      p[i] *= 1 - static_cast<double>(h[0]) * h[4];
+      mRef[i] = h[1] * mRef[i] + (1 - static_cast<double>(h[1])) * g;
+      vRef[i] = h[2] * vRef[i] + (1 - static_cast<double>(h[2])) * g * g;
+      p[i] -=
+          (static_cast<double>(h[0]) / h[6]) * mRef[i] /
+          (std::sqrt(vRef[i]) / std::sqrt(static_cast<double>(h[7])) + h[3]);
+    }
+    runOk(Op("adamw"), {&param, &grad, &m, &v, &hyper}, {});
+    // The update is ~lr per step: 1e-6 of the parameter is ~1e-4 of it.
+    expectNear("param", param.values(), p, 1e-6);
+    expectNear("m", m.values(), mRef, 1e-6);
+    expectNear("v", v.values(), vRef, 1e-6);
+    EXPECT_TRUE(allZero(grad.values()));
+  }
+}
+
+TEST(TrainKernels, SgdThreeStepsMatchTorch) {
+  struct Case {
+    const char *name;
+    double momentum, weightDecay;
+  };
+  for (const Case &c : {Case{"plain", 0, 0}, Case{"momentum", 0.9, 0},
+                        Case{"momentum and weight decay", 0.9, 0.01},
+                        Case{"weight decay", 0, 0.05}}) {
+    SCOPED_TRACE(c.name);
+    const double lr = 0.1, gradScale = 0.25;
+    const int64_t n = 29;
+    Tensor param = randomFloats({n}), buffer({n}), grad({n});
+    std::vector<double> p(param.floats(), param.floats() + n), bufRef(n, 0);
+    for (int t = 1; t <= 3; ++t) {
+      SCOPED_TRACE("step " + std::to_string(t));
+      Tensor fresh = randomFloats({n}, -2, 2);
+      std::memcpy(grad.floats(), fresh.floats(), n * sizeof(float));
+      Tensor hyper = hyperOf(t, lr, c.momentum, 0, 0, c.weightDecay, gradScale);
+      const float *h = hyper.floats();
+      // torch.optim.SGD (dampening 0, nesterov off), in double.
+      for (int64_t i = 0; i < n; ++i) {
+        double g = static_cast<double>(grad.floats()[i]) * h[5] + h[4] * p[i];
+        if (h[1] != 0) {
+          bufRef[i] = t == 1 ? g : h[1] * bufRef[i] + g;
+          g = bufRef[i];
+        }
+        p[i] -= static_cast<double>(h[0]) * g;
+      }
+      runOk(Op("sgd"), {&param, &grad, &buffer, &hyper}, {});
+      expectNear("param", param.values(), p, 1e-6);
+      expectNear("momentum_buffer", buffer.values(), bufRef, 1e-6);
+      EXPECT_TRUE(allZero(grad.values()));
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+TEST(TrainKernels, TargetOutOfRangeNamesTheInstruction) {
+  Tensor logits = randomFloats({3, 5}), value({}), dlogits({3, 5});
+  Tensor targets = makeIds({3}, {1, 5, -100});
+  Tensor dloss = make<float>({}, {1.0f}, ElementType::F32);
+  EXPECT_TRUE(
+      contains(runError(Op("cross_entropy"), {&logits, &targets}, {&value}),
+               "cross_entropy: target 5 (element 1 of the targets) "
+               "is out of range for 5 classes"));
+  EXPECT_TRUE(contains(runError(Op("cross_entropy_grad"),
+                                {&logits, &targets, &dloss}, {&dlogits}),
+                       "cross_entropy_grad: target 5"));
+  // -100 is a target like any other once ignore_index is something else.
+  Tensor negative = makeIds({3}, {1, 2, -100});
+  EXPECT_TRUE(contains(runError(Op("cross_entropy").ints("ignore_index", {0}),
+                                {&logits, &negative}, {&value}),
+                       "cross_entropy: target -100"));
+  Tensor ids = makeIds({2}, {0, 6});
+  Tensor dy = randomFloats({2, 4}), table({6, 4});
+  EXPECT_TRUE(contains(runError(Op("embedding_grad"), {&dy, &ids}, {&table}),
+                       "embedding_grad: id 6 (element 1 of the ids) is out "
+                       "of range for a table of 6 rows"));
+}
+
+TEST(TrainKernels, F64RunsAndOtherTypesAreRefusedByName) {
+  // softmax_grad of y = [0.25, 0.75], dy = [1, 0]: sum(dy * y) = 0.25, so
+  // dinput = [0.25 * 0.75, 0.75 * -0.25], exactly.
+  Tensor y = make<double>({1, 2}, {0.25, 0.75}, ElementType::F64);
+  Tensor dy = make<double>({1, 2}, {1, 0}, ElementType::F64);
+  Tensor dx({1, 2}, ElementType::F64);
+  runOk(Op("softmax_grad").ints("axis", {1}), {&dy, &y}, {&dx});
+  EXPECT_EQ(dx.data<double>()[0], 0.1875);
+  EXPECT_EQ(dx.data<double>()[1], -0.1875);
+
+  Tensor half({4}, ElementType::F16), halfResult({4}, ElementType::F16);
+  EXPECT_TRUE(contains(runError(Op("gelu_grad"), {&half, &half}, {&halfResult}),
+                       "gelu_grad: dy has element type f16, expected f32 or "
+                       "f64"));
+  Tensor q({2, 3}, ElementType::F64), dq({2, 3}, ElementType::F64);
+  EXPECT_TRUE(contains(runError(Op("attention_grad").real("scale", 1),
+                                {&q, &q, &q, &q}, {&dq, &dq, &dq}),
+                       "attention_grad: dout has element type f64, expected "
+                       "f32"));
+  Tensor hyper = hyperOf(1, 1e-3, 0.9, 0.999, 1e-8, 0, 1);
+  EXPECT_TRUE(contains(runError(Op("sgd"), {&q, &q, &q, &hyper}, {}),
+                       "sgd: param has element type f64, expected f32"));
+}
+
+TEST(TrainKernels, WrongShapesAreRefused) {
+  Tensor x = randomFloats({2, 4}), dy = randomFloats({2, 4});
+  Tensor weight3 = randomFloats({3}), dx({2, 4}), dw({3}), db({3});
+  EXPECT_TRUE(contains(
+      runError(Op("layer_norm_grad").ints("axis", {1}).real("epsilon", 1e-5),
+               {&dy, &x, &weight3}, {&dx, &dw, &db}),
+      "layer_norm_grad: weight has shape [3], expected [4]"));
+  Tensor weight4 = randomFloats({4}), dw4({4});
+  EXPECT_TRUE(contains(runError(Op("rms_norm_grad").real("epsilon", 1e-5),
+                                {&dy, &x, &weight4}, {&dx}),
+                       "rms_norm_grad: has 2 results, got 1"));
+  Tensor y3 = randomFloats({2, 3}), d3({2, 3});
+  EXPECT_TRUE(contains(
+      runError(Op("softmax_grad").ints("axis", {1}), {&dy, &y3}, {&d3}),
+      "softmax_grad: y has shape [2, 3], expected [2, 4]"));
+  EXPECT_TRUE(contains(runError(Op("gelu_grad"), {&dy, &y3}, {&dx}),
+                       "gelu_grad: input has shape [2, 3], expected [2, 4]"));
+  Tensor q = randomFloats({2, 3}), k = randomFloats({4, 3}),
+         v = randomFloats({4, 5}), dout = randomFloats({3, 5});
+  Tensor dq({2, 3}), dk({4, 3}), dv({4, 5});
+  EXPECT_TRUE(contains(runError(Op("attention_grad").real("scale", 1),
+                                {&dout, &q, &k, &v}, {&dq, &dk, &dv}),
+                       "attention_grad: dout has shape [3, 5], expected "
+                       "[2, 5]"));
+  Tensor small({2, 4});
+  EXPECT_TRUE(contains(
+      runError(Op("slice_grad").ints("starts", {1, 0}).ints("steps", {1, 1}),
+               {&dy}, {&small}),
+      "slice_grad: dimension 0 writes [1, 2]"));
+  Tensor indices = makeIds({3}, {0, 1, 1});
+  Tensor data({2, 4});
+  EXPECT_TRUE(contains(
+      runError(Op("gather_grad").ints("axis", {1}), {&dy, &indices}, {&data}),
+      "gather_grad: dy has shape [2, 4], expected [2, 3]"));
+  Tensor param = randomFloats({4}), grad = randomFloats({4}), m({4}), v3({3});
+  Tensor hyper = hyperOf(1, 1e-3, 0.9, 0.999, 1e-8, 0, 1);
+  EXPECT_TRUE(
+      contains(runError(Op("adamw"), {&param, &grad, &m, &v3, &hyper}, {}),
+               "adamw: v has shape [3], expected [4]"));
+  EXPECT_TRUE(contains(runError(Op("sgd"), {&param, &grad, &m, &hyper}, {&m}),
+                       "sgd: has 0 results, got 1"));
+  Tensor shortHyper = randomFloats({7});
+  EXPECT_TRUE(
+      contains(runError(Op("sgd"), {&param, &grad, &m, &shortHyper}, {}),
+               "sgd: hyper has shape [7], expected [8]"));
+  // t = 0 would divide by a zero bias correction.
+  Tensor stepZero = hyperOf(0, 1e-3, 0.9, 0.999, 1e-8, 0, 1);
+  EXPECT_TRUE(
+      contains(runError(Op("adamw"), {&param, &grad, &m, &m, &stepZero}, {}),
+               "adamw: hyper bias corrections"));
+  // Nothing was updated by the refused calls.
+  EXPECT_FALSE(allZero(grad.values()));
+}
+
+} // namespace
