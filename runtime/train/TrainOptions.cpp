@@ -78,6 +78,15 @@ LrSchedule TrainOptions::schedule() const {
   return result;
 }
 
+OptimizerSettings TrainOptions::optimizer() const {
+  OptimizerSettings settings;
+  settings.beta1 = beta1;
+  settings.beta2 = beta2;
+  settings.eps = eps;
+  settings.weightDecay = weightDecay;
+  return settings;
+}
+
 Status zplan::train::parseTrainOptions(const std::vector<std::string> &words,
                                        TrainOptions &options) {
   constexpr uint64_t kMaxCount = 1000000000000ull;
@@ -93,11 +102,11 @@ Status zplan::train::parseTrainOptions(const std::vector<std::string> &words,
       hasValue = true;
     }
     static const std::set<std::string> kFlags = {
-        "--data",       "--data-dtype",   "--steps",      "--grad-accum",
-        "--lr",         "--warmup",       "--lr-schedule", "--min-lr",
-        "--weight-decay", "--beta1",      "--beta2",      "--eps",
-        "--seed",       "--save",         "--save-every", "--keep-last",
-        "--resume",     "--log-every",    "--loss-log"};
+        "--data",         "--data-dtype", "--steps",       "--grad-accum",
+        "--lr",           "--warmup",     "--lr-schedule", "--min-lr",
+        "--weight-decay", "--beta1",      "--beta2",       "--eps",
+        "--seed",         "--save",       "--save-every",  "--keep-last",
+        "--resume",       "--log-every",  "--loss-log"};
     if (!kFlags.count(flag))
       return failure("unknown option ", inQuotes(words[i]),
                      " of 'train'; see zrun --help");

@@ -14,6 +14,7 @@
 
 #include "runtime/support/Status.h"
 #include "runtime/train/LrSchedule.h"
+#include "runtime/train/OptimizerHyper.h"
 #include "runtime/train/TokenData.h"
 
 #include <cstdint>
@@ -55,6 +56,8 @@ struct TrainOptions {
 
   /// The schedule these options describe.
   LrSchedule schedule() const;
+  /// The optimizer's constants these options give.
+  OptimizerSettings optimizer() const;
 };
 
 /// `zrun PLAN train --help`'s lines.

@@ -71,8 +71,8 @@ TEST(TrainCheckpointTwoRanks, EachRankRestoresItsOwnRegions) {
   // No rank returns before the checkpoint is complete.
   EXPECT_TRUE(fs::exists(root + "/latest"));
   EXPECT_TRUE(fs::exists(root + "/step-00000007/rank-1.bin"));
-  EXPECT_EQ(fs::file_size(root + "/step-00000007/rank-" +
-                          std::to_string(rank) + ".bin"),
+  EXPECT_EQ(fs::file_size(root + "/step-00000007/rank-" + std::to_string(rank) +
+                          ".bin"),
             (100u + 10u * rank) * 4u + rank + 1u);
 
   State restored(rank, 2);
@@ -137,11 +137,11 @@ TEST(TrainCheckpointTwoRanks, AnotherWorldSizeIsRefused) {
     zplan::testing::SingleRankCommunicator alone;
     State restored(0, 2);
     LoadedCheckpoint got;
-    EXPECT_EQ(errorOf(loadCheckpoint(root, kPlan, restored.regions(), alone,
-                                     got)),
-              "checkpoint '" + root +
-                  "/step-00000004' was written by a plan with world size 2; "
-                  "this run has 1");
+    EXPECT_EQ(
+        errorOf(loadCheckpoint(root, kPlan, restored.regions(), alone, got)),
+        "checkpoint '" + root +
+            "/step-00000004' was written by a plan with world size 2; "
+            "this run has 1");
   }
   ASSERT_EQ(errorOf(communicator->barrier()), "");
 }
