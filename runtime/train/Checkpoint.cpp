@@ -238,8 +238,28 @@ Status publish(const SaveContext &context, const std::string &manifest) {
   std::error_code error;
   if (fs::exists(context.final, error)) {
     if (::renameat2(AT_FDCWD, context.temporary.c_str(), AT_FDCWD,
-                    context.final.c_str(), RENAME_EXCHANGE) != 0)
-      return errnoFailure("cannot replace checkpoint directory", context.final);
+                    context.final.c_str(), RENAME_EXCHANGE) != 0) {
+      // A file system without the exchange (NFS): move the old one aside
+      // first. Between the two renames step-<S> does not exist, so a kill
+      // exactly there leaves a `latest` that named it dangling; the old
+      // checkpoint survives under the .tmp- name until the next save.
+      if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+        return errnoFailure("cannot replace checkpoint directory",
+                            context.final);
+      std::string aside = context.root + "/" + kTemporaryPrefix + "replaced-" +
+                          fs::path(context.final).filename().string() + "-" +
+                          hexText(context.nonce);
+      if (::rename(context.final.c_str(), aside.c_str()) != 0)
+        return errnoFailure("cannot move aside old checkpoint directory",
+                            context.final);
+      if (::rename(context.temporary.c_str(), context.final.c_str()) != 0) {
+        Status status = errnoFailure(
+            "cannot rename the checkpoint directory to", context.final);
+        // Put the old one back, so that `latest` names it again.
+        (void)::rename(aside.c_str(), context.final.c_str());
+        return status;
+      }
+    }
   } else if (::rename(context.temporary.c_str(), context.final.c_str()) != 0) {
     return errnoFailure("cannot rename the checkpoint directory to",
                         context.final);
