@@ -161,4 +161,38 @@ TEST(TrainOptions, HyperFollowsTheSpecsLayout) {
   EXPECT_EQ(hyper[7], static_cast<float>(1.0 - 0.95));
 }
 
+TEST(TrainOptions, ResumeNeedsTheSameBatchesAndStepsLeft) {
+  TrainOptions options;
+  ASSERT_EQ(parse({"--data", "t", "--seed", "3", "--grad-accum", "2", "--steps",
+                   "50"},
+                  options),
+            "");
+  LoadedCheckpoint loaded;
+  loaded.directory = "ck/step-00000020";
+  loaded.step = 20;
+  loaded.values = options.checkpointValues(1000);
+  EXPECT_EQ(loaded.values[0],
+            (std::pair<std::string, std::string>{"seed", "3"}));
+  EXPECT_EQ(errorOf(options.checkResume(loaded, 1000)), "");
+  EXPECT_EQ(errorOf(options.checkResume(loaded, 999)),
+            "checkpoint 'ck/step-00000020' was trained with --data (its "
+            "token count) 1000; this run has 999, so it would not continue "
+            "that run");
+  TrainOptions other;
+  ASSERT_EQ(
+      parse({"--data", "t", "--seed", "4", "--grad-accum", "2", "--lr", "1e-3"},
+            other),
+      "");
+  EXPECT_EQ(errorOf(other.checkResume(loaded, 1000)),
+            "checkpoint 'ck/step-00000020' was trained with --seed 3; this "
+            "run has 4, so it would not continue that run");
+  loaded.step = 50;
+  EXPECT_EQ(errorOf(options.checkResume(loaded, 1000)),
+            "checkpoint 'ck/step-00000020' is at step 50; --steps 50 leaves "
+            "nothing to train");
+  loaded.values.clear();
+  EXPECT_TRUE(zplan::testing::contains(
+      errorOf(options.checkResume(loaded, 1000)), "does not record its seed"));
+}
+
 } // namespace
