@@ -284,7 +284,8 @@ Status publish(const SaveContext &context, const std::string &manifest) {
 }
 
 /// Removes leftovers of interrupted saves and the checkpoints beyond the
-/// newest `keepLast`; the one just written is always kept.
+/// newest `keepLast` of this run's line; the one just written is always
+/// kept.
 void prune(const SaveContext &context, uint64_t keepLast,
            std::vector<std::string> &warnings) {
   std::vector<std::pair<uint64_t, std::string>> older;
@@ -294,11 +295,12 @@ void prune(const SaveContext &context, uint64_t keepLast,
   for (fs::directory_iterator entry(context.root, error), end;
        !error && entry != end; entry.increment(error)) {
     std::string name = entry->path().filename().string();
+    std::error_code kind;
     uint64_t step;
     if (name.rfind(kTemporaryPrefix, 0) == 0)
       leftovers.push_back(name);
     else if (name != finalName && parseStepName(name, step) &&
-             entry->is_directory())
+             entry->is_directory(kind))
       older.emplace_back(step, name);
   }
   if (error) {
@@ -308,7 +310,19 @@ void prune(const SaveContext &context, uint64_t keepLast,
   }
   std::vector<std::string> doomed = leftovers;
   if (keepLast > 0) {
-    std::sort(older.rbegin(), older.rend());
+    // This run's line first: the steps below the new one, newest first.
+    // Steps above it were left by a run that this one resumed before
+    // reaching them; they go first (this run would overwrite them anyway).
+    uint64_t newStep = 0;
+    parseStepName(finalName, newStep);
+    std::sort(older.begin(), older.end(),
+              [newStep](const auto &left, const auto &right) {
+                bool leftAbove = left.first > newStep;
+                bool rightAbove = right.first > newStep;
+                if (leftAbove != rightAbove)
+                  return rightAbove;
+                return left.first > right.first;
+              });
     for (size_t i = keepLast - 1; i < older.size(); ++i)
       doomed.push_back(older[i].second);
   }
@@ -398,7 +412,7 @@ Status zplan::train::saveCheckpoint(
   if (rank == 0) {
     std::error_code error;
     fs::create_directories(root, error);
-    if (error || !fs::is_directory(root))
+    if (error || !fs::is_directory(root, error))
       status = failure("cannot create checkpoint directory ", inQuotes(root),
                        error ? ": " + error.message()
                              : std::string(": it is not a directory"));
@@ -426,7 +440,8 @@ Status zplan::train::saveCheckpoint(
             << checksumText(checksum(region.data, region.bytes)) << "\t"
             << region.name << "\n";
   }
-  if (rank != 0 && !fs::is_directory(context.temporary))
+  std::error_code seen;
+  if (rank != 0 && !fs::is_directory(context.temporary, seen))
     status =
         failure("cannot see checkpoint directory ", inQuotes(context.temporary),
                 " that rank 0 made: --save needs a directory that "

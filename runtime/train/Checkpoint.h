@@ -99,8 +99,9 @@ enum class SaveStage {
 };
 
 struct CheckpointOptions {
-  /// Keep the newest K complete checkpoints (the new one and the K - 1
-  /// highest older steps); 0 keeps all.
+  /// Keep the newest K complete checkpoints: the new one and the K - 1
+  /// highest steps below it (checkpoints of higher steps, left by a run
+  /// this one resumed before them, are removed first); 0 keeps all.
   uint64_t keepLast = 0;
   /// Test hook, called on the ranks that reach each stage.
   std::function<void(SaveStage)> onStage;

@@ -145,6 +145,17 @@ TEST_F(TrainCheckpoint, LatestFollowsTheNewestSaveAndKeepLastPrunes) {
   EXPECT_TRUE(restored == State(3));
 }
 
+TEST_F(TrainCheckpoint, KeepLastKeepsTheResumedLineNotAnAbandonedFuture) {
+  // A run saved 10 and 50; a new run resumed from 10 saves 20, keeping 2:
+  // 10 and 20 are its line, 50 the abandoned run's.
+  State state(1);
+  ASSERT_EQ(errorOf(save(10, state)), "");
+  ASSERT_EQ(errorOf(save(50, state)), "");
+  ASSERT_EQ(errorOf(save(20, state, 2)), "");
+  EXPECT_EQ(entries(), (std::vector<std::string>{"latest", "step-00000010",
+                                                 "step-00000020"}));
+}
+
 TEST_F(TrainCheckpoint, KeepLastZeroKeepsEveryCheckpoint) {
   for (uint64_t step = 1; step <= 3; ++step) {
     State state(static_cast<int>(step));
