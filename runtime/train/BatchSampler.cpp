@@ -11,8 +11,7 @@ uint64_t BatchSampler::rowOffset(uint64_t step, uint64_t row) const {
   uint64_t stepKey = splitmix64(seed ^ (0x9E3779B97F4A7C15ull * (step + 1)));
   // TokenData::open guarantees numTokens > rowTokens; the guard keeps a
   // misuse from dividing by zero.
-  uint64_t span =
-      numTokens > shape.rowTokens ? numTokens - shape.rowTokens : 1;
+  uint64_t span = numTokens > shape.rowTokens ? numTokens - shape.rowTokens : 1;
   return splitmix64(stepKey + row) % span;
 }
 
@@ -34,9 +33,9 @@ Status BatchSampler::fill(const TokenData &data, uint64_t step, uint64_t micro,
   if (rank >= shape.ranks)
     return failure("rank ", rank, " is outside the ", shape.ranks, " ranks");
   if (data.size() <= shape.rowTokens || data.size() != numTokens)
-    return failure("token file ", inQuotes(data.path()), " holds ",
-                   data.size(), " tokens; the sampler was made for ",
-                   numTokens, " and rows of ", shape.rowTokens);
+    return failure("token file ", inQuotes(data.path()), " holds ", data.size(),
+                   " tokens; the sampler was made for ", numTokens,
+                   " and rows of ", shape.rowTokens);
   std::vector<uint64_t> offsets = rowsFor(step, micro, rank);
   for (uint64_t row = 0; row < offsets.size(); ++row)
     ZR_RETURN_IF_ERROR(data.readRow(offsets[row], shape.rowTokens,

@@ -6,8 +6,9 @@
 // K = 1 of B = 4 reads, and N = 1 with B = 4 what N = 2 with B = 2 read. The
 // formula, which the Python test oracle re-implements, is exactly:
 //
-//   splitmix64(x):            (Vigna's SplitMix64 / Java's SplittableRandom,
-//     z = x + 0x9E3779B97F4A7C15            all arithmetic modulo 2^64)
+//   splitmix64(x), the output of Vigna's SplitMix64 (Java's
+//   SplittableRandom) for state x; all arithmetic modulo 2^64:
+//     z = x + 0x9E3779B97F4A7C15
 //     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
 //     z = (z ^ (z >> 27)) * 0x94D049BB133111EB
 //     return z ^ (z >> 31)

@@ -87,7 +87,8 @@ Status writeAll(int descriptor, const void *data, uint64_t bytes,
 
 /// Makes the names in `directory` durable (a rename or create in it).
 Status syncDirectory(const std::string &directory) {
-  int descriptor = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int descriptor =
+      ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (descriptor < 0)
     return errnoFailure("cannot open checkpoint directory", directory);
   int result = ::fsync(descriptor);
@@ -151,6 +152,21 @@ Status writeNewFile(const std::string &path, const std::vector<Piece> &pieces,
   return status;
 }
 
+Status checkRegions(const std::vector<CheckpointRegion> &regions) {
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const std::string &name = regions[i].name;
+    if (name.empty() || name.find_first_of("\t\n\r") != std::string::npos)
+      return failure("checkpoint region ", inQuotes(name),
+                     " is empty or holds a tab or a line break");
+    for (size_t j = 0; j < i; ++j)
+      if (regions[j].name == name)
+        return failure("checkpoint region ", inQuotes(name), " is given twice");
+    if (regions[i].bytes > 0 && regions[i].data == nullptr)
+      return failure("checkpoint region ", inQuotes(name), " has no data");
+  }
+  return Status::success();
+}
+
 Status checkNames(const CheckpointInfo &info,
                   const std::vector<CheckpointRegion> &regions) {
   if (info.planIdentity.find_first_of("\n\r") != std::string::npos)
@@ -161,22 +177,9 @@ Status checkNames(const CheckpointInfo &info,
       return failure("checkpoint value key ", inQuotes(key),
                      " is empty or holds '=', a tab or a line break");
     if (value.find_first_of("\n\r") != std::string::npos)
-      return failure("checkpoint value ", inQuotes(key),
-                     " holds a line break");
+      return failure("checkpoint value ", inQuotes(key), " holds a line break");
   }
-  for (size_t i = 0; i < regions.size(); ++i) {
-    const std::string &name = regions[i].name;
-    if (name.empty() || name.find_first_of("\t\n\r") != std::string::npos)
-      return failure("checkpoint region ", inQuotes(name),
-                     " is empty or holds a tab or a line break");
-    for (size_t j = 0; j < i; ++j)
-      if (regions[j].name == name)
-        return failure("checkpoint region ", inQuotes(name),
-                       " is given twice");
-    if (regions[i].bytes > 0 && regions[i].data == nullptr)
-      return failure("checkpoint region ", inQuotes(name), " has no data");
-  }
-  return Status::success();
+  return checkRegions(regions);
 }
 
 uint64_t freshNonce() {
@@ -222,9 +225,9 @@ std::string manifestHead(const CheckpointInfo &info, int worldSize) {
 
 Status publish(const SaveContext &context, const std::string &manifest) {
   std::string manifestPath = context.temporary + "/" + kManifest;
-  ZR_RETURN_IF_ERROR(writeNewFile(
-      manifestPath, {{manifest.data(), manifest.size()}},
-      [&] { context.reach(SaveStage::ManifestHalfWritten); }));
+  ZR_RETURN_IF_ERROR(
+      writeNewFile(manifestPath, {{manifest.data(), manifest.size()}},
+                   [&] { context.reach(SaveStage::ManifestHalfWritten); }));
   ZR_RETURN_IF_ERROR(syncDirectory(context.temporary));
   context.reach(SaveStage::ManifestWritten);
 
@@ -235,9 +238,28 @@ Status publish(const SaveContext &context, const std::string &manifest) {
   std::error_code error;
   if (fs::exists(context.final, error)) {
     if (::renameat2(AT_FDCWD, context.temporary.c_str(), AT_FDCWD,
-                    context.final.c_str(), RENAME_EXCHANGE) != 0)
-      return errnoFailure("cannot replace checkpoint directory",
-                          context.final);
+                    context.final.c_str(), RENAME_EXCHANGE) != 0) {
+      // A file system without the exchange (NFS): move the old one aside
+      // first. Between the two renames step-<S> does not exist, so a kill
+      // exactly there leaves a `latest` that named it dangling; the old
+      // checkpoint survives under the .tmp- name until the next save.
+      if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+        return errnoFailure("cannot replace checkpoint directory",
+                            context.final);
+      std::string aside = context.root + "/" + kTemporaryPrefix + "replaced-" +
+                          fs::path(context.final).filename().string() + "-" +
+                          hexText(context.nonce);
+      if (::rename(context.final.c_str(), aside.c_str()) != 0)
+        return errnoFailure("cannot move aside old checkpoint directory",
+                            context.final);
+      if (::rename(context.temporary.c_str(), context.final.c_str()) != 0) {
+        Status status = errnoFailure(
+            "cannot rename the checkpoint directory to", context.final);
+        // Put the old one back, so that `latest` names it again.
+        (void)::rename(aside.c_str(), context.final.c_str());
+        return status;
+      }
+    }
   } else if (::rename(context.temporary.c_str(), context.final.c_str()) != 0) {
     return errnoFailure("cannot rename the checkpoint directory to",
                         context.final);
@@ -246,8 +268,8 @@ Status publish(const SaveContext &context, const std::string &manifest) {
   context.reach(SaveStage::DirectoryRenamed);
 
   std::string latest = context.root + "/" + kLatest;
-  std::string staged =
-      context.root + "/" + kTemporaryPrefix + "latest-" + hexText(context.nonce);
+  std::string staged = context.root + "/" + kTemporaryPrefix + "latest-" +
+                       hexText(context.nonce);
   std::string name = fs::path(context.final).filename().string() + "\n";
   ZR_RETURN_IF_ERROR(writeNewFile(staged, {{name.data(), name.size()}}, {}));
   context.reach(SaveStage::LatestStaged);
@@ -262,7 +284,8 @@ Status publish(const SaveContext &context, const std::string &manifest) {
 }
 
 /// Removes leftovers of interrupted saves and the checkpoints beyond the
-/// newest `keepLast`; the one just written is always kept.
+/// newest `keepLast` of this run's line; the one just written is always
+/// kept.
 void prune(const SaveContext &context, uint64_t keepLast,
            std::vector<std::string> &warnings) {
   std::vector<std::pair<uint64_t, std::string>> older;
@@ -272,11 +295,12 @@ void prune(const SaveContext &context, uint64_t keepLast,
   for (fs::directory_iterator entry(context.root, error), end;
        !error && entry != end; entry.increment(error)) {
     std::string name = entry->path().filename().string();
+    std::error_code kind;
     uint64_t step;
     if (name.rfind(kTemporaryPrefix, 0) == 0)
       leftovers.push_back(name);
     else if (name != finalName && parseStepName(name, step) &&
-             entry->is_directory())
+             entry->is_directory(kind))
       older.emplace_back(step, name);
   }
   if (error) {
@@ -286,7 +310,19 @@ void prune(const SaveContext &context, uint64_t keepLast,
   }
   std::vector<std::string> doomed = leftovers;
   if (keepLast > 0) {
-    std::sort(older.rbegin(), older.rend());
+    // This run's line first: the steps below the new one, newest first.
+    // Steps above it were left by a run that this one resumed before
+    // reaching them; they go first (this run would overwrite them anyway).
+    uint64_t newStep = 0;
+    parseStepName(finalName, newStep);
+    std::sort(older.begin(), older.end(),
+              [newStep](const auto &left, const auto &right) {
+                bool leftAbove = left.first > newStep;
+                bool rightAbove = right.first > newStep;
+                if (leftAbove != rightAbove)
+                  return rightAbove;
+                return left.first > right.first;
+              });
     for (size_t i = keepLast - 1; i < older.size(); ++i)
       doomed.push_back(older[i].second);
   }
@@ -339,9 +375,9 @@ Status zplan::train::agreeOnStatus(const Status &local,
   ZR_RETURN_IF_ERROR(communicator.gatherText(local.message(), messages));
   std::string message;
   if (communicator.rank() == 0)
-    message = failures == size ? messages[first]
-                               : "rank " + std::to_string(first) + ": " +
-                                     messages[first];
+    message = failures == size
+                  ? messages[first]
+                  : "rank " + std::to_string(first) + ": " + messages[first];
   uint64_t length = message.size();
   ZR_RETURN_IF_ERROR(communicator.broadcast(&length, sizeof(length), 0));
   message.resize(length);
@@ -354,12 +390,11 @@ Status zplan::train::agreeOnStatus(const Status &local,
 // save
 //===----------------------------------------------------------------------===//
 
-Status zplan::train::saveCheckpoint(const std::string &root,
-                                    const CheckpointInfo &info,
-                                    const std::vector<CheckpointRegion> &regions,
-                                    comm::Communicator &communicator,
-                                    SaveResult &result,
-                                    const CheckpointOptions &options) {
+Status zplan::train::saveCheckpoint(
+    const std::string &root, const CheckpointInfo &info,
+    const std::vector<CheckpointRegion> &regions,
+    comm::Communicator &communicator, SaveResult &result,
+    const CheckpointOptions &options) {
   int rank = communicator.rank();
   result = SaveResult();
   ZR_RETURN_IF_ERROR(agreeOnStatus(checkNames(info, regions), communicator));
@@ -377,13 +412,13 @@ Status zplan::train::saveCheckpoint(const std::string &root,
   if (rank == 0) {
     std::error_code error;
     fs::create_directories(root, error);
-    if (error || !fs::is_directory(root))
+    if (error || !fs::is_directory(root, error))
       status = failure("cannot create checkpoint directory ", inQuotes(root),
                        error ? ": " + error.message()
                              : std::string(": it is not a directory"));
     else if (::mkdir(context.temporary.c_str(), 0755) != 0)
-      status = errnoFailure("cannot create checkpoint directory",
-                            context.temporary);
+      status =
+          errnoFailure("cannot create checkpoint directory", context.temporary);
     if (status.ok())
       context.reach(SaveStage::TemporaryDirectoryMade);
   }
@@ -405,15 +440,15 @@ Status zplan::train::saveCheckpoint(const std::string &root,
             << checksumText(checksum(region.data, region.bytes)) << "\t"
             << region.name << "\n";
   }
-  if (rank != 0 && !fs::is_directory(context.temporary))
-    status = failure("cannot see checkpoint directory ",
-                     inQuotes(context.temporary),
-                     " that rank 0 made: --save needs a directory that "
-                     "every rank shares");
+  std::error_code seen;
+  if (rank != 0 && !fs::is_directory(context.temporary, seen))
+    status =
+        failure("cannot see checkpoint directory ", inQuotes(context.temporary),
+                " that rank 0 made: --save needs a directory that "
+                "every rank shares");
   else
-    status = writeNewFile(file, pieces, [&] {
-      context.reach(SaveStage::RankFileHalfWritten);
-    });
+    status = writeNewFile(
+        file, pieces, [&] { context.reach(SaveStage::RankFileHalfWritten); });
   if (status.ok())
     context.reach(SaveStage::RankFileWritten);
   if (Status agreed = agreeOnStatus(status, communicator); !agreed.ok())
@@ -427,8 +462,8 @@ Status zplan::train::saveCheckpoint(const std::string &root,
     std::string manifest = manifestHead(info, communicator.size());
     for (const std::string &text : sections)
       manifest += text;
-    manifest += "end\t" + checksumText(checksum(manifest.data(),
-                                                manifest.size())) + "\n";
+    manifest += "end\t" +
+                checksumText(checksum(manifest.data(), manifest.size())) + "\n";
     status = publish(context, manifest);
   }
   if (Status agreed = agreeOnStatus(status, communicator); !agreed.ok())
@@ -546,7 +581,8 @@ Status parseManifest(const std::string &path, const std::string &text,
   // The last line is `end<TAB>checksum of everything before it`: a
   // truncated or edited manifest is refused before any field is trusted.
   size_t endLine = text.rfind("end\t");
-  if (endLine == std::string::npos || (endLine > 0 && text[endLine - 1] != '\n'))
+  if (endLine == std::string::npos ||
+      (endLine > 0 && text[endLine - 1] != '\n'))
     return failure(subject, " is incomplete (no end line)");
   std::string declared = text.substr(endLine + 4);
   while (!declared.empty() && declared.back() == '\n')
@@ -563,8 +599,8 @@ Status parseManifest(const std::string &path, const std::string &text,
     std::vector<std::string> fields = splitTabs(line, 5);
     const std::string &kind = fields[0];
     auto bad = [&] {
-      return failure(subject, " line ", number, " is malformed: ",
-                     inQuotes(line));
+      return failure(subject, " line ", number,
+                     " is malformed: ", inQuotes(line));
     };
     if (number == 1) {
       if (kind != "format" || fields.size() != 2)
@@ -595,8 +631,7 @@ Status parseManifest(const std::string &path, const std::string &text,
     } else if (kind == "region" && fields.size() == 5) {
       uint64_t rank;
       ManifestRegion region;
-      if (!parseUnsigned(fields[1], rank) ||
-          rank >= manifest.ranks.size() ||
+      if (!parseUnsigned(fields[1], rank) || rank >= manifest.ranks.size() ||
           !parseUnsigned(fields[2], region.bytes) ||
           fields[3].rfind("0x", 0) != 0 ||
           !parseUnsigned(fields[3].substr(2), region.sum, 16))
@@ -615,6 +650,7 @@ Status parseManifest(const std::string &path, const std::string &text,
 Status loadOnRank(const std::string &path, const std::string &planIdentity,
                   const std::vector<CheckpointRegion> &regions, int rank,
                   int worldSize, LoadedCheckpoint &loaded) {
+  ZR_RETURN_IF_ERROR(checkRegions(regions));
   std::string directory;
   ZR_RETURN_IF_ERROR(resolveStepDirectory(path, directory));
   std::string manifestPath = directory + "/" + kManifest;
@@ -684,11 +720,10 @@ Status loadOnRank(const std::string &path, const std::string &planIdentity,
 
 } // namespace
 
-Status zplan::train::loadCheckpoint(const std::string &path,
-                                    const std::string &planIdentity,
-                                    const std::vector<CheckpointRegion> &regions,
-                                    comm::Communicator &communicator,
-                                    LoadedCheckpoint &loaded) {
+Status zplan::train::loadCheckpoint(
+    const std::string &path, const std::string &planIdentity,
+    const std::vector<CheckpointRegion> &regions,
+    comm::Communicator &communicator, LoadedCheckpoint &loaded) {
   loaded = LoadedCheckpoint();
   LoadedCheckpoint local;
   Status status = loadOnRank(path, planIdentity, regions, communicator.rank(),

@@ -19,7 +19,10 @@
 // newest K, and leftovers of interrupted saves, are removed only after all
 // of that. So a process killed at any point leaves `latest` naming a
 // complete checkpoint (the previous one or the new one); the tests kill a
-// save at every stage (test/unit/TrainCheckpointTest.cpp).
+// save at every stage (test/unit/TrainCheckpointTest.cpp). One exception:
+// on a file system without renameat2(RENAME_EXCHANGE) (NFS), re-saving a
+// step that exists moves the old directory aside first, and a kill between
+// those two renames leaves `latest` naming neither.
 //
 // Both calls are collective: every rank calls them with its own regions,
 // and a failure on any rank fails the call on every rank with the same
@@ -96,8 +99,9 @@ enum class SaveStage {
 };
 
 struct CheckpointOptions {
-  /// Keep the newest K complete checkpoints (the new one and the K - 1
-  /// highest older steps); 0 keeps all.
+  /// Keep the newest K complete checkpoints: the new one and the K - 1
+  /// highest steps below it (checkpoints of higher steps, left by a run
+  /// this one resumed before them, are removed first); 0 keeps all.
   uint64_t keepLast = 0;
   /// Test hook, called on the ranks that reach each stage.
   std::function<void(SaveStage)> onStage;

@@ -77,15 +77,16 @@ std::string Progress::stepDone(uint64_t step, double loss, double lr,
   double elapsed = lastTime - start;
   uint64_t done = step > firstStep ? step - firstStep : 0;
   uint64_t left = totalSteps > step ? totalSteps - step : 0;
-  double eta = done > 0 ? elapsed / static_cast<double>(done) *
-                              static_cast<double>(left)
-                        : 0.0;
+  double eta =
+      done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(left)
+               : 0.0;
   char head[128];
   std::snprintf(head, sizeof(head), "step %llu/%llu  loss %.4f  lr %.2e  ",
                 static_cast<unsigned long long>(step),
                 static_cast<unsigned long long>(totalSteps), loss, lr);
   return std::string(head) +
-         withThousands(static_cast<uint64_t>(std::llround(rate(tokens, elapsed)))) +
+         withThousands(
+             static_cast<uint64_t>(std::llround(rate(tokens, elapsed)))) +
          " tok/s  ETA " + durationText(eta);
 }
 
@@ -96,9 +97,11 @@ std::string Progress::summary() const {
   char loss[32];
   std::snprintf(loss, sizeof(loss), "%.4f", lastLoss);
   return "trained steps " + std::to_string(firstStep + 1) + "-" +
-         std::to_string(lastStep) + " (" + std::to_string(lastStep - firstStep) +
-         (lastStep - firstStep == 1 ? " step): " : " steps): ") + withThousands(tokens) + " tokens in " +
-         durationText(elapsed) + ", " +
-         withThousands(static_cast<uint64_t>(std::llround(rate(tokens, elapsed)))) +
+         std::to_string(lastStep) + " (" +
+         std::to_string(lastStep - firstStep) +
+         (lastStep - firstStep == 1 ? " step): " : " steps): ") +
+         withThousands(tokens) + " tokens in " + durationText(elapsed) + ", " +
+         withThousands(
+             static_cast<uint64_t>(std::llround(rate(tokens, elapsed)))) +
          " tok/s, final loss " + loss;
 }

@@ -43,8 +43,7 @@ public:
   /// Records optimizer step `step` (1-based, just completed), its loss and
   /// the tokens it consumed over all ranks, and returns its line (no
   /// newline), whether or not the caller prints it.
-  std::string stepDone(uint64_t step, double loss, double lr,
-                       uint64_t tokens);
+  std::string stepDone(uint64_t step, double loss, double lr, uint64_t tokens);
 
   /// "trained steps 1-100 (100 steps): 409,600 tokens in 1m23s,
   /// 4,935 tok/s, final loss 2.1234"; "trained no step" before any.

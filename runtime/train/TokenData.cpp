@@ -36,15 +36,13 @@ uint64_t zplan::train::tokenTypeBytes(TokenType type) {
   return 0;
 }
 
-Status zplan::train::parseRawTokenType(std::string_view text,
-                                       TokenType &type) {
+Status zplan::train::parseRawTokenType(std::string_view text, TokenType &type) {
   if (text == "uint16")
     type = TokenType::U16;
   else if (text == "uint32")
     type = TokenType::U32;
   else
-    return failure("--data-dtype takes uint16 or uint32, got ",
-                   inQuotes(text));
+    return failure("--data-dtype takes uint16 or uint32, got ", inQuotes(text));
   return Status::success();
 }
 
@@ -82,8 +80,7 @@ Status parseNpyHeader(const plan::ReadableFile &file, TokenType &type,
   if (file.bytes() < 10)
     return failure(subject, " is not a .npy file (", file.bytes(),
                    " bytes, shorter than a .npy preamble)");
-  ZR_RETURN_IF_ERROR(
-      file.read(0, file.bytes() < 12 ? 10 : 12, preamble));
+  ZR_RETURN_IF_ERROR(file.read(0, file.bytes() < 12 ? 10 : 12, preamble));
   if (std::memcmp(preamble, "\x93NUMPY", 6) != 0)
     return failure(subject, " is not a .npy file (no \\x93NUMPY magic)");
   auto byte = [&](int index) {
@@ -207,9 +204,9 @@ Status TokenData::open(const std::string &path,
   if (options.rowTokens == 0)
     return failure("a row of training data needs at least one token");
   if (tokenCount < options.rowTokens + 1)
-    return failure(file.subject(), " holds ", tokenCount,
-                   " tokens; a row of ", options.rowTokens,
-                   " tokens needs at least ", options.rowTokens + 1);
+    return failure(file.subject(), " holds ", tokenCount, " tokens; a row of ",
+                   options.rowTokens, " tokens needs at least ",
+                   options.rowTokens + 1);
   return Status::success();
 }
 

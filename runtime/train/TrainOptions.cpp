@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 
@@ -78,6 +79,73 @@ LrSchedule TrainOptions::schedule() const {
   return result;
 }
 
+OptimizerSettings TrainOptions::optimizer() const {
+  OptimizerSettings settings;
+  settings.beta1 = beta1;
+  settings.beta2 = beta2;
+  settings.eps = eps;
+  settings.weightDecay = weightDecay;
+  return settings;
+}
+
+namespace {
+
+std::string numberText(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.9g", value);
+  return text;
+}
+
+} // namespace
+
+CheckpointValues TrainOptions::checkpointValues(uint64_t dataTokens) const {
+  return {{"seed", std::to_string(seed)},
+          {"grad-accum", std::to_string(gradAccum)},
+          {"data-tokens", std::to_string(dataTokens)},
+          {"lr", numberText(lr)},
+          {"warmup", std::to_string(warmup)},
+          {"lr-schedule", lrDecay == LrDecay::Cosine ? "cosine" : "constant"},
+          {"min-lr", numberText(minLr)},
+          {"weight-decay", numberText(weightDecay)},
+          {"beta1", numberText(beta1)},
+          {"beta2", numberText(beta2)},
+          {"eps", numberText(eps)}};
+}
+
+Status TrainOptions::checkResume(const LoadedCheckpoint &loaded,
+                                 uint64_t dataTokens) const {
+  CheckpointValues mine = checkpointValues(dataTokens);
+  // Batch selection is a function of these three: resuming with another
+  // value would train on other rows than the interrupted run.
+  const char *const kMustMatch[][2] = {
+      {"seed", "--seed"},
+      {"grad-accum", "--grad-accum"},
+      {"data-tokens", "--data (its token count)"}};
+  for (const auto &[key, flag] : kMustMatch) {
+    std::string expected;
+    for (const auto &[name, value] : mine)
+      if (name == key)
+        expected = value;
+    const std::string *saved = nullptr;
+    for (const auto &[name, value] : loaded.values)
+      if (name == key)
+        saved = &value;
+    if (!saved)
+      return failure("checkpoint ", inQuotes(loaded.directory),
+                     " does not record its ", key,
+                     "; it was not written by zrun train");
+    if (*saved != expected)
+      return failure("checkpoint ", inQuotes(loaded.directory),
+                     " was trained with ", flag, " ", *saved, "; this run has ",
+                     expected, ", so it would not continue that run");
+  }
+  if (loaded.step >= steps)
+    return failure("checkpoint ", inQuotes(loaded.directory), " is at step ",
+                   loaded.step, "; --steps ", steps,
+                   " leaves nothing to train");
+  return Status::success();
+}
+
 Status zplan::train::parseTrainOptions(const std::vector<std::string> &words,
                                        TrainOptions &options) {
   constexpr uint64_t kMaxCount = 1000000000000ull;
@@ -93,11 +161,11 @@ Status zplan::train::parseTrainOptions(const std::vector<std::string> &words,
       hasValue = true;
     }
     static const std::set<std::string> kFlags = {
-        "--data",       "--data-dtype",   "--steps",      "--grad-accum",
-        "--lr",         "--warmup",       "--lr-schedule", "--min-lr",
-        "--weight-decay", "--beta1",      "--beta2",      "--eps",
-        "--seed",       "--save",         "--save-every", "--keep-last",
-        "--resume",     "--log-every",    "--loss-log"};
+        "--data",         "--data-dtype", "--steps",       "--grad-accum",
+        "--lr",           "--warmup",     "--lr-schedule", "--min-lr",
+        "--weight-decay", "--beta1",      "--beta2",       "--eps",
+        "--seed",         "--save",       "--save-every",  "--keep-last",
+        "--resume",       "--log-every",  "--loss-log"};
     if (!kFlags.count(flag))
       return failure("unknown option ", inQuotes(words[i]),
                      " of 'train'; see zrun --help");

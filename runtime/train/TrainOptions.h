@@ -13,7 +13,9 @@
 #define ZPLAN_RUNTIME_TRAIN_TRAINOPTIONS_H
 
 #include "runtime/support/Status.h"
+#include "runtime/train/Checkpoint.h"
 #include "runtime/train/LrSchedule.h"
+#include "runtime/train/OptimizerHyper.h"
 #include "runtime/train/TokenData.h"
 
 #include <cstdint>
@@ -55,6 +57,18 @@ struct TrainOptions {
 
   /// The schedule these options describe.
   LrSchedule schedule() const;
+  /// The optimizer's constants these options give.
+  OptimizerSettings optimizer() const;
+
+  /// The key=value lines a checkpoint of this run records: what batch
+  /// selection depends on (seed, grad-accum, the data's token count) and,
+  /// for the record, the optimizer and schedule flags.
+  CheckpointValues checkpointValues(uint64_t dataTokens) const;
+  /// Fails, naming the flag, when `loaded` was written by a run that chose
+  /// its batches differently (another --seed or --grad-accum, another token
+  /// count), so that resuming would not continue it; or when it is already
+  /// at or past --steps. Other flags (lr, schedule) may change on resume.
+  Status checkResume(const LoadedCheckpoint &loaded, uint64_t dataTokens) const;
 };
 
 /// `zrun PLAN train --help`'s lines.

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,8 +72,8 @@ TEST(TrainCheckpointTwoRanks, EachRankRestoresItsOwnRegions) {
   // No rank returns before the checkpoint is complete.
   EXPECT_TRUE(fs::exists(root + "/latest"));
   EXPECT_TRUE(fs::exists(root + "/step-00000007/rank-1.bin"));
-  EXPECT_EQ(fs::file_size(root + "/step-00000007/rank-" +
-                          std::to_string(rank) + ".bin"),
+  EXPECT_EQ(fs::file_size(root + "/step-00000007/rank-" + std::to_string(rank) +
+                          ".bin"),
             (100u + 10u * rank) * 4u + rank + 1u);
 
   State restored(rank, 2);
@@ -137,13 +138,104 @@ TEST(TrainCheckpointTwoRanks, AnotherWorldSizeIsRefused) {
     zplan::testing::SingleRankCommunicator alone;
     State restored(0, 2);
     LoadedCheckpoint got;
-    EXPECT_EQ(errorOf(loadCheckpoint(root, kPlan, restored.regions(), alone,
-                                     got)),
-              "checkpoint '" + root +
-                  "/step-00000004' was written by a plan with world size 2; "
-                  "this run has 1");
+    EXPECT_EQ(
+        errorOf(loadCheckpoint(root, kPlan, restored.regions(), alone, got)),
+        "checkpoint '" + root +
+            "/step-00000004' was written by a plan with world size 2; "
+            "this run has 1");
   }
   ASSERT_EQ(errorOf(communicator->barrier()), "");
+}
+
+//===----------------------------------------------------------------------===//
+// A save killed on one rank, as mpirun then kills the other
+//===----------------------------------------------------------------------===//
+
+/// The stages the kill tests use (test/unit/CMakeLists.txt names them by
+/// number), and the rank that dies there: the one that writes at that
+/// stage.
+struct KillStage {
+  SaveStage stage;
+  int rank;
+  /// True when `latest` already names the new checkpoint.
+  bool newIsLatest;
+};
+const KillStage kKillStages[] = {
+    {SaveStage::RankFileHalfWritten, 1, false},
+    {SaveStage::RankFileWritten, 1, false},
+    {SaveStage::ManifestHalfWritten, 0, false},
+    {SaveStage::DirectoryRenamed, 0, false},
+    {SaveStage::LatestStaged, 0, false},
+    {SaveStage::LatestReplaced, 0, true},
+};
+
+/// `--kill-at N ROOT`: saves step 10, then dies in the save of step 20 at
+/// stage N. Returns 1 if the save did not reach the stage.
+int killDuringSave(const KillStage &kill, const std::string &root) {
+  int rank = communicator->rank();
+  State first(rank, 1), second(rank, 2);
+  SaveResult result;
+  CheckpointOptions options;
+  options.keepLast = 1;
+  if (!saveCheckpoint(root, {kPlan, 10, {}}, first.regions(), *communicator,
+                      result, options)
+           .ok())
+    return 1;
+  options.onStage = [&](SaveStage reached) {
+    if (reached == kill.stage && rank == kill.rank) {
+      // The marker tells the second launch that the stage was reached.
+      FILE *marker = std::fopen((root + ".killed").c_str(), "w");
+      if (marker)
+        std::fclose(marker);
+      std::_Exit(86);
+    }
+  };
+  Status status = saveCheckpoint(root, {kPlan, 20, {}}, second.regions(),
+                                 *communicator, result, options);
+  std::fprintf(stderr, "the save was not killed: %s\n",
+               status.ok() ? "it completed" : status.message().c_str());
+  return 1;
+}
+
+/// `--check-after-kill N ROOT`: the killed save left a loadable checkpoint
+/// (step 10, or 20 once `latest` moved), and the next save succeeds.
+int checkAfterKill(const KillStage &kill, const std::string &root) {
+  int rank = communicator->rank();
+  auto fail = [&](const std::string &what) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
+    return 1;
+  };
+  if (!fs::exists(root + ".killed"))
+    return fail("the killed launch never reached its stage");
+  State restored(rank, 0);
+  LoadedCheckpoint got;
+  if (Status status =
+          loadCheckpoint(root, kPlan, restored.regions(), *communicator, got);
+      !status.ok())
+    return fail(status.message());
+  State expected(rank, kill.newIsLatest ? 2 : 1);
+  if (got.step != (kill.newIsLatest ? 20u : 10u) ||
+      restored.shard != expected.shard || restored.extra != expected.extra)
+    return fail("loaded step " + std::to_string(got.step) +
+                " with the wrong contents");
+  State later(rank, 3);
+  SaveResult result;
+  CheckpointOptions options;
+  options.keepLast = 1;
+  if (Status status = saveCheckpoint(root, {kPlan, 30, {}}, later.regions(),
+                                     *communicator, result, options);
+      !status.ok())
+    return fail(status.message());
+  if (Status status =
+          loadCheckpoint(root, kPlan, restored.regions(), *communicator, got);
+      !status.ok() || got.step != 30 || restored.shard != later.shard)
+    return fail("the save after the kill did not load back");
+  if (rank == 0)
+    for (const auto &entry : fs::directory_iterator(root))
+      if (entry.path().filename() != "latest" &&
+          entry.path().filename() != "step-00000030")
+        return fail("left behind: " + entry.path().string());
+  return 0;
 }
 
 } // namespace
@@ -162,6 +254,21 @@ int main(int argc, char **argv) {
     return 1;
   }
   communicator = mpi.get();
+  // The kill tests' two launches (see test/unit/CMakeLists.txt).
+  if (argc == 4 && (std::string(argv[1]) == "--kill-at" ||
+                    std::string(argv[1]) == "--check-after-kill")) {
+    int index = std::atoi(argv[2]);
+    if (index < 0 || index >= static_cast<int>(std::size(kKillStages)))
+      return 2;
+    int code = std::string(argv[1]) == "--kill-at"
+                   ? killDuringSave(kKillStages[index], argv[3])
+                   : checkAfterKill(kKillStages[index], argv[3]);
+    // Every rank's verdict, so that no rank finalizes MPI alone.
+    float failed = code != 0 ? 1.0f : 0.0f;
+    if (!mpi->allReduce(&failed, 1).ok())
+      return 1;
+    return failed != 0.0f ? 1 : 0;
+  }
   // Rank 0 makes the scratch directory and tells the others its name.
   char name[256] = {};
   if (mpi->rank() == 0) {

@@ -64,14 +64,12 @@ protected:
     ASSERT_NE(::mkdtemp(pattern), nullptr);
     root = std::string(pattern) + "/ckpt";
   }
-  void TearDown() override {
-    fs::remove_all(fs::path(root).parent_path());
-  }
+  void TearDown() override { fs::remove_all(fs::path(root).parent_path()); }
 
   Status save(uint64_t step, State &state, uint64_t keepLast = 0,
               std::function<void(SaveStage)> hook = {}) {
-    CheckpointInfo info{kPlan, step, {{"data-step", std::to_string(step)},
-                                      {"seed", "7"}}};
+    CheckpointInfo info{
+        kPlan, step, {{"data-step", std::to_string(step)}, {"seed", "7"}}};
     SaveResult result;
     CheckpointOptions options;
     options.keepLast = keepLast;
@@ -126,8 +124,8 @@ TEST_F(TrainCheckpoint, SaveThenLoadRestoresRegionsStepAndValues) {
     EXPECT_TRUE(restored == saved) << path;
     EXPECT_EQ(got.step, 12u);
     EXPECT_EQ(got.directory, root + "/step-00000012");
-    EXPECT_EQ(got.values, (CheckpointValues{{"data-step", "12"},
-                                            {"rng", "a=b c"}}));
+    EXPECT_EQ(got.values,
+              (CheckpointValues{{"data-step", "12"}, {"rng", "a=b c"}}));
   }
 }
 
@@ -145,6 +143,17 @@ TEST_F(TrainCheckpoint, LatestFollowsTheNewestSaveAndKeepLastPrunes) {
   EXPECT_TRUE(restored == State(4));
   ASSERT_EQ(errorOf(load(root + "/step-00000030", restored, got)), "");
   EXPECT_TRUE(restored == State(3));
+}
+
+TEST_F(TrainCheckpoint, KeepLastKeepsTheResumedLineNotAnAbandonedFuture) {
+  // A run saved 10 and 50; a new run resumed from 10 saves 20, keeping 2:
+  // 10 and 20 are its line, 50 the abandoned run's.
+  State state(1);
+  ASSERT_EQ(errorOf(save(10, state)), "");
+  ASSERT_EQ(errorOf(save(50, state)), "");
+  ASSERT_EQ(errorOf(save(20, state, 2)), "");
+  EXPECT_EQ(entries(), (std::vector<std::string>{"latest", "step-00000010",
+                                                 "step-00000020"}));
 }
 
 TEST_F(TrainCheckpoint, KeepLastZeroKeepsEveryCheckpoint) {
@@ -185,10 +194,10 @@ TEST_F(TrainCheckpoint, AnotherPlanOrOtherRegionsAreRefused) {
 
   std::vector<CheckpointRegion> renamed = restored.regions();
   renamed[1].name = "group 0 (adam v)";
-  EXPECT_TRUE(contains(
-      errorOf(loadCheckpoint(root, kPlan, renamed, communicator, got)),
-      "holds region 'group 0 (adam m)' for rank 0 where this run has "
-      "'group 0 (adam v)'"));
+  EXPECT_TRUE(
+      contains(errorOf(loadCheckpoint(root, kPlan, renamed, communicator, got)),
+               "holds region 'group 0 (adam m)' for rank 0 where this run has "
+               "'group 0 (adam v)'"));
 
   std::vector<CheckpointRegion> more = restored.regions();
   float extra = 0;
@@ -269,9 +278,9 @@ TEST_F(TrainCheckpoint, HalfWrittenDirectoriesAndEmptyRootsAreRefused) {
   EXPECT_EQ(errorOf(load(root, state, got)),
             "no checkpoint in '" + root +
                 "': it has no 'latest' file and no manifest.txt");
-  EXPECT_TRUE(contains(
-      errorOf(load(root + "/.tmp-step-00000003-0123", state, got)),
-      "is half-written (a save was interrupted)"));
+  EXPECT_TRUE(
+      contains(errorOf(load(root + "/.tmp-step-00000003-0123", state, got)),
+               "is half-written (a save was interrupted)"));
   std::ofstream(root + "/latest") << "../etc\n";
   EXPECT_TRUE(contains(errorOf(load(root, state, got)),
                        "holds '../etc', not a step-<N> directory name"));
@@ -288,11 +297,16 @@ TEST_F(TrainCheckpoint, BadNamesOrRootAreRefusedBeforeWriting) {
   EXPECT_EQ(errorOf(saveCheckpoint(root, {kPlan, 1, {}}, regions, communicator,
                                    result)),
             "checkpoint region 'group 0 (shard)' is given twice");
-  EXPECT_TRUE(contains(errorOf(saveCheckpoint(root, {kPlan, 1, {{"a=b", "c"}}},
-                                              state.regions(), communicator,
-                                              result)),
-                       "checkpoint value key 'a=b'"));
+  EXPECT_TRUE(
+      contains(errorOf(saveCheckpoint(root, {kPlan, 1, {{"a=b", "c"}}},
+                                      state.regions(), communicator, result)),
+               "checkpoint value key 'a=b'"));
   EXPECT_FALSE(fs::exists(root));
+  std::vector<CheckpointRegion> empty = state.regions();
+  empty[0].data = nullptr;
+  LoadedCheckpoint got;
+  EXPECT_EQ(errorOf(loadCheckpoint(root, kPlan, empty, communicator, got)),
+            "checkpoint region 'group 0 (shard)' has no data");
   fs::create_directories(fs::path(root).parent_path());
   std::ofstream(root) << "a file";
   EXPECT_TRUE(contains(errorOf(save(1, state)),

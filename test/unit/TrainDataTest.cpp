@@ -56,8 +56,7 @@ protected:
   std::string writeNpy(const std::string &name, const std::string &descr,
                        const std::string &shape, const std::string &data) {
     std::string header = "{'descr': '" + descr +
-                         "', 'fortran_order': False, 'shape': " + shape +
-                         ", }";
+                         "', 'fortran_order': False, 'shape': " + shape + ", }";
     while ((10 + header.size() + 1) % 64 != 0)
       header += ' ';
     header += '\n';
@@ -133,9 +132,10 @@ TEST_F(TrainData, TokenOutsideTheVocabularyNamesItsOffset) {
   std::vector<int64_t> row(8);
   EXPECT_EQ(errorOf(data.readRow(0, 8, row.data())), "");
   std::string message = errorOf(data.readRow(32, 8, row.data()));
-  EXPECT_TRUE(contains(message, "token file '" + path + "': token 37 (byte "
-                                "74) is 50257, outside the model's "
-                                "vocabulary of 50257"));
+  EXPECT_TRUE(contains(message, "token file '" + path +
+                                    "': token 37 (byte "
+                                    "74) is 50257, outside the model's "
+                                    "vocabulary of 50257"));
 }
 
 TEST_F(TrainData, NpyOfEachIntegerTypeReadsTheSameTokens) {
@@ -151,8 +151,8 @@ TEST_F(TrainData, NpyOfEachIntegerTypeReadsTheSameTokens) {
                {"<i4", bytesOf(i32), TokenType::I32},
                {"<i8", bytesOf(i64), TokenType::I64}};
   for (const Case &c : cases) {
-    std::string path = writeNpy("t" + c.descr.substr(1) + ".npy", c.descr,
-                                "(4,)", c.data);
+    std::string path =
+        writeNpy("t" + c.descr.substr(1) + ".npy", c.descr, "(4,)", c.data);
     TokenData data;
     ASSERT_EQ(errorOf(data.open(path, {std::nullopt, 3, 9})), "") << c.descr;
     EXPECT_EQ(data.type(), c.type);
@@ -169,8 +169,8 @@ TEST_F(TrainData, NpyThatIsNotOneDimensionalIntegerTokensIsRefused) {
                               bytesOf(std::vector<int64_t>{1, 2, 3, 4}));
   EXPECT_TRUE(contains(errorOf(data.open(path, {std::nullopt, 1, 0})),
                        "has shape (2, 2); a token file is a 1-D array"));
-  path = writeNpy("float.npy", "<f4", "(2,)",
-                  bytesOf(std::vector<float>{1, 2}));
+  path =
+      writeNpy("float.npy", "<f4", "(2,)", bytesOf(std::vector<float>{1, 2}));
   EXPECT_TRUE(contains(errorOf(data.open(path, {std::nullopt, 1, 0})),
                        "holds dtype '<f4'"));
   path = writeNpy("short.npy", "<u2", "(5,)", bytesOf(ramp16(4)));
@@ -199,9 +199,9 @@ TEST_F(TrainData, NonRegularFilesAreRefused) {
   TokenData data;
   EXPECT_TRUE(contains(errorOf(data.open("/dev/zero", {std::nullopt, 1, 0})),
                        "is not a regular file"));
-  EXPECT_TRUE(contains(errorOf(data.open(directory + "/missing.bin",
-                                         {std::nullopt, 1, 0})),
-                       "cannot open token file"));
+  EXPECT_TRUE(contains(
+      errorOf(data.open(directory + "/missing.bin", {std::nullopt, 1, 0})),
+      "cannot open token file"));
 }
 
 long maxResidentKiB() {
@@ -249,9 +249,9 @@ TEST(TrainBatchSampler, OffsetsFollowTheSpecFormula) {
   BatchSampler first(0, 1000, {4, 16, 1, 1});
   EXPECT_EQ(first.rowsFor(0, 0, 0), (std::vector<uint64_t>{680, 32, 279, 590}));
   BatchSampler second(7, 1000003, {6, 128, 1, 1});
-  EXPECT_EQ(second.rowsFor(3, 0, 0),
-            (std::vector<uint64_t>{836446, 894051, 152888, 228106, 86650,
-                                   452647}));
+  EXPECT_EQ(
+      second.rowsFor(3, 0, 0),
+      (std::vector<uint64_t>{836446, 894051, 152888, 228106, 86650, 452647}));
 }
 
 TEST(TrainBatchSampler, RowsDoNotDependOnRanksOrMicroSteps) {

@@ -42,14 +42,42 @@ TEST(TrainOptions, DefaultsAreTheSpecs) {
 
 TEST(TrainOptions, EveryFlagLandsInItsField) {
   TrainOptions options;
-  ASSERT_EQ(parse({"--data=t.npy", "--data-dtype", "uint32", "--steps", "50",
-                   "--grad-accum=4", "--lr", "1e-3", "--warmup", "5",
-                   "--lr-schedule", "cosine", "--min-lr", "1e-5",
-                   "--weight-decay", "0.1", "--beta1", "0.8", "--beta2",
-                   "0.95", "--eps", "1e-6", "--seed", "18446744073709551615",
-                   "--save", "ck", "--save-every", "10", "--keep-last", "3",
-                   "--resume", "ck/step-00000010", "--log-every", "5",
-                   "--loss-log", "loss.tsv"},
+  ASSERT_EQ(parse({"--data=t.npy",
+                   "--data-dtype",
+                   "uint32",
+                   "--steps",
+                   "50",
+                   "--grad-accum=4",
+                   "--lr",
+                   "1e-3",
+                   "--warmup",
+                   "5",
+                   "--lr-schedule",
+                   "cosine",
+                   "--min-lr",
+                   "1e-5",
+                   "--weight-decay",
+                   "0.1",
+                   "--beta1",
+                   "0.8",
+                   "--beta2",
+                   "0.95",
+                   "--eps",
+                   "1e-6",
+                   "--seed",
+                   "18446744073709551615",
+                   "--save",
+                   "ck",
+                   "--save-every",
+                   "10",
+                   "--keep-last",
+                   "3",
+                   "--resume",
+                   "ck/step-00000010",
+                   "--log-every",
+                   "5",
+                   "--loss-log",
+                   "loss.tsv"},
                   options),
             "");
   EXPECT_EQ(options.dataPath, "t.npy");
@@ -105,10 +133,66 @@ TEST(TrainOptions, MalformedUsesAreNamed) {
             "--save-every needs --save DIR");
   EXPECT_EQ(parse({"--data", "t", "--min-lr", "0.1"}, options),
             "--min-lr needs --lr-schedule cosine");
-  EXPECT_EQ(parse({"--data", "t", "--lr-schedule", "cosine", "--min-lr",
-                   "0.1", "--lr", "0.01"},
+  EXPECT_EQ(parse({"--data", "t", "--lr-schedule", "cosine", "--min-lr", "0.1",
+                   "--lr", "0.01"},
                   options),
             "--min-lr 0.1 is above --lr 0.01");
+}
+
+TEST(TrainOptions, HyperFollowsTheSpecsLayout) {
+  TrainOptions options;
+  ASSERT_EQ(parse({"--data", "t", "--beta1", "0.8", "--beta2", "0.95", "--eps",
+                   "1e-6", "--weight-decay", "0.01"},
+                  options),
+            "");
+  std::array<float, 8> hyper =
+      optimizerHyper(options.optimizer(), 2e-3, 1.0 / 8, 10);
+  EXPECT_EQ(hyper[0], 2e-3f);
+  EXPECT_EQ(hyper[1], 0.8f);
+  EXPECT_EQ(hyper[2], 0.95f);
+  EXPECT_EQ(hyper[3], 1e-6f);
+  EXPECT_EQ(hyper[4], 0.01f);
+  EXPECT_EQ(hyper[5], 0.125f);
+  // 1 - 0.8^10 and 1 - 0.95^10, rounded once to float.
+  EXPECT_EQ(hyper[6], static_cast<float>(0.8926258176));
+  EXPECT_EQ(hyper[7], static_cast<float>(0.40126306076162117));
+  hyper = optimizerHyper(options.optimizer(), 2e-3, 1.0, 1);
+  EXPECT_EQ(hyper[6], static_cast<float>(0.2));
+  EXPECT_EQ(hyper[7], static_cast<float>(1.0 - 0.95));
+}
+
+TEST(TrainOptions, ResumeNeedsTheSameBatchesAndStepsLeft) {
+  TrainOptions options;
+  ASSERT_EQ(parse({"--data", "t", "--seed", "3", "--grad-accum", "2", "--steps",
+                   "50"},
+                  options),
+            "");
+  LoadedCheckpoint loaded;
+  loaded.directory = "ck/step-00000020";
+  loaded.step = 20;
+  loaded.values = options.checkpointValues(1000);
+  EXPECT_EQ(loaded.values[0],
+            (std::pair<std::string, std::string>{"seed", "3"}));
+  EXPECT_EQ(errorOf(options.checkResume(loaded, 1000)), "");
+  EXPECT_EQ(errorOf(options.checkResume(loaded, 999)),
+            "checkpoint 'ck/step-00000020' was trained with --data (its "
+            "token count) 1000; this run has 999, so it would not continue "
+            "that run");
+  TrainOptions other;
+  ASSERT_EQ(
+      parse({"--data", "t", "--seed", "4", "--grad-accum", "2", "--lr", "1e-3"},
+            other),
+      "");
+  EXPECT_EQ(errorOf(other.checkResume(loaded, 1000)),
+            "checkpoint 'ck/step-00000020' was trained with --seed 3; this "
+            "run has 4, so it would not continue that run");
+  loaded.step = 50;
+  EXPECT_EQ(errorOf(options.checkResume(loaded, 1000)),
+            "checkpoint 'ck/step-00000020' is at step 50; --steps 50 leaves "
+            "nothing to train");
+  loaded.values.clear();
+  EXPECT_TRUE(zplan::testing::contains(
+      errorOf(options.checkResume(loaded, 1000)), "does not record its seed"));
 }
 
 } // namespace
