@@ -16,13 +16,9 @@ const char *const zplan::tooling::kUsage =
     "...]\n"
     "                     [--program NAME] [--check] [--trace FILE.json]\n"
     "                     [--repeat K] [--stats] [--threads T]\n"
-    "       zrun PLAN train --data TOKENS [--steps S] [--grad-accum K] [--lr "
-    "LR]\n"
-    "                     [--warmup W] [--weight-decay WD] [--seed N]\n"
-    "                     [--save DIR] [--save-every S] [--resume DIR]\n"
-    "                     [--log-every S] [--loss-log FILE] [--check]\n"
     "       zrun PLAN gradients --input NAME=FILE.npy ... --output-dir DIR\n"
     "       zrun PLAN inspect [--program NAME]\n"
+    "       zrun PLAN train --data TOKENS [options below]\n"
     "\n"
     "Runs a plan compiled by zcc on the ranks mpirun launches (one per\n"
     "rank of the plan's world size), trains a plan compiled with --mode\n"
@@ -39,26 +35,10 @@ const char *const zplan::tooling::kUsage =
     "  --repeat K              run K times; print the last run's time\n"
     "  --stats                 print each rank's peak RSS and memory layout\n"
     "  --threads T             BLAS threads per rank (default 1)\n"
-    "train:\n"
-    "  --data TOKENS           flat token file: .bin (uint16, or --data-dtype\n"
-    "                          uint32) or a 1-D .npy of integers\n"
-    "  --steps S               optimizer steps (default 100)\n"
-    "  --grad-accum K          micro-steps per optimizer step (default 1)\n"
-    "  --lr LR                 peak learning rate (default 3e-4)\n"
-    "  --warmup W              linear warmup steps (default 0)\n"
-    "  --lr-schedule constant|cosine [--min-lr LR]   after the warmup\n"
-    "  --weight-decay WD       decoupled weight decay (default 0)\n"
-    "  --beta1 B1 --beta2 B2 --eps E   AdamW (defaults 0.9, 0.999, 1e-8)\n"
-    "  --momentum M            SGD momentum (default 0)\n"
-    "  --seed N                batch selection seed (default 0)\n"
-    "  --save DIR --save-every S   sharded checkpoints every S steps and\n"
-    "                          after the last [--keep-last K]\n"
-    "  --resume DIR            continue from a checkpoint\n"
-    "  --log-every S           progress line every S steps (default 1)\n"
-    "  --loss-log FILE         one 'step<TAB>loss<TAB>lr' line per step\n"
     "gradients:\n"
     "  --input NAME=FILE.npy   the micro-batch (the same on every rank)\n"
-    "  --output-dir DIR        loss.npy and one .npy per parameter gradient\n";
+    "  --output-dir DIR        loss.npy and one .npy per parameter gradient\n"
+    "train (also --check, --threads T, --stats; --momentum M for sgd plans):\n";
 
 namespace {
 
@@ -120,26 +100,7 @@ constexpr Flag kFlags[] = {
     {"--check", false, Run | Train | Gradients},
     {"--stats", false, Run | Train},
     {"--output-dir", true, Gradients},
-    {"--data", true, Train},
-    {"--data-dtype", true, Train},
-    {"--steps", true, Train},
-    {"--grad-accum", true, Train},
-    {"--lr", true, Train},
-    {"--warmup", true, Train},
-    {"--weight-decay", true, Train},
-    {"--beta1", true, Train},
-    {"--beta2", true, Train},
-    {"--eps", true, Train},
     {"--momentum", true, Train},
-    {"--lr-schedule", true, Train},
-    {"--min-lr", true, Train},
-    {"--keep-last", true, Train},
-    {"--seed", true, Train},
-    {"--save", true, Train},
-    {"--save-every", true, Train},
-    {"--resume", true, Train},
-    {"--log-every", true, Train},
-    {"--loss-log", true, Train},
 };
 
 /// "'run', 'train' or 'gradients'".
@@ -159,17 +120,7 @@ std::string commandsOf(unsigned commands) {
 /// Sets the option `flag` (known, allowed for the command) from `value`.
 Status applyFlag(const std::string &flag, const std::string &value,
                  Arguments &arguments) {
-  train::TrainOptions &train = arguments.train;
-  constexpr int64_t kMaxSteps = int64_t(1) << 40;
   int64_t number = 0;
-  auto count = [&](int64_t low, int64_t high, uint64_t &out) {
-    Status status = parseCount(flag, value, low, high, number);
-    out = static_cast<uint64_t>(number);
-    return status;
-  };
-  auto real = [&](double low, double high, double &out) {
-    return parseNumber(flag, value, low, high, out);
-  };
   if (flag == "--input")
     return parseBinding(flag, value, arguments.inputs);
   if (flag == "--output")
@@ -191,51 +142,8 @@ Status applyFlag(const std::string &flag, const std::string &value,
     arguments.stats = true;
   else if (flag == "--output-dir")
     arguments.outputDir = value;
-  else if (flag == "--data")
-    train.dataPath = value;
-  else if (flag == "--data-dtype") {
-    train::TokenType type;
-    if (Status status = train::parseRawTokenType(value, type); !status.ok())
-      return failure(flag, ": ", status.message());
-    train.dataType = type;
-  } else if (flag == "--steps")
-    return count(1, kMaxSteps, train.steps);
-  else if (flag == "--grad-accum")
-    return count(1, 1 << 20, train.gradAccum);
-  else if (flag == "--lr")
-    return real(0, 1e3, train.lr);
-  else if (flag == "--warmup")
-    return count(0, kMaxSteps, train.warmup);
-  else if (flag == "--lr-schedule") {
-    if (Status status = train::parseLrDecay(value, train.lrDecay);
-        !status.ok())
-      return failure(flag, ": ", status.message());
-  } else if (flag == "--min-lr")
-    return real(0, 1e3, train.minLr);
-  else if (flag == "--weight-decay")
-    return real(0, 1e3, train.weightDecay);
-  else if (flag == "--beta1")
-    return real(0, 0.999999, train.beta1);
-  else if (flag == "--beta2")
-    return real(0, 0.99999999, train.beta2);
-  else if (flag == "--eps")
-    return real(0, 1, train.eps);
   else if (flag == "--momentum")
-    return real(0, 0.999999, arguments.momentum);
-  else if (flag == "--seed")
-    return count(0, INT64_MAX, train.seed);
-  else if (flag == "--save")
-    train.saveDir = value;
-  else if (flag == "--save-every")
-    return count(1, kMaxSteps, train.saveEvery);
-  else if (flag == "--keep-last")
-    return count(0, kMaxSteps, train.keepLast);
-  else if (flag == "--resume")
-    train.resumeFrom = value;
-  else if (flag == "--log-every")
-    return count(1, kMaxSteps, train.logEvery);
-  else if (flag == "--loss-log")
-    train.lossLogPath = value;
+    return parseNumber(flag, value, 0, 0.999999, arguments.momentum);
   return Status::success();
 }
 
@@ -262,6 +170,7 @@ Status zplan::tooling::parseArguments(int argc, char **argv,
   if (!command)
     return failure("unknown command ", inQuotes(arguments.command),
                    "; zrun runs 'run', 'train', 'gradients' and 'inspect'");
+  std::vector<std::string> trainWords;
   for (size_t i = 2; i < words.size(); ++i) {
     std::string flag = words[i], value;
     bool hasValue = false;
@@ -275,6 +184,11 @@ Status zplan::tooling::parseArguments(int argc, char **argv,
     for (const Flag &candidate : kFlags)
       if (flag == candidate.name)
         spec = &candidate;
+    if (!spec && command == Train) {
+      // The training flags proper are runtime/train's (TrainOptions.h).
+      trainWords.push_back(words[i]);
+      continue;
+    }
     if (!spec)
       return failure("unknown option ", inQuotes(words[i]),
                      "; see zrun --help");
@@ -291,13 +205,9 @@ Status zplan::tooling::parseArguments(int argc, char **argv,
     if (Status status = applyFlag(flag, value, arguments); !status.ok())
       return status;
   }
-  if (command == Train && arguments.train.dataPath.empty())
-    return failure("'train' needs --data TOKENS (a flat token file)");
+  if (command == Train)
+    return train::parseTrainOptions(trainWords, arguments.train);
   if (command == Gradients && arguments.outputDir.empty())
     return failure("'gradients' needs --output-dir DIR");
-  if (command == Train &&
-      (arguments.train.saveEvery || arguments.train.keepLast) &&
-      arguments.train.saveDir.empty())
-    return failure("--save-every and --keep-last need --save DIR");
   return Status::success();
 }

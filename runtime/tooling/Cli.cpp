@@ -15,6 +15,7 @@
 #include "runtime/tooling/Inspect.h"
 #include "runtime/tooling/RunSession.h"
 #include "runtime/tooling/TrainSession.h"
+#include "runtime/train/TrainOptions.h"
 
 #include <cstdlib>
 #include <iostream>
@@ -27,7 +28,7 @@ int zplan::zrunMain(int argc, char **argv) {
   Arguments arguments;
   Status parsed = parseArguments(argc, argv, arguments);
   if (arguments.help) {
-    std::cout << kUsage;
+    std::cout << kUsage << train::kTrainUsage;
     return 0;
   }
   // Only `run` starts MPI: a usage error outside it, or inspect, needs none,

@@ -15,10 +15,12 @@
 #include "runtime/train/BatchSampler.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/LrSchedule.h"
+#include "runtime/train/OptimizerHyper.h"
 #include "runtime/train/Progress.h"
 #include "runtime/train/TokenData.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -312,15 +314,6 @@ Status checkTrainInputs(Training &training, TrainRun &run) {
   return Status::success();
 }
 
-train::CheckpointValues checkpointValues(const Training &training,
-                                         const TrainRun &run) {
-  const train::TrainOptions &options = training.arguments.train;
-  return {{"seed", std::to_string(options.seed)},
-          {"grad_accum", std::to_string(options.gradAccum)},
-          {"rows_per_rank", std::to_string(run.rows)},
-          {"data", options.dataPath}};
-}
-
 /// Resumes from --resume: the state and the step; the batch rows are a
 /// function of (seed, step), so a resumed run reads what an uninterrupted
 /// one would have.
@@ -330,16 +323,7 @@ Status resume(Training &training, TrainRun &run) {
   ZR_RETURN_IF_ERROR(train::loadCheckpoint(
       options.resumeFrom, planIdentity(training.plan),
       checkpointRegions(*training.memory), training.communicator, loaded));
-  for (const auto &[key, value] : checkpointValues(training, run))
-    for (const auto &[savedKey, savedValue] : loaded.values)
-      if (key == savedKey && key != "data" && value != savedValue)
-        return failure("checkpoint ", inQuotes(loaded.directory), " was made ",
-                       "with ", key, " ", savedValue, "; this run has ", value,
-                       " (a resumed run must read the same batches)");
-  if (loaded.step >= options.steps)
-    return failure("checkpoint ", inQuotes(loaded.directory), " is at step ",
-                   loaded.step, "; --steps ", options.steps,
-                   " leaves nothing to train");
+  ZR_RETURN_IF_ERROR(options.checkResume(loaded, run.data.size()));
   run.firstStep = loaded.step;
   return Status::success();
 }
@@ -369,23 +353,18 @@ void runMicroSteps(Training &training, TrainRun &run, uint64_t step,
 
 void runOptimizer(Training &training, uint64_t step, double lr) {
   const train::TrainOptions &options = training.arguments.train;
-  double t = static_cast<double>(step + 1);
-  bool sgd = false;
+  train::OptimizerSettings settings = options.optimizer();
   for (const plan::Instruction &instruction :
        training.optimizer->instructions())
-    sgd |= instruction.opcode() == plan::OPCODE_SGD;
-  float hyper[8] = {
-      static_cast<float>(lr),
-      static_cast<float>(sgd ? training.arguments.momentum : options.beta1),
-      static_cast<float>(options.beta2),
-      static_cast<float>(options.eps),
-      static_cast<float>(options.weightDecay),
-      static_cast<float>(1.0 / (static_cast<double>(options.gradAccum) *
-                                training.communicator.size())),
-      static_cast<float>(1.0 - std::pow(options.beta1, t)),
-      static_cast<float>(1.0 - std::pow(options.beta2, t))};
-  std::memcpy(training.memory->address(training.hyper->buffer()), hyper,
-              sizeof(hyper));
+    if (instruction.opcode() == plan::OPCODE_SGD)
+      settings.beta1 = training.arguments.momentum;
+  std::array<float, 8> hyper = train::optimizerHyper(
+      settings, lr,
+      1.0 / (static_cast<double>(options.gradAccum) *
+             training.communicator.size()),
+      step + 1);
+  std::memcpy(training.memory->address(training.hyper->buffer()),
+              hyper.data(), sizeof(float) * hyper.size());
   if (Status status = training.optimizerExecutor->run(); !status.ok())
     abortRun(training.communicator, status);
 }
@@ -484,7 +463,7 @@ int zplan::tooling::trainPlan(const Arguments &arguments,
       train::CheckpointInfo info;
       info.planIdentity = planIdentity(training.plan);
       info.step = step + 1;
-      info.values = checkpointValues(training, run);
+      info.values = options.checkpointValues(run.data.size());
       train::SaveResult saved;
       train::CheckpointOptions checkpointOptions;
       checkpointOptions.keepLast = options.keepLast;
