@@ -76,10 +76,24 @@ TEST(ValidateOptions, RejectsBadValues) {
       errorText(validateOptions(options)).find("unknown --dump 'everything'"),
       std::string::npos);
   options.dumps = {"ir"};
+  options.mode = CompileMode::Generate;
+  EXPECT_NE(errorText(validateOptions(options))
+                .find("--mode generate is not available"),
+            std::string::npos);
   options.mode = CompileMode::Train;
-  EXPECT_NE(
-      errorText(validateOptions(options)).find("--mode train is not available"),
-      std::string::npos);
+  EXPECT_EQ(errorText(validateOptions(options)), "");
+  options.optimizer = "lion";
+  EXPECT_NE(errorText(validateOptions(options))
+                .find("unknown --optimizer 'lion'; expected adamw or sgd"),
+            std::string::npos);
+  options.optimizer = "sgd";
+  options.loss = "output:";
+  EXPECT_NE(errorText(validateOptions(options))
+                .find("unknown --loss 'output:'; expected causal-lm or "
+                      "output:NAME"),
+            std::string::npos);
+  options.loss = "output:loss";
+  EXPECT_EQ(errorText(validateOptions(options)), "");
   options.mode = CompileMode::Infer;
   options.maxInFlight = 0;
   EXPECT_NE(errorText(validateOptions(options))
