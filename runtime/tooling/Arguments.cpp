@@ -38,7 +38,8 @@ const char *const zplan::tooling::kUsage =
     "gradients:\n"
     "  --input NAME=FILE.npy   the micro-batch (the same on every rank)\n"
     "  --output-dir DIR        loss.npy and one .npy per parameter gradient\n"
-    "train (also --check, --threads T, --stats; --momentum M for sgd plans):\n";
+    "train (also --check, --threads T, --stats; --momentum M for sgd plans;\n"
+    "       --clip-grad-norm MAX to clip the gradients' global L2 norm):\n";
 
 namespace {
 
@@ -101,6 +102,7 @@ constexpr Flag kFlags[] = {
     {"--stats", false, Run | Train},
     {"--output-dir", true, Gradients},
     {"--momentum", true, Train},
+    {"--clip-grad-norm", true, Train},
 };
 
 /// "'run', 'train' or 'gradients'".
@@ -144,6 +146,8 @@ Status applyFlag(const std::string &flag, const std::string &value,
     arguments.outputDir = value;
   else if (flag == "--momentum")
     return parseNumber(flag, value, 0, 0.999999, arguments.momentum);
+  else if (flag == "--clip-grad-norm")
+    return parseNumber(flag, value, 0, 1e30, arguments.clipGradNorm);
   return Status::success();
 }
 

@@ -45,6 +45,10 @@ struct Arguments {
   train::TrainOptions train;
   /// `train --momentum M`: SGD's momentum (AdamW plans ignore it).
   double momentum = 0.0;
+  /// `train --clip-grad-norm MAX`: scale the gradients so that their global
+  /// L2 norm is at most MAX (0: no clipping), as
+  /// torch.nn.utils.clip_grad_norm_ does.
+  double clipGradNorm = 0.0;
   /// `gradients --output-dir DIR`.
   std::string outputDir;
 };

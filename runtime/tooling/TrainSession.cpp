@@ -351,6 +351,29 @@ void runMicroSteps(Training &training, TrainRun &run, uint64_t step,
   }
 }
 
+/// The global L2 norm of the step's mean gradient (the accumulators times
+/// `gradScale`): each rank sums the squares of its gradient shards, and of
+/// the persistent groups (whole on every rank) only rank 0 does; one scalar
+/// all-reduce adds them up. Read on the host: the CPU backend's memory.
+double gradientNorm(Training &training, double gradScale) {
+  const plan::Plan &plan = training.plan;
+  double squares = 0;
+  for (int group = 0; group < plan.groups_size(); ++group) {
+    if (plan.groups(group).persistent() && training.communicator.rank() != 0)
+      continue;
+    const plan::Buffer &buffer = bufferOf(plan, training.gradientOf[group]);
+    const auto *gradient = reinterpret_cast<const float *>(
+        training.memory->address(training.gradientOf[group]));
+    for (uint64_t i = 0, n = elementCount(buffer); i < n; ++i)
+      squares += static_cast<double>(gradient[i]) * gradient[i];
+  }
+  if (Status status = training.communicator.allReduce(&squares, 1,
+                                                      ElementType::F64);
+      !status.ok())
+    abortRun(training.communicator, status);
+  return std::sqrt(squares) * gradScale;
+}
+
 void runOptimizer(Training &training, uint64_t step, double lr) {
   const train::TrainOptions &options = training.arguments.train;
   train::OptimizerSettings settings = options.optimizer();
@@ -358,11 +381,15 @@ void runOptimizer(Training &training, uint64_t step, double lr) {
        training.optimizer->instructions())
     if (instruction.opcode() == plan::OPCODE_SGD)
       settings.beta1 = training.arguments.momentum;
-  std::array<float, 8> hyper = train::optimizerHyper(
-      settings, lr,
-      1.0 / (static_cast<double>(options.gradAccum) *
-             training.communicator.size()),
-      step + 1);
+  double gradScale = 1.0 / (static_cast<double>(options.gradAccum) *
+                            training.communicator.size());
+  if (double clip = training.arguments.clipGradNorm; clip > 0) {
+    // torch.nn.utils.clip_grad_norm_'s coefficient, clamped to 1.
+    double norm = gradientNorm(training, gradScale);
+    gradScale *= std::min(1.0, clip / (norm + 1e-6));
+  }
+  std::array<float, 8> hyper =
+      train::optimizerHyper(settings, lr, gradScale, step + 1);
   std::memcpy(training.memory->address(training.hyper->buffer()),
               hyper.data(), sizeof(float) * hyper.size());
   if (Status status = training.optimizerExecutor->run(); !status.ok())
