@@ -21,7 +21,10 @@
 #include "dialects/zero/ZeroDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Dominance.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/CSE.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/Debug.h"
@@ -275,6 +278,12 @@ LogicalResult Differentiator::run(const LossOptions &options) {
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
     if (isOpTriviallyDead(&op))
       op.erase();
+  // Rules are local: the weight gradients of q, k and v projections each
+  // flatten and transpose the same activation, and every rule makes its
+  // own scalar constants. One CSE keeps one of each.
+  IRRewriter rewriter(train.getContext());
+  DominanceInfo dominance(train);
+  eliminateCommonSubExpressions(rewriter, dominance, train);
   return success();
 }
 

@@ -6,6 +6,7 @@
 // CHECK-LABEL: func.func @train_micro_step
 // CHECK: %[[W:.*]] = zero.gather_wait
 // CHECK: %[[Y:.*]] = nn.neg
+// CHECK: %[[ONE:.*]] = nn.constant dense<1.000000e+00> : tensor<f32>
 // CHECK: %[[DY:.*]] = nn.expand %{{.*}} : tensor<1xf32> -> tensor<4xf32>
 // y = -w: dw = -dy.
 // CHECK-NEXT: %[[DW:.*]] = nn.neg %[[DY]]
@@ -28,6 +29,7 @@ func.func @forward(%x: tensor<4xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name =
 // CHECK-LABEL: func.func @train_micro_step
 // CHECK: %[[W:.*]] = zero.gather_wait
 // CHECK: %[[Y:.*]] = nn.sqrt
+// CHECK: %[[ONE:.*]] = nn.constant dense<1.000000e+00> : tensor<f32>
 // CHECK: %[[DY:.*]] = nn.expand %{{.*}} : tensor<1xf32> -> tensor<4xf32>
 // y = sqrt(w): dw = dy * 0.5 / y.
 // CHECK-NEXT: %[[HALF:.*]] = nn.constant dense<5.000000e-01>
@@ -52,6 +54,7 @@ func.func @forward(%x: tensor<4xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name =
 // CHECK-LABEL: func.func @train_micro_step
 // CHECK: %[[W:.*]] = zero.gather_wait
 // CHECK: %[[Y:.*]] = nn.exp
+// CHECK: %[[ONE:.*]] = nn.constant dense<1.000000e+00> : tensor<f32>
 // CHECK: %[[DY:.*]] = nn.expand %{{.*}} : tensor<1xf32> -> tensor<4xf32>
 // y = exp(w): dw = dy * y.
 // CHECK-NEXT: %[[DW:.*]] = nn.mul %[[DY]], %[[Y]]
@@ -74,6 +77,7 @@ func.func @forward(%x: tensor<4xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name =
 // CHECK-LABEL: func.func @train_micro_step
 // CHECK: %[[W:.*]] = zero.gather_wait
 // CHECK: %[[Y:.*]] = nn.log
+// CHECK: %[[ONE:.*]] = nn.constant dense<1.000000e+00> : tensor<f32>
 // CHECK: %[[DY:.*]] = nn.expand %{{.*}} : tensor<1xf32> -> tensor<4xf32>
 // y = log(w): dw = dy / w.
 // CHECK-NEXT: %[[DW:.*]] = nn.div %[[DY]], %[[W]]
@@ -96,10 +100,10 @@ func.func @forward(%x: tensor<4xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name =
 // CHECK-LABEL: func.func @train_micro_step
 // CHECK: %[[W:.*]] = zero.gather_wait
 // CHECK: %[[Y:.*]] = nn.tanh
+// CHECK: %[[ONE:.*]] = nn.constant dense<1.000000e+00> : tensor<f32>
 // CHECK: %[[DY:.*]] = nn.expand %{{.*}} : tensor<1xf32> -> tensor<4xf32>
 // y = tanh(w): dw = dy * (1 - y^2).
 // CHECK-DAG: %[[Y2:.*]] = nn.mul %[[Y]], %[[Y]]
-// CHECK-DAG: %[[ONE:.*]] = nn.constant dense<1.000000e+00>
 // CHECK: %[[D:.*]] = nn.sub %[[ONE]], %[[Y2]]
 // CHECK-NEXT: %[[DW:.*]] = nn.mul %[[DY]], %[[D]]
 // CHECK-NEXT: %[[T:.*]] = zero.reduce_scatter_start %[[DW]] : tensor<4xf32>
@@ -121,9 +125,9 @@ func.func @forward(%x: tensor<4xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name =
 // CHECK-LABEL: func.func @train_micro_step
 // CHECK: %[[W:.*]] = zero.gather_wait
 // CHECK: %[[Y:.*]] = nn.sigmoid
+// CHECK: %[[ONE:.*]] = nn.constant dense<1.000000e+00> : tensor<f32>
 // CHECK: %[[DY:.*]] = nn.expand %{{.*}} : tensor<1xf32> -> tensor<4xf32>
 // y = sigmoid(w): dw = dy * y * (1 - y).
-// CHECK-DAG: %[[ONE:.*]] = nn.constant dense<1.000000e+00>
 // CHECK-DAG: %[[D:.*]] = nn.sub %[[ONE]], %[[Y]]
 // CHECK-DAG: %[[DYY:.*]] = nn.mul %[[DY]], %[[Y]]
 // CHECK: %[[DW:.*]] = nn.mul %[[DYY]], %[[D]]
@@ -146,11 +150,12 @@ func.func @forward(%x: tensor<4xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name =
 // CHECK-LABEL: func.func @train_micro_step
 // CHECK: %[[W:.*]] = zero.gather_wait
 // CHECK: %[[Y:.*]] = nn.relu
+// CHECK: %[[ONE:.*]] = nn.constant dense<1.000000e+00> : tensor<f32>
 // CHECK: %[[DY:.*]] = nn.expand %{{.*}} : tensor<1xf32> -> tensor<4xf32>
 // y = relu(w): dw = dy where w > 0, else 0.
 // CHECK-DAG: %[[ZERO:.*]] = nn.constant dense<0.000000e+00>
-// CHECK-DAG: %[[POS:.*]] = nn.greater %[[W]], %{{.*}} : (tensor<4xf32>, tensor<f32>) -> tensor<4xi1>
-// CHECK: %[[DW:.*]] = nn.where %[[POS]], %[[DY]], %{{.*}} : (tensor<4xi1>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+// CHECK-DAG: %[[POS:.*]] = nn.greater %[[W]], %[[ZERO]] : (tensor<4xf32>, tensor<f32>) -> tensor<4xi1>
+// CHECK: %[[DW:.*]] = nn.where %[[POS]], %[[DY]], %[[ZERO]] : (tensor<4xi1>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
 // CHECK-NEXT: %[[T:.*]] = zero.reduce_scatter_start %[[DW]] : tensor<4xf32>
 // CHECK-NEXT: %[[ACC:.*]] = zero.grad_shard @w : !zero.shard<tensor<4xf32>>
 // CHECK-NEXT: zero.reduce_scatter_wait %[[T]] accumulate(%[[ACC]] : !zero.shard<tensor<4xf32>>) : !zero.shard<tensor<4xf32>>
@@ -170,10 +175,10 @@ func.func @forward(%x: tensor<4xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name =
 // CHECK-LABEL: func.func @train_micro_step
 // CHECK: %[[W:.*]] = zero.gather_wait
 // CHECK: %[[Y:.*]] = nn.silu
+// CHECK: %[[ONE:.*]] = nn.constant dense<1.000000e+00> : tensor<f32>
 // CHECK: %[[DY:.*]] = nn.expand %{{.*}} : tensor<1xf32> -> tensor<4xf32>
 // y = w s(w): dw = dy * s * (1 + w (1 - s)).
 // CHECK-DAG: %[[S:.*]] = nn.sigmoid %[[W]]
-// CHECK-DAG: %[[ONE:.*]] = nn.constant dense<1.000000e+00>
 // CHECK-DAG: %[[OMS:.*]] = nn.sub %[[ONE]], %[[S]]
 // CHECK-DAG: %[[WOMS:.*]] = nn.mul %[[W]], %[[OMS]]
 // CHECK-DAG: %[[F:.*]] = nn.add %[[ONE]], %[[WOMS]]
@@ -198,6 +203,7 @@ func.func @forward(%x: tensor<4xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name =
 // CHECK-LABEL: func.func @train_micro_step
 // CHECK: %[[W:.*]] = zero.gather_wait
 // CHECK: %[[Y:.*]] = nn.gelu
+// CHECK: %[[ONE:.*]] = nn.constant dense<1.000000e+00> : tensor<f32>
 // CHECK: %[[DY:.*]] = nn.expand %{{.*}} : tensor<1xf32> -> tensor<4xf32>
 // gelu: the fused backward op, from the gelu's input (approximate "none",
 // the default, is not printed).
@@ -221,6 +227,7 @@ func.func @forward(%x: tensor<4xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name =
 // CHECK-LABEL: func.func @train_micro_step
 // CHECK: %[[W:.*]] = zero.gather_wait
 // CHECK: %[[Y:.*]] = nn.erf
+// CHECK: %[[ONE:.*]] = nn.constant dense<1.000000e+00> : tensor<f32>
 // CHECK: %[[DY:.*]] = nn.expand %{{.*}} : tensor<1xf32> -> tensor<4xf32>
 // y = erf(w): dw = dy * exp(-w^2) * 2/sqrt(pi).
 // CHECK-DAG: %[[W2:.*]] = nn.mul %[[W]], %[[W]]
@@ -248,6 +255,7 @@ func.func @forward(%x: tensor<4xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name =
 // CHECK-LABEL: func.func @train_micro_step
 // CHECK: %[[W:.*]] = zero.gather_wait
 // CHECK: %[[Y:.*]] = nn.reciprocal
+// CHECK: %[[ONE:.*]] = nn.constant dense<1.000000e+00> : tensor<f32>
 // CHECK: %[[DY:.*]] = nn.expand %{{.*}} : tensor<1xf32> -> tensor<4xf32>
 // y = 1/w: dw = -dy * y^2.
 // CHECK-NEXT: %[[Y2:.*]] = nn.mul %[[Y]], %[[Y]]
@@ -272,6 +280,7 @@ func.func @forward(%x: tensor<4xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name =
 // CHECK-LABEL: func.func @train_micro_step
 // CHECK: %[[W:.*]] = zero.gather_wait
 // CHECK: %[[Y:.*]] = nn.abs
+// CHECK: %[[ONE:.*]] = nn.constant dense<1.000000e+00> : tensor<f32>
 // CHECK: %[[DY:.*]] = nn.expand %{{.*}} : tensor<1xf32> -> tensor<4xf32>
 // y = |w|: dw = dy * ([w > 0] - [w < 0]).
 // CHECK-DAG: %[[GT:.*]] = nn.greater %[[W]]
