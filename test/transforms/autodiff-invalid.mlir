@@ -14,6 +14,7 @@
 // RUN: not zcc-opt %t/outputs.mlir -zplan-autodiff="loss=mse" 2>&1 | FileCheck %t/outputs.mlir --check-prefix=UNKNOWN
 // RUN: not zcc-opt %t/mask.mlir -zplan-autodiff="loss=output:out" 2>&1 | FileCheck %t/mask.mlir
 // RUN: not zcc-opt %t/no-forward.mlir -zplan-autodiff 2>&1 | FileCheck %t/no-forward.mlir
+// RUN: not zcc-opt %t/twice.mlir -zplan-autodiff -zplan-autodiff 2>&1 | FileCheck %t/twice.mlir
 
 //--- no-rule.mlir
 
@@ -78,4 +79,16 @@ func.func @forward(%q: tensor<4x8xf32> {nn.name = "q"}) -> (tensor<f32> {nn.name
 // CHECK: error: zplan-autodiff: the module has no @forward function
 func.func @main() {
   return
+}
+
+//--- twice.mlir
+
+// CHECK: error: zplan-autodiff: the module already has a @train_micro_step
+nn.parameter @w : tensor<3x8xf32>
+func.func @forward(%ids: tensor<2x4xi64> {nn.name = "input_ids"}, %x: tensor<2x4x3xf32> {nn.name = "x"}) -> (tensor<2x4x8xf32> {nn.name = "logits"}) {
+  %s = zero.shard @w : !zero.shard<tensor<3x8xf32>>
+  %t = zero.gather_start %s : !zero.shard<tensor<3x8xf32>>
+  %w = zero.gather_wait %t : tensor<3x8xf32>
+  %logits = nn.matmul %x, %w : (tensor<2x4x3xf32>, tensor<3x8xf32>) -> tensor<2x4x8xf32>
+  return %logits : tensor<2x4x8xf32>
 }

@@ -12,6 +12,7 @@
 // RUN: zcc-opt %t/labels.mlir -zplan-autodiff | FileCheck %t/labels.mlir --check-prefix=FROM-IDS
 // RUN: zcc-opt %t/own-labels.mlir -zplan-autodiff="labels-input=true" | FileCheck %t/own-labels.mlir
 // RUN: zcc-opt %t/output.mlir -zplan-autodiff="loss=output:total" | FileCheck %t/output.mlir
+// RUN: zcc-opt %t/locations.mlir -zplan-autodiff="loss=output:out" -mlir-print-debuginfo | FileCheck %t/locations.mlir
 
 //--- causal.mlir
 
@@ -62,17 +63,22 @@ func.func @forward(%ids: tensor<2x4xi64> {nn.name = "input_ids"}) -> (tensor<2x4
 
 //--- labels.mlir
 
-// With labels-input, an extra input `labels` of input_ids' type (i32 here)
-// is appended and shifted; without it, input_ids are the labels. The only
-// output is the logits whatever its name.
+// With labels-input, an extra input `labels`, i64 [batch, sequence] as
+// Hugging Face's (input_ids are i32 here), is appended and shifted; without
+// it, input_ids are the labels. The only output is the logits whatever its
+// name.
 // EXTRA-LABEL: func.func @train_micro_step
-// EXTRA-SAME: (%{{.*}}: tensor<2x4xi32> {nn.name = "input_ids"}, %{{.*}}: tensor<2x4x3xf32> {nn.name = "x"}, %[[LABELS:.*]]: tensor<2x4xi32> {nn.name = "labels"}) -> (tensor<f32> {nn.name = "loss"})
-// EXTRA: %[[IGNORED:.*]] = nn.constant dense<-100> : tensor<2x1xi32>
-// EXTRA-NEXT: %[[SHIFTED:.*]] = nn.slice %[[LABELS]] {starts = array<i64: 0, 1>, steps = array<i64: 1, 1>} : tensor<2x4xi32> -> tensor<2x3xi32>
+// EXTRA-SAME: (%{{.*}}: tensor<2x4xi32> {nn.name = "input_ids"}, %{{.*}}: tensor<2x4x3xf32> {nn.name = "x"}, %[[LABELS:.*]]: tensor<2x4xi64> {nn.name = "labels"}) -> (tensor<f32> {nn.name = "loss"})
+// EXTRA: %[[IGNORED:.*]] = nn.constant dense<-100> : tensor<2x1xi64>
+// EXTRA-NEXT: %[[SHIFTED:.*]] = nn.slice %[[LABELS]] {starts = array<i64: 0, 1>, steps = array<i64: 1, 1>} : tensor<2x4xi64> -> tensor<2x3xi64>
 // EXTRA-NEXT: nn.concat %[[SHIFTED]], %[[IGNORED]]
+// EXTRA-NEXT: nn.cross_entropy %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<f32>
 // FROM-IDS-LABEL: func.func @train_micro_step
 // FROM-IDS-SAME: (%[[TOKENS:.*]]: tensor<2x4xi32> {nn.name = "input_ids"}, %{{.*}}: tensor<2x4x3xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name = "loss"})
-// FROM-IDS: nn.slice %[[TOKENS]] {starts = array<i64: 0, 1>, steps = array<i64: 1, 1>} : tensor<2x4xi32> -> tensor<2x3xi32>
+// FROM-IDS: %[[IGNORED:.*]] = nn.constant dense<-100> : tensor<2x1xi32>
+// FROM-IDS-NEXT: %[[SHIFTED:.*]] = nn.slice %[[TOKENS]] {starts = array<i64: 0, 1>, steps = array<i64: 1, 1>} : tensor<2x4xi32> -> tensor<2x3xi32>
+// FROM-IDS-NEXT: nn.concat %[[SHIFTED]], %[[IGNORED]]
+// FROM-IDS-NEXT: nn.cross_entropy %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
 nn.parameter @w : tensor<3x8xf32>
 func.func @forward(%ids: tensor<2x4xi32> {nn.name = "input_ids"}, %x: tensor<2x4x3xf32> {nn.name = "x"}) -> (tensor<2x4x8xf32> {nn.name = "scores"}) {
   %s = zero.shard @w : !zero.shard<tensor<3x8xf32>>
@@ -117,4 +123,29 @@ func.func @forward(%x: tensor<2x3xf32> {nn.name = "x"}) -> (tensor<2x3xf32> {nn.
   %w = zero.gather_wait %t : tensor<3x8xf32>
   %total = nn.reduce_sum %w {axes = array<i64: 0, 1>, keepdims = true} : tensor<3x8xf32> -> tensor<1x1xf32>
   return %x, %total : tensor<2x3xf32>, tensor<1x1xf32>
+}
+
+//--- locations.mlir
+
+// Every backward op is named after the ONNX node it differentiates; the
+// reduce-scatters after their parameter, the loss ops "loss".
+// CHECK-LABEL: func.func @train_micro_step
+// CHECK: nn.constant dense<1.000000e+00> : tensor<f32> loc(#[[SEED:.*]])
+// CHECK: nn.expand {{.*}} loc(#[[SUM_GRAD:.*]])
+// CHECK: nn.gelu_grad {{.*}} loc(#[[GELU_GRAD:.*]])
+// CHECK: zero.reduce_scatter_start {{.*}} loc(#[[W_GRAD:.*]])
+// CHECK: zero.grad_shard @w {{.*}} loc(#[[W_GRAD]])
+// CHECK: zero.reduce_scatter_wait {{.*}} loc(#[[W_GRAD]])
+// CHECK-DAG: #[[SEED]] = loc("loss/grad")
+// CHECK-DAG: #[[SUM_GRAD]] = loc("/h.0/Sum/grad")
+// CHECK-DAG: #[[GELU_GRAD]] = loc("/h.0/mlp/act/Gelu/grad")
+// CHECK-DAG: #[[W_GRAD]] = loc("w/grad")
+nn.parameter @w : tensor<4xf32>
+func.func @forward(%x: tensor<4xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name = "out"}) {
+  %s = zero.shard @w : !zero.shard<tensor<4xf32>>
+  %t = zero.gather_start %s : !zero.shard<tensor<4xf32>>
+  %w = zero.gather_wait %t : tensor<4xf32>
+  %y = nn.gelu %w {approximate = "tanh"} : tensor<4xf32> loc("/h.0/mlp/act/Gelu")
+  %r = nn.reduce_sum %y {axes = array<i64: 0>, keepdims = false} : tensor<4xf32> -> tensor<f32> loc("/h.0/Sum")
+  return %r : tensor<f32>
 }
