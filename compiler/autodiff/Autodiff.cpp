@@ -101,6 +101,10 @@ LogicalResult Differentiator::collectParameters() {
                        "a zero.shard read of a parameter");
         return WalkResult::interrupt();
       }
+      // An integer or boolean parameter (a mask buffer stored as an
+      // initializer) is not trained: no gradient, no reduce-scatter.
+      if (!isFloatTensor(copy))
+        continue;
       FlatSymbolRefAttr param = read.getParamAttr();
       parameters[param].copies.push_back(copy);
       parameterOf[copy] = param;

@@ -12,6 +12,7 @@
 // RUN: zcc-opt %t/labels.mlir -zplan-autodiff | FileCheck %t/labels.mlir --check-prefix=FROM-IDS
 // RUN: zcc-opt %t/own-labels.mlir -zplan-autodiff="labels-input=true" | FileCheck %t/own-labels.mlir
 // RUN: zcc-opt %t/output.mlir -zplan-autodiff="loss=output:total" | FileCheck %t/output.mlir
+// RUN: zcc-opt %t/integer-parameter.mlir -zplan-autodiff="loss=output:out" | FileCheck %t/integer-parameter.mlir
 // RUN: zcc-opt %t/locations.mlir -zplan-autodiff="loss=output:out" -mlir-print-debuginfo | FileCheck %t/locations.mlir
 
 //--- causal.mlir
@@ -147,5 +148,28 @@ func.func @forward(%x: tensor<4xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name =
   %w = zero.gather_wait %t : tensor<4xf32>
   %y = nn.gelu %w {approximate = "tanh"} : tensor<4xf32> loc("/h.0/mlp/act/Gelu")
   %r = nn.reduce_sum %y {axes = array<i64: 0>, keepdims = false} : tensor<4xf32> -> tensor<f32> loc("/h.0/Sum")
+  return %r : tensor<f32>
+}
+
+//--- integer-parameter.mlir
+
+// A boolean parameter (a mask buffer) gets no gradient and no
+// reduce-scatter; the float one does.
+// CHECK-LABEL: func.func @train_micro_step
+// CHECK-NOT: zero.grad_shard @mask
+// CHECK: zero.grad_shard @w
+// CHECK-NOT: zero.grad_shard @mask
+// CHECK: return
+nn.parameter @mask : tensor<4xi1>
+nn.parameter @w : tensor<4xf32>
+func.func @forward(%x: tensor<4xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name = "out"}) {
+  %sm = zero.shard @mask : !zero.shard<tensor<4xi1>>
+  %tm = zero.gather_start %sm : !zero.shard<tensor<4xi1>>
+  %m = zero.gather_wait %tm : tensor<4xi1>
+  %s = zero.shard @w : !zero.shard<tensor<4xf32>>
+  %t = zero.gather_start %s : !zero.shard<tensor<4xf32>>
+  %w = zero.gather_wait %t : tensor<4xf32>
+  %y = nn.where %m, %w, %x : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %r = nn.reduce_sum %y {axes = array<i64: 0>, keepdims = false} : tensor<4xf32> -> tensor<f32>
   return %r : tensor<f32>
 }
