@@ -3,8 +3,9 @@
 // Reverse-mode automatic differentiation of @forward into
 // @train_micro_step (see Passes.td for the steps and before/after IR; the
 // loss is built in Loss.cpp, the per-op rules live in the *Rules.cpp files
-// behind GradientRegistry). Tests: test/transforms/autodiff-*.mlir and
-// test/transforms/autodiff-models.test.
+// behind GradientRegistry). Tests: test/transforms/autodiff-*.mlir,
+// autodiff-models.test (the fixtures) and autodiff-numeric.test (every
+// gradient against finite differences).
 //
 // The backward ops are appended after the loss in reverse program order, so
 // every cotangent is complete before it is read (all uses of a value come
@@ -178,6 +179,8 @@ void Differentiator::startReduceScatter(FlatSymbolRefAttr param) {
   }
   entry.token = builder.create<zero::ReduceScatterStartOp>(loc, sum);
   started.push_back(param);
+  LLVM_DEBUG(llvm::dbgs() << "zplan-autodiff: reduce-scatter " << started.size()
+                          << " starts for " << param << "\n");
 }
 
 LogicalResult Differentiator::differentiate(Operation *op) {

@@ -99,7 +99,8 @@ def Autodiff : Pass<"zplan-autodiff", "::mlir::ModuleOp"> {
       return %loss : tensor<f32>
     }
     ```
-    Tests: test/transforms/autodiff-*.mlir, test/transforms/autodiff-models.test.
+    Tests: test/transforms/autodiff-*.mlir, autodiff-models.test (the
+    fixtures), autodiff-numeric.test (finite differences).
   }];
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"causal-lm\"",
