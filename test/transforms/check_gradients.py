@@ -9,9 +9,12 @@ difference of the loss along a random direction:
     (L(p + eps d) - L(p - eps d)) / (2 eps)  ==  sum(grad_p * d).
 Parameters and float inputs are random; integer inputs are random in
 [0, --int-bound) (input_ids: [0, vocabulary), read from the logits).
+With --onnx MODEL, the parameters are the model's weights and the
+interpreted logits must first match onnxruntime's on the same tokens, so the
+gradients checked are those of the model itself, not only of the IR.
 
 Usage: check_gradients.py TRAIN.mlir [--int-bound N] [--positive]
-                          [--tolerance T]
+                          [--onnx MODEL.onnx] [--tolerance T]
 The file may hold several modules (zcc-opt -split-input-file). Prints one
 line per parameter; exits 1 if any relative error exceeds T (or a
 parameter has no reduce-scatter).
@@ -427,18 +430,51 @@ class Program:
             values = run_op(name, [env[o] for o in operands], attrs, types)
             for r, v in zip(results, values):
                 env[r] = v
+        self.env = env
         return float(env[self.ret]), grads
+
+
+def load_weights(path):
+    """The ONNX model's initializers by name, as float64 arrays."""
+    import onnx
+    from onnx import numpy_helper
+    model = onnx.load(path)
+    return {t.name: numpy_helper.to_array(t).astype(np.float64)
+            for t in model.graph.initializer}
+
+
+def check_against_onnxruntime(program, inputs, path):
+    """The interpreted logits (the cross_entropy's operand) against
+    onnxruntime's on the same tokens; returns the relative difference."""
+    import onnxruntime
+    session = onnxruntime.InferenceSession(
+        path, providers=['CPUExecutionProvider'])
+    feeds = {}
+    for (arg, _), name in zip(program.args, program.arg_names):
+        wanted = next((i for i in session.get_inputs() if i.name == name),
+                      None)
+        if wanted is not None:
+            feeds[name] = inputs[arg].astype(
+                np.int32 if 'int32' in wanted.type else np.int64)
+    expected = session.run(['logits'], feeds)[0].astype(np.float64)
+    loss_op = program.ops[program.loss_op]
+    logits = program.env[loss_op[2][0]]
+    return float(np.abs(logits - expected).max() / np.abs(expected).max())
 
 
 def check_module(text, options, rng):
     """Checks one module's @train_micro_step; returns the worst error."""
     program = Program(text)
+    weights = load_weights(options.onnx) if options.onnx else None
     params = {}
     for results, name, operands, attrs, types in program.ops:
         if name == 'zero.shard':
             shape, _ = parse_type(re.search(
                 r'shard<(tensor<[^>]*>)>', text[text.index(
                     f'param = @{attrs["param"]}'):]).group(1))
+            if weights is not None:
+                params[attrs['param']] = weights[attrs['param']].reshape(shape)
+                continue
             values = rng.normal(0, 0.5, shape)
             params[attrs['param']] = (np.abs(values) + 0.5
                                       if options.positive else values)
@@ -470,6 +506,12 @@ def check_module(text, options, rng):
         print('no reduce-scatter for', sorted(missing))
         return float('inf')
     print(f'loss {loss:.6f}')
+    if options.onnx:
+        difference = check_against_onnxruntime(program, inputs, options.onnx)
+        print(f'logits against onnxruntime: max |difference| / max |logit| '
+              f'{difference:.2e}')
+        if difference > 1e-4:
+            return float('inf')
     worst = 0.0
     eps = 1e-6
     for name in sorted(params):
@@ -503,6 +545,10 @@ def main():
                         'for log, sqrt, pow')
     parser.add_argument('--skip-nonfinite', action='store_true',
                         help='skip a module whose loss is not finite')
+    parser.add_argument('--onnx',
+                        help='the model the IR was imported from: use its '
+                        'weights, and check the interpreted logits against '
+                        'onnxruntime before differentiating')
     parser.add_argument('--tolerance', type=float, default=1e-5)
     parser.add_argument('--seed', type=int, default=0)
     options = parser.parse_args()
