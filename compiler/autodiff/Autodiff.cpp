@@ -3,8 +3,9 @@
 // Reverse-mode automatic differentiation of @forward into
 // @train_micro_step (see Passes.td for the steps and before/after IR; the
 // loss is built in Loss.cpp, the per-op rules live in the *Rules.cpp files
-// behind GradientRegistry). Tests: test/transforms/autodiff-*.mlir and
-// test/transforms/autodiff-models.test.
+// behind GradientRegistry). Tests: test/transforms/autodiff-*.mlir,
+// autodiff-models.test (the fixtures) and autodiff-numeric.test (every
+// gradient against finite differences).
 //
 // The backward ops are appended after the loss in reverse program order, so
 // every cotangent is complete before it is read (all uses of a value come
@@ -21,7 +22,10 @@
 #include "dialects/zero/ZeroDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Dominance.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/CSE.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/Debug.h"
@@ -98,6 +102,10 @@ LogicalResult Differentiator::collectParameters() {
                        "a zero.shard read of a parameter");
         return WalkResult::interrupt();
       }
+      // An integer or boolean parameter (a mask buffer stored as an
+      // initializer) is not trained: no gradient, no reduce-scatter.
+      if (!isFloatTensor(copy))
+        continue;
       FlatSymbolRefAttr param = read.getParamAttr();
       parameters[param].copies.push_back(copy);
       parameterOf[copy] = param;
@@ -171,6 +179,8 @@ void Differentiator::startReduceScatter(FlatSymbolRefAttr param) {
   }
   entry.token = builder.create<zero::ReduceScatterStartOp>(loc, sum);
   started.push_back(param);
+  LLVM_DEBUG(llvm::dbgs() << "zplan-autodiff: reduce-scatter " << started.size()
+                          << " starts for " << param << "\n");
 }
 
 LogicalResult Differentiator::differentiate(Operation *op) {
@@ -275,6 +285,12 @@ LogicalResult Differentiator::run(const LossOptions &options) {
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
     if (isOpTriviallyDead(&op))
       op.erase();
+  // Rules are local: the weight gradients of q, k and v projections each
+  // flatten and transpose the same activation, and every rule makes its
+  // own scalar constants. One CSE keeps one of each.
+  IRRewriter rewriter(train.getContext());
+  DominanceInfo dominance(train);
+  eliminateCommonSubExpressions(rewriter, dominance, train);
   return success();
 }
 

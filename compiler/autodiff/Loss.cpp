@@ -5,8 +5,8 @@
 // and is ignored (Hugging Face's shift, -100 ignored):
 //   targets = concat(labels[:, 1:], full([B, 1], -100), axis 1)
 //   loss = nn.cross_entropy(logits, targets)   (mean over counted positions)
-// labels are the `labels` input (the model's own, or the extra input asked
-// for), otherwise input_ids.
+// labels are the `labels` input (the model's own, or the extra i64 [B, T]
+// input asked for), otherwise input_ids.
 // output:NAME: the forward's float output NAME of one element, reshaped to
 // a scalar (and cast to f32).
 //
@@ -81,9 +81,8 @@ static FailureOr<Value> buildCausalLmLoss(OpBuilder &builder,
   Value labels = argumentNamed(train, "labels");
   Value inputIds = argumentNamed(train, "input_ids");
   if (!labels && options.labelsInput) {
-    Type type = inputIds ? inputIds.getType()
-                         : RankedTensorType::get(tokensShape,
-                                                 builder.getI64Type());
+    // Hugging Face's labels: i64 [batch, sequence], whatever input_ids are.
+    Type type = RankedTensorType::get(tokensShape, builder.getI64Type());
     unsigned index = train.getNumArguments();
     train.insertArgument(
         index, type,

@@ -19,8 +19,8 @@ struct LossOptions {
   /// "causal-lm" (next-token cross-entropy of the `logits` output) or
   /// "output:NAME" (the forward's scalar float output NAME).
   std::string loss = "causal-lm";
-  /// causal-lm only: give train_micro_step an extra input `labels` (the
-  /// type of input_ids) instead of using input_ids as the labels. An input
+  /// causal-lm only: give train_micro_step an extra input `labels` (i64
+  /// [batch, sequence]) instead of using input_ids as the labels. An input
   /// named `labels` the model already has is used in any case.
   bool labelsInput = false;
 };

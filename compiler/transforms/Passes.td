@@ -75,6 +75,7 @@ def Autodiff : Pass<"zplan-autodiff", "::mlir::ModuleOp"> {
     4. When a parameter's gradient is final (all uses done, a tied weight's
        several uses summed), start its `zero.reduce_scatter_start`; a
        parameter that does not reach the loss reduces a zero constant.
+       Integer and boolean parameters (mask buffers) are not trained.
     5. Before the return: per parameter, `zero.grad_shard` and a
        `zero.reduce_scatter_wait` accumulating into it.
 
@@ -98,7 +99,8 @@ def Autodiff : Pass<"zplan-autodiff", "::mlir::ModuleOp"> {
       return %loss : tensor<f32>
     }
     ```
-    Tests: test/transforms/autodiff-*.mlir, test/transforms/autodiff-models.test.
+    Tests: test/transforms/autodiff-*.mlir, autodiff-models.test (the
+    fixtures), autodiff-numeric.test (finite differences).
   }];
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"causal-lm\"",
