@@ -25,6 +25,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "onnx/onnx.pb.h"
 #include "runtime/plan/PlanFormat.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -450,9 +451,32 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
     return mlir::success();
   });
 
+  // --mode train: `--input-shape labels=BxT` on a model without a labels
+  // input asks for Hugging Face labels (-100 ignored) as an extra input of
+  // the training step; the model itself never sees it.
+  ImportOptions import = options.import;
+  bool labelsInput = false;
+  if (options.mode == CompileMode::Train && import.inputShapes.count("labels")) {
+    onnx::ModelProto model;
+    if (llvm::Error error = readOnnxModel(options.modelPath, model))
+      return error;
+    if (llvm::none_of(model.graph().input(),
+                      [](const onnx::ValueInfoProto &input) {
+                        return input.name() == "labels";
+                      })) {
+      std::vector<int64_t> labels = import.inputShapes["labels"];
+      auto ids = import.inputShapes.find("input_ids");
+      if (ids == import.inputShapes.end() || ids->second != labels)
+        return makeError("--input-shape labels must equal --input-shape "
+                         "input_ids: labels are one target per input token");
+      import.inputShapes.erase("labels");
+      labelsInput = true;
+    }
+  }
+
   setCrashPhase("importing '" + options.modelPath + "'");
   crashIfTestRequested("import");
-  auto module = importOnnxModel(context, options.modelPath, options.import);
+  auto module = importOnnxModel(context, options.modelPath, import);
   if (!module)
     return module.takeError();
   // Now the external-data files are known: no output may be one of them.
@@ -469,7 +493,7 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
   if (options.mode == CompileMode::Train) {
     setCrashPhase("differentiating '" + options.modelPath + "'");
     mlir::PassManager train(&context);
-    buildTrainPipeline(train, options.loss);
+    buildTrainPipeline(train, options.loss, labelsInput);
     if (mlir::failed(train.run(**module)))
       return makeError("building the training step failed:\n" +
                        llvm::StringRef(diagnostics).rtrim());

@@ -18,9 +18,10 @@ void zplan::buildImportPipeline(mlir::OpPassManager &pm) {
 }
 
 void zplan::buildTrainPipeline(mlir::OpPassManager &pm,
-                               const std::string &loss) {
+                               const std::string &loss, bool labelsInput) {
   AutodiffOptions autodiff;
   autodiff.loss = loss;
+  autodiff.labelsInput = labelsInput;
   pm.addPass(createAutodiff(autodiff));
   // The backward pass repeats reshapes and constants the forward had.
   mlir::OpPassManager &func = pm.nest<mlir::func::FuncOp>();

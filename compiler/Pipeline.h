@@ -19,8 +19,10 @@ void buildImportPipeline(mlir::OpPassManager &pm);
 
 /// --mode train, after the import pipeline: adds @train_micro_step
 /// (forward, `loss`, backward, per-parameter reduce-scatters) beside
-/// @forward.
-void buildTrainPipeline(mlir::OpPassManager &pm, const std::string &loss);
+/// @forward; with `labelsInput`, the step takes Hugging Face labels as an
+/// extra input named `labels`.
+void buildTrainPipeline(mlir::OpPassManager &pm, const std::string &loss,
+                        bool labelsInput = false);
 
 /// What the schedule stage is told (zcc's flags).
 struct ScheduleOptions {
