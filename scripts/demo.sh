@@ -41,3 +41,46 @@ print(f"logits {logits.shape} {logits.dtype}; next token per sequence (zrun, 4 r
       f"{logits[:, -1].argmax(-1).tolist()}, (onnxruntime): {reference[:, -1].argmax(-1).tolist()}")
 print(f"max |zrun - onnxruntime| / max |logit| = {error:.2e}")
 PY
+
+# Training: the same model compiled with --mode train for 4 ranks (forward,
+# causal-LM loss, backward, reduce-scatters into sharded gradients, sharded
+# AdamW), trained on the bundled byte-level corpus, then its gradients
+# checked against the committed PyTorch autograd golden.
+train_flags=(--input-shape input_ids=2x32 --world-size 4 --mode train
+             --persistence-threshold 0)
+echo
+echo "== zcc $model ${train_flags[*]} -o $out/train.zplan --dump report"
+./build/bin/zcc "$model" "${train_flags[@]}" -o "$out/train.zplan" --dump report \
+  | sed -n "/program 'train_micro_step'/,/program 'optimizer_step'/p" | sed '$d'
+
+echo
+echo "== ${mpi[*]} zrun $out/train.zplan train --data data/gpl-3.0.bin --steps 60 --lr 3e-3 --log-every 10"
+OPENBLAS_NUM_THREADS=1 "${mpi[@]}" ./build/bin/zrun "$out/train.zplan" train \
+  --data data/gpl-3.0.bin --steps 60 --lr 3e-3 --warmup 5 --log-every 10
+
+echo
+echo "== gradients on 4 ranks against PyTorch autograd (test/models/goldens)"
+./build/bin/zcc "$model" --input-shape input_ids=2x8 --world-size 4 --mode train \
+  --persistence-threshold 0 -o "$out/grad.zplan" > /dev/null
+python3 -c "
+import numpy as np
+np.save('$out/golden_ids.npy', np.load('test/models/goldens/gpt2-opset17.npz')['input_ids'])"
+rm -rf "$out/gradients"
+OPENBLAS_NUM_THREADS=1 "${mpi[@]}" ./build/bin/zrun "$out/grad.zplan" gradients \
+  --input input_ids="$out/golden_ids.npy" --output-dir "$out/gradients"
+python3 - "$out/gradients" <<'PY'
+import sys
+import numpy as np
+golden = np.load("test/models/goldens/gpt2-opset17.npz")
+out = sys.argv[1]
+worst, name = 0.0, ""
+for line in open(f"{out}/gradients.txt"):
+    parameter, file = line.rstrip("\n").split("\t")
+    ours, torch = np.load(f"{out}/{file}"), golden["grad:" + parameter]
+    ratio = np.abs(ours - torch).max() / np.abs(torch).max()
+    if ratio > worst:
+        worst, name = ratio, parameter
+loss = float(np.load(f"{out}/loss.npy"))
+print(f"loss {loss:.6f} (torch {float(golden['loss']):.6f}); worst parameter gradient "
+      f"max |zrun - torch| / max |torch| = {worst:.1e} ({name})")
+PY
