@@ -164,7 +164,8 @@ def main():
             shown = "default" if threshold is None else str(threshold)
             label = f"{name} N={world} persistence={shown}"
             plan = out / f"{name}-{world}-{shown}.zplan"
-            compile_train(args.zcc, args.model, plan, world, f"input_ids={shape}", threshold)
+            compile_train(args.zcc, args.model, plan, world, f"input_ids={shape}", threshold,
+                          label=label)
             directory = out / f"grads-{world}-{shown}"
             run_tool(f"{label}: zrun gradients",
                      mpirun(world) + [args.zrun, str(plan), "gradients",

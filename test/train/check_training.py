@@ -103,7 +103,7 @@ def train(args, golden, curve, batch, k_steps, world, threshold, out):
     tag = f"{curve}-{batch}-{k_steps}-{world}-{shown}"
     plan = out / f"{tag}.zplan"
     compile_train(args.zcc, args.model, plan, world, f"input_ids={batch}x{seq}", threshold,
-                  ["--optimizer", optimizer])
+                  ["--optimizer", optimizer], label=label)
     log = out / f"{tag}.log"
     command = mpirun(world) + [
         args.zrun, str(plan), "train", "--data", args.data,

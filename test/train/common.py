@@ -41,14 +41,14 @@ def run_tool(what, command, timeout=300):
     return done
 
 
-def compile_train(zcc, model, plan, world, input_shape, threshold, extra=()):
+def compile_train(zcc, model, plan, world, input_shape, threshold, extra=(), label=""):
     """zcc MODEL --mode train ... -o PLAN; threshold None keeps zcc's default."""
     command = [zcc, str(model), "--mode", "train", "--world-size", str(world),
                "--input-shape", input_shape]
     if threshold is not None:
         command += ["--persistence-threshold", str(threshold)]
     command += list(extra) + ["-o", str(plan)]
-    run_tool("zcc --mode train", command)
+    run_tool(f"{label + ': ' if label else ''}zcc --mode train", command)
 
 
 def main_wrapper(body):

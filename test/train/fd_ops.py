@@ -41,7 +41,9 @@ checked: every case's float32 graph runs in onnxruntime and its float64 twin
 agrees with it to 1e-5 relative; the joined model's loss is the cases' sum;
 finite differences match the analytic gradient of MatMul; and a gradient 1%
 off in one entry fails the comparison for every parameter of every case.
-Runs in a few seconds.
+--infer-check then compiles the joined graph with today's `zcc --mode infer`
+and checks `zrun run`'s per-case losses against onnxruntime (every op of the
+table imports and runs forward). Each mode runs in a few seconds.
 """
 import argparse
 import math
@@ -431,7 +433,8 @@ def case_nodes(case, float_type):
     return nodes
 
 
-def make_model(cases, loss=True, outputs=(), float_type=np.float32, params_as_inputs=False):
+def make_model(cases, loss=True, outputs=(), float_type=np.float32, params_as_inputs=False,
+               case_losses=False):
     elem = TensorProto.FLOAT if float_type == np.float32 else TensorProto.DOUBLE
     nodes, initializers, inputs, graph_outputs, losses = [], [], [], [], []
     for case in cases:
@@ -464,6 +467,8 @@ def make_model(cases, loss=True, outputs=(), float_type=np.float32, params_as_in
         if len(losses) == 1:
             nodes.append(helper.make_node("Identity", [losses[0]], ["loss"]))
         graph_outputs.append(helper.make_tensor_value_info("loss", elem, []))
+        if case_losses:
+            graph_outputs += [helper.make_tensor_value_info(name, elem, []) for name in losses]
     graph = helper.make_graph(nodes, "fd_ops", inputs, graph_outputs, initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                               producer_name="zplan test/train/fd_ops.py")
@@ -614,6 +619,45 @@ def check_oracle(cases, oracles, fds):
             raise CheckFailure(f"oracle: {c.name}: a 1% error in {name} passes the comparison")
 
 
+def infer_check(args, cases, directory):
+    """The joined graph (with each case's loss as an extra output) compiled by
+    today's `zcc --mode infer` and run by `zrun run` gives onnxruntime's
+    losses: every op of the table imports and runs forward, so a failure of
+    the training check is about the backward rules."""
+    directory.mkdir(parents=True, exist_ok=True)
+    model = make_model(cases, case_losses=True)
+    model_path = directory / "fd_ops_infer.onnx"
+    onnx.save_model(model, str(model_path))
+    plan = directory / "fd_ops_infer.zplan"
+    run_tool("zcc --mode infer", [args.zcc, str(model_path), "--world-size", "1",
+                                  "--persistence-threshold", "0", "-o", str(plan)])
+    names = ["loss"] + [prefixed(c, "loss") for c in cases]
+    command = mpirun(1) + [args.zrun, str(plan), "run"]
+    feeds = {}
+    for case in cases:
+        for name, value in case.inputs.items():
+            path = directory / f"{prefixed(case, name)}.npy"
+            np.save(path, value)
+            feeds[prefixed(case, name)] = value
+            command += ["--input", f"{prefixed(case, name)}={path}"]
+    for name in names:
+        command += ["--output", f"{name}={directory / (name + '.npy')}"]
+    run_tool("zrun run", command)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    reference = dict(zip(names, session.run(names, feeds)))
+    worst = 0.0
+    for name in names:
+        got = float(np.load(directory / (name + ".npy")))
+        want = float(reference[name])
+        error = abs(got - want) / max(abs(want), 1.0)
+        if not error <= TWIN_RTOL:
+            raise CheckFailure(f"zrun run: {name} = {got:.9g}, onnxruntime {want:.9g} "
+                               f"(error {error:.2e})")
+        worst = max(worst, error)
+    print(f"ok infer: {len(cases)} cases compiled by zcc --mode infer, zrun's losses within "
+          f"{worst:.1e} of onnxruntime")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--zcc")
@@ -622,6 +666,9 @@ def main():
     parser.add_argument("--oracle-only", action="store_true",
                         help="check the oracle (graphs, float64 twins) without zcc/zrun")
     parser.add_argument("--only", help="comma-separated case names")
+    parser.add_argument("--infer-check", action="store_true",
+                        help="after the oracle, check the forward graphs through "
+                             "zcc --mode infer and zrun run; no training")
     args = parser.parse_args()
     if not args.oracle_only and not (args.zcc and args.zrun):
         parser.error("--zcc and --zrun are required unless --oracle-only")
@@ -640,6 +687,9 @@ def main():
           f"smallest max |fd| of a parameter {smallest:.2e}")
     if args.oracle_only:
         return
+    if args.infer_check:
+        infer_check(args, cases, out / "infer")
+        return
 
     try:
         ours = run_pipeline(args, cases, out / "all")
@@ -654,10 +704,16 @@ def main():
         if extra:
             failures.append(f"gradients for names that are not parameters: {extra}")
     except CheckFailure as joined:
-        # Find out which cases the pipeline cannot take, one by one.
+        # Find out which cases the pipeline cannot take, one by one; unless
+        # the simplest one fails as well (no training pipeline at all).
         print(f"note: the joined model failed ({joined}); running each case alone")
         failures, per_case = [], {}
-        for case in cases:
+        try:
+            first = run_pipeline(args, [cases[0]], out / cases[0].name)
+        except CheckFailure as failure:
+            raise CheckFailure(f"even the case {cases[0].name} alone fails: {failure}")
+        per_case[cases[0].name] = compare_case(cases[0], fds[cases[0].name], first)
+        for case in cases[1:]:
             try:
                 alone = run_pipeline(args, [case], out / case.name)
                 per_case[case.name] = compare_case(case, fds[case.name], alone)
