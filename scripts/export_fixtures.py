@@ -397,6 +397,11 @@ def produce(name, arch, opset, external, out_dir, cache):
 #                        its ONNX initializer name ("model." + HF name); a tied
 #                        weight's is the sum over its uses, as autograd gives
 #   param_names          the initializer names, in the ONNX file's order
+#   labels, labels_loss, labels_grad:<initializer>
+#                        (GPT-2 only) the same with an explicit labels input
+#                        int64 [2, 8]: input_ids with 4 entries set to -100;
+#                        targets = labels[:, 1:], -100 ignored, the mean over
+#                        the 10 counted targets
 #   train_*              the 3-step training setup: data file (relative to the
 #                        repository), its token count and SHA-256, seed, steps,
 #                        T (train_seq_len), rows per optimizer step R = K*N*B,
@@ -450,6 +455,10 @@ CURVES = [
 # A fixture whose graph (and weights) another one already has.
 GOLDEN_SHARED = {"llama-opset17-external": "llama-opset17"}
 FD_EPS = 1e-6  # float64 central differences of the torch loss
+# A second gradient golden with an explicit `labels` input holding -100
+# (ignored) targets, for one architecture (the loss path is the same for all).
+LABELS_GOLDEN_ARCHS = ("gpt2",)
+LABELS_IGNORED = (np.array([0, 0, 1, 1]), np.array([3, 4, 1, 7]))  # 4 of 14 targets
 
 
 @contextlib.contextmanager
@@ -536,11 +545,12 @@ def causal_lm_loss(logits, labels):
         logits[:, :-1, :].reshape(-1, vocab), labels[:, 1:].reshape(-1))
 
 
-def loss_and_gradients(wrapper, ids):
+def loss_and_gradients(wrapper, ids, labels=None):
     wrapper.zero_grad(set_to_none=True)
     ids = torch.from_numpy(ids)
+    labels = ids if labels is None else torch.from_numpy(labels)
     with default_dtype(next(wrapper.parameters()).dtype):
-        loss = causal_lm_loss(wrapper(ids), ids)
+        loss = causal_lm_loss(wrapper(ids), labels)
         loss.backward()
     grads = {}
     for name, param in wrapper.named_parameters():
@@ -682,6 +692,22 @@ def produce_golden(name, arch, models_dir, out_dir, tokens, versions):
               "param_names": np.array(names)}
     for k in names:
         arrays["grad:" + k] = grads64[k].astype(np.float32)
+    if arch in LABELS_GOLDEN_ARCHS:
+        labels = ids.copy()
+        labels[LABELS_IGNORED] = -100
+        with torch.no_grad():
+            hf_labels = float(model32.model(input_ids=torch.from_numpy(ids),
+                                            labels=torch.from_numpy(labels),
+                                            use_cache=False).loss)
+        loss_l, grads_l = loss_and_gradients(model64, ids, labels)
+        if not abs(hf_labels - loss_l) <= 1e-5 * abs(loss_l):
+            raise SystemExit(f"{name}: loss with labels {loss_l} != transformers' {hf_labels}")
+        print(f"  with labels ({int((labels[:, 1:] != -100).sum())} of 14 targets counted): "
+              f"loss {loss_l:.9f} (transformers float32 {hf_labels:.9f})")
+        arrays["labels"] = labels
+        arrays["labels_loss"] = np.float64(loss_l)
+        for k in names:
+            arrays["labels_grad:" + k] = grads_l[k].astype(np.float32)
     arrays.update({
         "train_data": np.array(os.path.relpath(CORPUS, REPO_ROOT)),
         "train_data_tokens": np.int64(len(tokens)),

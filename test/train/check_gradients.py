@@ -8,6 +8,9 @@ under which every parameter is sharded):
         [--persistence-threshold 0] -o PLAN
     mpirun -np N zrun PLAN gradients --input input_ids=IDS.npy --output-dir DIR
 
+(for a golden with `labels`, GPT-2's, also N = 1 and N = 2 with
+--persistence-threshold 0 compiled with `--input-shape labels=2x8` and run
+with `--input labels=LABELS.npy`, whose -100 entries are ignored targets),
 then compares DIR with the golden made by `scripts/export_fixtures.py
 --train-goldens` (torch, float64, weights read from the same ONNX file):
   - DIR/loss.npy: |ours - torch| <= 1e-5 * |torch|;
@@ -65,7 +68,9 @@ def read_gradients(directory):
     return out
 
 
-def compare(label, golden, ours_loss, ours):
+def compare(label, golden, ours_loss, ours, prefix=""):
+    """prefix "" compares with the input_ids-only golden, "labels_" with the
+    one that has an explicit labels input."""
     names = [str(n) for n in golden["param_names"]]
     missing = sorted(set(names) - set(ours))
     extra = sorted(set(ours) - set(names))
@@ -73,7 +78,7 @@ def compare(label, golden, ours_loss, ours):
         raise CheckFailure(f"{label}: gradients missing for {missing[:5]}"
                            f"{' ...' if len(missing) > 5 else ''} ({len(missing)}), "
                            f"extra {extra[:5]} ({len(extra)})")
-    reference_loss = float(golden["loss"])
+    reference_loss = float(golden[prefix + "loss"])
     loss = np.asarray(ours_loss)
     if loss.size != 1 or not np.isfinite(loss).all():
         raise CheckFailure(f"{label}: loss.npy holds {loss!r}, expected one finite value")
@@ -82,9 +87,9 @@ def compare(label, golden, ours_loss, ours):
         raise CheckFailure(f"{label}: loss {float(loss.reshape(())):.9g}, torch "
                            f"{reference_loss:.9g} (relative error {loss_error:.3e} > {LOSS_RTOL})")
     worst_name, worst_ratio = None, -1.0
-    floor = GRAD_FLOOR * max(float(np.abs(golden["grad:" + n]).max()) for n in names)
+    floor = GRAD_FLOOR * max(float(np.abs(golden[prefix + "grad:" + n]).max()) for n in names)
     for name in names:
-        reference = golden["grad:" + name]
+        reference = golden[prefix + "grad:" + name]
         got = ours[name]
         if got.shape != reference.shape:
             raise CheckFailure(f"{label}: gradient of {name} has shape {list(got.shape)}, "
@@ -96,7 +101,7 @@ def compare(label, golden, ours_loss, ours):
         if ratio > worst_ratio:
             worst_name, worst_ratio = name, ratio
     if not worst_ratio <= 1.0:
-        reference = golden["grad:" + worst_name]
+        reference = golden[prefix + "grad:" + worst_name]
         error = float(np.abs(ours[worst_name] - reference).max())
         raise CheckFailure(f"{label}: gradient of {worst_name}: max |ours - torch| {error:.3e} > "
                            f"{GRAD_RTOL} * max |torch| {float(np.abs(reference).max()):.3e} + "
@@ -128,8 +133,18 @@ def check_golden(golden, model_path):
     ids = golden["input_ids"]
     if ids.dtype != np.int64 or ids.shape != (2, 8) or ids.min() < 0 or ids.max() >= 256:
         raise CheckFailure(f"golden input_ids: {ids.dtype} {list(ids.shape)}")
+    if "labels" in golden:
+        labels = golden["labels"]
+        ignored = labels == -100
+        if (labels.dtype != np.int64 or labels.shape != ids.shape or not ignored.any()
+                or not np.array_equal(labels[~ignored], ids[~ignored])
+                or sorted(golden.get("labels_grad:" + n) is not None for n in names) != [True] * len(names)):
+            raise CheckFailure("golden labels: expected input_ids with some -100 entries and "
+                               "a labels_grad: per parameter")
     print(f"ok golden: {len(names)} parameters of {pathlib.Path(model_path).name}, "
-          f"loss {float(golden['loss']):.6f}, torch float32 at "
+          f"loss {float(golden['loss']):.6f}"
+          + (f", with labels {float(golden['labels_loss']):.6f}" if "labels" in golden else "")
+          + f", torch float32 at "
           f"{float(golden['f32_grad_bound_ratio']):.1e} of the bound")
 
 
@@ -158,26 +173,37 @@ def main():
     np.save(ids_path, ids)
     shape = "x".join(str(d) for d in ids.shape)
 
-    for world in [int(w) for w in args.worlds.split(",")]:
-        for threshold in args.thresholds.split(","):
-            threshold = None if threshold == "default" else int(threshold)
-            shown = "default" if threshold is None else str(threshold)
-            label = f"{name} N={world} persistence={shown}"
-            plan = out / f"{name}-{world}-{shown}.zplan"
-            compile_train(args.zcc, args.model, plan, world, f"input_ids={shape}", threshold,
-                          label=label)
-            directory = out / f"grads-{world}-{shown}"
-            run_tool(f"{label}: zrun gradients",
-                     mpirun(world) + [args.zrun, str(plan), "gradients",
-                                      "--input", f"input_ids={ids_path}",
-                                      "--output-dir", str(directory)])
-            loss_path = directory / "loss.npy"
-            if not loss_path.is_file():
-                raise CheckFailure(f"{label}: {loss_path} was not written")
-            loss = np.load(loss_path, allow_pickle=False)
-            loss_error, worst, ratio = compare(label, golden, loss, read_gradients(directory))
-            print(f"ok {label} loss-rel-err {loss_error:.2e} worst {worst} "
-                  f"at {ratio:.3f} of the bound")
+    runs = [(int(world), threshold, False) for world in args.worlds.split(",")
+            for threshold in args.thresholds.split(",")]
+    if "labels" in golden:
+        # With an explicit labels input (-100 = ignored): one rank whole, two sharded.
+        labels_path = out / "labels.npy"
+        np.save(labels_path, golden["labels"])
+        runs += [(1, "default", True), (2, "0", True)]
+    for world, threshold, with_labels in runs:
+        threshold = None if threshold == "default" else int(threshold)
+        shown = "default" if threshold is None else str(threshold)
+        label = f"{name} N={world} persistence={shown}{' labels' if with_labels else ''}"
+        tag = f"{world}-{shown}{'-labels' if with_labels else ''}"
+        plan = out / f"{name}-{tag}.zplan"
+        extra, inputs = [], ["--input", f"input_ids={ids_path}"]
+        if with_labels:
+            extra = ["--input-shape", f"labels={shape}"]
+            inputs += ["--input", f"labels={labels_path}"]
+        compile_train(args.zcc, args.model, plan, world, f"input_ids={shape}", threshold,
+                      extra, label=label)
+        directory = out / f"grads-{tag}"
+        run_tool(f"{label}: zrun gradients",
+                 mpirun(world) + [args.zrun, str(plan), "gradients"] + inputs
+                 + ["--output-dir", str(directory)])
+        loss_path = directory / "loss.npy"
+        if not loss_path.is_file():
+            raise CheckFailure(f"{label}: {loss_path} was not written")
+        loss = np.load(loss_path, allow_pickle=False)
+        loss_error, worst, ratio = compare(label, golden, loss, read_gradients(directory),
+                                           "labels_" if with_labels else "")
+        print(f"ok {label} loss-rel-err {loss_error:.2e} worst {worst} "
+              f"at {ratio:.3f} of the bound")
 
 
 if __name__ == "__main__":

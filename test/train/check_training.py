@@ -25,6 +25,13 @@ curve. This script:
     default threshold: (B, K, N) = (2, 1, 2), (1, 1, 4), (2, 2, 1), (1, 2, 2),
     compiled with input_ids=Bx16 and run with `mpirun -np N ... --grad-accum K`:
     each curve within 1e-5 relative of torch's AND of the one-rank curve.
+ 4. checkpoint and resume: adamw, B=2, N=2, --persistence-threshold 0 (m and
+    v sharded): `--steps 1 --save DIR --save-every 1 --loss-log A`, then
+    `--steps 3 --resume DIR --loss-log B`. Decided here (TRAIN_SPEC 4 is
+    silent): --steps is the total number of optimizer steps, a resumed run
+    continues after the checkpoint's step, and its log numbers steps globally,
+    so B holds steps 2 and 3; A + B must be torch's curve (1e-5 relative).
+    Step 3's loss follows step 2's update, which reads the restored m and v.
 Prints one `ok` line per run; the first failure prints `FAIL ...`, exits 1.
 --oracle-only does step 1 alone (no zcc/zrun).
 """
@@ -73,7 +80,7 @@ def check_oracle(golden, data):
     print(f"ok oracle: corpus {len(tokens)} tokens, offsets {offsets.tolist()}")
 
 
-def read_loss_log(path, label):
+def read_loss_log(path, label, first_step=1):
     if not path.is_file():
         raise CheckFailure(f"{label}: --loss-log {path} was not written")
     losses, lrs = [], []
@@ -86,15 +93,19 @@ def read_loss_log(path, label):
         except (ValueError, IndexError):
             raise CheckFailure(f"{label}: {path}:{number}: expected `step<TAB>loss<TAB>lr`, "
                                f"got {line!r}")
-        if step != number:
-            raise CheckFailure(f"{label}: {path}:{number}: step {step}, expected {number} "
-                               "(one line per optimizer step, numbered from 1)")
+        if step != first_step + number - 1:
+            raise CheckFailure(f"{label}: {path}:{number}: step {step}, expected "
+                               f"{first_step + number - 1} (one line per optimizer step, "
+                               "numbered from 1)")
         losses.append(loss)
         lrs.append(lr)
     return np.array(losses), np.array(lrs)
 
 
-def train(args, golden, curve, batch, k_steps, world, threshold, out):
+def train(args, golden, curve, batch, k_steps, world, threshold, out, resume_at=None):
+    """One run; with resume_at = S: `--steps S --save DIR --save-every S`, then
+    `--steps <all> --resume DIR`, and the second log must hold steps S+1.. of
+    the same curve."""
     optimizer = str(golden["curve_optimizer:" + curve])
     lr, beta1, beta2, eps, weight_decay, warmup = golden["curve_hyper:" + curve].tolist()
     seq = int(golden["train_seq_len"])
@@ -113,8 +124,22 @@ def train(args, golden, curve, batch, k_steps, world, threshold, out):
         "--loss-log", str(log)]
     if optimizer == "adamw":
         command += ["--beta2", repr(beta2), "--eps", repr(eps)]
-    run_tool(f"{label}: zrun train", command)
-    losses, lrs = read_loss_log(log, label)
+    if resume_at is None:
+        run_tool(f"{label}: zrun train", command)
+        losses, lrs = read_loss_log(log, label)
+    else:
+        label += f" resumed after step {resume_at}"
+        checkpoints = out / f"{tag}.checkpoints"
+        steps_at = command.index("--steps") + 1
+        first = list(command)
+        first[steps_at] = str(resume_at)
+        first[first.index("--loss-log") + 1] = str(out / f"{tag}.first.log")
+        run_tool(f"{label}: zrun train --save", first + ["--save", str(checkpoints),
+                                                        "--save-every", str(resume_at)])
+        early, early_lrs = read_loss_log(out / f"{tag}.first.log", label)
+        run_tool(f"{label}: zrun train --resume", command + ["--resume", str(checkpoints)])
+        late, late_lrs = read_loss_log(log, label, first_step=resume_at + 1)
+        losses, lrs = np.concatenate([early, late]), np.concatenate([early_lrs, late_lrs])
     reference = golden["curve:" + curve]
     if losses.shape != reference.shape:
         raise CheckFailure(f"{label}: {len(losses)} logged steps, expected {len(reference)}")
@@ -167,6 +192,10 @@ def main():
             raise CheckFailure(f"{args.name} {curve} B={batch} K={k_steps} N={world}: curve "
                                f"{losses.tolist()} differs from one rank's "
                                f"{one_rank[curve].tolist()} by {difference:.3e} relative")
+    # Checkpoint and resume with sharded AdamW state: the resumed run's last
+    # step equals the uninterrupted curve.
+    # Resuming after step 1 makes step 3's loss depend on the restored m and v.
+    train(args, golden, "adamw", 2, 1, 2, 0, out, resume_at=1)
 
 
 if __name__ == "__main__":
