@@ -8,10 +8,11 @@ under which every parameter is sharded):
         [--persistence-threshold 0] -o PLAN
     mpirun -np N zrun PLAN gradients --input input_ids=IDS.npy --output-dir DIR
 
-(for a golden with `labels`, GPT-2's, also N = 1 and N = 2 with
---persistence-threshold 0 compiled with `--input-shape labels=2x8` and run
-with `--input labels=LABELS.npy`, whose -100 entries are ignored targets),
-then compares DIR with the golden made by `scripts/export_fixtures.py
+plus one run on the largest N with --persistence-threshold 0 --bucket-size
+16KiB (many groups, each padded and reduce-scattered on its own), and, for a
+golden with `labels` (GPT-2's), N = 1 at the default threshold and N = 2 at 0
+compiled with `--input-shape labels=2x8` too and run with `--input
+labels=LABELS.npy` (its -100 entries are ignored targets). It then compares DIR with the golden made by `scripts/export_fixtures.py
 --train-goldens` (torch, float64, weights read from the same ONNX file):
   - DIR/loss.npy: |ours - torch| <= 1e-5 * |torch|;
   - DIR/gradients.txt lists every parameter of the golden exactly once (a
@@ -44,6 +45,7 @@ from common import CheckFailure, compile_train, main_wrapper, mpirun, run_tool
 LOSS_RTOL = 1e-5
 GRAD_RTOL = 1e-4
 GRAD_FLOOR = 1e-6  # of the largest |torch gradient| of any parameter
+SMALL_BUCKET = "16KiB"
 
 
 def read_gradients(directory):
@@ -152,8 +154,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--zcc", default="zcc")
     parser.add_argument("--zrun", default="zrun")
-    parser.add_argument("--model", required=True, help="the .onnx fixture")
-    parser.add_argument("--golden", required=True, help="its .npz golden")
+    parser.add_argument("--model", required=True, action="append",
+                        help="the .onnx fixture (with --oracle-only: repeatable)")
+    parser.add_argument("--golden", required=True, action="append",
+                        help="its .npz golden (with --oracle-only: one per --model)")
     parser.add_argument("--out", required=True, help="a scratch directory")
     parser.add_argument("--worlds", default="1,2,4")
     parser.add_argument("--thresholds", default="default,0",
@@ -161,34 +165,45 @@ def main():
     parser.add_argument("--oracle-only", action="store_true",
                         help="check the golden against the model, run nothing")
     args = parser.parse_args()
+    if len(args.model) != len(args.golden) or (len(args.model) > 1 and not args.oracle_only):
+        parser.error("one --golden per --model; several only with --oracle-only")
+    if args.oracle_only:
+        for model, golden in zip(args.model, args.golden):
+            check_golden(dict(np.load(golden, allow_pickle=False)), model)
+        return
+    args.model, args.golden = args.model[0], args.golden[0]
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = pathlib.Path(args.model).stem
     golden = dict(np.load(args.golden, allow_pickle=False))
     check_golden(golden, args.model)
-    if args.oracle_only:
-        return
     ids = golden["input_ids"]
     ids_path = out / "input_ids.npy"
     np.save(ids_path, ids)
     shape = "x".join(str(d) for d in ids.shape)
 
-    runs = [(int(world), threshold, False) for world in args.worlds.split(",")
+    # (world, persistence threshold, bucket size, with labels)
+    runs = [(int(world), threshold, None, False) for world in args.worlds.split(",")
             for threshold in args.thresholds.split(",")]
+    # Many small groups: reduce-scatters of several groups, each padded.
+    runs.append((max(int(w) for w in args.worlds.split(",")), "0", SMALL_BUCKET, False))
     if "labels" in golden:
         # With an explicit labels input (-100 = ignored): one rank whole, two sharded.
         labels_path = out / "labels.npy"
         np.save(labels_path, golden["labels"])
-        runs += [(1, "default", True), (2, "0", True)]
-    for world, threshold, with_labels in runs:
+        runs += [(1, "default", None, True), (2, "0", None, True)]
+    for world, threshold, bucket, with_labels in runs:
         threshold = None if threshold == "default" else int(threshold)
         shown = "default" if threshold is None else str(threshold)
-        label = f"{name} N={world} persistence={shown}{' labels' if with_labels else ''}"
-        tag = f"{world}-{shown}{'-labels' if with_labels else ''}"
+        suffix = (f" bucket={bucket}" if bucket else "") + (" labels" if with_labels else "")
+        label = f"{name} N={world} persistence={shown}{suffix}"
+        tag = f"{world}-{shown}{suffix.replace(' ', '-').replace('=', '')}"
         plan = out / f"{name}-{tag}.zplan"
         extra, inputs = [], ["--input", f"input_ids={ids_path}"]
+        if bucket:
+            extra += ["--bucket-size", bucket]
         if with_labels:
-            extra = ["--input-shape", f"labels={shape}"]
+            extra += ["--input-shape", f"labels={shape}"]
             inputs += ["--input", f"labels={labels_path}"]
         compile_train(args.zcc, args.model, plan, world, f"input_ids={shape}", threshold,
                       extra, label=label)

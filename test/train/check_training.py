@@ -21,8 +21,9 @@ curve. This script:
     the log with the golden: lines `step<TAB>loss<TAB>lr`, steps 1, 2, 3, each
     loss within 1e-5 relative of torch's, each lr within 1e-6 relative;
  3. for adamw (and sgd on one split), other splits with
-    --persistence-threshold 0 (every parameter sharded) and one at zcc's
-    default threshold: (B, K, N) = (2, 1, 2), (1, 1, 4), (2, 2, 1), (1, 2, 2),
+    --persistence-threshold 0 (every parameter sharded; once more on 4 ranks
+    with --bucket-size 16KiB: many groups) and one at zcc's default
+    threshold: (B, K, N) = (2, 1, 2), (1, 1, 4), (2, 2, 1), (1, 2, 2),
     compiled with input_ids=Bx16 and run with `mpirun -np N ... --grad-accum K`:
     each curve within 1e-5 relative of torch's AND of the one-rank curve.
  4. checkpoint and resume: adamw, B=2, N=2, --persistence-threshold 0 (m and
@@ -48,14 +49,15 @@ from common import CheckFailure, compile_train, main_wrapper, mpirun, run_tool
 
 LOSS_RTOL = 1e-5
 LR_RTOL = 1e-6
-# (curve, B, K, N, persistence threshold or None for zcc's default)
+# (curve, B, K, N, persistence threshold or None for zcc's default, bucket size)
 SPLITS = [
-    ("adamw", 2, 1, 2, 0),
-    ("adamw", 1, 1, 4, 0),
-    ("adamw", 2, 2, 1, 0),
-    ("adamw", 1, 2, 2, 0),
-    ("adamw", 2, 1, 2, None),
-    ("sgd", 1, 2, 2, 0),
+    ("adamw", 2, 1, 2, 0, None),
+    ("adamw", 1, 1, 4, 0, None),
+    ("adamw", 2, 2, 1, 0, None),
+    ("adamw", 1, 2, 2, 0, None),
+    ("adamw", 2, 1, 2, None, None),
+    ("adamw", 1, 1, 4, 0, "16KiB"),  # many groups: one adamw instruction each
+    ("sgd", 1, 2, 2, 0, None),
 ]
 
 
@@ -102,7 +104,8 @@ def read_loss_log(path, label, first_step=1):
     return np.array(losses), np.array(lrs)
 
 
-def train(args, golden, curve, batch, k_steps, world, threshold, out, resume_at=None):
+def train(args, golden, curve, batch, k_steps, world, threshold, out, resume_at=None,
+          bucket=None):
     """One run; with resume_at = S: `--steps S --save DIR --save-every S`, then
     `--steps <all> --resume DIR`, and the second log must hold steps S+1.. of
     the same curve."""
@@ -112,9 +115,14 @@ def train(args, golden, curve, batch, k_steps, world, threshold, out, resume_at=
     shown = "default" if threshold is None else str(threshold)
     label = f"{args.name} {curve} B={batch} K={k_steps} N={world} persistence={shown}"
     tag = f"{curve}-{batch}-{k_steps}-{world}-{shown}"
+    extra = ["--optimizer", optimizer]
+    if bucket:
+        label += f" bucket={bucket}"
+        tag += f"-{bucket}"
+        extra += ["--bucket-size", bucket]
     plan = out / f"{tag}.zplan"
     compile_train(args.zcc, args.model, plan, world, f"input_ids={batch}x{seq}", threshold,
-                  ["--optimizer", optimizer], label=label)
+                  extra, label=label)
     log = out / f"{tag}.log"
     command = mpirun(world) + [
         args.zrun, str(plan), "train", "--data", args.data,
@@ -182,11 +190,12 @@ def main():
     curves = [k.split(":", 1)[1] for k in golden if k.startswith("curve:")]
     for curve in curves:
         one_rank[curve] = train(args, golden, curve, rows, 1, 1, None, out)
-    for curve, batch, k_steps, world, threshold in SPLITS:
+    for curve, batch, k_steps, world, threshold, bucket in SPLITS:
         if batch * k_steps * world != rows:
             raise CheckFailure(f"split B={batch} K={k_steps} N={world} does not cover "
                                f"{rows} rows")
-        losses = train(args, golden, curve, batch, k_steps, world, threshold, out)
+        losses = train(args, golden, curve, batch, k_steps, world, threshold, out,
+                       bucket=bucket)
         difference = float(np.max(np.abs(losses - one_rank[curve]) / np.abs(one_rank[curve])))
         if not difference <= LOSS_RTOL:
             raise CheckFailure(f"{args.name} {curve} B={batch} K={k_steps} N={world}: curve "
