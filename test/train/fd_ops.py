@@ -204,6 +204,33 @@ def slice_steps(c):
                             c.const("steps", i64([2, 3]))], "y")
 
 
+def split(c):
+    # GPT-2's q, k, v = c_attn(x).split(...): Split with a sizes input.
+    x = c.param("x", [2, 6])
+    c.nodes.append(helper.make_node("Split", [x, c.const("sizes", i64([1, 2, 3]))],
+                                    ["y0", "y1", "y2"], axis=1))
+    c.node("Mul", ["y0", "y1"], "t")
+    return c.node("Concat", ["y2", "t"], "y", axis=1)
+
+
+def squeeze_unsqueeze(c):
+    c.node("Unsqueeze", [c.param("x", [3, 4]), c.const("axes0", i64([0, 2]))], "t")
+    c.node("Mul", ["t", c.param("w", [2, 3, 1, 4])], "u")  # [2, 3, 1, 4]
+    return c.node("Squeeze", ["u", c.const("axes1", i64([2]))], "y")
+
+
+def max_const(c):
+    # OPT clamps attention scores from below: Max(scores, finfo.min); here a
+    # clamp at 0 that some entries hit (no entry within 0.1 of it).
+    return c.node("Max", [c.param("x", [3, 4], away_from_zero=0.1), c.const("floor", f32(0.0))],
+                  "y")
+
+
+def max_pair(c):
+    a = c.param("a", [3, 4], -1.0, 1.0, distinct=True)
+    return c.node("Max", [a, c.param("b", [4], -0.95, 0.95, distinct=True)], "y")
+
+
 def concat(c):
     return c.node("Concat", [c.param("a", [2, 3]), c.param("b", [2, 2])], "y", axis=1)
 
@@ -325,6 +352,10 @@ CASES = [
     ("gather_axis1", gather_axis1),
     ("slice_steps", slice_steps),
     ("concat", concat),
+    ("split", split),
+    ("squeeze_unsqueeze", squeeze_unsqueeze),
+    ("max_const", max_const),
+    ("max_pair", max_pair),
     ("transpose", transpose),
     ("reshape", reshape),
     ("expand", expand),
