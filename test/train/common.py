@@ -35,7 +35,10 @@ def run_tool(what, command, timeout=300):
     except OSError as error:
         raise CheckFailure(f"{what}: cannot run {command[0]}: {error}")
     if done.returncode != 0:
-        tail = " | ".join((done.stderr.strip() or done.stdout.strip()).splitlines()[-3:])
+        lines = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        # The tool's own `zcc: error:` / `zrun: error:` lines, not mpirun's footer.
+        errors = [l.strip() for l in lines if "error" in l.lower() and "mpirun" not in l.lower()]
+        tail = " | ".join(errors[:3] or [l.strip() for l in lines[-3:]])
         raise CheckFailure(f"{what}: exit status {done.returncode}: {tail}  "
                            f"[command: {shlex.join(command)}]")
     return done

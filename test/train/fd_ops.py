@@ -14,8 +14,8 @@ prefixed with the case's name; the losses added), compiled once and run once:
 
     zcc fd_ops.onnx --mode train --loss output:loss --world-size 1
         --persistence-threshold 0 -o PLAN
-    mpirun -np 1 zrun PLAN gradients [--input gather_embedding.ids=IDS.npy]
-        --output-dir DIR
+    mpirun -np 1 zrun PLAN gradients --input gather_embedding.ids=IDS.npy
+        --input float_input.x=X.npy --output-dir DIR
 
 The oracle is onnxruntime: each case's graph converted to float64 (its
 parameters made graph inputs) gives central differences, eps = 1e-6, of its
@@ -67,7 +67,8 @@ TWIN_RTOL = 1e-5
 
 class Case:
     """One graph: nodes from the op's inputs to `y`; params are initializers,
-    consts become Constant nodes, inputs are graph inputs (int64 ids)."""
+    consts become Constant nodes, inputs are graph inputs (int64 ids, or a
+    float32 tensor that is not a parameter)."""
 
     def __init__(self, name):
         self.name = name
@@ -231,6 +232,13 @@ def max_pair(c):
     return c.node("Max", [a, c.param("b", [4], -0.95, 0.95, distinct=True)], "y")
 
 
+def float_input(c):
+    # A float graph input feeding a parameter's gradient (it gets none itself).
+    x = c.input("x", np.linspace(-1.5, 1.5, 12, dtype=np.float32).reshape(3, 4))
+    c.node("Tanh", [x], "t")
+    return c.node("Mul", [c.param("w", [3, 4]), "t"], "y")
+
+
 def concat(c):
     return c.node("Concat", [c.param("a", [2, 3]), c.param("b", [2, 2])], "y", axis=1)
 
@@ -356,6 +364,7 @@ CASES = [
     ("squeeze_unsqueeze", squeeze_unsqueeze),
     ("max_const", max_const),
     ("max_pair", max_pair),
+    ("float_input", float_input),
     ("transpose", transpose),
     ("reshape", reshape),
     ("expand", expand),
@@ -477,8 +486,8 @@ def make_model(cases, loss=True, outputs=(), float_type=np.float32, params_as_in
             else:
                 initializers.append(numpy_helper.from_array(value.astype(float_type), full))
         for name, value in case.inputs.items():
-            inputs.append(helper.make_tensor_value_info(prefixed(case, name), TensorProto.INT64,
-                                                        value.shape))
+            kind = elem if value.dtype.kind == "f" else TensorProto.INT64
+            inputs.append(helper.make_tensor_value_info(prefixed(case, name), kind, value.shape))
         for name in outputs:
             graph_outputs.append(helper.make_tensor_value_info(prefixed(case, name), elem, None))
         if loss:
@@ -529,7 +538,8 @@ class Oracle:
 
     def loss(self, params, float_type):
         feeds = {prefixed(self.case, k): v.astype(float_type) for k, v in params.items()}
-        feeds.update({prefixed(self.case, k): v for k, v in self.case.inputs.items()})
+        feeds.update({prefixed(self.case, k): v.astype(float_type) if v.dtype.kind == "f" else v
+                      for k, v in self.case.inputs.items()})
         (value,) = self.sessions[float_type].run(["loss"], feeds)
         return float(value)
 
@@ -722,6 +732,7 @@ def main():
         infer_check(args, cases, out / "infer")
         return
 
+    joined_failure = None
     try:
         ours = run_pipeline(args, cases, out / "all")
         failures = []
@@ -736,9 +747,11 @@ def main():
             failures.append(f"gradients for names that are not parameters: {extra}")
     except CheckFailure as joined:
         # Find out which cases the pipeline cannot take, one by one; unless
-        # the simplest one fails as well (no training pipeline at all).
+        # the simplest one fails as well (no training pipeline at all). The
+        # run fails either way: the joined model must work too.
         print(f"note: the joined model failed ({joined}); running each case alone")
         failures, per_case = [], {}
+        joined_failure = f"the joined model failed: {joined}"
         try:
             first = run_pipeline(args, [cases[0]], out / cases[0].name)
         except CheckFailure as failure:
@@ -754,8 +767,10 @@ def main():
         if case.name in per_case:
             ratio, name = per_case[case.name]
             print(f"ok {case.name} worst {name} at {ratio:.3f} of the bound")
-    if failures:
-        raise CheckFailure(f"{len(failures)} of {len(cases)} cases: " + " || ".join(failures))
+    if failures or joined_failure:
+        raise CheckFailure(" || ".join(
+            ([f"{len(failures)} of {len(cases)} cases fail: "] if failures else [])
+            + failures + ([joined_failure] if joined_failure else [])))
 
 
 if __name__ == "__main__":
