@@ -26,7 +26,9 @@ curve. This script:
     threshold: (B, K, N) = (2, 1, 2), (1, 1, 4), (2, 2, 1), (1, 2, 2),
     compiled with input_ids=Bx16 and run with `mpirun -np N ... --grad-accum K`:
     each curve within 1e-5 relative of torch's AND of the one-rank curve.
- 4. checkpoint and resume: adamw, B=2, N=2, --persistence-threshold 0 (m and
+ 4. the adamw curve on one rank from the same tokens stored as a uint16
+    .npy, an int64 .npy and a uint32 .bin (--data-dtype uint32);
+ 5. checkpoint and resume: adamw, B=2, N=2, --persistence-threshold 0 (m and
     v sharded): `--steps 1 --save DIR --save-every 1 --loss-log A`, then
     `--steps 3 --resume DIR --loss-log B`. Decided here (TRAIN_SPEC 4 is
     silent): --steps is the total number of optimizer steps, a resumed run
@@ -105,7 +107,7 @@ def read_loss_log(path, label, first_step=1):
 
 
 def train(args, golden, curve, batch, k_steps, world, threshold, out, resume_at=None,
-          bucket=None):
+          bucket=None, data=None):
     """One run; with resume_at = S: `--steps S --save DIR --save-every S`, then
     `--steps <all> --resume DIR`, and the second log must hold steps S+1.. of
     the same curve."""
@@ -116,6 +118,8 @@ def train(args, golden, curve, batch, k_steps, world, threshold, out, resume_at=
     label = f"{args.name} {curve} B={batch} K={k_steps} N={world} persistence={shown}"
     tag = f"{curve}-{batch}-{k_steps}-{world}-{shown}"
     extra = ["--optimizer", optimizer]
+    if data:
+        label += f" data={data[0]}"
     if bucket:
         label += f" bucket={bucket}"
         tag += f"-{bucket}"
@@ -123,9 +127,11 @@ def train(args, golden, curve, batch, k_steps, world, threshold, out, resume_at=
     plan = out / f"{tag}.zplan"
     compile_train(args.zcc, args.model, plan, world, f"input_ids={batch}x{seq}", threshold,
                   extra, label=label)
+    if data:
+        tag += f"-{data[0]}"
     log = out / f"{tag}.log"
     command = mpirun(world) + [
-        args.zrun, str(plan), "train", "--data", args.data,
+        args.zrun, str(plan), "train"] + (data[1] if data else ["--data", args.data]) + [
         "--steps", str(int(golden["train_steps"])), "--seed", str(int(golden["train_seed"])),
         "--grad-accum", str(k_steps), "--lr", repr(lr), "--beta1", repr(beta1),
         "--weight-decay", repr(weight_decay), "--warmup", str(int(warmup)),
@@ -201,6 +207,16 @@ def main():
             raise CheckFailure(f"{args.name} {curve} B={batch} K={k_steps} N={world}: curve "
                                f"{losses.tolist()} differs from one rank's "
                                f"{one_rank[curve].tolist()} by {difference:.3e} relative")
+    # The same tokens in the other token-file formats of TRAIN_SPEC 4.
+    tokens = np.fromfile(args.data, dtype="<u2")
+    np.save(out / "tokens-u16.npy", tokens)
+    np.save(out / "tokens-i64.npy", tokens.astype(np.int64))
+    tokens.astype("<u4").tofile(out / "tokens-u32.bin")
+    for kind, flags in (("npy-uint16", ["--data", str(out / "tokens-u16.npy")]),
+                        ("npy-int64", ["--data", str(out / "tokens-i64.npy")]),
+                        ("bin-uint32", ["--data", str(out / "tokens-u32.bin"),
+                                        "--data-dtype", "uint32"])):
+        train(args, golden, "adamw", rows, 1, 1, None, out, data=(kind, flags))
     # Checkpoint and resume with sharded AdamW state: the resumed run's last
     # step equals the uninterrupted curve.
     # Resuming after step 1 makes step 3's loss depend on the restored m and v.
