@@ -11,6 +11,10 @@ Run from anywhere (CPU only, a few seconds):
 
     python3 scripts/export_fixtures.py                 # all fixtures -> test/models/
     python3 scripts/export_fixtures.py --only llama-opset17 --out-dir /tmp/x
+    python3 scripts/export_fixtures.py --train-goldens # test/models/goldens/*.npz
+
+--train-goldens leaves the ONNX files alone and writes the training oracles of
+test/train/ instead (see train_goldens() below for what each .npz holds).
 
 Last run with: python 3.11.7, torch 2.5.1 (+cu124 wheel, run on CPU),
 transformers 4.46.3, onnx 1.23.2, onnxruntime 1.32.0.
@@ -50,6 +54,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import argparse
 import collections
+import contextlib
 import hashlib
 import inspect
 import io
@@ -376,11 +381,410 @@ def produce(name, arch, opset, external, out_dir, cache):
         shutil.rmtree(tmp_dir, ignore_errors=True)
 
 
+# ===========================================================================
+# Training goldens (--train-goldens): the oracles of test/train/.
+# ===========================================================================
+#
+# For every distinct fixture graph, test/models/goldens/<fixture>.npz holds
+# (all arrays; strings as numpy unicode scalars, so np.load needs no pickle):
+#
+#   input_ids            int64 [2, 8], numpy default_rng(7) integers in [0, 256)
+#   loss                 float64 [], the causal-LM loss of the model on input_ids
+#                        with labels = input_ids: mean over the 2*7 shifted
+#                        targets of logsumexp(logits) - logit[target] (equal to
+#                        model(input_ids, labels=input_ids).loss: checked below)
+#   grad:<initializer>   float32, d loss / d parameter for every parameter under
+#                        its ONNX initializer name ("model." + HF name); a tied
+#                        weight's is the sum over its uses, as autograd gives
+#   param_names          the initializer names, in the ONNX file's order
+#   labels, labels_loss, labels_grad:<initializer>
+#                        (GPT-2 only) the same with an explicit labels input
+#                        int64 [2, 8]: input_ids with 4 entries set to -100;
+#                        targets = labels[:, 1:], -100 ignored, the mean over
+#                        the 10 counted targets
+#   train_*              the 3-step training setup: data file (relative to the
+#                        repository), its token count and SHA-256, seed, steps,
+#                        T (train_seq_len), rows per optimizer step R = K*N*B,
+#                        the reference split B/K/N (4/1/1), and train_offsets
+#                        int64 [steps, R], the rows' token offsets (TRAIN_SPEC 4)
+#   curve:<name>         float64 [steps], the loss logged at each optimizer step
+#   curve_lr:<name>      float64 [steps], the lr used at each step
+#   curve_optimizer:<name>  "sgd" or "adamw"
+#   curve_hyper:<name>   float64 [lr, beta1 or momentum, beta2, eps,
+#                        weight_decay, warmup]
+#   f32_grad_bound_ratio, f32_loss_rel, f32_curve_worst
+#                        how far torch itself in float32 is from these values
+#                        (gradients: the largest ratio of max |g32 - g| to
+#                        check_gradients.py's bound; relative loss and curve
+#                        errors): what float32 arithmetic costs
+#   versions             the versions this ran with
+#
+# Values are computed in float64 (the model converted with .double(), the
+# float32 islands of the Llama code made float64: see float64_exact), so the
+# oracle's own rounding is negligible next to the float32 pipeline under test.
+#
+# Training, per optimizer step s (0-based), exactly as zrun's contract:
+#   lr_s = lr * min(1, (s + 1) / W) with warmup W (lr when W == 0);
+#   for micro-step k < K, rank r < N: rows (k*N + r)*B ..; loss_kr = the mean
+#   over its B*(T-1) targets; gradients of the K*N loss_kr are SUMMED into
+#   p.grad, then p.grad *= 1 / (K*N) (zrun's grad_scale), then one
+#   torch.optim step (foreach=False); the logged loss of step s is the mean
+#   of the K*N loss_kr, computed with the parameters before step s's update
+#   (all micro-batches have the same target count, so the curve does not
+#   depend on how R rows are split into B, K, N: checked below).
+#   sgd:           SGD(lr=0.1), no momentum, no weight decay
+#   sgd_momentum:  SGD(lr=0.1, momentum=0.9, weight_decay=0.1)
+#   adamw:         AdamW(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
+#   adamw_warmup2: the same with warmup W = 2 (lr 5e-3, then 1e-2)
+#
+# Checked before a file is written (the script stops otherwise): the loss
+# equals transformers' own model(..., labels=...).loss in float32 (1e-6); the
+# float64 gradients match float64 central differences of the loss at six
+# entries (1e-6 of the tensor's max |g|); the curve is the same (1e-12) for
+# the splits (B, K, N) = (2, 1, 2), (1, 2, 2), (2, 2, 1); batches.py passes
+# its known answers. The llama-opset17-external golden is llama-opset17's
+# (checked: same initializers, same values).
+
+CORPUS = os.path.join(REPO_ROOT, "data", "gpl-3.0.bin")
+GOLDEN_IDS_SEED = 7
+GOLDEN_IDS_SHAPE = (2, 8)
+TRAIN_SEED = 0
+TRAIN_STEPS = 3
+TRAIN_SEQ_LEN = 16
+TRAIN_REFERENCE_SPLIT = (4, 1, 1)  # B, K, N: R = 4 rows per optimizer step
+TRAIN_OTHER_SPLITS = [(2, 1, 2), (1, 2, 2), (2, 2, 1)]  # must give the same curve
+CURVES = [
+    # name, optimizer, lr, beta1 (momentum for sgd), beta2, eps, weight decay, warmup
+    ("sgd", "sgd", 0.1, 0.0, 0.0, 0.0, 0.0, 0),
+    ("sgd_momentum", "sgd", 0.1, 0.9, 0.0, 0.0, 0.1, 0),
+    ("adamw", "adamw", 1e-2, 0.9, 0.999, 1e-8, 0.1, 0),
+    ("adamw_warmup2", "adamw", 1e-2, 0.9, 0.999, 1e-8, 0.1, 2),
+]
+# A fixture whose graph (and weights) another one already has.
+GOLDEN_SHARED = {"llama-opset17-external": "llama-opset17"}
+FD_EPS = 1e-6  # float64 central differences of the torch loss
+# A second gradient golden with an explicit `labels` input holding -100
+# (ignored) targets, for one architecture (the loss path is the same for all).
+LABELS_GOLDEN_ARCHS = ("gpt2",)
+LABELS_IGNORED = (np.array([0, 0, 1, 1]), np.array([3, 4, 1, 7]))  # 4 of 14 targets
+
+
+@contextlib.contextmanager
+def float64_exact():
+    """Lets a .double() Llama compute in float64 throughout.
+
+    LlamaRMSNorm casts its input to float32 and the eager attention takes its
+    softmax in float32; for a float64 input both keep float64 here (the same
+    formulas). Rotary cos/sin stay float32-computed: constants, which the ONNX
+    graph computes in float32 too."""
+    from transformers.models.llama import modeling_llama
+    softmax = torch.nn.functional.softmax
+    rms_forward = modeling_llama.LlamaRMSNorm.forward
+
+    def softmax64(x, dim=None, _stacklevel=3, dtype=None):
+        if x.dtype == torch.float64:
+            dtype = None
+        return softmax(x, dim=dim, _stacklevel=_stacklevel, dtype=dtype)
+
+    def rms_forward64(self, hidden):
+        if hidden.dtype != torch.float64:
+            return rms_forward(self, hidden)
+        variance = hidden.pow(2).mean(-1, keepdim=True)
+        return self.weight * (hidden * torch.rsqrt(variance + self.variance_epsilon))
+
+    torch.nn.functional.softmax = softmax64
+    modeling_llama.LlamaRMSNorm.forward = rms_forward64
+    try:
+        yield
+    finally:
+        torch.nn.functional.softmax = softmax
+        modeling_llama.LlamaRMSNorm.forward = rms_forward
+
+
+@contextlib.contextmanager
+def default_dtype(dtype):
+    """Tensors the model code creates without a dtype (OPT's causal mask,
+    filled with finfo(dtype).min) take the model's dtype."""
+    saved = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(saved)
+
+
+def onnx_parameters(path):
+    """The ONNX file's trainable initializers (float, more than one element:
+    zcc's rule), name -> array, in file order; external data resolved."""
+    model = onnx.load_model(path)
+    out = {}
+    for tensor in model.graph.initializer:
+        array = onnx.numpy_helper.to_array(tensor)
+        if array.dtype.kind == "f" and array.size > 1:
+            out[tensor.name] = array
+    return out
+
+
+def model_from_onnx(arch, path, dtype):
+    """The transformers model for `arch`, its weights read from the ONNX file
+    (not from torch's RNG), converted to `dtype`."""
+    torch.manual_seed(SEED)
+    wrapper = LogitsOnly(ARCHS[arch]()).eval()
+    weights = onnx_parameters(path)
+    params = dict(wrapper.named_parameters())  # a tied weight once
+    missing = sorted(set(params) - set(weights))
+    extra = sorted(set(weights) - set(params))
+    if missing or extra:
+        raise SystemExit(f"{path}: torch parameters without an initializer {missing}, "
+                         f"initializers without a torch parameter {extra}")
+    with torch.no_grad():
+        for name, param in params.items():
+            if tuple(param.shape) != weights[name].shape:
+                raise SystemExit(f"{path}: {name} is {list(weights[name].shape)} in ONNX, "
+                                 f"{list(param.shape)} in torch")
+            param.copy_(torch.from_numpy(weights[name].copy()))
+    return wrapper.to(dtype), list(weights)
+
+
+def causal_lm_loss(logits, labels):
+    """Hugging Face's causal-LM loss: targets are labels shifted left by one."""
+    vocab = logits.shape[-1]
+    return torch.nn.functional.cross_entropy(
+        logits[:, :-1, :].reshape(-1, vocab), labels[:, 1:].reshape(-1))
+
+
+def loss_and_gradients(wrapper, ids, labels=None):
+    wrapper.zero_grad(set_to_none=True)
+    ids = torch.from_numpy(ids)
+    labels = ids if labels is None else torch.from_numpy(labels)
+    with default_dtype(next(wrapper.parameters()).dtype):
+        loss = causal_lm_loss(wrapper(ids), labels)
+        loss.backward()
+    grads = {}
+    for name, param in wrapper.named_parameters():
+        grads[name] = (param.grad.detach().numpy().copy() if param.grad is not None
+                       else np.zeros(tuple(param.shape), dtype=np.float64))
+    return float(loss.item()), grads
+
+
+def finite_difference_check(wrapper, ids, grads, names):
+    """Central differences of the float64 loss at a few entries per tensor
+    (the largest |g| and one fixed other entry of the first, middle and last
+    parameter); returns the worst |fd - g| / max |g| of the tensor."""
+    params = dict(wrapper.named_parameters())
+    ids_t = torch.from_numpy(ids)
+    worst = 0.0
+    rng = np.random.default_rng(11)
+    for name in (names[0], names[len(names) // 2], names[-1]):
+        g = grads[name]
+        flat = params[name].data.view(-1)
+        for index in (int(np.argmax(np.abs(g))), int(rng.integers(0, g.size))):
+            saved = float(flat[index])
+            values = []
+            for delta in (FD_EPS, -FD_EPS):
+                flat[index] = saved + delta
+                with torch.no_grad(), default_dtype(torch.float64):
+                    values.append(float(causal_lm_loss(wrapper(ids_t), ids_t)))
+            flat[index] = saved
+            fd = (values[0] - values[1]) / (2 * FD_EPS)
+            worst = max(worst, abs(fd - g.reshape(-1)[index]) / float(np.abs(g).max()))
+    if not worst <= 1e-6:
+        raise SystemExit(f"finite differences disagree with autograd: {worst:.3e}")
+    return worst
+
+
+def train_curve(arch, path, tokens, curve, split, dtype):
+    """Per-step losses, lrs and row offsets of TRAIN_STEPS optimizer steps of
+    a fresh model (see above)."""
+    with default_dtype(dtype):
+        return train_steps(model_from_onnx(arch, path, dtype)[0], tokens, curve, split)
+
+
+def train_steps(wrapper, tokens, curve, split):
+    import batches
+    _, optimizer_name, lr, beta1, beta2, eps, weight_decay, warmup = curve
+    batch, k_steps, world = split
+    wrapper.train()  # every dropout probability is 0: same as eval
+    params = [p for _, p in wrapper.named_parameters()]
+    if optimizer_name == "sgd":
+        optimizer = torch.optim.SGD(params, lr=lr, momentum=beta1,
+                                    weight_decay=weight_decay, foreach=False)
+    else:
+        optimizer = torch.optim.AdamW(params, lr=lr, betas=(beta1, beta2), eps=eps,
+                                      weight_decay=weight_decay, foreach=False)
+    losses, lrs, offsets = [], [], []
+    for step in range(TRAIN_STEPS):
+        step_lr = lr * min(1.0, (step + 1) / warmup) if warmup > 0 else lr
+        for group in optimizer.param_groups:
+            group["lr"] = step_lr
+        rows = batches.step_offsets(TRAIN_SEED, step, batch * k_steps * world,
+                                    len(tokens), TRAIN_SEQ_LEN)
+        optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for micro in range(k_steps):
+            for rank in range(world):
+                picked = [rows[q] for q in batches.micro_batch_rows(micro, rank, world, batch)]
+                x = torch.from_numpy(np.stack(
+                    [tokens[o:o + TRAIN_SEQ_LEN] for o in picked]).astype(np.int64))
+                loss = causal_lm_loss(wrapper(x), x)
+                loss.backward()
+                total += float(loss.item())
+        with torch.no_grad():
+            for p in params:
+                p.grad.mul_(1.0 / (k_steps * world))
+        optimizer.step()
+        losses.append(total / (k_steps * world))
+        lrs.append(step_lr)
+        offsets.append(rows)
+    return np.array(losses), np.array(lrs), np.array(offsets, dtype=np.int64)
+
+
+def save_npz_deterministic(path, arrays):
+    """np.savez, but with fixed zip timestamps so reruns give identical bytes."""
+    import zipfile
+    tmp = path + ".tmp"
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+        for key, value in arrays.items():
+            info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            buffer = io.BytesIO()
+            np.lib.format.write_array(buffer, np.asanyarray(value), allow_pickle=False)
+            z.writestr(info, buffer.getvalue(), compresslevel=9)
+    os.replace(tmp, path)
+
+
+def gradient_bound_ratio(approx, exact):
+    """max over tensors of max |approx - exact| / bound, with test/train/
+    check_gradients.py's bound: 1e-4 * max |exact| of the tensor + 1e-6 * the
+    largest |exact| of any tensor (the floor is for gradients that are zero
+    analytically, as attention's key bias: float32 leaves ~1e-10 there)."""
+    largest = max(float(np.abs(g).max()) for g in exact.values())
+    return max(float(np.abs(approx[k] - exact[k]).max())
+               / (1e-4 * float(np.abs(exact[k]).max()) + 1e-6 * largest) for k in exact)
+
+
+def produce_golden(name, arch, models_dir, out_dir, tokens, versions):
+    path = os.path.join(models_dir, f"{name}.onnx")
+    if name in GOLDEN_SHARED:
+        other = GOLDEN_SHARED[name]
+        mine = onnx_parameters(path)
+        theirs = onnx_parameters(os.path.join(models_dir, f"{other}.onnx"))
+        if list(mine) != list(theirs) or any(
+                not np.array_equal(mine[k], theirs[k]) for k in mine):
+            raise SystemExit(f"{name}: weights differ from {other}; it needs its own golden")
+        print(f"== {name}: same parameters as {other}; shares goldens/{other}.npz")
+        return
+    print(f"== {name} ({arch})")
+    ids = np.random.default_rng(GOLDEN_IDS_SEED).integers(
+        0, VOCAB, size=GOLDEN_IDS_SHAPE, dtype=np.int64)
+
+    # float32, exactly as transformers runs it: our loss is HF's loss.
+    model32, names = model_from_onnx(arch, path, torch.float32)
+    with torch.no_grad():
+        hf = float(model32.model(input_ids=torch.from_numpy(ids), labels=torch.from_numpy(ids),
+                                 use_cache=False).loss)
+    loss32, grads32 = loss_and_gradients(model32, ids)
+    if not abs(hf - loss32) <= 1e-6 * abs(hf):
+        raise SystemExit(f"{name}: causal_lm_loss {loss32} != transformers' loss {hf}")
+
+    model64, _ = model_from_onnx(arch, path, torch.float64)
+    loss64, grads64 = loss_and_gradients(model64, ids)
+    fd_worst = finite_difference_check(model64, ids, grads64, names)
+    f32_grad = gradient_bound_ratio(grads32, grads64)
+    f32_loss = abs(loss32 - loss64) / abs(loss64)
+    print(f"  loss {loss64:.9f} (transformers float32 {hf:.9f}); float32 torch vs float64: "
+          f"loss {f32_loss:.2e}, gradients at {f32_grad:.2e} of the test's bound; "
+          f"finite differences vs autograd {fd_worst:.2e}")
+
+    arrays = {"input_ids": ids, "loss": np.float64(loss64),
+              "param_names": np.array(names)}
+    for k in names:
+        arrays["grad:" + k] = grads64[k].astype(np.float32)
+    if arch in LABELS_GOLDEN_ARCHS:
+        labels = ids.copy()
+        labels[LABELS_IGNORED] = -100
+        with torch.no_grad():
+            hf_labels = float(model32.model(input_ids=torch.from_numpy(ids),
+                                            labels=torch.from_numpy(labels),
+                                            use_cache=False).loss)
+        loss_l, grads_l = loss_and_gradients(model64, ids, labels)
+        if not abs(hf_labels - loss_l) <= 1e-5 * abs(loss_l):
+            raise SystemExit(f"{name}: loss with labels {loss_l} != transformers' {hf_labels}")
+        print(f"  with labels ({int((labels[:, 1:] != -100).sum())} of 14 targets counted): "
+              f"loss {loss_l:.9f} (transformers float32 {hf_labels:.9f})")
+        arrays["labels"] = labels
+        arrays["labels_loss"] = np.float64(loss_l)
+        for k in names:
+            arrays["labels_grad:" + k] = grads_l[k].astype(np.float32)
+    arrays.update({
+        "train_data": np.array(os.path.relpath(CORPUS, REPO_ROOT)),
+        "train_data_tokens": np.int64(len(tokens)),
+        "train_data_sha256": np.array(sha256(CORPUS)),
+        "train_seed": np.int64(TRAIN_SEED),
+        "train_steps": np.int64(TRAIN_STEPS),
+        "train_seq_len": np.int64(TRAIN_SEQ_LEN),
+        "train_rows_per_step": np.int64(int(np.prod(TRAIN_REFERENCE_SPLIT))),
+        "train_batch": np.int64(TRAIN_REFERENCE_SPLIT[0]),
+        "train_grad_accum": np.int64(TRAIN_REFERENCE_SPLIT[1]),
+        "train_world": np.int64(TRAIN_REFERENCE_SPLIT[2]),
+    })
+    f32_curve = 0.0
+    for curve in CURVES:
+        cname = curve[0]
+        losses, lrs, offsets = train_curve(arch, path, tokens, curve, TRAIN_REFERENCE_SPLIT,
+                                           torch.float64)
+        for split in TRAIN_OTHER_SPLITS:
+            other, _, other_offsets = train_curve(arch, path, tokens, curve, split, torch.float64)
+            if not (np.array_equal(other_offsets, offsets)
+                    and np.allclose(other, losses, rtol=1e-12, atol=0)):
+                raise SystemExit(f"{name} {cname}: split B,K,N={split} gives {other}, "
+                                 f"not {losses}")
+        losses32, _, _ = train_curve(arch, path, tokens, curve, TRAIN_REFERENCE_SPLIT,
+                                     torch.float32)
+        worst = float(np.max(np.abs(losses32 - losses) / np.abs(losses)))
+        f32_curve = max(f32_curve, worst)
+        print(f"  {cname:14s} losses {' '.join(f'{v:.9f}' for v in losses)}  "
+              f"lr {' '.join(f'{v:g}' for v in lrs)}  float32 torch rel err {worst:.2e}")
+        arrays["train_offsets"] = offsets
+        arrays["curve:" + cname] = losses
+        arrays["curve_lr:" + cname] = lrs
+        arrays["curve_optimizer:" + cname] = np.array(curve[1])
+        arrays["curve_hyper:" + cname] = np.array(curve[2:], dtype=np.float64)
+    arrays.update({"f32_grad_bound_ratio": np.float64(f32_grad), "f32_loss_rel": np.float64(f32_loss),
+                   "f32_curve_worst": np.float64(f32_curve),
+                   "versions": np.array(versions)})
+    os.makedirs(out_dir, exist_ok=True)
+    target = os.path.join(out_dir, f"{name}.npz")
+    save_npz_deterministic(target, arrays)
+    shown = os.path.relpath(target, REPO_ROOT)
+    shown = target if shown.startswith("..") else shown
+    print(f"  wrote {shown}: {os.path.getsize(target)} bytes, sha256 {sha256(target)[:16]}")
+
+
+def train_goldens(wanted, models_dir, out_dir, versions):
+    sys.path.insert(0, os.path.join(REPO_ROOT, "test", "train"))
+    import batches
+    batches.self_test()
+    tokens = np.fromfile(CORPUS, dtype="<u2")
+    torch.use_deterministic_algorithms(True)
+    with float64_exact():
+        for name, arch, _, _ in FIXTURES:
+            if name in wanted:
+                produce_golden(name, arch, models_dir, out_dir, tokens, versions)
+    print("all goldens written")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out-dir", default=DEFAULT_OUT_DIR)
     ap.add_argument("--only", action="append", metavar="NAME",
                     help="fixture name(s) to produce, e.g. llama-opset17 (repeatable)")
+    ap.add_argument("--train-goldens", action="store_true",
+                    help="write test/models/goldens/*.npz from the ONNX files in --out-dir "
+                         "instead of exporting them")
+    ap.add_argument("--golden-dir", default=None,
+                    help="with --train-goldens: where the .npz go (default: "
+                         "<out-dir>/goldens)")
     args = ap.parse_args()
 
     versions = {
@@ -403,6 +807,13 @@ def main():
         ap.error(f"unknown fixture(s) {unknown}; known: {names}")
     os.makedirs(args.out_dir, exist_ok=True)
     torch.set_num_threads(1)
+    if args.train_goldens:
+        train_goldens(wanted, args.out_dir,
+                      args.golden_dir or os.path.join(args.out_dir, "goldens"),
+                      "python " + sys.version.split()[0] + ", "
+                      + ", ".join(f"{k} {v}" for k, v in versions.items())
+                      + f", numpy {np.__version__}")
+        return
 
     cache = {}
     for name, arch, opset, external in FIXTURES:
