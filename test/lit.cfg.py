@@ -18,12 +18,6 @@ config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 config.substitutions.append(("%models", os.path.join(config.zplan_src_root, "test", "models")))
 config.substitutions.append(("%python", config.python_executable))
 
-# The training tests (test/train) need `zcc --mode train` and `zrun ...
-# gradients|train`; until those are merged they are UNSUPPORTED (listed as
-# such in lit's summary), and ZPLAN_TRAIN_TESTS=1 turns them on.
-if os.environ.get("ZPLAN_TRAIN_TESTS") == "1":
-    config.available_features.add("zplan-train")
-
 llvm_config.with_system_environment(["HOME", "TMPDIR"])
 # `not` and `split-file` are called by name at the start of RUN lines, where
 # the default substitutions do not reach; find them on PATH, as MLIR does.

@@ -454,9 +454,9 @@ int zplan::tooling::trainPlan(const Arguments &arguments,
   cpu::setBlasThreads(arguments.threads);
   bool rankZero = communicator.rank() == 0;
   if (rankZero && !options.lossLogPath.empty()) {
-    // Appended to as the run goes (a resumed run continues its log).
-    run.lossLog.open(options.lossLogPath, run.firstStep ? std::ios::app
-                                                        : std::ios::trunc);
+    // Written afresh by each run, line by line as it goes: a resumed run's
+    // log holds the steps it trained (numbered from the checkpoint's).
+    run.lossLog.open(options.lossLogPath, std::ios::trunc);
     if (!run.lossLog)
       abortRun(communicator, failure("cannot write --loss-log ",
                                      inQuotes(options.lossLogPath)));

@@ -15,9 +15,9 @@ curve. This script:
         zcc MODEL --mode train --optimizer sgd|adamw --world-size 1
             --input-shape input_ids=4x16 -o PLAN
         zrun PLAN train --data CORPUS --steps 3 --seed 0 --grad-accum 1
-            --lr LR --beta1 B1 --beta2 B2 --eps EPS --weight-decay WD
-            --warmup W --loss-log LOG
-    (for sgd, --beta1 is the momentum: hyper[1] of TRAIN_SPEC 1), and compares
+            --lr LR (--beta1 B1 --beta2 B2 --eps EPS | --momentum M)
+            --weight-decay WD --warmup W --loss-log LOG
+    (sgd's momentum is --momentum), and compares
     the log with the golden: lines `step<TAB>loss<TAB>lr`, steps 1, 2, 3, each
     loss within 1e-5 relative of torch's, each lr within 1e-6 relative;
  3. for adamw (and sgd on one split), other splits with
@@ -133,11 +133,13 @@ def train(args, golden, curve, batch, k_steps, world, threshold, out, resume_at=
     command = mpirun(world) + [
         args.zrun, str(plan), "train"] + (data[1] if data else ["--data", args.data]) + [
         "--steps", str(int(golden["train_steps"])), "--seed", str(int(golden["train_seed"])),
-        "--grad-accum", str(k_steps), "--lr", repr(lr), "--beta1", repr(beta1),
+        "--grad-accum", str(k_steps), "--lr", repr(lr),
         "--weight-decay", repr(weight_decay), "--warmup", str(int(warmup)),
         "--loss-log", str(log)]
     if optimizer == "adamw":
-        command += ["--beta2", repr(beta2), "--eps", repr(eps)]
+        command += ["--beta1", repr(beta1), "--beta2", repr(beta2), "--eps", repr(eps)]
+    else:
+        command += ["--momentum", repr(beta1)]
     if resume_at is None:
         run_tool(f"{label}: zrun train", command)
         losses, lrs = read_loss_log(log, label)
