@@ -412,7 +412,8 @@ def produce(name, arch, opset, external, out_dir, cache):
 #   curve_lr:<name>      float64 [steps], the lr used at each step
 #   curve_optimizer:<name>  "sgd" or "adamw"
 #   curve_hyper:<name>   float64 [lr, beta1 or momentum, beta2, eps,
-#                        weight_decay, warmup]
+#                        weight_decay, warmup, clip] (clip: the max global
+#                        gradient norm, 0 for none)
 #   f32_grad_bound_ratio, f32_loss_rel, f32_curve_worst
 #                        how far torch itself in float32 is from these values
 #                        (gradients: the largest ratio of max |g32 - g| to
@@ -437,6 +438,9 @@ def produce(name, arch, opset, external, out_dir, cache):
 #   sgd_momentum:  SGD(lr=0.1, momentum=0.9, weight_decay=0.1)
 #   adamw:         AdamW(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
 #   adamw_warmup2: the same with warmup W = 2 (lr 5e-3, then 1e-2)
+#   adamw_clip:    adamw with the gradients clipped to a global L2 norm of
+#                  0.25 (torch.nn.utils.clip_grad_norm_ after the 1/(K*N)
+#                  scaling; zrun train --clip-grad-norm 0.25)
 #
 # Checked before a file is written (the script stops otherwise): the loss
 # equals transformers' own model(..., labels=...).loss in float32 (1e-6); the
@@ -455,11 +459,13 @@ TRAIN_SEQ_LEN = 16
 TRAIN_REFERENCE_SPLIT = (4, 1, 1)  # B, K, N: R = 4 rows per optimizer step
 TRAIN_OTHER_SPLITS = [(2, 1, 2), (1, 2, 2), (2, 2, 1)]  # must give the same curve
 CURVES = [
-    # name, optimizer, lr, beta1 (momentum for sgd), beta2, eps, weight decay, warmup
-    ("sgd", "sgd", 0.1, 0.0, 0.0, 0.0, 0.0, 0),
-    ("sgd_momentum", "sgd", 0.1, 0.9, 0.0, 0.0, 0.1, 0),
-    ("adamw", "adamw", 1e-2, 0.9, 0.999, 1e-8, 0.1, 0),
-    ("adamw_warmup2", "adamw", 1e-2, 0.9, 0.999, 1e-8, 0.1, 2),
+    # name, optimizer, lr, beta1 (momentum for sgd), beta2, eps, weight decay, warmup,
+    # clip (max global gradient norm; 0: none)
+    ("sgd", "sgd", 0.1, 0.0, 0.0, 0.0, 0.0, 0, 0.0),
+    ("sgd_momentum", "sgd", 0.1, 0.9, 0.0, 0.0, 0.1, 0, 0.0),
+    ("adamw", "adamw", 1e-2, 0.9, 0.999, 1e-8, 0.1, 0, 0.0),
+    ("adamw_warmup2", "adamw", 1e-2, 0.9, 0.999, 1e-8, 0.1, 2, 0.0),
+    ("adamw_clip", "adamw", 1e-2, 0.9, 0.999, 1e-8, 0.1, 0, 0.25),
 ]
 # A fixture whose graph (and weights) another one already has.
 GOLDEN_SHARED = {"llama-opset17-external": "llama-opset17"}
@@ -603,7 +609,7 @@ def train_curve(arch, path, tokens, curve, split, dtype):
 
 def train_steps(wrapper, tokens, curve, split):
     import batches
-    _, optimizer_name, lr, beta1, beta2, eps, weight_decay, warmup = curve
+    _, optimizer_name, lr, beta1, beta2, eps, weight_decay, warmup, clip = curve
     batch, k_steps, world = split
     wrapper.train()  # every dropout probability is 0: same as eval
     params = [p for _, p in wrapper.named_parameters()]
@@ -633,6 +639,8 @@ def train_steps(wrapper, tokens, curve, split):
         with torch.no_grad():
             for p in params:
                 p.grad.mul_(1.0 / (k_steps * world))
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, clip, foreach=False)
         optimizer.step()
         losses.append(total / (k_steps * world))
         lrs.append(step_lr)

@@ -11,7 +11,7 @@ curve. This script:
  1. checks the oracle: the corpus is the golden's (token count, SHA-256), and
     batches.py reproduces the golden's row offsets (the sampler is
     deterministic and its known answers hold);
- 2. for every curve (sgd, sgd_momentum, adamw, adamw_warmup2) on one rank:
+ 2. for every curve (sgd, sgd_momentum, adamw, adamw_warmup2, adamw_clip) on one rank:
         zcc MODEL --mode train --optimizer sgd|adamw --world-size 1
             --input-shape input_ids=4x16 -o PLAN
         zrun PLAN train --data CORPUS --steps 3 --seed 0 --grad-accum 1
@@ -60,6 +60,9 @@ SPLITS = [
     ("adamw", 2, 1, 2, None, None),
     ("adamw", 1, 1, 4, 0, "16KiB"),  # many groups: one adamw instruction each
     ("sgd", 1, 2, 2, 0, None),
+    # The global norm sums every rank's shard (and a persistent group once).
+    ("adamw_clip", 1, 2, 2, 0, None),
+    ("adamw_clip", 2, 1, 2, None, None),
 ]
 
 
@@ -112,7 +115,7 @@ def train(args, golden, curve, batch, k_steps, world, threshold, out, resume_at=
     `--steps <all> --resume DIR`, and the second log must hold steps S+1.. of
     the same curve."""
     optimizer = str(golden["curve_optimizer:" + curve])
-    lr, beta1, beta2, eps, weight_decay, warmup = golden["curve_hyper:" + curve].tolist()
+    lr, beta1, beta2, eps, weight_decay, warmup, clip = golden["curve_hyper:" + curve].tolist()
     seq = int(golden["train_seq_len"])
     shown = "default" if threshold is None else str(threshold)
     label = f"{args.name} {curve} B={batch} K={k_steps} N={world} persistence={shown}"
@@ -140,6 +143,8 @@ def train(args, golden, curve, batch, k_steps, world, threshold, out, resume_at=
         command += ["--beta1", repr(beta1), "--beta2", repr(beta2), "--eps", repr(eps)]
     else:
         command += ["--momentum", repr(beta1)]
+    if clip > 0:
+        command += ["--clip-grad-norm", repr(clip)]
     if resume_at is None:
         run_tool(f"{label}: zrun train", command)
         losses, lrs = read_loss_log(log, label)
