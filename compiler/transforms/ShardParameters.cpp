@@ -14,6 +14,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/Debug.h"
 #include "llvm/Support/MathExtras.h"
@@ -84,6 +85,38 @@ static std::optional<int64_t> checkedRoundUp(int64_t value, int64_t multiple) {
   if (llvm::AddOverflow(value, multiple - 1, sum))
     return std::nullopt;
   return sum / multiple * multiple;
+}
+
+/// One parameter the import gathers: the parameter, its gathered tensor,
+/// and the import's ops that produce it (shard, start, wait).
+struct ImportGather {
+  nn::ParameterOp param;
+  Value tensor;
+  zero::ShardOp read;
+  zero::GatherStartOp start;
+  zero::GatherWaitOp wait;
+};
+
+/// The import's per-parameter gathers of `func`, in program order; fails,
+/// naming the op, on a gather that is already grouped or that gathers
+/// something other than a zero.shard.
+static LogicalResult collectImportGathers(func::FuncOp func,
+                                          std::vector<ImportGather> &out) {
+  for (auto wait : func.getOps<zero::GatherWaitOp>()) {
+    zero::GatherStartOp start = wait.getStart();
+    if (start.getGroupAttr())
+      return wait.emitOpError("is already in a group");
+    for (auto [shard, tensor] :
+         llvm::zip_equal(start.getShards(), wait.getTensors())) {
+      auto read = shard.getDefiningOp<zero::ShardOp>();
+      if (!read)
+        return wait.emitOpError("gathers a shard that is not a zero.shard");
+      auto param = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
+          read, read.getParamAttr());
+      out.push_back({param, tensor, read, start, wait});
+    }
+  }
+  return success();
 }
 
 struct ShardParametersPass
@@ -236,31 +269,23 @@ struct ShardParametersPass
     int64_t forwardLength = forwardEnd(primary, liveness);
 
     // 1. The import's gathers, one parameter each, in first-use order.
+    std::vector<ImportGather> gathers;
+    if (failed(collectImportGathers(primary, gathers)))
+      return failure();
     std::vector<ParameterUse> uses;
     llvm::DenseSet<Operation *> seen;
-    for (auto wait : primary.getOps<zero::GatherWaitOp>()) {
-      zero::GatherStartOp start = wait.getStart();
-      if (start.getGroupAttr())
-        return wait.emitOpError("is already in a group");
-      for (auto [shard, tensor] :
-           llvm::zip_equal(start.getShards(), wait.getTensors())) {
-        auto read = shard.getDefiningOp<zero::ShardOp>();
-        if (!read)
-          return wait.emitOpError("gathers a shard that is not a zero.shard");
-        auto param = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
-            read, read.getParamAttr());
-        if (!seen.insert(param).second)
+    for (const ImportGather &gather : gathers) {
+      if (!seen.insert(gather.param).second)
+        continue;
+      int64_t first = programLength, last = 0;
+      for (Operation *user : collectUsesThroughViews(gather.tensor)) {
+        int64_t index = liveness.indexOf(user);
+        if (index > forwardLength)
           continue;
-        int64_t first = programLength, last = 0;
-        for (Operation *user : collectUsesThroughViews(tensor)) {
-          int64_t index = liveness.indexOf(user);
-          if (index > forwardLength)
-            continue;
-          first = std::min(first, index);
-          last = std::max(last, index);
-        }
-        uses.push_back({param, first, std::max(first, last)});
+        first = std::min(first, index);
+        last = std::max(last, index);
       }
+      uses.push_back({gather.param, first, std::max(first, last)});
     }
     llvm::stable_sort(uses, [](const ParameterUse &a, const ParameterUse &b) {
       return a.firstUse < b.firstUse;
@@ -366,29 +391,22 @@ struct ShardParametersPass
   /// one wait per group that `func` reads, at the top of the function.
   LogicalResult rewriteGathers(func::FuncOp func,
                                ArrayRef<GroupPlan> groups) {
+    std::vector<ImportGather> gathers;
+    if (failed(collectImportGathers(func, gathers)))
+      return failure();
     llvm::DenseMap<Operation *, Value> importTensor; // parameter -> tensor
-    SmallVector<Operation *> importGathers;
-    for (auto wait : func.getOps<zero::GatherWaitOp>()) {
-      zero::GatherStartOp start = wait.getStart();
-      if (start.getGroupAttr())
-        return wait.emitOpError("is already in a group");
-      for (auto [shard, tensor] :
-           llvm::zip_equal(start.getShards(), wait.getTensors())) {
-        auto read = shard.getDefiningOp<zero::ShardOp>();
-        if (!read)
-          return wait.emitOpError("gathers a shard that is not a zero.shard");
-        auto param = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
-            read, read.getParamAttr());
-        Value &known = importTensor[param];
-        // The same parameter gathered twice: one gathered copy serves both.
-        if (known)
-          tensor.replaceAllUsesWith(known);
-        else
-          known = tensor;
-        importGathers.push_back(read);
-      }
-      importGathers.push_back(start);
-      importGathers.push_back(wait);
+    // Erased users first: waits, then starts, then the shard reads.
+    llvm::SetVector<Operation *> waits, starts, reads;
+    for (ImportGather &gather : gathers) {
+      Value &known = importTensor[gather.param];
+      // The same parameter gathered twice: one gathered copy serves both.
+      if (known)
+        gather.tensor.replaceAllUsesWith(known);
+      else
+        known = gather.tensor;
+      waits.insert(gather.wait);
+      starts.insert(gather.start);
+      reads.insert(gather.read);
     }
 
     OpBuilder builder(func.getBody());
@@ -424,8 +442,9 @@ struct ShardParametersPass
         if (Value old = importTensor.lookup(member))
           old.replaceAllUsesWith(tensor);
     }
-    for (Operation *op : llvm::reverse(importGathers))
-      op->erase();
+    for (auto *ops : {&waits, &starts, &reads})
+      for (Operation *op : *ops)
+        op->erase();
     return success();
   }
 
