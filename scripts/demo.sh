@@ -54,7 +54,7 @@ echo "== zcc $model ${train_flags[*]} -o $out/train.zplan --dump report"
   | sed -n "/program 'train_micro_step'/,/program 'optimizer_step'/p" | sed '$d'
 
 echo
-echo "== ${mpi[*]} zrun $out/train.zplan train --data data/gpl-3.0.bin --steps 60 --lr 3e-3 --log-every 10"
+echo "== ${mpi[*]} zrun $out/train.zplan train --data data/gpl-3.0.bin --steps 60 --lr 3e-3 --warmup 5 --log-every 10"
 OPENBLAS_NUM_THREADS=1 "${mpi[@]}" ./build/bin/zrun "$out/train.zplan" train \
   --data data/gpl-3.0.bin --steps 60 --lr 3e-3 --warmup 5 --log-every 10
 
