@@ -6,6 +6,7 @@
 #include "runtime/Executor.h"
 #include "runtime/Memory.h"
 #include "runtime/Trace.h"
+#include "runtime/comm/Agreement.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/plan/PlanLoader.h"
 #include "runtime/tooling/Diagnostics.h"
@@ -342,26 +343,18 @@ bool printStats(RunSession &session) {
 
 bool zplan::tooling::agree(comm::Communicator &communicator,
                            const Status &status) {
-  int size = communicator.size();
-  std::vector<float> failedRanks(size, 0.0f);
-  failedRanks[communicator.rank()] = status.ok() ? 0.0f : 1.0f;
-  if (Status reduced = communicator.allReduce(failedRanks.data(), size);
-      !reduced.ok()) {
-    printError(withRank(communicator, reduced.message()));
+  comm::Failures failures;
+  if (Status shared = comm::shareFailures(communicator, !status.ok(), failures);
+      !shared.ok()) {
+    printError(withRank(communicator, shared.message()));
     communicator.abort(1);
   }
-  int failures = 0, first = -1;
-  for (int rank = 0; rank < size; ++rank)
-    if (failedRanks[rank] != 0.0f) {
-      ++failures;
-      if (first < 0)
-        first = rank;
-    }
-  if (failures == 0)
+  if (failures.count == 0)
     return true;
-  if (communicator.rank() == first)
-    printError(failures == size ? status.message()
-                                : withRank(communicator, status.message()));
+  if (communicator.rank() == failures.first)
+    printError(failures.count == communicator.size()
+                   ? status.message()
+                   : withRank(communicator, status.message()));
   return false;
 }
 

@@ -9,6 +9,8 @@
 
 #include "runtime/train/Checkpoint.h"
 
+#include "runtime/comm/Agreement.h"
+
 #include "runtime/plan/ReadableFile.h"
 #include "runtime/support/Checksum.h"
 
@@ -358,24 +360,16 @@ void prune(const SaveContext &context, uint64_t keepLast,
 
 Status zplan::train::agreeOnStatus(const Status &local,
                                    comm::Communicator &communicator) {
-  int size = communicator.size();
-  std::vector<float> failedRanks(size, 0.0f);
-  failedRanks[communicator.rank()] = local.ok() ? 0.0f : 1.0f;
-  ZR_RETURN_IF_ERROR(communicator.allReduce(failedRanks.data(), size));
-  int failures = 0, first = -1;
-  for (int rank = 0; rank < size; ++rank)
-    if (failedRanks[rank] != 0.0f) {
-      ++failures;
-      if (first < 0)
-        first = rank;
-    }
-  if (failures == 0)
+  comm::Failures failures;
+  ZR_RETURN_IF_ERROR(comm::shareFailures(communicator, !local.ok(), failures));
+  if (failures.count == 0)
     return Status::success();
+  int first = failures.first;
   std::vector<std::string> messages;
   ZR_RETURN_IF_ERROR(communicator.gatherText(local.message(), messages));
   std::string message;
   if (communicator.rank() == 0)
-    message = failures == size
+    message = failures.count == communicator.size()
                   ? messages[first]
                   : "rank " + std::to_string(first) + ": " + messages[first];
   uint64_t length = message.size();
