@@ -71,17 +71,21 @@ make_plan_seeds() {
   fi
   local scratch count=0
   scratch=$(mktemp -d)
+  # Inference plans, and training plans (three programs, STATE buffers,
+  # gradient reduce-scatters, optimizer updates).
   for model in "$root"/test/models/*.onnx; do
     for n in 1 2 4; do
-      local name
-      name=$(basename "$model" .onnx)-n$n.zplan
-      if "$zcc" "$model" --input-shape input_ids=2x16 --world-size "$n" \
-           --persistence-threshold 0 -o "$scratch/$name" 2>"$scratch/zcc.err"; then
-        cp "$scratch/$name" "$out/$name"
-        count=$((count + 1))
-      else
-        echo "fuzz: zcc failed on $model at N=$n: $(head -1 "$scratch/zcc.err")"
-      fi
+      for mode in infer train; do
+        local name
+        name=$(basename "$model" .onnx)-$mode-n$n.zplan
+        if "$zcc" "$model" --input-shape input_ids=2x16 --world-size "$n" --mode "$mode" \
+             --persistence-threshold 0 -o "$scratch/$name" 2>"$scratch/zcc.err"; then
+          cp "$scratch/$name" "$out/$name"
+          count=$((count + 1))
+        else
+          echo "fuzz: zcc --mode $mode failed on $model at N=$n: $(head -1 "$scratch/zcc.err")"
+        fi
+      done
     done
   done
   rm -rf "$scratch"
