@@ -29,7 +29,7 @@ struct FileBinding {
 
 struct Arguments {
   std::string planPath;
-  /// "run", "inspect", "train" or "gradients".
+  /// "run", "inspect", "train", "gradients" or "export".
   std::string command;
   std::vector<FileBinding> inputs;
   std::vector<FileBinding> outputs;
@@ -47,6 +47,12 @@ struct Arguments {
   double momentum = 0.0;
   /// `gradients --output-dir DIR`.
   std::string outputDir;
+  /// `export --checkpoint DIR`: a checkpoint root or step directory.
+  std::string checkpointPath;
+  /// `export -o FILE` (or --output-file FILE).
+  std::string outputFile;
+  /// `export --model ORIGINAL.onnx`; empty: the plan's Plan.model.
+  std::string modelPath;
 };
 
 /// zrun --help.
