@@ -46,6 +46,8 @@ const char *const zplan::tooling::kUsage =
     "  -o, --output-file FILE  the ONNX model with the trained weights\n"
     "  --model ORIGINAL.onnx   the model the plan was compiled from\n"
     "                          (default: the plan's, beside the plan)\n"
+    "  --external-data         weights in MODEL.onnx.data beside it (the\n"
+    "                          default above 2 GiB only)\n"
     "train (also --check, --threads T, --stats; --momentum M for sgd plans):\n";
 
 namespace {
@@ -119,6 +121,7 @@ constexpr Flag kFlags[] = {
     {"-o", true, Export},
     {"--output-file", true, Export},
     {"--model", true, Export},
+    {"--external-data", false, Export},
 };
 
 /// "'run', 'train' or 'gradients'".
@@ -169,6 +172,8 @@ Status applyFlag(const std::string &flag, const std::string &value,
     arguments.outputFile = value;
   else if (flag == "--model")
     arguments.modelPath = value;
+  else if (flag == "--external-data")
+    arguments.externalData = true;
   return Status::success();
 }
 

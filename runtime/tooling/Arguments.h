@@ -53,6 +53,8 @@ struct Arguments {
   std::string outputFile;
   /// `export --model ORIGINAL.onnx`; empty: the plan's Plan.model.
   std::string modelPath;
+  /// `export --external-data`: weights in MODEL.onnx.data at any size.
+  bool externalData = false;
 };
 
 /// zrun --help.

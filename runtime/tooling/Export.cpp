@@ -375,7 +375,8 @@ Status zplan::tooling::exportModel(const ExportOptions &options,
       ZR_RETURN_IF_ERROR(inlineExternalData(tensor, modelDirectory));
 
   StagedFiles files;
-  if (inputs.model.ByteSizeLong() > options.inlineLimit) {
+  if (options.externalData ||
+      inputs.model.ByteSizeLong() > options.inlineLimit) {
     // ONNX's external data: each large initializer's bytes, back to back.
     std::string data;
     for (onnx::TensorProto &tensor :
@@ -422,6 +423,7 @@ int zplan::tooling::exportPlan(const Arguments &arguments) {
   options.checkpointPath = arguments.checkpointPath;
   options.outputPath = arguments.outputFile;
   options.modelPath = arguments.modelPath;
+  options.externalData = arguments.externalData;
   ExportResult result;
   if (Status status = exportModel(options, result); !status.ok()) {
     printError(status.message());

@@ -17,9 +17,9 @@
 // (relative to the original model, as zcc's importer reads it).
 //
 // The exported model holds every weight inline when it serializes to less
-// than 2 GiB (protobuf's limit); otherwise each initializer of at least
-// 1 KiB goes to MODEL.onnx.data beside it (ONNX external data: location,
-// offset, length). Both files are staged and renamed into place together
+// than 2 GiB (protobuf's limit); otherwise, or with --external-data, each
+// initializer of at least 1 KiB goes to MODEL.onnx.data beside it (ONNX
+// external data: location, offset, length). Both files are staged and renamed into place together
 // (Files.h), never onto the plan, its weights, the original model or its
 // data, or a checkpoint file.
 //
@@ -49,6 +49,8 @@ struct ExportOptions {
   /// The largest serialized model written as one file; above it the
   /// weights go to external data. Protobuf cannot parse 2 GiB or more.
   uint64_t inlineLimit = (1ull << 31) - 1;
+  /// External data at any size (--external-data).
+  bool externalData = false;
 };
 
 /// What exportModel() wrote.

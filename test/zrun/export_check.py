@@ -2,10 +2,15 @@
 
   tokens OUT COUNT SEED        write COUNT uint16 tokens below 256 (the
                                fixtures' vocabulary) to OUT
-  same ORIGINAL EXPORTED       every initializer of EXPORTED equals
+  reshape ORIGINAL OUT NAME    write ORIGINAL with initializer NAME's two
+                               dims swapped (same bytes) to OUT
+  same ORIGINAL EXPORTED [--external]
+                               every initializer of EXPORTED equals
                                ORIGINAL's bit for bit (dtype, shape, bytes;
                                external data read where it lies), no
-                               initializer is external, and onnxruntime's
+                               initializer is external (with --external:
+                               every one of 1 KiB or more is, in
+                               EXPORTED.data), and onnxruntime's
                                logits of both are equal on one batch
   loss ORIGINAL EXPORTED --tokens F --loss-log L --step S --world N
        --rows B --seq T [--seed X]
@@ -20,6 +25,7 @@
 Prints one `ok ...` line, or `FAIL ...` and exits 1.
 """
 import argparse
+import os
 import sys
 
 import numpy as np
@@ -74,7 +80,16 @@ def same(args):
     raw = onnx.load(args.exported, load_external_data=False)
     external = [t.name for t in raw.graph.initializer
                 if t.data_location == onnx.TensorProto.EXTERNAL]
-    if external:
+    if args.external:
+        large = [t.name for t in raw.graph.initializer
+                 if t.data_location == onnx.TensorProto.EXTERNAL or len(t.raw_data) >= 1024]
+        locations = {e.value for t in raw.graph.initializer
+                     for e in t.external_data if e.key == "location"}
+        expected = os.path.basename(args.exported) + ".data"
+        if not external or external != large or locations != {expected}:
+            return fail(f"external initializers {external} in {locations}; "
+                        f"expected {large} in {expected}")
+    elif external:
         return fail(f"initializers kept in external data: {external}")
     if original_model.graph.node != exported_model.graph.node:
         return fail("the graph's nodes differ")
@@ -83,7 +98,8 @@ def same(args):
     b = session(args.exported).run(["logits"], {"input_ids": ids})[0]
     if not np.array_equal(a, b):
         return fail(f"logits differ by {np.abs(a - b).max()}")
-    print(f"ok same: {len(original)} initializers bit for bit, logits equal")
+    where = f", {len(external)} in external data" if args.external else ""
+    print(f"ok same: {len(original)} initializers bit for bit{where}, logits equal")
     return 0
 
 
@@ -141,6 +157,11 @@ def main():
         command = commands.add_parser(name)
         command.add_argument("original")
         command.add_argument("exported")
+    commands.choices["same"].add_argument("--external", action="store_true")
+    reshape = commands.add_parser("reshape")
+    reshape.add_argument("original")
+    reshape.add_argument("out")
+    reshape.add_argument("name")
     check = commands.choices["loss"]
     check.add_argument("--tokens", required=True)
     check.add_argument("--loss-log", required=True)
@@ -154,6 +175,13 @@ def main():
         rng = np.random.default_rng(args.seed)
         rng.integers(0, 256, args.count).astype("<u2").tofile(args.out)
         print(f"ok tokens: {args.count}")
+        return 0
+    if args.command == "reshape":
+        model = onnx.load(args.original)
+        tensor = next(t for t in model.graph.initializer if t.name == args.name)
+        tensor.dims[:] = [tensor.dims[1], tensor.dims[0]]
+        onnx.save(model, args.out)
+        print(f"ok reshape: {args.name} {list(tensor.dims)}")
         return 0
     return same(args) if args.command == "same" else loss(args)
 
