@@ -187,6 +187,12 @@ Status loadInputs(const ExportOptions &options, ExportInputs &inputs) {
                      "pass --model ORIGINAL.onnx");
     inputs.modelPath =
         (fs::path(directoryOf(options.planPath)) / plan.model()).string();
+    std::error_code error;
+    if (!fs::exists(inputs.modelPath, error))
+      return failure("model ", inQuotes(inputs.modelPath),
+                     " (the model the plan was compiled from, looked for "
+                     "beside the plan) does not exist; pass --model "
+                     "ORIGINAL.onnx");
   }
   ZR_RETURN_IF_ERROR(readModel(inputs.modelPath, inputs.model));
   inputs.readFiles.push_back({inputs.modelPath, "the original model"});
