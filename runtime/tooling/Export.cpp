@@ -100,8 +100,7 @@ Status externalLocation(const onnx::TensorProto &tensor,
     if (entry.value().empty() || *end != '\0' || errno != 0 || value < 0)
       return failure("initializer ", inQuotes(tensor.name()),
                      ": external data ", entry.key(), " ",
-                     inQuotes(entry.value()),
-                     " is not a non-negative integer");
+                     inQuotes(entry.value()), " is not a non-negative integer");
     if (entry.key() == "offset")
       offset = static_cast<uint64_t>(value);
     else
@@ -124,7 +123,7 @@ Status inlineExternalData(onnx::TensorProto &tensor,
       externalLocation(tensor, modelDirectory, path, offset, length));
   plan::ReadableFile file;
   ZR_RETURN_IF_ERROR(file.open(path, "external data file"));
-  uint64_t count = length >= 0 ? static_cast<uint64_t>(length)
+  uint64_t count = length >= 0              ? static_cast<uint64_t>(length)
                    : offset <= file.bytes() ? file.bytes() - offset
                                             : 0;
   std::string bytes(count, '\0');
@@ -174,7 +173,8 @@ Status loadInputs(const ExportOptions &options, ExportInputs &inputs) {
   inputs.readFiles.push_back(
       {plan::weightsPath(options.planPath, plan), "the plan's weights"});
   const std::string &directory = inputs.checkpoint.directory();
-  inputs.readFiles.push_back({directory + "/manifest.txt", "a checkpoint file"});
+  inputs.readFiles.push_back(
+      {directory + "/manifest.txt", "a checkpoint file"});
   for (int rank = 0; rank < inputs.checkpoint.worldSize(); ++rank)
     inputs.readFiles.push_back(
         {directory + "/rank-" + std::to_string(rank) + ".bin",
@@ -199,7 +199,8 @@ Status loadInputs(const ExportOptions &options, ExportInputs &inputs) {
 
   std::string modelDirectory = directoryOf(inputs.modelPath);
   std::map<std::string, onnx::TensorProto *> byName;
-  for (onnx::TensorProto &tensor : *inputs.model.mutable_graph()->mutable_initializer()) {
+  for (onnx::TensorProto &tensor :
+       *inputs.model.mutable_graph()->mutable_initializer()) {
     byName.emplace(tensor.name(), &tensor);
     if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
       std::string path;
@@ -240,16 +241,17 @@ Status loadInputs(const ExportOptions &options, ExportInputs &inputs) {
 
 /// Fails when an output would land on a file export reads, or both outputs
 /// on one file.
-Status checkOutputs(const std::vector<std::pair<std::string, std::string>> &outputs,
-                    const ExportInputs &inputs) {
+Status
+checkOutputs(const std::vector<std::pair<std::string, std::string>> &outputs,
+             const ExportInputs &inputs) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     const auto &[path, what] = outputs[i];
     ZR_RETURN_IF_ERROR(checkWritable(path, what));
     FileIdentity identity = FileIdentity::of(path);
     for (const auto &[readPath, readWhat] : inputs.readFiles)
       if (identity.sameAs(FileIdentity::of(readPath)))
-        return failure(what, " ", inQuotes(path), " would overwrite ",
-                       readWhat, " ", inQuotes(readPath));
+        return failure(what, " ", inQuotes(path), " would overwrite ", readWhat,
+                       " ", inQuotes(readPath));
     for (size_t j = 0; j < i; ++j)
       if (identity.sameAs(FileIdentity::of(outputs[j].first)))
         return failure(what, " and ", outputs[j].second,
@@ -268,9 +270,8 @@ Status gatherParameters(const ExportInputs &inputs,
   values.assign(plan.parameters_size(), std::string());
   for (int index = 0; index < plan.parameters_size(); ++index) {
     const plan::Parameter &parameter = plan.parameters(index);
-    values[index].assign(parameter.num_elements() *
-                             plan::dataTypeSize(parameter.dtype()),
-                         '\0');
+    values[index].assign(
+        parameter.num_elements() * plan::dataTypeSize(parameter.dtype()), '\0');
   }
   // Where each group's data lies in its region, checked against the
   // region's size before any copy.
@@ -279,8 +280,10 @@ Status gatherParameters(const ExportInputs &inputs,
     if (group.weights_offset() > regionBytes ||
         bytes > regionBytes - group.weights_offset())
       return failure("group @", group.name(), " (", bytes, " bytes at offset ",
-                     group.weights_offset(), ") ends past its checkpoint "
-                     "region of ", regionBytes, " bytes");
+                     group.weights_offset(),
+                     ") ends past its checkpoint "
+                     "region of ",
+                     regionBytes, " bytes");
     for (uint32_t index : group.parameters()) {
       const plan::Parameter &parameter = plan.parameters(index);
       if (parameter.offset_elements() > group.padded_elements() ||
@@ -295,8 +298,8 @@ Status gatherParameters(const ExportInputs &inputs,
   std::vector<uint8_t> section(plan.weights_bytes_per_rank());
   for (uint64_t rank = 0; rank < worldSize; ++rank) {
     int rankIndex = static_cast<int>(rank);
-    ZR_RETURN_IF_ERROR(checkpoint.read(rankIndex, "shards", section.data(),
-                                       section.size()));
+    ZR_RETURN_IF_ERROR(
+        checkpoint.read(rankIndex, "shards", section.data(), section.size()));
     for (const plan::Group &group : plan.groups()) {
       if (group.persistent())
         continue;
@@ -329,8 +332,8 @@ Status gatherParameters(const ExportInputs &inputs,
 
   // Persistent groups are whole and equal on every rank: rank 0's.
   std::vector<uint8_t> persistent(plan::persistentWeightsBytes(plan));
-  ZR_RETURN_IF_ERROR(checkpoint.read(0, "persistent", persistent.data(),
-                                     persistent.size()));
+  ZR_RETURN_IF_ERROR(
+      checkpoint.read(0, "persistent", persistent.data(), persistent.size()));
   for (const plan::Group &group : plan.groups()) {
     if (!group.persistent())
       continue;

@@ -19,9 +19,9 @@
 // The exported model holds every weight inline when it serializes to less
 // than 2 GiB (protobuf's limit); otherwise, or with --external-data, each
 // initializer of at least 1 KiB goes to MODEL.onnx.data beside it (ONNX
-// external data: location, offset, length). Both files are staged and renamed into place together
-// (Files.h), never onto the plan, its weights, the original model or its
-// data, or a checkpoint file.
+// external data: location, offset, length). Both files are staged and renamed
+// into place together (Files.h), never onto the plan, its weights, the original
+// model or its data, or a checkpoint file.
 //
 // The model is refused, naming the parameter, when an initializer a
 // parameter of the plan needs is missing or has another shape or type.

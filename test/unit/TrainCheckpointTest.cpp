@@ -424,14 +424,15 @@ void writeByHand(const std::string &root, uint64_t step,
   std::ofstream(root + "/latest") << name << "\n";
 }
 
-/// Two ranks' regions: shards differ per rank, state is larger than one
-/// piece of verify()'s reads would be if it were small.
+/// Two ranks' regions: shards and state differ per rank (in bytes and in
+/// size), so that reading one rank's region for another's shows.
 std::vector<std::vector<std::pair<std::string, std::string>>> twoRanks() {
   std::vector<std::vector<std::pair<std::string, std::string>>> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     std::string shards(40, static_cast<char>('a' + rank));
     std::string state(1000 + rank, static_cast<char>('x' - rank));
-    ranks.push_back({{"shards", shards}, {"persistent", "PPPP"}, {"state", state}});
+    ranks.push_back(
+        {{"shards", shards}, {"persistent", "PPPP"}, {"state", state}});
   }
   return ranks;
 }
