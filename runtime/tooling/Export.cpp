@@ -263,7 +263,8 @@ checkOutputs(const std::vector<std::pair<std::string, std::string>> &outputs,
 /// Every parameter's trained bytes, put together from the ranks' shards and
 /// rank 0's persistent groups; reads (and verifies) every other region.
 Status gatherParameters(const ExportInputs &inputs,
-                        std::vector<std::string> &values) {
+                        std::vector<std::string> &values,
+                        std::vector<std::string> &warnings) {
   const plan::Plan &plan = inputs.plan;
   const train::CheckpointReader &checkpoint = inputs.checkpoint;
   uint64_t worldSize = plan.world_size();
@@ -330,7 +331,22 @@ Status gatherParameters(const ExportInputs &inputs,
   section.clear();
   section.shrink_to_fit();
 
-  // Persistent groups are whole and equal on every rank: rank 0's.
+  // Persistent groups are whole on every rank and updated alike from the
+  // same all-reduced gradient: rank 0's copy is written, and a rank whose
+  // copy differs (its manifest checksum shows it) is reported.
+  auto persistentSum = [&](int rank) -> std::optional<uint64_t> {
+    for (const train::CheckpointRegionInfo &region : checkpoint.regions(rank))
+      if (region.name == "persistent")
+        return region.checksum;
+    return std::nullopt;
+  };
+  for (int rank = 1; rank < checkpoint.worldSize(); ++rank)
+    if (persistentSum(rank) != persistentSum(0))
+      warnings.push_back("rank " + std::to_string(rank) +
+                         "'s copy of the persistent groups differs from rank "
+                         "0's in checkpoint " +
+                         inQuotes(checkpoint.directory()) +
+                         "; exported rank 0's");
   std::vector<uint8_t> persistent(plan::persistentWeightsBytes(plan));
   ZR_RETURN_IF_ERROR(
       checkpoint.read(0, "persistent", persistent.data(), persistent.size()));
@@ -370,7 +386,7 @@ Status zplan::tooling::exportModel(const ExportOptions &options,
                                   inputs));
 
   std::vector<std::string> values;
-  ZR_RETURN_IF_ERROR(gatherParameters(inputs, values));
+  ZR_RETURN_IF_ERROR(gatherParameters(inputs, values, result.warnings));
   for (size_t index = 0; index < values.size(); ++index) {
     onnx::TensorProto &tensor = *inputs.initializers[index];
     clearData(tensor);
@@ -445,6 +461,8 @@ int zplan::tooling::exportPlan(const Arguments &arguments) {
        << ") to " << inQuotes(result.modelPath);
   if (!result.dataPath.empty())
     line << ", weights in external data " << inQuotes(result.dataPath);
+  for (const std::string &warning : result.warnings)
+    line << "\nzrun: warning: " << warning;
   std::cout << line.str() << "\n" << std::flush;
   return 0;
 }

@@ -10,11 +10,13 @@
 // checksum), puts each parameter back together from the ranks' shards
 // (Group.weights_offset in each rank's "shards" region, rank r holding
 // elements [r*S, (r+1)*S) of the group's flat buffer) or from rank 0's
-// "persistent" region, and writes the ORIGINAL ONNX graph (the file zcc
-// compiled, Plan.model beside the plan unless --model names it) with those
-// weights in place of the parameters' initializers. Every other
-// initializer is kept as it was; external data of the original is read
-// (relative to the original model, as zcc's importer reads it).
+// "persistent" region (every rank holds the same copy; a rank whose copy's
+// checksum differs is a warning, and rank 0's is written), and writes the
+// ORIGINAL ONNX graph (the file zcc compiled, Plan.model beside the plan unless
+// --model names it) with those weights in place of the parameters'
+// initializers. Every other initializer is kept as it was; external data of the
+// original is read (relative to the original model, as zcc's importer reads
+// it).
 //
 // The exported model holds every weight inline when it serializes to less
 // than 2 GiB (protobuf's limit); otherwise, or with --external-data, each
@@ -36,6 +38,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace zplan::tooling {
 
@@ -63,6 +66,8 @@ struct ExportResult {
   std::string dataPath;
   uint64_t parameters = 0;
   uint64_t parameterBytes = 0;
+  /// Things the user should know; the model is written regardless.
+  std::vector<std::string> warnings;
 };
 
 /// Writes the model; on failure writes nothing.

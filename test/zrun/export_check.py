@@ -4,6 +4,10 @@
                                fixtures' vocabulary) to OUT
   reshape ORIGINAL OUT NAME    write ORIGINAL with initializer NAME's two
                                dims swapped (same bytes) to OUT
+  diverge STEPDIR RANK REGION  flip one bit of rank RANK's region REGION in
+                               checkpoint STEPDIR and seal its manifest
+                               again (region and end checksums), as a rank
+                               that computed differently would leave it
   same ORIGINAL EXPORTED [--external]
                                every initializer of EXPORTED equals
                                ORIGINAL's bit for bit (dtype, shape, bytes;
@@ -32,6 +36,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plan_file  # noqa: E402  (runtime/support/Checksum.h in NumPy)
 
 MASK = (1 << 64) - 1
 
@@ -146,6 +153,36 @@ def loss(args):
     return 0
 
 
+def diverge(args):
+    manifest_path = os.path.join(args.stepdir, "manifest.txt")
+    lines = open(manifest_path).read().splitlines()
+    offset = 0
+    for index, line in enumerate(lines):
+        fields = line.split("\t")
+        if fields[0] != "region" or int(fields[1]) != args.rank:
+            continue
+        size = int(fields[2])
+        if fields[4] == args.region:
+            if size == 0:
+                return fail(f"rank {args.rank}'s region {args.region} is empty")
+            path = os.path.join(args.stepdir, f"rank-{args.rank}.bin")
+            with open(path, "r+b") as file:
+                file.seek(offset)
+                data = bytearray(file.read(size))
+                data[0] ^= 1
+                file.seek(offset)
+                file.write(data)
+            fields[3] = "0x%016x" % plan_file.checksum(data)
+            lines[index] = "\t".join(fields)
+            body = "".join(l + "\n" for l in lines if not l.startswith("end\t"))
+            body += "end\t0x%016x\n" % plan_file.checksum(body.encode())
+            open(manifest_path, "w").write(body)
+            print(f"ok diverge: rank {args.rank} {args.region}")
+            return 0
+        offset += size
+    return fail(f"no region {args.region} for rank {args.rank}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     commands = parser.add_subparsers(dest="command", required=True)
@@ -158,6 +195,10 @@ def main():
         command.add_argument("original")
         command.add_argument("exported")
     commands.choices["same"].add_argument("--external", action="store_true")
+    divergence = commands.add_parser("diverge")
+    divergence.add_argument("stepdir")
+    divergence.add_argument("rank", type=int)
+    divergence.add_argument("region")
     reshape = commands.add_parser("reshape")
     reshape.add_argument("original")
     reshape.add_argument("out")
@@ -176,6 +217,8 @@ def main():
         rng.integers(0, 256, args.count).astype("<u2").tofile(args.out)
         print(f"ok tokens: {args.count}")
         return 0
+    if args.command == "diverge":
+        return diverge(args)
     if args.command == "reshape":
         model = onnx.load(args.original)
         tensor = next(t for t in model.graph.initializer if t.name == args.name)
