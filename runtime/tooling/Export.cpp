@@ -179,6 +179,11 @@ Status loadInputs(const ExportOptions &options, ExportInputs &inputs) {
     inputs.readFiles.push_back(
         {directory + "/rank-" + std::to_string(rank) + ".bin",
          "a checkpoint file"});
+  // The root's `latest` is not read when a step directory is named, but it
+  // is the checkpoint's all the same.
+  inputs.readFiles.push_back(
+      {(fs::path(directory).parent_path() / "latest").string(),
+       "a checkpoint file"});
 
   inputs.modelPath = options.modelPath;
   if (inputs.modelPath.empty()) {
