@@ -19,6 +19,8 @@ const char *const zplan::tooling::kUsage =
     "       zrun PLAN gradients --input NAME=FILE.npy ... --output-dir DIR\n"
     "       zrun PLAN inspect [--program NAME]\n"
     "       zrun PLAN train --data TOKENS [options below]\n"
+    "       zrun PLAN export --checkpoint DIR -o MODEL.onnx [--model "
+    "ORIGINAL.onnx]\n"
     "\n"
     "Runs a plan compiled by zcc on the ranks mpirun launches (one per\n"
     "rank of the plan's world size), trains a plan compiled with --mode\n"
@@ -38,8 +40,17 @@ const char *const zplan::tooling::kUsage =
     "gradients:\n"
     "  --input NAME=FILE.npy   the micro-batch (the same on every rank)\n"
     "  --output-dir DIR        loss.npy and one .npy per parameter gradient\n"
+    "export (one process, no mpirun):\n"
+    "  --checkpoint DIR        a checkpoint root (its 'latest') or step-N\n"
+    "                          directory of `zrun PLAN train --save`\n"
+    "  -o, --output-file FILE  the ONNX model with the trained weights\n"
+    "  --model ORIGINAL.onnx   the model the plan was compiled from\n"
+    "                          (default: the plan's, beside the plan)\n"
+    "  --external-data         weights in MODEL.onnx.data beside it (the\n"
+    "                          default above 2 GiB only)\n"
     "train (also --check, --threads T, --stats; --momentum M for sgd plans;\n"
     "       --clip-grad-norm MAX to clip the gradients' global L2 norm):\n";
+
 
 namespace {
 
@@ -83,7 +94,13 @@ Status parseBinding(const std::string &flag, const std::string &text,
   return Status::success();
 }
 
-enum Command : unsigned { Run = 1, Inspect = 2, Train = 4, Gradients = 8 };
+enum Command : unsigned {
+  Run = 1,
+  Inspect = 2,
+  Train = 4,
+  Gradients = 8,
+  Export = 16
+};
 
 struct Flag {
   const char *name;
@@ -103,6 +120,11 @@ constexpr Flag kFlags[] = {
     {"--output-dir", true, Gradients},
     {"--momentum", true, Train},
     {"--clip-grad-norm", true, Train},
+    {"--checkpoint", true, Export},
+    {"-o", true, Export},
+    {"--output-file", true, Export},
+    {"--model", true, Export},
+    {"--external-data", false, Export},
 };
 
 /// "'run', 'train' or 'gradients'".
@@ -110,7 +132,8 @@ std::string commandsOf(unsigned commands) {
   std::vector<std::string> names;
   for (auto [bit, name] : {std::pair{Run, "run"}, std::pair{Inspect, "inspect"},
                            std::pair{Train, "train"},
-                           std::pair{Gradients, "gradients"}})
+                           std::pair{Gradients, "gradients"},
+                           std::pair{Export, "export"}})
     if (commands & bit)
       names.push_back("'" + std::string(name) + "'");
   std::string text;
@@ -148,6 +171,14 @@ Status applyFlag(const std::string &flag, const std::string &value,
     return parseNumber(flag, value, 0, 0.999999, arguments.momentum);
   else if (flag == "--clip-grad-norm")
     return parseNumber(flag, value, 0, 1e30, arguments.clipGradNorm);
+  else if (flag == "--checkpoint")
+    arguments.checkpointPath = value;
+  else if (flag == "-o" || flag == "--output-file")
+    arguments.outputFile = value;
+  else if (flag == "--model")
+    arguments.modelPath = value;
+  else if (flag == "--external-data")
+    arguments.externalData = true;
   return Status::success();
 }
 
@@ -163,17 +194,19 @@ Status zplan::tooling::parseArguments(int argc, char **argv,
     }
   if (words.size() < 2 || words[0].rfind("--", 0) == 0)
     return failure("expected a plan and a command (run, train, gradients, "
-                   "inspect); see zrun --help");
+                   "export, inspect); see zrun --help");
   arguments.planPath = words[0];
   arguments.command = words[1];
   unsigned command = arguments.command == "run"         ? Run
                      : arguments.command == "inspect"   ? Inspect
                      : arguments.command == "train"     ? Train
                      : arguments.command == "gradients" ? Gradients
+                     : arguments.command == "export"    ? Export
                                                         : 0;
   if (!command)
     return failure("unknown command ", inQuotes(arguments.command),
-                   "; zrun runs 'run', 'train', 'gradients' and 'inspect'");
+                   "; zrun runs 'run', 'train', 'gradients', 'export' and "
+                   "'inspect'");
   std::vector<std::string> trainWords;
   for (size_t i = 2; i < words.size(); ++i) {
     std::string flag = words[i], value;
@@ -213,5 +246,9 @@ Status zplan::tooling::parseArguments(int argc, char **argv,
     return train::parseTrainOptions(trainWords, arguments.train);
   if (command == Gradients && arguments.outputDir.empty())
     return failure("'gradients' needs --output-dir DIR");
+  if (command == Export && arguments.checkpointPath.empty())
+    return failure("'export' needs --checkpoint DIR");
+  if (command == Export && arguments.outputFile.empty())
+    return failure("'export' needs -o MODEL.onnx");
   return Status::success();
 }

@@ -29,7 +29,7 @@ struct FileBinding {
 
 struct Arguments {
   std::string planPath;
-  /// "run", "inspect", "train" or "gradients".
+  /// "run", "inspect", "train", "gradients" or "export".
   std::string command;
   std::vector<FileBinding> inputs;
   std::vector<FileBinding> outputs;
@@ -51,6 +51,14 @@ struct Arguments {
   double clipGradNorm = 0.0;
   /// `gradients --output-dir DIR`.
   std::string outputDir;
+  /// `export --checkpoint DIR`: a checkpoint root or step directory.
+  std::string checkpointPath;
+  /// `export -o FILE` (or --output-file FILE).
+  std::string outputFile;
+  /// `export --model ORIGINAL.onnx`; empty: the plan's Plan.model.
+  std::string modelPath;
+  /// `export --external-data`: weights in MODEL.onnx.data at any size.
+  bool externalData = false;
 };
 
 /// zrun --help.

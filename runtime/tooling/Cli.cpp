@@ -1,9 +1,11 @@
 //===- Cli.cpp - zrun's command line --------------------------------------===//
 //
-// Chooses how a command reports: `inspect` and usage errors need no MPI,
-// unless mpirun launched this process; `run` starts MPI and goes through the
-// ranks' agreement (RunSession.h) even for a usage error, so that N ranks
-// print one line.
+// Chooses how a command reports: `inspect`, `export` and usage errors need
+// no MPI, unless mpirun launched this process; `run` starts MPI and goes
+// through the ranks' agreement (RunSession.h) even for a usage error, so
+// that N ranks print one line. `export` reads every rank's checkpoint file
+// itself: launched on more than one rank it refuses, once, rather than
+// writing one model N times.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +14,7 @@
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/tooling/Arguments.h"
 #include "runtime/tooling/Diagnostics.h"
+#include "runtime/tooling/Export.h"
 #include "runtime/tooling/Inspect.h"
 #include "runtime/tooling/RunSession.h"
 #include "runtime/tooling/TrainSession.h"
@@ -45,6 +48,8 @@ int zplan::zrunMain(int argc, char **argv) {
   }
   if (parsed.ok() && arguments.command == "inspect")
     return runInspect(arguments);
+  if (parsed.ok() && arguments.command == "export" && !launchedByMpirun)
+    return exportPlan(arguments);
 
   std::unique_ptr<comm::MpiCommunicator> communicator;
   if (Status status = comm::MpiCommunicator::create(&argc, &argv, communicator);
@@ -59,6 +64,17 @@ int zplan::zrunMain(int argc, char **argv) {
       exitCode = trainPlan(arguments, *communicator);
     else if (arguments.command == "gradients")
       exitCode = writeGradients(arguments, *communicator);
+    else if (arguments.command == "export") {
+      Status single =
+          communicator->size() == 1
+              ? Status::success()
+              : failure("'export' runs as one process (it reads every "
+                        "rank's checkpoint file); run it without mpirun, "
+                        "not on ",
+                        communicator->size(), " ranks");
+      if (agree(*communicator, single))
+        exitCode = exportPlan(arguments);
+    }
     else
       exitCode = runPlan(arguments, *communicator);
   }

@@ -4,6 +4,7 @@
 
 #include "runtime/support/ElementType.h"
 
+#include <cstdio>
 #include <optional>
 
 using namespace zplan;
@@ -49,4 +50,11 @@ Status zplan::tooling::selectProgram(const plan::Plan &plan,
                    "); choose one with --program");
   return failure("the plan has no program ", inQuotes(name), "; it has ",
                  names);
+}
+
+std::string zplan::tooling::planIdentity(const plan::Plan &plan) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%016llx",
+                static_cast<unsigned long long>(plan.body_checksum()));
+  return text;
 }

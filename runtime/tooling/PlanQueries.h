@@ -28,6 +28,10 @@ uint64_t elementCount(const plan::Buffer &buffer);
 /// Buffer `id` (1-based, validated).
 const plan::Buffer &bufferOf(const plan::Plan &plan, uint32_t id);
 
+/// The plan's identity as checkpoints record it: Plan.body_checksum in 16
+/// hex digits. `train` writes it; `train --resume` and `export` check it.
+std::string planIdentity(const plan::Plan &plan);
+
 /// The program named `name`; with no name, the only program or else
 /// 'infer'. Fails listing the programs the plan has.
 Status selectProgram(const plan::Plan &plan, const std::string &name,

@@ -255,13 +255,6 @@ std::vector<train::CheckpointRegion> checkpointRegions(RankMemory &memory) {
   return regions;
 }
 
-std::string planIdentity(const plan::Plan &plan) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%016llx",
-                static_cast<unsigned long long>(plan.body_checksum()));
-  return text;
-}
-
 /// The vocabulary size: the last dimension of the infer program's logits,
 /// when the plan has one (tokens must be below it); 0 otherwise.
 uint64_t vocabularyOf(const plan::Plan &plan) {

@@ -641,17 +641,16 @@ Status parseManifest(const std::string &path, const std::string &text,
   return Status::success();
 }
 
-Status loadOnRank(const std::string &path, const std::string &planIdentity,
-                  const std::vector<CheckpointRegion> &regions, int rank,
-                  int worldSize, LoadedCheckpoint &loaded) {
-  ZR_RETURN_IF_ERROR(checkRegions(regions));
-  std::string directory;
+/// Resolves `path` to its step directory and reads its manifest, checked
+/// against the plan identity and world size of the reader.
+Status openManifest(const std::string &path, const std::string &planIdentity,
+                    int worldSize, std::string &directory,
+                    Manifest &manifest) {
   ZR_RETURN_IF_ERROR(resolveStepDirectory(path, directory));
   std::string manifestPath = directory + "/" + kManifest;
   std::string text;
   ZR_RETURN_IF_ERROR(readSmallFile(manifestPath, "checkpoint manifest",
                                    kMaxManifestBytes, text));
-  Manifest manifest;
   ZR_RETURN_IF_ERROR(parseManifest(manifestPath, text, manifest));
   std::string subject = "checkpoint " + inQuotes(directory);
   if (manifest.plan != planIdentity)
@@ -665,6 +664,47 @@ Status loadOnRank(const std::string &path, const std::string &planIdentity,
       named != manifest.step)
     return failure(subject, " holds step ", manifest.step,
                    " in its manifest, not the step its name says");
+  return Status::success();
+}
+
+std::string rankFileOf(const std::string &directory, int rank) {
+  return directory + "/rank-" + std::to_string(rank) + ".bin";
+}
+
+/// Opens rank `rank`'s file and checks that its size is the sum of its
+/// regions'.
+Status openRankFile(const std::string &directory, int rank,
+                    const std::vector<ManifestRegion> &saved,
+                    plan::ReadableFile &file) {
+  ZR_RETURN_IF_ERROR(
+      file.open(rankFileOf(directory, rank), "checkpoint file"));
+  uint64_t total = 0;
+  for (const ManifestRegion &region : saved)
+    total += region.bytes;
+  if (file.bytes() != total)
+    return failure(file.subject(), " is ", file.bytes(),
+                   " bytes; its manifest says ", total);
+  return Status::success();
+}
+
+Status corruptRegion(const plan::ReadableFile &file, const std::string &name,
+                     uint64_t offset, uint64_t bytes, uint64_t sum,
+                     uint64_t expected) {
+  return failure(file.subject(), ": region ", inQuotes(name), " (bytes ",
+                 offset, "-", offset + bytes, ") does not match its checksum (",
+                 checksumText(sum), ", manifest ", checksumText(expected),
+                 "): the file is corrupt");
+}
+
+Status loadOnRank(const std::string &path, const std::string &planIdentity,
+                  const std::vector<CheckpointRegion> &regions, int rank,
+                  int worldSize, LoadedCheckpoint &loaded) {
+  ZR_RETURN_IF_ERROR(checkRegions(regions));
+  std::string directory;
+  Manifest manifest;
+  ZR_RETURN_IF_ERROR(
+      openManifest(path, planIdentity, worldSize, directory, manifest));
+  std::string subject = "checkpoint " + inQuotes(directory);
 
   const std::vector<ManifestRegion> &saved = manifest.ranks[rank];
   for (size_t i = 0; i < std::max(saved.size(), regions.size()); ++i) {
@@ -686,24 +726,14 @@ Status loadOnRank(const std::string &path, const std::string &planIdentity,
   }
 
   plan::ReadableFile file;
-  ZR_RETURN_IF_ERROR(file.open(
-      directory + "/rank-" + std::to_string(rank) + ".bin", "checkpoint file"));
-  uint64_t total = 0;
-  for (const ManifestRegion &region : saved)
-    total += region.bytes;
-  if (file.bytes() != total)
-    return failure(file.subject(), " is ", file.bytes(),
-                   " bytes; its manifest says ", total);
+  ZR_RETURN_IF_ERROR(openRankFile(directory, rank, saved, file));
   uint64_t offset = 0;
   for (size_t i = 0; i < regions.size(); ++i) {
     ZR_RETURN_IF_ERROR(file.read(offset, regions[i].bytes, regions[i].data));
     uint64_t sum = checksum(regions[i].data, regions[i].bytes);
     if (sum != saved[i].sum)
-      return failure(file.subject(), ": region ", inQuotes(saved[i].name),
-                     " (bytes ", offset, "-", offset + regions[i].bytes,
-                     ") does not match its checksum (", checksumText(sum),
-                     ", manifest ", checksumText(saved[i].sum),
-                     "): the file is corrupt");
+      return corruptRegion(file, saved[i].name, offset, regions[i].bytes, sum,
+                           saved[i].sum);
     offset += regions[i].bytes;
   }
   loaded.directory = directory;
@@ -724,5 +754,96 @@ Status zplan::train::loadCheckpoint(
                              communicator.size(), local);
   ZR_RETURN_IF_ERROR(agreeOnStatus(status, communicator));
   loaded = std::move(local);
+  return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// CheckpointReader: every rank's file, one process
+//===----------------------------------------------------------------------===//
+
+Status CheckpointReader::open(const std::string &path,
+                              const std::string &planIdentity, int worldSize,
+                              CheckpointReader &reader) {
+  reader = CheckpointReader();
+  std::string directory;
+  Manifest manifest;
+  ZR_RETURN_IF_ERROR(
+      openManifest(path, planIdentity, worldSize, directory, manifest));
+  // Every rank file must be there, whole, before anything is read from
+  // any of them.
+  for (int rank = 0; rank < worldSize; ++rank) {
+    plan::ReadableFile file;
+    ZR_RETURN_IF_ERROR(
+        openRankFile(directory, rank, manifest.ranks[rank], file));
+  }
+  reader.stepDirectory = directory;
+  reader.savedStep = manifest.step;
+  reader.savedValues = std::move(manifest.values);
+  for (const std::vector<ManifestRegion> &saved : manifest.ranks) {
+    std::vector<CheckpointRegionInfo> &regions = reader.ranks.emplace_back();
+    for (const ManifestRegion &region : saved)
+      regions.push_back({region.name, region.bytes, region.sum});
+  }
+  return Status::success();
+}
+
+std::string CheckpointReader::rankFile(int rank) const {
+  return rankFileOf(stepDirectory, rank);
+}
+
+Status CheckpointReader::find(int rank, const std::string &name, size_t &index,
+                              uint64_t &offset) const {
+  if (rank < 0 || rank >= worldSize())
+    return failure("checkpoint ", inQuotes(stepDirectory), " has no rank ",
+                   rank, " (world size ", worldSize(), ")");
+  offset = 0;
+  for (index = 0; index < ranks[rank].size(); ++index) {
+    if (ranks[rank][index].name == name)
+      return Status::success();
+    offset += ranks[rank][index].bytes;
+  }
+  return failure("checkpoint ", inQuotes(stepDirectory), " has no region ",
+                 inQuotes(name), " for rank ", rank);
+}
+
+Status CheckpointReader::read(int rank, const std::string &name, void *data,
+                              uint64_t bytes) const {
+  size_t index;
+  uint64_t offset;
+  ZR_RETURN_IF_ERROR(find(rank, name, index, offset));
+  const CheckpointRegionInfo &region = ranks[rank][index];
+  if (region.bytes != bytes)
+    return failure("checkpoint ", inQuotes(stepDirectory), " holds ",
+                   region.bytes, " bytes of region ", inQuotes(name),
+                   " for rank ", rank, "; the plan's is ", bytes, " bytes");
+  plan::ReadableFile file;
+  ZR_RETURN_IF_ERROR(file.open(rankFile(rank), "checkpoint file"));
+  ZR_RETURN_IF_ERROR(file.read(offset, bytes, data));
+  uint64_t sum = checksum(data, bytes);
+  if (sum != region.checksum)
+    return corruptRegion(file, name, offset, bytes, sum, region.checksum);
+  return Status::success();
+}
+
+Status CheckpointReader::verify(int rank, const std::string &name) const {
+  size_t index;
+  uint64_t offset;
+  ZR_RETURN_IF_ERROR(find(rank, name, index, offset));
+  const CheckpointRegionInfo &region = ranks[rank][index];
+  plan::ReadableFile file;
+  ZR_RETURN_IF_ERROR(file.open(rankFile(rank), "checkpoint file"));
+  // Optimizer state is twice the shards: stream it, keep nothing.
+  constexpr uint64_t kPiece = 16ull << 20;
+  std::vector<uint8_t> piece(std::min(region.bytes, kPiece));
+  Checksum sum;
+  for (uint64_t done = 0; done < region.bytes;) {
+    uint64_t count = std::min(region.bytes - done, kPiece);
+    ZR_RETURN_IF_ERROR(file.read(offset + done, count, piece.data()));
+    sum.update(piece.data(), count);
+    done += count;
+  }
+  if (sum.value() != region.checksum)
+    return corruptRegion(file, name, offset, region.bytes, sum.value(),
+                         region.checksum);
   return Status::success();
 }

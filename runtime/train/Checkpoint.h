@@ -36,6 +36,11 @@
 // world size 4; this run has 2"), regions whose names or sizes differ from
 // the caller's, and any byte that fails its region's checksum.
 //
+// CheckpointReader reads a checkpoint in one process, every rank's file
+// (`zrun export` consolidates the ranks' shards into one model): the same
+// manifest and checksum checks as load(), against a plan identity and world
+// size the caller names rather than a communicator's.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef ZPLAN_RUNTIME_TRAIN_CHECKPOINT_H
@@ -140,6 +145,54 @@ Status loadCheckpoint(const std::string &path, const std::string &planIdentity,
                       const std::vector<CheckpointRegion> &regions,
                       comm::Communicator &communicator,
                       LoadedCheckpoint &loaded);
+
+/// One region as a checkpoint's manifest records it.
+struct CheckpointRegionInfo {
+  std::string name;
+  uint64_t bytes = 0;
+  uint64_t checksum = 0;
+};
+
+/// Every rank's part of one checkpoint, read by a single process.
+class CheckpointReader {
+public:
+  /// Opens the checkpoint at `path` (a root, whose `latest` is followed, or
+  /// one step-<S> directory): checks its manifest (format, own checksum)
+  /// against `planIdentity` and `worldSize`, and that every rank's file
+  /// exists and has the size its regions add up to. Fails as load() does,
+  /// naming the file.
+  static Status open(const std::string &path, const std::string &planIdentity,
+                     int worldSize, CheckpointReader &reader);
+
+  /// The step directory read.
+  const std::string &directory() const { return stepDirectory; }
+  uint64_t step() const { return savedStep; }
+  const CheckpointValues &values() const { return savedValues; }
+  int worldSize() const { return static_cast<int>(ranks.size()); }
+  /// The regions rank `rank` saved, in file order.
+  const std::vector<CheckpointRegionInfo> &regions(int rank) const {
+    return ranks[rank];
+  }
+
+  /// Reads rank `rank`'s region `name` into `data` (`bytes` bytes, which
+  /// must be the region's size) and verifies its checksum.
+  Status read(int rank, const std::string &name, void *data,
+              uint64_t bytes) const;
+  /// Verifies rank `rank`'s region `name` against its checksum, reading it
+  /// in pieces of bounded size and keeping nothing.
+  Status verify(int rank, const std::string &name) const;
+
+private:
+  /// The region's index in ranks[rank], or a failure naming it.
+  Status find(int rank, const std::string &name, size_t &index,
+              uint64_t &offset) const;
+  std::string rankFile(int rank) const;
+
+  std::string stepDirectory;
+  uint64_t savedStep = 0;
+  CheckpointValues savedValues;
+  std::vector<std::vector<CheckpointRegionInfo>> ranks;
+};
 
 /// Collective: every rank passes its status; all get success, or all get
 /// the same failure: the message of the lowest failing rank, prefixed with

@@ -5,12 +5,15 @@
 // file; and a save killed at any of its stages (a forked child that exits
 // from the stage hook, as a SIGKILL would stop it) leaves the previous
 // checkpoint loadable, and the next save succeeds. The 2-rank behaviour is
-// TrainCheckpointMpiTest.cpp.
+// TrainCheckpointMpiTest.cpp. CheckpointReader (one process, every rank's
+// file) reads a 2-rank checkpoint written here by hand, manifest and all,
+// as saveCheckpoint lays it out.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/train/Checkpoint.h"
 
+#include "runtime/support/Checksum.h"
 #include "test/unit/SingleRankCommunicator.h"
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
@@ -383,6 +386,131 @@ TEST_F(TrainCheckpoint, AKillAtAnyStageLeavesTheLastCheckpointUsable) {
       EXPECT_TRUE(restored == later);
     }
   }
+}
+
+//===----------------------------------------------------------------------===//
+// CheckpointReader
+//===----------------------------------------------------------------------===//
+
+/// Writes a checkpoint of `ranks.size()` ranks under `root` as
+/// saveCheckpoint lays one out: rank files, a manifest ending in its
+/// checksum, `latest`.
+void writeByHand(const std::string &root, uint64_t step,
+                 const std::vector<std::vector<std::pair<std::string,
+                                                         std::string>>> &ranks,
+                 const std::string &plan = kPlan) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08llu",
+                static_cast<unsigned long long>(step));
+  std::string directory = root + "/" + name;
+  fs::create_directories(directory);
+  std::ostringstream manifest;
+  manifest << "format\tzplan-checkpoint 1\nplan\t" << plan
+           << "\nworld-size\t" << ranks.size() << "\nstep\t" << step
+           << "\nvalue\tseed=3\n";
+  for (size_t rank = 0; rank < ranks.size(); ++rank) {
+    std::ofstream file(directory + "/rank-" + std::to_string(rank) + ".bin",
+                       std::ios::binary);
+    for (const auto &[region, bytes] : ranks[rank]) {
+      file << bytes;
+      manifest << "region\t" << rank << "\t" << bytes.size() << "\t"
+               << checksumText(checksum(bytes.data(), bytes.size())) << "\t"
+               << region << "\n";
+    }
+  }
+  std::string text = manifest.str();
+  text += "end\t" + checksumText(checksum(text.data(), text.size())) + "\n";
+  std::ofstream(directory + "/manifest.txt", std::ios::binary) << text;
+  std::ofstream(root + "/latest") << name << "\n";
+}
+
+/// Two ranks' regions: shards and state differ per rank (in bytes and in
+/// size), so that reading one rank's region for another's shows.
+std::vector<std::vector<std::pair<std::string, std::string>>> twoRanks() {
+  std::vector<std::vector<std::pair<std::string, std::string>>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::string shards(40, static_cast<char>('a' + rank));
+    std::string state(1000 + rank, static_cast<char>('x' - rank));
+    ranks.push_back(
+        {{"shards", shards}, {"persistent", "PPPP"}, {"state", state}});
+  }
+  return ranks;
+}
+
+TEST_F(TrainCheckpoint, ReaderReadsEveryRanksRegionsInOneProcess) {
+  writeByHand(root, 7, twoRanks());
+  for (const std::string &path : {root, root + "/step-00000007"}) {
+    CheckpointReader reader;
+    ASSERT_EQ(errorOf(CheckpointReader::open(path, kPlan, 2, reader)), "")
+        << path;
+    EXPECT_EQ(reader.directory(), root + "/step-00000007");
+    EXPECT_EQ(reader.step(), 7u);
+    EXPECT_EQ(reader.values(), (CheckpointValues{{"seed", "3"}}));
+    ASSERT_EQ(reader.worldSize(), 2);
+    ASSERT_EQ(reader.regions(1).size(), 3u);
+    EXPECT_EQ(reader.regions(1)[2].name, "state");
+    EXPECT_EQ(reader.regions(1)[2].bytes, 1001u);
+    for (int rank = 0; rank < 2; ++rank) {
+      std::string shards(40, '\0');
+      ASSERT_EQ(errorOf(reader.read(rank, "shards", shards.data(), 40)), "");
+      EXPECT_EQ(shards, std::string(40, static_cast<char>('a' + rank)));
+      std::string persistent(4, '\0');
+      ASSERT_EQ(errorOf(reader.read(rank, "persistent", persistent.data(), 4)),
+                "");
+      EXPECT_EQ(persistent, "PPPP");
+      EXPECT_EQ(errorOf(reader.verify(rank, "state")), "");
+    }
+  }
+}
+
+TEST_F(TrainCheckpoint, ReaderRefusesAnotherPlanWorldSizeOrMissingRankFile) {
+  writeByHand(root, 7, twoRanks());
+  CheckpointReader reader;
+  std::string step = root + "/step-00000007";
+  EXPECT_EQ(errorOf(CheckpointReader::open(root, "0x0000000000000bad", 2,
+                                           reader)),
+            "checkpoint '" + step + "' was written by another plan (identity " +
+                kPlan + "); this run's plan is 0x0000000000000bad");
+  EXPECT_EQ(errorOf(CheckpointReader::open(root, kPlan, 4, reader)),
+            "checkpoint '" + step +
+                "' was written by a plan with world size 2; this run has 4");
+  fs::resize_file(step + "/rank-1.bin", 10);
+  EXPECT_EQ(errorOf(CheckpointReader::open(root, kPlan, 2, reader)),
+            "checkpoint file '" + step +
+                "/rank-1.bin' is 10 bytes; its manifest says 1045");
+  fs::remove(step + "/rank-1.bin");
+  EXPECT_TRUE(contains(errorOf(CheckpointReader::open(root, kPlan, 2, reader)),
+                       "cannot open checkpoint file '" + step +
+                           "/rank-1.bin'"));
+}
+
+TEST_F(TrainCheckpoint, ReaderFindsACorruptByteWrongSizeOrUnknownRegion) {
+  writeByHand(root, 7, twoRanks());
+  std::string file = root + "/step-00000007/rank-1.bin";
+  CheckpointReader reader;
+  ASSERT_EQ(errorOf(CheckpointReader::open(root, kPlan, 2, reader)), "");
+  std::string shards(40, '\0');
+  EXPECT_EQ(errorOf(reader.read(1, "shards", shards.data(), 39)),
+            "checkpoint '" + root + "/step-00000007' holds 40 bytes of "
+            "region 'shards' for rank 1; the plan's is 39 bytes");
+  EXPECT_EQ(errorOf(reader.verify(1, "adam")),
+            "checkpoint '" + root +
+                "/step-00000007' has no region 'adam' for rank 1");
+  for (uint64_t at : {10u, 900u}) {
+    std::fstream stream(file, std::ios::in | std::ios::out | std::ios::binary);
+    stream.seekp(at);
+    stream.put('\x55');
+  }
+  EXPECT_TRUE(contains(errorOf(reader.read(1, "shards", shards.data(), 40)),
+                       "checkpoint file '" + file +
+                           "': region 'shards' (bytes 0-40) does not match "
+                           "its checksum"));
+  EXPECT_TRUE(contains(errorOf(reader.verify(1, "state")),
+                       "checkpoint file '" + file +
+                           "': region 'state' (bytes 44-1045) does not match "
+                           "its checksum"));
+  // Rank 0's file is intact.
+  EXPECT_EQ(errorOf(reader.verify(0, "state")), "");
 }
 
 } // namespace
