@@ -127,13 +127,14 @@ constexpr Flag kFlags[] = {
     {"--external-data", false, Export},
 };
 
+constexpr std::pair<Command, const char *> kCommands[] = {
+    {Run, "run"},           {Inspect, "inspect"}, {Train, "train"},
+    {Gradients, "gradients"}, {Export, "export"}};
+
 /// "'run', 'train' or 'gradients'".
 std::string commandsOf(unsigned commands) {
   std::vector<std::string> names;
-  for (auto [bit, name] : {std::pair{Run, "run"}, std::pair{Inspect, "inspect"},
-                           std::pair{Train, "train"},
-                           std::pair{Gradients, "gradients"},
-                           std::pair{Export, "export"}})
+  for (auto [bit, name] : kCommands)
     if (commands & bit)
       names.push_back("'" + std::string(name) + "'");
   std::string text;
@@ -197,12 +198,10 @@ Status zplan::tooling::parseArguments(int argc, char **argv,
                    "export, inspect); see zrun --help");
   arguments.planPath = words[0];
   arguments.command = words[1];
-  unsigned command = arguments.command == "run"         ? Run
-                     : arguments.command == "inspect"   ? Inspect
-                     : arguments.command == "train"     ? Train
-                     : arguments.command == "gradients" ? Gradients
-                     : arguments.command == "export"    ? Export
-                                                        : 0;
+  unsigned command = 0;
+  for (auto [bit, name] : kCommands)
+    if (arguments.command == name)
+      command = bit;
   if (!command)
     return failure("unknown command ", inQuotes(arguments.command),
                    "; zrun runs 'run', 'train', 'gradients', 'export' and "
