@@ -72,7 +72,7 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
     os << "// schedule: program '" << program.name() << "', "
        << program.instructions_size() << " instructions, world size "
        << plan.world_size() << "\n";
-    os << "//    #  queue    op              bytes  live-after  operands\n";
+    os << "//    #  queue    op                     bytes  live-after  operands\n";
     for (const plan::Instruction &instruction : program.instructions()) {
       uint64_t bytes = 0;
       std::string operands;
@@ -84,6 +84,17 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
             opcode == plan::OPCODE_ALL_GATHER ? instruction.results(0) - 1
                                               : instruction.operands(0) - 1);
         bytes = copy.bytes();
+        operands = describeGroup(plan, instruction.group());
+      } else if (opcode == plan::OPCODE_REDUCE_SCATTER ||
+                 opcode == plan::OPCODE_ALL_REDUCE ||
+                 opcode == plan::OPCODE_REDUCE_SCATTER_WAIT ||
+                 opcode == plan::OPCODE_ADAMW || opcode == plan::OPCODE_SGD) {
+        // A group's gradients reduced (their full size), or its shard
+        // updated.
+        const plan::Group &group = plan.groups(instruction.group());
+        bytes = group.padded_elements() * plan::dataTypeSize(group.dtype());
+        if (opcode == plan::OPCODE_ADAMW || opcode == plan::OPCODE_SGD)
+          bytes = plan.buffers(instruction.operands(0) - 1).bytes();
         operands = describeGroup(plan, instruction.group());
       } else {
         for (uint32_t id : instruction.results())
@@ -98,7 +109,7 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
           instruction.index() < static_cast<uint32_t>(arena.liveBytes.size())
               ? arena.liveBytes[instruction.index()]
               : 0;
-      os << llvm::format("%6u  %-7s  %-12s %10llu  %10llu  ",
+      os << llvm::format("%6u  %-7s  %-19s %10llu  %10llu  ",
                          instruction.index(),
                          instruction.queue() == plan::COMM ? "comm" : "compute",
                          plan::opcodeName(opcode).c_str(),

@@ -54,8 +54,15 @@ void zplan::tooling::printInspect(const std::string &path,
      << "arena: " << plan.arena_bytes() << " B per rank\n"
      << "weights: " << inQuotes(plan.weights_file()) << ", "
      << plan.weights_bytes_per_rank() << " B of shards per rank, " << persistent
-     << " B persistent\n"
-     << "parameters: " << plan.parameters_size()
+     << " B persistent\n";
+  uint64_t state = 0;
+  for (const plan::Buffer &buffer : plan.buffers())
+    if (buffer.kind() == plan::Buffer::STATE && buffer.view_of() == 0)
+      state += buffer.bytes();
+  if (state)
+    os << "training state: " << state
+       << " B per rank (gradient shards and optimizer moments)\n";
+  os << "parameters: " << plan.parameters_size()
      << ", buffers: " << plan.buffers_size()
      << ", constants: " << plan.constants_size() << "\n";
 
@@ -105,7 +112,7 @@ void zplan::tooling::printInspect(const std::string &path,
       }
     for (const plan::Instruction &instruction : program.instructions()) {
       char head[64];
-      std::snprintf(head, sizeof(head), "  %5u  %-8s %-14s",
+      std::snprintf(head, sizeof(head), "  %5u  %-8s %-19s ",
                     instruction.index(),
                     instruction.queue() == plan::COMM ? "comm" : "compute",
                     plan::opcodeName(instruction.opcode()).c_str());
