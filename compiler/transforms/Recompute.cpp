@@ -225,17 +225,31 @@ static bool recomputeBlock(const ForwardBlock &block,
 
   OpBuilder builder(insertionPoint);
   IRMapping mapping;
+  SmallVector<Operation *> clones;
   for (Operation *op : block.ops) {
     if (!needed.count(op))
       continue;
     Operation *clone = builder.clone(*op, mapping);
     if (std::optional<StringRef> node = onnxNodeName(op))
       clone->setLoc(NameLoc::get(builder.getStringAttr(*node + "/recompute")));
+    clones.push_back(clone);
   }
   for (Value value : saved)
     value.replaceUsesWithIf(mapping.lookup(value), [&](OpOperand &use) {
       return !forward.count(use.getOwner());
     });
+  // Each clone sinks to right before its first reader, consumers first, so a
+  // recomputed value is born when the backward needs it (the attention's
+  // inputs not at the start of the block's backward, with the MLP's). Its
+  // operands, defined before the insertion point, still dominate it.
+  for (Operation *clone : llvm::reverse(clones)) {
+    Operation *firstReader = nullptr;
+    for (Operation *user : clone->getUsers())
+      if (!firstReader || user->isBeforeInBlock(firstReader))
+        firstReader = user;
+    if (firstReader)
+      clone->moveBefore(firstReader);
+  }
 
   // Forward ops that only fed the backward are dead now.
   for (Operation *op : llvm::reverse(block.ops))

@@ -7,6 +7,8 @@ runs `mpirun -np N zrun PLAN gradients` on the same input_ids for both, and
 checks:
   - the budget plan's report says blocks were recomputed, and the plain
     one's says nothing of recomputation;
+  - the budget plan runs clean under zrun --check (no read of a released
+    or not yet gathered parameter);
   - the loss and every parameter's gradient agree to 1e-6 (relative to the
     largest magnitude of that gradient; recomputation repeats the same
     kernels on the same inputs, so they are expected to be bitwise equal,
@@ -54,12 +56,13 @@ def compile_plan(args, out, name, budget):
     return report, total
 
 
-def gradients(args, out, name, ids):
+def gradients(args, out, name, ids, check=False):
     directory = out / (name + "-gradients")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     subprocess.run(mpirun(args.world) + [
         args.zrun, str(out / (name + ".zplan")), "gradients",
-        "--input", "input_ids=" + str(ids), "--output-dir", str(directory)],
+        "--input", "input_ids=" + str(ids), "--output-dir", str(directory)] +
+        (["--check"] if check else []),
         check=True, env=env)
     files = {}
     for line in (directory / "gradients.txt").read_text().splitlines():
@@ -101,7 +104,8 @@ def main():
     ids = out / "input_ids.npy"
     np.save(ids, np.random.default_rng(0).integers(0, 256, (4, 64)))
     plain = gradients(args, out, "plain", ids)
-    budget = gradients(args, out, "budget", ids)
+    # --check: a recomputed op that read a released gathered copy would fail.
+    budget = gradients(args, out, "budget", ids, check=True)
     if sorted(plain) != sorted(budget):
         fail(label + ": the two runs wrote different gradient files")
     worst, bitwise = 0.0, True
