@@ -3,18 +3,18 @@
 // after block 0's forward. Without recomputation the best-case peak is 800 B
 // (activations and each weight while read; no groups, so nothing resident).
 // Without a budget, or with one that already fits, nothing changes.
-// RUN: zcc-opt %s -zplan-recompute -mlir-print-debuginfo -mlir-print-local-scope | FileCheck %s --check-prefix=NONE
-// RUN: zcc-opt %s -zplan-recompute="memory-budget=800" -mlir-print-debuginfo -mlir-print-local-scope | FileCheck %s --check-prefix=NONE
+// RUN: zcc-opt %s -split-input-file -zplan-recompute -mlir-print-debuginfo -mlir-print-local-scope | FileCheck %s --check-prefix=NONE
+// RUN: zcc-opt %s -split-input-file -zplan-recompute="memory-budget=800" -mlir-print-debuginfo -mlir-print-local-scope | FileCheck %s --check-prefix=NONE
 // At 700 B block 0 (the earliest) is recomputed right before its backward,
 // from its checkpoint %x, and that alone fits; block 1 stays saved.
-// RUN: zcc-opt %s -zplan-recompute="memory-budget=700" -mlir-print-debuginfo -mlir-print-local-scope | FileCheck %s
+// RUN: zcc-opt %s -split-input-file -zplan-recompute="memory-budget=700" -mlir-print-debuginfo -mlir-print-local-scope | FileCheck %s
 // At 600 B both blocks are recomputed.
-// RUN: zcc-opt %s -zplan-recompute="memory-budget=600" | FileCheck %s --check-prefix=BOTH
+// RUN: zcc-opt %s -split-input-file -zplan-recompute="memory-budget=600" | FileCheck %s --check-prefix=BOTH
 // In the schedule pipeline (2 ranks, one group per weight: 256 B resident),
 // 1100 B fits as it is and 900 B needs block 0 recomputed; the scheduled
 // result verifies under that budget, the clone reading a gather of @w0.
-// RUN: zcc-opt %s -zplan-shard-parameters="world-size=2 persistence-threshold=0 alignment=16 bucket-bytes=256" -zplan-optimizer-step -zplan-recompute="memory-budget=1100" | FileCheck %s --check-prefix=NONE
-// RUN: zcc-opt %s -zplan-shard-parameters="world-size=2 persistence-threshold=0 alignment=16 bucket-bytes=256" -zplan-optimizer-step -zplan-recompute="memory-budget=900" -zplan-insert-gathers="memory-budget=900" -zplan-verify-schedule="memory-budget=900" -mlir-print-debuginfo -mlir-print-local-scope | FileCheck %s --check-prefix=VERIFIED
+// RUN: zcc-opt %s -split-input-file -zplan-shard-parameters="world-size=2 persistence-threshold=0 alignment=16 bucket-bytes=256" -zplan-optimizer-step -zplan-recompute="memory-budget=1100" | FileCheck %s --check-prefix=NONE
+// RUN: zcc-opt %s -split-input-file -zplan-shard-parameters="world-size=2 persistence-threshold=0 alignment=16 bucket-bytes=256" -zplan-optimizer-step -zplan-recompute="memory-budget=900" -zplan-insert-gathers="memory-budget=900" -zplan-verify-schedule="memory-budget=900" -mlir-print-debuginfo -mlir-print-local-scope | FileCheck %s --check-prefix=VERIFIED
 
 // NONE-NOT: zplan.recomputed_blocks
 // NONE-NOT: /recompute")
@@ -76,5 +76,49 @@ func.func @train_micro_step(%x: tensor<4x8xf32> {nn.name = "x"}) -> (tensor<f32>
   %n1 = zero.reduce_scatter_wait %r1 accumulate(%g1 : !zero.shard<tensor<8x8xf32>>) : !zero.shard<tensor<8x8xf32>>
   %g0 = zero.grad_shard @w0 : !zero.shard<tensor<8x8xf32>>
   %n0 = zero.reduce_scatter_wait %r0 accumulate(%g0 : !zero.shard<tensor<8x8xf32>>) : !zero.shard<tensor<8x8xf32>>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Block names of the "/model/layers/0/..." form; each recomputed value is
+// born right before its first reader: %h2's clone before the first
+// gelu_grad, %h1's only after the backward op in between (not both at the
+// start of the block's backward).
+// RUN: zcc-opt %s -split-input-file -zplan-recompute="memory-budget=700" -mlir-print-debuginfo -mlir-print-local-scope | FileCheck %s --check-prefix=SINK
+
+nn.parameter @w : tensor<8x8xf32>
+
+// SINK: {{^}}// {{-----}}
+// SINK: func.func @train_micro_step
+// SINK-SAME: zplan.blocks = 1 : i64, zplan.recomputed_blocks = ["/model/layers/0"]
+// SINK: loc("/loss/ReduceSum")
+// SINK-NEXT: nn.constant
+// SINK-NEXT: %[[H2:.*]] = nn.matmul {{.*}} loc("/model/layers/0/b/MatMul/recompute")
+// SINK-NEXT: %[[G2:.*]] = nn.gelu_grad %{{.*}}, %[[H2]]
+// SINK-NEXT: nn.matmul %[[G2]], {{.*}} loc("/model/layers/0/b/MatMul/grad")
+// SINK-NEXT: %[[H1:.*]] = nn.matmul {{.*}} loc("/model/layers/0/a/MatMul/recompute")
+// SINK-NEXT: nn.gelu_grad %{{.*}}, %[[H1]]
+func.func @train_micro_step(%x: tensor<4x8xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name = "loss"}) {
+  %s = zero.shard @w : !zero.shard<tensor<8x8xf32>>
+  %t = zero.gather_start %s : !zero.shard<tensor<8x8xf32>>
+  %w = zero.gather_wait %t : tensor<8x8xf32>
+  %h1 = nn.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("/model/layers/0/a/MatMul")
+  %p = nn.gelu %h1 : tensor<4x8xf32> loc("/model/layers/0/a/Gelu")
+  %h2 = nn.matmul %x, %w {transpose_rhs = true} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("/model/layers/0/b/MatMul")
+  %q = nn.gelu %h2 : tensor<4x8xf32> loc("/model/layers/0/b/Gelu")
+  %y = nn.add %p, %q : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> loc("/model/layers/0/Add")
+  %loss = nn.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : tensor<4x8xf32> -> tensor<f32> loc("/loss/ReduceSum")
+  %dy = nn.constant dense<1.0> : tensor<4x8xf32> loc("loss/grad")
+  %g2 = nn.gelu_grad %dy, %h2 : tensor<4x8xf32> loc("/model/layers/0/b/Gelu/grad")
+  %dx2 = nn.matmul %g2, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("/model/layers/0/b/MatMul/grad")
+  %g1 = nn.gelu_grad %dy, %h1 : tensor<4x8xf32> loc("/model/layers/0/a/Gelu/grad")
+  %dx1 = nn.matmul %g1, %w {transpose_rhs = true} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("/model/layers/0/a/MatMul/grad")
+  %dx = nn.add %dx1, %dx2 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> loc("/model/layers/0/Add/grad")
+  %xt = nn.transpose %x {perm = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32> loc("/model/layers/0/a/MatMul/grad")
+  %dw = nn.matmul %xt, %g1 : (tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<8x8xf32> loc("/model/layers/0/a/MatMul/grad")
+  %r = zero.reduce_scatter_start %dw : tensor<8x8xf32>
+  %acc = zero.grad_shard @w : !zero.shard<tensor<8x8xf32>>
+  %new = zero.reduce_scatter_wait %r accumulate(%acc : !zero.shard<tensor<8x8xf32>>) : !zero.shard<tensor<8x8xf32>>
   return %loss : tensor<f32>
 }
