@@ -220,8 +220,9 @@ def Recompute : Pass<"zplan-recompute", "::mlir::ModuleOp"> {
        depend on, right before the first backward op that reads one of
        them, and the backward reads the clones. The block's input (the
        previous block's output, which later forward ops read) is the
-       checkpoint and stays. Forward ops that only fed the backward are
-       erased. Parameters are read from the same `zero.gather_wait`
+       checkpoint and stays. Each clone then sinks to right before its
+       first reader, so a recomputed value is born when the backward needs
+       it. Forward ops that only fed the backward are erased. Parameters are read from the same `zero.gather_wait`
        tensors; zplan-insert-gathers decides later whether a group stays
        gathered across the gap or is gathered again.
     4. Stop as soon as the peak (LivenessAnalysis activations, resident
