@@ -4,8 +4,8 @@
 // the activations the backward pass reads would make the step exceed the
 // memory budget. A recomputed block keeps only its input (the checkpoint,
 // which the previous block's backward or recompute reads anyway) across the
-// forward/backward gap; its forward ops are cloned right before the first
-// backward op that reads them, and the backward reads the clones:
+// forward/backward gap; its forward ops are cloned into the backward, each
+// right before its first reader, and the backward reads the clones:
 //
 //   %h = nn.matmul %x, %w0     // block h.0, forward
 //   %a = nn.gelu %h
