@@ -42,6 +42,12 @@ void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
   optimizer.optimizer = options.optimizer;
   pm.addPass(createOptimizerStep(optimizer));
 
+  // After sharding, so the resident bytes and each group's gathered size are
+  // known; before the gathers are placed, which decide around what is saved.
+  RecomputeOptions recompute;
+  recompute.memoryBudget = options.memoryBudget;
+  pm.addPass(createRecompute(recompute));
+
   InsertGathersOptions insert;
   insert.policy = options.policy;
   insert.memoryBudget = options.memoryBudget;

@@ -41,7 +41,8 @@ struct ScheduleOptions {
   std::string optimizer = "adamw";
 };
 
-/// shard -> insert gathers/releases -> prefetch -> verify.
+/// shard -> optimizer step -> recompute (training, over budget) -> insert
+/// gathers/releases -> prefetch -> verify.
 void buildSchedulePipeline(mlir::OpPassManager &pm,
                            const ScheduleOptions &options);
 

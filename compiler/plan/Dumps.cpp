@@ -245,6 +245,14 @@ std::string zplan::formatReport(
                  : " (released between uses to stay within the budget)");
     os << "\n";
   }
+  if (!chosen.recomputedBlocks.empty()) {
+    os << "recompute: " << chosen.recomputedBlocks.size() << " of "
+       << chosen.blocks
+       << " blocks recomputed (activation checkpointing) to fit the budget:";
+    for (const std::string &block : chosen.recomputedBlocks)
+      os << " " << block;
+    os << "\n";
+  }
   os.flush();
   return text;
 }

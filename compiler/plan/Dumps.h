@@ -29,7 +29,8 @@ std::string formatMemoryDump(const EmittedPlan &emitted);
 
 /// Per program and policy: bytes gathered, collectives, peak per rank,
 /// simulated time and exposed communication; then the group decisions of
-/// the first policy (what stays whole, what is gathered more than once).
+/// the first policy (what stays whole, what is gathered more than once,
+/// which blocks are recomputed).
 std::string formatReport(
     llvm::ArrayRef<std::pair<std::string, const EmittedPlan *>> policies);
 

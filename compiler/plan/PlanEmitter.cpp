@@ -626,8 +626,15 @@ llvm::Expected<EmittedPlan> Emitter::run() {
     auto func = module.lookupSymbol<func::FuncOp>(name);
     if (!func)
       continue;
-    if (name == kTrainStepName)
+    if (name == kTrainStepName) {
       result.primary = result.programs.size();
+      if (auto blocks = func->getAttrOfType<IntegerAttr>("zplan.blocks"))
+        result.blocks = blocks.getInt();
+      if (auto names =
+              func->getAttrOfType<ArrayAttr>("zplan.recomputed_blocks"))
+        for (auto name : names.getAsValueRange<StringAttr>())
+          result.recomputedBlocks.push_back(name.str());
+    }
     result.programs.emplace_back();
     current = &result.programs.back();
     program = out.add_programs();

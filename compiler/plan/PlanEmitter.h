@@ -66,6 +66,11 @@ struct EmittedPlan {
   std::vector<double> seconds;
   /// Per-rank bytes outside the arena: shards and persistent groups.
   uint64_t residentBytes = 0;
+  /// Activation checkpointing (zplan-recompute): the blocks found in the
+  /// training step and the names of those recomputed; both empty when none
+  /// is.
+  int64_t blocks = 0;
+  std::vector<std::string> recomputedBlocks;
 };
 
 /// Emits `module` (after the schedule pipeline). The budget is recorded,

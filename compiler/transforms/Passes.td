@@ -198,6 +198,67 @@ def OptimizerStep : Pass<"zplan-optimizer-step", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def Recompute : Pass<"zplan-recompute", "::mlir::ModuleOp"> {
+  let summary = "Recomputes transformer blocks for the backward pass when "
+                "their saved activations do not fit the memory budget";
+  let description = [{
+    Activation checkpointing per block in `@train_micro_step`. The backward
+    ops read the forward's values by SSA, so every activation the backward
+    needs lives from the forward to the backward. When that makes the step
+    exceed the budget even with every gathered copy released between its
+    uses (the best zplan-insert-gathers can do), this pass trades compute
+    for memory:
+
+    1. The forward ops are the ops the returned loss depends on; the rest
+       is the backward pass.
+    2. A forward compute op belongs to the block named by its ONNX node
+       name up to the first scope that is, or ends in, a layer index:
+       `/model/transformer/h.3/attn/MatMul` -> `/model/transformer/h.3`,
+       `/model/layers.3/...`, `/model/layers/3/...`. Ops outside any such
+       scope (embeddings, final norm, LM head, loss) are never recomputed.
+    3. Blocks are taken earliest first (an earlier block's activations are
+       saved the longest): the values of the block that the backward reads
+       and no later forward op reads are cloned, with the block's ops they
+       depend on, right before the first backward op that reads one of
+       them, and the backward reads the clones. The block's input (the
+       previous block's output, which later forward ops read) is the
+       checkpoint and stays. Each clone then sinks to right before its
+       first reader, so a recomputed value is born when the backward needs
+       it. Forward ops that only fed the backward are erased. Parameters are read from the same `zero.gather_wait`
+       tensors; zplan-insert-gathers decides later whether a group stays
+       gathered across the gap or is gathered again.
+    4. Stop as soon as the peak (LivenessAnalysis activations, resident
+       shards and persistent groups, each sharded group's copy while read)
+       fits `memory-budget`. Nothing happens without a budget or when it
+       already fits; what still does not fit is zplan-insert-gathers' to
+       report.
+    5. The function records `zplan.blocks` (blocks found) and
+       `zplan.recomputed_blocks` (their names), which the report shows.
+
+    Before:
+    ```mlir
+    %h = nn.matmul %x, %w {...} loc("/model/h.0/fc/MatMul")
+    %a = nn.gelu %h ...
+    ...loss...
+    %dh = nn.gelu_grad %da, %h ...
+    ```
+    After:
+    ```mlir
+    %h = nn.matmul %x, %w ...
+    %a = nn.gelu %h ...
+    ...loss...
+    %h2 = nn.matmul %x, %w ... loc("/model/h.0/fc/MatMul/recompute")
+    %dh = nn.gelu_grad %da, %h2 ...
+    ```
+    Tests: test/transforms/recompute.mlir, test/train/recompute.test.
+  }];
+  let options = [
+    Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
+           "Bytes per rank (shards, persistent groups and arena); 0 = none">,
+  ];
+  let dependentDialects = ["::zplan::nn::NNDialect"];
+}
+
 def InsertGathers : Pass<"zplan-insert-gathers", "::mlir::ModuleOp"> {
   let summary = "Places each group's gather before its uses and its release "
                 "after them";
