@@ -2,6 +2,8 @@
 
 #include "compiler/analysis/Liveness.h"
 
+#include "compiler/transforms/Programs.h"
+
 #include "dialects/nn/NNDialect.h"
 #include "mlir/IR/SymbolTable.h"
 
@@ -125,6 +127,21 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
     uint64_t bytes = bytesOfGroup(group, symbols);
     resident += group.getPersistent() ? bytes : bytes / group.getWorldSize();
   }
+  // A training module's state (the plan's STATE buffers): per group, the
+  // f32 gradient accumulator and the optimizer's moments (AdamW two, SGD
+  // one), each the size of the rank's shard, or of the whole group when it
+  // is persistent.
+  if (auto step = module.lookupSymbol<func::FuncOp>(kOptimizerStepName))
+    for (auto update : step.getOps<zero::OptimizerUpdateOp>()) {
+      auto group = symbols.lookup<zero::GroupOp>(update.getGroup());
+      if (!group)
+        continue;
+      uint64_t elements = static_cast<uint64_t>(group.getPaddedElements());
+      if (!group.getPersistent())
+        elements /= static_cast<uint64_t>(group.getWorldSize());
+      uint64_t copies = update.getOptimizer() == "adamw" ? 3 : 2;
+      resident += elements * sizeof(float) * copies;
+    }
 }
 
 std::vector<uint64_t> LivenessAnalysis::liveBytes() const {
