@@ -50,6 +50,7 @@ std::vector<int64_t> AttentionShape::outputShape() const {
 
 Status checkAttentionShapes(const KernelCall &call, const TensorRef &query,
                             const TensorRef &key, const TensorRef &value,
+                            const char *outputName, const TensorRef &output,
                             AttentionShape &shape) {
   if (query.shape.size() < 2)
     return call.error("query has shape " + formatShape(query.shape) +
@@ -65,7 +66,9 @@ Status checkAttentionShapes(const KernelCall &call, const TensorRef &query,
   if (Status status = expectShape(call, "key", key, expected); !status.ok())
     return status;
   expected.back() = shape.dv;
-  return expectShape(call, "value", value, expected);
+  if (Status status = expectShape(call, "value", value, expected); !status.ok())
+    return status;
+  return expectShape(call, outputName, output, shape.outputShape());
 }
 
 Status checkBlasRange(const KernelCall &call, const AttentionShape &shape) {
@@ -171,10 +174,8 @@ Status runAttention(const KernelCall &call) {
 
   // Shapes: query [..., S, D], key [..., T, D], value [..., T, Dv].
   AttentionShape shape;
-  if (Status status = checkAttentionShapes(call, query, key, value, shape);
-      !status.ok())
-    return status;
-  if (Status status = expectShape(call, "result", result, shape.outputShape());
+  if (Status status = checkAttentionShapes(call, query, key, value, "result",
+                                           result, shape);
       !status.ok())
     return status;
   const std::vector<int64_t> &batch = shape.batch;

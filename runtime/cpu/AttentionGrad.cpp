@@ -42,10 +42,8 @@ Status runAttentionGrad(const KernelCall &call) {
       return status;
 
   AttentionShape shape;
-  if (Status status = checkAttentionShapes(call, query, key, value, shape);
-      !status.ok())
-    return status;
-  if (Status status = expectShape(call, "dout", dout, shape.outputShape());
+  if (Status status =
+          checkAttentionShapes(call, query, key, value, "dout", dout, shape);
       !status.ok())
     return status;
   const std::vector<int64_t> &batch = shape.batch;

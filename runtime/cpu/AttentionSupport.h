@@ -25,10 +25,12 @@ struct AttentionShape {
   std::vector<int64_t> outputShape() const;
 };
 
-/// Checks that query has rank >= 2 and that key and value have the shapes
-/// query implies; fills `shape`. Types are the caller's to check first.
+/// Checks that query has rank >= 2 and that key, value and `output`
+/// (called `outputName`: the result, or dout) have the shapes query
+/// implies; fills `shape`. Types are the caller's to check first.
 Status checkAttentionShapes(const KernelCall &call, const TensorRef &query,
                             const TensorRef &key, const TensorRef &value,
+                            const char *outputName, const TensorRef &output,
                             AttentionShape &shape);
 
 /// How the mask, broadcast to the scores [..., S, T], is applied: added

@@ -249,11 +249,10 @@ Status runConcat(const KernelCall &call) {
   if (Status status = expectShape(call, "result", result, expected);
       !status.ok())
     return status;
-  int64_t bytes = elementBytes(first.dtype);
-  if (bytes == 0)
-    return call.error("input 0 has element type " +
-                      std::string(dataTypeName(first.dtype)) +
-                      ", which the CPU backend lacks");
+  int64_t bytes;
+  if (Status status = movableElementBytes(call, "input 0", first.dtype, bytes);
+      !status.ok())
+    return status;
   // [outer, axis extent * inner]: each input contributes one block per
   // outer index, the blocks laid side by side.
   int64_t outer = product(first.shape, 0, axis);
@@ -288,11 +287,10 @@ Status runGather(const KernelCall &call) {
           readGatherAxis(call, data.shape, indices, "result", result, axis);
       !status.ok())
     return status;
-  int64_t bytes = elementBytes(data.dtype);
-  if (bytes == 0)
-    return call.error("data has element type " +
-                      std::string(dataTypeName(data.dtype)) +
-                      ", which the CPU backend lacks");
+  int64_t bytes;
+  if (Status status = movableElementBytes(call, "data", data.dtype, bytes);
+      !status.ok())
+    return status;
   int64_t extent = data.shape[axis];
   if (Status status = checkGatherIndices(call, indices, axis, extent);
       !status.ok())
@@ -329,11 +327,10 @@ Status runEmbedding(const KernelCall &call) {
   if (Status status = expectShape(call, "result", result, expected);
       !status.ok())
     return status;
-  int64_t bytes = elementBytes(table.dtype);
-  if (bytes == 0)
-    return call.error("table has element type " +
-                      std::string(dataTypeName(table.dtype)) +
-                      ", which the CPU backend lacks");
+  int64_t bytes;
+  if (Status status = movableElementBytes(call, "table", table.dtype, bytes);
+      !status.ok())
+    return status;
   // An embedding is formed from an ONNX Gather along axis 0, so negative
   // ids keep Gather's meaning (counted from the end); anything outside
   // [-rows, rows) is an error.

@@ -98,6 +98,12 @@ Status expectLike(const KernelCall &call, const char *what,
 Status expectFloatType(const KernelCall &call, const char *what,
                        const TensorRef &tensor);
 
+/// The bytes per element of `type` (of the tensor called `what`), for a
+/// kernel that moves elements as bytes; an error when the CPU backend has
+/// no such type.
+Status movableElementBytes(const KernelCall &call, const char *what,
+                           ElementType type, int64_t &bytes);
+
 /// Row-major element strides of `shape`.
 std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape);
 /// Element strides with which an operand of `shape` is read when it

@@ -280,6 +280,15 @@ Status expectFloatType(const KernelCall &call, const char *what,
                     dataTypeName(tensor.dtype) + ", expected f32 or f64");
 }
 
+Status movableElementBytes(const KernelCall &call, const char *what,
+                           ElementType type, int64_t &bytes) {
+  bytes = elementBytes(type);
+  if (bytes != 0)
+    return Status::success();
+  return call.error(std::string(what) + " has element type " +
+                    dataTypeName(type) + ", which the CPU backend lacks");
+}
+
 std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t stride = 1;

@@ -129,11 +129,10 @@ Status runSliceGrad(const KernelCall &call) {
                                           dy.shape, starts, steps);
       !status.ok())
     return status;
-  int64_t bytes = elementBytes(dy.dtype);
-  if (bytes == 0)
-    return call.error("dy has element type " +
-                      std::string(dataTypeName(dy.dtype)) +
-                      ", which the CPU backend lacks");
+  int64_t bytes;
+  if (Status status = movableElementBytes(call, "dy", dy.dtype, bytes);
+      !status.ok())
+    return status;
   // The forward's strided view, written through instead of read.
   int64_t base;
   std::vector<int64_t> strides;
