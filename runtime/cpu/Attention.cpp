@@ -207,24 +207,17 @@ Status runAttention(const KernelCall &call) {
 
   // Every leading index is one independent (batch, head) matrix; only the
   // mask may broadcast across them.
-  forEachRun<1>(
-      batch, {mask.batchStrides}, {0},
-      [&](int64_t first, const std::array<int64_t, 1> &maskBase,
-          const std::array<int64_t, 1> &maskStep, int64_t count) {
-        for (int64_t j = 0; j < count; ++j) {
-          int64_t entry = first + j;
-          int64_t maskOffset = maskBase[0] + j * maskStep[0];
-          if (t == 0) { // softmax over nothing: the empty sum of values
-            std::fill(out + entry * s * dv, out + (entry + 1) * s * dv, 0.0f);
-            continue;
-          }
-          attentionProbabilities(q + entry * s * d, k + entry * t * d, scale,
-                                 shape, mask, maskOffset, scores);
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, is, idv, it,
-                      1.0f, scores, it, v + entry * t * dv, idv, 0.0f,
-                      out + entry * s * dv, idv);
-        }
-      });
+  forEachAttentionEntry(shape, mask, [&](int64_t entry, int64_t maskOffset) {
+    if (t == 0) { // softmax over nothing: the empty sum of values
+      std::fill(out + entry * s * dv, out + (entry + 1) * s * dv, 0.0f);
+      return;
+    }
+    attentionProbabilities(q + entry * s * d, k + entry * t * d, scale, shape,
+                           mask, maskOffset, scores);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, is, idv, it, 1.0f,
+                scores, it, v + entry * t * dv, idv, 0.0f, out + entry * s * dv,
+                idv);
+  });
   return Status::success();
 }
 

@@ -95,51 +95,41 @@ Status runAttentionGrad(const KernelCall &call) {
       id = static_cast<int>(d), idv = static_cast<int>(dv);
   int ldqk = std::max(id, 1), ldv = std::max(idv, 1);
 
-  forEachRun<1>(
-      batch, {mask.batchStrides}, {0},
-      [&](int64_t first, const std::array<int64_t, 1> &maskBase,
-          const std::array<int64_t, 1> &maskStep, int64_t count) {
-        for (int64_t j = 0; j < count; ++j) {
-          int64_t entry = first + j;
-          int64_t maskOffset = maskBase[0] + j * maskStep[0];
-          const float *qe = q + entry * s * d, *ke = k + entry * t * d,
-                      *ve = v + entry * t * dv, *ge = g + entry * s * dv;
-          // P, as the forward computed it.
-          attentionProbabilities(qe, ke, scale, shape, mask, maskOffset,
-                                 probabilities);
-          // dv[T, Dv] = P^T dout; dP[S, T] = dout v^T.
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, it, idv, is,
-                      1.0f, probabilities, it, ge, ldv, 0.0f,
-                      dvOut + entry * t * dv, ldv);
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, is, it, idv,
-                      1.0f, ge, ldv, ve, ldv, 0.0f, dprobabilities, it);
-          // dS = P * (dP - rowsum(dP * P)), overwriting dP; zero where a
-          // select mask replaced the score.
-          for (int64_t row = 0; row < s; ++row) {
-            const float *p = probabilities + row * t;
-            float *line = dprobabilities + row * t;
-            double dot = 0;
-            for (int64_t col = 0; col < t; ++col)
-              dot += static_cast<double>(line[col]) * p[col];
-            for (int64_t col = 0; col < t; ++col)
-              line[col] = static_cast<float>(static_cast<double>(p[col]) *
-                                             (line[col] - dot));
-            if (mask.select) {
-              int64_t rowMask = maskOffset + row * mask.rowStride;
-              for (int64_t col = 0; col < t; ++col)
-                if (!mask.select[rowMask + col * mask.columnStride])
-                  line[col] = 0.0f;
-            }
-          }
-          // dq[S, D] = scale dS k; dk[T, D] = scale dS^T q.
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, is, id, it,
-                      scale, dprobabilities, it, ke, ldqk, 0.0f,
-                      dq + entry * s * d, ldqk);
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, it, id, is,
-                      scale, dprobabilities, it, qe, ldqk, 0.0f,
-                      dk + entry * t * d, ldqk);
-        }
-      });
+  forEachAttentionEntry(shape, mask, [&](int64_t entry, int64_t maskOffset) {
+    const float *qe = q + entry * s * d, *ke = k + entry * t * d,
+                *ve = v + entry * t * dv, *ge = g + entry * s * dv;
+    // P, as the forward computed it.
+    attentionProbabilities(qe, ke, scale, shape, mask, maskOffset,
+                           probabilities);
+    // dv[T, Dv] = P^T dout; dP[S, T] = dout v^T.
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, it, idv, is, 1.0f,
+                probabilities, it, ge, ldv, 0.0f, dvOut + entry * t * dv, ldv);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, is, it, idv, 1.0f, ge,
+                ldv, ve, ldv, 0.0f, dprobabilities, it);
+    // dS = P * (dP - rowsum(dP * P)), overwriting dP; zero where a
+    // select mask replaced the score.
+    for (int64_t row = 0; row < s; ++row) {
+      const float *p = probabilities + row * t;
+      float *line = dprobabilities + row * t;
+      double dot = 0;
+      for (int64_t col = 0; col < t; ++col)
+        dot += static_cast<double>(line[col]) * p[col];
+      for (int64_t col = 0; col < t; ++col)
+        line[col] =
+            static_cast<float>(static_cast<double>(p[col]) * (line[col] - dot));
+      if (mask.select) {
+        int64_t rowMask = maskOffset + row * mask.rowStride;
+        for (int64_t col = 0; col < t; ++col)
+          if (!mask.select[rowMask + col * mask.columnStride])
+            line[col] = 0.0f;
+      }
+    }
+    // dq[S, D] = scale dS k; dk[T, D] = scale dS^T q.
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, is, id, it, scale,
+                dprobabilities, it, ke, ldqk, 0.0f, dq + entry * s * d, ldqk);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, it, id, is, scale,
+                dprobabilities, it, qe, ldqk, 0.0f, dk + entry * t * d, ldqk);
+  });
   return Status::success();
 }
 

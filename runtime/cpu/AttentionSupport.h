@@ -47,6 +47,20 @@ struct AttentionMask {
   int64_t rowStride = 0, columnStride = 0;
 };
 
+/// Calls fn(entry, maskOffset) for every (batch, head) matrix of `shape`
+/// in order: its index among the leading dimensions, and where its mask
+/// elements start (only the mask may broadcast across entries).
+template <typename Fn>
+void forEachAttentionEntry(const AttentionShape &shape,
+                           const AttentionMask &mask, Fn &&fn) {
+  forEachRun<1>(shape.batch, {mask.batchStrides}, {0},
+                [&](int64_t first, const std::array<int64_t, 1> &maskBase,
+                    const std::array<int64_t, 1> &maskStep, int64_t count) {
+                  for (int64_t j = 0; j < count; ++j)
+                    fn(first + j, maskBase[0] + j * maskStep[0]);
+                });
+}
+
 /// Every extent of `shape` fits the BLAS integer (int) the GEMMs take.
 Status checkBlasRange(const KernelCall &call, const AttentionShape &shape);
 
