@@ -2,11 +2,12 @@
 //
 // The backward of the activations whose derivative is not itself a few nn
 // ops. gelu's derivative is evaluated in double, from the same formula (and
-// the same tanh constants) as Elementwise.cpp's gelu, and rounded once.
+// the tanh form's argument and constants, ActivationSupport.h) as
+// Elementwise.cpp's gelu, and rounded once.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/ActivationSupport.h"
 
 #include <cmath>
 
@@ -14,10 +15,7 @@ namespace zplan::cpu::detail {
 
 namespace {
 
-constexpr double kSqrtHalf = 0.70710678118654752440;         // 1/sqrt(2)
-constexpr double kSqrtTwoOverPi = 0.79788456080286535588;    // sqrt(2/pi)
 constexpr double kInverseSqrtTwoPi = 0.39894228040143267794; // 1/sqrt(2 pi)
-constexpr double kTanhCubic = 0.044715;
 
 /// d/dx of x/2 (1 + erf(x/sqrt 2)) = Phi(x) + x phi(x), Phi written with
 /// erfc as the forward writes it (no cancellation for large negative x).
@@ -28,9 +26,8 @@ double geluDerivative(double x) {
 
 /// d/dx of x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
 double geluTanhDerivative(double x) {
-  double u = kSqrtTwoOverPi * (x + kTanhCubic * x * x * x);
-  double tanhU = std::tanh(u);
-  double du = kSqrtTwoOverPi * (1.0 + 3.0 * kTanhCubic * x * x);
+  double tanhU = std::tanh(geluTanhArgument(x));
+  double du = kSqrtTwoOverPi * (1.0 + 3.0 * kGeluTanhCubic * x * x);
   return 0.5 * (1.0 + tanhU) + 0.5 * x * (1.0 - tanhU * tanhU) * du;
 }
 
@@ -44,10 +41,9 @@ Status runGeluGrad(const KernelCall &call) {
     return status;
   const TensorRef &dy = call.operands[0], &input = call.operands[1],
                   &dinput = call.results[0];
-  std::string approximate = textAttributeOr(call, "approximate", "none");
-  if (approximate != "none" && approximate != "tanh")
-    return call.error("approximate is \"" + approximate +
-                      "\", expected \"none\" or \"tanh\"");
+  bool tanhForm;
+  if (Status status = readGeluApproximation(call, tanhForm); !status.ok())
+    return status;
   for (const auto &[what, tensor] :
        {std::pair{"input", &input}, std::pair{"result", &dinput}}) {
     if (Status status = expectType(call, what, *tensor, dy.dtype); !status.ok())
@@ -56,7 +52,6 @@ Status runGeluGrad(const KernelCall &call) {
         !status.ok())
       return status;
   }
-  bool tanhForm = approximate == "tanh";
   int64_t count = dy.numElements();
   return dispatchFloatType(call, "dy", dy.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/IndexingSupport.h"
 
 #include <cstring>
 
@@ -36,20 +36,6 @@ Status stridedMove(const KernelCall &call, int64_t base,
   });
 }
 
-/// Reads index `i` of an i64 or i32 index tensor.
-int64_t indexAt(const TensorRef &indices, int64_t i) {
-  return indices.dtype == ElementType::I64 ? indices.as<int64_t>()[i]
-                                           : indices.as<int32_t>()[i];
-}
-
-Status checkIndexType(const KernelCall &call, const char *what,
-                      const TensorRef &indices) {
-  if (indices.dtype == ElementType::I64 || indices.dtype == ElementType::I32)
-    return Status::success();
-  return call.error(std::string(what) + " has element type " +
-                    dataTypeName(indices.dtype) + ", expected i64 or i32");
-}
-
 /// Copies `rows` rows of `rowBytes` each: row r of the result is row
 /// index(r) of `source` (indices already checked).
 template <typename IndexFn>
@@ -61,6 +47,91 @@ void copyRows(const uint8_t *source, uint8_t *target, int64_t rows,
 }
 
 } // namespace
+
+Status checkIndexType(const KernelCall &call, const char *what,
+                      const TensorRef &indices) {
+  if (indices.dtype == ElementType::I64 || indices.dtype == ElementType::I32)
+    return Status::success();
+  return call.error(std::string(what) + " has element type " +
+                    dataTypeName(indices.dtype) + ", expected i64 or i32");
+}
+
+Status dataAxisAttribute(const KernelCall &call, int64_t rank, int64_t &axis) {
+  if (Status status = intAttribute(call, "axis", axis); !status.ok())
+    return status;
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    return call.error("axis " + std::to_string(axis) +
+                      " is out of range for rank " + std::to_string(rank));
+  return Status::success();
+}
+
+Status readGatherAxis(const KernelCall &call, const std::vector<int64_t> &data,
+                      const TensorRef &indices, const char *gatheredName,
+                      const TensorRef &gathered, int64_t &axis) {
+  if (Status status =
+          dataAxisAttribute(call, static_cast<int64_t>(data.size()), axis);
+      !status.ok())
+    return status;
+  std::vector<int64_t> expected(data.begin(), data.begin() + axis);
+  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
+  expected.insert(expected.end(), data.begin() + axis + 1, data.end());
+  return expectShape(call, gatheredName, gathered, expected);
+}
+
+Status checkGatherIndices(const KernelCall &call, const TensorRef &indices,
+                          int64_t axis, int64_t extent) {
+  return checkIndices(call, indices, extent, "index", "the indices", [&] {
+    return "axis " + std::to_string(axis) + " of extent " +
+           std::to_string(extent);
+  });
+}
+
+Status readSliceAttributes(const KernelCall &call, size_t rank,
+                           const char *slicedName,
+                           const std::vector<int64_t> &sliced,
+                           std::vector<int64_t> &starts,
+                           std::vector<int64_t> &steps) {
+  if (Status status = intsAttribute(call, "starts", starts); !status.ok())
+    return status;
+  if (Status status = intsAttribute(call, "steps", steps); !status.ok())
+    return status;
+  if (starts.size() != rank || steps.size() != rank || sliced.size() != rank)
+    return call.error(
+        "starts " + formatShape(starts) + ", steps " + formatShape(steps) +
+        " and " + slicedName + " " + formatShape(sliced) +
+        " need one entry per input dimension (" + std::to_string(rank) + ")");
+  return Status::success();
+}
+
+Status sliceView(const KernelCall &call, const std::vector<int64_t> &starts,
+                 const std::vector<int64_t> &steps,
+                 const std::vector<int64_t> &input,
+                 const std::vector<int64_t> &sliced, const char *verb,
+                 int64_t &base, std::vector<int64_t> &strides) {
+  std::vector<int64_t> inputStrides = contiguousStrides(input);
+  size_t rank = input.size();
+  strides.assign(rank, 0);
+  base = 0;
+  bool empty = product(sliced) == 0;
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t start = starts[d], step = steps[d], count = sliced[d];
+    if (step == 0)
+      return call.error("step of dimension " + std::to_string(d) + " is 0");
+    int64_t last = start + (count - 1) * step;
+    if (!empty &&
+        (start < 0 || start >= input[d] || last < 0 || last >= input[d]))
+      return call.error("dimension " + std::to_string(d) + " " + verb + " [" +
+                        std::to_string(start) + ", " + std::to_string(last) +
+                        "] with step " + std::to_string(step) +
+                        ", outside the input extent " +
+                        std::to_string(input[d]));
+    base += start * inputStrides[d];
+    strides[d] = step * inputStrides[d];
+  }
+  return Status::success();
+}
 
 Status runTranspose(const KernelCall &call) {
   if (Status status = checkMove(call); !status.ok())
@@ -97,39 +168,19 @@ Status runSlice(const KernelCall &call) {
     return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
   std::vector<int64_t> starts, steps;
-  if (Status status = intsAttribute(call, "starts", starts); !status.ok())
+  if (Status status = readSliceAttributes(call, input.shape.size(), "result",
+                                          result.shape, starts, steps);
+      !status.ok())
     return status;
-  if (Status status = intsAttribute(call, "steps", steps); !status.ok())
-    return status;
-  size_t rank = input.shape.size();
-  if (starts.size() != rank || steps.size() != rank ||
-      result.shape.size() != rank)
-    return call.error(
-        "starts " + formatShape(starts) + ", steps " + formatShape(steps) +
-        " and result " + formatShape(result.shape) +
-        " need one entry per input dimension (" + std::to_string(rank) + ")");
   // Element j of dimension d reads start + j * step: the slice is a strided
   // view whose base is the starts and whose strides are the steps.
-  std::vector<int64_t> inputStrides = contiguousStrides(input.shape);
-  std::vector<int64_t> strides(rank);
-  int64_t base = 0;
-  bool empty = result.numElements() == 0;
-  for (size_t d = 0; d < rank; ++d) {
-    int64_t start = starts[d], step = steps[d], count = result.shape[d];
-    if (step == 0)
-      return call.error("step of dimension " + std::to_string(d) + " is 0");
-    int64_t last = start + (count - 1) * step;
-    if (!empty && (start < 0 || start >= input.shape[d] || last < 0 ||
-                   last >= input.shape[d]))
-      return call.error("dimension " + std::to_string(d) + " reads [" +
-                        std::to_string(start) + ", " + std::to_string(last) +
-                        "] with step " + std::to_string(step) +
-                        ", outside the input extent " +
-                        std::to_string(input.shape[d]));
-    base += start * inputStrides[d];
-    strides[d] = step * inputStrides[d];
-  }
-  if (empty)
+  int64_t base;
+  std::vector<int64_t> strides;
+  if (Status status = sliceView(call, starts, steps, input.shape, result.shape,
+                                "reads", base, strides);
+      !status.ok())
+    return status;
+  if (result.numElements() == 0)
     return Status::success();
   return stridedMove(call, base, strides);
 }
@@ -170,14 +221,10 @@ Status runConcat(const KernelCall &call) {
     return status;
   const TensorRef &first = call.operands[0], &result = call.results[0];
   int64_t axis;
-  if (Status status = intAttribute(call, "axis", axis); !status.ok())
+  if (Status status = dataAxisAttribute(
+          call, static_cast<int64_t>(first.shape.size()), axis);
+      !status.ok())
     return status;
-  int64_t rank = static_cast<int64_t>(first.shape.size());
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= rank)
-    return call.error("axis " + std::to_string(axis) +
-                      " is out of range for rank " + std::to_string(rank));
   std::vector<int64_t> expected = first.shape;
   expected[axis] = 0;
   for (size_t i = 0; i < call.operands.size(); ++i) {
@@ -202,11 +249,10 @@ Status runConcat(const KernelCall &call) {
   if (Status status = expectShape(call, "result", result, expected);
       !status.ok())
     return status;
-  int64_t bytes = elementBytes(first.dtype);
-  if (bytes == 0)
-    return call.error("input 0 has element type " +
-                      std::string(dataTypeName(first.dtype)) +
-                      ", which the CPU backend lacks");
+  int64_t bytes;
+  if (Status status = movableElementBytes(call, "input 0", first.dtype, bytes);
+      !status.ok())
+    return status;
   // [outer, axis extent * inner]: each input contributes one block per
   // outer index, the blocks laid side by side.
   int64_t outer = product(first.shape, 0, axis);
@@ -237,38 +283,19 @@ Status runGather(const KernelCall &call) {
       !status.ok())
     return status;
   int64_t axis;
-  if (Status status = intAttribute(call, "axis", axis); !status.ok())
-    return status;
-  int64_t rank = static_cast<int64_t>(data.shape.size());
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= rank)
-    return call.error("axis " + std::to_string(axis) +
-                      " is out of range for rank " + std::to_string(rank));
-  // data.shape[:axis] + indices.shape + data.shape[axis+1:]
-  std::vector<int64_t> expected(data.shape.begin(), data.shape.begin() + axis);
-  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
-  expected.insert(expected.end(), data.shape.begin() + axis + 1,
-                  data.shape.end());
-  if (Status status = expectShape(call, "result", result, expected);
+  if (Status status =
+          readGatherAxis(call, data.shape, indices, "result", result, axis);
       !status.ok())
     return status;
-  int64_t bytes = elementBytes(data.dtype);
-  if (bytes == 0)
-    return call.error("data has element type " +
-                      std::string(dataTypeName(data.dtype)) +
-                      ", which the CPU backend lacks");
+  int64_t bytes;
+  if (Status status = movableElementBytes(call, "data", data.dtype, bytes);
+      !status.ok())
+    return status;
   int64_t extent = data.shape[axis];
+  if (Status status = checkGatherIndices(call, indices, axis, extent);
+      !status.ok())
+    return status;
   int64_t count = indices.numElements();
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t index = indexAt(indices, i);
-    if (index < -extent || index >= extent)
-      return call.error(
-          "index " + std::to_string(index) + " (element " + std::to_string(i) +
-          " of the indices) is out of "
-          "range for axis " +
-          std::to_string(axis) + " of extent " + std::to_string(extent));
-  }
   int64_t outer = product(data.shape, 0, axis);
   int64_t rowBytes = product(data.shape, axis + 1) * bytes;
   const uint8_t *source = static_cast<const uint8_t *>(data.data);
@@ -300,25 +327,20 @@ Status runEmbedding(const KernelCall &call) {
   if (Status status = expectShape(call, "result", result, expected);
       !status.ok())
     return status;
-  int64_t bytes = elementBytes(table.dtype);
-  if (bytes == 0)
-    return call.error("table has element type " +
-                      std::string(dataTypeName(table.dtype)) +
-                      ", which the CPU backend lacks");
+  int64_t bytes;
+  if (Status status = movableElementBytes(call, "table", table.dtype, bytes);
+      !status.ok())
+    return status;
   // An embedding is formed from an ONNX Gather along axis 0, so negative
   // ids keep Gather's meaning (counted from the end); anything outside
   // [-rows, rows) is an error.
   int64_t rows = table.shape[0];
+  if (Status status = checkIndices(
+          call, ids, rows, "id", "the ids",
+          [&] { return "a table of " + std::to_string(rows) + " rows"; });
+      !status.ok())
+    return status;
   int64_t count = ids.numElements();
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t id = indexAt(ids, i);
-    if (id < -rows || id >= rows)
-      return call.error("id " + std::to_string(id) + " (element " +
-                        std::to_string(i) +
-                        " of the ids) is out of range "
-                        "for a table of " +
-                        std::to_string(rows) + " rows");
-  }
   copyRows(static_cast<const uint8_t *>(table.data),
            static_cast<uint8_t *>(result.data), count, table.shape[1] * bytes,
            [&](int64_t r) {

@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/ActivationSupport.h"
 
 #include <cmath>
 #include <limits>
@@ -24,9 +24,6 @@ namespace {
 
 /// The type composite float functions are evaluated in.
 template <typename T> using Wide = double;
-
-constexpr double kSqrtHalf = 0.70710678118654752440;      // 1/sqrt(2)
-constexpr double kSqrtTwoOverPi = 0.79788456080286535588; // sqrt(2/pi)
 
 /// Wrapping integer arithmetic: computed in the unsigned type of the same
 /// width, so that overflow wraps (two's complement) and is never undefined.
@@ -160,9 +157,20 @@ Status runSilu(const KernelCall &call) {
   });
 }
 
-Status runGelu(const KernelCall &call) {
+Status readGeluApproximation(const KernelCall &call, bool &tanhForm) {
   std::string approximate = textAttributeOr(call, "approximate", "none");
-  if (approximate == "none") {
+  if (approximate != "none" && approximate != "tanh")
+    return call.error("approximate is \"" + approximate +
+                      "\", expected \"none\" or \"tanh\"");
+  tanhForm = approximate == "tanh";
+  return Status::success();
+}
+
+Status runGelu(const KernelCall &call) {
+  bool tanhForm;
+  if (Status status = readGeluApproximation(call, tanhForm); !status.ok())
+    return status;
+  if (!tanhForm) {
     // x/2 (1 + erf(x/sqrt 2)), written with erfc so that the tail for
     // large negative x keeps its digits instead of cancelling to 0.
     return unary<Domain::FloatOnly>(call, [](auto x) {
@@ -171,18 +179,12 @@ Status runGelu(const KernelCall &call) {
       return static_cast<T>(0.5 * wide * std::erfc(-wide * kSqrtHalf));
     });
   }
-  if (approximate == "tanh") {
-    return unary<Domain::FloatOnly>(call, [](auto x) {
-      using T = decltype(x);
-      Wide<T> wide = x;
-      return static_cast<T>(
-          0.5 * wide *
-          (1.0 +
-           std::tanh(kSqrtTwoOverPi * (wide + 0.044715 * wide * wide * wide))));
-    });
-  }
-  return call.error("approximate is \"" + approximate +
-                    "\", expected \"none\" or \"tanh\"");
+  return unary<Domain::FloatOnly>(call, [](auto x) {
+    using T = decltype(x);
+    Wide<T> wide = x;
+    return static_cast<T>(0.5 * wide *
+                          (1.0 + std::tanh(geluTanhArgument(wide))));
+  });
 }
 
 //===----------------------------------------------------------------------===//

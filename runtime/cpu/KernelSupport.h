@@ -90,6 +90,19 @@ Status expectType(const KernelCall &call, const char *what,
 /// `tensor` (called `what`) has shape `shape`.
 Status expectShape(const KernelCall &call, const char *what,
                    const TensorRef &tensor, const std::vector<int64_t> &shape);
+/// `tensor` (called `what`) has the element type and shape of `like`.
+Status expectLike(const KernelCall &call, const char *what,
+                  const TensorRef &tensor, const TensorRef &like);
+/// `tensor` (called `what`) is f32 or f64: the training kernels' gradients
+/// and logits, checked before anything else about them.
+Status expectFloatType(const KernelCall &call, const char *what,
+                       const TensorRef &tensor);
+
+/// The bytes per element of `type` (of the tensor called `what`), for a
+/// kernel that moves elements as bytes; an error when the CPU backend has
+/// no such type.
+Status movableElementBytes(const KernelCall &call, const char *what,
+                           ElementType type, int64_t &bytes);
 
 /// Row-major element strides of `shape`.
 std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape);

@@ -265,6 +265,30 @@ Status expectShape(const KernelCall &call, const char *what,
                     formatShape(shape));
 }
 
+Status expectLike(const KernelCall &call, const char *what,
+                  const TensorRef &tensor, const TensorRef &like) {
+  if (Status status = expectType(call, what, tensor, like.dtype); !status.ok())
+    return status;
+  return expectShape(call, what, tensor, like.shape);
+}
+
+Status expectFloatType(const KernelCall &call, const char *what,
+                       const TensorRef &tensor) {
+  if (tensor.dtype == ElementType::F32 || tensor.dtype == ElementType::F64)
+    return Status::success();
+  return call.error(std::string(what) + " has element type " +
+                    dataTypeName(tensor.dtype) + ", expected f32 or f64");
+}
+
+Status movableElementBytes(const KernelCall &call, const char *what,
+                           ElementType type, int64_t &bytes) {
+  bytes = elementBytes(type);
+  if (bytes != 0)
+    return Status::success();
+  return call.error(std::string(what) + " has element type " +
+                    dataTypeName(type) + ", which the CPU backend lacks");
+}
+
 std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t stride = 1;

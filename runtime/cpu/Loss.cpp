@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/IndexingSupport.h"
 
 #include <algorithm>
 #include <cmath>
@@ -25,28 +25,20 @@ namespace {
 /// Default of the nn ops' ignore_index (PyTorch's and Hugging Face's).
 constexpr int64_t kDefaultIgnoreIndex = -100;
 
-/// Reads target `i` of an i64 or i32 target tensor.
-int64_t targetAt(const TensorRef &targets, int64_t i) {
-  return targets.dtype == ElementType::I64 ? targets.as<int64_t>()[i]
-                                           : targets.as<int32_t>()[i];
-}
-
-/// The operands both ops share: logits [..., V] of a float type, targets
-/// [...] (logits' shape without V) of i64 or i32, every target in [0, V) or
-/// ignore_index. Sets `rows`, `classes`, `counted` (rows not ignored) and
-/// `ignoreIndex`.
-Status checkLogitsAndTargets(const KernelCall &call, int64_t &rows,
-                             int64_t &classes, int64_t &counted,
+/// What both ops read: `operands` operands, the first two logits [..., V]
+/// of a float type and targets [...] (logits' shape without V) of i64 or
+/// i32, every target in [0, V) or ignore_index. Sets `rows`, `classes`,
+/// `counted` (rows not ignored) and `ignoreIndex`.
+Status checkLogitsAndTargets(const KernelCall &call, size_t operands,
+                             int64_t &rows, int64_t &classes, int64_t &counted,
                              int64_t &ignoreIndex) {
+  if (Status status = expectArity(call, operands, operands); !status.ok())
+    return status;
   const TensorRef &logits = call.operands[0], &targets = call.operands[1];
-  if (logits.dtype != ElementType::F32 && logits.dtype != ElementType::F64)
-    return call.error("logits has element type " +
-                      std::string(dataTypeName(logits.dtype)) +
-                      ", expected f32 or f64");
-  if (targets.dtype != ElementType::I64 && targets.dtype != ElementType::I32)
-    return call.error("targets has element type " +
-                      std::string(dataTypeName(targets.dtype)) +
-                      ", expected i64 or i32");
+  if (Status status = expectFloatType(call, "logits", logits); !status.ok())
+    return status;
+  if (Status status = checkIndexType(call, "targets", targets); !status.ok())
+    return status;
   if (logits.shape.empty())
     return call.error("logits has shape [], expected rank >= 1 ([..., V])");
   std::vector<int64_t> expected(logits.shape.begin(), logits.shape.end() - 1);
@@ -58,7 +50,7 @@ Status checkLogitsAndTargets(const KernelCall &call, int64_t &rows,
   rows = targets.numElements();
   counted = 0;
   for (int64_t row = 0; row < rows; ++row) {
-    int64_t target = targetAt(targets, row);
+    int64_t target = indexAt(targets, row);
     if (target == ignoreIndex)
       continue;
     if (target < 0 || target >= classes)
@@ -79,16 +71,27 @@ template <typename T> T shiftedExp(T x, T maximum) {
   return std::exp(x - maximum);
 }
 
-/// The row's maximum and log(sum(exp(x - max))) (the sum in double).
-template <typename T>
-void rowLogSumExp(const T *row, int64_t length, T &maximum, double &logSum) {
-  maximum = -std::numeric_limits<T>::infinity();
+/// The row's maximum, in its own type.
+template <typename T> T rowMaximum(const T *row, int64_t length) {
+  T maximum = -std::numeric_limits<T>::infinity();
   for (int64_t i = 0; i < length; ++i)
     maximum = std::max(maximum, row[i]);
+  return maximum;
+}
+
+/// sum(exp(x - maximum)) over the row, in double: the log-sum-exp of the
+/// loss and the softmax denominator of its gradient. `each(i, e)` sees
+/// every exp, for a caller that keeps them (it inlines to nothing for one
+/// that does not).
+template <typename T, typename Each>
+double sumShiftedExp(const T *row, int64_t length, T maximum, Each &&each) {
   double sum = 0;
-  for (int64_t i = 0; i < length; ++i)
-    sum += shiftedExp(row[i], maximum);
-  logSum = std::log(sum);
+  for (int64_t i = 0; i < length; ++i) {
+    T e = shiftedExp(row[i], maximum);
+    each(i, e);
+    sum += e;
+  }
+  return sum;
 }
 
 } // namespace
@@ -98,11 +101,9 @@ void rowLogSumExp(const T *row, int64_t length, T &maximum, double &logSum) {
 /// logsumexp(row) - row[target]; 0 when every row is ignored. A target
 /// outside [0, V) that is not ignore_index is an error.
 Status runCrossEntropy(const KernelCall &call) {
-  if (Status status = expectArity(call, 2, 2); !status.ok())
-    return status;
   int64_t rows, classes, counted, ignoreIndex;
-  if (Status status =
-          checkLogitsAndTargets(call, rows, classes, counted, ignoreIndex);
+  if (Status status = checkLogitsAndTargets(call, /*operands=*/2, rows, classes,
+                                            counted, ignoreIndex);
       !status.ok())
     return status;
   const TensorRef &logits = call.operands[0], &targets = call.operands[1],
@@ -116,13 +117,13 @@ Status runCrossEntropy(const KernelCall &call) {
     using T = typename decltype(tag)::type;
     double total = 0;
     for (int64_t row = 0; row < rows; ++row) {
-      int64_t target = targetAt(targets, row);
+      int64_t target = indexAt(targets, row);
       if (target == ignoreIndex)
         continue;
       const T *x = logits.as<T>() + row * classes;
-      T maximum;
-      double logSum;
-      rowLogSumExp(x, classes, maximum, logSum);
+      T maximum = rowMaximum(x, classes);
+      double logSum =
+          std::log(sumShiftedExp(x, classes, maximum, [](int64_t, T) {}));
       total += static_cast<double>(maximum) + logSum -
                static_cast<double>(x[target]);
     }
@@ -137,11 +138,9 @@ Status runCrossEntropy(const KernelCall &call) {
 /// whose target != ignore_index, 0 for ignored rows (all of them 0 when
 /// every row is ignored). Targets are checked as cross_entropy checks them.
 Status runCrossEntropyGrad(const KernelCall &call) {
-  if (Status status = expectArity(call, 3, 3); !status.ok())
-    return status;
   int64_t rows, classes, counted, ignoreIndex;
-  if (Status status =
-          checkLogitsAndTargets(call, rows, classes, counted, ignoreIndex);
+  if (Status status = checkLogitsAndTargets(call, /*operands=*/3, rows, classes,
+                                            counted, ignoreIndex);
       !status.ok())
     return status;
   const TensorRef &logits = call.operands[0], &targets = call.operands[1],
@@ -165,21 +164,15 @@ Status runCrossEntropyGrad(const KernelCall &call) {
     for (int64_t row = 0; row < rows; ++row) {
       const T *x = logits.as<T>() + row * classes;
       T *dx = dlogits.as<T>() + row * classes;
-      int64_t target = targetAt(targets, row);
+      int64_t target = indexAt(targets, row);
       if (target == ignoreIndex) {
         std::fill(dx, dx + classes, T(0));
         continue;
       }
       // One exp per element: exp(x - max) parked in dx, then scaled by
       // dloss / (count * sum) and the target's one subtracted.
-      T maximum = -std::numeric_limits<T>::infinity();
-      for (int64_t i = 0; i < classes; ++i)
-        maximum = std::max(maximum, x[i]);
-      double sum = 0;
-      for (int64_t i = 0; i < classes; ++i) {
-        dx[i] = shiftedExp(x[i], maximum);
-        sum += dx[i];
-      }
+      double sum = sumShiftedExp(x, classes, rowMaximum(x, classes),
+                                 [&](int64_t i, T e) { dx[i] = e; });
       // The target's one is subtracted before rounding: p - 1 near p = 1
       // keeps its digits.
       double factor = scale / sum;

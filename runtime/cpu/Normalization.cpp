@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/NormalizationSupport.h"
 
 #include <cmath>
 #include <limits>
@@ -17,31 +17,6 @@
 
 namespace zplan::cpu::detail {
 
-namespace {
-
-/// The input, and the result of the same type and shape, of a float
-/// normalisation.
-Status checkSameTypeAndShape(const KernelCall &call) {
-  const TensorRef &input = call.operands[0], &result = call.results[0];
-  if (Status status = expectType(call, "result", result, input.dtype);
-      !status.ok())
-    return status;
-  return expectShape(call, "result", result, input.shape);
-}
-
-/// A weight or bias: the normalised dimensions' shape, the input's type.
-Status checkParameter(const KernelCall &call, const char *what,
-                      const TensorRef &parameter, size_t axis) {
-  const TensorRef &input = call.operands[0];
-  if (Status status = expectType(call, what, parameter, input.dtype);
-      !status.ok())
-    return status;
-  std::vector<int64_t> normalized(input.shape.begin() + axis,
-                                  input.shape.end());
-  return expectShape(call, what, parameter, normalized);
-}
-
-/// A non-negative axis below `rank` (a negative one counts from the end).
 Status axisAttribute(const KernelCall &call, size_t rank, size_t &axis) {
   int64_t value;
   if (Status status = intAttribute(call, "axis", value); !status.ok())
@@ -54,7 +29,28 @@ Status axisAttribute(const KernelCall &call, size_t rank, size_t &axis) {
   return Status::success();
 }
 
-} // namespace
+Status expectNormalizedParameter(const KernelCall &call, const char *what,
+                                 const TensorRef &parameter,
+                                 const TensorRef &input, size_t axis) {
+  if (Status status = expectType(call, what, parameter, input.dtype);
+      !status.ok())
+    return status;
+  std::vector<int64_t> normalized(input.shape.begin() + axis,
+                                  input.shape.end());
+  return expectShape(call, what, parameter, normalized);
+}
+
+Status readSoftmaxLines(const KernelCall &call,
+                        const std::vector<int64_t> &shape,
+                        SoftmaxLines &lines) {
+  size_t axis;
+  if (Status status = axisAttribute(call, shape.size(), axis); !status.ok())
+    return status;
+  lines.outer = product(shape, 0, axis);
+  lines.length = shape[axis];
+  lines.inner = product(shape, axis + 1);
+  return Status::success();
+}
 
 //===----------------------------------------------------------------------===//
 // layer_norm, rms_norm
@@ -75,21 +71,8 @@ static Status normalizeRows(const KernelCall &call, const TensorRef &input,
     for (int64_t row = 0; row < rows; ++row) {
       const T *x = input.as<T>() + row * width;
       T *y = result.as<T>() + row * width;
-      double mean = 0;
-      if (center) {
-        for (int64_t i = 0; i < width; ++i)
-          mean += x[i];
-        mean /= static_cast<double>(width);
-      }
-      // A second pass over the centred values: the variance keeps its
-      // digits for rows far from zero.
-      double squares = 0;
-      for (int64_t i = 0; i < width; ++i) {
-        double centered = x[i] - mean;
-        squares += centered * centered;
-      }
-      double inverse =
-          1.0 / std::sqrt(squares / static_cast<double>(width) + epsilon);
+      RowStatistics statistics = rowStatistics(x, width, epsilon, center);
+      double mean = statistics.mean, inverse = statistics.inverse;
       for (int64_t i = 0; i < width; ++i) {
         double normalized = (x[i] - mean) * inverse;
         if (w)
@@ -106,9 +89,9 @@ static Status normalizeRows(const KernelCall &call, const TensorRef &input,
 Status runLayerNorm(const KernelCall &call) {
   if (Status status = expectArity(call, 1, 3); !status.ok())
     return status;
-  if (Status status = checkSameTypeAndShape(call); !status.ok())
-    return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
+  if (Status status = expectLike(call, "result", result, input); !status.ok())
+    return status;
   size_t axis;
   if (Status status = axisAttribute(call, input.shape.size(), axis);
       !status.ok())
@@ -143,11 +126,14 @@ Status runLayerNorm(const KernelCall &call) {
   const TensorRef *weight = hasWeight ? &call.operands[1] : nullptr;
   const TensorRef *bias = hasBias ? &call.operands[hasWeight ? 2 : 1] : nullptr;
   if (weight)
-    if (Status status = checkParameter(call, "weight", *weight, axis);
+    if (Status status =
+            expectNormalizedParameter(call, "weight", *weight, input, axis);
         !status.ok())
       return status;
   if (bias)
-    if (Status status = checkParameter(call, "bias", *bias, axis); !status.ok())
+    if (Status status =
+            expectNormalizedParameter(call, "bias", *bias, input, axis);
+        !status.ok())
       return status;
 
   return normalizeRows(call, input, result, product(input.shape, 0, axis),
@@ -158,9 +144,9 @@ Status runLayerNorm(const KernelCall &call) {
 Status runRmsNorm(const KernelCall &call) {
   if (Status status = expectArity(call, 1, 2); !status.ok())
     return status;
-  if (Status status = checkSameTypeAndShape(call); !status.ok())
-    return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
+  if (Status status = expectLike(call, "result", result, input); !status.ok())
+    return status;
   if (input.shape.empty())
     return call.error("input must have rank >= 1");
   size_t axis = input.shape.size() - 1;
@@ -170,7 +156,8 @@ Status runRmsNorm(const KernelCall &call) {
   const TensorRef *weight =
       call.operands.size() == 2 ? &call.operands[1] : nullptr;
   if (weight)
-    if (Status status = checkParameter(call, "weight", *weight, axis);
+    if (Status status =
+            expectNormalizedParameter(call, "weight", *weight, input, axis);
         !status.ok())
       return status;
 
@@ -187,38 +174,31 @@ Status runRmsNorm(const KernelCall &call) {
 Status runSoftmax(const KernelCall &call) {
   if (Status status = expectArity(call, 1, 1); !status.ok())
     return status;
-  if (Status status = checkSameTypeAndShape(call); !status.ok())
-    return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
-  size_t axis;
-  if (Status status = axisAttribute(call, input.shape.size(), axis);
-      !status.ok())
+  if (Status status = expectLike(call, "result", result, input); !status.ok())
     return status;
-  // [outer, length, inner]: a softmax runs along `length` with stride
-  // `inner` for every (outer, inner) pair.
-  int64_t outer = product(input.shape, 0, axis);
-  int64_t length = input.shape[axis];
-  int64_t inner = product(input.shape, axis + 1);
+  SoftmaxLines lines;
+  if (Status status = readSoftmaxLines(call, input.shape, lines); !status.ok())
+    return status;
+  int64_t length = lines.length, inner = lines.inner;
   return dispatchFloatType(call, "input", input.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    for (int64_t o = 0; o < outer; ++o) {
-      for (int64_t i = 0; i < inner; ++i) {
-        const T *x = input.as<T>() + o * length * inner + i;
-        T *y = result.as<T>() + o * length * inner + i;
-        T maximum = -std::numeric_limits<T>::infinity();
-        for (int64_t j = 0; j < length; ++j)
-          maximum = std::max(maximum, x[j * inner]);
-        double sum = 0;
-        for (int64_t j = 0; j < length; ++j) {
-          T e = std::exp(x[j * inner] - maximum);
-          y[j * inner] = e;
-          sum += e;
-        }
-        double inverse = 1.0 / sum;
-        for (int64_t j = 0; j < length; ++j)
-          y[j * inner] = static_cast<T>(y[j * inner] * inverse);
+    lines.forEach([&](int64_t first) {
+      const T *x = input.as<T>() + first;
+      T *y = result.as<T>() + first;
+      T maximum = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < length; ++j)
+        maximum = std::max(maximum, x[j * inner]);
+      double sum = 0;
+      for (int64_t j = 0; j < length; ++j) {
+        T e = std::exp(x[j * inner] - maximum);
+        y[j * inner] = e;
+        sum += e;
       }
-    }
+      double inverse = 1.0 / sum;
+      for (int64_t j = 0; j < length; ++j)
+        y[j * inner] = static_cast<T>(y[j * inner] * inverse);
+    });
     return Status::success();
   });
 }

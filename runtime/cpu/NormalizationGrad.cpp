@@ -1,7 +1,8 @@
 //===- NormalizationGrad.cpp - norm and softmax gradients -----------------===//
 //
 // The backward of Normalization.cpp's kernels. Each recomputes what its
-// forward kernel computed (the row mean, the variance as a second pass over
+// forward kernel computed, with the forward's own rowStatistics
+// (NormalizationSupport.h: the row mean, the variance as a second pass over
 // the centred row, 1/sqrt(variance + epsilon), all in double) so that the
 // gradient is the derivative of exactly the function the forward evaluated;
 // every sum is kept in double and rounded once. The weight and bias
@@ -11,45 +12,34 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/NormalizationSupport.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace zplan::cpu::detail {
 
 namespace {
 
-/// A non-negative axis below `rank` (a negative one counts from the end),
-/// as the forward norms and softmax read theirs.
-Status axisAttribute(const KernelCall &call, size_t rank, size_t &axis) {
-  int64_t value;
-  if (Status status = intAttribute(call, "axis", value); !status.ok())
-    return status;
-  int64_t normalized = value < 0 ? value + static_cast<int64_t>(rank) : value;
-  if (normalized < 0 || normalized >= static_cast<int64_t>(rank))
-    return call.error("axis " + std::to_string(value) +
-                      " is out of range for rank " + std::to_string(rank));
-  axis = static_cast<size_t>(normalized);
-  return Status::success();
-}
-
-/// `tensor` (called `what`) has the type and shape of `like`.
-Status expectLike(const KernelCall &call, const char *what,
-                  const TensorRef &tensor, const TensorRef &like) {
-  if (Status status = expectType(call, what, tensor, like.dtype); !status.ok())
-    return status;
-  return expectShape(call, what, tensor, like.shape);
-}
-
 /// A float dy, and an input of its type and shape.
 Status checkGradientAndInput(const KernelCall &call, const char *inputName) {
   const TensorRef &dy = call.operands[0], &input = call.operands[1];
-  if (dy.dtype != ElementType::F32 && dy.dtype != ElementType::F64)
-    return call.error("dy has element type " +
-                      std::string(dataTypeName(dy.dtype)) +
-                      ", expected f32 or f64");
+  if (Status status = expectFloatType(call, "dy", dy); !status.ok())
+    return status;
   return expectLike(call, inputName, input, dy);
+}
+
+/// The weight (input.shape[axis:], input's type) and the dinput and dweight
+/// results both norm gradients have.
+Status checkWeightAndGradients(const KernelCall &call, size_t axis) {
+  const TensorRef &input = call.operands[1], &weight = call.operands[2];
+  if (Status status =
+          expectNormalizedParameter(call, "weight", weight, input, axis);
+      !status.ok())
+    return status;
+  if (Status status = expectLike(call, "dinput", call.results[0], input);
+      !status.ok())
+    return status;
+  return expectLike(call, "dweight", call.results[1], weight);
 }
 
 /// The rows loop of layer_norm_grad (center) and rms_norm_grad: with
@@ -74,19 +64,8 @@ Status normalizeRowsBackward(const KernelCall &call, int64_t rows,
       const T *x = input.as<T>() + row * width;
       const T *g = dy.as<T>() + row * width;
       T *dx = dinput.as<T>() + row * width;
-      double mean = 0;
-      if (center) {
-        for (int64_t i = 0; i < width; ++i)
-          mean += x[i];
-        mean /= static_cast<double>(width);
-      }
-      double squares = 0;
-      for (int64_t i = 0; i < width; ++i) {
-        double centered = x[i] - mean;
-        squares += centered * centered;
-      }
-      double inverse =
-          1.0 / std::sqrt(squares / static_cast<double>(width) + epsilon);
+      RowStatistics statistics = rowStatistics(x, width, epsilon, center);
+      double mean = statistics.mean, inverse = statistics.inverse;
       double sumScaled = 0, sumScaledXhat = 0;
       for (int64_t i = 0; i < width; ++i) {
         double xhat = (x[i] - mean) * inverse;
@@ -136,19 +115,7 @@ Status runLayerNormGrad(const KernelCall &call) {
   double epsilon;
   if (Status status = floatAttribute(call, "epsilon", epsilon); !status.ok())
     return status;
-  std::vector<int64_t> normalized(input.shape.begin() + axis,
-                                  input.shape.end());
-  if (Status status = expectType(call, "weight", weight, input.dtype);
-      !status.ok())
-    return status;
-  if (Status status = expectShape(call, "weight", weight, normalized);
-      !status.ok())
-    return status;
-  if (Status status = expectLike(call, "dinput", call.results[0], input);
-      !status.ok())
-    return status;
-  if (Status status = expectLike(call, "dweight", call.results[1], weight);
-      !status.ok())
+  if (Status status = checkWeightAndGradients(call, axis); !status.ok())
     return status;
   if (Status status = expectLike(call, "dbias", call.results[2], weight);
       !status.ok())
@@ -166,22 +133,14 @@ Status runRmsNormGrad(const KernelCall &call) {
     return status;
   if (Status status = checkGradientAndInput(call, "input"); !status.ok())
     return status;
-  const TensorRef &input = call.operands[1], &weight = call.operands[2];
+  const TensorRef &input = call.operands[1];
   if (input.shape.empty())
     return call.error("input must have rank >= 1");
   double epsilon;
   if (Status status = floatAttribute(call, "epsilon", epsilon); !status.ok())
     return status;
-  if (Status status = expectType(call, "weight", weight, input.dtype);
-      !status.ok())
-    return status;
-  if (Status status = expectShape(call, "weight", weight, {input.shape.back()});
-      !status.ok())
-    return status;
-  if (Status status = expectLike(call, "dinput", call.results[0], input);
-      !status.ok())
-    return status;
-  if (Status status = expectLike(call, "dweight", call.results[1], weight);
+  if (Status status =
+          checkWeightAndGradients(call, /*axis=*/input.shape.size() - 1);
       !status.ok())
     return status;
   int64_t width = input.shape.back();
@@ -201,28 +160,23 @@ Status runSoftmaxGrad(const KernelCall &call) {
                   &dinput = call.results[0];
   if (Status status = expectLike(call, "dinput", dinput, y); !status.ok())
     return status;
-  size_t axis;
-  if (Status status = axisAttribute(call, y.shape.size(), axis); !status.ok())
+  // The lines the forward softmax walked.
+  SoftmaxLines lines;
+  if (Status status = readSoftmaxLines(call, y.shape, lines); !status.ok())
     return status;
-  // [outer, length, inner], as the forward softmax walks it.
-  int64_t outer = product(y.shape, 0, axis);
-  int64_t length = y.shape[axis];
-  int64_t inner = product(y.shape, axis + 1);
+  int64_t length = lines.length, inner = lines.inner;
   return dispatchFloatType(call, "dy", dy.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    for (int64_t o = 0; o < outer; ++o) {
-      for (int64_t i = 0; i < inner; ++i) {
-        int64_t base = o * length * inner + i;
-        const T *g = dy.as<T>() + base, *p = y.as<T>() + base;
-        T *dx = dinput.as<T>() + base;
-        double dot = 0;
-        for (int64_t j = 0; j < length; ++j)
-          dot += static_cast<double>(g[j * inner]) * p[j * inner];
-        for (int64_t j = 0; j < length; ++j)
-          dx[j * inner] = static_cast<T>(static_cast<double>(p[j * inner]) *
-                                         (g[j * inner] - dot));
-      }
-    }
+    lines.forEach([&](int64_t first) {
+      const T *g = dy.as<T>() + first, *p = y.as<T>() + first;
+      T *dx = dinput.as<T>() + first;
+      double dot = 0;
+      for (int64_t j = 0; j < length; ++j)
+        dot += static_cast<double>(g[j * inner]) * p[j * inner];
+      for (int64_t j = 0; j < length; ++j)
+        dx[j * inner] = static_cast<T>(static_cast<double>(p[j * inner]) *
+                                       (g[j * inner] - dot));
+    });
     return Status::success();
   });
 }

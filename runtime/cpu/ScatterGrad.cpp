@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/IndexingSupport.h"
 
 #include <algorithm>
 #include <cstring>
@@ -20,43 +20,11 @@ namespace zplan::cpu::detail {
 
 namespace {
 
-/// Reads index `i` of an i64 or i32 index tensor.
-int64_t indexAt(const TensorRef &indices, int64_t i) {
-  return indices.dtype == ElementType::I64 ? indices.as<int64_t>()[i]
-                                           : indices.as<int32_t>()[i];
-}
-
-Status checkIndexType(const KernelCall &call, const char *what,
-                      const TensorRef &indices) {
-  if (indices.dtype == ElementType::I64 || indices.dtype == ElementType::I32)
-    return Status::success();
-  return call.error(std::string(what) + " has element type " +
-                    dataTypeName(indices.dtype) + ", expected i64 or i32");
-}
-
-/// Every index in [-extent, extent) (`what`: "id", "index"; `plural`: "the
-/// ids"), as the forward kernels require.
-Status checkIndices(const KernelCall &call, const TensorRef &indices,
-                    int64_t extent, const char *what, const char *plural,
-                    const std::string &range) {
-  int64_t count = indices.numElements();
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t index = indexAt(indices, i);
-    if (index < -extent || index >= extent)
-      return call.error(std::string(what) + " " + std::to_string(index) +
-                        " (element " + std::to_string(i) + " of " + plural +
-                        ") is out of range for " + range);
-  }
-  return Status::success();
-}
-
 /// dy and the result are of one float type.
 Status checkFloatGradient(const KernelCall &call) {
   const TensorRef &dy = call.operands[0];
-  if (dy.dtype != ElementType::F32 && dy.dtype != ElementType::F64)
-    return call.error("dy has element type " +
-                      std::string(dataTypeName(dy.dtype)) +
-                      ", expected f32 or f64");
+  if (Status status = expectFloatType(call, "dy", dy); !status.ok())
+    return status;
   return expectType(call, "result", call.results[0], dy.dtype);
 }
 
@@ -109,9 +77,9 @@ Status runEmbeddingGrad(const KernelCall &call) {
   if (Status status = expectShape(call, "dy", dy, expected); !status.ok())
     return status;
   int64_t rows = table.shape[0];
-  if (Status status =
-          checkIndices(call, ids, rows, "id", "the ids",
-                       "a table of " + std::to_string(rows) + " rows");
+  if (Status status = checkIndices(
+          call, ids, rows, "id", "the ids",
+          [&] { return "a table of " + std::to_string(rows) + " rows"; });
       !status.ok())
     return status;
   return scatterAddRows(call, /*outer=*/1, rows, ids.numElements(),
@@ -133,25 +101,11 @@ Status runGatherGrad(const KernelCall &call) {
   if (Status status = checkIndexType(call, "indices", indices); !status.ok())
     return status;
   int64_t axis;
-  if (Status status = intAttribute(call, "axis", axis); !status.ok())
-    return status;
-  int64_t rank = static_cast<int64_t>(data.shape.size());
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= rank)
-    return call.error("axis " + std::to_string(axis) +
-                      " is out of range for rank " + std::to_string(rank));
-  std::vector<int64_t> expected(data.shape.begin(), data.shape.begin() + axis);
-  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
-  expected.insert(expected.end(), data.shape.begin() + axis + 1,
-                  data.shape.end());
-  if (Status status = expectShape(call, "dy", dy, expected); !status.ok())
+  if (Status status = readGatherAxis(call, data.shape, indices, "dy", dy, axis);
+      !status.ok())
     return status;
   int64_t extent = data.shape[axis];
-  if (Status status =
-          checkIndices(call, indices, extent, "index", "the indices",
-                       "axis " + std::to_string(axis) + " of extent " +
-                           std::to_string(extent));
+  if (Status status = checkGatherIndices(call, indices, axis, extent);
       !status.ok())
     return status;
   return scatterAddRows(call, product(data.shape, 0, axis), extent,
@@ -171,44 +125,24 @@ Status runSliceGrad(const KernelCall &call) {
       !status.ok())
     return status;
   std::vector<int64_t> starts, steps;
-  if (Status status = intsAttribute(call, "starts", starts); !status.ok())
+  if (Status status = readSliceAttributes(call, dinput.shape.size(), "dy",
+                                          dy.shape, starts, steps);
+      !status.ok())
     return status;
-  if (Status status = intsAttribute(call, "steps", steps); !status.ok())
+  int64_t bytes;
+  if (Status status = movableElementBytes(call, "dy", dy.dtype, bytes);
+      !status.ok())
     return status;
-  size_t rank = dinput.shape.size();
-  if (starts.size() != rank || steps.size() != rank || dy.shape.size() != rank)
-    return call.error("starts " + formatShape(starts) + ", steps " +
-                      formatShape(steps) + " and dy " + formatShape(dy.shape) +
-                      " need one entry per input dimension (" +
-                      std::to_string(rank) + ")");
-  int64_t bytes = elementBytes(dy.dtype);
-  if (bytes == 0)
-    return call.error("dy has element type " +
-                      std::string(dataTypeName(dy.dtype)) +
-                      ", which the CPU backend lacks");
   // The forward's strided view, written through instead of read.
-  std::vector<int64_t> inputStrides = contiguousStrides(dinput.shape);
-  std::vector<int64_t> strides(rank);
-  int64_t base = 0;
-  bool empty = dy.numElements() == 0;
-  for (size_t d = 0; d < rank; ++d) {
-    int64_t start = starts[d], step = steps[d], count = dy.shape[d];
-    if (step == 0)
-      return call.error("step of dimension " + std::to_string(d) + " is 0");
-    int64_t last = start + (count - 1) * step;
-    if (!empty && (start < 0 || start >= dinput.shape[d] || last < 0 ||
-                   last >= dinput.shape[d]))
-      return call.error("dimension " + std::to_string(d) + " writes [" +
-                        std::to_string(start) + ", " + std::to_string(last) +
-                        "] with step " + std::to_string(step) +
-                        ", outside the input extent " +
-                        std::to_string(dinput.shape[d]));
-    base += start * inputStrides[d];
-    strides[d] = step * inputStrides[d];
-  }
+  int64_t base;
+  std::vector<int64_t> strides;
+  if (Status status = sliceView(call, starts, steps, dinput.shape, dy.shape,
+                                "writes", base, strides);
+      !status.ok())
+    return status;
   std::memset(dinput.data, 0,
               static_cast<size_t>(dinput.numElements() * bytes));
-  if (empty)
+  if (dy.numElements() == 0)
     return Status::success();
   return dispatchBySize(call, "dy", dy.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

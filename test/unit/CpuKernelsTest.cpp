@@ -14,6 +14,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/plan/Opcodes.h"
 
+#include "test/unit/KernelTestSupport.h"
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
 
@@ -25,62 +26,13 @@
 using namespace zplan;
 using namespace zplan::cpu;
 
-using zplan::testing::contains;
+using namespace zplan::testing;
 
 namespace {
 
 //===----------------------------------------------------------------------===//
-// Tensors and instructions
+// Tensors and comparisons (the rest is in KernelTestSupport.h)
 //===----------------------------------------------------------------------===//
-
-template <typename T> constexpr ElementType dtypeOf();
-template <> constexpr ElementType dtypeOf<float>() { return ElementType::F32; }
-template <> constexpr ElementType dtypeOf<double>() { return ElementType::F64; }
-template <> constexpr ElementType dtypeOf<int64_t>() {
-  return ElementType::I64;
-}
-template <> constexpr ElementType dtypeOf<int32_t>() {
-  return ElementType::I32;
-}
-template <> constexpr ElementType dtypeOf<int8_t>() { return ElementType::I8; }
-template <> constexpr ElementType dtypeOf<uint8_t>() { return ElementType::U8; }
-
-int64_t count(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t extent : shape)
-    n *= extent;
-  return n;
-}
-
-/// A tensor that owns its (8-byte aligned) memory.
-struct Tensor {
-  std::vector<int64_t> shape;
-  ElementType dtype = ElementType::F32;
-  std::vector<uint64_t> storage;
-
-  Tensor(std::vector<int64_t> shape, ElementType dtype)
-      : shape(std::move(shape)), dtype(dtype),
-        storage((count(this->shape) * elementTypeInfo(dtype).bytes + 7) / 8 + 1,
-                0) {}
-
-  int64_t size() const { return count(shape); }
-  template <typename T> T *data() {
-    return reinterpret_cast<T *>(storage.data());
-  }
-  template <typename T> std::vector<T> values() {
-    return std::vector<T>(data<T>(), data<T>() + size());
-  }
-  TensorRef ref() { return TensorRef{storage.data(), shape, dtype}; }
-};
-
-template <typename T>
-Tensor make(std::vector<int64_t> shape, const std::vector<T> &values,
-            ElementType dtype = dtypeOf<T>()) {
-  Tensor tensor(std::move(shape), dtype);
-  EXPECT_EQ(static_cast<int64_t>(values.size()), tensor.size());
-  std::memcpy(tensor.storage.data(), values.data(), values.size() * sizeof(T));
-  return tensor;
-}
 
 Tensor makeBool(std::vector<int64_t> shape,
                 const std::vector<uint8_t> &values) {
@@ -90,68 +42,6 @@ Tensor makeBool(std::vector<int64_t> shape,
 std::mt19937 &rng() {
   static std::mt19937 generator(1234);
   return generator;
-}
-
-Tensor randomFloats(std::vector<int64_t> shape, double low = -1,
-                    double high = 1) {
-  Tensor tensor(std::move(shape), ElementType::F32);
-  std::uniform_real_distribution<float> dist(low, high);
-  for (int64_t i = 0; i < tensor.size(); ++i)
-    tensor.data<float>()[i] = dist(rng());
-  return tensor;
-}
-
-/// An instruction with attributes written as the plan emitter writes them.
-struct Op {
-  plan::Instruction instruction;
-
-  /// The opcode called `name`; OPCODE_UNSPECIFIED when none is.
-  explicit Op(const std::string &name) {
-    std::optional<plan::Opcode> opcode = plan::opcodeFromName(name);
-    if (!opcode)
-      ADD_FAILURE() << "no opcode is called '" << name << "'";
-    instruction.set_opcode(opcode.value_or(plan::OPCODE_UNSPECIFIED));
-  }
-  explicit Op(plan::Opcode opcode) { instruction.set_opcode(opcode); }
-  Op &ints(const std::string &name, std::vector<int64_t> values) {
-    plan::Attribute *attribute = instruction.add_attributes();
-    attribute->set_name(name);
-    for (int64_t value : values)
-      attribute->add_ints(value);
-    return *this;
-  }
-  Op &real(const std::string &name, double value) {
-    plan::Attribute *attribute = instruction.add_attributes();
-    attribute->set_name(name);
-    attribute->add_floats(value);
-    return *this;
-  }
-  Op &text(const std::string &name, const std::string &value) {
-    plan::Attribute *attribute = instruction.add_attributes();
-    attribute->set_name(name);
-    attribute->set_text(value);
-    return *this;
-  }
-};
-
-Status run(const Op &op, std::vector<Tensor *> operands, Tensor &result) {
-  std::vector<TensorRef> in;
-  for (Tensor *operand : operands)
-    in.push_back(operand->ref());
-  return runKernel(op.instruction, in, {result.ref()});
-}
-
-/// Runs `op` and expects success.
-void runOk(const Op &op, std::vector<Tensor *> operands, Tensor &result) {
-  Status status = run(op, std::move(operands), result);
-  ASSERT_TRUE(status.ok()) << status.message();
-}
-
-/// Runs `op` and returns its error message ("" if it succeeded).
-std::string runError(const Op &op, std::vector<Tensor *> operands,
-                     Tensor &result) {
-  Status status = run(op, std::move(operands), result);
-  return status.ok() ? "" : status.message();
 }
 
 /// Every element within rtol * |expected| + atol.
@@ -226,7 +116,7 @@ TEST(CpuKernels, EveryNnComputeOpHasAKernel) {
 }
 
 TEST(CpuKernels, OpcodeWithoutKernelIsAnError) {
-  Tensor x = randomFloats({2});
+  Tensor x = randomFloats(rng(), {2});
   Tensor y({2}, ElementType::F32);
   EXPECT_TRUE(contains(runError(Op(plan::OPCODE_ALL_GATHER), {&x}, y),
                        "all_gather: no CPU kernel"));
@@ -235,7 +125,7 @@ TEST(CpuKernels, OpcodeWithoutKernelIsAnError) {
 }
 
 TEST(CpuKernels, WrongOperandCountIsAnError) {
-  Tensor x = randomFloats({2});
+  Tensor x = randomFloats(rng(), {2});
   Tensor y({2}, ElementType::F32);
   EXPECT_TRUE(
       contains(runError(Op("add"), {&x}, y), "add: takes 2 operands, got 1"));
@@ -277,7 +167,7 @@ TEST(CpuKernels, UnaryFloatOpsMatchTheirFormulas) {
   };
   for (const UnaryCase &unary : cases) {
     SCOPED_TRACE(unary.op);
-    Tensor x = randomFloats({3, 257}, unary.low, unary.high);
+    Tensor x = randomFloats(rng(), {3, 257}, unary.low, unary.high);
     Tensor y({3, 257}, ElementType::F32);
     runOk(Op(unary.op), {&x}, y);
     std::vector<double> expected;
@@ -296,7 +186,7 @@ TEST(CpuKernels, UnaryWorksInPlaceAndInF64) {
 }
 
 TEST(CpuKernels, GeluExactAndTanh) {
-  Tensor x = randomFloats({1000}, -8, 8);
+  Tensor x = randomFloats(rng(), {1000}, -8, 8);
   Tensor exact({1000}, ElementType::F32), tanhForm({1000}, ElementType::F32),
       defaulted({1000}, ElementType::F32);
   runOk(Op("gelu").text("approximate", "none"), {&x}, exact);
@@ -380,8 +270,8 @@ TEST(CpuKernels, BinaryOpsBroadcastLikeNumpy) {
                    std::to_string(shape.a.size()) + " rhs rank " +
                    std::to_string(shape.b.size()));
       // pow: positive bases keep the reference real.
-      Tensor a = randomFloats(shape.a, 0.5, 2);
-      Tensor b = randomFloats(shape.b, 0.5, 2);
+      Tensor a = randomFloats(rng(), shape.a, 0.5, 2);
+      Tensor b = randomFloats(rng(), shape.b, 0.5, 2);
       Tensor y(shape.result, ElementType::F32);
       runOk(Op(binary.op), {&a, &b}, y);
       expectClose(y.values<float>(),
@@ -398,8 +288,8 @@ TEST(CpuKernels, BinaryOpInPlace) {
 }
 
 TEST(CpuKernels, BinaryShapeMismatchIsAnError) {
-  Tensor a = randomFloats({2, 3});
-  Tensor b = randomFloats({4});
+  Tensor a = randomFloats(rng(), {2, 3});
+  Tensor b = randomFloats(rng(), {4});
   Tensor y({2, 3}, ElementType::F32);
   EXPECT_TRUE(contains(runError(Op("mul"), {&a, &b}, y),
                        "mul: rhs of shape [4] does not broadcast to the result "
@@ -445,7 +335,7 @@ TEST(CpuKernels, ComparisonsGiveBool) {
 TEST(CpuKernels, WhereBroadcastsAllThree) {
   // A causal mask [1, 3, 3] over scores [2, 3, 3], the fill a scalar.
   Tensor condition = makeBool({1, 3, 3}, {1, 0, 0, 1, 1, 0, 1, 1, 1});
-  Tensor scores = randomFloats({2, 3, 3});
+  Tensor scores = randomFloats(rng(), {2, 3, 3});
   Tensor fill = make<float>({}, {-1e9f});
   Tensor y({2, 3, 3}, ElementType::F32);
   runOk(Op("where"), {&condition, &scores, &fill}, y);
@@ -582,8 +472,9 @@ TEST(CpuKernels, MatmulMatchesTripleLoop) {
     SCOPED_TRACE("lhs rank " + std::to_string(c.lhs.size()) + " rhs rank " +
                  std::to_string(c.rhs.size()) + " result elements " +
                  std::to_string(count(c.result)));
-    Tensor lhs = randomFloats(c.lhs), rhs = randomFloats(c.rhs);
-    Tensor bias = randomFloats(c.withBias ? c.bias : std::vector<int64_t>{1});
+    Tensor lhs = randomFloats(rng(), c.lhs), rhs = randomFloats(rng(), c.rhs);
+    Tensor bias =
+        randomFloats(rng(), c.withBias ? c.bias : std::vector<int64_t>{1});
     Tensor result(c.result, ElementType::F32);
     Op op("matmul");
     if (c.transposeRhs)
@@ -600,8 +491,9 @@ TEST(CpuKernels, MatmulMatchesTripleLoop) {
 
 TEST(CpuKernels, MatmulTransformerSizedLinear) {
   // A GPT-2-like MLP projection: [2, 64, 256] x [1024, 256]^T + [1024].
-  Tensor x = randomFloats({2, 64, 256}),
-         w = randomFloats({1024, 256}, -0.1, 0.1), b = randomFloats({1024});
+  Tensor x = randomFloats(rng(), {2, 64, 256}),
+         w = randomFloats(rng(), {1024, 256}, -0.1, 0.1),
+         b = randomFloats(rng(), {1024});
   Tensor y({2, 64, 1024}, ElementType::F32);
   runOk(Op("matmul").ints("transpose_rhs", {1}), {&x, &w, &b}, y);
   // Relative to each element's magnitude, plus an absolute floor scaled by
@@ -617,12 +509,12 @@ TEST(CpuKernels, MatmulF64AndErrors) {
   runOk(Op("matmul"), {&a, &b}, c);
   EXPECT_EQ(c.values<double>(), (std::vector<double>{19, 22, 43, 50}));
 
-  Tensor lhs = randomFloats({3, 5}), rhs = randomFloats({4, 2});
+  Tensor lhs = randomFloats(rng(), {3, 5}), rhs = randomFloats(rng(), {4, 2});
   Tensor y({3, 2}, ElementType::F32);
   EXPECT_TRUE(contains(runError(Op("matmul"), {&lhs, &rhs}, y),
                        "matmul: contraction dimensions differ: lhs [3, 5] has "
                        "5, rhs [4, 2] has 4"));
-  Tensor rhsOk = randomFloats({5, 2});
+  Tensor rhsOk = randomFloats(rng(), {5, 2});
   Tensor wrong({3, 3}, ElementType::F32);
   EXPECT_TRUE(contains(runError(Op("matmul"), {&lhs, &rhsOk}, wrong),
                        "matmul: result has shape [3, 3], expected [3, 2]"));
@@ -682,8 +574,9 @@ std::vector<double> attentionReference(Tensor &q, Tensor &k, Tensor &v,
 }
 
 TEST(CpuKernels, AttentionWithoutMask) {
-  Tensor q = randomFloats({2, 3, 5, 8}), k = randomFloats({2, 3, 7, 8}),
-         v = randomFloats({2, 3, 7, 6});
+  Tensor q = randomFloats(rng(), {2, 3, 5, 8}),
+         k = randomFloats(rng(), {2, 3, 7, 8}),
+         v = randomFloats(rng(), {2, 3, 7, 6});
   Tensor y({2, 3, 5, 6}, ElementType::F32);
   runOk(Op("attention").real("scale", 0.35), {&q, &k, &v}, y);
   expectClose(y.values<float>(),
@@ -693,9 +586,10 @@ TEST(CpuKernels, AttentionWithoutMask) {
 TEST(CpuKernels, AttentionAdditiveMask) {
   // Llama-style: a [1, 1, S, T] float mask with -inf-like entries above the
   // diagonal and small real values elsewhere.
-  Tensor q = randomFloats({2, 4, 6, 8}), k = randomFloats({2, 4, 6, 8}),
-         v = randomFloats({2, 4, 6, 8});
-  Tensor mask = randomFloats({1, 1, 6, 6}, -0.5, 0.5);
+  Tensor q = randomFloats(rng(), {2, 4, 6, 8}),
+         k = randomFloats(rng(), {2, 4, 6, 8}),
+         v = randomFloats(rng(), {2, 4, 6, 8});
+  Tensor mask = randomFloats(rng(), {1, 1, 6, 6}, -0.5, 0.5);
   for (int64_t i = 0; i < 6; ++i)
     for (int64_t j = i + 1; j < 6; ++j)
       mask.data<float>()[i * 6 + j] = -1e9f;
@@ -712,8 +606,9 @@ TEST(CpuKernels, AttentionAdditiveMask) {
 TEST(CpuKernels, AttentionSelectMask) {
   // GPT-2-style: a bool mask per batch entry [2, 1, S, T] (causal plus a
   // padded key), false entries becoming the lowest float.
-  Tensor q = randomFloats({2, 2, 5, 4}), k = randomFloats({2, 2, 5, 4}),
-         v = randomFloats({2, 2, 5, 3});
+  Tensor q = randomFloats(rng(), {2, 2, 5, 4}),
+         k = randomFloats(rng(), {2, 2, 5, 4}),
+         v = randomFloats(rng(), {2, 2, 5, 3});
   std::vector<uint8_t> bits;
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t i = 0; i < 5; ++i)
@@ -733,8 +628,9 @@ TEST(CpuKernels, AttentionSelectMask) {
 
 TEST(CpuKernels, AttentionTransformerSized) {
   // 12 heads, 128 positions, head size 64, causal additive mask.
-  Tensor q = randomFloats({1, 12, 128, 64}), k = randomFloats({1, 12, 128, 64}),
-         v = randomFloats({1, 12, 128, 64});
+  Tensor q = randomFloats(rng(), {1, 12, 128, 64}),
+         k = randomFloats(rng(), {1, 12, 128, 64}),
+         v = randomFloats(rng(), {1, 12, 128, 64});
   Tensor mask({128, 128}, ElementType::F32);
   for (int64_t i = 0; i < 128; ++i)
     for (int64_t j = 0; j < 128; ++j)
@@ -748,9 +644,9 @@ TEST(CpuKernels, AttentionTransformerSized) {
 }
 
 TEST(CpuKernels, AttentionErrors) {
-  Tensor q = randomFloats({1, 2, 4}), k = randomFloats({1, 3, 4}),
-         v = randomFloats({1, 3, 4});
-  Tensor floatMask = randomFloats({2, 3});
+  Tensor q = randomFloats(rng(), {1, 2, 4}), k = randomFloats(rng(), {1, 3, 4}),
+         v = randomFloats(rng(), {1, 3, 4});
+  Tensor floatMask = randomFloats(rng(), {2, 3});
   Tensor y({1, 2, 4}, ElementType::F32);
   EXPECT_TRUE(contains(runError(Op("attention")
                                     .real("scale", 1)
@@ -759,7 +655,7 @@ TEST(CpuKernels, AttentionErrors) {
                                 {&q, &k, &v, &floatMask}, y),
                        "attention: select mask has element type f32, "
                        "expected i1"));
-  Tensor badMask = randomFloats({3, 3});
+  Tensor badMask = randomFloats(rng(), {3, 3});
   EXPECT_TRUE(contains(
       runError(Op("attention").real("scale", 1), {&q, &k, &v, &badMask}, y),
       "attention: mask of shape [3, 3] does not broadcast to the scores "
@@ -794,8 +690,8 @@ std::vector<double> layerNormReference(Tensor &x, int64_t width, Tensor *w,
 
 TEST(CpuKernels, LayerNormWeightAndBiasBySegments) {
   // axis 1 of [3, 4, 5]: rows of 20 elements; weight and bias [4, 5].
-  Tensor x = randomFloats({3, 4, 5}, -3, 3);
-  Tensor w = randomFloats({4, 5}), b = randomFloats({4, 5});
+  Tensor x = randomFloats(rng(), {3, 4, 5}, -3, 3);
+  Tensor w = randomFloats(rng(), {4, 5}), b = randomFloats(rng(), {4, 5});
   Tensor y({3, 4, 5}, ElementType::F32);
   auto op = [](std::vector<int64_t> segments) {
     return Op("layer_norm")
@@ -819,7 +715,7 @@ TEST(CpuKernels, LayerNormWeightAndBiasBySegments) {
 }
 
 TEST(CpuKernels, LayerNormRefusesAmbiguousOperands) {
-  Tensor x = randomFloats({2, 4}), w = randomFloats({4});
+  Tensor x = randomFloats(rng(), {2, 4}), w = randomFloats(rng(), {4});
   Tensor y({2, 4}, ElementType::F32);
   EXPECT_TRUE(contains(
       runError(Op("layer_norm").ints("axis", {1}).real("epsilon", 1e-5),
@@ -831,7 +727,7 @@ TEST(CpuKernels, LayerNormRefusesAmbiguousOperands) {
                                     .ints("operandSegmentSizes", {1, 1, 1}),
                                 {&x, &w}, y),
                        "does not describe 2 operands"));
-  Tensor wrongWeight = randomFloats({3});
+  Tensor wrongWeight = randomFloats(rng(), {3});
   EXPECT_TRUE(contains(runError(Op("layer_norm")
                                     .ints("axis", {1})
                                     .real("epsilon", 1e-5)
@@ -842,8 +738,8 @@ TEST(CpuKernels, LayerNormRefusesAmbiguousOperands) {
 
 TEST(CpuKernels, LayerNormKeepsPrecisionOnOffsetRows) {
   // GPT-2-sized rows far from zero: E[x^2] - mean^2 would cancel in fp32.
-  Tensor x = randomFloats({8, 768}, 999, 1001);
-  Tensor w = randomFloats({768}), b = randomFloats({768});
+  Tensor x = randomFloats(rng(), {8, 768}, 999, 1001);
+  Tensor w = randomFloats(rng(), {768}), b = randomFloats(rng(), {768});
   Tensor y({8, 768}, ElementType::F32);
   runOk(Op("layer_norm")
             .ints("axis", {1})
@@ -855,7 +751,8 @@ TEST(CpuKernels, LayerNormKeepsPrecisionOnOffsetRows) {
 }
 
 TEST(CpuKernels, RmsNormWithAndWithoutWeight) {
-  Tensor x = randomFloats({3, 2, 64}, -2, 2), w = randomFloats({64});
+  Tensor x = randomFloats(rng(), {3, 2, 64}, -2, 2),
+         w = randomFloats(rng(), {64});
   Tensor y({3, 2, 64}, ElementType::F32);
   auto reference = [&](bool weighted) {
     std::vector<double> out;
@@ -881,7 +778,7 @@ TEST(CpuKernels, SoftmaxAlongAnyAxis) {
     SCOPED_TRACE("axis " + std::to_string(axis));
     std::vector<int64_t> shape = {3, 5, 7};
     // Large logits: the max must be subtracted.
-    Tensor x = randomFloats(shape, -50, 1000);
+    Tensor x = randomFloats(rng(), shape, -50, 1000);
     Tensor y(shape, ElementType::F32);
     runOk(Op("softmax").ints("axis", {axis}), {&x}, y);
     std::vector<double> expected(x.size());
@@ -933,7 +830,7 @@ std::vector<double> reduceReference(Tensor &x, const std::vector<int64_t> &axes,
 }
 
 TEST(CpuKernels, ReductionsOverAxes) {
-  Tensor x = randomFloats({3, 4, 5, 6});
+  Tensor x = randomFloats(rng(), {3, 4, 5, 6});
   struct Case {
     std::vector<int64_t> axes;
     bool keepdims;
@@ -990,7 +887,7 @@ TEST(CpuKernels, ReductionSumsInDoubleAndIntegers) {
 
 TEST(CpuKernels, TransposeAnyPermutation) {
   std::vector<int64_t> shape = {2, 3, 4, 5};
-  Tensor x = randomFloats(shape);
+  Tensor x = randomFloats(rng(), shape);
   for (std::vector<int64_t> perm :
        {std::vector<int64_t>{0, 2, 1, 3}, std::vector<int64_t>{3, 1, 0, 2},
         std::vector<int64_t>{0, 1, 3, 2}}) {
@@ -1054,7 +951,7 @@ TEST(CpuKernels, ConcatAlongAnAxis) {
   EXPECT_TRUE(
       contains(runError(Op("concat").ints("axis", {1}), {&a, &b}, wrong),
                "concat: result has shape [2, 4, 2], expected [2, 3, 2]"));
-  Tensor other = randomFloats({3, 1, 2});
+  Tensor other = randomFloats(rng(), {3, 1, 2});
   EXPECT_TRUE(
       contains(runError(Op("concat").ints("axis", {1}), {&a, &other}, y),
                "concat: input 1 of shape [3, 1, 2] differs from input 0 "
@@ -1063,7 +960,7 @@ TEST(CpuKernels, ConcatAlongAnAxis) {
 
 TEST(CpuKernels, GatherNegativeIndicesAndRange) {
   // data [2, 4, 3] along axis 1 with indices [[-1, 0], [2, -4]] (i32 and i64).
-  Tensor data = randomFloats({2, 4, 3});
+  Tensor data = randomFloats(rng(), {2, 4, 3});
   for (ElementType type : {ElementType::I64, ElementType::I32}) {
     Tensor indices = type == ElementType::I64
                          ? make<int64_t>({2, 2}, {-1, 0, 2, -4})
@@ -1090,7 +987,7 @@ TEST(CpuKernels, GatherNegativeIndicesAndRange) {
 }
 
 TEST(CpuKernels, EmbeddingLooksUpRowsAndRefusesBadIds) {
-  Tensor table = randomFloats({8, 4});
+  Tensor table = randomFloats(rng(), {8, 4});
   Tensor ids = make<int64_t>({2, 3}, {0, 7, 3, 3, 1, 6});
   Tensor y({2, 3, 4}, ElementType::F32);
   runOk(Op("embedding"), {&table, &ids}, y);

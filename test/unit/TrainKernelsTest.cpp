@@ -18,6 +18,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/plan/Opcodes.h"
 
+#include "test/unit/KernelTestSupport.h"
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
 
@@ -35,50 +36,13 @@
 using namespace zplan;
 using namespace zplan::cpu;
 
-using zplan::testing::contains;
+using namespace zplan::testing;
 
 namespace {
 
 //===----------------------------------------------------------------------===//
-// Tensors, instructions, finite differences
+// Tensors and finite differences (the rest is in KernelTestSupport.h)
 //===----------------------------------------------------------------------===//
-
-int64_t count(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t extent : shape)
-    n *= extent;
-  return n;
-}
-
-/// A tensor that owns its (8-byte aligned) memory, zero-filled.
-struct Tensor {
-  std::vector<int64_t> shape;
-  ElementType dtype = ElementType::F32;
-  std::vector<uint64_t> storage;
-
-  explicit Tensor(std::vector<int64_t> shape,
-                  ElementType dtype = ElementType::F32)
-      : shape(std::move(shape)), dtype(dtype),
-        storage((count(this->shape) * elementTypeInfo(dtype).bytes + 7) / 8 + 1,
-                0) {}
-
-  int64_t size() const { return count(shape); }
-  template <typename T> T *data() {
-    return reinterpret_cast<T *>(storage.data());
-  }
-  float *floats() { return data<float>(); }
-  std::vector<float> values() { return {floats(), floats() + size()}; }
-  TensorRef ref() { return TensorRef{storage.data(), shape, dtype}; }
-};
-
-template <typename T>
-Tensor make(std::vector<int64_t> shape, const std::vector<T> &values,
-            ElementType dtype) {
-  Tensor tensor(std::move(shape), dtype);
-  EXPECT_EQ(static_cast<int64_t>(values.size()), tensor.size());
-  std::memcpy(tensor.storage.data(), values.data(), values.size() * sizeof(T));
-  return tensor;
-}
 
 Tensor makeIds(std::vector<int64_t> shape, const std::vector<int64_t> &values,
                ElementType dtype = ElementType::I64) {
@@ -91,71 +55,6 @@ Tensor makeIds(std::vector<int64_t> shape, const std::vector<int64_t> &values,
 std::mt19937 &rng() {
   static std::mt19937 generator(20261201);
   return generator;
-}
-
-Tensor randomFloats(std::vector<int64_t> shape, double low = -1,
-                    double high = 1) {
-  Tensor tensor(std::move(shape));
-  std::uniform_real_distribution<float> dist(low, high);
-  for (int64_t i = 0; i < tensor.size(); ++i)
-    tensor.floats()[i] = dist(rng());
-  return tensor;
-}
-
-/// An instruction with attributes written as the plan emitter writes them.
-struct Op {
-  plan::Instruction instruction;
-
-  explicit Op(const std::string &name) {
-    std::optional<plan::Opcode> opcode = plan::opcodeFromName(name);
-    if (!opcode)
-      ADD_FAILURE() << "no opcode is called '" << name << "'";
-    instruction.set_opcode(opcode.value_or(plan::OPCODE_UNSPECIFIED));
-  }
-  Op &ints(const std::string &name, std::vector<int64_t> values) {
-    plan::Attribute *attribute = instruction.add_attributes();
-    attribute->set_name(name);
-    for (int64_t value : values)
-      attribute->add_ints(value);
-    return *this;
-  }
-  Op &real(const std::string &name, double value) {
-    plan::Attribute *attribute = instruction.add_attributes();
-    attribute->set_name(name);
-    attribute->add_floats(value);
-    return *this;
-  }
-  Op &text(const std::string &name, const std::string &value) {
-    plan::Attribute *attribute = instruction.add_attributes();
-    attribute->set_name(name);
-    attribute->set_text(value);
-    return *this;
-  }
-};
-
-Status run(const Op &op, std::vector<Tensor *> operands,
-           std::vector<Tensor *> results) {
-  std::vector<TensorRef> in, out;
-  for (Tensor *operand : operands)
-    in.push_back(operand->ref());
-  for (Tensor *result : results)
-    out.push_back(result->ref());
-  return runKernel(op.instruction, in, out);
-}
-
-/// Runs `op`, expecting success (a failure is reported, not fatal, so that
-/// it can be called inside a loss function).
-void runOk(const Op &op, std::vector<Tensor *> operands,
-           std::vector<Tensor *> results) {
-  Status status = run(op, std::move(operands), std::move(results));
-  EXPECT_TRUE(status.ok()) << status.message();
-}
-
-/// The error message of running `op` ("" if it succeeded).
-std::string runError(const Op &op, std::vector<Tensor *> operands,
-                     std::vector<Tensor *> results) {
-  Status status = run(op, std::move(operands), std::move(results));
-  return status.ok() ? "" : status.message();
 }
 
 /// sum(output * cotangent) in double.
@@ -255,8 +154,10 @@ constexpr double kNormStep = 1e-2, kNormTolerance = 2e-3;
 void checkLayerNormGrad(const std::vector<int64_t> &shape, int64_t axis) {
   SCOPED_TRACE("layer_norm over axis " + std::to_string(axis));
   std::vector<int64_t> normalized(shape.begin() + axis, shape.end());
-  Tensor x = randomFloats(shape), weight = randomFloats(normalized, 0.5, 1.5),
-         bias = randomFloats(normalized), cotangent = randomFloats(shape);
+  Tensor x = randomFloats(rng(), shape),
+         weight = randomFloats(rng(), normalized, 0.5, 1.5),
+         bias = randomFloats(rng(), normalized),
+         cotangent = randomFloats(rng(), shape);
   Tensor y(shape);
   double epsilon = 1e-5;
   Op forward = Op("layer_norm").ints("axis", {axis}).real("epsilon", epsilon);
@@ -282,8 +183,9 @@ TEST(TrainKernels, LayerNormGradOverOneAndTwoTrailingAxes) {
 
 TEST(TrainKernels, RmsNormGrad) {
   std::vector<int64_t> shape = {3, 5, 8};
-  Tensor x = randomFloats(shape), weight = randomFloats({8}, 0.5, 1.5),
-         cotangent = randomFloats(shape);
+  Tensor x = randomFloats(rng(), shape),
+         weight = randomFloats(rng(), {8}, 0.5, 1.5),
+         cotangent = randomFloats(rng(), shape);
   Tensor y(shape);
   Op forward = Op("rms_norm").real("epsilon", 1e-6);
   auto loss = [&] {
@@ -302,7 +204,8 @@ TEST(TrainKernels, RmsNormGrad) {
 // softmax of inputs in [-2, 2]: probabilities, h = 1e-2 as for the norms.
 void checkSoftmaxGrad(const std::vector<int64_t> &shape, int64_t axis) {
   SCOPED_TRACE("softmax over axis " + std::to_string(axis));
-  Tensor x = randomFloats(shape, -2, 2), cotangent = randomFloats(shape);
+  Tensor x = randomFloats(rng(), shape, -2, 2),
+         cotangent = randomFloats(rng(), shape);
   Tensor y(shape), dx(shape);
   Op forward = Op("softmax").ints("axis", {axis});
   auto loss = [&] {
@@ -343,10 +246,10 @@ void checkAttentionGrad(const AttentionCase &c) {
     shape.insert(shape.end(), {rows, columns});
     return shape;
   };
-  Tensor q = randomFloats(shapeOf(c.s, c.d)),
-         k = randomFloats(shapeOf(c.t, c.d)),
-         v = randomFloats(shapeOf(c.t, c.dv)),
-         cotangent = randomFloats(shapeOf(c.s, c.dv));
+  Tensor q = randomFloats(rng(), shapeOf(c.s, c.d)),
+         k = randomFloats(rng(), shapeOf(c.t, c.d)),
+         v = randomFloats(rng(), shapeOf(c.t, c.dv)),
+         cotangent = randomFloats(rng(), shapeOf(c.s, c.dv));
   bool hasMask = !c.maskShape.empty();
   Tensor mask(c.maskShape,
               c.maskKind == "select" ? ElementType::Bool : ElementType::F32);
@@ -424,8 +327,9 @@ TEST(TrainKernels, AttentionGradWithCausalSelectMask) {
 }
 
 TEST(TrainKernels, AttentionGradOfAFullyMaskedRowHasNoQueryGradient) {
-  Tensor q = randomFloats({1, 2, 3}), k = randomFloats({1, 4, 3}),
-         v = randomFloats({1, 4, 2}), dout = randomFloats({1, 2, 2});
+  Tensor q = randomFloats(rng(), {1, 2, 3}), k = randomFloats(rng(), {1, 4, 3}),
+         v = randomFloats(rng(), {1, 4, 2}),
+         dout = randomFloats(rng(), {1, 2, 2});
   Tensor mask =
       make<uint8_t>({2, 4}, {1, 0, 1, 1, 0, 0, 0, 0}, ElementType::Bool);
   Tensor dq(q.shape), dk(k.shape), dv(v.shape);
@@ -455,7 +359,8 @@ TEST(TrainKernels, GeluGradExactAndTanh) {
   // the largest element.
   for (const char *approximate : {"none", "tanh"}) {
     SCOPED_TRACE(approximate);
-    Tensor x = randomFloats({64}, -4, 4), cotangent = randomFloats({64});
+    Tensor x = randomFloats(rng(), {64}, -4, 4),
+           cotangent = randomFloats(rng(), {64});
     Tensor y({64}), dx({64});
     Op forward = Op("gelu").text("approximate", approximate);
     auto loss = [&] {
@@ -479,7 +384,8 @@ void checkSliceGrad(const std::vector<int64_t> &starts,
                     const std::vector<int64_t> &sliceShape) {
   SCOPED_TRACE("steps " + std::to_string(steps[0]) + ", " +
                std::to_string(steps[1]) + ", " + std::to_string(steps[2]));
-  Tensor x = randomFloats(inputShape), cotangent = randomFloats(sliceShape);
+  Tensor x = randomFloats(rng(), inputShape),
+         cotangent = randomFloats(rng(), sliceShape);
   Tensor y(sliceShape), dx(inputShape);
   Op forward = Op("slice").ints("starts", starts).ints("steps", steps);
   auto loss = [&] {
@@ -508,7 +414,8 @@ TEST(TrainKernels, EmbeddingGradAddsRepeatedIdsWithInt32AndInt64) {
     SCOPED_TRACE(idType == ElementType::I64 ? "i64 ids" : "i32 ids");
     // Id 2 three times (once as -4, wrapping as in embedding), row 5 never.
     Tensor ids = makeIds({2, 3}, {2, 0, 2, -4, 1, 3}, idType);
-    Tensor table = randomFloats({6, 4}), cotangent = randomFloats({2, 3, 4});
+    Tensor table = randomFloats(rng(), {6, 4}),
+           cotangent = randomFloats(rng(), {2, 3, 4});
     Tensor y({2, 3, 4}), dtable({6, 4});
     auto loss = [&] {
       runOk(Op("embedding"), {&table, &ids}, {&y});
@@ -529,7 +436,8 @@ TEST(TrainKernels, EmbeddingGradAddsRepeatedIdsWithInt32AndInt64) {
 
 TEST(TrainKernels, GatherGradAlongAxisOne) {
   Tensor indices = makeIds({2, 3}, {4, 0, 4, 1, -1, 2});
-  Tensor data = randomFloats({3, 5, 4}), cotangent = randomFloats({3, 2, 3, 4});
+  Tensor data = randomFloats(rng(), {3, 5, 4}),
+         cotangent = randomFloats(rng(), {3, 2, 3, 4});
   Tensor y({3, 2, 3, 4}), ddata({3, 5, 4});
   Op forward = Op("gather").ints("axis", {1});
   auto loss = [&] {
@@ -581,7 +489,7 @@ TEST(TrainKernels, CrossEntropyValueAndGradWithIgnoredRows) {
   };
   for (const Case &c : cases) {
     SCOPED_TRACE(c.name);
-    Tensor logits = randomFloats({2, 3, 7}, -3, 3);
+    Tensor logits = randomFloats(rng(), {2, 3, 7}, -3, 3);
     Tensor targets = makeIds({2, 3}, c.targets, c.targetType);
     Tensor dloss = make<float>({}, {0.75f}, ElementType::F32);
     Op forward("cross_entropy"), backward("cross_entropy_grad");
@@ -619,7 +527,7 @@ TEST(TrainKernels, CrossEntropyOverAWideVocabularyMatchesDouble) {
   // and every probability to f32 precision over 50257 terms. Row 0's
   // target dominates (p ~ 1), where p - 1 must not cancel to 0.
   const int64_t classes = 50257;
-  Tensor logits = randomFloats({2, classes}, -10, 10);
+  Tensor logits = randomFloats(rng(), {2, classes}, -10, 10);
   logits.floats()[17] = 40;
   std::vector<int64_t> targetValues = {17, 4242};
   Tensor targets = makeIds({2}, targetValues);
@@ -645,7 +553,7 @@ TEST(TrainKernels, CrossEntropyOverAWideVocabularyMatchesDouble) {
 }
 
 TEST(TrainKernels, CrossEntropyOfAnAllIgnoredBatchIsZero) {
-  Tensor logits = randomFloats({2, 5});
+  Tensor logits = randomFloats(rng(), {2, 5});
   Tensor targets = makeIds({2}, {-100, -100});
   Tensor dloss = make<float>({}, {1.0f}, ElementType::F32);
   Tensor value = make<float>({}, {7.0f}, ElementType::F32);
@@ -688,12 +596,12 @@ TEST(TrainKernels, AdamWThreeStepsMatchTorch) {
   const double lr = 1e-2, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8,
                weightDecay = 0.1, gradScale = 0.5;
   const int64_t n = 37;
-  Tensor param = randomFloats({n}), m({n}), v({n}), grad({n});
+  Tensor param = randomFloats(rng(), {n}), m({n}), v({n}), grad({n});
   std::vector<double> p(param.floats(), param.floats() + n), mRef(n, 0),
       vRef(n, 0);
   for (int t = 1; t <= 3; ++t) {
     SCOPED_TRACE("step " + std::to_string(t));
-    Tensor fresh = randomFloats({n}, -2, 2);
+    Tensor fresh = randomFloats(rng(), {n}, -2, 2);
     std::memcpy(grad.floats(), fresh.floats(), n * sizeof(float));
     Tensor hyper =
         hyperOf(t, lr, beta1, beta2, epsilon, weightDecay, gradScale);
@@ -728,11 +636,11 @@ TEST(TrainKernels, SgdThreeStepsMatchTorch) {
     SCOPED_TRACE(c.name);
     const double lr = 0.1, gradScale = 0.25;
     const int64_t n = 29;
-    Tensor param = randomFloats({n}), buffer({n}), grad({n});
+    Tensor param = randomFloats(rng(), {n}), buffer({n}), grad({n});
     std::vector<double> p(param.floats(), param.floats() + n), bufRef(n, 0);
     for (int t = 1; t <= 3; ++t) {
       SCOPED_TRACE("step " + std::to_string(t));
-      Tensor fresh = randomFloats({n}, -2, 2);
+      Tensor fresh = randomFloats(rng(), {n}, -2, 2);
       std::memcpy(grad.floats(), fresh.floats(), n * sizeof(float));
       Tensor hyper = hyperOf(t, lr, c.momentum, 0, 0, c.weightDecay, gradScale);
       const float *h = hyper.floats();
@@ -758,7 +666,7 @@ TEST(TrainKernels, SgdThreeStepsMatchTorch) {
 //===----------------------------------------------------------------------===//
 
 TEST(TrainKernels, TargetOutOfRangeNamesTheInstruction) {
-  Tensor logits = randomFloats({3, 5}), value({}), dlogits({3, 5});
+  Tensor logits = randomFloats(rng(), {3, 5}), value({}), dlogits({3, 5});
   Tensor targets = makeIds({3}, {1, 5, -100});
   Tensor dloss = make<float>({}, {1.0f}, ElementType::F32);
   EXPECT_TRUE(
@@ -774,7 +682,7 @@ TEST(TrainKernels, TargetOutOfRangeNamesTheInstruction) {
                                 {&logits, &negative}, {&value}),
                        "cross_entropy: target -100"));
   Tensor ids = makeIds({2}, {0, 6});
-  Tensor dy = randomFloats({2, 4}), table({6, 4});
+  Tensor dy = randomFloats(rng(), {2, 4}), table({6, 4});
   EXPECT_TRUE(contains(runError(Op("embedding_grad"), {&dy, &ids}, {&table}),
                        "embedding_grad: id 6 (element 1 of the ids) is out "
                        "of range for a table of 6 rows"));
@@ -805,24 +713,24 @@ TEST(TrainKernels, F64RunsAndOtherTypesAreRefusedByName) {
 }
 
 TEST(TrainKernels, WrongShapesAreRefused) {
-  Tensor x = randomFloats({2, 4}), dy = randomFloats({2, 4});
-  Tensor weight3 = randomFloats({3}), dx({2, 4}), dw({3}), db({3});
+  Tensor x = randomFloats(rng(), {2, 4}), dy = randomFloats(rng(), {2, 4});
+  Tensor weight3 = randomFloats(rng(), {3}), dx({2, 4}), dw({3}), db({3});
   EXPECT_TRUE(contains(
       runError(Op("layer_norm_grad").ints("axis", {1}).real("epsilon", 1e-5),
                {&dy, &x, &weight3}, {&dx, &dw, &db}),
       "layer_norm_grad: weight has shape [3], expected [4]"));
-  Tensor weight4 = randomFloats({4}), dw4({4});
+  Tensor weight4 = randomFloats(rng(), {4}), dw4({4});
   EXPECT_TRUE(contains(runError(Op("rms_norm_grad").real("epsilon", 1e-5),
                                 {&dy, &x, &weight4}, {&dx}),
                        "rms_norm_grad: has 2 results, got 1"));
-  Tensor y3 = randomFloats({2, 3}), d3({2, 3});
+  Tensor y3 = randomFloats(rng(), {2, 3}), d3({2, 3});
   EXPECT_TRUE(contains(
       runError(Op("softmax_grad").ints("axis", {1}), {&dy, &y3}, {&d3}),
       "softmax_grad: y has shape [2, 3], expected [2, 4]"));
   EXPECT_TRUE(contains(runError(Op("gelu_grad"), {&dy, &y3}, {&dx}),
                        "gelu_grad: input has shape [2, 3], expected [2, 4]"));
-  Tensor q = randomFloats({2, 3}), k = randomFloats({4, 3}),
-         v = randomFloats({4, 5}), dout = randomFloats({3, 5});
+  Tensor q = randomFloats(rng(), {2, 3}), k = randomFloats(rng(), {4, 3}),
+         v = randomFloats(rng(), {4, 5}), dout = randomFloats(rng(), {3, 5});
   Tensor dq({2, 3}), dk({4, 3}), dv({4, 5});
   EXPECT_TRUE(contains(runError(Op("attention_grad").real("scale", 1),
                                 {&dout, &q, &k, &v}, {&dq, &dk, &dv}),
@@ -838,14 +746,15 @@ TEST(TrainKernels, WrongShapesAreRefused) {
   EXPECT_TRUE(contains(
       runError(Op("gather_grad").ints("axis", {1}), {&dy, &indices}, {&data}),
       "gather_grad: dy has shape [2, 4], expected [2, 3]"));
-  Tensor param = randomFloats({4}), grad = randomFloats({4}), m({4}), v3({3});
+  Tensor param = randomFloats(rng(), {4}), grad = randomFloats(rng(), {4}),
+         m({4}), v3({3});
   Tensor hyper = hyperOf(1, 1e-3, 0.9, 0.999, 1e-8, 0, 1);
   EXPECT_TRUE(
       contains(runError(Op("adamw"), {&param, &grad, &m, &v3, &hyper}, {}),
                "adamw: v has shape [3], expected [4]"));
   EXPECT_TRUE(contains(runError(Op("sgd"), {&param, &grad, &m, &hyper}, {&m}),
                        "sgd: has 0 results, got 1"));
-  Tensor shortHyper = randomFloats({7});
+  Tensor shortHyper = randomFloats(rng(), {7});
   EXPECT_TRUE(
       contains(runError(Op("sgd"), {&param, &grad, &m, &shortHyper}, {}),
                "sgd: hyper has shape [7], expected [8]"));

@@ -1,0 +1,83 @@
+//===- NormalizationSupport.h - what the norms and their gradients share --===//
+//
+// The gradient kernels (NormalizationGrad.cpp) differentiate exactly the
+// functions the forward kernels (Normalization.cpp) evaluate, so both read
+// the axis and check a weight by one set of rules and take a row's mean and
+// 1/sqrt(variance + epsilon) with one function. Defined in
+// Normalization.cpp (rowStatistics here, inline: it runs once per row of
+// the hot loops); private to runtime/cpu.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_CPU_NORMALIZATIONSUPPORT_H
+#define ZPLAN_RUNTIME_CPU_NORMALIZATIONSUPPORT_H
+
+#include "runtime/cpu/KernelSupport.h"
+
+#include <cmath>
+
+namespace zplan::cpu::detail {
+
+/// The "axis" attribute as a non-negative axis below `rank` (a negative one
+/// counts from the end); out of range is an error naming the value read.
+Status axisAttribute(const KernelCall &call, size_t rank, size_t &axis);
+
+/// The lines a softmax (and softmax_grad) runs along: the tensor seen as
+/// [outer, length, inner], one line of `length` elements `inner` apart for
+/// every (outer, inner) pair.
+struct SoftmaxLines {
+  int64_t outer = 0, length = 0, inner = 0;
+
+  /// Calls fn(first) with the element offset of every line's first element,
+  /// outer index by outer index.
+  template <typename Fn> void forEach(Fn &&fn) const {
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i)
+        fn(o * length * inner + i);
+  }
+};
+
+/// Reads the "axis" attribute (as axisAttribute) of a tensor of `shape` and
+/// the lines along it.
+Status readSoftmaxLines(const KernelCall &call,
+                        const std::vector<int64_t> &shape, SoftmaxLines &lines);
+
+/// A weight or bias (called `what`): `input`'s element type, and the shape
+/// of its normalised dimensions input.shape[axis:].
+Status expectNormalizedParameter(const KernelCall &call, const char *what,
+                                 const TensorRef &parameter,
+                                 const TensorRef &input, size_t axis);
+
+/// What a norm divides a row by, and subtracts from it first.
+struct RowStatistics {
+  /// The row's mean (layer_norm), 0 when not centred (rms_norm).
+  double mean = 0;
+  /// 1 / sqrt(mean((x - mean)^2) + epsilon).
+  double inverse = 0;
+};
+
+/// The statistics of `width` elements at `x`, all in double. The variance
+/// is a second pass over the centred values, not E[x^2] - mean^2: it keeps
+/// its digits for rows far from zero.
+template <typename T>
+RowStatistics rowStatistics(const T *x, int64_t width, double epsilon,
+                            bool center) {
+  RowStatistics statistics;
+  if (center) {
+    for (int64_t i = 0; i < width; ++i)
+      statistics.mean += x[i];
+    statistics.mean /= static_cast<double>(width);
+  }
+  double squares = 0;
+  for (int64_t i = 0; i < width; ++i) {
+    double centered = x[i] - statistics.mean;
+    squares += centered * centered;
+  }
+  statistics.inverse =
+      1.0 / std::sqrt(squares / static_cast<double>(width) + epsilon);
+  return statistics;
+}
+
+} // namespace zplan::cpu::detail
+
+#endif // ZPLAN_RUNTIME_CPU_NORMALIZATIONSUPPORT_H
