@@ -478,7 +478,7 @@ def main():
                         "step": median_after_warmup(result["seconds"], args.warmup),
                         "calls": c["collectives"], "bytes": c["bytes"],
                         "by_name": {"all_gather (plan)": [None, c["gathered"]],
-                                    "reduce_scatter (plan)": [None, c["reduced"]]},
+                                    "reduce_scatter + all_reduce (plan)": [None, c["reduced"]]},
                         "rss": max(result["peak_rss"]) if result["peak_rss"] else 0,
                         "summary": result["summary"]}
             else:
