@@ -40,6 +40,12 @@ Hugging Face modules, in the forms zcc's patterns recognise):
               The token embedding wte is tied: the embedding Gather and the LM
               head MatMul(x, Transpose(wte)) read the same initializer.
 
+Built only when named (--only, or ensure_models from a bench), with sparse
+weights like the two above, for bench/train_schedule_bench.py:
+  llama2-7b      the llama2-70b graph at Llama-2-7B's shapes: 32 layers, hidden
+              4096, 32 heads, 32 kv heads, intermediate 11008, vocab 32000.
+  llama2-70b-8l  the llama2-70b graph at 8 layers (the per-layer shapes of 70B).
+
 One more model has REAL weights, for bench/zrun_bench.py, which runs it:
 
   llama-medium  the llama2-70b graph above at 8 layers, hidden 1024, 16
@@ -405,6 +411,19 @@ WEIGHTED_MODELS = {
     "llama-medium": (build_llama, LLAMA_MEDIUM, 20261130),
 }
 
+# Llama-2-7B's shapes (no grouped-query attention: 32 kv heads), float16.
+LLAMA2_7B = dict(layers=32, hidden=4096, heads=32, kv_heads=32,
+                 intermediate=11008, vocab=32000, eps=1e-5)
+
+# Shaped models (sparse weights) built only when named, for
+# bench/train_schedule_bench.py: Llama-2-7B, and Llama-2-70B's per-layer
+# shapes at fewer layers (the train benchmark's fallback if 80 layers
+# compile too slowly; see bench/README.md, "Training").
+ON_REQUEST_MODELS = {
+    "llama2-7b": (build_llama, LLAMA2_7B),
+    "llama2-70b-8l": (build_llama, dict(LLAMA2_70B, layers=8)),
+}
+
 
 #===------------------------------------------------------------------------===#
 # Cache
@@ -438,6 +457,8 @@ def write_model(cache_dir, name):
     """Builds `name` and writes it atomically: weights, graph, then manifest."""
     if name in MODELS:
         (build, cfg), seed = MODELS[name], None
+    elif name in ON_REQUEST_MODELS:
+        (build, cfg), seed = ON_REQUEST_MODELS[name], None
     else:
         build, cfg, seed = WEIGHTED_MODELS[name]
     directory, onnx_path, weights_path, manifest_path = model_paths(cache_dir, name)
@@ -504,7 +525,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache-dir", default=DEFAULT_CACHE_DIR)
     parser.add_argument("--only", action="append",
-                        choices=sorted(MODELS) + sorted(WEIGHTED_MODELS),
+                        choices=sorted(MODELS) + sorted(ON_REQUEST_MODELS) +
+                        sorted(WEIGHTED_MODELS),
                         help="build just this model (repeatable); the models "
                              "with random weights are built only this way")
     parser.add_argument("--force", action="store_true",
