@@ -320,26 +320,29 @@ bool finishRun(RunSession &session) {
 }
 
 /// Collective: rank 0 prints every rank's memory line.
-bool printStats(RunSession &session) {
+} // namespace
+
+bool zplan::tooling::printStats(comm::Communicator &communicator,
+                                const RankMemory &memory) {
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   std::ostringstream line;
-  line << "zrun: rank " << session.communicator.rank() << ": peak RSS "
+  line << "zrun: rank " << communicator.rank() << ": peak RSS "
        << static_cast<uint64_t>(usage.ru_maxrss) * 1024 << " B, arena "
-       << session.memory->arenaBytes() << " B, shards "
-       << session.memory->shardBytes() << " B, persistent "
-       << session.memory->persistentBytes() << " B\n";
+       << memory.arenaBytes() << " B, shards " << memory.shardBytes()
+       << " B, persistent " << memory.persistentBytes() << " B";
+  if (uint64_t state = memory.stateSection().bytes())
+    line << ", training state " << state << " B";
+  line << "\n";
   std::vector<std::string> lines;
-  Status status = session.communicator.gatherText(line.str(), lines);
-  if (!agree(session.communicator, status))
+  Status status = communicator.gatherText(line.str(), lines);
+  if (!agree(communicator, status))
     return false;
   for (const std::string &text : lines)
     std::cout << text;
   std::cout << std::flush;
   return true;
 }
-
-} // namespace
 
 bool zplan::tooling::agree(comm::Communicator &communicator,
                            const Status &status) {
@@ -399,7 +402,7 @@ int zplan::tooling::runPlan(const Arguments &arguments,
     std::snprintf(line, sizeof(line), "zrun: run time %.9f s\n", lastSeconds);
     std::cout << line << std::flush;
   }
-  if (arguments.stats && !printStats(session))
+  if (arguments.stats && !printStats(communicator, *session.memory))
     return 1;
   return 0;
 }

@@ -21,6 +21,7 @@
 #ifndef ZPLAN_RUNTIME_TOOLING_RUNSESSION_H
 #define ZPLAN_RUNTIME_TOOLING_RUNSESSION_H
 
+#include "runtime/Memory.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/plan/plan.pb.h"
 #include "runtime/tooling/Arguments.h"
@@ -46,6 +47,11 @@ std::string withRank(const comm::Communicator &communicator,
 /// shape and element type against the buffer it fills.
 Status readInput(const plan::Plan &plan, const plan::Binding &binding,
                  const std::string &path, npy::Array &array);
+
+/// Collective: rank 0 prints every rank's `--stats` line (peak RSS, arena,
+/// shards, persistent groups, training state); false when the ranks could
+/// not gather them (the error is printed).
+bool printStats(comm::Communicator &communicator, const RankMemory &memory);
 
 /// `zrun PLAN run` on this rank of `communicator`; returns the exit status.
 int runPlan(const Arguments &arguments, comm::Communicator &communicator);

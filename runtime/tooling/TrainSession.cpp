@@ -504,5 +504,7 @@ int zplan::tooling::trainPlan(const Arguments &arguments,
   training.optimizerExecutor.reset();
   if (rankZero)
     std::cout << "zrun: " << progress.summary() << "\n" << std::flush;
+  if (arguments.stats && !printStats(communicator, *training.memory))
+    return 1;
   return 0;
 }
