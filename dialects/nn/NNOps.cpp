@@ -218,29 +218,43 @@ LogicalResult ExpandOp::verify() {
   return success();
 }
 
-LogicalResult SliceOp::verify() {
-  ArrayRef<int64_t> input = shapeOf(getInput());
-  ArrayRef<int64_t> result = shapeOf(getResult());
-  if (getStarts().size() != input.size() || getSteps().size() != input.size())
-    return emitOpError() << "starts and steps need one entry per dimension ("
-                         << input.size() << "), got " << getStarts().size()
-                         << " and " << getSteps().size();
-  if (result.size() != input.size())
-    return emitOpError() << "result rank " << result.size()
-                         << " differs from input rank " << input.size();
+/// The bounds of a strided slice of `input` that has the shape `sliced`
+/// (nn.slice reads it; nn.slice_grad places its gradient there). The
+/// messages call the two `slicedName` and `inputName`.
+static LogicalResult verifySliceBounds(Operation *op, ArrayRef<int64_t> input,
+                                       ArrayRef<int64_t> sliced,
+                                       ArrayRef<int64_t> starts,
+                                       ArrayRef<int64_t> steps,
+                                       StringRef slicedName,
+                                       StringRef inputName, StringRef verb) {
+  if (starts.size() != input.size() || steps.size() != input.size())
+    return op->emitOpError()
+           << "starts and steps need one entry per dimension (" << input.size()
+           << "), got " << starts.size() << " and " << steps.size();
+  if (sliced.size() != input.size())
+    return op->emitOpError() << slicedName << " rank " << sliced.size()
+                             << " differs from " << inputName << " rank "
+                             << input.size();
   for (size_t d = 0; d < input.size(); ++d) {
-    int64_t start = getStarts()[d], step = getSteps()[d], count = result[d];
+    int64_t start = starts[d], step = steps[d], count = sliced[d];
     if (step == 0)
-      return emitOpError() << "step of dimension " << d << " is 0";
+      return op->emitOpError() << "step of dimension " << d << " is 0";
     if (count == 0)
       continue;
     int64_t last = start + (count - 1) * step;
     if (start < 0 || start >= input[d] || last < 0 || last >= input[d])
-      return emitOpError() << "dimension " << d << " reads [" << start << ", "
-                           << last << "] with step " << step
-                           << ", outside the input extent " << input[d];
+      return op->emitOpError()
+             << "dimension " << d << " " << verb << " [" << start << ", "
+             << last << "] with step " << step << ", outside the "
+             << inputName << " extent " << input[d];
   }
   return success();
+}
+
+LogicalResult SliceOp::verify() {
+  return verifySliceBounds(*this, shapeOf(getInput()), shapeOf(getResult()),
+                           getStarts(), getSteps(), "result", "input",
+                           "reads");
 }
 
 LogicalResult ConcatOp::verify() {
@@ -541,28 +555,8 @@ LogicalResult GatherGradOp::verify() {
 
 LogicalResult SliceGradOp::verify() {
   // The forward slice read dinput's shape and produced dy's.
-  ArrayRef<int64_t> input = shapeOf(getDinput());
-  ArrayRef<int64_t> sliced = shapeOf(getDy());
-  if (getStarts().size() != input.size() || getSteps().size() != input.size())
-    return emitOpError() << "starts and steps need one entry per dimension ("
-                         << input.size() << "), got " << getStarts().size()
-                         << " and " << getSteps().size();
-  if (sliced.size() != input.size())
-    return emitOpError() << "dy rank " << sliced.size()
-                         << " differs from dinput rank " << input.size();
-  for (size_t d = 0; d < input.size(); ++d) {
-    int64_t start = getStarts()[d], step = getSteps()[d], count = sliced[d];
-    if (step == 0)
-      return emitOpError() << "step of dimension " << d << " is 0";
-    if (count == 0)
-      continue;
-    int64_t last = start + (count - 1) * step;
-    if (start < 0 || start >= input[d] || last < 0 || last >= input[d])
-      return emitOpError() << "dimension " << d << " places [" << start
-                           << ", " << last << "] with step " << step
-                           << ", outside the dinput extent " << input[d];
-  }
-  return success();
+  return verifySliceBounds(*this, shapeOf(getDinput()), shapeOf(getDy()),
+                           getStarts(), getSteps(), "dy", "dinput", "places");
 }
 
 /// dy, input and dinput of a normalisation gradient share one type; the
