@@ -1,6 +1,7 @@
 //===- Arguments.cpp - zrun's command line, parsed
 //-------------------------===//
 
+#include "runtime/support/FlagWords.h"
 #include "runtime/tooling/Arguments.h"
 
 #include <cerrno>
@@ -208,14 +209,7 @@ Status zplan::tooling::parseArguments(int argc, char **argv,
                    "'inspect'");
   std::vector<std::string> trainWords;
   for (size_t i = 2; i < words.size(); ++i) {
-    std::string flag = words[i], value;
-    bool hasValue = false;
-    if (size_t equals = flag.find('=');
-        flag.rfind("--", 0) == 0 && equals != std::string::npos) {
-      value = flag.substr(equals + 1);
-      flag = flag.substr(0, equals);
-      hasValue = true;
-    }
+    auto [flag, value, hasValue] = splitFlagWord(words[i]);
     const Flag *spec = nullptr;
     for (const Flag &candidate : kFlags)
       if (flag == candidate.name)

@@ -1,5 +1,6 @@
 //===- TrainOptions.cpp - the flags of `zrun PLAN train`, parsed ----------===//
 
+#include "runtime/support/FlagWords.h"
 #include "runtime/train/TrainOptions.h"
 
 #include <cerrno>
@@ -152,14 +153,7 @@ Status zplan::train::parseTrainOptions(const std::vector<std::string> &words,
   std::set<std::string> seen;
   bool minLrGiven = false;
   for (size_t i = 0; i < words.size(); ++i) {
-    std::string flag = words[i], value;
-    bool hasValue = false;
-    if (size_t equals = flag.find('=');
-        flag.rfind("--", 0) == 0 && equals != std::string::npos) {
-      value = flag.substr(equals + 1);
-      flag = flag.substr(0, equals);
-      hasValue = true;
-    }
+    auto [flag, value, hasValue] = splitFlagWord(words[i]);
     static const std::set<std::string> kFlags = {
         "--data",         "--data-dtype", "--steps",       "--grad-accum",
         "--lr",           "--warmup",     "--lr-schedule", "--min-lr",
