@@ -4,9 +4,14 @@ PyTorch FSDP2, on the same model, weights, batches and optimizer.
 
 Runs with the interpreter of its own virtualenv (bench/.venv-peers, git-
 ignored; `--setup` makes it: torch and transformers from /work/venv-torch via
-a .pth file, plus pip `deepspeed`). Never part of scripts/setup.sh or CI.
+a .pth file, plus pip `deepspeed`). FSDP2 needs a newer torch than that one
+(torch 2.5's FSDP2 requires CUDA streams), so its workers run with the
+interpreter of a second virtualenv, bench/.venv-fsdp2 (`--setup-fsdp2`:
+pinned torch, transformers, numpy, onnx from PyPI); the parent, DeepSpeed and
+zrun stay as they are. Neither venv is part of scripts/setup.sh or CI.
 
     python3 bench/train_peers.py --setup          # once: the venv
+    python3 bench/train_peers.py --setup-fsdp2    # once: the FSDP2 venv
     bench/.venv-peers/bin/python bench/train_peers.py            # N = 2, 4
     bench/.venv-peers/bin/python bench/train_peers.py --worlds 2 --steps 10
 
@@ -27,8 +32,10 @@ OMP_NUM_THREADS=1, torch.set_num_threads(1), zrun --threads 1):
           no warmup, no clipping, fp32.
   peers   (a) DeepSpeed ZeRO-3, DS_ACCELERATOR=cpu, gloo, the client
               optimizer torch.optim.AdamW;
-          (b) PyTorch FSDP2 (torch.distributed._composable.fsdp.fully_shard
-              on every block and the root), gloo, torch.optim.AdamW;
+          (b) PyTorch FSDP2 (torch.distributed.fsdp.fully_shard, or the
+              _composable one before torch 2.6, on every block and the root),
+              gloo, torch.optim.AdamW, run by --fsdp2-python (default: the
+              interpreter of bench/.venv-fsdp2 when it exists);
           (c) `mpirun -np N zrun PLAN train` on the plan zcc compiles from
               the ONNX export (--mode train, default policy and flags).
 
@@ -58,6 +65,12 @@ REPO_ROOT = os.path.dirname(BENCH_DIR)
 VENV = os.path.join(BENCH_DIR, ".venv-peers")
 TORCH_VENV = "/work/venv-torch"
 DEEPSPEED_VERSION = "0.16.4"  # the newest that supports torch 2.5 without pulling another torch
+FSDP2_VENV = os.path.join(BENCH_DIR, ".venv-fsdp2")
+# torch 2.7.1: FSDP2 is public (torch.distributed.fsdp, since 2.6) and its
+# comm context takes streams from the device's module, so CPU/gloo works;
+# the rest are the versions /work/venv-torch has, so both venvs export and
+# train the same model code.
+FSDP2_PINS = ["torch==2.7.1", "transformers==4.46.3", "numpy==2.4.6", "onnx==1.23.2"]
 
 SEED = 1234
 VOCAB = 256
@@ -182,7 +195,10 @@ def worker(args):
             engine.step()
             return loss.item()
     else:
-        from torch.distributed._composable.fsdp import fully_shard
+        try:
+            from torch.distributed.fsdp import fully_shard  # public since 2.6
+        except ImportError:
+            from torch.distributed._composable.fsdp import fully_shard
         dist.init_process_group("gloo")
         for block in model.transformer.h:
             fully_shard(block)
@@ -209,7 +225,7 @@ def worker(args):
         seconds.append(time.perf_counter() - begin)
         per_step.append({k: list(v) for k, v in counts.items()})
         counts.clear()
-    result = {"rank": rank, "losses": losses, "seconds": seconds,
+    result = {"rank": rank, "torch": torch.__version__, "losses": losses, "seconds": seconds,
               "collectives": per_step, "setup_collectives": setup_counts,
               "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
     with open(os.path.join(args.work_dir, f"{args.worker}-{world}-{rank}.json"),
@@ -221,6 +237,7 @@ def worker(args):
 
 def run_peer(args, name, world, port):
     """Launches `world` worker processes; returns (results, error)."""
+    python = args.fsdp2_python if name == "fsdp2" else sys.executable
     procs = []
     logs = []
     for rank in range(world):
@@ -232,7 +249,7 @@ def run_peer(args, name, world, port):
         log = open(os.path.join(args.work_dir, f"{name}-{world}-{rank}.log"), "w+")
         logs.append(log)
         procs.append(subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--worker", name,
+            [python, os.path.abspath(__file__), "--worker", name,
              "--work-dir", args.work_dir, "--data", args.data,
              "--layers", str(args.layers), "--hidden", str(args.hidden),
              "--rows", str(args.rows), "--seq", str(args.seq),
@@ -368,6 +385,19 @@ def setup_venv():
                            f"deepspeed=={DEEPSPEED_VERSION}", "torch==2.5.1"])
 
 
+def setup_fsdp2_venv():
+    """bench/.venv-fsdp2: a plain venv with FSDP2_PINS from PyPI, without
+    the .pth to venv-torch that .venv-peers has (its torch 2.5.1 must not be
+    importable there). PyPI's torch is the CUDA build and pulls its nvidia-*
+    libraries (some GB); torch loads them at import even on CPU, so they are
+    not left out."""
+    python = os.path.join(FSDP2_VENV, "bin", "python")
+    if not os.path.exists(python):
+        subprocess.check_call([os.path.join(TORCH_VENV, "bin", "python"), "-m", "venv",
+                               FSDP2_VENV])
+    subprocess.check_call([python, "-m", "pip", "install"] + FSDP2_PINS)
+
+
 def prepare(args):
     """Weights, ONNX export and the token file, in args.work_dir."""
     import numpy as np
@@ -423,6 +453,13 @@ def summarize_peer(results, warmup, steps):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--setup", action="store_true", help="make the venv and exit")
+    parser.add_argument("--setup-fsdp2", action="store_true",
+                        help="make bench/.venv-fsdp2 (a newer torch for FSDP2) and exit")
+    parser.add_argument("--fsdp2-python",
+                        default=(os.path.join(FSDP2_VENV, "bin", "python")
+                                 if os.path.exists(os.path.join(FSDP2_VENV, "bin", "python"))
+                                 else sys.executable),
+                        help="interpreter of the FSDP2 workers (default: bench/.venv-fsdp2's)")
     parser.add_argument("--worker", choices=["deepspeed", "fsdp2"], help=argparse.SUPPRESS)
     parser.add_argument("--worlds", default="2,4")
     parser.add_argument("--steps", type=int, default=20)
@@ -442,6 +479,9 @@ def main():
     if args.setup:
         setup_venv()
         return 0
+    if args.setup_fsdp2:
+        setup_fsdp2_venv()
+        return 0
     if args.worker:
         worker(args)
         return 0
@@ -456,6 +496,11 @@ def main():
           f"deepspeed {ds_version}, cores {os.cpu_count()}, load "
           f"{os.getloadavg()[0]:.2f} before")
     print(f"# zcc {args.zcc}, zrun {args.zrun}")
+    if "fsdp2" in args.peers.split(","):
+        fsdp2_torch = subprocess.run(
+            [args.fsdp2_python, "-c", "import torch; print(torch.__version__)"],
+            capture_output=True, text=True).stdout.strip() or "not importable"
+        print(f"# fsdp2 workers: {args.fsdp2_python}, torch {fsdp2_torch}")
     prepare(args)
     print(f"# B={args.rows} rows x T={args.seq} tokens per rank and step, {args.steps} "
           f"steps, median step time over steps {args.warmup + 1}-{args.steps}; AdamW "
