@@ -20,6 +20,15 @@ llvm::Error axisError(const NodeContext &ctx, int64_t axis, int64_t rank) {
                    " is out of range for rank " + std::to_string(rank));
 }
 
+llvm::Expected<int64_t> readAxis(const NodeContext &ctx, int64_t rank,
+                                 int64_t defaultAxis) {
+  int64_t attribute = ctx.getInt("axis", defaultAxis);
+  std::optional<int64_t> axis = normalizeAxis(attribute, rank);
+  if (!axis)
+    return axisError(ctx, attribute, rank);
+  return *axis;
+}
+
 llvm::Error broadcastError(const NodeContext &ctx,
                            const std::vector<int64_t> &a,
                            const std::vector<int64_t> &b) {

@@ -41,10 +41,9 @@ llvm::Error inferGather(NodeContext &ctx) {
   if (llvm::Error err = checkIndexType(ctx, indices))
     return err;
   int64_t rank = data.shape.size();
-  int64_t axisAttribute = ctx.getInt("axis", 0);
-  std::optional<int64_t> axis = normalizeAxis(axisAttribute, rank);
+  llvm::Expected<int64_t> axis = readAxis(ctx, rank, 0);
   if (!axis)
-    return axisError(ctx, axisAttribute, rank);
+    return axis.takeError();
 
   // data[:axis] + indices + data[axis+1:]: a scalar index drops the axis.
   std::vector<int64_t> shape(data.shape.begin(), data.shape.begin() + *axis);
@@ -80,10 +79,9 @@ llvm::Error inferGatherElements(NodeContext &ctx) {
     return ctx.error("data " + formatShape(data.shape) + " and indices " +
                      formatShape(indices.shape) +
                      " must have the same nonzero rank");
-  int64_t axisAttribute = ctx.getInt("axis", 0);
-  std::optional<int64_t> axis = normalizeAxis(axisAttribute, rank);
+  llvm::Expected<int64_t> axis = readAxis(ctx, rank, 0);
   if (!axis)
-    return axisError(ctx, axisAttribute, rank);
+    return axis.takeError();
   for (int64_t d = 0; d < rank; ++d)
     if (d != *axis && indices.shape[d] > data.shape[d])
       return ctx.error("indices " + formatShape(indices.shape) +

@@ -32,10 +32,9 @@ llvm::Error inferConcat(NodeContext &ctx) {
     return ctx.error("cannot concatenate scalars");
   if (!ctx.findAttribute("axis"))
     return ctx.error("the axis attribute is required");
-  int64_t axisAttribute = ctx.getInt("axis", 0);
-  std::optional<int64_t> axis = normalizeAxis(axisAttribute, rank);
+  llvm::Expected<int64_t> axis = readAxis(ctx, rank, 0);
   if (!axis)
-    return axisError(ctx, axisAttribute, rank);
+    return axis.takeError();
 
   std::vector<int64_t> shape = first.shape;
   shape[*axis] = 0;
@@ -77,10 +76,9 @@ llvm::Error inferConcat(NodeContext &ctx) {
 llvm::Error inferSplit(NodeContext &ctx) {
   const ValueInfo &data = *ctx.input(0);
   int64_t rank = data.shape.size();
-  int64_t axisAttribute = ctx.getInt("axis", 0);
-  std::optional<int64_t> axis = normalizeAxis(axisAttribute, rank);
+  llvm::Expected<int64_t> axis = readAxis(ctx, rank, 0);
   if (!axis)
-    return axisError(ctx, axisAttribute, rank);
+    return axis.takeError();
   int64_t dim = data.shape[*axis];
   int64_t outputs = ctx.numOutputs();
 

@@ -131,13 +131,12 @@ llvm::Error inferReduce(NodeContext &ctx) {
 llvm::Error inferArgMinMax(NodeContext &ctx) {
   const ValueInfo &data = *ctx.input(0);
   int64_t rank = data.shape.size();
-  int64_t axisAttribute = ctx.getInt("axis", 0);
-  std::optional<int64_t> axis = normalizeAxis(axisAttribute, rank);
+  llvm::Expected<int64_t> axis = readAxis(ctx, rank, 0);
   if (!axis)
-    return axisError(ctx, axisAttribute, rank);
+    return axis.takeError();
   if (data.shape[*axis] == 0)
     return ctx.error("cannot reduce the empty axis " +
-                     std::to_string(axisAttribute));
+                     std::to_string(ctx.getInt("axis", 0)));
   bool keepDims = ctx.getInt("keepdims", 1) != 0;
   bool selectLast = ctx.getInt("select_last_index", 0) != 0;
   bool isMax = ctx.opType() == "ArgMax";
@@ -178,10 +177,9 @@ llvm::Error inferSoftmax(NodeContext &ctx) {
   const ValueInfo &data = *ctx.input(0);
   int64_t rank = data.shape.size();
   bool legacy = ctx.getOpset() < 13;
-  int64_t axisAttribute = ctx.getInt("axis", legacy ? 1 : -1);
-  std::optional<int64_t> axis = normalizeAxis(axisAttribute, rank);
+  llvm::Expected<int64_t> axis = readAxis(ctx, rank, legacy ? 1 : -1);
   if (!axis)
-    return axisError(ctx, axisAttribute, rank);
+    return axis.takeError();
   if (!elementTypeInfo(data.type).isFloat)
     return ctx.error(std::string("input must be floating-point, got ") +
                      typeName(data.type));
@@ -223,10 +221,9 @@ llvm::Error inferLayerNormalization(NodeContext &ctx) {
   const ValueInfo &data = *ctx.input(0), &scale = *ctx.input(1);
   const ValueInfo *bias = ctx.input(2);
   int64_t rank = data.shape.size();
-  int64_t axisAttribute = ctx.getInt("axis", -1);
-  std::optional<int64_t> axis = normalizeAxis(axisAttribute, rank);
+  llvm::Expected<int64_t> axis = readAxis(ctx, rank, -1);
   if (!axis)
-    return axisError(ctx, axisAttribute, rank);
+    return axis.takeError();
   if (!elementTypeInfo(data.type).isFloat)
     return ctx.error(std::string("input must be floating-point, got ") +
                      typeName(data.type));

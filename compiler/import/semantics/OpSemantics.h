@@ -191,6 +191,10 @@ private:
 //===----------------------------------------------------------------------===//
 
 llvm::Error axisError(const NodeContext &ctx, int64_t axis, int64_t rank);
+/// The node's `axis` attribute (`defaultAxis` when absent), made
+/// non-negative for `rank`; axisError() when it is out of range.
+llvm::Expected<int64_t> readAxis(const NodeContext &ctx, int64_t rank,
+                                 int64_t defaultAxis);
 llvm::Error broadcastError(const NodeContext &ctx,
                            const std::vector<int64_t> &a,
                            const std::vector<int64_t> &b);
