@@ -58,3 +58,12 @@ std::string zplan::tooling::planIdentity(const plan::Plan &plan) {
                 static_cast<unsigned long long>(plan.body_checksum()));
   return text;
 }
+
+const plan::Binding *zplan::tooling::findBinding(
+    const google::protobuf::RepeatedPtrField<plan::Binding> &bindings,
+    const std::string &name) {
+  for (const plan::Binding &binding : bindings)
+    if (binding.name() == name)
+      return &binding;
+  return nullptr;
+}

@@ -32,6 +32,12 @@ const plan::Buffer &bufferOf(const plan::Plan &plan, uint32_t id);
 /// hex digits. `train` writes it; `train --resume` and `export` check it.
 std::string planIdentity(const plan::Plan &plan);
 
+/// The binding called `name` among a program's inputs or outputs; null when
+/// there is none.
+const plan::Binding *findBinding(
+    const google::protobuf::RepeatedPtrField<plan::Binding> &bindings,
+    const std::string &name);
+
 /// The program named `name`; with no name, the only program or else
 /// 'infer'. Fails listing the programs the plan has.
 Status selectProgram(const plan::Plan &plan, const std::string &name,

@@ -156,46 +156,37 @@ Status zplan::tooling::readInput(const plan::Plan &plan,
 namespace {
 
 /// Everything that can be checked before touching weights.
-Status checkRun(RunSession &session) {
-  const Arguments &arguments = session.arguments;
-  plan::Plan &plan = session.plan;
-  ZR_RETURN_IF_ERROR(plan::loadPlan(arguments.planPath, plan));
-  ZR_RETURN_IF_ERROR(plan::validatePlan(
-      plan, static_cast<uint32_t>(session.communicator.size())));
-  ZR_RETURN_IF_ERROR(selectProgram(plan, arguments.program, session.program));
-  const plan::Program &program = *session.program;
-  ZR_RETURN_IF_ERROR(checkProgramSupported(plan, program));
+} // namespace
 
-  auto namesOf = [](const auto &bindings) {
-    std::string names;
-    for (const plan::Binding &binding : bindings)
-      names += (names.empty() ? "" : ", ") + inQuotes(binding.name());
-    return names.empty() ? std::string("none") : names;
-  };
-  for (const FileBinding &input : arguments.inputs)
-    if (std::none_of(program.inputs().begin(), program.inputs().end(),
-                     [&](const plan::Binding &binding) {
-                       return binding.name() == input.name;
-                     }))
+/// "'a', 'b'", or "none".
+static std::string namesOf(
+    const google::protobuf::RepeatedPtrField<plan::Binding> &bindings) {
+  std::string names;
+  for (const plan::Binding &binding : bindings)
+    names += (names.empty() ? "" : ", ") + inQuotes(binding.name());
+  return names.empty() ? std::string("none") : names;
+}
+
+Status zplan::tooling::checkInputNames(const plan::Program &program,
+                                       const std::vector<FileBinding> &inputs) {
+  for (const FileBinding &input : inputs)
+    if (!findBinding(program.inputs(), input.name))
       return failure("--input ", inQuotes(input.name), " names no input of ",
                      "program ", inQuotes(program.name()),
                      " (its inputs: ", namesOf(program.inputs()), ")");
-  for (const FileBinding &output : arguments.outputs)
-    if (std::none_of(program.outputs().begin(), program.outputs().end(),
-                     [&](const plan::Binding &binding) {
-                       return binding.name() == output.name;
-                     }))
-      return failure("--output ", inQuotes(output.name), " names no output ",
-                     "of program ", inQuotes(program.name()),
-                     " (its outputs: ", namesOf(program.outputs()), ")");
-  ZR_RETURN_IF_ERROR(checkOutputsOverwriteNothing(arguments, plan));
+  return Status::success();
+}
 
+Status zplan::tooling::readProgramInputs(const plan::Plan &plan,
+                                         const plan::Program &program,
+                                         const std::vector<FileBinding> &inputs,
+                                         std::vector<npy::Array> &arrays) {
   for (const plan::Binding &binding : program.inputs()) {
     auto given = std::find_if(
-        arguments.inputs.begin(), arguments.inputs.end(),
+        inputs.begin(), inputs.end(),
         [&](const FileBinding &input) { return input.name == binding.name(); });
     const plan::Buffer &buffer = bufferOf(plan, binding.buffer());
-    if (given == arguments.inputs.end())
+    if (given == inputs.end())
       return failure("missing --input ", binding.name(), "=FILE.npy for ",
                      "program input ", inQuotes(binding.name()), " (",
                      npy::shapeText(shapeOf(buffer)), " ",
@@ -207,8 +198,32 @@ Status checkRun(RunSession &session) {
                      ", which is not an arena buffer zrun can fill");
     npy::Array array;
     ZR_RETURN_IF_ERROR(readInput(plan, binding, given->path, array));
-    session.inputs.push_back(std::move(array));
+    arrays.push_back(std::move(array));
   }
+  return Status::success();
+}
+
+namespace {
+
+Status checkRun(RunSession &session) {
+  const Arguments &arguments = session.arguments;
+  plan::Plan &plan = session.plan;
+  ZR_RETURN_IF_ERROR(plan::loadPlan(arguments.planPath, plan));
+  ZR_RETURN_IF_ERROR(plan::validatePlan(
+      plan, static_cast<uint32_t>(session.communicator.size())));
+  ZR_RETURN_IF_ERROR(selectProgram(plan, arguments.program, session.program));
+  const plan::Program &program = *session.program;
+  ZR_RETURN_IF_ERROR(checkProgramSupported(plan, program));
+
+  ZR_RETURN_IF_ERROR(checkInputNames(program, arguments.inputs));
+  for (const FileBinding &output : arguments.outputs)
+    if (!findBinding(program.outputs(), output.name))
+      return failure("--output ", inQuotes(output.name), " names no output ",
+                     "of program ", inQuotes(program.name()),
+                     " (its outputs: ", namesOf(program.outputs()), ")");
+  ZR_RETURN_IF_ERROR(checkOutputsOverwriteNothing(arguments, plan));
+  ZR_RETURN_IF_ERROR(
+      readProgramInputs(plan, program, arguments.inputs, session.inputs));
 
   for (const plan::Binding &binding : program.outputs()) {
     const plan::Buffer &buffer = bufferOf(plan, binding.buffer());
@@ -266,11 +281,8 @@ Status loadRun(RunSession &session) {
 Status stageOutputs(RunSession &session) {
   const plan::Program &program = *session.program;
   for (const FileBinding &output : session.arguments.outputs) {
-    const plan::Binding &binding =
-        *std::find_if(program.outputs().begin(), program.outputs().end(),
-                      [&](const plan::Binding &candidate) {
-                        return candidate.name() == output.name;
-                      });
+    // checkRun() made sure every --output names one.
+    const plan::Binding &binding = *findBinding(program.outputs(), output.name);
     const plan::Buffer &buffer = bufferOf(session.plan, binding.buffer());
     uint64_t bytes = elementCount(buffer) * plan::dataTypeSize(buffer.dtype());
     std::string encoded;

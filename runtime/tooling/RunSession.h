@@ -48,6 +48,18 @@ std::string withRank(const comm::Communicator &communicator,
 Status readInput(const plan::Plan &plan, const plan::Binding &binding,
                  const std::string &path, npy::Array &array);
 
+/// Fails, naming it and the program's inputs, on an `--input` that names no
+/// input of `program`.
+Status checkInputNames(const plan::Program &program,
+                       const std::vector<FileBinding> &inputs);
+
+/// Reads every input of `program` from its `--input` file, in the program's
+/// order; fails on a missing one (naming its shape and type) or one not
+/// bound to an arena buffer.
+Status readProgramInputs(const plan::Plan &plan, const plan::Program &program,
+                         const std::vector<FileBinding> &inputs,
+                         std::vector<npy::Array> &arrays);
+
 /// Collective: rank 0 prints every rank's `--stats` line (peak RSS, arena,
 /// shards, persistent groups, training state); false when the ranks could
 /// not gather them (the error is printed).

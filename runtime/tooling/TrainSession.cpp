@@ -59,15 +59,6 @@ struct Training {
   std::unique_ptr<Executor> optimizerExecutor;
 };
 
-const plan::Binding *findBinding(
-    const google::protobuf::RepeatedPtrField<plan::Binding> &bindings,
-    const std::string &name) {
-  for (const plan::Binding &binding : bindings)
-    if (binding.name() == name)
-      return &binding;
-  return nullptr;
-}
-
 /// Checks the plan is a training plan this zrun can run, and finds its
 /// programs, bindings and gradient buffers.
 Status checkTraining(Training &training, bool needOptimizer) {
@@ -213,22 +204,10 @@ Status stageGradients(Training &training,
 
 Status checkGradientInputs(Training &training,
                            std::vector<npy::Array> &inputs) {
-  const plan::Program &step = *training.step;
-  for (const FileBinding &input : training.arguments.inputs)
-    if (!findBinding(step.inputs(), input.name))
-      return failure("--input ", inQuotes(input.name), " names no input of ",
-                     "program ", inQuotes(kStepProgram));
-  for (const plan::Binding &binding : step.inputs()) {
-    auto given = std::find_if(
-        training.arguments.inputs.begin(), training.arguments.inputs.end(),
-        [&](const FileBinding &input) { return input.name == binding.name(); });
-    if (given == training.arguments.inputs.end())
-      return failure("missing --input ", binding.name(), "=FILE.npy for ",
-                     "program input ", inQuotes(binding.name()));
-    npy::Array array;
-    ZR_RETURN_IF_ERROR(readInput(training.plan, binding, given->path, array));
-    inputs.push_back(std::move(array));
-  }
+  ZR_RETURN_IF_ERROR(
+      checkInputNames(*training.step, training.arguments.inputs));
+  ZR_RETURN_IF_ERROR(readProgramInputs(training.plan, *training.step,
+                                       training.arguments.inputs, inputs));
   if (training.communicator.rank() != 0)
     return Status::success();
   const std::string &directory = training.arguments.outputDir;
