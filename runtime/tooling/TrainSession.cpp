@@ -54,6 +54,8 @@ struct Training {
   const plan::Binding *hyper = nullptr;
   /// Per group: its gradient accumulator (a STATE buffer id).
   std::vector<uint32_t> gradientOf;
+  /// The optimizer step is SGD's (hyper[1] is then the momentum).
+  bool sgd = false;
   std::unique_ptr<RankMemory> memory;
   std::unique_ptr<Executor> stepExecutor;
   std::unique_ptr<Executor> optimizerExecutor;
@@ -92,6 +94,9 @@ Status checkTraining(Training &training, bool needOptimizer) {
     return failure("program ", inQuotes(kStepProgram),
                    "'s output 'loss' is not one f32 value");
   if (training.optimizer) {
+    for (const plan::Instruction &instruction :
+         training.optimizer->instructions())
+      training.sgd |= instruction.opcode() == plan::OPCODE_SGD;
     training.hyper = findBinding(training.optimizer->inputs(), "hyper");
     if (!training.hyper ||
         bufferOf(plan, training.hyper->buffer()).dtype() != plan::F32 ||
@@ -349,10 +354,8 @@ double gradientNorm(Training &training, double gradScale) {
 void runOptimizer(Training &training, uint64_t step, double lr) {
   const train::TrainOptions &options = training.arguments.train;
   train::OptimizerSettings settings = options.optimizer();
-  for (const plan::Instruction &instruction :
-       training.optimizer->instructions())
-    if (instruction.opcode() == plan::OPCODE_SGD)
-      settings.beta1 = training.arguments.momentum;
+  if (training.sgd)
+    settings.beta1 = training.arguments.momentum;
   double gradScale = 1.0 / (static_cast<double>(options.gradAccum) *
                             training.communicator.size());
   if (double clip = training.arguments.clipGradNorm; clip > 0) {
