@@ -38,14 +38,7 @@ std::string zplan::autodiff::nodeName(Operation *op) {
 /// they come from verified forward ops).
 static SmallVector<int64_t> broadcastShapes(ArrayRef<int64_t> a,
                                             ArrayRef<int64_t> b) {
-  size_t rank = std::max(a.size(), b.size());
-  SmallVector<int64_t> result(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    result[i] = da == 1 ? db : da;
-  }
-  return result;
+  return *nn::broadcastShapes(a, b);
 }
 
 static Type elementTypeOf(Value value) { return getElementTypeOrSelf(value); }

@@ -20,6 +20,11 @@
 
 namespace zplan::nn {
 
+/// Numpy broadcast of the static shapes `a` and `b`, or failure when a pair
+/// of dimensions is neither equal nor 1.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+
 /// Checks that every operand broadcasts (numpy rules) to the result shape.
 mlir::LogicalResult verifyBroadcast(mlir::Operation *op);
 

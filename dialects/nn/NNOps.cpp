@@ -23,10 +23,8 @@ static ArrayRef<int64_t> shapeOf(Value value) {
   return llvm::cast<RankedTensorType>(value.getType()).getShape();
 }
 
-/// Numpy broadcast of `a` and `b`, or failure when a pair of dimensions is
-/// neither equal nor 1.
-static FailureOr<SmallVector<int64_t>> broadcast(ArrayRef<int64_t> a,
-                                                 ArrayRef<int64_t> b) {
+FailureOr<SmallVector<int64_t>> zplan::nn::broadcastShapes(ArrayRef<int64_t> a,
+                                                           ArrayRef<int64_t> b) {
   size_t rank = std::max(a.size(), b.size());
   SmallVector<int64_t> result(rank);
   for (size_t i = 0; i < rank; ++i) {
@@ -43,7 +41,7 @@ LogicalResult zplan::nn::verifyBroadcast(Operation *op) {
   SmallVector<int64_t> expected;
   for (Value operand : op->getOperands()) {
     FailureOr<SmallVector<int64_t>> joined =
-        broadcast(expected, shapeOf(operand));
+        nn::broadcastShapes(expected, shapeOf(operand));
     if (failed(joined))
       return op->emitOpError()
              << "operand shapes do not broadcast: " << formatShape(expected)
@@ -132,7 +130,7 @@ LogicalResult MatmulOp::verify() {
                          << formatShape(shapeOf(getLhs())) << " has " << k
                          << ", rhs " << formatShape(shapeOf(getRhs()))
                          << " has " << kr;
-  FailureOr<SmallVector<int64_t>> batch = broadcast(
+  FailureOr<SmallVector<int64_t>> batch = nn::broadcastShapes(
       ArrayRef<int64_t>(lhs).drop_back(2), ArrayRef<int64_t>(rhs).drop_back(2));
   if (failed(batch))
     return emitOpError() << "batch dimensions do not broadcast: "
@@ -145,7 +143,7 @@ LogicalResult MatmulOp::verify() {
     expected.push_back(rhs.back());
   if (getBias()) {
     FailureOr<SmallVector<int64_t>> withBias =
-        broadcast(expected, shapeOf(getBias()));
+        nn::broadcastShapes(expected, shapeOf(getBias()));
     if (failed(withBias) || *withBias != expected)
       return emitOpError() << "bias of shape "
                            << formatShape(shapeOf(getBias()))
@@ -211,7 +209,7 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
 LogicalResult ExpandOp::verify() {
   ArrayRef<int64_t> input = shapeOf(getInput());
   ArrayRef<int64_t> result = shapeOf(getResult());
-  FailureOr<SmallVector<int64_t>> joined = broadcast(input, result);
+  FailureOr<SmallVector<int64_t>> joined = nn::broadcastShapes(input, result);
   if (failed(joined) || ArrayRef<int64_t>(*joined) != result)
     return emitOpError() << "cannot expand " << formatShape(input) << " to "
                          << formatShape(result);
@@ -439,7 +437,7 @@ verifyAttentionOperands(Operation *op, Value queryValue, Value keyValue,
   SmallVector<int64_t> scores(query.drop_back(1));
   scores.push_back(keyLength);
   if (mask) {
-    FailureOr<SmallVector<int64_t>> joined = broadcast(scores, shapeOf(mask));
+    FailureOr<SmallVector<int64_t>> joined = nn::broadcastShapes(scores, shapeOf(mask));
     if (failed(joined) ||
         ArrayRef<int64_t>(*joined) != ArrayRef<int64_t>(scores))
       return op->emitOpError() << "mask of shape " << formatShape(shapeOf(mask))
