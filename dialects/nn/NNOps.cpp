@@ -23,8 +23,8 @@ static ArrayRef<int64_t> shapeOf(Value value) {
   return llvm::cast<RankedTensorType>(value.getType()).getShape();
 }
 
-FailureOr<SmallVector<int64_t>> zplan::nn::broadcastShapes(ArrayRef<int64_t> a,
-                                                           ArrayRef<int64_t> b) {
+FailureOr<SmallVector<int64_t>>
+zplan::nn::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
   size_t rank = std::max(a.size(), b.size());
   SmallVector<int64_t> result(rank);
   for (size_t i = 0; i < rank; ++i) {
@@ -437,7 +437,8 @@ verifyAttentionOperands(Operation *op, Value queryValue, Value keyValue,
   SmallVector<int64_t> scores(query.drop_back(1));
   scores.push_back(keyLength);
   if (mask) {
-    FailureOr<SmallVector<int64_t>> joined = nn::broadcastShapes(scores, shapeOf(mask));
+    FailureOr<SmallVector<int64_t>> joined =
+        nn::broadcastShapes(scores, shapeOf(mask));
     if (failed(joined) ||
         ArrayRef<int64_t>(*joined) != ArrayRef<int64_t>(scores))
       return op->emitOpError() << "mask of shape " << formatShape(shapeOf(mask))
