@@ -176,11 +176,12 @@ llvm::Error inferVariadicMinMaxSum(NodeContext &ctx) {
   return llvm::Error::success();
 }
 
-llvm::Error inferComparison(NodeContext &ctx) {
-  const std::string &op = ctx.opType();
-  const ValueInfo &lhs = *ctx.input(0), &rhs = *ctx.input(1);
-  if (lhs.type != rhs.type)
-    return typeMismatchError(ctx, lhs.type, rhs.type);
+/// A binary op with a bool result: broadcasts `lhs` with `rhs` into output
+/// 0 and, when the node folds, fills it with `element(i, j)` of lhs's
+/// element i and rhs's element j.
+static llvm::Error
+inferBinaryToBool(NodeContext &ctx, const ValueInfo &lhs, const ValueInfo &rhs,
+                  llvm::function_ref<bool(int64_t, int64_t)> element) {
   std::optional<std::vector<int64_t>> shape =
       broadcastShapes(lhs.shape, rhs.shape);
   if (!shape)
@@ -190,37 +191,43 @@ llvm::Error inferComparison(NodeContext &ctx) {
     return llvm::Error::success();
   std::vector<int64_t> lhsAt = broadcastOffsets(lhs.shape, *shape);
   std::vector<int64_t> rhsAt = broadcastOffsets(rhs.shape, *shape);
-  bool floating = elementTypeInfo(lhs.type).isFloat;
   std::vector<int64_t> values(lhsAt.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    // Compare in the storage's own domain: int64 values beyond 2^53 would
-    // collide as doubles.
-    int order;
-    bool unordered = false;
-    if (floating) {
-      double x = lhs.value->floats[lhsAt[i]], y = rhs.value->floats[rhsAt[i]];
-      unordered = std::isnan(x) || std::isnan(y);
-      order = x < y ? -1 : x > y ? 1 : 0;
-    } else {
-      int64_t x = lhs.value->ints[lhsAt[i]], y = rhs.value->ints[rhsAt[i]];
-      order = x < y ? -1 : x > y ? 1 : 0;
-    }
-    if (unordered)
-      values[i] = 0;
-    else if (op == "Equal")
-      values[i] = order == 0;
-    else if (op == "Less")
-      values[i] = order < 0;
-    else if (op == "LessOrEqual")
-      values[i] = order <= 0;
-    else if (op == "Greater")
-      values[i] = order > 0;
-    else
-      values[i] = order >= 0;
-  }
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = element(lhsAt[i], rhsAt[i]);
   ctx.setOutput(
       0, HostTensor::fromInts(ElementType::Bool, *shape, std::move(values)));
   return llvm::Error::success();
+}
+
+llvm::Error inferComparison(NodeContext &ctx) {
+  const std::string &op = ctx.opType();
+  const ValueInfo &lhs = *ctx.input(0), &rhs = *ctx.input(1);
+  if (lhs.type != rhs.type)
+    return typeMismatchError(ctx, lhs.type, rhs.type);
+  bool floating = elementTypeInfo(lhs.type).isFloat;
+  return inferBinaryToBool(ctx, lhs, rhs, [&](int64_t i, int64_t j) {
+    // Compare in the storage's own domain: int64 values beyond 2^53 would
+    // collide as doubles.
+    int order;
+    if (floating) {
+      double x = lhs.value->floats[i], y = rhs.value->floats[j];
+      if (std::isnan(x) || std::isnan(y))
+        return false;
+      order = x < y ? -1 : x > y ? 1 : 0;
+    } else {
+      int64_t x = lhs.value->ints[i], y = rhs.value->ints[j];
+      order = x < y ? -1 : x > y ? 1 : 0;
+    }
+    if (op == "Equal")
+      return order == 0;
+    if (op == "Less")
+      return order < 0;
+    if (op == "LessOrEqual")
+      return order <= 0;
+    if (op == "Greater")
+      return order > 0;
+    return order >= 0;
+  });
 }
 
 llvm::Error inferLogical(NodeContext &ctx) {
@@ -244,23 +251,10 @@ llvm::Error inferLogical(NodeContext &ctx) {
   if (rhs.type != ElementType::Bool)
     return ctx.error(std::string("inputs must be i1, got ") +
                      typeName(rhs.type));
-  std::optional<std::vector<int64_t>> shape =
-      broadcastShapes(lhs.shape, rhs.shape);
-  if (!shape)
-    return broadcastError(ctx, lhs.shape, rhs.shape);
-  ctx.setOutput(0, ElementType::Bool, *shape);
-  if (!ctx.canFold(*shape, {&lhs, &rhs}))
-    return llvm::Error::success();
-  std::vector<int64_t> lhsAt = broadcastOffsets(lhs.shape, *shape);
-  std::vector<int64_t> rhsAt = broadcastOffsets(rhs.shape, *shape);
-  std::vector<int64_t> values(lhsAt.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    bool x = lhs.value->ints[lhsAt[i]], y = rhs.value->ints[rhsAt[i]];
-    values[i] = op == "And" ? x && y : op == "Or" ? x || y : x != y;
-  }
-  ctx.setOutput(
-      0, HostTensor::fromInts(ElementType::Bool, *shape, std::move(values)));
-  return llvm::Error::success();
+  return inferBinaryToBool(ctx, lhs, rhs, [&](int64_t i, int64_t j) {
+    bool x = lhs.value->ints[i], y = rhs.value->ints[j];
+    return op == "And" ? x && y : op == "Or" ? x || y : x != y;
+  });
 }
 
 llvm::Error inferUnaryMath(NodeContext &ctx) {
