@@ -135,8 +135,7 @@ llvm::Error zplan::validateOptions(const CompileOptions &options) {
     return makeError("unknown --optimizer '" + options.optimizer +
                      "'; expected adamw or sgd");
   llvm::StringRef loss = options.loss;
-  if (loss != "causal-lm" &&
-      !(loss.consume_front("output:") && !loss.empty()))
+  if (loss != "causal-lm" && !(loss.consume_front("output:") && !loss.empty()))
     return makeError("unknown --loss '" + options.loss +
                      "'; expected causal-lm or output:NAME");
   return llvm::Error::success();
@@ -456,7 +455,8 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
   // the training step; the model itself never sees it.
   ImportOptions import = options.import;
   bool labelsInput = false;
-  if (options.mode == CompileMode::Train && import.inputShapes.count("labels")) {
+  if (options.mode == CompileMode::Train &&
+      import.inputShapes.count("labels")) {
     onnx::ModelProto model;
     if (llvm::Error error = readOnnxModel(options.modelPath, model))
       return error;

@@ -17,8 +17,8 @@ void zplan::buildImportPipeline(mlir::OpPassManager &pm) {
   func.addPass(mlir::createCSEPass());
 }
 
-void zplan::buildTrainPipeline(mlir::OpPassManager &pm,
-                               const std::string &loss, bool labelsInput) {
+void zplan::buildTrainPipeline(mlir::OpPassManager &pm, const std::string &loss,
+                               bool labelsInput) {
   AutodiffOptions autodiff;
   autodiff.loss = loss;
   autodiff.labelsInput = labelsInput;

@@ -79,8 +79,7 @@ static Status checkGradientReduction(const plan::Plan &plan,
                    group.parameters_size(), ") and 2 results");
   for (int i = 0; i < instruction.operands_size(); ++i) {
     const plan::Buffer &gradient = plan.buffers(instruction.operands(i) - 1);
-    const plan::Parameter &parameter =
-        plan.parameters(group.parameters(i));
+    const plan::Parameter &parameter = plan.parameters(group.parameters(i));
     if (gradient.dtype() != plan::F32 ||
         gradient.bytes() != parameter.num_elements() * 4)
       return failure(subject, ": operand ", i, " ", inQuotes(gradient.name()),
@@ -257,8 +256,8 @@ Status Executor::takeResidentChecksums() {
         buffer.kind() != plan::Buffer::CONSTANT)
       continue;
     uint64_t sum;
-    if (Status status = backend.checksum(memory.address(buffer.id()),
-                                         buffer.bytes(), sum);
+    if (Status status =
+            backend.checksum(memory.address(buffer.id()), buffer.bytes(), sum);
         !status.ok())
       return status;
     if (buffer.kind() == plan::Buffer::SHARD)
@@ -480,14 +479,15 @@ Status Executor::executeAllGather(const plan::Instruction &instruction) {
 
 // The packing and the accumulation run on the host: this is the CPU
 // backend's memory. A device backend packs on its comm stream instead.
-Status Executor::executeGradientReduction(const plan::Instruction &instruction) {
+Status
+Executor::executeGradientReduction(const plan::Instruction &instruction) {
   uint32_t group = instruction.group();
   const plan::Group &entry = plan.groups(group);
   uint64_t padded = entry.padded_elements();
-  auto *staging = reinterpret_cast<float *>(
-      memory.address(instruction.results(0)));
-  auto *accumulator = reinterpret_cast<float *>(
-      memory.address(instruction.results(1)));
+  auto *staging =
+      reinterpret_cast<float *>(memory.address(instruction.results(0)));
+  auto *accumulator =
+      reinterpret_cast<float *>(memory.address(instruction.results(1)));
   // The gradients at their parameters' offsets; alignment gaps and the
   // padding are zero, so they stay zero in every shard.
   std::fill(staging, staging + padded, 0.0f);

@@ -81,8 +81,8 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
       memory->stateOffsets[buffer.id()] = stateBytes;
       stateBytes += roundUp(buffer.bytes());
     }
-  if (Status status = backend.allocate(stateBytes, "the training state",
-                                       memory->statePool);
+  if (Status status =
+          backend.allocate(stateBytes, "the training state", memory->statePool);
       !status.ok())
     return status;
   if (stateBytes) {

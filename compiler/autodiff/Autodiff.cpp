@@ -159,8 +159,8 @@ void Differentiator::accumulate(Value value, Value gradient, Location loc) {
 
 void Differentiator::startReduceScatter(FlatSymbolRefAttr param) {
   ParameterGradient &entry = parameters[param];
-  Location loc = NameLoc::get(
-      builder.getStringAttr(param.getValue() + "/grad"));
+  Location loc =
+      NameLoc::get(builder.getStringAttr(param.getValue() + "/grad"));
   Value sum;
   for (Value copy : entry.copies) {
     Value gradient = gradients.lookup(copy);
@@ -193,9 +193,8 @@ LogicalResult Differentiator::differentiate(Operation *op) {
     resultGradients.push_back(gradients.lookup(result));
   SmallVector<Value> operandGradients(op->getNumOperands());
   Location loc = gradientLocation(op);
-  GradientBuilder gradientBuilder(builder, loc, [&](Value value) {
-    return needed.count(value) > 0;
-  });
+  GradientBuilder gradientBuilder(
+      builder, loc, [&](Value value) { return needed.count(value) > 0; });
   if (failed((*rule)(gradientBuilder, op, resultGradients, operandGradients)))
     return failure();
   for (auto [operand, gradient] :
@@ -241,11 +240,11 @@ LogicalResult Differentiator::run(const LossOptions &options) {
   markNeeded(*loss);
 
   if (needed.count(*loss)) {
-    GradientBuilder seed(builder, NameLoc::get(builder.getStringAttr(
-                                      "loss/grad")),
+    GradientBuilder seed(builder,
+                         NameLoc::get(builder.getStringAttr("loss/grad")),
                          [](Value) { return false; });
-    gradients[*loss] = seed.constant(
-        llvm::cast<RankedTensorType>(loss->getType()), 1.0);
+    gradients[*loss] =
+        seed.constant(llvm::cast<RankedTensorType>(loss->getType()), 1.0);
   }
   for (Operation *op : llvm::reverse(forwardOps)) {
     if (llvm::isa<zero::GatherWaitOp>(op) ||
@@ -262,8 +261,8 @@ LogicalResult Differentiator::run(const LossOptions &options) {
   // Every gradient lands in its accumulator before the step ends.
   for (FlatSymbolRefAttr param : started) {
     ParameterGradient &entry = parameters[param];
-    Location loc = NameLoc::get(
-        builder.getStringAttr(param.getValue() + "/grad"));
+    Location loc =
+        NameLoc::get(builder.getStringAttr(param.getValue() + "/grad"));
     auto shardType = zero::ShardType::get(
         builder.getContext(),
         llvm::cast<RankedTensorType>(entry.copies.front().getType()));
@@ -275,8 +274,8 @@ LogicalResult Differentiator::run(const LossOptions &options) {
 
   builder.create<func::ReturnOp>(forwardReturn.getLoc(), *loss);
   forwardReturn.erase();
-  train.setType(builder.getFunctionType(body.getArgumentTypes(),
-                                        {loss->getType()}));
+  train.setType(
+      builder.getFunctionType(body.getArgumentTypes(), {loss->getType()}));
   DictionaryAttr lossName = builder.getDictionaryAttr(
       builder.getNamedAttr("nn.name", builder.getStringAttr("loss")));
   train.setAllResultAttrs(ArrayRef<DictionaryAttr>{lossName});

@@ -87,13 +87,13 @@ Value lhsWinWeight(GradientBuilder &b, Value lhs, Value rhs, bool isMax) {
 
 void zplan::autodiff::registerElementwiseRules(GradientRegistry &registry) {
   // y = -x: dx = -dy.
-  registry.add("nn.neg", unaryRule([](GradientBuilder &b, Value, Value,
-                                      Value dy) {
+  registry.add("nn.neg",
+               unaryRule([](GradientBuilder &b, Value, Value, Value dy) {
                  return b.unary<nn::NegOp>(dy);
                }));
   // y = sqrt(x): dx = dy / (2 y).
-  registry.add("nn.sqrt", unaryRule([](GradientBuilder &b, Value, Value y,
-                                       Value dy) {
+  registry.add("nn.sqrt",
+               unaryRule([](GradientBuilder &b, Value, Value y, Value dy) {
                  return b.div(b.mul(dy, b.scalarLike(dy, 0.5)), y);
                }));
   // y = exp(x): dx = dy * y.
@@ -103,29 +103,28 @@ void zplan::autodiff::registerElementwiseRules(GradientRegistry &registry) {
   registry.add("nn.log", unaryRule([](GradientBuilder &b, Value x, Value,
                                       Value dy) { return b.div(dy, x); }));
   // y = tanh(x): dx = dy * (1 - y^2).
-  registry.add("nn.tanh", unaryRule([](GradientBuilder &b, Value, Value y,
-                                       Value dy) {
+  registry.add("nn.tanh",
+               unaryRule([](GradientBuilder &b, Value, Value y, Value dy) {
                  return b.mul(dy, b.sub(b.scalarLike(y, 1.0), b.mul(y, y)));
                }));
   // y = sigmoid(x): dx = dy * y * (1 - y).
-  registry.add("nn.sigmoid", unaryRule([](GradientBuilder &b, Value, Value y,
-                                          Value dy) {
+  registry.add("nn.sigmoid",
+               unaryRule([](GradientBuilder &b, Value, Value y, Value dy) {
                  return b.mul(b.mul(dy, y), b.sub(b.scalarLike(y, 1.0), y));
                }));
   // y = max(x, 0): dx = dy where x > 0, else 0 (relu'(0) = 0 as PyTorch).
-  registry.add("nn.relu", unaryRule([](GradientBuilder &b, Value x, Value,
-                                       Value dy) {
+  registry.add("nn.relu",
+               unaryRule([](GradientBuilder &b, Value x, Value, Value dy) {
                  return b.where(b.greater(x, b.scalarLike(x, 0.0)), dy,
                                 b.scalarLike(dy, 0.0));
                }));
   // y = x s with s = sigmoid(x): dx = dy * s * (1 + x (1 - s)).
-  registry.add("nn.silu", unaryRule([](GradientBuilder &b, Value x, Value,
-                                       Value dy) {
-                 Value s = b.unary<nn::SigmoidOp>(x);
-                 Value one = b.scalarLike(x, 1.0);
-                 return b.mul(b.mul(dy, s),
-                              b.add(one, b.mul(x, b.sub(one, s))));
-               }));
+  registry.add(
+      "nn.silu", unaryRule([](GradientBuilder &b, Value x, Value, Value dy) {
+        Value s = b.unary<nn::SigmoidOp>(x);
+        Value one = b.scalarLike(x, 1.0);
+        return b.mul(b.mul(dy, s), b.add(one, b.mul(x, b.sub(one, s))));
+      }));
   // y = gelu(x): dx = nn.gelu_grad(dy, x) (the derivative of the chosen
   // approximation, see NNOps.td).
   registry.add("nn.gelu", [](GradientBuilder &b, Operation *op,
@@ -139,49 +138,47 @@ void zplan::autodiff::registerElementwiseRules(GradientRegistry &registry) {
     return success();
   });
   // y = erf(x): dx = dy * 2/sqrt(pi) * exp(-x^2).
-  registry.add("nn.erf", unaryRule([](GradientBuilder &b, Value x, Value,
-                                      Value dy) {
-                 Value gauss = b.unary<nn::ExpOp>(b.unary<nn::NegOp>(b.mul(x, x)));
-                 return b.mul(b.mul(dy, gauss),
-                              b.scalarLike(x, 2.0 / std::sqrt(M_PI)));
-               }));
+  registry.add(
+      "nn.erf", unaryRule([](GradientBuilder &b, Value x, Value, Value dy) {
+        Value gauss = b.unary<nn::ExpOp>(b.unary<nn::NegOp>(b.mul(x, x)));
+        return b.mul(b.mul(dy, gauss), b.scalarLike(x, 2.0 / std::sqrt(M_PI)));
+      }));
   // y = 1/x: dx = -dy * y^2.
-  registry.add("nn.reciprocal", unaryRule([](GradientBuilder &b, Value, Value y,
-                                             Value dy) {
+  registry.add("nn.reciprocal",
+               unaryRule([](GradientBuilder &b, Value, Value y, Value dy) {
                  return b.unary<nn::NegOp>(b.mul(dy, b.mul(y, y)));
                }));
   // y = |x|: dx = dy * sign(x), sign(0) = 0 as PyTorch.
-  registry.add("nn.abs", unaryRule([](GradientBuilder &b, Value x, Value,
-                                      Value dy) {
+  registry.add("nn.abs",
+               unaryRule([](GradientBuilder &b, Value x, Value, Value dy) {
                  Value zero = b.scalarLike(x, 0.0);
                  Value sign = b.sub(asFloat(b, b.greater(x, zero), x),
                                     asFloat(b, b.less(x, zero), x));
                  return b.mul(dy, sign);
                }));
   // y = cos(x): dx = -dy * sin(x).
-  registry.add("nn.cos", unaryRule([](GradientBuilder &b, Value x, Value,
-                                      Value dy) {
+  registry.add("nn.cos",
+               unaryRule([](GradientBuilder &b, Value x, Value, Value dy) {
                  return b.unary<nn::NegOp>(b.mul(dy, b.unary<nn::SinOp>(x)));
                }));
   // y = sin(x): dx = dy * cos(x).
-  registry.add("nn.sin", unaryRule([](GradientBuilder &b, Value x, Value,
-                                      Value dy) {
+  registry.add("nn.sin",
+               unaryRule([](GradientBuilder &b, Value x, Value, Value dy) {
                  return b.mul(dy, b.unary<nn::CosOp>(x));
                }));
   // y = cast(x) between float types: dx = cast(dy) back to x's type. (A
   // cast to or from an integer or i1 carries no gradient: the integer side
   // is never active.)
-  registry.add("nn.cast", unaryRule([](GradientBuilder &b, Value x, Value,
-                                       Value dy) {
+  registry.add("nn.cast",
+               unaryRule([](GradientBuilder &b, Value x, Value, Value dy) {
                  return b.cast(dy, getElementTypeOrSelf(x));
                }));
 
   // z = a + b: da = dz, db = dz (each summed to its shape).
-  registry.add("nn.add",
-               binaryRule([](GradientBuilder &, Value, Value, Value,
-                             Value dz) { return dz; },
-                          [](GradientBuilder &, Value, Value, Value,
-                             Value dz) { return dz; }));
+  registry.add("nn.add", binaryRule([](GradientBuilder &, Value, Value, Value,
+                                       Value dz) { return dz; },
+                                    [](GradientBuilder &, Value, Value, Value,
+                                       Value dz) { return dz; }));
   // z = a - b: da = dz, db = -dz.
   registry.add("nn.sub",
                binaryRule([](GradientBuilder &, Value, Value, Value,
@@ -195,45 +192,41 @@ void zplan::autodiff::registerElementwiseRules(GradientRegistry &registry) {
                           [](GradientBuilder &b, Value lhs, Value, Value,
                              Value dz) { return b.mul(dz, lhs); }));
   // z = a / b: da = dz / b, db = -dz * z / b (= -dz a / b^2).
-  registry.add("nn.div",
-               binaryRule([](GradientBuilder &b, Value, Value rhs, Value,
-                             Value dz) { return b.div(dz, rhs); },
-                          [](GradientBuilder &b, Value, Value rhs, Value z,
-                             Value dz) {
-                            return b.unary<nn::NegOp>(
-                                b.div(b.mul(dz, z), rhs));
-                          }));
+  registry.add(
+      "nn.div",
+      binaryRule([](GradientBuilder &b, Value, Value rhs, Value,
+                    Value dz) { return b.div(dz, rhs); },
+                 [](GradientBuilder &b, Value, Value rhs, Value z, Value dz) {
+                   return b.unary<nn::NegOp>(b.div(b.mul(dz, z), rhs));
+                 }));
   // z = a^b: da = dz * b * a^(b-1) (a^(b-1) folded for the exponents 1 and
   // 2 exporters use); db = dz * z * log(a), only when b needs a gradient.
-  registry.add(
-      "nn.pow",
-      binaryRule(
-          [](GradientBuilder &b, Value lhs, Value rhs, Value,
-             Value dz) -> Value {
-            std::optional<double> exponent = splatConstant(rhs);
-            if (exponent && *exponent == 1.0)
-              return dz;
-            if (exponent && *exponent == 2.0)
-              return b.mul(dz, b.mul(lhs, b.scalarLike(lhs, 2.0)));
-            Value lowered =
-                exponent ? b.scalarLike(rhs, *exponent - 1.0)
-                         : b.sub(rhs, b.scalarLike(rhs, 1.0));
-            return b.mul(b.mul(dz, rhs), b.pow(lhs, lowered));
-          },
-          [](GradientBuilder &b, Value lhs, Value, Value z, Value dz) {
-            return b.mul(b.mul(dz, z), b.unary<nn::LogOp>(lhs));
-          }));
+  registry.add("nn.pow",
+               binaryRule(
+                   [](GradientBuilder &b, Value lhs, Value rhs, Value,
+                      Value dz) -> Value {
+                     std::optional<double> exponent = splatConstant(rhs);
+                     if (exponent && *exponent == 1.0)
+                       return dz;
+                     if (exponent && *exponent == 2.0)
+                       return b.mul(dz, b.mul(lhs, b.scalarLike(lhs, 2.0)));
+                     Value lowered = exponent
+                                         ? b.scalarLike(rhs, *exponent - 1.0)
+                                         : b.sub(rhs, b.scalarLike(rhs, 1.0));
+                     return b.mul(b.mul(dz, rhs), b.pow(lhs, lowered));
+                   },
+                   [](GradientBuilder &b, Value lhs, Value, Value z, Value dz) {
+                     return b.mul(b.mul(dz, z), b.unary<nn::LogOp>(lhs));
+                   }));
   // z = max(a, b): da = dz * w, db = dz * (1 - w), w = [a > b] + [a == b]/2.
   for (bool isMax : {true, false})
     registry.add(
         isMax ? "nn.max" : "nn.min",
         binaryRule(
-            [isMax](GradientBuilder &b, Value lhs, Value rhs, Value,
-                    Value dz) {
+            [isMax](GradientBuilder &b, Value lhs, Value rhs, Value, Value dz) {
               return b.mul(dz, lhsWinWeight(b, lhs, rhs, isMax));
             },
-            [isMax](GradientBuilder &b, Value lhs, Value rhs, Value,
-                    Value dz) {
+            [isMax](GradientBuilder &b, Value lhs, Value rhs, Value, Value dz) {
               Value weight = b.sub(b.scalarLike(lhs, 1.0),
                                    lhsWinWeight(b, lhs, rhs, isMax));
               return b.mul(dz, weight);

@@ -63,10 +63,9 @@ Value GradientBuilder::scalarLike(Value like, double value) {
 }
 
 template <typename OpT>
-Value GradientBuilder::broadcastBinary(Value lhs, Value rhs,
-                                       Type elementType) {
-  auto type = RankedTensorType::get(
-      broadcastShapes(shapeOf(lhs), shapeOf(rhs)), elementType);
+Value GradientBuilder::broadcastBinary(Value lhs, Value rhs, Type elementType) {
+  auto type = RankedTensorType::get(broadcastShapes(shapeOf(lhs), shapeOf(rhs)),
+                                    elementType);
   return builder.create<OpT>(loc, type, lhs, rhs);
 }
 
@@ -171,8 +170,7 @@ Value GradientBuilder::slice(Value value, ArrayRef<int64_t> starts,
 
 Value GradientBuilder::matmul(Value lhs, Value rhs, bool transposeRhs) {
   ArrayRef<int64_t> a = shapeOf(lhs), b = shapeOf(rhs);
-  SmallVector<int64_t> shape =
-      broadcastShapes(a.drop_back(2), b.drop_back(2));
+  SmallVector<int64_t> shape = broadcastShapes(a.drop_back(2), b.drop_back(2));
   shape.push_back(a[a.size() - 2]);
   shape.push_back(transposeRhs ? b[b.size() - 2] : b.back());
   auto type = RankedTensorType::get(shape, elementTypeOf(lhs));

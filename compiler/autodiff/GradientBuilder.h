@@ -38,9 +38,7 @@ public:
   /// True when the cotangent of forward value `value` is wanted (it is a
   /// float value that depends on a parameter). Rules skip the others, so
   /// no dead backward op is emitted for masks and constants.
-  bool needsGradient(mlir::Value value) const {
-    return needsGradientFn(value);
-  }
+  bool needsGradient(mlir::Value value) const { return needsGradientFn(value); }
 
   mlir::OpBuilder &getBuilder() { return builder; }
   mlir::Location getLoc() const { return loc; }

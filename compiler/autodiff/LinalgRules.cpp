@@ -62,7 +62,7 @@ static LogicalResult matmulRule(GradientBuilder &b, Operation *op,
       Value flatLhs = b.reshape(lhs2, {rows, lhsShape.back()});
       Value flatDy = b.reshape(dy2, {rows, dyShape.back()});
       db = transposed
-               ? b.matmul(b.transposeLastTwo(flatDy), flatLhs, false) // dy^T a
+               ? b.matmul(b.transposeLastTwo(flatDy), flatLhs, false)  // dy^T a
                : b.matmul(b.transposeLastTwo(flatLhs), flatDy, false); // a^T dy
     } else {
       db = transposed ? b.matmul(b.transposeLastTwo(dy2), lhs2, false)

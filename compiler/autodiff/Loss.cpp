@@ -84,11 +84,10 @@ static FailureOr<Value> buildCausalLmLoss(OpBuilder &builder,
     // Hugging Face's labels: i64 [batch, sequence], whatever input_ids are.
     Type type = RankedTensorType::get(tokensShape, builder.getI64Type());
     unsigned index = train.getNumArguments();
-    train.insertArgument(
-        index, type,
-        builder.getDictionaryAttr(builder.getNamedAttr(
-            "nn.name", builder.getStringAttr("labels"))),
-        loc);
+    train.insertArgument(index, type,
+                         builder.getDictionaryAttr(builder.getNamedAttr(
+                             "nn.name", builder.getStringAttr("labels"))),
+                         loc);
     labels = train.getArgument(index);
   }
   if (!labels)
@@ -99,8 +98,8 @@ static FailureOr<Value> buildCausalLmLoss(OpBuilder &builder,
   auto labelsType = llvm::cast<RankedTensorType>(labels.getType());
   if (!labelsType.getElementType().isInteger(64) &&
       !labelsType.getElementType().isInteger(32))
-    return train.emitError() << "the labels must be i64 or i32 tokens, got "
-                             << labelsType;
+    return train.emitError()
+           << "the labels must be i64 or i32 tokens, got " << labelsType;
   if (labelsType.getShape() != tokensShape)
     return train.emitError()
            << "the labels have shape " << formatShape(labelsType.getShape())
@@ -114,12 +113,12 @@ static FailureOr<Value> buildCausalLmLoss(OpBuilder &builder,
   Value ignored = builder.create<nn::ConstantOp>(
       loc, ignoredType,
       DenseElementsAttr::get(
-          ignoredType, builder.getIntegerAttr(labelsType.getElementType(),
-                                              kIgnoreIndex)));
+          ignoredType,
+          builder.getIntegerAttr(labelsType.getElementType(), kIgnoreIndex)));
   Value targets = ignored;
   if (length > 1) {
-    auto shiftedType = RankedTensorType::get({batch, length - 1},
-                                             labelsType.getElementType());
+    auto shiftedType =
+        RankedTensorType::get({batch, length - 1}, labelsType.getElementType());
     Value shifted = builder.create<nn::SliceOp>(
         loc, shiftedType, labels, builder.getDenseI64ArrayAttr({0, 1}),
         builder.getDenseI64ArrayAttr({1, 1}));
@@ -129,14 +128,13 @@ static FailureOr<Value> buildCausalLmLoss(OpBuilder &builder,
   }
   return builder
       .create<nn::CrossEntropyOp>(
-          loc, RankedTensorType::get({}, builder.getF32Type()), logits,
-          targets, builder.getI64IntegerAttr(kIgnoreIndex))
+          loc, RankedTensorType::get({}, builder.getF32Type()), logits, targets,
+          builder.getI64IntegerAttr(kIgnoreIndex))
       .getResult();
 }
 
-static FailureOr<Value> buildOutputLoss(OpBuilder &builder,
-                                        func::FuncOp train, ValueRange outputs,
-                                        StringRef name) {
+static FailureOr<Value> buildOutputLoss(OpBuilder &builder, func::FuncOp train,
+                                        ValueRange outputs, StringRef name) {
   Location loc = NameLoc::get(builder.getStringAttr("loss"));
   Value output;
   for (unsigned i = 0; i < outputs.size(); ++i)
@@ -145,15 +143,14 @@ static FailureOr<Value> buildOutputLoss(OpBuilder &builder,
   if (!output)
     return train.emitError()
            << "--loss output:" << name << ": the model has no output named '"
-           << name << "' (its outputs are " << listOutputs(train, outputs.size())
-           << ")";
+           << name << "' (its outputs are "
+           << listOutputs(train, outputs.size()) << ")";
   auto type = llvm::cast<RankedTensorType>(output.getType());
   if (!llvm::isa<FloatType>(type.getElementType()) ||
       type.getNumElements() != 1)
     return train.emitError()
-           << "--loss output:" << name << ": output '" << name
-           << "' has type " << type
-           << ", expected a float scalar (one element)";
+           << "--loss output:" << name << ": output '" << name << "' has type "
+           << type << ", expected a float scalar (one element)";
   Value loss = output;
   if (type.getRank() != 0)
     loss = builder.create<nn::ReshapeOp>(
@@ -188,8 +185,8 @@ static LogicalResult crossEntropyRule(GradientBuilder &b, Operation *op,
   if (resultGradients[0] && b.needsGradient(crossEntropy.getLogits()))
     operandGradients[0] = b.getBuilder().create<nn::CrossEntropyGradOp>(
         b.getLoc(), crossEntropy.getLogits().getType(),
-        crossEntropy.getLogits(), crossEntropy.getTargets(),
-        resultGradients[0], crossEntropy.getIgnoreIndexAttr());
+        crossEntropy.getLogits(), crossEntropy.getTargets(), resultGradients[0],
+        crossEntropy.getIgnoreIndexAttr());
   return success();
 }
 

@@ -58,16 +58,14 @@ void zplan::autodiff::registerMovementRules(GradientRegistry &registry) {
                      return b.unbroadcast(dy, op.getInput().getType());
                    }));
   // y = x[starts + j * steps]: dx = dy at those positions, 0 elsewhere.
-  registry.add("nn.slice",
-               singleInputRule<nn::SliceOp>([](GradientBuilder &b,
-                                               nn::SliceOp op, Value dy) {
-                 return b.getBuilder()
-                     .create<nn::SliceGradOp>(b.getLoc(),
-                                              op.getInput().getType(), dy,
-                                              op.getStartsAttr(),
-                                              op.getStepsAttr())
-                     .getResult();
-               }));
+  registry.add(
+      "nn.slice", singleInputRule<nn::SliceOp>([](GradientBuilder &b,
+                                                  nn::SliceOp op, Value dy) {
+        return b.getBuilder()
+            .create<nn::SliceGradOp>(b.getLoc(), op.getInput().getType(), dy,
+                                     op.getStartsAttr(), op.getStepsAttr())
+            .getResult();
+      }));
   // y = concat(x_0, ..., x_n, axis): dx_i = the slice of dy that x_i filled.
   registry.add("nn.concat", [](GradientBuilder &b, Operation *op,
                                ArrayRef<Value> resultGradients,

@@ -85,8 +85,8 @@ static LogicalResult softmaxRule(GradientBuilder &b, Operation *op,
   auto softmax = llvm::cast<nn::SoftmaxOp>(op);
   if (resultGradients[0] && b.needsGradient(softmax.getInput()))
     operandGradients[0] = b.getBuilder().create<nn::SoftmaxGradOp>(
-        b.getLoc(), softmax.getType(), resultGradients[0],
-        softmax.getResult(), softmax.getAxisAttr());
+        b.getLoc(), softmax.getType(), resultGradients[0], softmax.getResult(),
+        softmax.getAxisAttr());
   return success();
 }
 

@@ -46,8 +46,8 @@ static LogicalResult reduceRule(GradientBuilder &b, Operation *op,
   } else if constexpr (std::is_same_v<OpT, nn::ReduceMeanOp>) {
     // y = sum(x) / n: dx = dy / n broadcast.
     Value scaled = b.mul(
-        dyKept, b.scalarLike(dy, 1.0 / static_cast<double>(
-                                            reducedCount(x, axes))));
+        dyKept,
+        b.scalarLike(dy, 1.0 / static_cast<double>(reducedCount(x, axes))));
     operandGradients[0] = b.expand(scaled, shapeOf(x));
   } else {
     // y = max(x): dx = dy at the maxima, shared evenly among ties (as

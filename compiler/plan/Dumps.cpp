@@ -66,13 +66,13 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
   std::string text;
   llvm::raw_string_ostream os(text);
   for (auto [p, program] : llvm::enumerate(plan.programs())) {
-    const ArenaPlan &arena = emitted.programs.size() > p
-                                 ? emitted.programs[p].arena
-                                 : emitted.arena;
+    const ArenaPlan &arena =
+        emitted.programs.size() > p ? emitted.programs[p].arena : emitted.arena;
     os << "// schedule: program '" << program.name() << "', "
        << program.instructions_size() << " instructions, world size "
        << plan.world_size() << "\n";
-    os << "//    #  queue    op                     bytes  live-after  operands\n";
+    os << "//    #  queue    op                     bytes  live-after  "
+          "operands\n";
     for (const plan::Instruction &instruction : program.instructions()) {
       uint64_t bytes = 0;
       std::string operands;
@@ -187,15 +187,17 @@ std::string zplan::formatReport(
         if (instruction.opcode() == plan::OPCODE_ALL_GATHER)
           gathered += plan.buffers(instruction.results(0) - 1).bytes();
         else
-          reduced += plan.groups(instruction.group()).padded_elements() *
-                     plan::dataTypeSize(plan.groups(instruction.group()).dtype());
+          reduced +=
+              plan.groups(instruction.group()).padded_elements() *
+              plan::dataTypeSize(plan.groups(instruction.group()).dtype());
       }
       const EmittedProgram *data =
           emitted->programs.size() > p ? &emitted->programs[p] : nullptr;
       Timeline timeline =
           simulate(program, data ? data->seconds : emitted->seconds);
-      uint64_t peak = emitted->residentBytes +
-                      (data ? data->arena.arenaBytes : emitted->arena.arenaBytes);
+      uint64_t peak =
+          emitted->residentBytes +
+          (data ? data->arena.arenaBytes : emitted->arena.arenaBytes);
       os << llvm::format("  %-8s  %-13s  %11d  %-13s  %-11s  %s\n",
                          name.c_str(), formatSize(gathered).c_str(),
                          collectives, formatSize(peak).c_str(),
@@ -207,7 +209,8 @@ std::string zplan::formatReport(
       if (reduced) {
         uint64_t psi = 0;
         for (const plan::Parameter &parameter : plan.parameters())
-          psi += parameter.num_elements() * plan::dataTypeSize(parameter.dtype());
+          psi +=
+              parameter.num_elements() * plan::dataTypeSize(parameter.dtype());
         traffic += llvm::formatv(
             "  {0,-8}  all-gathered {1:F2} psi, reduced {2:F2} psi per "
             "micro-step (psi = {3} of parameters)\n",

@@ -117,7 +117,7 @@ private:
   // the optimizer's moments (adamw: m, v; sgd: the momentum buffer).
   llvm::DenseMap<uint32_t, uint32_t> gradientBuffer;
   llvm::DenseMap<uint32_t, SmallVector<uint32_t, 2>> optimizerBuffers;
-  llvm::DenseMap<Value, uint32_t> reduceStaging; // reduce token -> staging
+  llvm::DenseMap<Value, uint32_t> reduceStaging;     // reduce token -> staging
   llvm::DenseMap<Value, uint32_t> reduceInstruction; // reduce token -> index
   int64_t lastCompute = -1;
   /// The program being emitted, its per-instruction times.
@@ -199,8 +199,8 @@ void Emitter::declareState(llvm::StringRef optimizer) {
     const plan::Buffer &resident =
         buffer(group.persistent() ? persistentBuffer.lookup(index)
                                   : shardBuffer.lookup(index));
-    auto type = RankedTensorType::get(
-        {resident.shape(0)}, Float32Type::get(module.getContext()));
+    auto type = RankedTensorType::get({resident.shape(0)},
+                                      Float32Type::get(module.getContext()));
     auto declare = [&](llvm::StringRef role) {
       uint32_t id = addBuffer(plan::Buffer::STATE,
                               group.name() + " (" + role.str() + ")", type);
@@ -458,14 +458,13 @@ llvm::Error Emitter::emitReduceScatter(zero::ReduceScatterStartOp start) {
                      ": the module has no gradient state (no @" +
                      kTrainStepName + ")");
   uint64_t padded = entry.padded_elements();
-  uint64_t staged = entry.persistent()
-                        ? padded
-                        : padded + padded / result.plan.world_size();
+  uint64_t staged =
+      entry.persistent() ? padded : padded + padded / result.plan.world_size();
   auto element = llvm::cast<RankedTensorType>(start.getGradients()[0].getType())
                      .getElementType();
-  uint32_t staging = addBuffer(
-      plan::Buffer::ARENA, entry.name() + " (gradients)",
-      RankedTensorType::get({static_cast<int64_t>(staged)}, element));
+  uint32_t staging =
+      addBuffer(plan::Buffer::ARENA, entry.name() + " (gradients)",
+                RankedTensorType::get({static_cast<int64_t>(staged)}, element));
   buffer(staging).set_group(group);
   auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
       start, start.getGroupAttr());
@@ -526,8 +525,8 @@ llvm::Error Emitter::emitOptimizerUpdate(zero::OptimizerUpdateOp update) {
     return makeError("cannot emit " + describeOp(update) +
                      ": no opcode for optimizer '" + update.getOptimizer() +
                      "'");
-  auto groupOp =
-      SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(update, update.getGroupAttr());
+  auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
+      update, update.getGroupAttr());
   uint64_t bytes = groupBytes(groupOp);
   if (!entry.persistent())
     bytes /= result.plan.world_size();

@@ -51,9 +51,9 @@ struct OptimizerStepPass : zplan::impl::OptimizerStepBase<OptimizerStepPass> {
     OpBuilder builder(module.getBodyRegion());
     builder.setInsertionPointAfter(train);
     auto hyperType = RankedTensorType::get({8}, builder.getF32Type());
-    auto func = builder.create<func::FuncOp>(
-        train.getLoc(), kOptimizerStepName,
-        builder.getFunctionType({hyperType}, {}));
+    auto func =
+        builder.create<func::FuncOp>(train.getLoc(), kOptimizerStepName,
+                                     builder.getFunctionType({hyperType}, {}));
     func.setArgAttr(0, "nn.name", builder.getStringAttr("hyper"));
     Block *body = func.addEntryBlock();
     builder.setInsertionPointToStart(body);

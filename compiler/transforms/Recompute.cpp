@@ -79,11 +79,11 @@ static std::optional<StringRef> onnxNodeName(Operation *op) {
 /// node outside any block (embeddings, final norm, LM head).
 static StringRef blockOfNodeName(StringRef name) {
   auto isIndex = [](StringRef text) {
-    return !text.empty() && llvm::all_of(text, [](char c) { return llvm::isDigit(c); });
+    return !text.empty() &&
+           llvm::all_of(text, [](char c) { return llvm::isDigit(c); });
   };
-  for (size_t begin = 0, slash; (slash = name.find('/', begin)) !=
-                                StringRef::npos;
-       begin = slash + 1) {
+  for (size_t begin = 0, slash;
+       (slash = name.find('/', begin)) != StringRef::npos; begin = slash + 1) {
     StringRef scope = name.slice(begin, slash);
     if (isIndex(scope) || isIndex(scope.rsplit('.').second))
       return name.take_front(slash);
@@ -110,7 +110,8 @@ static std::vector<ForwardBlock>
 collectBlocks(func::FuncOp func, const llvm::DenseSet<Operation *> &forward) {
   llvm::MapVector<StringRef, SmallVector<Operation *>> byName;
   for (Operation &op : func.getBody().front()) {
-    if (!forward.count(&op) || !llvm::isa_and_nonnull<nn::NNDialect>(op.getDialect()) ||
+    if (!forward.count(&op) ||
+        !llvm::isa_and_nonnull<nn::NNDialect>(op.getDialect()) ||
         llvm::isa<nn::ConstantOp>(op))
       continue;
     std::optional<StringRef> node = onnxNodeName(&op);

@@ -161,8 +161,7 @@ struct ShardParametersPass
           << "zplan-shard-parameters: parameters are gathered in more than "
              "one function (@"
           << gathering[0].getSymName() << " and @" << gathering[1].getSymName()
-          << ") and none is @" << kTrainStepName
-          << " to decide the groups";
+          << ") and none is @" << kTrainStepName << " to decide the groups";
       return signalPassFailure();
     }
     if (!primary && !gathering.empty())
@@ -251,8 +250,8 @@ struct ShardParametersPass
     int64_t length = liveness.ops().size();
     if (func.getSymName() != kTrainStepName)
       return length;
-    auto returnOp = llvm::cast<func::ReturnOp>(
-        func.getBody().front().getTerminator());
+    auto returnOp =
+        llvm::cast<func::ReturnOp>(func.getBody().front().getTerminator());
     if (returnOp.getNumOperands() == 0)
       return length;
     Operation *loss = returnOp.getOperand(0).getDefiningOp();
@@ -305,8 +304,8 @@ struct ShardParametersPass
       RankedTensorType type = use.param.getTensorType();
       uint64_t bytes = tensorBytes(type);
       bool persistent = type.getNumElements() <= persistenceThreshold;
-      bool farApart = !persistent &&
-                      use.lastUse - use.firstUse > std::max<int64_t>(span / 4, 1);
+      bool farApart = !persistent && use.lastUse - use.firstUse >
+                                         std::max<int64_t>(span / 4, 1);
       int64_t &open = persistent ? openPersistent : openSharded;
       bool fits = false;
       if (open >= 0 && !farApart) {
@@ -357,8 +356,8 @@ struct ShardParametersPass
       for (nn::ParameterOp member : plan.members) {
         std::optional<int64_t> aligned = checkedRoundUp(offset, alignElements);
         if (!aligned ||
-            llvm::AddOverflow(*aligned,
-                              member.getTensorType().getNumElements(), offset))
+            llvm::AddOverflow(*aligned, member.getTensorType().getNumElements(),
+                              offset))
           return overflows(member);
         offsets.push_back(*aligned);
         names.push_back(FlatSymbolRefAttr::get(member.getSymNameAttr()));
@@ -389,8 +388,7 @@ struct ShardParametersPass
 
   /// Step 6: the per-parameter gathers of the import become one start and
   /// one wait per group that `func` reads, at the top of the function.
-  LogicalResult rewriteGathers(func::FuncOp func,
-                               ArrayRef<GroupPlan> groups) {
+  LogicalResult rewriteGathers(func::FuncOp func, ArrayRef<GroupPlan> groups) {
     std::vector<ImportGather> gathers;
     if (failed(collectImportGathers(func, gathers)))
       return failure();
@@ -462,8 +460,7 @@ struct ShardParametersPass
     llvm::DenseMap<Operation *, PerParameter> byParameter;
     SmallVector<Operation *> erase;
     for (auto wait : func.getOps<zero::ReduceScatterWaitOp>()) {
-      auto start =
-          wait.getToken().getDefiningOp<zero::ReduceScatterStartOp>();
+      auto start = wait.getToken().getDefiningOp<zero::ReduceScatterStartOp>();
       if (start.getGroupAttr())
         return wait.emitOpError("is already in a group");
       if (start.getGradients().size() != 1 ||
@@ -479,8 +476,8 @@ struct ShardParametersPass
       auto param = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
           accumulator, accumulator.getParamAttr());
       if (!byParameter.try_emplace(param, PerParameter{start, wait}).second)
-        return wait.emitOpError() << "reduces a second gradient of '"
-                                  << param.getSymName() << "'";
+        return wait.emitOpError()
+               << "reduces a second gradient of '" << param.getSymName() << "'";
       if (!wait.getShards()[0].use_empty())
         return wait.emitOpError(
             "result is read in the same function; gradient shards are read "
@@ -529,9 +526,8 @@ struct ShardParametersPass
       }
       merged.push_back(entry);
     }
-    llvm::stable_sort(merged, [](const Merged &a, const Merged &b) {
-      return a.at < b.at;
-    });
+    llvm::stable_sort(
+        merged, [](const Merged &a, const Merged &b) { return a.at < b.at; });
 
     OpBuilder builder(&getContext());
     auto returnOp = body.getTerminator();

@@ -107,19 +107,19 @@ struct VerifySchedulePass
       return wait.emitError() << "waits for the reduce-scatter of group "
                               << groupName << " before it starts";
     if (wait.getAccumulators().size() != group.getParams().size())
-      return wait.emitError() << "must accumulate the reduce-scatter of group "
-                              << groupName
-                              << " into the gradient shards of its "
-                                 "parameters";
+      return wait.emitError()
+             << "must accumulate the reduce-scatter of group " << groupName
+             << " into the gradient shards of its "
+                "parameters";
     for (auto [accumulator, param] :
          llvm::zip_equal(wait.getAccumulators(), group.getParams())) {
       auto read = accumulator.getDefiningOp<zero::GradShardOp>();
       if (!read || read.getParamAttr() != param)
         return wait.emitError()
                << "accumulates group " << groupName << " into "
-               << (read ? "the gradient shard of '" + read.getParam().str() +
-                              "'"
-                        : std::string("a value that is not a zero.grad_shard"))
+               << (read
+                       ? "the gradient shard of '" + read.getParam().str() + "'"
+                       : std::string("a value that is not a zero.grad_shard"))
                << " where " << param << " belongs";
     }
     return success();
@@ -148,8 +148,7 @@ struct VerifySchedulePass
       auto update = llvm::dyn_cast<zero::OptimizerUpdateOp>(op);
       if (!update)
         return op.emitError()
-               << "'" << op.getName()
-               << "' in @" << kOptimizerStepName
+               << "'" << op.getName() << "' in @" << kOptimizerStepName
                << ": the optimizer step may only update shards "
                   "(zero.optimizer_update), never gather or compute on "
                   "parameters";
@@ -159,9 +158,9 @@ struct VerifySchedulePass
     }
     for (auto group : func->getParentOfType<ModuleOp>().getOps<zero::GroupOp>())
       if (!updated.contains(group.getSymName()))
-        return func.emitError() << "@" << kOptimizerStepName
-                                << " never updates group @"
-                                << group.getSymName();
+        return func.emitError()
+               << "@" << kOptimizerStepName << " never updates group @"
+               << group.getSymName();
     return success();
   }
 

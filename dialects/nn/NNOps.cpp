@@ -230,9 +230,9 @@ static LogicalResult verifySliceBounds(Operation *op, ArrayRef<int64_t> input,
            << "starts and steps need one entry per dimension (" << input.size()
            << "), got " << starts.size() << " and " << steps.size();
   if (sliced.size() != input.size())
-    return op->emitOpError() << slicedName << " rank " << sliced.size()
-                             << " differs from " << inputName << " rank "
-                             << input.size();
+    return op->emitOpError()
+           << slicedName << " rank " << sliced.size() << " differs from "
+           << inputName << " rank " << input.size();
   for (size_t d = 0; d < input.size(); ++d) {
     int64_t start = starts[d], step = steps[d], count = sliced[d];
     if (step == 0)
@@ -243,16 +243,15 @@ static LogicalResult verifySliceBounds(Operation *op, ArrayRef<int64_t> input,
     if (start < 0 || start >= input[d] || last < 0 || last >= input[d])
       return op->emitOpError()
              << "dimension " << d << " " << verb << " [" << start << ", "
-             << last << "] with step " << step << ", outside the "
-             << inputName << " extent " << input[d];
+             << last << "] with step " << step << ", outside the " << inputName
+             << " extent " << input[d];
   }
   return success();
 }
 
 LogicalResult SliceOp::verify() {
   return verifySliceBounds(*this, shapeOf(getInput()), shapeOf(getResult()),
-                           getStarts(), getSteps(), "result", "input",
-                           "reads");
+                           getStarts(), getSteps(), "result", "input", "reads");
 }
 
 LogicalResult ConcatOp::verify() {
@@ -411,18 +410,18 @@ verifyAttentionOperands(Operation *op, Value queryValue, Value keyValue,
                     value = shapeOf(valueValue);
   if (query.size() < 2)
     return op->emitOpError() << "query has shape " << formatShape(query)
-                         << ", expected rank >= 2 ([..., S, D])";
+                             << ", expected rank >= 2 ([..., S, D])";
   Type elementType = getElementTypeOrSelf(queryValue);
-  std::pair<StringRef, Value> others[] = {
-      {"key", keyValue}, {"value", valueValue}};
+  std::pair<StringRef, Value> others[] = {{"key", keyValue},
+                                          {"value", valueValue}};
   for (auto [name, other] : others)
     if (getElementTypeOrSelf(other) != elementType)
-      return op->emitOpError() << name << " has element type "
-                           << getElementTypeOrSelf(other) << ", expected "
-                           << elementType << " (the query's)";
+      return op->emitOpError()
+             << name << " has element type " << getElementTypeOrSelf(other)
+             << ", expected " << elementType << " (the query's)";
   if (maskKind != "additive" && maskKind != "select")
     return op->emitOpError() << "mask_kind is \"" << maskKind
-                         << "\", expected \"additive\" or \"select\"";
+                             << "\", expected \"additive\" or \"select\"";
   // T is read from the key whatever its rank, so that a key of the wrong
   // rank is reported against the shape it should have had.
   SmallVector<int64_t> expectedKey(query.drop_back(2));
@@ -441,17 +440,16 @@ verifyAttentionOperands(Operation *op, Value queryValue, Value keyValue,
         nn::broadcastShapes(scores, shapeOf(mask));
     if (failed(joined) ||
         ArrayRef<int64_t>(*joined) != ArrayRef<int64_t>(scores))
-      return op->emitOpError() << "mask of shape " << formatShape(shapeOf(mask))
-                           << " does not broadcast to the scores "
-                           << formatShape(scores);
+      return op->emitOpError()
+             << "mask of shape " << formatShape(shapeOf(mask))
+             << " does not broadcast to the scores " << formatShape(scores);
     bool boolean = getElementTypeOrSelf(mask).isInteger(1);
     if (maskKind == "select" && (!boolean || !maskedValue))
       return op->emitOpError("a \"select\" mask must be i1 and come with "
-                         "masked_value");
-    if (maskKind == "additive" &&
-        getElementTypeOrSelf(mask) != elementType)
+                             "masked_value");
+    if (maskKind == "additive" && getElementTypeOrSelf(mask) != elementType)
       return op->emitOpError("an \"additive\" mask must have the query's "
-                         "element type");
+                             "element type");
   } else if (maskKind == "select") {
     return op->emitOpError("mask_kind \"select\" needs a mask");
   }
@@ -470,9 +468,9 @@ LogicalResult AttentionOp::verify() {
                          << getElementTypeOrSelf(getResult()) << ", expected "
                          << getElementTypeOrSelf(getQuery())
                          << " (the query's)";
-  FailureOr<SmallVector<int64_t>> expected = verifyAttentionOperands(
-      *this, getQuery(), getKey(), getValue(), getMask(), getMaskKind(),
-      getMaskedValue());
+  FailureOr<SmallVector<int64_t>> expected =
+      verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
+                              getMask(), getMaskKind(), getMaskedValue());
   if (failed(expected))
     return failure();
   if (shapeOf(getResult()) != ArrayRef<int64_t>(*expected))
@@ -492,9 +490,9 @@ static LogicalResult verifyTensor(Operation *op, StringRef what, Value value,
   if (shapeOf(value) != expected)
     return emitShapeMismatch(op, what, shapeOf(value), expected);
   if (getElementTypeOrSelf(value) != elementType)
-    return op->emitOpError() << what << " has element type "
-                             << getElementTypeOrSelf(value) << ", expected "
-                             << elementType;
+    return op->emitOpError()
+           << what << " has element type " << getElementTypeOrSelf(value)
+           << ", expected " << elementType;
   return success();
 }
 
@@ -560,15 +558,14 @@ LogicalResult SliceGradOp::verify() {
 
 /// dy, input and dinput of a normalisation gradient share one type; the
 /// weight and its gradients have the shape of the normalised dimensions.
-static LogicalResult verifyNormGrad(Operation *op, Value dy, Value input,
-                                    Value weight, int64_t axis,
-                                    ArrayRef<std::pair<StringRef, Value>>
-                                        weightShaped) {
+static LogicalResult
+verifyNormGrad(Operation *op, Value dy, Value input, Value weight, int64_t axis,
+               ArrayRef<std::pair<StringRef, Value>> weightShaped) {
   auto type = llvm::cast<RankedTensorType>(input.getType());
   if (axis < 0 || axis >= type.getRank())
     return emitAxisOutOfRange(op, "axis", axis, type.getRank());
-  if (failed(verifyTensor(op, "dy", dy, type.getShape(),
-                          type.getElementType())) ||
+  if (failed(
+          verifyTensor(op, "dy", dy, type.getShape(), type.getElementType())) ||
       failed(verifyTensor(op, "dinput", op->getResult(0), type.getShape(),
                           type.getElementType())))
     return failure();
@@ -577,8 +574,8 @@ static LogicalResult verifyNormGrad(Operation *op, Value dy, Value input,
                           type.getElementType())))
     return failure();
   for (auto [name, value] : weightShaped)
-    if (failed(verifyTensor(op, name, value, normalized,
-                            type.getElementType())))
+    if (failed(
+            verifyTensor(op, name, value, normalized, type.getElementType())))
       return failure();
   return success();
 }
@@ -606,17 +603,16 @@ LogicalResult SoftmaxGradOp::verify() {
 }
 
 LogicalResult AttentionGradOp::verify() {
-  FailureOr<SmallVector<int64_t>> output = verifyAttentionOperands(
-      *this, getQuery(), getKey(), getValue(), getMask(), getMaskKind(),
-      getMaskedValue());
+  FailureOr<SmallVector<int64_t>> output =
+      verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
+                              getMask(), getMaskKind(), getMaskedValue());
   if (failed(output))
     return failure();
   Type elementType = getElementTypeOrSelf(getQuery());
   if (failed(verifyTensor(*this, "dout", getDout(), *output, elementType)))
     return failure();
-  std::pair<StringRef, Value> gradients[] = {{"dquery", getDquery()},
-                                            {"dkey", getDkey()},
-                                            {"dvalue", getDvalue()}};
+  std::pair<StringRef, Value> gradients[] = {
+      {"dquery", getDquery()}, {"dkey", getDkey()}, {"dvalue", getDvalue()}};
   Value forward[] = {getQuery(), getKey(), getValue()};
   for (auto [gradient, input] : llvm::zip(gradients, forward))
     if (failed(verifyTensor(*this, gradient.first, gradient.second,

@@ -1,8 +1,8 @@
 //===- Arguments.cpp - zrun's command line, parsed
 //-------------------------===//
 
-#include "runtime/support/FlagWords.h"
 #include "runtime/tooling/Arguments.h"
+#include "runtime/support/FlagWords.h"
 
 #include <cerrno>
 #include <cstdint>
@@ -52,7 +52,6 @@ const char *const zplan::tooling::kUsage =
     "train (also --check, --threads T, --stats; --momentum M for sgd plans;\n"
     "       --clip-grad-norm MAX to clip the gradients' global L2 norm):\n";
 
-
 namespace {
 
 Status parseCount(const std::string &flag, const std::string &text, int64_t low,
@@ -67,8 +66,8 @@ Status parseCount(const std::string &flag, const std::string &text, int64_t low,
   return Status::success();
 }
 
-Status parseNumber(const std::string &flag, const std::string &text,
-                   double low, double high, double &out) {
+Status parseNumber(const std::string &flag, const std::string &text, double low,
+                   double high, double &out) {
   char *end = nullptr;
   errno = 0;
   double value = std::strtod(text.c_str(), &end);
@@ -129,8 +128,11 @@ constexpr Flag kFlags[] = {
 };
 
 constexpr std::pair<Command, const char *> kCommands[] = {
-    {Run, "run"},           {Inspect, "inspect"}, {Train, "train"},
-    {Gradients, "gradients"}, {Export, "export"}};
+    {Run, "run"},
+    {Inspect, "inspect"},
+    {Train, "train"},
+    {Gradients, "gradients"},
+    {Export, "export"}};
 
 /// "'run', 'train' or 'gradients'".
 std::string commandsOf(unsigned commands) {

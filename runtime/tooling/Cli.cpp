@@ -74,8 +74,7 @@ int zplan::zrunMain(int argc, char **argv) {
                         communicator->size(), " ranks");
       if (agree(*communicator, single))
         exitCode = exportPlan(arguments);
-    }
-    else
+    } else
       exitCode = runPlan(arguments, *communicator);
   }
   communicator.reset(); // MPI_Finalize, after the executor's thread ended.

@@ -34,9 +34,9 @@ std::string planIdentity(const plan::Plan &plan);
 
 /// The binding called `name` among a program's inputs or outputs; null when
 /// there is none.
-const plan::Binding *findBinding(
-    const google::protobuf::RepeatedPtrField<plan::Binding> &bindings,
-    const std::string &name);
+const plan::Binding *
+findBinding(const google::protobuf::RepeatedPtrField<plan::Binding> &bindings,
+            const std::string &name);
 
 /// The program named `name`; with no name, the only program or else
 /// 'infer'. Fails listing the programs the plan has.

@@ -159,8 +159,8 @@ namespace {
 } // namespace
 
 /// "'a', 'b'", or "none".
-static std::string namesOf(
-    const google::protobuf::RepeatedPtrField<plan::Binding> &bindings) {
+static std::string
+namesOf(const google::protobuf::RepeatedPtrField<plan::Binding> &bindings) {
   std::string names;
   for (const plan::Binding &binding : bindings)
     names += (names.empty() ? "" : ", ") + inQuotes(binding.name());

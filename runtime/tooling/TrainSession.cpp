@@ -87,8 +87,7 @@ Status checkTraining(Training &training, bool needOptimizer) {
   training.labels = findBinding(step.inputs(), "labels");
   training.loss = findBinding(step.outputs(), "loss");
   if (!training.loss)
-    return failure("program ", inQuotes(kStepProgram),
-                   " has no output 'loss'");
+    return failure("program ", inQuotes(kStepProgram), " has no output 'loss'");
   const plan::Buffer &loss = bufferOf(plan, training.loss->buffer());
   if (loss.dtype() != plan::F32 || elementCount(loss) != 1)
     return failure("program ", inQuotes(kStepProgram),
@@ -127,9 +126,9 @@ Status loadTraining(Training &training) {
                                       *training.memory, training.communicator,
                                       options, training.stepExecutor));
   if (training.optimizer)
-    ZR_RETURN_IF_ERROR(Executor::create(
-        training.plan, *training.optimizer, *training.memory,
-        training.communicator, options, training.optimizerExecutor));
+    ZR_RETURN_IF_ERROR(Executor::create(training.plan, *training.optimizer,
+                                        *training.memory, training.communicator,
+                                        options, training.optimizerExecutor));
   return Status::success();
 }
 
@@ -163,8 +162,7 @@ Status gatherGradients(Training &training,
     const plan::Group &entry = plan.groups(group);
     std::vector<float> &whole = groups[group];
     whole.resize(entry.padded_elements());
-    const void *gradient =
-        training.memory->address(training.gradientOf[group]);
+    const void *gradient = training.memory->address(training.gradientOf[group]);
     if (entry.persistent()) {
       std::memcpy(whole.data(), gradient, whole.size() * sizeof(float));
     } else {
@@ -180,8 +178,8 @@ Status gatherGradients(Training &training,
 }
 
 Status stageGradients(Training &training,
-                      const std::vector<std::vector<float>> &groups,
-                      float loss, StagedFiles &staged) {
+                      const std::vector<std::vector<float>> &groups, float loss,
+                      StagedFiles &staged) {
   const plan::Plan &plan = training.plan;
   const std::string &directory = training.arguments.outputDir;
   std::string index;
@@ -198,9 +196,9 @@ Status stageGradients(Training &training,
     ZR_RETURN_IF_ERROR(npy::encodeNpy(
         plan::F32, shape, whole.data() + parameter.offset_elements(),
         parameter.num_elements() * sizeof(float), encoded));
-    ZR_RETURN_IF_ERROR(staged.stage(directory + "/" + file, encoded,
-                                    "the gradient of " +
-                                        inQuotes(parameter.name())));
+    ZR_RETURN_IF_ERROR(
+        staged.stage(directory + "/" + file, encoded,
+                     "the gradient of " + inQuotes(parameter.name())));
     index += parameter.name() + "\t" + file + "\n";
   }
   return staged.stage(directory + "/gradients.txt", index,
@@ -244,7 +242,8 @@ std::vector<train::CheckpointRegion> checkpointRegions(RankMemory &memory) {
 uint64_t vocabularyOf(const plan::Plan &plan) {
   for (const plan::Program &program : plan.programs())
     if (program.name() == "infer")
-      if (const plan::Binding *logits = findBinding(program.outputs(), "logits"))
+      if (const plan::Binding *logits =
+              findBinding(program.outputs(), "logits"))
         return static_cast<uint64_t>(
             bufferOf(plan, logits->buffer()).shape().rbegin()[0]);
   return 0;
@@ -263,7 +262,8 @@ Status checkTrainInputs(Training &training, TrainRun &run) {
   if (!training.inputIds)
     return failure("program ", inQuotes(kStepProgram),
                    " has no input 'input_ids' to feed tokens to");
-  const plan::Buffer &ids = bufferOf(training.plan, training.inputIds->buffer());
+  const plan::Buffer &ids =
+      bufferOf(training.plan, training.inputIds->buffer());
   if (ids.dtype() != plan::I64 || ids.shape_size() != 2)
     return failure("program ", inQuotes(kStepProgram),
                    "'s input 'input_ids' is not int64 [batch, sequence]");
@@ -314,9 +314,9 @@ void runMicroSteps(Training &training, TrainRun &run, uint64_t step,
   for (uint64_t micro = 0; micro < options.gradAccum; ++micro) {
     // The arena reuses the inputs' bytes once they are dead: refill them
     // before every run.
-    if (Status status = run.sampler->fill(
-            run.data, step, micro, static_cast<uint64_t>(communicator.rank()),
-            ids);
+    if (Status status =
+            run.sampler->fill(run.data, step, micro,
+                              static_cast<uint64_t>(communicator.rank()), ids);
         !status.ok())
       abortRun(communicator, status);
     if (training.labels)
@@ -344,8 +344,8 @@ double gradientNorm(Training &training, double gradScale) {
     for (uint64_t i = 0, n = elementCount(buffer); i < n; ++i)
       squares += static_cast<double>(gradient[i]) * gradient[i];
   }
-  if (Status status = training.communicator.allReduce(&squares, 1,
-                                                      ElementType::F64);
+  if (Status status =
+          training.communicator.allReduce(&squares, 1, ElementType::F64);
       !status.ok())
     abortRun(training.communicator, status);
   return std::sqrt(squares) * gradScale;
@@ -365,8 +365,8 @@ void runOptimizer(Training &training, uint64_t step, double lr) {
   }
   std::array<float, 8> hyper =
       train::optimizerHyper(settings, lr, gradScale, step + 1);
-  std::memcpy(training.memory->address(training.hyper->buffer()),
-              hyper.data(), sizeof(float) * hyper.size());
+  std::memcpy(training.memory->address(training.hyper->buffer()), hyper.data(),
+              sizeof(float) * hyper.size());
   if (Status status = training.optimizerExecutor->run(); !status.ok())
     abortRun(training.communicator, status);
 }
@@ -402,9 +402,9 @@ int zplan::tooling::writeGradients(const Arguments &arguments,
   loss /= static_cast<float>(communicator.size());
   StagedFiles staged;
   bool rankZero = communicator.rank() == 0;
-  if (!agree(communicator, rankZero ? stageGradients(training, groups, loss,
-                                                     staged)
-                                    : Status::success()))
+  if (!agree(communicator, rankZero
+                               ? stageGradients(training, groups, loss, staged)
+                               : Status::success()))
     return 1;
   return agree(communicator, rankZero ? staged.commitAll() : Status::success())
              ? 0
@@ -448,8 +448,8 @@ int zplan::tooling::trainPlan(const Arguments &arguments,
     float total = static_cast<float>(lossSum);
     if (Status status = communicator.allReduce(&total, 1); !status.ok())
       abortRun(communicator, status);
-    double loss = total / (static_cast<double>(options.gradAccum) *
-                           communicator.size());
+    double loss =
+        total / (static_cast<double>(options.gradAccum) * communicator.size());
     runOptimizer(training, step, lr);
     std::string line = progress.stepDone(step + 1, loss, lr, tokensPerStep);
     if (rankZero) {

@@ -644,8 +644,7 @@ Status parseManifest(const std::string &path, const std::string &text,
 /// Resolves `path` to its step directory and reads its manifest, checked
 /// against the plan identity and world size of the reader.
 Status openManifest(const std::string &path, const std::string &planIdentity,
-                    int worldSize, std::string &directory,
-                    Manifest &manifest) {
+                    int worldSize, std::string &directory, Manifest &manifest) {
   ZR_RETURN_IF_ERROR(resolveStepDirectory(path, directory));
   std::string manifestPath = directory + "/" + kManifest;
   std::string text;
@@ -676,8 +675,7 @@ std::string rankFileOf(const std::string &directory, int rank) {
 Status openRankFile(const std::string &directory, int rank,
                     const std::vector<ManifestRegion> &saved,
                     plan::ReadableFile &file) {
-  ZR_RETURN_IF_ERROR(
-      file.open(rankFileOf(directory, rank), "checkpoint file"));
+  ZR_RETURN_IF_ERROR(file.open(rankFileOf(directory, rank), "checkpoint file"));
   uint64_t total = 0;
   for (const ManifestRegion &region : saved)
     total += region.bytes;

@@ -1,7 +1,7 @@
 //===- TrainOptions.cpp - the flags of `zrun PLAN train`, parsed ----------===//
 
-#include "runtime/support/FlagWords.h"
 #include "runtime/train/TrainOptions.h"
+#include "runtime/support/FlagWords.h"
 
 #include <cerrno>
 #include <cmath>

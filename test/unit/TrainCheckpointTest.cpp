@@ -395,19 +395,18 @@ TEST_F(TrainCheckpoint, AKillAtAnyStageLeavesTheLastCheckpointUsable) {
 /// Writes a checkpoint of `ranks.size()` ranks under `root` as
 /// saveCheckpoint lays one out: rank files, a manifest ending in its
 /// checksum, `latest`.
-void writeByHand(const std::string &root, uint64_t step,
-                 const std::vector<std::vector<std::pair<std::string,
-                                                         std::string>>> &ranks,
-                 const std::string &plan = kPlan) {
+void writeByHand(
+    const std::string &root, uint64_t step,
+    const std::vector<std::vector<std::pair<std::string, std::string>>> &ranks,
+    const std::string &plan = kPlan) {
   char name[32];
   std::snprintf(name, sizeof(name), "step-%08llu",
                 static_cast<unsigned long long>(step));
   std::string directory = root + "/" + name;
   fs::create_directories(directory);
   std::ostringstream manifest;
-  manifest << "format\tzplan-checkpoint 1\nplan\t" << plan
-           << "\nworld-size\t" << ranks.size() << "\nstep\t" << step
-           << "\nvalue\tseed=3\n";
+  manifest << "format\tzplan-checkpoint 1\nplan\t" << plan << "\nworld-size\t"
+           << ranks.size() << "\nstep\t" << step << "\nvalue\tseed=3\n";
   for (size_t rank = 0; rank < ranks.size(); ++rank) {
     std::ofstream file(directory + "/rank-" + std::to_string(rank) + ".bin",
                        std::ios::binary);
@@ -467,10 +466,10 @@ TEST_F(TrainCheckpoint, ReaderRefusesAnotherPlanWorldSizeOrMissingRankFile) {
   writeByHand(root, 7, twoRanks());
   CheckpointReader reader;
   std::string step = root + "/step-00000007";
-  EXPECT_EQ(errorOf(CheckpointReader::open(root, "0x0000000000000bad", 2,
-                                           reader)),
-            "checkpoint '" + step + "' was written by another plan (identity " +
-                kPlan + "); this run's plan is 0x0000000000000bad");
+  EXPECT_EQ(
+      errorOf(CheckpointReader::open(root, "0x0000000000000bad", 2, reader)),
+      "checkpoint '" + step + "' was written by another plan (identity " +
+          kPlan + "); this run's plan is 0x0000000000000bad");
   EXPECT_EQ(errorOf(CheckpointReader::open(root, kPlan, 4, reader)),
             "checkpoint '" + step +
                 "' was written by a plan with world size 2; this run has 4");
@@ -479,9 +478,9 @@ TEST_F(TrainCheckpoint, ReaderRefusesAnotherPlanWorldSizeOrMissingRankFile) {
             "checkpoint file '" + step +
                 "/rank-1.bin' is 10 bytes; its manifest says 1045");
   fs::remove(step + "/rank-1.bin");
-  EXPECT_TRUE(contains(errorOf(CheckpointReader::open(root, kPlan, 2, reader)),
-                       "cannot open checkpoint file '" + step +
-                           "/rank-1.bin'"));
+  EXPECT_TRUE(
+      contains(errorOf(CheckpointReader::open(root, kPlan, 2, reader)),
+               "cannot open checkpoint file '" + step + "/rank-1.bin'"));
 }
 
 TEST_F(TrainCheckpoint, ReaderFindsACorruptByteWrongSizeOrUnknownRegion) {
@@ -491,8 +490,9 @@ TEST_F(TrainCheckpoint, ReaderFindsACorruptByteWrongSizeOrUnknownRegion) {
   ASSERT_EQ(errorOf(CheckpointReader::open(root, kPlan, 2, reader)), "");
   std::string shards(40, '\0');
   EXPECT_EQ(errorOf(reader.read(1, "shards", shards.data(), 39)),
-            "checkpoint '" + root + "/step-00000007' holds 40 bytes of "
-            "region 'shards' for rank 1; the plan's is 39 bytes");
+            "checkpoint '" + root +
+                "/step-00000007' holds 40 bytes of "
+                "region 'shards' for rank 1; the plan's is 39 bytes");
   EXPECT_EQ(errorOf(reader.verify(1, "adam")),
             "checkpoint '" + root +
                 "/step-00000007' has no region 'adam' for rank 1");

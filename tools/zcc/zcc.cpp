@@ -81,9 +81,9 @@ static cl::opt<std::string>
          cl::desc("--mode train: causal-lm (next-token cross-entropy on the "
                   "logits) or output:NAME (the model's own scalar output)"),
          cl::cat(zccCategory));
-static cl::opt<std::string>
-    optimizer("optimizer", cl::init("adamw"),
-              cl::desc("--mode train: adamw or sgd"), cl::cat(zccCategory));
+static cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
+                                      cl::desc("--mode train: adamw or sgd"),
+                                      cl::cat(zccCategory));
 
 static int fail(const Twine &message) {
   errs() << "zcc: error: " << message << "\n";
