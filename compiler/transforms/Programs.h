@@ -4,8 +4,9 @@
 // import's; program "infer"), and in a training module @train_micro_step
 // (forward, loss, backward and the gradient reduce-scatters; built by
 // zplan-autodiff) and @optimizer_step (one zero.optimizer_update per group;
-// built by zplan-optimizer-step). Passes and the emitter find them by these
-// names.
+// built by zplan-optimizer-step); a generation module holds the four
+// functions below instead of @forward. Passes and the emitter find them by
+// these names.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +20,13 @@ namespace zplan {
 inline constexpr llvm::StringLiteral kForwardName = "forward";
 inline constexpr llvm::StringLiteral kTrainStepName = "train_micro_step";
 inline constexpr llvm::StringLiteral kOptimizerStepName = "optimizer_step";
+// A generation module (zcc --mode generate): the resident set is gathered in
+// @generate_begin and released in @generate_end; @prefill fills the KV cache
+// from the prompts, @decode appends one token per sequence.
+inline constexpr llvm::StringLiteral kGenerateBeginName = "generate_begin";
+inline constexpr llvm::StringLiteral kPrefillName = "prefill";
+inline constexpr llvm::StringLiteral kDecodeName = "decode";
+inline constexpr llvm::StringLiteral kGenerateEndName = "generate_end";
 
 /// The plan program a function becomes: "infer" for @forward, else the
 /// function's own name.

@@ -479,6 +479,72 @@ LogicalResult AttentionOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Generation: the KV cache
+//===----------------------------------------------------------------------===//
+
+LogicalResult KvCacheOp::verify() {
+  if (getTensorType().getRank() != 4)
+    return emitOpError() << "cache must be [batch, heads, max_seq_len, "
+                            "head_dim], got "
+                         << getTensorType();
+  return success();
+}
+
+LogicalResult CacheAppendOp::verify() {
+  ArrayRef<int64_t> entries = shapeOf(getNewEntries());
+  ArrayRef<int64_t> cache = shapeOf(getResult());
+  ArrayRef<int64_t> positions = shapeOf(getPositions());
+  if (entries.size() != 4 || cache.size() != 4)
+    return emitOpError("new entries and result must be [B, H, S, D] and "
+                       "[B, H, L, D]");
+  SmallVector<int64_t> expectedPositions{entries[0], entries[2]};
+  if (positions != ArrayRef<int64_t>(expectedPositions))
+    return emitShapeMismatch(*this, "positions", positions, expectedPositions);
+  SmallVector<int64_t> expectedCache{entries[0], entries[1], cache[2],
+                                     entries[3]};
+  if (cache != ArrayRef<int64_t>(expectedCache) || cache[2] < entries[2])
+    return emitShapeMismatch(*this, "result", cache, expectedCache);
+  if (getElementTypeOrSelf(getResult()) != getElementTypeOrSelf(getNewEntries()))
+    return emitOpError("result and new entries must have one element type");
+  return success();
+}
+
+LogicalResult CacheAppendOp::verifySymbolUses(SymbolTableCollection &table) {
+  auto cache = table.lookupNearestSymbolFrom<KvCacheOp>(*this, getCacheAttr());
+  if (!cache)
+    return emitOpError() << getCacheAttr() << " is not an nn.kv_cache";
+  if (cache.getTensorType() != getResult().getType())
+    return emitOpError() << "result has type " << getResult().getType()
+                         << ", but " << getCacheAttr() << " is "
+                         << cache.getTensorType();
+  return success();
+}
+
+LogicalResult CachedAttentionOp::verify() {
+  ArrayRef<int64_t> query = shapeOf(getQuery());
+  ArrayRef<int64_t> key = shapeOf(getKey());
+  ArrayRef<int64_t> value = shapeOf(getValue());
+  if (query.size() != 4 || key.size() != 4 || value.size() != 4)
+    return emitOpError("query, key and value must have rank 4 "
+                       "([B, H, S, D], [B, H, L, D], [B, H, L, Dv])");
+  SmallVector<int64_t> expectedKey{query[0], query[1], key[2], query[3]};
+  if (key != ArrayRef<int64_t>(expectedKey))
+    return emitShapeMismatch(*this, "key", key, expectedKey);
+  SmallVector<int64_t> expectedValue{query[0], query[1], key[2], value[3]};
+  if (value != ArrayRef<int64_t>(expectedValue))
+    return emitShapeMismatch(*this, "value", value, expectedValue);
+  SmallVector<int64_t> expectedPositions{query[0], query[2]};
+  if (shapeOf(getPositions()) != ArrayRef<int64_t>(expectedPositions))
+    return emitShapeMismatch(*this, "positions", shapeOf(getPositions()),
+                             expectedPositions);
+  SmallVector<int64_t> expectedResult{query[0], query[1], query[2], value[3]};
+  if (shapeOf(getResult()) != ArrayRef<int64_t>(expectedResult))
+    return emitShapeMismatch(*this, "result", shapeOf(getResult()),
+                             expectedResult);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Loss and backward ops
 //===----------------------------------------------------------------------===//
 

@@ -487,6 +487,82 @@ def NN_AttentionOp : NN_Op<"attention", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Generation: the static KV cache (zcc --mode generate)
+//===----------------------------------------------------------------------===//
+
+def NN_KvCacheOp : NN_Op<"kv_cache", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "a static key or value cache, as a module-level symbol";
+  let description = [{
+    One attention layer's keys (or values) for every sequence of the batch
+    and every position up to the generation's maximum length:
+    [batch, heads, max_seq_len, head_dim]. Sequence b's entry for the token
+    at position p lives in slot p. The cache is state kept across the
+    programs of a generation (`@prefill` fills it, every `@decode` appends
+    to it); it is zero when the plan is loaded.
+
+    ```mlir
+    nn.kv_cache @cache.0.key : tensor<2x2x64x16xf32>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<NN_FloatTensor>:$type);
+  let assemblyFormat = "$sym_name attr-dict `:` $type";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def NN_CacheAppendOp : NN_Op<"cache_append", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "writes new keys or values into their slots of a KV cache";
+  let description = [{
+    Writes `new[b, :, s, :]` into slot `positions[b, s]` of the cache
+    `cache` ([B, H, L, D]), in place, and returns the whole cache after the
+    write (the runtime returns the cache's own buffer: no copy). `new` is
+    [B, H, S, D] and `positions` [B, S]; every position must lie in [0, L).
+    Not Pure: it writes state that outlives the program.
+
+    ```mlir
+    %k = nn.cache_append @cache.0.key, %new, %positions : (tensor<2x2x1x16xf32>, tensor<2x1xi64>) -> tensor<2x2x64x16xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$cache, NN_FloatTensor:$new_entries,
+                       NN_IndexTensor:$positions);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $cache `,` $new_entries `,` $positions attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_CachedAttentionOp : NN_Op<"cached_attention", [Pure]> {
+  let summary = "attention of new queries over a KV cache, masked by position";
+  let description = [{
+    `softmax(query @ key^T * scale + mask) @ value` where key slot j is
+    visible to query (b, h, s) iff `j <= positions[b, s]`: each query sees
+    the cache up to its own position, so the slots past it (not yet written,
+    or left by a longer earlier sequence) are never read. query is
+    [B, H, S, D], key and value [B, H, L, D] (grouped-query models expand
+    the cache first), positions [B, S]; the result is [B, H, S, Dv].
+
+    ```mlir
+    %o = nn.cached_attention %q, %k, %v, %positions {scale = 2.500000e-01 : f32} : (tensor<2x4x1x16xf32>, tensor<2x4x64x16xf32>, tensor<2x4x64x16xf32>, tensor<2x1xi64>) -> tensor<2x4x1x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                       NN_FloatTensor:$value, NN_IndexTensor:$positions,
+                       F32Attr:$scale);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $positions attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Loss and backward ops (emitted by zplan-autodiff; TRAIN_SPEC section 1)
 //===----------------------------------------------------------------------===//
 

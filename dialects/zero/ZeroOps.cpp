@@ -209,6 +209,74 @@ LogicalResult ReleaseOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Residency
+//===----------------------------------------------------------------------===//
+
+/// The resident ops name a group that must exist and be marked `resident`:
+/// a non-resident group's copy is not kept across programs.
+static LogicalResult verifyResidentGroup(Operation *op,
+                                         SymbolTableCollection &table,
+                                         FlatSymbolRefAttr name,
+                                         GroupOp *found = nullptr) {
+  auto group = table.lookupNearestSymbolFrom<GroupOp>(op, name);
+  if (!group)
+    return op->emitOpError() << "group " << name << " is not a zero.group";
+  if (!group.getResident())
+    return op->emitOpError() << "group " << name << " is not resident";
+  if (found)
+    *found = group;
+  return success();
+}
+
+LogicalResult
+ResidentGatherOp::verifySymbolUses(SymbolTableCollection &table) {
+  return verifyResidentGroup(*this, table, getGroupAttr());
+}
+
+LogicalResult
+ResidentReleaseOp::verifySymbolUses(SymbolTableCollection &table) {
+  return verifyResidentGroup(*this, table, getGroupAttr());
+}
+
+LogicalResult ResidentReadOp::verify() {
+  if (getShards().empty())
+    return emitOpError("must read at least one shard");
+  if (getShards().size() != getTensors().size())
+    return emitOpError() << "has " << getTensors().size()
+                         << " results for " << getShards().size() << " shards";
+  for (auto [index, shard, tensor] :
+       llvm::enumerate(getShards(), getTensors())) {
+    RankedTensorType expected =
+        llvm::cast<ShardType>(shard.getType()).getTensorType();
+    if (tensor.getType() != expected)
+      return emitOpError() << "result " << index << " has type "
+                           << tensor.getType() << ", expected " << expected
+                           << " (the parameter of shard " << index << ")";
+  }
+  return success();
+}
+
+LogicalResult ResidentReadOp::verifySymbolUses(SymbolTableCollection &table) {
+  GroupOp group;
+  if (failed(verifyResidentGroup(*this, table, getGroupAttr(), &group)))
+    return failure();
+  ArrayAttr params = group.getParams();
+  if (params.size() != getShards().size())
+    return emitOpError() << "reads " << getShards().size()
+                         << " shards, but group " << getGroupAttr() << " has "
+                         << params.size() << " parameters";
+  for (auto [index, shard, param] :
+       llvm::enumerate(getShards(), params.getValue())) {
+    auto read = shard.getDefiningOp<ShardOp>();
+    if (read && read.getParamAttr() != param)
+      return emitOpError() << "shard " << index << " reads "
+                           << read.getParamAttr() << ", but group "
+                           << getGroupAttr() << " expects " << param;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Reduce-scatter
 //===----------------------------------------------------------------------===//
 

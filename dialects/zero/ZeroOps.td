@@ -79,6 +79,8 @@ def Zero_GroupOp : Zero_Op<"group", [Symbol, HasParent<"::mlir::ModuleOp">,
     A `persistent` group is small enough to stay whole on every rank
     (DeepSpeed's param_persistence_threshold): gathered once when the plan
     is loaded, never released, no collective inside any program.
+    A `resident` group (generation only) is gathered once in
+    `@generate_begin` and kept for every token (`zero.resident_gather`).
 
     ```mlir
     zero.group @block0 {params = [@"h.0.w", @"h.0.b"], padded_elements = 4160 : i64, world_size = 4 : i64}
@@ -89,7 +91,8 @@ def Zero_GroupOp : Zero_Op<"group", [Symbol, HasParent<"::mlir::ModuleOp">,
                        OptionalAttr<DenseI64ArrayAttr>:$offsets,
                        I64Attr:$padded_elements,
                        I64Attr:$world_size,
-                       UnitAttr:$persistent);
+                       UnitAttr:$persistent,
+                       UnitAttr:$resident);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -192,6 +195,65 @@ def Zero_ReleaseOp : Zero_Op<"release"> {
   let arguments = (ins Variadic<AnyRankedTensor>:$tensors);
   let assemblyFormat = "$tensors attr-dict `:` type($tensors)";
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Residency across the programs of generation
+//===----------------------------------------------------------------------===//
+
+def Zero_ResidentGatherOp : Zero_Op<"resident_gather", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "gathers a resident group once, for every token of a generation";
+  let description = [{
+    In `@generate_begin`: all-gathers the group's shards into its resident
+    copy, which outlives the program (it is not an SSA value: the programs of
+    a generation are separate functions) and is read by `zero.resident_read`
+    in `@prefill` and `@decode` until `zero.resident_release` in
+    `@generate_end`. Blocking: the copy is complete when the program ends.
+
+    ```mlir
+    zero.resident_gather {group = @group3}
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$group);
+  let assemblyFormat = "attr-dict";
+}
+
+def Zero_ResidentReadOp : Zero_Op<"resident_read", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the parameters of a resident group's gathered copy";
+  let description = [{
+    Like a `zero.gather_start` / `zero.gather_wait` pair whose collective
+    already ran in `@generate_begin`: the operands are exactly the group's
+    shards in its order, result i is the full tensor of shard i, and no
+    communication happens. The copy belongs to the generation, not to the
+    program: a `zero.release` of it is an error.
+
+    ```mlir
+    %w, %b = zero.resident_read %s0, %s1 {group = @group3} : !zero.shard<tensor<64x64xf32>>, !zero.shard<tensor<64xf32>> -> tensor<64x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Zero_ShardType>:$shards,
+                       FlatSymbolRefAttr:$group);
+  let results = (outs Variadic<AnyRankedTensor>:$tensors);
+  let assemblyFormat =
+      "$shards attr-dict `:` type($shards) `->` type($tensors)";
+  let hasVerifier = 1;
+}
+
+def Zero_ResidentReleaseOp : Zero_Op<"resident_release", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "ends the life of a resident group's gathered copy";
+  let description = [{
+    In `@generate_end`: after it no program may read the copy (`--check`
+    poisons it), and its memory is free until the next `@generate_begin`.
+
+    ```mlir
+    zero.resident_release {group = @group3}
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$group);
+  let assemblyFormat = "attr-dict";
 }
 
 //===----------------------------------------------------------------------===//

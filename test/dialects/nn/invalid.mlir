@@ -985,3 +985,49 @@ func.func @gelu_grad_approximate(%x: tensor<8xf32>) {
   %dx = nn.gelu_grad %x, %x {approximate = "fast"} : tensor<8xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{'nn.kv_cache' op cache must be [batch, heads, max_seq_len, head_dim], got 'tensor<2x64x16xf32>'}}
+nn.kv_cache @c : tensor<2x64x16xf32>
+
+// -----
+
+func.func @append(%new: tensor<2x2x1x16xf32>, %pos: tensor<2x1xi64>) {
+  // expected-error @+1 {{'nn.cache_append' op @nowhere is not an nn.kv_cache}}
+  %k = nn.cache_append @nowhere, %new, %pos : (tensor<2x2x1x16xf32>, tensor<2x1xi64>) -> tensor<2x2x64x16xf32>
+  return
+}
+
+// -----
+
+nn.kv_cache @c : tensor<2x2x32x16xf32>
+func.func @append(%new: tensor<2x2x1x16xf32>, %pos: tensor<2x1xi64>) {
+  // expected-error @+1 {{'nn.cache_append' op result has type 'tensor<2x2x64x16xf32>', but @c is 'tensor<2x2x32x16xf32>'}}
+  %k = nn.cache_append @c, %new, %pos : (tensor<2x2x1x16xf32>, tensor<2x1xi64>) -> tensor<2x2x64x16xf32>
+  return
+}
+
+// -----
+
+func.func @append(%new: tensor<2x2x1x16xf32>, %pos: tensor<1x1xi64>) {
+  // expected-error @+1 {{'nn.cache_append' op positions}}
+  %k = nn.cache_append @c, %new, %pos : (tensor<2x2x1x16xf32>, tensor<1x1xi64>) -> tensor<2x2x64x16xf32>
+  return
+}
+
+// -----
+
+func.func @attend(%q: tensor<2x4x1x16xf32>, %k: tensor<2x2x64x16xf32>, %pos: tensor<2x1xi64>) {
+  // expected-error @+1 {{'nn.cached_attention' op key}}
+  %o = nn.cached_attention %q, %k, %k, %pos {scale = 0.25 : f32} : (tensor<2x4x1x16xf32>, tensor<2x2x64x16xf32>, tensor<2x2x64x16xf32>, tensor<2x1xi64>) -> tensor<2x4x1x16xf32>
+  return
+}
+
+// -----
+
+func.func @attend(%q: tensor<2x4x3x16xf32>, %k: tensor<2x4x64x16xf32>, %pos: tensor<2x1xi64>) {
+  // expected-error @+1 {{'nn.cached_attention' op positions}}
+  %o = nn.cached_attention %q, %k, %k, %pos {scale = 0.25 : f32} : (tensor<2x4x3x16xf32>, tensor<2x4x64x16xf32>, tensor<2x4x64x16xf32>, tensor<2x1xi64>) -> tensor<2x4x3x16xf32>
+  return
+}

@@ -419,3 +419,70 @@ func.func @all_reduce_changes_type(%g: tensor<64xf32>) {
   %r = "zero.all_reduce"(%g) : (tensor<64xf32>) -> tensor<32xf32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Residency (generation)
+//===----------------------------------------------------------------------===//
+
+// -----
+
+nn.parameter @w : tensor<64xf32>
+zero.group @g {params = [@w], padded_elements = 64 : i64, world_size = 4 : i64}
+func.func @generate_begin() {
+  // expected-error @+1 {{'zero.resident_gather' op group @g is not resident}}
+  zero.resident_gather {group = @g}
+  return
+}
+
+// -----
+
+func.func @generate_end() {
+  // expected-error @+1 {{'zero.resident_release' op group @nowhere is not a zero.group}}
+  zero.resident_release {group = @nowhere}
+  return
+}
+
+// -----
+
+nn.parameter @w : tensor<64xf32>
+nn.parameter @b : tensor<64xf32>
+zero.group @g {params = [@w, @b], padded_elements = 128 : i64, world_size = 4 : i64, resident}
+func.func @decode() {
+  %s0 = zero.shard @w : !zero.shard<tensor<64xf32>>
+  // expected-error @+1 {{'zero.resident_read' op reads 1 shards, but group @g has 2 parameters}}
+  %w = zero.resident_read %s0 {group = @g} : !zero.shard<tensor<64xf32>> -> tensor<64xf32>
+  return
+}
+
+// -----
+
+nn.parameter @w : tensor<64xf32>
+nn.parameter @b : tensor<64xf32>
+zero.group @g {params = [@w, @b], padded_elements = 128 : i64, world_size = 4 : i64, resident}
+func.func @decode() {
+  %s0 = zero.shard @b : !zero.shard<tensor<64xf32>>
+  %s1 = zero.shard @w : !zero.shard<tensor<64xf32>>
+  // expected-error @+1 {{'zero.resident_read' op shard 0 reads @b, but group @g expects @w}}
+  %w, %b = zero.resident_read %s0, %s1 {group = @g} : !zero.shard<tensor<64xf32>>, !zero.shard<tensor<64xf32>> -> tensor<64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @decode(%s: !zero.shard<tensor<64xf32>>) {
+  // expected-error @+1 {{'zero.resident_read' op result 0 has type 'tensor<32xf32>', expected 'tensor<64xf32>' (the parameter of shard 0)}}
+  %w = zero.resident_read %s {group = @g} : !zero.shard<tensor<64xf32>> -> tensor<32xf32>
+  return
+}
+
+// -----
+
+nn.parameter @w : tensor<64xf32>
+zero.group @g {params = [@w], padded_elements = 64 : i64, world_size = 4 : i64, resident}
+func.func @decode() {
+  %s = zero.shard @w : !zero.shard<tensor<64xf32>>
+  %w = zero.resident_read %s {group = @g} : !zero.shard<tensor<64xf32>> -> tensor<64xf32>
+  // expected-error @+1 {{'zero.release' op operand 0 is not a gathered parameter (it must be a result of zero.gather_wait)}}
+  zero.release %w : tensor<64xf32>
+  return
+}
