@@ -49,6 +49,40 @@ def FormNNOps : Pass<"zplan-form-nn-ops", "::mlir::func::FuncOp"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Generation (zcc --mode generate; compiler/generate/)
+//===----------------------------------------------------------------------===//
+
+def DecodePositions : Pass<"zplan-decode-positions", "::mlir::ModuleOp"> {
+  let summary = "Turns @decode, a plain causal LM imported at the full "
+                "length, into one token per sequence at run-time positions";
+  let description = [{
+    A plain export bakes the positions 0..S-1 into constants (position ids,
+    rotary tables, the causal mask). `@decode` is imported at S = the
+    generation's maximum length, so that every position table is complete;
+    this pass keeps, per sequence, the one row of every token-indexed value
+    at that sequence's position ("gather pushdown"): input_ids becomes
+    [B, 1], a new input `positions` [B, 1] selects the rows of every
+    position table, and the keys and values of each attention keep their
+    full length (zplan-cached-attention rewires them to the cache).
+    Tests: test/generate/decode-positions.mlir.
+  }];
+  let dependentDialects = ["::zplan::nn::NNDialect"];
+}
+
+def CachedAttention : Pass<"zplan-cached-attention", "::mlir::ModuleOp"> {
+  let summary = "Rewires every attention of @prefill and @decode to a "
+                "static KV cache";
+  let description = [{
+    Each attention's new keys and values are appended in place to a
+    module-level `nn.kv_cache` at the tokens' positions, and the attention
+    reads the whole cache with a positional mask (`nn.cached_attention`).
+    Plain exports and exports with `past_key_values.*` inputs are both
+    accepted. Tests: test/generate/cached-attention.mlir.
+  }];
+  let dependentDialects = ["::zplan::nn::NNDialect"];
+}
+
+//===----------------------------------------------------------------------===//
 // Training
 //===----------------------------------------------------------------------===//
 
