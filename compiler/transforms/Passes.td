@@ -77,8 +77,46 @@ def CachedAttention : Pass<"zplan-cached-attention", "::mlir::ModuleOp"> {
     module-level `nn.kv_cache` at the tokens' positions, and the attention
     reads the whole cache with a positional mask (`nn.cached_attention`).
     Plain exports and exports with `past_key_values.*` inputs are both
-    accepted. Tests: test/generate/cached-attention.mlir.
+    accepted (a function is a cache export when it has such an input).
+
+    Before (a plain export's @prefill, S = 8 tokens, one layer):
+    ```mlir
+    %k = nn.transpose %x {perm = array<i64: 0, 2, 1, 3>} : ... -> tensor<2x4x8x16xf32>
+    %o = nn.attention %q, %k, %v mask %causal {mask_kind = "select", ...}
+    ```
+    After (`max-seq-len=64`):
+    ```mlir
+    nn.kv_cache @cache.0.key : tensor<2x4x64x16xf32>
+    %kc = nn.cache_append @cache.0.key, %k, %positions : (tensor<2x4x8x16xf32>, tensor<2x8xi64>) -> tensor<2x4x64x16xf32>
+    %o = nn.cached_attention %q, %kc, %vc, %positions {scale = ...}
+    ```
+
+    Steps, per function (@prefill, @decode):
+    1. The `positions` input [B, S]: a cache export's `position_ids`
+       renamed; a plain @decode's own (zplan-decode-positions adds it); a
+       plain @prefill gets a new one.
+    2. Cache export: every `nn.concat(past_key_values.N.key|value, new,
+       axis 2)` becomes `nn.cache_append @cache.N.key|value, new,
+       positions`; the `present.*` results, the `past_key_values.*` inputs
+       and `attention_mask` (which must then be unused) are removed.
+    3. Plain export: the key (value) operand of the N-th attention is
+       traced back through nn.reshape / nn.expand (a grouped-query repeat)
+       to its [B, Hkv, S, D] source, which is appended to @cache.N.key
+       (.value); the chain is rebuilt with S replaced by the cache length.
+       The mask must be the causal one (checked on the constant; @decode's
+       attentions, one position each, have none).
+    4. Every nn.attention becomes nn.cached_attention (scale kept, mask
+       dropped: positions decide what each query sees).
+    5. @prefill gets a `last_index` input [B] and returns the logits at
+       each row's last prompt token ([B, V], an nn.gather of the
+       [B*S, V] rows); @decode's logits [B, 1, V] become [B, V].
+    Tests: test/generate/cached-attention*.mlir, test/generate/*.test.
   }];
+  let options = [
+    Option<"maxSeqLen", "max-seq-len", "int64_t", /*default=*/"0",
+           "The KV cache length L (required for plain exports; a cache "
+           "export's own length must equal it when given)">,
+  ];
   let dependentDialects = ["::zplan::nn::NNDialect"];
 }
 
