@@ -154,8 +154,8 @@ std::string formatShape(const std::vector<int64_t> &shape);
 /// data (row-major), the flat index of the `updates` element written there, or
 /// -1 where data's own element stays; the last write wins for a repeated
 /// index. Inference folds with it and the importer lowers a run-time
-/// ScatterND to a gather of updates and a select with it. The error (starting
-/// "ScatterND: ") names the mismatched shapes or the index out of range.
+/// ScatterND to a gather of updates and a select with it. The error names
+/// the mismatched shapes or the index out of range; the caller adds the op.
 llvm::Error scatterNDSourceMap(const std::vector<int64_t> &dataShape,
                                const HostTensor &indices,
                                const std::vector<int64_t> &updatesShape,

@@ -225,8 +225,7 @@ llvm::Error scatterNDSourceMap(const std::vector<int64_t> &dataShape,
                                const std::vector<int64_t> &updatesShape,
                                std::vector<int64_t> &source) {
   auto fail = [](const llvm::Twine &message) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "ScatterND: " + message);
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
   };
   int64_t rank = dataShape.size();
   if (indices.shape.empty())
@@ -287,11 +286,8 @@ llvm::Error inferScatterND(NodeContext &ctx) {
     return err;
   std::vector<int64_t> source;
   if (llvm::Error err =
-          scatterNDSourceMap(data.shape, *known, updates.shape, source)) {
-    std::string message = llvm::toString(std::move(err));
-    return ctx.error(llvm::StringRef(message).drop_front(
-        std::string("ScatterND: ").size()));
-  }
+          scatterNDSourceMap(data.shape, *known, updates.shape, source))
+    return ctx.error(llvm::toString(std::move(err)));
   if (!ctx.canFold(data.shape, {&data, &updates}))
     return llvm::Error::success();
   HostTensor result = *data.value;
