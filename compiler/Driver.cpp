@@ -17,6 +17,7 @@
 #include "compiler/Registration.h"
 #include "compiler/analysis/CostModel.h"
 #include "compiler/analysis/GenerationCost.h"
+#include "compiler/generate/GenerateImport.h"
 #include "compiler/plan/Dumps.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/plan/PlanSearch.h"
@@ -40,6 +41,12 @@
 #include <optional>
 
 using namespace zplan;
+
+/// Whether the schedule pipeline and the plan emitter handle a generation
+/// module (@generate_begin, @prefill, @decode, @generate_end). False until
+/// those pieces of issue 9 are merged: zcc then stops after the KV-cache
+/// rewrite, which --dump ir shows.
+static constexpr bool kGenerationScheduled = false;
 
 static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
@@ -108,6 +115,42 @@ llvm::Error zplan::parseInputShapes(llvm::ArrayRef<std::string> texts,
   return llvm::Error::success();
 }
 
+/// The generation shapes of GEN_SPEC section 0: B >= 1, 1 <= P < L, and
+/// flags only --mode generate reads are refused elsewhere.
+static llvm::Error validateGenerateOptions(const CompileOptions &options) {
+  if (options.mode != CompileMode::Generate) {
+    if (options.batch || options.promptLength || options.maxSeqLength)
+      return makeError("--batch, --prompt-len and --max-seq-len apply to "
+                       "--mode generate only");
+    return llvm::Error::success();
+  }
+  if (!options.import.inputShapes.empty())
+    return makeError("--input-shape does not apply to --mode generate: the "
+                     "shapes come from --batch, --prompt-len and "
+                     "--max-seq-len");
+  if (!options.batch)
+    return makeError("--mode generate needs --batch B (the number of "
+                     "sequences generated together)");
+  if (*options.batch < 1)
+    return makeError("--batch must be at least 1, got " +
+                     llvm::Twine(*options.batch));
+  if (!options.maxSeqLength)
+    return makeError("--mode generate needs --max-seq-len L (prompt and "
+                     "generated tokens together, the KV cache length)");
+  int64_t length = *options.maxSeqLength;
+  if (!options.promptLength && length < 2)
+    return makeError("--max-seq-len must be at least 2 (a prompt token and "
+                     "a generated one), got " +
+                     llvm::Twine(length));
+  int64_t prompt = options.promptLength.value_or(length / 2);
+  if (prompt < 1 || prompt >= length)
+    return makeError("--prompt-len must be at least 1 and less than "
+                     "--max-seq-len, got --prompt-len " +
+                     llvm::Twine(prompt) + " and --max-seq-len " +
+                     llvm::Twine(length));
+  return llvm::Error::success();
+}
+
 llvm::Error zplan::validateOptions(const CompileOptions &options) {
   if (options.worldSize < 1)
     return makeError("--world-size must be at least 1, got " +
@@ -129,9 +172,8 @@ llvm::Error zplan::validateOptions(const CompileOptions &options) {
   if (options.bucketBytes < 0 || options.maxInFlightBytes < 0)
     return makeError("--bucket-size and --max-in-flight-bytes must not be "
                      "negative");
-  if (options.mode == CompileMode::Generate)
-    return makeError("--mode generate is not available yet; this zcc "
-                     "compiles --mode infer and --mode train");
+  if (llvm::Error error = validateGenerateOptions(options))
+    return error;
   if (options.optimizer != "adamw" && options.optimizer != "sgd")
     return makeError("unknown --optimizer '" + options.optimizer +
                      "'; expected adamw or sgd");
@@ -484,7 +526,19 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
 
   setCrashPhase("importing '" + options.modelPath + "'");
   crashIfTestRequested("import");
-  auto module = importOnnxModel(context, options.modelPath, import);
+  bool generate = options.mode == CompileMode::Generate;
+  GenerateShape generateShape;
+  ExportKind exportKind = ExportKind::Plain;
+  if (generate) {
+    generateShape.batch = *options.batch;
+    generateShape.maxSeqLength = *options.maxSeqLength;
+    generateShape.promptLength =
+        options.promptLength.value_or(*options.maxSeqLength / 2);
+  }
+  auto module =
+      generate ? importGenerateModule(context, options.modelPath,
+                                      generateShape, exportKind)
+               : importOnnxModel(context, options.modelPath, import);
   if (!module)
     return module.takeError();
   // Now the external-data files are known: no output may be one of them.
@@ -507,12 +561,50 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
                        llvm::StringRef(diagnostics).rtrim());
   }
 
+  if (generate) {
+    setCrashPhase("rewriting '" + options.modelPath + "' for generation");
+    mlir::PassManager rewrite(&context);
+    buildGeneratePipeline(rewrite, exportKind == ExportKind::Plain,
+                          generateShape.maxSeqLength);
+    if (mlir::failed(rewrite.run(**module)))
+      return makeError("the generation rewrite failed: " +
+                       llvm::StringRef(diagnostics).rtrim());
+  }
+
   std::string importedIr;
   if (options.dumps.count("ir")) {
     llvm::raw_string_ostream os(importedIr);
-    os << "// -----// IR after import and canonicalisation //----- //\n";
+    os << (generate ? "// -----// IR after import and the KV-cache rewrite "
+                      "//----- //\n"
+                    : "// -----// IR after import and canonicalisation "
+                      "//----- //\n");
     (*module)->print(os);
     os << "\n";
+  }
+
+  // Until the schedule and the plan know the generation programs (issue 9's
+  // residency and plan pieces), --mode generate stops at the cached form.
+  if (generate && !kGenerationScheduled) {
+    if (!options.outputPath.empty() ||
+        llvm::any_of(options.dumps,
+                     [](const std::string &dump) { return dump != "ir"; }))
+      return makeError("--mode generate: this zcc rewrites the model to its "
+                       "cached form (see --dump ir) but cannot schedule "
+                       "generation programs or write their plan yet");
+    PendingOutputs outputs;
+    if (options.dumps.count("ir")) {
+      if (options.dumpDir.empty()) {
+        out << importedIr;
+      } else {
+        if (llvm::Error error = outputs.addDirectory(options.dumpDir))
+          return error;
+        llvm::SmallString<256> path(options.dumpDir);
+        llvm::sys::path::append(path, "ir.mlir");
+        if (llvm::Error error = outputs.addBytes(path, importedIr))
+          return error;
+      }
+    }
+    return outputs.commit();
   }
 
   setCrashPhase("scheduling '" + options.modelPath + "'");

@@ -29,6 +29,19 @@ void zplan::buildTrainPipeline(mlir::OpPassManager &pm, const std::string &loss,
   func.addPass(mlir::createCSEPass());
 }
 
+void zplan::buildGeneratePipeline(mlir::OpPassManager &pm, bool plainExport,
+                                  int64_t maxSeqLen) {
+  if (plainExport)
+    pm.addPass(createDecodePositions());
+  CachedAttentionOptions cached;
+  cached.maxSeqLen = maxSeqLen;
+  pm.addPass(createCachedAttention(cached));
+  // The rewrite leaves reshapes of reshapes and constants to fold.
+  mlir::OpPassManager &func = pm.nest<mlir::func::FuncOp>();
+  func.addPass(mlir::createCanonicalizerPass());
+  func.addPass(mlir::createCSEPass());
+}
+
 void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
                                   const ScheduleOptions &options) {
   ShardParametersOptions shard;
