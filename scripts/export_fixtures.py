@@ -32,6 +32,21 @@ Fixtures (all: 2 layers, hidden 64, 4 heads, vocab 256, max positions 64):
 Graph interface: input "input_ids" int64 [batch, sequence]; output "logits"
 float32 [batch, sequence, 256]; both axes dynamic. Standard ONNX domain only.
 
+Cache exports (generation; the same seeded models, the same initializers):
+  gpt2-kv-opset17.onnx, llama-kv-opset17.onnx, opt-kv-opset17.onnx
+  inputs  input_ids int64 [batch, seq], attention_mask int64 [batch, past + seq],
+          position_ids int64 [batch, seq], then per layer i = 0, 1:
+          past_key_values.{i}.key, past_key_values.{i}.value float32
+          [batch, Hkv, past, 16] (Hkv: 4; Llama 2)
+  outputs logits float32 [batch, seq, 256], present.{i}.key, present.{i}.value
+          float32 [batch, Hkv, past + seq, 16] = concat(past, new) on axis 2
+  batch, seq and past are dynamic (GPT-2 and OPT: past + seq <= 64, the position
+  tables' length). The legacy tuple cache goes in (Llama converts it to a
+  DynamicCache and back). Checked against torch with onnxruntime at (past, seq) =
+  (0, 3), (0, 1), (5, 1), (5, 3), every output; and against the plain fixture of
+  the same architecture: a 9-token sequence fed as 6 + 3 tokens through the
+  cache gives the plain fixture's 9-token logits.
+
 Weights: the library's own init (normal(0, 0.02), zero biases, unit norm gains)
 followed by a seeded perturbation of every parameter (+ normal(0, 0.02)) so that
 no bias is zero and no norm gain is exactly one; a compiler that drops, swaps or
@@ -176,6 +191,18 @@ FIXTURES = [
     ("llama-opset17-external", "llama", 17, True),
 ]
 
+# Cache exports (generation, GEN_SPEC section 3): the same seeded models as the
+# plain fixtures above, with past_key_values inputs and present outputs.
+# name -> (arch, opset)
+KV_FIXTURES = [
+    ("gpt2-kv-opset17", "gpt2", 17),
+    ("llama-kv-opset17", "llama", 17),
+    ("opt-kv-opset17", "opt", 17),
+]
+# (past, seq) pairs the cache exports are checked at against torch.
+KV_CHECK_SHAPES = [(0, 3), (0, 1), (5, 1), (5, 3)]
+KV_EXPORT_SHAPE = (2, 3, 4)  # batch, seq, past of the traced example
+
 
 class LogitsOnly(torch.nn.Module):
     """input_ids -> logits; no cache, no attention mask, tuple outputs."""
@@ -186,6 +213,66 @@ class LogitsOnly(torch.nn.Module):
 
     def forward(self, input_ids):
         return self.model(input_ids=input_ids, use_cache=False, return_dict=False)[0]
+
+
+class LogitsAndCache(torch.nn.Module):
+    """The torch/optimum cache interface, flat:
+
+    (input_ids [batch, seq], attention_mask [batch, past + seq],
+     position_ids [batch, seq], past_key_values.{i}.key, .value [batch, Hkv, past, D]
+     for each layer i in order) -> (logits, present.{i}.key, present.{i}.value ...).
+
+    The past goes in as the legacy tuple cache (Llama converts it to a
+    DynamicCache inside and back), so `present` is concat(past, new) on axis 2.
+    The model is the attribute `model`, as in LogitsOnly, so the initializers
+    carry the same names as the plain fixtures'."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.layers = model.config.num_hidden_layers
+
+    def forward(self, input_ids, attention_mask, position_ids, *past):
+        pairs = tuple((past[2 * i], past[2 * i + 1]) for i in range(self.layers))
+        logits, present = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                                     position_ids=position_ids, past_key_values=pairs,
+                                     use_cache=True, return_dict=False)[:2]
+        flat = [t for pair in present for t in pair]
+        return (logits, *flat)
+
+
+def kv_names(layers):
+    """The cache interface's input and output names, in argument order."""
+    past = [f"past_key_values.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
+    present = [f"present.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
+    return ["input_ids", "attention_mask", "position_ids"] + past, ["logits"] + present
+
+
+def kv_heads(arch):
+    return KV_HEADS if arch == "llama" else HEADS
+
+
+def kv_feed(arch, batch, seq, past, gen):
+    """Random ids, an all-ones mask, positions past..past+seq-1 and a random
+    past (normal, like real keys and values), as numpy arrays by input name."""
+    head_dim = HIDDEN // HEADS
+    ids = torch.randint(0, VOCAB, (batch, seq), generator=gen, dtype=torch.int64)
+    feed = {
+        "input_ids": ids,
+        "attention_mask": torch.ones((batch, past + seq), dtype=torch.int64),
+        "position_ids": torch.arange(past, past + seq, dtype=torch.int64).expand(batch, seq)
+        .contiguous(),
+    }
+    for i in range(LAYERS):
+        for kind in ("key", "value"):
+            feed[f"past_key_values.{i}.{kind}"] = torch.randn(
+                (batch, kv_heads(arch), past, head_dim), generator=gen)
+    return feed
+
+
+def build_model(arch):
+    """The transformers model for `arch` with the fixtures' weights (seeded)."""
+    return build(arch).model
 
 
 def build(arch):
@@ -377,6 +464,136 @@ def produce(name, arch, opset, external, out_dir, cache):
             shown = dst if shown.startswith("..") else shown
             print(f"  wrote {shown}: {os.path.getsize(dst)} bytes, "
                   f"sha256 {sha256(dst)[:16]}")
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+
+
+# ===========================================================================
+# Cache exports (generation): past_key_values in, present out.
+# ===========================================================================
+
+
+def export_kv_bytes(wrapper, opset):
+    """The TorchScript export of LogitsAndCache with batch, seq and past
+    dynamic. The example has past > 0 and seq > 1 so that neither is traced as
+    a constant (a past of 0 would let the tracer drop the concat)."""
+    batch, seq, past = KV_EXPORT_SHAPE
+    arch = {"GPT2LMHeadModel": "gpt2", "LlamaForCausalLM": "llama",
+            "OPTForCausalLM": "opt"}[type(wrapper.model).__name__]
+    feed = kv_feed(arch, batch, seq, past, torch.Generator().manual_seed(SEED + 3))
+    inputs, outputs = kv_names(wrapper.layers)
+    dynamic = {"input_ids": {0: "batch", 1: "sequence"},
+               "attention_mask": {0: "batch", 1: "past_sequence + sequence"},
+               "position_ids": {0: "batch", 1: "sequence"},
+               "logits": {0: "batch", 1: "sequence"}}
+    for name in inputs[3:]:
+        dynamic[name] = {0: "batch", 2: "past_sequence"}
+    for name in outputs[1:]:
+        dynamic[name] = {0: "batch", 2: "past_sequence + sequence"}
+    kwargs = dict(input_names=inputs, output_names=outputs, dynamic_axes=dynamic,
+                  opset_version=opset, do_constant_folding=False, export_params=True)
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TracerWarnings, the legacy-cache deprecation
+        with torch.no_grad():
+            torch.onnx.export(wrapper, tuple(feed[n] for n in inputs), buf, **kwargs)
+    return buf.getvalue()
+
+
+def ort_session(path):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def relative_error(got, ref):
+    return float(np.max(np.abs(got - ref))) / float(np.max(np.abs(ref)))
+
+
+def verify_kv(path, wrapper, arch, plain_path, name):
+    """ORT vs torch at every (past, seq) of KV_CHECK_SHAPES, every output;
+    then the plain fixture's logits from the cache export fed its own
+    present (same weights, same function): a 9-token sequence as 6 + 3."""
+    sess = ort_session(path)
+    inputs, outputs = kv_names(wrapper.layers)
+    gen = torch.Generator().manual_seed(SEED + 4)
+    worst = 0.0
+    for past, seq in KV_CHECK_SHAPES:
+        feed = kv_feed(arch, 2, seq, past, gen)
+        with torch.no_grad():
+            ref = [t.numpy() for t in wrapper(*(feed[n] for n in inputs))]
+        got = sess.run(outputs, {n: feed[n].numpy() for n in inputs})
+        errs = []
+        for out, g, r in zip(outputs, got, ref):
+            if g.shape != r.shape:
+                raise SystemExit(f"{name}: {out} shape {g.shape} != torch {r.shape} "
+                                 f"at past {past}, seq {seq}")
+            errs.append(relative_error(g, r))
+        rel = max(errs)
+        worst = max(worst, rel)
+        print(f"  ORT vs torch past {past} seq {seq}: logits relative {errs[0]:.3e}, "
+              f"worst output relative {rel:.3e}")
+        if not rel <= TOLERANCE:
+            raise SystemExit(f"{name}: ORT mismatch {rel:.3e} > {TOLERANCE} "
+                             f"at past {past}, seq {seq}")
+
+    plain = ort_session(plain_path)
+    ids = np.random.default_rng(SEED + 5).integers(0, VOCAB, size=(2, 9), dtype=np.int64)
+    (full,) = plain.run(["logits"], {"input_ids": ids})
+    head_dim = HIDDEN // HEADS
+    past = {f"past_key_values.{i}.{kind}": np.zeros((2, kv_heads(arch), 0, head_dim), np.float32)
+            for i in range(LAYERS) for kind in ("key", "value")}
+    pieces = []
+    for start, stop in ((0, 6), (6, 9)):
+        feed = {"input_ids": ids[:, start:stop],
+                "attention_mask": np.ones((2, stop), np.int64),
+                "position_ids": np.tile(np.arange(start, stop, dtype=np.int64), (2, 1))}
+        feed.update(past)
+        got = sess.run(outputs, feed)
+        pieces.append(got[0])
+        past = {i: g for i, g in zip(inputs[3:], got[1:])}
+    rel = relative_error(np.concatenate(pieces, axis=1), full)
+    print(f"  cache export (6 + 3 tokens) vs {os.path.basename(plain_path)} (9 tokens): "
+          f"relative {rel:.3e}")
+    if not rel <= TOLERANCE:
+        raise SystemExit(f"{name}: differs from {plain_path} by {rel:.3e}")
+    return worst
+
+
+def produce_kv(name, arch, opset, out_dir):
+    print(f"== {name}  ({arch}, opset {opset}, cache export)")
+    plain_path = os.path.join(out_dir, f"{arch}-opset{opset}.onnx")
+    if not os.path.exists(plain_path):
+        raise SystemExit(f"{name}: needs {plain_path} (export {arch}-opset{opset} first)")
+    wrapper = LogitsAndCache(build_model(arch)).eval()
+    model = onnx.load_model_from_string(export_kv_bytes(wrapper, opset))
+    check_domains(model, name)
+    mine = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    for key, value in onnx_parameters(plain_path).items():
+        if key not in mine or not np.array_equal(mine[key], value):
+            raise SystemExit(f"{name}: parameter {key} differs from {plain_path}")
+
+    tmp_dir = tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir)
+    try:
+        final_onnx = os.path.join(out_dir, f"{name}.onnx")
+        tmp_onnx = os.path.join(tmp_dir, f"{name}.onnx")
+        onnx.save_model(model, tmp_onnx)
+        onnx.checker.check_model(tmp_onnx, full_check=True)
+        verify_kv(tmp_onnx, wrapper, arch, plain_path, name)
+        counts = op_inventory(model)
+        print(f"  nodes {sum(counts.values())}, op types {len(counts)}: "
+              + ", ".join(f"{op} {c}" for op, c in sorted(counts.items())))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp_onnx, 0o666 & ~umask)
+        os.replace(tmp_onnx, final_onnx)
+        shown = os.path.relpath(final_onnx, REPO_ROOT)
+        shown = final_onnx if shown.startswith("..") else shown
+        print(f"  wrote {shown}: {os.path.getsize(final_onnx)} bytes, "
+              f"sha256 {sha256(final_onnx)[:16]}")
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
 
@@ -817,7 +1034,7 @@ def main():
             print(f"WARNING: {k} {v} differs from the tested {TESTED_VERSIONS[k]}; "
                   "graphs may differ from the committed ones", file=sys.stderr)
 
-    names = [f[0] for f in FIXTURES]
+    names = [f[0] for f in FIXTURES] + [f[0] for f in KV_FIXTURES]
     wanted = args.only or names
     unknown = sorted(set(wanted) - set(names))
     if unknown:
@@ -836,6 +1053,9 @@ def main():
     for name, arch, opset, external in FIXTURES:
         if name in wanted:
             produce(name, arch, opset, external, args.out_dir, cache)
+    for name, arch, opset in KV_FIXTURES:
+        if name in wanted:
+            produce_kv(name, arch, opset, args.out_dir)
     print("all fixtures verified")
 
 

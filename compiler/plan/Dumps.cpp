@@ -275,3 +275,58 @@ std::string zplan::formatReport(
   os.flush();
   return text;
 }
+
+std::string zplan::formatGenerationReport(
+    llvm::ArrayRef<std::pair<std::string, const GenerationCost *>> policies) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (policies.empty())
+    return text;
+  const GenerationCost &chosen = *policies.front().second;
+  os << "generation: batch " << chosen.batch << ", KV cache "
+     << formatSize(chosen.kvCacheBytes) << " per rank\n";
+  os << "  policy    resident   resident-bytes  gathered/token  "
+        "decode/token  tokens/s     exposed/token  prefill      "
+        "first-token\n";
+  for (auto &[name, cost] : policies) {
+    // Time to the first token: generate_begin's resident gathers, then
+    // prefill.
+    double firstToken = cost->begin.seconds + cost->prefill.seconds;
+    std::string groups = std::to_string(cost->residentGroups) + "/" +
+                         std::to_string(cost->residentGroups +
+                                        cost->streamedGroups);
+    os << llvm::format("  %-8s  %-9s  %-14s  %-14s  %-12s  %-11.1f  %-13s  "
+                       "%-11s  %s\n",
+                       name.c_str(), groups.c_str(),
+                       formatSize(cost->residentBytes).c_str(),
+                       formatSize(cost->decode.gatheredBytes).c_str(),
+                       formatSeconds(cost->decode.seconds).c_str(),
+                       cost->tokensPerSecond(),
+                       formatSeconds(cost->decode.exposedCommSeconds).c_str(),
+                       formatSeconds(cost->prefill.seconds).c_str(),
+                       formatSeconds(firstToken).c_str());
+  }
+  for (auto &[name, cost] : policies.drop_front())
+    if (cost->tokensPerSecond() > 0 && chosen.tokensPerSecond() > 0)
+      os << llvm::formatv("  {0} / {1}: {2:F2}x tokens/s\n",
+                          policies.front().first, name,
+                          chosen.tokensPerSecond() / cost->tokensPerSecond());
+  os << "residency (" << policies.front().first << " policy): "
+     << chosen.residentGroups << " of "
+     << chosen.residentGroups + chosen.streamedGroups
+     << " sharded groups resident";
+  if (chosen.budgetBytes)
+    os << " under the budget " << formatSize(chosen.budgetBytes) << ": "
+       << formatSize(chosen.fixedBytes)
+       << " shards, persistent groups and KV cache + "
+       << formatSize(chosen.residentBytes) << " resident copies + "
+       << formatSize(chosen.workingSetBytes)
+       << " working set of prefill/decode (activations, streamed copies)";
+  else if (policies.front().first == "jit")
+    os << " (jit: every group gathered and released per use, per token)";
+  else
+    os << " (no budget: every group kept gathered across tokens)";
+  os << "\n";
+  os.flush();
+  return text;
+}
