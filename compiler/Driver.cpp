@@ -16,6 +16,8 @@
 #include "compiler/Pipeline.h"
 #include "compiler/Registration.h"
 #include "compiler/analysis/CostModel.h"
+#include "compiler/analysis/GenerationCost.h"
+#include "compiler/generate/GenerateImport.h"
 #include "compiler/plan/Dumps.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/plan/PlanSearch.h"
@@ -39,6 +41,12 @@
 #include <optional>
 
 using namespace zplan;
+
+/// Whether the schedule pipeline and the plan emitter handle a generation
+/// module (@generate_begin, @prefill, @decode, @generate_end). False until
+/// those pieces of issue 9 are merged: zcc then stops after the KV-cache
+/// rewrite, which --dump ir shows.
+static constexpr bool kGenerationScheduled = false;
 
 static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
@@ -107,6 +115,42 @@ llvm::Error zplan::parseInputShapes(llvm::ArrayRef<std::string> texts,
   return llvm::Error::success();
 }
 
+/// The generation shapes of GEN_SPEC section 0: B >= 1, 1 <= P < L, and
+/// flags only --mode generate reads are refused elsewhere.
+static llvm::Error validateGenerateOptions(const CompileOptions &options) {
+  if (options.mode != CompileMode::Generate) {
+    if (options.batch || options.promptLength || options.maxSeqLength)
+      return makeError("--batch, --prompt-len and --max-seq-len apply to "
+                       "--mode generate only");
+    return llvm::Error::success();
+  }
+  if (!options.import.inputShapes.empty())
+    return makeError("--input-shape does not apply to --mode generate: the "
+                     "shapes come from --batch, --prompt-len and "
+                     "--max-seq-len");
+  if (!options.batch)
+    return makeError("--mode generate needs --batch B (the number of "
+                     "sequences generated together)");
+  if (*options.batch < 1)
+    return makeError("--batch must be at least 1, got " +
+                     llvm::Twine(*options.batch));
+  if (!options.maxSeqLength)
+    return makeError("--mode generate needs --max-seq-len L (prompt and "
+                     "generated tokens together, the KV cache length)");
+  int64_t length = *options.maxSeqLength;
+  if (!options.promptLength && length < 2)
+    return makeError("--max-seq-len must be at least 2 (a prompt token and "
+                     "a generated one), got " +
+                     llvm::Twine(length));
+  int64_t prompt = options.promptLength.value_or(length / 2);
+  if (prompt < 1 || prompt >= length)
+    return makeError("--prompt-len must be at least 1 and less than "
+                     "--max-seq-len, got --prompt-len " +
+                     llvm::Twine(prompt) + " and --max-seq-len " +
+                     llvm::Twine(length));
+  return llvm::Error::success();
+}
+
 llvm::Error zplan::validateOptions(const CompileOptions &options) {
   if (options.worldSize < 1)
     return makeError("--world-size must be at least 1, got " +
@@ -128,9 +172,8 @@ llvm::Error zplan::validateOptions(const CompileOptions &options) {
   if (options.bucketBytes < 0 || options.maxInFlightBytes < 0)
     return makeError("--bucket-size and --max-in-flight-bytes must not be "
                      "negative");
-  if (options.mode == CompileMode::Generate)
-    return makeError("--mode generate is not available yet; this zcc "
-                     "compiles --mode infer and --mode train");
+  if (llvm::Error error = validateGenerateOptions(options))
+    return error;
   if (options.optimizer != "adamw" && options.optimizer != "sgd")
     return makeError("unknown --optimizer '" + options.optimizer +
                      "'; expected adamw or sgd");
@@ -350,7 +393,8 @@ static llvm::Expected<EmittedPlan>
 scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
                     SchedulePolicy policy, uint64_t budget,
                     const CostModel &cost, std::string &diagnostics,
-                    std::string *scheduledIr) {
+                    std::string *scheduledIr,
+                    std::optional<GenerationCost> *generation = nullptr) {
   mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
   mlir::PassManager pm(module.getContext());
   ScheduleOptions schedule;
@@ -368,6 +412,8 @@ scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
   if (mlir::failed(pm.run(*copy)))
     return makeError("scheduling (policy " + spell(policy) +
                      ") failed: " + llvm::StringRef(diagnostics).rtrim());
+  if (generation)
+    *generation = estimateGenerationCost(*copy, cost);
   if (scheduledIr) {
     scheduledIr->clear();
     llvm::raw_string_ostream os(*scheduledIr);
@@ -391,6 +437,8 @@ namespace {
 struct SearchedPlans {
   std::vector<std::optional<EmittedPlan>> plans;
   std::vector<std::string> scheduledIr;
+  /// A generation module's per-token cost (GenerationCost.h), per plan.
+  std::vector<std::optional<GenerationCost>> generation;
 };
 
 } // namespace
@@ -407,9 +455,11 @@ searchModulePlan(mlir::ModuleOp module, const CompileOptions &options,
           uint64_t budget) -> llvm::Expected<PlanMeasure> {
     searched.plans.emplace_back();
     searched.scheduledIr.emplace_back();
+    searched.generation.emplace_back();
     llvm::Expected<EmittedPlan> emitted = scheduleAndEmitOnce(
         module, options, candidate, budget, cost, diagnostics,
-        wantIr ? &searched.scheduledIr.back() : nullptr);
+        wantIr ? &searched.scheduledIr.back() : nullptr,
+        &searched.generation.back());
     if (!emitted)
       return emitted.takeError();
     PlanMeasure measure;
@@ -476,7 +526,19 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
 
   setCrashPhase("importing '" + options.modelPath + "'");
   crashIfTestRequested("import");
-  auto module = importOnnxModel(context, options.modelPath, import);
+  bool generate = options.mode == CompileMode::Generate;
+  GenerateShape generateShape;
+  ExportKind exportKind = ExportKind::Plain;
+  if (generate) {
+    generateShape.batch = *options.batch;
+    generateShape.maxSeqLength = *options.maxSeqLength;
+    generateShape.promptLength =
+        options.promptLength.value_or(*options.maxSeqLength / 2);
+  }
+  auto module =
+      generate ? importGenerateModule(context, options.modelPath,
+                                      generateShape, exportKind)
+               : importOnnxModel(context, options.modelPath, import);
   if (!module)
     return module.takeError();
   // Now the external-data files are known: no output may be one of them.
@@ -499,12 +561,50 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
                        llvm::StringRef(diagnostics).rtrim());
   }
 
+  if (generate) {
+    setCrashPhase("rewriting '" + options.modelPath + "' for generation");
+    mlir::PassManager rewrite(&context);
+    buildGeneratePipeline(rewrite, exportKind == ExportKind::Plain,
+                          generateShape.maxSeqLength);
+    if (mlir::failed(rewrite.run(**module)))
+      return makeError("the generation rewrite failed: " +
+                       llvm::StringRef(diagnostics).rtrim());
+  }
+
   std::string importedIr;
   if (options.dumps.count("ir")) {
     llvm::raw_string_ostream os(importedIr);
-    os << "// -----// IR after import and canonicalisation //----- //\n";
+    os << (generate ? "// -----// IR after import and the KV-cache rewrite "
+                      "//----- //\n"
+                    : "// -----// IR after import and canonicalisation "
+                      "//----- //\n");
     (*module)->print(os);
     os << "\n";
+  }
+
+  // Until the schedule and the plan know the generation programs (issue 9's
+  // residency and plan pieces), --mode generate stops at the cached form.
+  if (generate && !kGenerationScheduled) {
+    if (!options.outputPath.empty() ||
+        llvm::any_of(options.dumps,
+                     [](const std::string &dump) { return dump != "ir"; }))
+      return makeError("--mode generate: this zcc rewrites the model to its "
+                       "cached form (see --dump ir) but cannot schedule "
+                       "generation programs or write their plan yet");
+    PendingOutputs outputs;
+    if (options.dumps.count("ir")) {
+      if (options.dumpDir.empty()) {
+        out << importedIr;
+      } else {
+        if (llvm::Error error = outputs.addDirectory(options.dumpDir))
+          return error;
+        llvm::SmallString<256> path(options.dumpDir);
+        llvm::sys::path::append(path, "ir.mlir");
+        if (llvm::Error error = outputs.addBytes(path, importedIr))
+          return error;
+      }
+    }
+    return outputs.commit();
   }
 
   setCrashPhase("scheduling '" + options.modelPath + "'");
@@ -554,19 +654,22 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
                                ? SchedulePolicy::Default
                                : SchedulePolicy::Jit;
     const EmittedPlan *baseline = nullptr;
+    const std::optional<GenerationCost> *baselineGeneration = nullptr;
     std::string note;
     SearchedPlans otherPlans;
     if (other == SchedulePolicy::Jit && search->jitPlan) {
       baseline = &*searched.plans[*search->jitPlan];
+      baselineGeneration = &searched.generation[*search->jitPlan];
     } else {
       setCrashPhase("scheduling '" + options.modelPath + "' for the report");
       CompileOptions withoutIr = options;
       withoutIr.dumps.erase("ir");
       llvm::Expected<PlanSearchResult> otherSearch = searchModulePlan(
           **module, withoutIr, other, cost, diagnostics, otherPlans);
-      if (otherSearch)
+      if (otherSearch) {
         baseline = &*otherPlans.plans[otherSearch->chosen];
-      else
+        baselineGeneration = &otherPlans.generation[otherSearch->chosen];
+      } else
         note = "// " + spell(other).str() +
                " policy: " + llvm::toString(otherSearch.takeError()) + "\n";
       setCrashPhase("writing the dumps");
@@ -575,9 +678,19 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
         {spell(options.policy).str(), &chosen}};
     if (baseline)
       policies.push_back({spell(other).str(), baseline});
-    if (llvm::Error error =
-            emitDump("report.txt", formatReport(policies) + "// " +
-                                       search->summary + "\n" + note))
+    // Generation: per-token cost of each policy (GenerationCost.h).
+    std::string generation;
+    if (const auto &chosenCost = searched.generation[search->chosen]) {
+      std::vector<std::pair<std::string, const GenerationCost *>> costs{
+          {spell(options.policy).str(), &*chosenCost}};
+      if (baselineGeneration && *baselineGeneration)
+        costs.push_back({spell(other).str(), &**baselineGeneration});
+      generation = formatGenerationReport(costs);
+    }
+    if (llvm::Error error = emitDump("report.txt", formatReport(policies) +
+                                                       generation + "// " +
+                                                       search->summary + "\n" +
+                                                       note))
       return error;
   }
 

@@ -73,6 +73,11 @@ struct CompileOptions {
   /// model that outputs its own scalar loss) and by what ("adamw", "sgd").
   std::string loss = "causal-lm";
   std::string optimizer = "adamw";
+  /// --mode generate: B sequences, prompts of at most P tokens (default
+  /// L / 2), at most L tokens in all; unset when the flag is not given.
+  std::optional<int64_t> batch;
+  std::optional<int64_t> promptLength;
+  std::optional<int64_t> maxSeqLength;
 };
 
 /// Parses a byte size: a non-negative number with an optional unit, B, KiB,
@@ -86,7 +91,7 @@ llvm::Error parseInputShapes(llvm::ArrayRef<std::string> texts,
                              ImportOptions &options);
 
 /// Checks option values and combinations before any work (world size,
-/// mode, dump kinds, limits).
+/// mode, dump kinds, limits, the generation shapes).
 llvm::Error validateOptions(const CompileOptions &options);
 
 /// Runs zcc: import, canonicalisation, the plan search (PlanSearch.h) for

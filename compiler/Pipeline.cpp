@@ -29,6 +29,19 @@ void zplan::buildTrainPipeline(mlir::OpPassManager &pm, const std::string &loss,
   func.addPass(mlir::createCSEPass());
 }
 
+void zplan::buildGeneratePipeline(mlir::OpPassManager &pm, bool plainExport,
+                                  int64_t maxSeqLen) {
+  if (plainExport)
+    pm.addPass(createDecodePositions());
+  CachedAttentionOptions cached;
+  cached.maxSeqLen = maxSeqLen;
+  pm.addPass(createCachedAttention(cached));
+  // The rewrite leaves reshapes of reshapes and constants to fold.
+  mlir::OpPassManager &func = pm.nest<mlir::func::FuncOp>();
+  func.addPass(mlir::createCanonicalizerPass());
+  func.addPass(mlir::createCSEPass());
+}
+
 void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
                                   const ScheduleOptions &options) {
   ShardParametersOptions shard;
@@ -41,6 +54,14 @@ void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
   OptimizerStepOptions optimizer;
   optimizer.optimizer = options.optimizer;
   pm.addPass(createOptimizerStep(optimizer));
+
+  // Generation: which groups stay gathered across tokens; only the others
+  // are left for the gather placement below.
+  ResidencyOptions residency;
+  residency.policy = options.policy;
+  residency.memoryBudget = options.memoryBudget;
+  residency.hardware = options.hardware;
+  pm.addPass(createResidency(residency));
 
   // After sharding, so the resident bytes and each group's gathered size are
   // known; before the gathers are placed, which decide around what is saved.

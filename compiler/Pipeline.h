@@ -24,6 +24,14 @@ void buildImportPipeline(mlir::OpPassManager &pm);
 void buildTrainPipeline(mlir::OpPassManager &pm, const std::string &loss,
                         bool labelsInput = false);
 
+/// --mode generate, after the import pipeline on a module with @prefill and
+/// @decode: a plain export's @decode is cut to one token per row at run-time
+/// positions (zplan-decode-positions), then every attention is rewired to a
+/// static KV cache of `maxSeqLen` slots (zplan-cached-attention), and the
+/// result folded again.
+void buildGeneratePipeline(mlir::OpPassManager &pm, bool plainExport,
+                           int64_t maxSeqLen);
+
 /// What the schedule stage is told (zcc's flags).
 struct ScheduleOptions {
   int64_t worldSize = 1;

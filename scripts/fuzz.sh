@@ -60,6 +60,20 @@ cmd_build() {
   ninja -C "$build" -j "${ZPLAN_JOBS:-2}" fuzzers
 }
 
+# The --input-shape arguments of a fixture: input_ids=2x16, or for a cache
+# export one decode step after a past of 7 (the past inputs' 'batch' and
+# 'past_sequence' bind through past_key_values.0.key; Llama has 2 KV heads).
+fixture_shapes() {
+  case $(basename "$1") in
+    *-kv-*)
+      local heads=4
+      case $(basename "$1") in llama-*) heads=2 ;; esac
+      echo "--input-shape input_ids=2x1 --input-shape attention_mask=2x8" \
+           "--input-shape position_ids=2x1 --input-shape past_key_values.0.key=2x${heads}x7x16" ;;
+    *) echo "--input-shape input_ids=2x16" ;;
+  esac
+}
+
 # Plans compiled by the normal build's zcc from every fixture at N = 1, 2, 4
 # (persistence threshold 0, so that the tiny parameters are sharded).
 make_plan_seeds() {
@@ -78,7 +92,8 @@ make_plan_seeds() {
       for mode in infer train; do
         local name
         name=$(basename "$model" .onnx)-$mode-n$n.zplan
-        if "$zcc" "$model" --input-shape input_ids=2x16 --world-size "$n" --mode "$mode" \
+        # shellcheck disable=SC2046 # the shapes are words
+        if "$zcc" "$model" $(fixture_shapes "$model") --world-size "$n" --mode "$mode" \
              --persistence-threshold 0 -o "$scratch/$name" 2>"$scratch/zcc.err"; then
           cp "$scratch/$name" "$out/$name"
           count=$((count + 1))
@@ -296,7 +311,8 @@ cmd_zcc() {
     for n in 1 2 4; do
       local name
       name=$(basename "$model" .onnx)-n$n
-      if "$build/bin/zcc" "$model" --input-shape input_ids=2x16 --world-size "$n" \
+      # shellcheck disable=SC2046 # the shapes are words
+      if "$build/bin/zcc" "$model" $(fixture_shapes "$model") --world-size "$n" \
            --persistence-threshold 0 --dump ir,schedule,memory,report \
            --dump-dir "$scratch/$name" -o "$scratch/$name.zplan" \
            >"$scratch/$name.log" 2>&1; then

@@ -54,11 +54,17 @@ OP_TYPES = ["Add", "MatMul", "Gemm", "Reshape", "Transpose", "Softmax",
 
 def load_seeds():
     """(name, model, zcc arguments) for every fixture: the binary models take
-    input_ids=2x16; a text model takes the --input-shape its RUN lines give."""
+    input_ids=2x16 (a cache export: one decode step after a past of 7); a text
+    model takes the --input-shape its RUN lines give."""
     seeds = []
     for path in sorted((ROOT / "test/models").glob("*.onnx")):
         model = onnx.load(str(path), load_external_data=False)
-        seeds.append((path.name, model, ["--input-shape", "input_ids=2x16"]))
+        shapes = ["input_ids=2x16"]
+        if "-kv-" in path.name:
+            heads = 2 if path.name.startswith("llama") else 4
+            shapes = ["input_ids=2x1", "attention_mask=2x8", "position_ids=2x1",
+                      f"past_key_values.0.key=2x{heads}x7x16"]
+        seeds.append((path.name, model, [a for s in shapes for a in ("--input-shape", s)]))
     for path in sorted((ROOT / "test/import").glob("*.onnxtxt")):
         text = path.read_text()
         model = onnx.ModelProto()

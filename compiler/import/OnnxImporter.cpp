@@ -211,6 +211,9 @@ private:
   llvm::Error importAlias(const onnx::NodeProto &node);
   llvm::Error importCast(const onnx::NodeProto &node);
   llvm::Error importWhere(const onnx::NodeProto &node);
+  llvm::Error importOrEqual(const onnx::NodeProto &node);
+  llvm::Error importLogical(const onnx::NodeProto &node);
+  Value boolConstant(bool value, Location location);
   llvm::Error checkFloatOperands(const onnx::NodeProto &node);
   llvm::Error importMatMul(const onnx::NodeProto &node);
   llvm::Error importGemm(const onnx::NodeProto &node);
@@ -221,6 +224,7 @@ private:
   llvm::Error importSplit(const onnx::NodeProto &node);
   llvm::Error importConcat(const onnx::NodeProto &node);
   llvm::Error importGather(const onnx::NodeProto &node);
+  llvm::Error importScatterND(const onnx::NodeProto &node);
   template <typename OpT> llvm::Error importReduce(const onnx::NodeProto &node);
   llvm::Error importSoftmax(const onnx::NodeProto &node);
   llvm::Error importLayerNorm(const onnx::NodeProto &node);
@@ -645,6 +649,41 @@ llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
     if (input.name().empty())
       return makeError("a graph input has no name");
   }
+
+  // A dimension symbol ('batch', 'past_sequence') that an --input-shape
+  // binds binds it in every input: a cache export has many past_key_values
+  // inputs of one shape, and naming one of them names them all. Two bindings
+  // of one symbol must agree.
+  struct SymbolBinding {
+    int64_t value;
+    std::string input;
+    int dim;
+  };
+  llvm::StringMap<SymbolBinding> symbols;
+  for (const onnx::ValueInfoProto &input : model.graph().input()) {
+    auto bound = options.inputShapes.find(input.name());
+    if (!isArgument(input) || bound == options.inputShapes.end() ||
+        !input.type().has_tensor_type() ||
+        !input.type().tensor_type().has_shape())
+      continue;
+    const onnx::TensorShapeProto &shape = input.type().tensor_type().shape();
+    if (static_cast<size_t>(shape.dim_size()) != bound->second.size())
+      continue; // reported with the input below
+    for (int d = 0; d < shape.dim_size(); ++d) {
+      if (!shape.dim(d).has_dim_param() || shape.dim(d).dim_param().empty())
+        continue;
+      int64_t value = bound->second[d];
+      auto [it, inserted] = symbols.try_emplace(shape.dim(d).dim_param(),
+                                                SymbolBinding{value, input.name(), d});
+      if (!inserted && it->second.value != value)
+        return makeError("--input-shape gives '" + input.name() + "' dim " +
+                         llvm::Twine(d) + " ('" + shape.dim(d).dim_param() +
+                         "') = " + llvm::Twine(value) + ", but '" +
+                         it->second.input + "' dim " +
+                         llvm::Twine(it->second.dim) + " (the same symbol) = " +
+                         llvm::Twine(it->second.value));
+    }
+  }
   for (const onnx::ValueInfoProto &input : model.graph().input()) {
     if (!isArgument(input)) {
       // An initializer listed among the inputs (IR < 4) is the initializer;
@@ -689,6 +728,13 @@ llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
                          "' has no shape; give one with --input-shape " +
                          input.name() + "=...");
       for (int d = 0; d < shape.dim_size(); ++d) {
+        if (shape.dim(d).has_dim_param()) {
+          auto symbol = symbols.find(shape.dim(d).dim_param());
+          if (symbol != symbols.end()) {
+            dims.push_back(symbol->second.value);
+            continue;
+          }
+        }
         if (!shape.dim(d).has_dim_value() || shape.dim(d).dim_value() < 0) {
           std::string symbol = shape.dim(d).has_dim_param()
                                    ? " ('" + shape.dim(d).dim_param() + "')"
@@ -1317,6 +1363,124 @@ llvm::Error OnnxImporter::importLayerNorm(const onnx::NodeProto &node) {
   return llvm::Error::success();
 }
 
+Value OnnxImporter::boolConstant(bool value, Location location) {
+  return materializeConstant(
+      HostTensor::fromInts(ElementType::Bool, {}, {value ? 1 : 0}), location);
+}
+
+/// LessOrEqual / GreaterOrEqual as where(strict, true, equal): nn has the
+/// strict comparisons and equality only, and negating the opposite strict
+/// comparison would make a NaN operand compare true.
+llvm::Error OnnxImporter::importOrEqual(const onnx::NodeProto &node) {
+  Location location = loc(node);
+  Value lhs = input(node, 0);
+  Value rhs = input(node, 1);
+  RankedTensorType type = outputType(0);
+  Value strict =
+      node.op_type() == "LessOrEqual"
+          ? builder.create<nn::LessOp>(location, type, lhs, rhs).getResult()
+          : builder.create<nn::GreaterOp>(location, type, lhs, rhs).getResult();
+  Value equal = builder.create<nn::EqualOp>(location, type, lhs, rhs);
+  setOutputs(node, builder
+                       .create<nn::WhereOp>(location, type, strict,
+                                            boolConstant(true, location), equal)
+                       ->getResults());
+  return llvm::Error::success();
+}
+
+/// Not, And, Or, Xor on i1 tensors as selects (nn has no logical ops; a
+/// select broadcasts as they do): not x = x ? false : true, x and y =
+/// x ? y : false, x or y = x ? true : y, x xor y = x ? not y : y.
+llvm::Error OnnxImporter::importLogical(const onnx::NodeProto &node) {
+  Location location = loc(node);
+  RankedTensorType type = outputType(0);
+  auto select = [&](Value condition, Value onTrue, Value onFalse) -> Value {
+    return builder.create<nn::WhereOp>(location, type, condition, onTrue,
+                                       onFalse);
+  };
+  const std::string &op = node.op_type();
+  Value x = input(node, 0);
+  if (op == "Not") {
+    setOutputs(node, select(x, boolConstant(false, location),
+                            boolConstant(true, location)));
+    return llvm::Error::success();
+  }
+  Value y = input(node, 1);
+  Value result;
+  if (op == "And") {
+    result = select(x, y, boolConstant(false, location));
+  } else if (op == "Or") {
+    result = select(x, boolConstant(true, location), y);
+  } else {
+    auto yType = llvm::cast<RankedTensorType>(y.getType());
+    Value notY = builder.create<nn::WhereOp>(location, yType, y,
+                                             boolConstant(false, location),
+                                             boolConstant(true, location));
+    result = select(x, notY, y);
+  }
+  setOutputs(node, result);
+  return llvm::Error::success();
+}
+
+/// ScatterND with compile-time indices (inference refuses run-time ones):
+/// on the flattened tensors, result = where(written, gather(updates, source),
+/// data), with `written` and `source` constants from the indices; a scatter
+/// that writes every element is the gather alone. (Transformers' Llama writes
+/// its padding mask into the causal mask this way.)
+llvm::Error OnnxImporter::importScatterND(const onnx::NodeProto &node) {
+  const ValueInfo &dataInfo = *inputInfo(node, 0);
+  const ValueInfo &updatesInfo = *inputInfo(node, 2);
+  std::vector<int64_t> source;
+  if (llvm::Error error = scatterNDSourceMap(
+          dataInfo.shape, *inputInfo(node, 1)->value, updatesInfo.shape, source))
+    return nodeError(node, llvm::toString(std::move(error)));
+  Location location = loc(node);
+  Type element = elementType(dataInfo.type);
+  int64_t count = source.size();
+  auto flatType = RankedTensorType::get({count}, element);
+  bool writesAll = llvm::none_of(source, [](int64_t i) { return i < 0; });
+  std::vector<int64_t> picked(source.begin(), source.end());
+  std::vector<int64_t> written(count);
+  for (int64_t i = 0; i < count; ++i) {
+    written[i] = picked[i] >= 0;
+    picked[i] = std::max<int64_t>(picked[i], 0);
+  }
+  // Operands in order, as every handler reads them (hoisting follows use).
+  Value data = writesAll ? Value() : input(node, 0);
+  Value updates = input(node, 2);
+  // Every element written, in order (Llama's slice [:, :, :, :T] of a
+  // T-wide mask): the updates are the result.
+  bool inOrder = writesAll && numElements(updatesInfo.shape) == count;
+  for (int64_t i = 0; inOrder && i < count; ++i)
+    inOrder = source[i] == i;
+  if (inOrder) {
+    setOutputs(node, builder
+                         .create<nn::ReshapeOp>(location, outputType(0), updates)
+                         ->getResults());
+    return llvm::Error::success();
+  }
+  Value flatUpdates = builder.create<nn::ReshapeOp>(
+      location,
+      RankedTensorType::get({numElements(updatesInfo.shape)}, element),
+      updates);
+  Value indices = materializeConstant(
+      HostTensor::fromInts(ElementType::I64, {count}, picked), location);
+  Value result = builder.create<nn::GatherOp>(location, flatType, flatUpdates,
+                                              indices,
+                                              builder.getI64IntegerAttr(0));
+  if (!writesAll) {
+    Value mask = materializeConstant(
+        HostTensor::fromInts(ElementType::Bool, {count}, written), location);
+    Value flatData = builder.create<nn::ReshapeOp>(location, flatType, data);
+    result = builder.create<nn::WhereOp>(location, flatType, mask, result,
+                                         flatData);
+  }
+  setOutputs(node, builder
+                       .create<nn::ReshapeOp>(location, outputType(0), result)
+                       ->getResults());
+  return llvm::Error::success();
+}
+
 const llvm::StringMap<OnnxImporter::Handler> &OnnxImporter::handlerTable() {
   static const llvm::StringMap<Handler> table = {
       {"Identity", &OnnxImporter::importAlias},
@@ -1341,6 +1505,12 @@ const llvm::StringMap<OnnxImporter::Handler> &OnnxImporter::handlerTable() {
       {"Equal", &OnnxImporter::importBinary<nn::EqualOp>},
       {"Less", &OnnxImporter::importBinary<nn::LessOp>},
       {"Greater", &OnnxImporter::importBinary<nn::GreaterOp>},
+      {"LessOrEqual", &OnnxImporter::importOrEqual},
+      {"GreaterOrEqual", &OnnxImporter::importOrEqual},
+      {"Not", &OnnxImporter::importLogical},
+      {"And", &OnnxImporter::importLogical},
+      {"Or", &OnnxImporter::importLogical},
+      {"Xor", &OnnxImporter::importLogical},
       {"Max", &OnnxImporter::importVariadic},
       {"Min", &OnnxImporter::importVariadic},
       {"Sum", &OnnxImporter::importVariadic},
@@ -1359,6 +1529,7 @@ const llvm::StringMap<OnnxImporter::Handler> &OnnxImporter::handlerTable() {
       {"Split", &OnnxImporter::importSplit},
       {"Concat", &OnnxImporter::importConcat},
       {"Gather", &OnnxImporter::importGather},
+      {"ScatterND", &OnnxImporter::importScatterND},
       {"ReduceMean", &OnnxImporter::importReduce<nn::ReduceMeanOp>},
       {"ReduceSum", &OnnxImporter::importReduce<nn::ReduceSumOp>},
       {"ReduceMax", &OnnxImporter::importReduce<nn::ReduceMaxOp>},

@@ -35,7 +35,9 @@ namespace zplan {
 
 struct ImportOptions {
   /// Static shapes for graph inputs with dynamic dimensions, by input name
-  /// (from `--input-shape NAME=2x16`).
+  /// (from `--input-shape NAME=2x16`). A dimension symbol (ONNX dim_param,
+  /// e.g. 'batch') bound by one of these binds that symbol in every input
+  /// not listed here; bindings of one symbol must agree.
   std::map<std::string, std::vector<int64_t>> inputShapes;
 };
 

@@ -150,6 +150,17 @@ std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 /// Renders a shape as "2x16" ("scalar" for rank 0), as diagnostics print it.
 std::string formatShape(const std::vector<int64_t> &shape);
 
+/// ScatterND (reduction "none") with known `indices`: for every element of
+/// data (row-major), the flat index of the `updates` element written there, or
+/// -1 where data's own element stays; the last write wins for a repeated
+/// index. Inference folds with it and the importer lowers a run-time
+/// ScatterND to a gather of updates and a select with it. The error names
+/// the mismatched shapes or the index out of range; the caller adds the op.
+llvm::Error scatterNDSourceMap(const std::vector<int64_t> &dataShape,
+                               const HostTensor &indices,
+                               const std::vector<int64_t> &updatesShape,
+                               std::vector<int64_t> &source);
+
 } // namespace zplan::onnx_import
 
 #endif // ZPLAN_COMPILER_IMPORT_ONNXSEMANTICS_H

@@ -8,8 +8,14 @@
 //   o = MatMul(Softmax(s, -1), v)
 // and becomes one nn.attention, which the runtime can fuse and autodiff
 // can differentiate as a whole. Chains with anything else in between (OPT's
-// Max clamp, pre-scaled queries) stay primitive. Tests:
-// test/transforms/form-nn-ops.mlir.
+// Max clamp, pre-scaled queries) stay primitive in zplan-form-nn-ops.
+// Generation needs every attention as one op (its keys and values go to the
+// KV cache), so it also forms OPT's chain (populateClampedAttentionPatterns):
+//   s = MatMul(Reshape(q), Reshape(k), transpose_rhs)   heads merged in batch
+//   s = Max(Reshape(s) + mask, -FLT_MAX)
+//   o = MatMul(Reshape(Softmax(Reshape(s), -1)), Reshape(v))
+// Tests: test/transforms/form-nn-ops.mlir,
+// test/generate/decode-positions.mlir (the OPT-like case).
 //
 //===----------------------------------------------------------------------===//
 
@@ -156,7 +162,109 @@ struct FormAttention : OpRewritePattern<nn::MatmulOp> {
   }
 };
 
+/// The [heads..., S, D] value a reshape merged the leading dimensions of:
+/// `value` = Reshape(source) with the same last two dimensions and
+/// `leading` as source's leading dimensions.
+static Value unmergeHeads(Value value, ArrayRef<int64_t> leading) {
+  auto reshape = value.getDefiningOp<nn::ReshapeOp>();
+  if (!reshape)
+    return {};
+  Value source = reshape.getInput();
+  ArrayRef<int64_t> from =
+      llvm::cast<RankedTensorType>(source.getType()).getShape();
+  ArrayRef<int64_t> to =
+      llvm::cast<RankedTensorType>(value.getType()).getShape();
+  if (from.size() < 2 || to.size() < 2 || from.take_back(2) != to.take_back(2) ||
+      from.drop_back(2) != leading)
+    return {};
+  return source;
+}
+
+/// OPT's eager attention (see the file comment): heads merged into one batch
+/// dimension around the two matmuls, queries scaled before, the masked
+/// scores clamped at the lowest float (which changes nothing a softmax over
+/// a causal row can see).
+struct FormClampedAttention : OpRewritePattern<nn::MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(nn::MatmulOp output,
+                                PatternRewriter &rewriter) const override {
+    if (output.getBias() || output.getTransposeRhs())
+      return failure();
+    auto softmax = output.getLhs().getDefiningOp<nn::SoftmaxOp>();
+    if (!softmax || !softmax->hasOneUse() ||
+        softmax.getAxis() != softmax.getType().getRank() - 1)
+      return failure();
+    auto unmerged = softmax.getInput().getDefiningOp<nn::ReshapeOp>();
+    if (!unmerged)
+      return failure();
+    auto clamp = unmerged.getInput().getDefiningOp<nn::MaxOp>();
+    if (!clamp)
+      return failure();
+    nn::AddOp masked;
+    if (!matchEitherOrder(
+            clamp,
+            [&](Value v) { return (masked = v.getDefiningOp<nn::AddOp>()); },
+            [&](Value v) {
+              std::optional<double> low = getSplatFloat(v);
+              return low && *low <= -1e30;
+            }))
+      return failure();
+    auto scoresType = llvm::cast<RankedTensorType>(clamp.getType());
+    ArrayRef<int64_t> scoresShape = scoresType.getShape();
+    if (scoresShape.size() < 3)
+      return failure();
+    ArrayRef<int64_t> leading = scoresShape.drop_back(2);
+    nn::MatmulOp product;
+    Value mask;
+    if (!matchEitherOrder(
+            masked,
+            [&](Value v) {
+              auto reshape = v.getDefiningOp<nn::ReshapeOp>();
+              return reshape &&
+                     (product = reshape.getInput()
+                                    .getDefiningOp<nn::MatmulOp>()) &&
+                     reshape.getType() == scoresType;
+            },
+            [&](Value v) {
+              mask = v;
+              return true;
+            }))
+      return failure();
+    if (!product.getTransposeRhs() || product.getBias() ||
+        product.getType() != unmerged.getType())
+      return failure();
+    Value query = unmergeHeads(product.getLhs(), leading);
+    Value key = unmergeHeads(product.getRhs(), leading);
+    Value value = unmergeHeads(output.getRhs(), leading);
+    if (!query || !key || !value || masked.getType() != scoresType)
+      return failure();
+    ArrayRef<int64_t> keyShape =
+        llvm::cast<RankedTensorType>(key.getType()).getShape();
+    ArrayRef<int64_t> valueShape =
+        llvm::cast<RankedTensorType>(value.getType()).getShape();
+    if (keyShape[keyShape.size() - 2] != valueShape[valueShape.size() - 2])
+      return failure();
+
+    SmallVector<int64_t> resultShape(leading);
+    resultShape.push_back(scoresShape[scoresShape.size() - 2]);
+    resultShape.push_back(valueShape.back());
+    auto attention = rewriter.create<nn::AttentionOp>(
+        output.getLoc(),
+        RankedTensorType::get(resultShape, output.getType().getElementType()),
+        query, key, value, mask, rewriter.getF32FloatAttr(1.0f),
+        rewriter.getStringAttr("additive"), FloatAttr());
+    rewriter.replaceOpWithNewOp<nn::ReshapeOp>(output, output.getType(),
+                                               attention);
+    return success();
+  }
+};
+
 } // namespace
+
+void zplan::populateClampedAttentionPatterns(RewritePatternSet &patterns) {
+  patterns.add<FormClampedAttention>(patterns.getContext());
+}
 
 void zplan::populateAttentionPatterns(RewritePatternSet &patterns) {
   patterns.add<FormAttention>(patterns.getContext());

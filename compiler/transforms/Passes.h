@@ -24,6 +24,10 @@ void populateNormalizationPatterns(mlir::RewritePatternSet &patterns);
 void populateActivationPatterns(mlir::RewritePatternSet &patterns);
 /// scaled dot-product attention.
 void populateAttentionPatterns(mlir::RewritePatternSet &patterns);
+/// OPT's attention (heads merged around the matmuls, scores clamped with
+/// Max): not in zplan-form-nn-ops; generation forms it (every attention's
+/// keys and values must reach the KV cache).
+void populateClampedAttentionPatterns(mlir::RewritePatternSet &patterns);
 /// embedding lookup and matmul with bias.
 void populateLinearPatterns(mlir::RewritePatternSet &patterns);
 

@@ -57,14 +57,61 @@ def DecodePositions : Pass<"zplan-decode-positions", "::mlir::ModuleOp"> {
                 "length, into one token per sequence at run-time positions";
   let description = [{
     A plain export bakes the positions 0..S-1 into constants (position ids,
-    rotary tables, the causal mask). `@decode` is imported at S = the
+    rotary tables, the causal mask). `@decode` is imported at S = L, the
     generation's maximum length, so that every position table is complete;
     this pass keeps, per sequence, the one row of every token-indexed value
-    at that sequence's position ("gather pushdown"): input_ids becomes
-    [B, 1], a new input `positions` [B, 1] selects the rows of every
-    position table, and the keys and values of each attention keep their
-    full length (zplan-cached-attention rewires them to the cache).
-    Tests: test/generate/decode-positions.mlir.
+    at that sequence's position ("gather pushdown"):
+
+    1. input_ids [B, L] becomes [B, 1]; a new trailing input `positions`
+       [B, 1] (i64, `nn.name = "positions"`) gives each row's position.
+    2. Token-axis analysis, forward in program order: every value derived
+       from input_ids records which dimension carries the token (a reshape
+       may merge it with others) and which the batch; its extent L becomes
+       1. Elementwise and broadcasting ops, casts, reshapes, transposes,
+       expands, slices, concats, reductions, softmax and norms off the
+       token axis, matmuls with the tokens in batch or row dimensions,
+       embeddings and gathers are row-wise; anything else is an error
+       naming the op ("cannot follow the token axis through ...").
+    3. A value not derived from input_ids that meets a token axis of extent
+       L in a broadcasting op is a position table: it is replaced by its
+       rows at `positions` (nn.gather), moved onto the batch axis. An
+       embedding of constant position ids (GPT-2, OPT) gathers the ids and
+       looks up B rows instead of the whole table.
+    4. Every attention's mask is checked to be causal (select: true iff
+       key j <= query i; additive: 0 there and <= -1e4 elsewhere) and
+       dropped. Query, key and value then hold one position; the key and
+       value are the new token's, which zplan-cached-attention appends to
+       the cache before the attention reads the whole cache.
+
+    Before (B = 2, L = 4; GPT-2's learned positions):
+
+    ```mlir
+    func.func @decode(%ids: tensor<2x4xi64> {nn.name = "input_ids"}) -> ... {
+      %tok = nn.embedding %wte, %ids : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+      %pid = nn.constant dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>
+      %pos = nn.embedding %wpe, %pid : (tensor<4x8xf32>, tensor<1x4xi64>) -> tensor<1x4x8xf32>
+      %h = nn.add %tok, %pos : (tensor<2x4x8xf32>, tensor<1x4x8xf32>) -> tensor<2x4x8xf32>
+      ...
+      %o = nn.attention %q, %k, %v mask %causal {mask_kind = "select", ...} : (tensor<2x2x4x4xf32>, ..., tensor<1x1x4x4xi1>) -> tensor<2x2x4x4xf32>
+    ```
+
+    After:
+
+    ```mlir
+    func.func @decode(%ids: tensor<2x1xi64> {nn.name = "input_ids"}, %positions: tensor<2x1xi64> {nn.name = "positions"}) -> ... {
+      %p = nn.reshape %positions : tensor<2x1xi64> -> tensor<2xi64>
+      %tok = nn.embedding %wte, %ids : (tensor<16x8xf32>, tensor<2x1xi64>) -> tensor<2x1x8xf32>
+      %pid = nn.constant dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>
+      %g = nn.gather %pid, %p {axis = 1 : i64} : (tensor<1x4xi64>, tensor<2xi64>) -> tensor<1x2xi64>
+      %rows = nn.transpose %g {perm = array<i64: 1, 0>} : tensor<1x2xi64> -> tensor<2x1xi64>
+      %pos = nn.embedding %wpe, %rows : (tensor<4x8xf32>, tensor<2x1xi64>) -> tensor<2x1x8xf32>
+      %h = nn.add %tok, %pos : (tensor<2x1x8xf32>, tensor<2x1x8xf32>) -> tensor<2x1x8xf32>
+      ...
+      %o = nn.attention %q, %k, %v {scale = ...} : (tensor<2x2x1x4xf32>, tensor<2x2x1x4xf32>, tensor<2x2x1x4xf32>) -> tensor<2x2x1x4xf32>
+    ```
+
+    Tests: test/generate/decode-positions.mlir,
+    decode-positions-invalid.mlir and decode-positions-models.test.
   }];
   let dependentDialects = ["::zplan::nn::NNDialect"];
 }
@@ -77,8 +124,46 @@ def CachedAttention : Pass<"zplan-cached-attention", "::mlir::ModuleOp"> {
     module-level `nn.kv_cache` at the tokens' positions, and the attention
     reads the whole cache with a positional mask (`nn.cached_attention`).
     Plain exports and exports with `past_key_values.*` inputs are both
-    accepted. Tests: test/generate/cached-attention.mlir.
+    accepted (a function is a cache export when it has such an input).
+
+    Before (a plain export's @prefill, S = 8 tokens, one layer):
+    ```mlir
+    %k = nn.transpose %x {perm = array<i64: 0, 2, 1, 3>} : ... -> tensor<2x4x8x16xf32>
+    %o = nn.attention %q, %k, %v mask %causal {mask_kind = "select", ...}
+    ```
+    After (`max-seq-len=64`):
+    ```mlir
+    nn.kv_cache @cache.0.key : tensor<2x4x64x16xf32>
+    %kc = nn.cache_append @cache.0.key, %k, %positions : (tensor<2x4x8x16xf32>, tensor<2x8xi64>) -> tensor<2x4x64x16xf32>
+    %o = nn.cached_attention %q, %kc, %vc, %positions {scale = ...}
+    ```
+
+    Steps, per function (@prefill, @decode):
+    1. The `positions` input [B, S]: a cache export's `position_ids`
+       renamed; a plain @decode's own (zplan-decode-positions adds it); a
+       plain @prefill gets a new one.
+    2. Cache export: every `nn.concat(past_key_values.N.key|value, new,
+       axis 2)` becomes `nn.cache_append @cache.N.key|value, new,
+       positions`; the `present.*` results, the `past_key_values.*` inputs
+       and `attention_mask` (which must then be unused) are removed.
+    3. Plain export: the key (value) operand of the N-th attention is
+       traced back through nn.reshape / nn.expand (a grouped-query repeat)
+       to its [B, Hkv, S, D] source, which is appended to @cache.N.key
+       (.value); the chain is rebuilt with S replaced by the cache length.
+       The mask must be the causal one (checked on the constant; @decode's
+       attentions, one position each, have none).
+    4. Every nn.attention becomes nn.cached_attention (scale kept, mask
+       dropped: positions decide what each query sees).
+    5. @prefill gets a `last_index` input [B] and returns the logits at
+       each row's last prompt token ([B, V], an nn.gather of the
+       [B*S, V] rows); @decode's logits [B, 1, V] become [B, V].
+    Tests: test/generate/cached-attention*.mlir, test/generate/*.test.
   }];
+  let options = [
+    Option<"maxSeqLen", "max-seq-len", "int64_t", /*default=*/"0",
+           "The KV cache length L (required for plain exports; a cache "
+           "export's own length must equal it when given)">,
+  ];
   let dependentDialects = ["::zplan::nn::NNDialect"];
 }
 
@@ -201,6 +286,63 @@ def ShardParameters : Pass<"zplan-shard-parameters", "::mlir::ModuleOp"> {
            "Byte alignment of every parameter and shard">,
   ];
   let dependentDialects = ["::zplan::zero::ZeroDialect"];
+}
+
+def Residency : Pass<"zplan-residency", "::mlir::ModuleOp"> {
+  let summary = "Decides, per parameter group of a generation module, "
+                "whether it stays gathered for every token or is streamed";
+  let description = [{
+    In a generation module (one with `@decode`; zcc --mode generate), after
+    zplan-shard-parameters. A resident group is gathered once in
+    `@generate_begin`, read without communication by `@prefill` and every
+    `@decode`, and released in `@generate_end`; a streamed group is
+    gathered and released per token by zplan-insert-gathers and
+    zplan-prefetch, like any group. Modules without `@decode` are left alone.
+
+    1. Candidates: the non-persistent groups `@prefill` or `@decode` gather.
+    2. `policy=jit` (FSDP2's generate: the whole model gathered for every
+       token): none is resident. Without a memory budget: all are.
+    3. Under `memory-budget`, greedily, the group that saves the most
+       gather time per token (cost model of `hardware`) per byte first, a
+       group is made resident while the per-rank memory still fits: shards,
+       persistent groups, the KV cache (every `nn.kv_cache`), the resident
+       copies, plus the larger best-case working set of `@prefill` and
+       `@decode` (activations, and each streamed group's copy while an op
+       reads it).
+    4. The chosen groups get the `resident` flag; `@generate_begin` gets
+       one `zero.resident_gather` and `@generate_end` one
+       `zero.resident_release` per resident group (the functions are
+       created empty when absent); in `@prefill` and `@decode` each resident
+       group's `zero.gather_start` / `zero.gather_wait` becomes one
+       `zero.resident_read` of the same shards.
+    5. The module records the decision in `zplan.residency` (a dictionary:
+       resident and streamed group counts and bytes, KV cache bytes, the
+       budget), which the report shows.
+
+    Before:
+    ```mlir
+    %t = zero.gather_start %s0, %s1 {group = @group0} : ...
+    %w:2 = zero.gather_wait %t : tensor<64x64xf32>, tensor<64xf32>
+    ```
+    After:
+    ```mlir
+    zero.group @group0 {..., resident, ...}
+    func.func @generate_begin() { zero.resident_gather {group = @group0} ... }
+    %w:2 = zero.resident_read %s0, %s1 {group = @group0} : ... -> tensor<64x64xf32>, tensor<64xf32>
+    func.func @generate_end() { zero.resident_release {group = @group0} ... }
+    ```
+    Tests: test/transforms/residency.mlir.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"default\"",
+           "default | jit (nothing resident)">,
+    Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
+           "Bytes per rank; 0 = none (every group resident)">,
+    Option<"hardware", "hardware", "std::string", /*default=*/"\"cpu\"",
+           "Hardware profile for the cost model">,
+  ];
+  let dependentDialects = ["::zplan::zero::ZeroDialect",
+                           "::mlir::func::FuncDialect"];
 }
 
 def OptimizerStep : Pass<"zplan-optimizer-step", "::mlir::ModuleOp"> {
@@ -392,8 +534,16 @@ def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
     9. @optimizer_step holds only zero.optimizer_update ops, one per group:
        the optimizer reads and writes shards only, never a gathered
        parameter.
+    10. generation: zero.resident_gather only in @generate_begin and
+        zero.resident_release only in @generate_end, each at most once per
+        group; every `resident` group is gathered and released there;
+    11. zero.resident_read only in @prefill and @decode (that its tensors
+        are never zero.release'd, the release's op verifier proves);
+    12. no zero.gather_start of a resident group (its copy is read, never
+        gathered again inside a program).
 
-    Tests: test/transforms/verify-schedule.mlir.
+    Tests: test/transforms/verify-schedule.mlir,
+    verify-schedule-generate.mlir.
   }];
   let options = [
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",

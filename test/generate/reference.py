@@ -223,6 +223,12 @@ def main():
 
     prompts, lengths = load_inputs(args)
     model = FullRecompute(args.model) if args.model else CachedLoop(args.cached)
+    vocab = model.session.get_outputs()[0].shape[-1]  # logits [..., V]
+    for row, length in enumerate(lengths if isinstance(vocab, int) else []):
+        bad = [int(t) for t in prompts[row, :length] if not 0 <= t < vocab]
+        if bad:
+            raise SystemExit(f"reference: {args.prompts}: row {row}: token id {bad[0]} is "
+                             f"outside the vocabulary 0..{vocab - 1}")
     tokens, logits, closest = generate(model, prompts, lengths, args.max_new_tokens, args.eos)
     if args.tokens_output:
         np.save(args.tokens_output, tokens)

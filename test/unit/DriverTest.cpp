@@ -59,6 +59,50 @@ TEST(ParseInputShape, RejectsMalformed) {
             std::string::npos);
 }
 
+TEST(ValidateOptions, GenerationShapes) {
+  CompileOptions options;
+  options.mode = CompileMode::Generate;
+  options.batch = 2;
+  options.maxSeqLength = 16;
+  // P defaults to L / 2.
+  EXPECT_EQ(errorText(validateOptions(options)), "");
+  options.promptLength = 15;
+  EXPECT_EQ(errorText(validateOptions(options)), "");
+  options.promptLength = 16;
+  EXPECT_EQ(errorText(validateOptions(options)),
+            "--prompt-len must be at least 1 and less than --max-seq-len, got "
+            "--prompt-len 16 and --max-seq-len 16");
+  options.promptLength = 0;
+  EXPECT_NE(errorText(validateOptions(options)).find("got --prompt-len 0"),
+            std::string::npos);
+  options.promptLength.reset();
+  options.maxSeqLength = 1;
+  EXPECT_NE(errorText(validateOptions(options))
+                .find("--max-seq-len must be at least 2"),
+            std::string::npos);
+  options.maxSeqLength = 16;
+  options.batch = 0;
+  EXPECT_EQ(errorText(validateOptions(options)),
+            "--batch must be at least 1, got 0");
+  options.batch = 1;
+  options.import.inputShapes["input_ids"] = {1, 8};
+  EXPECT_NE(errorText(validateOptions(options))
+                .find("--input-shape does not apply to --mode generate"),
+            std::string::npos);
+  options.import.inputShapes.clear();
+  options.maxSeqLength.reset();
+  EXPECT_NE(errorText(validateOptions(options))
+                .find("--mode generate needs --max-seq-len"),
+            std::string::npos);
+  // The generation flags belong to --mode generate only.
+  options.mode = CompileMode::Infer;
+  EXPECT_NE(errorText(validateOptions(options))
+                .find("apply to --mode generate only"),
+            std::string::npos);
+  options.batch.reset();
+  EXPECT_EQ(errorText(validateOptions(options)), "");
+}
+
 TEST(ValidateOptions, RejectsBadValues) {
   CompileOptions options;
   EXPECT_EQ(errorText(validateOptions(options)), "");
@@ -78,7 +122,7 @@ TEST(ValidateOptions, RejectsBadValues) {
   options.dumps = {"ir"};
   options.mode = CompileMode::Generate;
   EXPECT_NE(errorText(validateOptions(options))
-                .find("--mode generate is not available"),
+                .find("--mode generate needs --batch"),
             std::string::npos);
   options.mode = CompileMode::Train;
   EXPECT_EQ(errorText(validateOptions(options)), "");

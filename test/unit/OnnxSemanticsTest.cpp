@@ -665,6 +665,41 @@ TEST(OnnxSemantics, TriluKeepsUpperOrLowerTriangle) {
   EXPECT_EQ(intsOf(strictUpper), Ints({0, 1, 1, 0, 0, 1, 0, 0, 0}));
 }
 
+TEST(OnnxSemantics, ScatterNDFoldsRowsAndElements) {
+  ValueInfo data = constInts({2, 3}, {1, 2, 3, 4, 5, 6});
+  // Row -1 (= 1) replaced.
+  ValueInfo row = constInts({1, 1}, {-1});
+  ValueInfo rowUpdates = constInts({1, 3}, {7, 8, 9});
+  EXPECT_EQ(intsOf(inferOne(makeNode("ScatterND", 3), 17,
+                            {&data, &row, &rowUpdates})),
+            Ints({1, 2, 3, 7, 8, 9}));
+  // Two writes of element (0, 2): the last one wins, as onnxruntime applies
+  // the updates in order.
+  ValueInfo cells = constInts({3, 2}, {0, 2, 1, 0, 0, 2});
+  ValueInfo cellUpdates = constInts({3}, {10, 11, 12});
+  EXPECT_EQ(intsOf(inferOne(makeNode("ScatterND", 3), 17,
+                            {&data, &cells, &cellUpdates})),
+            Ints({1, 2, 12, 11, 5, 6}));
+  // Run-time updates: the shape only.
+  ValueInfo runtimeUpdates = runtime({1, 3}, ElementType::I64);
+  ValueInfo shapeOnly =
+      inferOne(makeNode("ScatterND", 3), 17, {&data, &row, &runtimeUpdates});
+  EXPECT_FALSE(shapeOnly.isConstant());
+  EXPECT_EQ(shapeOnly.shape, Ints({2, 3}));
+}
+
+TEST(OnnxSemantics, ScatterNDSourceMap) {
+  HostTensor indices = HostTensor::fromInts(ElementType::I64, {2, 1}, {1, 0});
+  std::vector<int64_t> source;
+  ASSERT_EQ(messageOf(scatterNDSourceMap({2, 2}, indices, {2, 2}, source)), "");
+  EXPECT_EQ(source, Ints({2, 3, 0, 1}));
+  HostTensor one = HostTensor::fromInts(ElementType::I64, {1, 1}, {1});
+  ASSERT_EQ(messageOf(scatterNDSourceMap({3, 2}, one, {1, 2}, source)), "");
+  EXPECT_EQ(source, Ints({-1, -1, 0, 1, -1, -1}));
+  EXPECT_EQ(messageOf(scatterNDSourceMap({3, 2}, one, {2, 2}, source)),
+            "updates 2x2 must be 1x2 for data 3x2 and indices 1x1");
+}
+
 TEST(OnnxSemantics, CumSumExclusiveAndReverse) {
   ValueInfo data = constInts({4}, {1, 2, 3, 4});
   ValueInfo axis = constInts({}, {0});

@@ -85,6 +85,20 @@ static cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
                                       cl::desc("--mode train: adamw or sgd"),
                                       cl::cat(zccCategory));
 
+static cl::opt<int64_t>
+    batch("batch",
+          cl::desc("--mode generate: sequences generated together (B)"),
+          cl::cat(zccCategory));
+static cl::opt<int64_t> promptLength(
+    "prompt-len",
+    cl::desc("--mode generate: longest prompt in tokens (P; default L / 2)"),
+    cl::cat(zccCategory));
+static cl::opt<int64_t> maxSeqLength(
+    "max-seq-len",
+    cl::desc("--mode generate: prompt and generated tokens together (L, the "
+             "KV cache length)"),
+    cl::cat(zccCategory));
+
 static int fail(const Twine &message) {
   errs() << "zcc: error: " << message << "\n";
   return 1;
@@ -237,6 +251,13 @@ int main(int argc, char **argv) {
   options.maxInFlight = maxInFlight;
   options.loss = loss;
   options.optimizer = optimizer;
+  // Given or not is what validateOptions checks, so unset stays unset.
+  for (auto [flag, target] :
+       {std::make_pair(&batch, &options.batch),
+        std::make_pair(&promptLength, &options.promptLength),
+        std::make_pair(&maxSeqLength, &options.maxSeqLength)})
+    if (flag->getNumOccurrences())
+      *target = flag->getValue();
   if (mode != zplan::CompileMode::Train &&
       (loss.getNumOccurrences() || optimizer.getNumOccurrences()))
     return fail("--loss and --optimizer apply to --mode train only");

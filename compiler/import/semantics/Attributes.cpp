@@ -62,6 +62,7 @@ const std::unordered_map<std::string, AttributeType> &expectedTypes() {
       {"value_ints", onnx::AttributeProto::INTS},
       {"value_floats", onnx::AttributeProto::FLOATS},
       {"value", onnx::AttributeProto::TENSOR},
+      {"reduction", onnx::AttributeProto::STRING},
   };
   return table;
 }
@@ -83,6 +84,7 @@ attributesByOp() {
           {"Gather", {"axis"}},
           {"GatherElements", {"axis"}},
           {"Trilu", {"upper"}},
+          {"ScatterND", {"reduction"}},
           {"Concat", {"axis"}},
           {"Split", {"axis", "split", "num_outputs"}},
           {"Transpose", {"perm"}},

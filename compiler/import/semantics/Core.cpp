@@ -380,6 +380,7 @@ const std::unordered_map<std::string, OpEntry> &getOpTable() {
       {"GatherElements", {inferGatherElements, 2, 2}},
       {"Slice", {inferSlice, 1, 5}},
       {"Trilu", {inferTrilu, 1, 2, false, 14}},
+      {"ScatterND", {inferScatterND, 3, 3, false, 11}},
       {"Concat", {inferConcat, 1, kAny, true}},
       {"Split", {inferSplit, 1, 2}},
       {"Expand", {inferExpand, 2, 2}},

@@ -1,7 +1,9 @@
-//===- Indexing.cpp - Gather, GatherElements, Slice, Trilu ----------------===//
+//===- Indexing.cpp - Gather, GatherElements, Slice, Trilu, ScatterND -----===//
 //
 // Indexing ops: the output shape follows from the indices (or, for Slice,
 // the constant starts/ends/axes/steps); contents fold through strided views.
+// ScatterND needs constant indices (its source map is what the importer
+// lowers it with).
 //
 //===----------------------------------------------------------------------===//
 
@@ -213,6 +215,90 @@ llvm::Error inferTrilu(NodeContext &ctx) {
       result.floats[i] = 0;
     else
       result.ints[i] = 0;
+  }
+  ctx.setOutput(0, std::move(result));
+  return llvm::Error::success();
+}
+
+llvm::Error scatterNDSourceMap(const std::vector<int64_t> &dataShape,
+                               const HostTensor &indices,
+                               const std::vector<int64_t> &updatesShape,
+                               std::vector<int64_t> &source) {
+  auto fail = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  int64_t rank = dataShape.size();
+  if (indices.shape.empty())
+    return fail("indices must have rank >= 1, got a scalar");
+  int64_t depth = indices.shape.back();
+  if (depth < 1 || depth > rank)
+    return fail("the last dimension of indices " + formatShape(indices.shape) +
+                " must be in 1.." + llvm::Twine(rank) + " (the rank of data " +
+                formatShape(dataShape) + ")");
+  // updates = indices.shape[:-1] + data.shape[depth:].
+  std::vector<int64_t> expected(indices.shape.begin(), indices.shape.end() - 1);
+  expected.insert(expected.end(), dataShape.begin() + depth, dataShape.end());
+  if (updatesShape != expected)
+    return fail("updates " + formatShape(updatesShape) + " must be " +
+                formatShape(expected) + " for data " + formatShape(dataShape) +
+                " and indices " + formatShape(indices.shape));
+  std::vector<int64_t> strides = rowMajorStrides(dataShape);
+  // Each index tuple writes one slice of data.shape[depth:] (an element when
+  // depth == rank).
+  int64_t slice = numElements(
+      std::vector<int64_t>(dataShape.begin() + depth, dataShape.end()));
+  source.assign(numElements(dataShape), -1);
+  int64_t tuples = numElements(indices.shape) / depth;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t base = 0;
+    for (int64_t d = 0; d < depth; ++d) {
+      int64_t index = indices.getInt(t * depth + d);
+      if (index < -dataShape[d] || index >= dataShape[d])
+        return fail("index " + llvm::Twine(index) + " (indices tuple " +
+                    llvm::Twine(t) + ") out of range for axis " +
+                    llvm::Twine(d) + " of size " + llvm::Twine(dataShape[d]));
+      base += (index < 0 ? index + dataShape[d] : index) * strides[d];
+    }
+    // Repeated tuples: the last write wins, as onnxruntime applies them in
+    // order.
+    for (int64_t i = 0; i < slice; ++i)
+      source[base + i] = t * slice + i;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error inferScatterND(NodeContext &ctx) {
+  const ValueInfo &data = *ctx.input(0), &indices = *ctx.input(1),
+                  &updates = *ctx.input(2);
+  if (indices.type != ElementType::I64)
+    return ctx.error("indices must be i64, got " + typeName(indices.type));
+  if (updates.type != data.type)
+    return typeMismatchError(ctx, data.type, updates.type);
+  if (const onnx::AttributeProto *reduction = ctx.findAttribute("reduction"))
+    if (reduction->s() != "none")
+      return ctx.error("reduction '" + reduction->s() +
+                       "' is not supported; only 'none' is");
+  ctx.setOutput(0, data.type, data.shape);
+  // Without known indices the written elements are unknown: neither folding
+  // nor the importer's lowering can proceed.
+  const HostTensor *known;
+  if (llvm::Error err = ctx.getConstantInput(1, "indices", known))
+    return err;
+  std::vector<int64_t> source;
+  if (llvm::Error err =
+          scatterNDSourceMap(data.shape, *known, updates.shape, source))
+    return ctx.error(llvm::toString(std::move(err)));
+  if (!ctx.canFold(data.shape, {&data, &updates}))
+    return llvm::Error::success();
+  HostTensor result = *data.value;
+  bool isFloat = elementTypeInfo(result.type).isFloat;
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (source[i] < 0)
+      continue;
+    if (isFloat)
+      result.floats[i] = updates.value->floats[source[i]];
+    else
+      result.ints[i] = updates.value->ints[source[i]];
   }
   ctx.setOutput(0, std::move(result));
   return llvm::Error::success();

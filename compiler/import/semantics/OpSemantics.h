@@ -231,6 +231,7 @@ llvm::Error inferGather(NodeContext &ctx);
 llvm::Error inferGatherElements(NodeContext &ctx);
 llvm::Error inferSlice(NodeContext &ctx);
 llvm::Error inferTrilu(NodeContext &ctx);
+llvm::Error inferScatterND(NodeContext &ctx);
 // Movement.cpp.
 llvm::Error inferConcat(NodeContext &ctx);
 llvm::Error inferSplit(NodeContext &ctx);
