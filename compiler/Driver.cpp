@@ -43,10 +43,10 @@
 using namespace zplan;
 
 /// Whether the schedule pipeline and the plan emitter handle a generation
-/// module (@generate_begin, @prefill, @decode, @generate_end). False until
-/// those pieces of issue 9 are merged: zcc then stops after the KV-cache
-/// rewrite, which --dump ir shows.
-static constexpr bool kGenerationScheduled = false;
+/// module (@generate_begin, @prefill, @decode, @generate_end): they do
+/// (zplan-residency, and the emitter's CACHE and RESIDENT buffers). When
+/// false, zcc stops after the KV-cache rewrite, which --dump ir shows.
+static constexpr bool kGenerationScheduled = true;
 
 static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
