@@ -77,12 +77,14 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
       uint64_t bytes = 0;
       std::string operands;
       plan::Opcode opcode = instruction.opcode();
-      if (opcode == plan::OPCODE_ALL_GATHER ||
-          opcode == plan::OPCODE_GATHER_WAIT ||
-          opcode == plan::OPCODE_RELEASE) {
-        const plan::Buffer &copy = plan.buffers(
-            opcode == plan::OPCODE_ALL_GATHER ? instruction.results(0) - 1
-                                              : instruction.operands(0) - 1);
+      bool gather = opcode == plan::OPCODE_ALL_GATHER ||
+                    opcode == plan::OPCODE_RESIDENT_GATHER;
+      if (gather || opcode == plan::OPCODE_GATHER_WAIT ||
+          opcode == plan::OPCODE_RELEASE ||
+          opcode == plan::OPCODE_RESIDENT_RELEASE) {
+        const plan::Buffer &copy =
+            plan.buffers(gather ? instruction.results(0) - 1
+                                : instruction.operands(0) - 1);
         bytes = copy.bytes();
         operands = describeGroup(plan, instruction.group());
       } else if (opcode == plan::OPCODE_REDUCE_SCATTER ||
@@ -96,6 +98,11 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
         if (opcode == plan::OPCODE_ADAMW || opcode == plan::OPCODE_SGD)
           bytes = plan.buffers(instruction.operands(0) - 1).bytes();
         operands = describeGroup(plan, instruction.group());
+      } else if (opcode == plan::OPCODE_CACHE_APPEND) {
+        // Written in place: the bytes are the new entries, not the cache.
+        bytes = plan.buffers(instruction.operands(1) - 1).bytes();
+        operands = plan.buffers(instruction.operands(0) - 1).name() + " <- " +
+                   plan.buffers(instruction.operands(1) - 1).name();
       } else {
         for (uint32_t id : instruction.results())
           bytes += plan.buffers(id - 1).bytes();
@@ -130,6 +137,14 @@ std::string zplan::formatMemoryDump(const EmittedPlan &emitted) {
   os << "// memory: per rank, world size " << plan.world_size() << "\n";
   os << "resident (shards + persistent groups): " << emitted.residentBytes
      << " B (" << formatSize(emitted.residentBytes) << ")\n";
+  // Generation keeps its KV caches and resident copies outside the arena
+  // too (counted in the line above).
+  if (emitted.kvCacheBytes)
+    os << "  of which KV cache: " << emitted.kvCacheBytes << " B ("
+       << formatSize(emitted.kvCacheBytes) << ")\n";
+  if (emitted.residentCopyBytes)
+    os << "  of which resident copies: " << emitted.residentCopyBytes
+       << " B (" << formatSize(emitted.residentCopyBytes) << ")\n";
   os << "arena: " << arena.arenaBytes << " B (" << formatSize(arena.arenaBytes)
      << ")\n";
   os << "lower bound: " << arena.lowerBound << " B ("
@@ -184,7 +199,8 @@ std::string zplan::formatReport(
         if (instruction.queue() != plan::COMM)
           continue;
         ++collectives;
-        if (instruction.opcode() == plan::OPCODE_ALL_GATHER)
+        if (instruction.opcode() == plan::OPCODE_ALL_GATHER ||
+            instruction.opcode() == plan::OPCODE_RESIDENT_GATHER)
           gathered += plan.buffers(instruction.results(0) - 1).bytes();
         else
           reduced +=
