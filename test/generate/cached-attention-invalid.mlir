@@ -89,3 +89,22 @@ func.func @decode(%ids: tensor<1x1xi64> {nn.name = "input_ids"}, %pos: tensor<1x
   %r = nn.reshape %o : tensor<1x1x1x4xf32> -> tensor<1x1x4xf32>
   return %r : tensor<1x1x4xf32>
 }
+
+// -----
+
+// A primitive chain's mask is checked like a formed attention's: this one
+// hides key 0 from query 1.
+// CHECK: error: {{(loc.*: )?}}nn.matmul (ONNX node 'bmm_1'): its mask is not causal (query 1, key 0 is hidden)
+func.func @prefill(%ids: tensor<1x2xi64> {nn.name = "input_ids"}, %q: tensor<1x2x2x4xf32>) -> (tensor<1x2x8xf32> {nn.name = "logits"}) {
+  %mask = nn.constant dense<[[[[0.0, -3.40282347E+38], [-3.40282347E+38, 0.0]]]]> : tensor<1x1x2x2xf32>
+  %q3 = nn.reshape %q : tensor<1x2x2x4xf32> -> tensor<2x2x4xf32>
+  %s3 = nn.matmul %q3, %q3 {transpose_rhs = true} : (tensor<2x2x4xf32>, tensor<2x2x4xf32>) -> tensor<2x2x2xf32>
+  %s4 = nn.reshape %s3 : tensor<2x2x2xf32> -> tensor<1x2x2x2xf32>
+  %m = nn.add %s4, %mask : (tensor<1x2x2x2xf32>, tensor<1x1x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %c3 = nn.reshape %m : tensor<1x2x2x2xf32> -> tensor<2x2x2xf32>
+  %p = nn.softmax %c3 {axis = 2 : i64} : tensor<2x2x2xf32>
+  %o3 = nn.matmul %p, %q3 : (tensor<2x2x2xf32>, tensor<2x2x4xf32>) -> tensor<2x2x4xf32> loc("bmm_1")
+  %o = nn.reshape %o3 : tensor<2x2x4xf32> -> tensor<1x2x2x4xf32>
+  %logits = nn.reshape %o : tensor<1x2x2x4xf32> -> tensor<1x2x8xf32>
+  return %logits : tensor<1x2x8xf32>
+}

@@ -92,3 +92,34 @@ func.func @decode(%ids: tensor<2x1xi64> {nn.name = "input_ids"}, %mask: tensor<2
   %logits = nn.reshape %t : tensor<2x1x2x4xf32> -> tensor<2x1x8xf32>
   return %logits, %kc, %vc : tensor<2x1x8xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>
 }
+
+// -----
+
+// A chain zplan-form-nn-ops leaves primitive (OPT: heads merged into the
+// batch of the products, pre-scaled queries, the additive causal mask, a
+// clamp at the lowest float) is formed and rewired like any attention.
+// CHECK: nn.kv_cache @cache.0.key : tensor<1x2x8x4xf32>
+// CHECK-LABEL: func.func @prefill
+// CHECK: %[[K:.*]] = nn.cache_append @cache.0.key, %{{.*}}, %[[POS:[^ ]*]] : (tensor<1x2x2x4xf32>, tensor<1x2xi64>) -> tensor<1x2x8x4xf32>
+// CHECK: %[[V:.*]] = nn.cache_append @cache.0.value
+// CHECK: %[[O:.*]] = nn.cached_attention %{{.*}}, %[[K]], %[[V]], %[[POS]] {scale = 1.000000e+00 : f32} : (tensor<1x2x2x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2xi64>) -> tensor<1x2x2x4xf32>
+// CHECK-NOT: nn.softmax
+// CHECK-NOT: nn.max
+func.func @prefill(%ids: tensor<1x2xi64> {nn.name = "input_ids"}, %q: tensor<1x2x2x4xf32>, %k: tensor<1x2x2x4xf32>, %v: tensor<1x2x2x4xf32>) -> (tensor<1x2x8xf32> {nn.name = "logits"}) {
+  %mask = nn.constant dense<[[[[0.0, -3.40282347E+38], [0.0, 0.0]]]]> : tensor<1x1x2x2xf32>
+  %lowest = nn.constant dense<-3.40282347E+38> : tensor<f32>
+  %q3 = nn.reshape %q : tensor<1x2x2x4xf32> -> tensor<2x2x4xf32>
+  %k3 = nn.reshape %k : tensor<1x2x2x4xf32> -> tensor<2x2x4xf32>
+  %v3 = nn.reshape %v : tensor<1x2x2x4xf32> -> tensor<2x2x4xf32>
+  %s3 = nn.matmul %q3, %k3 {transpose_rhs = true} : (tensor<2x2x4xf32>, tensor<2x2x4xf32>) -> tensor<2x2x2xf32>
+  %s4 = nn.reshape %s3 : tensor<2x2x2xf32> -> tensor<1x2x2x2xf32>
+  %m = nn.add %s4, %mask : (tensor<1x2x2x2xf32>, tensor<1x1x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %c = nn.max %m, %lowest : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %c3 = nn.reshape %c : tensor<1x2x2x2xf32> -> tensor<2x2x2xf32>
+  %p = nn.softmax %c3 {axis = 2 : i64} : tensor<2x2x2xf32>
+  %o3 = nn.matmul %p, %v3 : (tensor<2x2x2xf32>, tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %o = nn.reshape %o3 : tensor<2x2x4xf32> -> tensor<1x2x2x4xf32>
+  %t = nn.transpose %o {perm = array<i64: 0, 2, 1, 3>} : tensor<1x2x2x4xf32> -> tensor<1x2x2x4xf32>
+  %logits = nn.reshape %t : tensor<1x2x2x4xf32> -> tensor<1x2x8xf32>
+  return %logits : tensor<1x2x8xf32>
+}
