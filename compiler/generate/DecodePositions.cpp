@@ -14,8 +14,12 @@
 // of every attention is checked and dropped: with one query per sequence
 // the keys it may see come from the cache (zplan-cached-attention). An op
 // through which the token axis cannot be proven row-wise is an error naming
-// it. Tests: test/generate/decode-positions.mlir (hand-written IR,
-// diagnostics) and test/generate/decode-positions-models.test (the fixtures).
+// it. OPT's attention, primitive after import, is formed first
+// (populateClampedAttentionPatterns). Tests: test/generate/
+// decode-positions.mlir (hand-written IR), decode-positions-invalid.mlir and
+// decode-positions-node.mlir (diagnostics), decode-positions-models.test
+// (the fixtures' structure) and decode-positions-numeric.test (the
+// fixtures' logits through an emulated KV cache, check_decode.py).
 //
 //===----------------------------------------------------------------------===//
 
