@@ -1422,43 +1422,45 @@ llvm::Error OnnxImporter::importLogical(const onnx::NodeProto &node) {
   return llvm::Error::success();
 }
 
-/// ScatterND with compile-time indices (inference refuses run-time ones):
-/// on the flattened tensors, result = where(written, gather(updates, source),
-/// data), with `written` and `source` constants from the indices; a scatter
-/// that writes every element is the gather alone. (Transformers' Llama writes
-/// its padding mask into the causal mask this way.)
+/// ScatterND with compile-time indices (inference refuses run-time ones and
+/// has checked them). One that writes every element in order (Llama's
+/// padding mask written into its causal mask's [:, :, :, :T], T the mask's
+/// width) is its updates, reshaped. Any other becomes, on the flattened
+/// tensors, where(written, gather(updates, source), data), with `written`
+/// and `source` constants of one element per data element (so bounded in
+/// size); a scatter that writes every element is the gather alone.
 llvm::Error OnnxImporter::importScatterND(const onnx::NodeProto &node) {
   const ValueInfo &dataInfo = *inputInfo(node, 0);
+  const HostTensor &indicesValue = *inputInfo(node, 1)->value;
   const ValueInfo &updatesInfo = *inputInfo(node, 2);
-  std::vector<int64_t> source;
-  if (llvm::Error error = scatterNDSourceMap(
-          dataInfo.shape, *inputInfo(node, 1)->value, updatesInfo.shape, source))
-    return nodeError(node, llvm::toString(std::move(error)));
   Location location = loc(node);
-  Type element = elementType(dataInfo.type);
-  int64_t count = source.size();
-  auto flatType = RankedTensorType::get({count}, element);
-  bool writesAll = llvm::none_of(source, [](int64_t i) { return i < 0; });
-  std::vector<int64_t> picked(source.begin(), source.end());
+  if (isInOrderScatterND(dataInfo.shape, indicesValue)) {
+    setOutputs(node, builder
+                         .create<nn::ReshapeOp>(location, outputType(0),
+                                                input(node, 2))
+                         ->getResults());
+    return llvm::Error::success();
+  }
+  int64_t count = numElements(dataInfo.shape);
+  if (count > kMaxFoldedElements)
+    return nodeError(node, "data " + formatShape(dataInfo.shape) + " has " +
+                               llvm::Twine(count) +
+                               " elements; a scatter that does not write "
+                               "every element in order is supported up to " +
+                               llvm::Twine(kMaxFoldedElements));
+  std::vector<int64_t> picked =
+      scatterNDSourceMap(dataInfo.shape, indicesValue);
   std::vector<int64_t> written(count);
   for (int64_t i = 0; i < count; ++i) {
     written[i] = picked[i] >= 0;
     picked[i] = std::max<int64_t>(picked[i], 0);
   }
+  bool writesAll = llvm::all_of(written, [](int64_t w) { return w != 0; });
+  Type element = elementType(dataInfo.type);
+  auto flatType = RankedTensorType::get({count}, element);
   // Operands in order, as every handler reads them (hoisting follows use).
   Value data = writesAll ? Value() : input(node, 0);
   Value updates = input(node, 2);
-  // Every element written, in order (Llama's slice [:, :, :, :T] of a
-  // T-wide mask): the updates are the result.
-  bool inOrder = writesAll && numElements(updatesInfo.shape) == count;
-  for (int64_t i = 0; inOrder && i < count; ++i)
-    inOrder = source[i] == i;
-  if (inOrder) {
-    setOutputs(node, builder
-                         .create<nn::ReshapeOp>(location, outputType(0), updates)
-                         ->getResults());
-    return llvm::Error::success();
-  }
   Value flatUpdates = builder.create<nn::ReshapeOp>(
       location,
       RankedTensorType::get({numElements(updatesInfo.shape)}, element),

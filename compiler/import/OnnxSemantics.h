@@ -150,16 +150,24 @@ std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 /// Renders a shape as "2x16" ("scalar" for rank 0), as diagnostics print it.
 std::string formatShape(const std::vector<int64_t> &shape);
 
-/// ScatterND (reduction "none") with known `indices`: for every element of
-/// data (row-major), the flat index of the `updates` element written there, or
-/// -1 where data's own element stays; the last write wins for a repeated
-/// index. Inference folds with it and the importer lowers a run-time
-/// ScatterND to a gather of updates and a select with it. The error names
-/// the mismatched shapes or the index out of range; the caller adds the op.
-llvm::Error scatterNDSourceMap(const std::vector<int64_t> &dataShape,
-                               const HostTensor &indices,
-                               const std::vector<int64_t> &updatesShape,
-                               std::vector<int64_t> &source);
+/// ScatterND (reduction "none") with known `indices`, for inference (which
+/// folds it) and the importer (which lowers a run-time one). checkScatterND
+/// checks the indices' depth, the updates' shape and every index's range; the
+/// error names what is wrong, and the caller adds the op. The two below
+/// assume it passed.
+llvm::Error checkScatterND(const std::vector<int64_t> &dataShape,
+                           const HostTensor &indices,
+                           const std::vector<int64_t> &updatesShape);
+/// True when the scatter writes every element of data exactly once, in
+/// row-major order: the result is then the updates, reshaped. Costs no
+/// memory, unlike the source map.
+bool isInOrderScatterND(const std::vector<int64_t> &dataShape,
+                        const HostTensor &indices);
+/// For every element of data (row-major), the flat index of the `updates`
+/// element written there, or -1 where data's own element stays; the last
+/// write wins for a repeated index.
+std::vector<int64_t> scatterNDSourceMap(const std::vector<int64_t> &dataShape,
+                                        const HostTensor &indices);
 
 } // namespace zplan::onnx_import
 

@@ -688,16 +688,24 @@ TEST(OnnxSemantics, ScatterNDFoldsRowsAndElements) {
   EXPECT_EQ(shapeOnly.shape, Ints({2, 3}));
 }
 
-TEST(OnnxSemantics, ScatterNDSourceMap) {
-  HostTensor indices = HostTensor::fromInts(ElementType::I64, {2, 1}, {1, 0});
-  std::vector<int64_t> source;
-  ASSERT_EQ(messageOf(scatterNDSourceMap({2, 2}, indices, {2, 2}, source)), "");
-  EXPECT_EQ(source, Ints({2, 3, 0, 1}));
+TEST(OnnxSemantics, ScatterNDSourceMapAndOrder) {
+  HostTensor swapped = HostTensor::fromInts(ElementType::I64, {2, 1}, {1, 0});
+  ASSERT_EQ(messageOf(checkScatterND({2, 2}, swapped, {2, 2})), "");
+  EXPECT_EQ(scatterNDSourceMap({2, 2}, swapped), Ints({2, 3, 0, 1}));
+  EXPECT_FALSE(isInOrderScatterND({2, 2}, swapped));
+  HostTensor rows = HostTensor::fromInts(ElementType::I64, {2, 1}, {0, -1});
+  EXPECT_TRUE(isInOrderScatterND({2, 2}, rows));
+  HostTensor cells =
+      HostTensor::fromInts(ElementType::I64, {2, 2, 2}, {0, 0, 0, 1, 1, 0, 1, 1});
+  EXPECT_TRUE(isInOrderScatterND({2, 2, 3}, cells));
   HostTensor one = HostTensor::fromInts(ElementType::I64, {1, 1}, {1});
-  ASSERT_EQ(messageOf(scatterNDSourceMap({3, 2}, one, {1, 2}, source)), "");
-  EXPECT_EQ(source, Ints({-1, -1, 0, 1, -1, -1}));
-  EXPECT_EQ(messageOf(scatterNDSourceMap({3, 2}, one, {2, 2}, source)),
+  EXPECT_FALSE(isInOrderScatterND({3, 2}, one));
+  EXPECT_EQ(scatterNDSourceMap({3, 2}, one), Ints({-1, -1, 0, 1, -1, -1}));
+  EXPECT_EQ(messageOf(checkScatterND({3, 2}, one, {2, 2})),
             "updates 2x2 must be 1x2 for data 3x2 and indices 1x1");
+  HostTensor far = HostTensor::fromInts(ElementType::I64, {1, 1}, {-4});
+  EXPECT_EQ(messageOf(checkScatterND({3, 2}, far, {1, 2})),
+            "index -4 (indices tuple 0) out of range for axis 0 of size 3");
 }
 
 TEST(OnnxSemantics, CumSumExclusiveAndReverse) {

@@ -220,10 +220,9 @@ llvm::Error inferTrilu(NodeContext &ctx) {
   return llvm::Error::success();
 }
 
-llvm::Error scatterNDSourceMap(const std::vector<int64_t> &dataShape,
-                               const HostTensor &indices,
-                               const std::vector<int64_t> &updatesShape,
-                               std::vector<int64_t> &source) {
+llvm::Error checkScatterND(const std::vector<int64_t> &dataShape,
+                           const HostTensor &indices,
+                           const std::vector<int64_t> &updatesShape) {
   auto fail = [](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
   };
@@ -242,29 +241,60 @@ llvm::Error scatterNDSourceMap(const std::vector<int64_t> &dataShape,
     return fail("updates " + formatShape(updatesShape) + " must be " +
                 formatShape(expected) + " for data " + formatShape(dataShape) +
                 " and indices " + formatShape(indices.shape));
-  std::vector<int64_t> strides = rowMajorStrides(dataShape);
-  // Each index tuple writes one slice of data.shape[depth:] (an element when
-  // depth == rank).
-  int64_t slice = numElements(
-      std::vector<int64_t>(dataShape.begin() + depth, dataShape.end()));
-  source.assign(numElements(dataShape), -1);
   int64_t tuples = numElements(indices.shape) / depth;
-  for (int64_t t = 0; t < tuples; ++t) {
-    int64_t base = 0;
+  for (int64_t t = 0; t < tuples; ++t)
     for (int64_t d = 0; d < depth; ++d) {
       int64_t index = indices.getInt(t * depth + d);
       if (index < -dataShape[d] || index >= dataShape[d])
         return fail("index " + llvm::Twine(index) + " (indices tuple " +
                     llvm::Twine(t) + ") out of range for axis " +
                     llvm::Twine(d) + " of size " + llvm::Twine(dataShape[d]));
-      base += (index < 0 ? index + dataShape[d] : index) * strides[d];
     }
+  return llvm::Error::success();
+}
+
+/// Index tuple `t` as a row-major offset into data.shape[:depth].
+static int64_t scatterNDTupleOffset(const std::vector<int64_t> &dataShape,
+                                    const HostTensor &indices, int64_t t) {
+  int64_t depth = indices.shape.back();
+  int64_t offset = 0;
+  for (int64_t d = 0; d < depth; ++d) {
+    int64_t index = indices.getInt(t * depth + d);
+    offset = offset * dataShape[d] + (index < 0 ? index + dataShape[d] : index);
+  }
+  return offset;
+}
+
+bool isInOrderScatterND(const std::vector<int64_t> &dataShape,
+                        const HostTensor &indices) {
+  int64_t depth = indices.shape.back();
+  int64_t tuples = numElements(indices.shape) / depth;
+  if (tuples != numElements(std::vector<int64_t>(
+                    dataShape.begin(), dataShape.begin() + depth)))
+    return false;
+  for (int64_t t = 0; t < tuples; ++t)
+    if (scatterNDTupleOffset(dataShape, indices, t) != t)
+      return false;
+  return true;
+}
+
+std::vector<int64_t> scatterNDSourceMap(const std::vector<int64_t> &dataShape,
+                                        const HostTensor &indices) {
+  int64_t depth = indices.shape.back();
+  // Each index tuple writes one slice of data.shape[depth:] (an element when
+  // depth == rank).
+  int64_t slice = numElements(
+      std::vector<int64_t>(dataShape.begin() + depth, dataShape.end()));
+  std::vector<int64_t> source(numElements(dataShape), -1);
+  int64_t tuples = numElements(indices.shape) / depth;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t base = scatterNDTupleOffset(dataShape, indices, t) * slice;
     // Repeated tuples: the last write wins, as onnxruntime applies them in
     // order.
     for (int64_t i = 0; i < slice; ++i)
       source[base + i] = t * slice + i;
   }
-  return llvm::Error::success();
+  return source;
 }
 
 llvm::Error inferScatterND(NodeContext &ctx) {
@@ -284,12 +314,11 @@ llvm::Error inferScatterND(NodeContext &ctx) {
   const HostTensor *known;
   if (llvm::Error err = ctx.getConstantInput(1, "indices", known))
     return err;
-  std::vector<int64_t> source;
-  if (llvm::Error err =
-          scatterNDSourceMap(data.shape, *known, updates.shape, source))
+  if (llvm::Error err = checkScatterND(data.shape, *known, updates.shape))
     return ctx.error(llvm::toString(std::move(err)));
   if (!ctx.canFold(data.shape, {&data, &updates}))
     return llvm::Error::success();
+  std::vector<int64_t> source = scatterNDSourceMap(data.shape, *known);
   HostTensor result = *data.value;
   bool isFloat = elementTypeInfo(result.type).isFloat;
   for (size_t i = 0; i < source.size(); ++i) {
