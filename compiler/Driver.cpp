@@ -16,6 +16,7 @@
 #include "compiler/Pipeline.h"
 #include "compiler/Registration.h"
 #include "compiler/analysis/CostModel.h"
+#include "compiler/analysis/GenerationCost.h"
 #include "compiler/generate/GenerateImport.h"
 #include "compiler/plan/Dumps.h"
 #include "compiler/plan/PlanEmitter.h"
@@ -392,7 +393,8 @@ static llvm::Expected<EmittedPlan>
 scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
                     SchedulePolicy policy, uint64_t budget,
                     const CostModel &cost, std::string &diagnostics,
-                    std::string *scheduledIr) {
+                    std::string *scheduledIr,
+                    std::optional<GenerationCost> *generation = nullptr) {
   mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
   mlir::PassManager pm(module.getContext());
   ScheduleOptions schedule;
@@ -410,6 +412,8 @@ scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
   if (mlir::failed(pm.run(*copy)))
     return makeError("scheduling (policy " + spell(policy) +
                      ") failed: " + llvm::StringRef(diagnostics).rtrim());
+  if (generation)
+    *generation = estimateGenerationCost(*copy, cost);
   if (scheduledIr) {
     scheduledIr->clear();
     llvm::raw_string_ostream os(*scheduledIr);
@@ -433,6 +437,8 @@ namespace {
 struct SearchedPlans {
   std::vector<std::optional<EmittedPlan>> plans;
   std::vector<std::string> scheduledIr;
+  /// A generation module's per-token cost (GenerationCost.h), per plan.
+  std::vector<std::optional<GenerationCost>> generation;
 };
 
 } // namespace
@@ -449,9 +455,11 @@ searchModulePlan(mlir::ModuleOp module, const CompileOptions &options,
           uint64_t budget) -> llvm::Expected<PlanMeasure> {
     searched.plans.emplace_back();
     searched.scheduledIr.emplace_back();
+    searched.generation.emplace_back();
     llvm::Expected<EmittedPlan> emitted = scheduleAndEmitOnce(
         module, options, candidate, budget, cost, diagnostics,
-        wantIr ? &searched.scheduledIr.back() : nullptr);
+        wantIr ? &searched.scheduledIr.back() : nullptr,
+        &searched.generation.back());
     if (!emitted)
       return emitted.takeError();
     PlanMeasure measure;
@@ -646,19 +654,22 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
                                ? SchedulePolicy::Default
                                : SchedulePolicy::Jit;
     const EmittedPlan *baseline = nullptr;
+    const std::optional<GenerationCost> *baselineGeneration = nullptr;
     std::string note;
     SearchedPlans otherPlans;
     if (other == SchedulePolicy::Jit && search->jitPlan) {
       baseline = &*searched.plans[*search->jitPlan];
+      baselineGeneration = &searched.generation[*search->jitPlan];
     } else {
       setCrashPhase("scheduling '" + options.modelPath + "' for the report");
       CompileOptions withoutIr = options;
       withoutIr.dumps.erase("ir");
       llvm::Expected<PlanSearchResult> otherSearch = searchModulePlan(
           **module, withoutIr, other, cost, diagnostics, otherPlans);
-      if (otherSearch)
+      if (otherSearch) {
         baseline = &*otherPlans.plans[otherSearch->chosen];
-      else
+        baselineGeneration = &otherPlans.generation[otherSearch->chosen];
+      } else
         note = "// " + spell(other).str() +
                " policy: " + llvm::toString(otherSearch.takeError()) + "\n";
       setCrashPhase("writing the dumps");
@@ -667,9 +678,19 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
         {spell(options.policy).str(), &chosen}};
     if (baseline)
       policies.push_back({spell(other).str(), baseline});
-    if (llvm::Error error =
-            emitDump("report.txt", formatReport(policies) + "// " +
-                                       search->summary + "\n" + note))
+    // Generation: per-token cost of each policy (GenerationCost.h).
+    std::string generation;
+    if (const auto &chosenCost = searched.generation[search->chosen]) {
+      std::vector<std::pair<std::string, const GenerationCost *>> costs{
+          {spell(options.policy).str(), &*chosenCost}};
+      if (baselineGeneration && *baselineGeneration)
+        costs.push_back({spell(other).str(), &**baselineGeneration});
+      generation = formatGenerationReport(costs);
+    }
+    if (llvm::Error error = emitDump("report.txt", formatReport(policies) +
+                                                       generation + "// " +
+                                                       search->summary + "\n" +
+                                                       note))
       return error;
   }
 

@@ -55,6 +55,14 @@ void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
   optimizer.optimizer = options.optimizer;
   pm.addPass(createOptimizerStep(optimizer));
 
+  // Generation: which groups stay gathered across tokens; only the others
+  // are left for the gather placement below.
+  ResidencyOptions residency;
+  residency.policy = options.policy;
+  residency.memoryBudget = options.memoryBudget;
+  residency.hardware = options.hardware;
+  pm.addPass(createResidency(residency));
+
   // After sharding, so the resident bytes and each group's gathered size are
   // known; before the gathers are placed, which decide around what is saved.
   RecomputeOptions recompute;

@@ -117,6 +117,18 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
     if (opcode == plan::OPCODE_RELEASE || opcode == plan::OPCODE_GATHER_WAIT ||
         opcode == plan::OPCODE_REDUCE_SCATTER_WAIT)
       continue;
+    if (opcode == plan::OPCODE_RESIDENT_RELEASE) {
+      for (uint32_t id : instruction.operands()) {
+        const plan::Buffer &copy = bufferOf(id);
+        if (copy.kind() != plan::Buffer::RESIDENT || copy.view_of() != 0 ||
+            copy.group() != instruction.group())
+          return failure(subject, " releases buffer ", copy.id(), " ",
+                         inQuotes(copy.name()), ", which is not the resident ",
+                         "copy of its group ",
+                         groupName(plan, instruction.group()));
+      }
+      continue;
+    }
     if (opcode == plan::OPCODE_REDUCE_SCATTER ||
         opcode == plan::OPCODE_ALL_REDUCE) {
       if (Status status = checkGradientReduction(plan, instruction, subject);
@@ -131,13 +143,15 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
                        inQuotes(plan::opcodeName(opcode)));
       continue;
     }
-    if (opcode != plan::OPCODE_ALL_GATHER)
-      return failure(subject, ": this zrun runs only all_gather on the comm "
-                              "queue");
+    bool resident = opcode == plan::OPCODE_RESIDENT_GATHER;
+    if (opcode != plan::OPCODE_ALL_GATHER && !resident)
+      return failure(subject, ": this zrun runs only all_gather and "
+                              "resident_gather on the comm queue");
     if (instruction.operands_size() != 1 || instruction.results_size() != 1)
       return failure(subject, " has ", instruction.operands_size(),
                      " operands and ", instruction.results_size(),
-                     " results; an all_gather has one of each");
+                     " results; an ", plan::opcodeName(opcode),
+                     " has one of each");
     const plan::Group &group = plan.groups(instruction.group());
     const plan::Buffer &shard = bufferOf(instruction.operands(0));
     const plan::Buffer &copy = bufferOf(instruction.results(0));
@@ -146,13 +160,19 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
       return failure(subject, " gathers buffer ", shard.id(), " ",
                      inQuotes(shard.name()), ", which is not the shard of ",
                      "its group ", groupName(plan, instruction.group()));
-    if (copy.kind() != plan::Buffer::ARENA || copy.view_of() != 0 ||
-        copy.bytes() < groupBytes(group))
+    // An all_gather fills a transient copy in the arena; a resident_gather
+    // the group's RESIDENT copy, which outlives the program.
+    plan::Buffer::Kind kind =
+        resident ? plan::Buffer::RESIDENT : plan::Buffer::ARENA;
+    if (copy.kind() != kind || copy.view_of() != 0 ||
+        copy.bytes() < groupBytes(group) ||
+        (resident && copy.group() != instruction.group()))
       return failure(subject, " gathers into buffer ", copy.id(), " ",
                      inQuotes(copy.name()), " (", copy.bytes(),
-                     " bytes), which is not an arena buffer of at least the ",
-                     groupBytes(group), " bytes of group ",
-                     groupName(plan, instruction.group()));
+                     " bytes), which is not ",
+                     resident ? "the resident copy" : "an arena buffer",
+                     " of at least the ", groupBytes(group),
+                     " bytes of group ", groupName(plan, instruction.group()));
   }
   return Status::success();
 }
@@ -288,6 +308,7 @@ Status Executor::run() {
   if (failed.load(std::memory_order_acquire))
     return Status::error("the executor failed in an earlier run");
   uint32_t epoch = ++runCount;
+  gatheredInRun.store(0, std::memory_order_relaxed);
   if (options.check) {
     for (int id = 0; id <= plan.buffers_size(); ++id)
       copyState[id].store(kNotGathered, std::memory_order_relaxed);
@@ -410,9 +431,12 @@ Status Executor::execute(uint32_t index) {
   const plan::Instruction &instruction = program.instructions(index);
   switch (instruction.opcode()) {
   case plan::OPCODE_ALL_GATHER:
+  case plan::OPCODE_RESIDENT_GATHER:
     return executeAllGather(instruction);
   case plan::OPCODE_RELEASE:
     return executeRelease(instruction);
+  case plan::OPCODE_RESIDENT_RELEASE:
+    return executeResidentRelease(instruction);
   case plan::OPCODE_REDUCE_SCATTER:
   case plan::OPCODE_ALL_REDUCE:
     return executeGradientReduction(instruction);
@@ -420,12 +444,16 @@ Status Executor::execute(uint32_t index) {
     // The dependency on the collective (wait_for) is the whole effect.
     return Status::success();
   case plan::OPCODE_GATHER_WAIT:
-    // The dependency on the all_gather (wait_for) is the whole effect.
-    if (options.check)
-      for (uint32_t id : instruction.operands())
-        if (isGatheredCopy[memory.rootOf(id)])
-          copyState[memory.rootOf(id)].store(kAvailable,
-                                             std::memory_order_relaxed);
+    // The dependency on the all_gather (wait_for) is the whole effect. A
+    // resident copy stays gathered for the programs after this one.
+    for (uint32_t id : instruction.operands()) {
+      uint32_t root = memory.rootOf(id);
+      if (plan.buffers(root - 1).kind() == plan::Buffer::RESIDENT)
+        memory.residentCopy(root) = {RankMemory::ResidentCopy::State::Gathered,
+                                     std::string()};
+      else if (options.check && isGatheredCopy[root])
+        copyState[root].store(kAvailable, std::memory_order_relaxed);
+    }
     return Status::success();
   default:
     break;
@@ -462,6 +490,8 @@ Status Executor::executeAllGather(const plan::Instruction &instruction) {
       !status.ok())
     return failure(describeInstruction(instruction), " (group ",
                    groupName(plan, group), "): ", status.message());
+  gatheredInRun.fetch_add(shardBytes * plan.world_size(),
+                          std::memory_order_relaxed);
   if (options.check) {
     // The shard's checksum was just compared with the load-time one.
     uint64_t sum;
@@ -536,6 +566,26 @@ Status Executor::executeRelease(const plan::Instruction &instruction) {
   return Status::success();
 }
 
+/// The end of a resident copy's life (generate_end): from here on until
+/// the next resident_gather, no program may read it; --check poisons it, so
+/// that a read the checks miss still shows as NaN.
+Status Executor::executeResidentRelease(const plan::Instruction &instruction) {
+  for (uint32_t id : instruction.operands()) {
+    uint32_t root = memory.rootOf(id);
+    const plan::Buffer &buffer = plan.buffers(root - 1);
+    memory.residentCopy(root) = {
+        RankMemory::ResidentCopy::State::Released,
+        "program " + inQuotes(program.name()) + ", " +
+            describeInstruction(instruction)};
+    if (options.check)
+      if (Status status = backend.poison(memory.address(root), buffer.bytes(),
+                                         elementTypeOf(root));
+          !status.ok())
+        return status;
+  }
+  return Status::success();
+}
+
 //===----------------------------------------------------------------------===//
 // --check
 //===----------------------------------------------------------------------===//
@@ -563,6 +613,20 @@ std::string Executor::describeCopyRead(uint32_t id) const {
 Status Executor::checkReads(const plan::Instruction &instruction) const {
   for (uint32_t id : instruction.operands()) {
     uint32_t root = memory.rootOf(id);
+    if (plan.buffers(root - 1).kind() == plan::Buffer::RESIDENT) {
+      const RankMemory::ResidentCopy &copy = memory.residentCopy(root);
+      if (copy.state == RankMemory::ResidentCopy::State::Gathered)
+        continue;
+      if (copy.state == RankMemory::ResidentCopy::State::NotGathered)
+        return failure(describeInstruction(instruction), " reads ",
+                       describeCopyRead(id),
+                       " from its resident copy, which no resident_gather ",
+                       "has filled (run generate_begin first)");
+      return failure(describeInstruction(instruction), " reads ",
+                     describeCopyRead(id),
+                     " from its resident copy after its release by ",
+                     copy.releasedBy);
+    }
     if (!isGatheredCopy[root])
       continue;
     int64_t state = copyState[root].load(std::memory_order_relaxed);

@@ -26,6 +26,9 @@
 //     stale read shows as NaN in the output;
 //  2. before a compute instruction runs, each operand that is (a view of) a
 //     gathered copy must be gathered in this run and not released since;
+//     a resident copy (generation) must be gathered by a resident_gather
+//     of an earlier program and not released since (RankMemory keeps its
+//     state across programs), and is poisoned at its resident_release;
 //  3. every shard's checksum is taken when a run starts and compared before
 //     each all-gather that sends it, and after the gather this rank's slice
 //     of the copy must equal its shard; persistent groups and constants are
@@ -103,6 +106,14 @@ public:
   /// collective this rank will never join).
   Status run();
 
+  /// The bytes the collectives of the last run gathered on this rank: the
+  /// whole size of every group an all_gather or resident_gather moved
+  /// (what `zrun --stats` reports per program; 0 for a decode step that
+  /// reads only resident copies).
+  uint64_t bytesGatheredLastRun() const {
+    return gatheredInRun.load(std::memory_order_relaxed);
+  }
+
 private:
   Executor(const plan::Plan &plan, const plan::Program &program,
            RankMemory &memory, comm::Communicator &communicator,
@@ -116,6 +127,7 @@ private:
   Status execute(uint32_t index);
   Status executeAllGather(const plan::Instruction &instruction);
   Status executeRelease(const plan::Instruction &instruction);
+  Status executeResidentRelease(const plan::Instruction &instruction);
   /// reduce_scatter / all_reduce of a group's gradients into its
   /// accumulator (see checkProgramSupported).
   Status executeGradientReduction(const plan::Instruction &instruction);
@@ -164,6 +176,8 @@ private:
   Status firstError = Status::success(); // guarded by mutex
   std::thread commThread;
   uint32_t runCount = 0;
+  /// Bytes gathered in the current (or last) run; the comm thread adds.
+  std::atomic<uint64_t> gatheredInRun{0};
 
   // --check state.
   /// Per buffer id: whether it is a gathered copy (an all_gather result).

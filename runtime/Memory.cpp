@@ -93,6 +93,30 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
       return status;
   }
 
+  // Generation: the KV caches (zero at load, as the model's first prompt
+  // expects nothing in them) and the resident groups' copies, in one pool.
+  uint64_t generationBytes = 0;
+  for (const plan::Buffer &buffer : plan.buffers())
+    if ((buffer.kind() == plan::Buffer::CACHE ||
+         buffer.kind() == plan::Buffer::RESIDENT) &&
+        buffer.view_of() == 0) {
+      memory->generationOffsets[buffer.id()] = generationBytes;
+      generationBytes += roundUp(buffer.bytes());
+    }
+  if (Status status =
+          backend.allocate(generationBytes, "the KV caches and resident copies",
+                           memory->generationPool);
+      !status.ok())
+    return status;
+  if (generationBytes) {
+    std::vector<uint8_t> zeros(generationBytes, 0);
+    if (Status status = backend.copyFromHost(memory->generationPool->data(),
+                                             zeros.data(), generationBytes);
+        !status.ok())
+      return status;
+  }
+  memory->residentCopies.assign(plan.buffers_size() + 1, ResidentCopy());
+
   memory->arenaSize = plan.arena_bytes();
   if (Status status = backend.allocate(memory->arenaSize, "the arena",
                                        memory->arenaStorage);
@@ -155,6 +179,10 @@ Status RankMemory::resolve(const plan::Plan &plan) {
     }
     case plan::Buffer::STATE:
       base = statePool->data() + stateOffsets[buffer.id()];
+      break;
+    case plan::Buffer::CACHE:
+    case plan::Buffer::RESIDENT:
+      base = generationPool->data() + generationOffsets[buffer.id()];
       break;
     default:
       return failure(describeBuffer(buffer), " has an unknown kind");

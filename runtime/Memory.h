@@ -6,6 +6,10 @@
 // whole), the plan's constants, and one arena of Plan.arena_bytes for every
 // transient buffer (activations, gathered copies). Nothing is allocated
 // after load(). Every buffer id of the plan resolves to an address.
+// A generation plan adds its KV caches (CACHE buffers) and the resident
+// groups' gathered copies (RESIDENT buffers): outside the arena like the
+// training state, zero at load, kept across programs, in a pool of their
+// own (a checkpoint saves the training state, not a generation's).
 //
 // The storage comes from a Backend (runtime/Backend.h): the arena and the
 // constants are allocated through it, and the weights read from the file
@@ -77,6 +81,22 @@ public:
   BackendMemory &shardSection() const { return *shards; }
   BackendMemory &persistentSection() const { return *persistent; }
   BackendMemory &stateSection() const { return *statePool; }
+  /// The KV caches and resident copies of a generation plan (empty for
+  /// other plans).
+  BackendMemory &generationSection() const { return *generationPool; }
+
+  /// Where a resident group's copy (a RESIDENT buffer) stands, across the
+  /// executors of every program: gathered in generate_begin (its
+  /// gather_wait ran), released in generate_end. --check refuses a read of
+  /// a copy that is not gathered.
+  struct ResidentCopy {
+    enum class State : uint8_t { NotGathered, Gathered, Released };
+    State state = State::NotGathered;
+    /// After a release: "program 'generate_end', instruction #0 ...".
+    std::string releasedBy;
+  };
+  /// The state of RESIDENT buffer `id` (the root of any view of it).
+  ResidentCopy &residentCopy(uint32_t id) { return residentCopies[id]; }
 
 private:
   explicit RankMemory(Backend &backend) : owner(&backend) {}
@@ -90,6 +110,9 @@ private:
   std::vector<uint64_t> constantOffsets; // in constantPool, by constant index
   std::unique_ptr<BackendMemory> statePool;
   std::map<uint32_t, uint64_t> stateOffsets; // in statePool, by buffer id
+  std::unique_ptr<BackendMemory> generationPool;
+  std::map<uint32_t, uint64_t> generationOffsets; // in generationPool, by id
+  std::vector<ResidentCopy> residentCopies;        // by buffer id
   std::unique_ptr<BackendMemory> arenaStorage;
   uint64_t arenaSize = 0;
   // Indexed by buffer id (entry 0 unused).

@@ -109,8 +109,10 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
                             index, end, start, group});
       continue;
     }
+    // nn.cache_append returns the KV cache itself (written in place): the
+    // cache is per-rank state outside the arena, counted below.
     if (op->getDialect() && llvm::isa<nn::NNDialect>(op->getDialect()) &&
-        !llvm::isa<nn::ConstantOp, nn::ReshapeOp>(op)) {
+        !llvm::isa<nn::ConstantOp, nn::ReshapeOp, nn::CacheAppendOp>(op)) {
       for (Value result : op->getResults())
         allBuffers.push_back({BufferKind::Activation, result,
                               tensorBytes(result.getType()), index,
@@ -126,7 +128,14 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
   for (auto group : module.getOps<zero::GroupOp>()) {
     uint64_t bytes = bytesOfGroup(group, symbols);
     resident += group.getPersistent() ? bytes : bytes / group.getWorldSize();
+    // A resident group's gathered copy lives for the whole generation,
+    // beside its shard.
+    if (group.getResident() && !group.getPersistent())
+      resident += bytes;
   }
+  // A generation module's KV cache: kept across its programs.
+  for (auto cache : module.getOps<nn::KvCacheOp>())
+    resident += tensorBytes(cache.getTensorType());
   // A training module's state (the plan's STATE buffers): per group, the
   // f32 gradient accumulator and the optimizer's moments (AdamW two, SGD
   // one), each the size of the rank's shard, or of the whole group when it

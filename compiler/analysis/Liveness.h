@@ -9,7 +9,9 @@
 //   - gathered groups: one buffer per `zero.gather_start`, from the start
 //     (the collective writes into it) to its `zero.release` (or, before
 //     releases are placed, to the last use of its tensors);
-// and the per-rank memory outside the arena: shards and persistent groups.
+// and the per-rank memory outside the arena: shards and persistent groups
+// (and in generation the KV cache and resident copies: nn.cache_append and
+// zero.resident_read results are views of them, not buffers).
 // Constants live in the plan's read-only section and are not counted.
 // Passes query it; it never changes the IR.
 //
@@ -73,7 +75,9 @@ public:
   llvm::SmallVector<const Buffer *> liveAt(int64_t index) const;
 
   /// Per-rank bytes outside the arena: every non-persistent group's shard
-  /// plus every persistent group whole.
+  /// plus every persistent group whole; in a training module the gradient
+  /// and optimizer state; in a generation module the KV cache and every
+  /// resident group's gathered copy.
   uint64_t residentBytes() const { return resident; }
 
 private:

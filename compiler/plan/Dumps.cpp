@@ -77,12 +77,14 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
       uint64_t bytes = 0;
       std::string operands;
       plan::Opcode opcode = instruction.opcode();
-      if (opcode == plan::OPCODE_ALL_GATHER ||
-          opcode == plan::OPCODE_GATHER_WAIT ||
-          opcode == plan::OPCODE_RELEASE) {
-        const plan::Buffer &copy = plan.buffers(
-            opcode == plan::OPCODE_ALL_GATHER ? instruction.results(0) - 1
-                                              : instruction.operands(0) - 1);
+      bool gather = opcode == plan::OPCODE_ALL_GATHER ||
+                    opcode == plan::OPCODE_RESIDENT_GATHER;
+      if (gather || opcode == plan::OPCODE_GATHER_WAIT ||
+          opcode == plan::OPCODE_RELEASE ||
+          opcode == plan::OPCODE_RESIDENT_RELEASE) {
+        const plan::Buffer &copy =
+            plan.buffers(gather ? instruction.results(0) - 1
+                                : instruction.operands(0) - 1);
         bytes = copy.bytes();
         operands = describeGroup(plan, instruction.group());
       } else if (opcode == plan::OPCODE_REDUCE_SCATTER ||
@@ -96,6 +98,11 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
         if (opcode == plan::OPCODE_ADAMW || opcode == plan::OPCODE_SGD)
           bytes = plan.buffers(instruction.operands(0) - 1).bytes();
         operands = describeGroup(plan, instruction.group());
+      } else if (opcode == plan::OPCODE_CACHE_APPEND) {
+        // Written in place: the bytes are the new entries, not the cache.
+        bytes = plan.buffers(instruction.operands(1) - 1).bytes();
+        operands = plan.buffers(instruction.operands(0) - 1).name() + " <- " +
+                   plan.buffers(instruction.operands(1) - 1).name();
       } else {
         for (uint32_t id : instruction.results())
           bytes += plan.buffers(id - 1).bytes();
@@ -130,6 +137,14 @@ std::string zplan::formatMemoryDump(const EmittedPlan &emitted) {
   os << "// memory: per rank, world size " << plan.world_size() << "\n";
   os << "resident (shards + persistent groups): " << emitted.residentBytes
      << " B (" << formatSize(emitted.residentBytes) << ")\n";
+  // Generation keeps its KV caches and resident copies outside the arena
+  // too (counted in the line above).
+  if (emitted.kvCacheBytes)
+    os << "  of which KV cache: " << emitted.kvCacheBytes << " B ("
+       << formatSize(emitted.kvCacheBytes) << ")\n";
+  if (emitted.residentCopyBytes)
+    os << "  of which resident copies: " << emitted.residentCopyBytes
+       << " B (" << formatSize(emitted.residentCopyBytes) << ")\n";
   os << "arena: " << arena.arenaBytes << " B (" << formatSize(arena.arenaBytes)
      << ")\n";
   os << "lower bound: " << arena.lowerBound << " B ("
@@ -184,7 +199,8 @@ std::string zplan::formatReport(
         if (instruction.queue() != plan::COMM)
           continue;
         ++collectives;
-        if (instruction.opcode() == plan::OPCODE_ALL_GATHER)
+        if (instruction.opcode() == plan::OPCODE_ALL_GATHER ||
+            instruction.opcode() == plan::OPCODE_RESIDENT_GATHER)
           gathered += plan.buffers(instruction.results(0) - 1).bytes();
         else
           reduced +=
@@ -256,6 +272,61 @@ std::string zplan::formatReport(
       os << " " << block;
     os << "\n";
   }
+  os.flush();
+  return text;
+}
+
+std::string zplan::formatGenerationReport(
+    llvm::ArrayRef<std::pair<std::string, const GenerationCost *>> policies) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (policies.empty())
+    return text;
+  const GenerationCost &chosen = *policies.front().second;
+  os << "generation: batch " << chosen.batch << ", KV cache "
+     << formatSize(chosen.kvCacheBytes) << " per rank\n";
+  os << "  policy    resident   resident-bytes  gathered/token  "
+        "decode/token  tokens/s     exposed/token  prefill      "
+        "first-token\n";
+  for (auto &[name, cost] : policies) {
+    // Time to the first token: generate_begin's resident gathers, then
+    // prefill.
+    double firstToken = cost->begin.seconds + cost->prefill.seconds;
+    std::string groups = std::to_string(cost->residentGroups) + "/" +
+                         std::to_string(cost->residentGroups +
+                                        cost->streamedGroups);
+    os << llvm::format("  %-8s  %-9s  %-14s  %-14s  %-12s  %-11.1f  %-13s  "
+                       "%-11s  %s\n",
+                       name.c_str(), groups.c_str(),
+                       formatSize(cost->residentBytes).c_str(),
+                       formatSize(cost->decode.gatheredBytes).c_str(),
+                       formatSeconds(cost->decode.seconds).c_str(),
+                       cost->tokensPerSecond(),
+                       formatSeconds(cost->decode.exposedCommSeconds).c_str(),
+                       formatSeconds(cost->prefill.seconds).c_str(),
+                       formatSeconds(firstToken).c_str());
+  }
+  for (auto &[name, cost] : policies.drop_front())
+    if (cost->tokensPerSecond() > 0 && chosen.tokensPerSecond() > 0)
+      os << llvm::formatv("  {0} / {1}: {2:F2}x tokens/s\n",
+                          policies.front().first, name,
+                          chosen.tokensPerSecond() / cost->tokensPerSecond());
+  os << "residency (" << policies.front().first << " policy): "
+     << chosen.residentGroups << " of "
+     << chosen.residentGroups + chosen.streamedGroups
+     << " sharded groups resident";
+  if (chosen.budgetBytes)
+    os << " under the budget " << formatSize(chosen.budgetBytes) << ": "
+       << formatSize(chosen.fixedBytes)
+       << " shards, persistent groups and KV cache + "
+       << formatSize(chosen.residentBytes) << " resident copies + "
+       << formatSize(chosen.workingSetBytes)
+       << " working set of prefill/decode (activations, streamed copies)";
+  else if (policies.front().first == "jit")
+    os << " (jit: every group gathered and released per use, per token)";
+  else
+    os << " (no budget: every group kept gathered across tokens)";
+  os << "\n";
   os.flush();
   return text;
 }

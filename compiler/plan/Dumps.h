@@ -9,6 +9,7 @@
 #ifndef ZPLAN_COMPILER_PLAN_DUMPS_H
 #define ZPLAN_COMPILER_PLAN_DUMPS_H
 
+#include "compiler/analysis/GenerationCost.h"
 #include "compiler/plan/PlanEmitter.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -33,6 +34,13 @@ std::string formatMemoryDump(const EmittedPlan &emitted);
 /// which blocks are recomputed).
 std::string formatReport(
     llvm::ArrayRef<std::pair<std::string, const EmittedPlan *>> policies);
+
+/// The generation section of the report, per policy (the first is the
+/// chosen one): bytes gathered per decoded token, resident and KV cache
+/// bytes, simulated decode time per token and tokens/s, prefill time, and
+/// how the residency choice fits the budget.
+std::string formatGenerationReport(
+    llvm::ArrayRef<std::pair<std::string, const GenerationCost *>> policies);
 
 /// "1.50 MiB"-style rendering used by every dump.
 std::string formatSize(uint64_t bytes);

@@ -93,6 +93,11 @@ private:
                                     double seconds);
   void addAttributes(plan::Instruction &instruction, Operation *op);
   void declareState(llvm::StringRef optimizer);
+  void declareGeneration();
+  llvm::Error emitResidentGather(zero::ResidentGatherOp gather);
+  llvm::Error emitResidentRead(zero::ResidentReadOp read);
+  llvm::Error emitResidentRelease(zero::ResidentReleaseOp release);
+  llvm::Error emitCacheAppend(nn::CacheAppendOp append);
   llvm::Error emitOps(func::FuncOp func);
   llvm::Error emitReduceScatter(zero::ReduceScatterStartOp start);
   llvm::Error emitReduceScatterWait(zero::ReduceScatterWaitOp wait);
@@ -109,6 +114,8 @@ private:
   llvm::StringMap<uint32_t> parameterIndex;
   llvm::DenseMap<uint32_t, uint32_t> shardBuffer;      // group -> SHARD
   llvm::DenseMap<uint32_t, uint32_t> persistentBuffer; // group -> PERSISTENT
+  llvm::DenseMap<uint32_t, uint32_t> residentBuffer;   // group -> RESIDENT
+  llvm::StringMap<uint32_t> cacheBuffer; // nn.kv_cache symbol -> CACHE
   llvm::DenseMap<Value, uint32_t> valueBuffer;
   llvm::DenseMap<Value, uint32_t> tokenCopy; // gather token -> copy
   llvm::DenseMap<Value, uint32_t>
@@ -212,6 +219,39 @@ void Emitter::declareState(llvm::StringRef optimizer) {
     for (llvm::StringRef role : moments)
       optimizerBuffers[index].push_back(declare(role));
   }
+}
+
+/// A generation module's state outside the arena: one CACHE buffer per
+/// nn.kv_cache (zero at load, every rank's own: the ranks run the same
+/// prompts), and one RESIDENT buffer per resident group, the whole group,
+/// which resident_gather fills in generate_begin. On one rank a resident
+/// group is read in place from its shard (the whole group), and a
+/// persistent group is whole already: neither needs a copy.
+void Emitter::declareGeneration() {
+  for (auto cache : module.getOps<nn::KvCacheOp>()) {
+    uint32_t id = addBuffer(plan::Buffer::CACHE, cache.getSymName(),
+                            cache.getTensorType());
+    cacheBuffer[cache.getSymName()] = id;
+    result.kvCacheBytes += buffer(id).bytes();
+  }
+  for (auto group : module.getOps<zero::GroupOp>()) {
+    if (!group.getResident() || group.getPersistent() ||
+        result.plan.world_size() == 1)
+      continue;
+    uint32_t index = groupIndex.lookup(group.getSymName());
+    // A group holds parameters of one element type (its plan dtype).
+    auto first = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
+        group, llvm::cast<FlatSymbolRefAttr>(group.getParams()[0]));
+    auto flat =
+        RankedTensorType::get({static_cast<int64_t>(group.getPaddedElements())},
+                              first.getTensorType().getElementType());
+    uint32_t id = addBuffer(plan::Buffer::RESIDENT,
+                            group.getSymName().str() + " (resident)", flat);
+    buffer(id).set_group(index);
+    residentBuffer[index] = id;
+    result.residentCopyBytes += buffer(id).bytes();
+  }
+  result.residentBytes += result.kvCacheBytes + result.residentCopyBytes;
 }
 
 uint32_t Emitter::addBuffer(plan::Buffer::Kind kind, llvm::StringRef name,
@@ -319,6 +359,26 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
     }
     if (auto update = llvm::dyn_cast<zero::OptimizerUpdateOp>(op)) {
       if (llvm::Error error = emitOptimizerUpdate(update))
+        return error;
+      continue;
+    }
+    if (auto gather = llvm::dyn_cast<zero::ResidentGatherOp>(op)) {
+      if (llvm::Error error = emitResidentGather(gather))
+        return error;
+      continue;
+    }
+    if (auto read = llvm::dyn_cast<zero::ResidentReadOp>(op)) {
+      if (llvm::Error error = emitResidentRead(read))
+        return error;
+      continue;
+    }
+    if (auto release = llvm::dyn_cast<zero::ResidentReleaseOp>(op)) {
+      if (llvm::Error error = emitResidentRelease(release))
+        return error;
+      continue;
+    }
+    if (auto append = llvm::dyn_cast<nn::CacheAppendOp>(op)) {
+      if (llvm::Error error = emitCacheAppend(append))
         return error;
       continue;
     }
@@ -542,6 +602,112 @@ llvm::Error Emitter::emitOptimizerUpdate(zero::OptimizerUpdateOp update) {
   return llvm::Error::success();
 }
 
+/// COMM `resident_gather` of a resident group into its RESIDENT copy, then
+/// COMPUTE `gather_wait` for it, so that generate_begin ends with the copy
+/// complete. Nothing on one rank (the shard is the whole group).
+llvm::Error Emitter::emitResidentGather(zero::ResidentGatherOp gather) {
+  uint32_t group = groupIndex.lookup(gather.getGroup());
+  const plan::Group &entry = result.plan.groups(group);
+  if (entry.persistent() || result.plan.world_size() == 1)
+    return llvm::Error::success();
+  uint32_t copy = residentBuffer.lookup(group);
+  if (!copy)
+    return makeError("cannot emit " + describeOp(gather) + ": group @" +
+                     entry.name() + " is not resident");
+  auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
+      gather, gather.getGroupAttr());
+  int64_t before = lastCompute;
+  plan::Instruction &instruction = addInstruction(
+      plan::OPCODE_RESIDENT_GATHER, nullptr,
+      cost.allGatherSeconds(groupBytes(groupOp), result.plan.world_size()));
+  instruction.set_location("@" + entry.name());
+  instruction.add_operands(shardBuffer.lookup(group));
+  instruction.add_results(copy);
+  instruction.set_group(group);
+  if (before >= 0)
+    instruction.add_wait_for(before);
+  uint32_t gatherIndex = instruction.index();
+  plan::Instruction &wait =
+      addInstruction(plan::OPCODE_GATHER_WAIT, nullptr, 0);
+  wait.set_location("@" + entry.name());
+  wait.add_operands(copy);
+  wait.set_group(group);
+  wait.add_wait_for(gatherIndex);
+  return llvm::Error::success();
+}
+
+/// The parameters of a resident group: views of its RESIDENT copy (of the
+/// shard on one rank, of the whole group when it is persistent), as a
+/// gather_wait's are views of the gathered copy. No instruction.
+llvm::Error Emitter::emitResidentRead(zero::ResidentReadOp read) {
+  uint32_t group = groupIndex.lookup(read.getGroup());
+  const plan::Group &entry = result.plan.groups(group);
+  uint32_t base = entry.persistent() ? persistentBuffer.lookup(group)
+                  : result.plan.world_size() == 1
+                      ? shardBuffer.lookup(group)
+                      : residentBuffer.lookup(group);
+  if (!base)
+    return makeError("cannot emit " + describeOp(read) + ": group @" +
+                     entry.name() + " is not resident");
+  for (auto [shard, tensor] :
+       llvm::zip_equal(read.getShards(), read.getTensors())) {
+    auto param = shard.getDefiningOp<zero::ShardOp>();
+    if (!param)
+      return makeError("cannot emit " + describeOp(read) +
+                       ": an operand is not a zero.shard");
+    const plan::Parameter &parameter =
+        result.plan.parameters(parameterIndex.lookup(param.getParam()));
+    auto type = llvm::cast<RankedTensorType>(tensor.getType());
+    valueBuffer[tensor] =
+        addView(base,
+                parameter.offset_elements() *
+                    elementBytes(type.getElementType()),
+                parameter.name(), type);
+  }
+  return llvm::Error::success();
+}
+
+/// COMPUTE `resident_release` of a resident group's copy (generate_end).
+llvm::Error Emitter::emitResidentRelease(zero::ResidentReleaseOp release) {
+  uint32_t group = groupIndex.lookup(release.getGroup());
+  const plan::Group &entry = result.plan.groups(group);
+  if (entry.persistent() || result.plan.world_size() == 1)
+    return llvm::Error::success();
+  uint32_t copy = residentBuffer.lookup(group);
+  if (!copy)
+    return makeError("cannot emit " + describeOp(release) + ": group @" +
+                     entry.name() + " is not resident");
+  plan::Instruction &instruction =
+      addInstruction(plan::OPCODE_RESIDENT_RELEASE, nullptr, 0);
+  instruction.set_location("@" + entry.name());
+  instruction.add_operands(copy);
+  instruction.set_group(group);
+  return llvm::Error::success();
+}
+
+/// COMPUTE `cache_append` whose result is the CACHE buffer itself: the
+/// append writes in place, and every later reader of the result reads the
+/// cache (no copy, no arena bytes).
+llvm::Error Emitter::emitCacheAppend(nn::CacheAppendOp append) {
+  uint32_t cache = cacheBuffer.lookup(append.getCache());
+  if (!cache)
+    return makeError("cannot emit " + describeOp(append) + ": @" +
+                     append.getCache() + " is not an nn.kv_cache");
+  auto type = llvm::cast<RankedTensorType>(append.getType());
+  if (!llvm::equal(buffer(cache).shape(), type.getShape()))
+    return makeError("cannot emit " + describeOp(append) +
+                     ": its result type differs from the cache @" +
+                     append.getCache());
+  plan::Instruction &instruction = addInstruction(
+      plan::OPCODE_CACHE_APPEND, append, cost.computeSeconds(append));
+  instruction.add_operands(cache);
+  instruction.add_operands(valueBuffer.lookup(append.getNewEntries()));
+  instruction.add_operands(valueBuffer.lookup(append.getPositions()));
+  instruction.add_results(cache);
+  valueBuffer[append.getResult()] = cache;
+  return llvm::Error::success();
+}
+
 /// Live ranges over instruction indices, for every ARENA buffer that owns
 /// storage; views extend the buffer they view.
 llvm::Error Emitter::planMemory() {
@@ -596,8 +762,10 @@ llvm::Error Emitter::planMemory() {
 }
 
 llvm::Expected<EmittedPlan> Emitter::run() {
-  if (!module.lookupSymbol<func::FuncOp>(kForwardName))
-    return makeError("the module has no @forward function to emit");
+  bool generation = module.lookupSymbol<func::FuncOp>(kDecodeName) != nullptr;
+  if (!module.lookupSymbol<func::FuncOp>(kForwardName) && !generation)
+    return makeError("the module has no @forward (or @" + kDecodeName +
+                     ") function to emit");
   plan::Plan &out = result.plan;
   int64_t worldSize = 1;
   for (auto group : module.getOps<zero::GroupOp>())
@@ -609,6 +777,7 @@ llvm::Expected<EmittedPlan> Emitter::run() {
   out.set_weights_file(options.weightsFile);
   out.set_memory_budget(options.memoryBudget);
   declareGroups();
+  declareGeneration();
   if (auto step = module.lookupSymbol<func::FuncOp>(kOptimizerStepName)) {
     llvm::StringRef optimizer = "adamw";
     for (auto update : step.getOps<zero::OptimizerUpdateOp>())
@@ -619,12 +788,16 @@ llvm::Expected<EmittedPlan> Emitter::run() {
                      kOptimizerStepName + " (run zplan-optimizer-step)");
   }
   // The programs in a fixed order; the training step, when there is one,
-  // is the one the search and the dumps measure.
+  // is the one the search and the dumps measure, and in a generation plan
+  // the decode step (run once per token).
   for (llvm::StringRef name :
-       {kForwardName, kTrainStepName, kOptimizerStepName}) {
+       {kForwardName, kTrainStepName, kOptimizerStepName, kGenerateBeginName,
+        kPrefillName, kDecodeName, kGenerateEndName}) {
     auto func = module.lookupSymbol<func::FuncOp>(name);
     if (!func)
       continue;
+    if (name == kDecodeName)
+      result.primary = result.programs.size();
     if (name == kTrainStepName) {
       result.primary = result.programs.size();
       if (auto blocks = func->getAttrOfType<IntegerAttr>("zplan.blocks"))

@@ -12,6 +12,12 @@
 //     zero.release, and one instruction per nn compute op.
 // Every instruction carries an opcode of runtime/plan/Opcodes.h on the queue
 // that table names; an nn op without an opcode is an emission error.
+// A generation module (@generate_begin, @prefill, @decode, @generate_end)
+// adds state outside the arena: a CACHE buffer per nn.kv_cache, which
+// `cache_append` writes in place (its result is the cache buffer), and a
+// RESIDENT buffer per resident group, filled by COMM `resident_gather` (and
+// its gather_wait) in generate_begin, viewed by zero.resident_read's
+// parameters, ended by COMPUTE `resident_release` in generate_end.
 // Views (nn.reshape, a parameter inside its gathered group) are buffers with
 // `view_of` and take no arena space of their own. On one rank a shard is its
 // whole group: no collective is emitted and parameters are read in place.
@@ -64,8 +70,15 @@ struct EmittedPlan {
   ArenaPlan arena;
   /// The primary program's per-instruction times.
   std::vector<double> seconds;
-  /// Per-rank bytes outside the arena: shards and persistent groups.
+  /// Per-rank bytes outside the arena: shards and persistent groups (and
+  /// training state; in a generation plan the KV caches and resident
+  /// copies, counted apart below too).
   uint64_t residentBytes = 0;
+  /// Generation: the KV caches (CACHE buffers) per rank.
+  uint64_t kvCacheBytes = 0;
+  /// Generation: the resident groups' gathered copies (RESIDENT buffers)
+  /// per rank; 0 on one rank, where they are read in place.
+  uint64_t residentCopyBytes = 0;
   /// Activation checkpointing (zplan-recompute): the blocks found in the
   /// training step and the names of those recomputed; both empty when none
   /// is.

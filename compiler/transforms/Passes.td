@@ -288,6 +288,63 @@ def ShardParameters : Pass<"zplan-shard-parameters", "::mlir::ModuleOp"> {
   let dependentDialects = ["::zplan::zero::ZeroDialect"];
 }
 
+def Residency : Pass<"zplan-residency", "::mlir::ModuleOp"> {
+  let summary = "Decides, per parameter group of a generation module, "
+                "whether it stays gathered for every token or is streamed";
+  let description = [{
+    In a generation module (one with `@decode`; zcc --mode generate), after
+    zplan-shard-parameters. A resident group is gathered once in
+    `@generate_begin`, read without communication by `@prefill` and every
+    `@decode`, and released in `@generate_end`; a streamed group is
+    gathered and released per token by zplan-insert-gathers and
+    zplan-prefetch, like any group. Modules without `@decode` are left alone.
+
+    1. Candidates: the non-persistent groups `@prefill` or `@decode` gather.
+    2. `policy=jit` (FSDP2's generate: the whole model gathered for every
+       token): none is resident. Without a memory budget: all are.
+    3. Under `memory-budget`, greedily, the group that saves the most
+       gather time per token (cost model of `hardware`) per byte first, a
+       group is made resident while the per-rank memory still fits: shards,
+       persistent groups, the KV cache (every `nn.kv_cache`), the resident
+       copies, plus the larger best-case working set of `@prefill` and
+       `@decode` (activations, and each streamed group's copy while an op
+       reads it).
+    4. The chosen groups get the `resident` flag; `@generate_begin` gets
+       one `zero.resident_gather` and `@generate_end` one
+       `zero.resident_release` per resident group (the functions are
+       created empty when absent); in `@prefill` and `@decode` each resident
+       group's `zero.gather_start` / `zero.gather_wait` becomes one
+       `zero.resident_read` of the same shards.
+    5. The module records the decision in `zplan.residency` (a dictionary:
+       resident and streamed group counts and bytes, KV cache bytes, the
+       budget), which the report shows.
+
+    Before:
+    ```mlir
+    %t = zero.gather_start %s0, %s1 {group = @group0} : ...
+    %w:2 = zero.gather_wait %t : tensor<64x64xf32>, tensor<64xf32>
+    ```
+    After:
+    ```mlir
+    zero.group @group0 {..., resident, ...}
+    func.func @generate_begin() { zero.resident_gather {group = @group0} ... }
+    %w:2 = zero.resident_read %s0, %s1 {group = @group0} : ... -> tensor<64x64xf32>, tensor<64xf32>
+    func.func @generate_end() { zero.resident_release {group = @group0} ... }
+    ```
+    Tests: test/transforms/residency.mlir.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"default\"",
+           "default | jit (nothing resident)">,
+    Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
+           "Bytes per rank; 0 = none (every group resident)">,
+    Option<"hardware", "hardware", "std::string", /*default=*/"\"cpu\"",
+           "Hardware profile for the cost model">,
+  ];
+  let dependentDialects = ["::zplan::zero::ZeroDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def OptimizerStep : Pass<"zplan-optimizer-step", "::mlir::ModuleOp"> {
   let summary = "Builds @optimizer_step: one update per group, on shards";
   let description = [{
@@ -477,8 +534,16 @@ def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
     9. @optimizer_step holds only zero.optimizer_update ops, one per group:
        the optimizer reads and writes shards only, never a gathered
        parameter.
+    10. generation: zero.resident_gather only in @generate_begin and
+        zero.resident_release only in @generate_end, each at most once per
+        group; every `resident` group is gathered and released there;
+    11. zero.resident_read only in @prefill and @decode (that its tensors
+        are never zero.release'd, the release's op verifier proves);
+    12. no zero.gather_start of a resident group (its copy is read, never
+        gathered again inside a program).
 
-    Tests: test/transforms/verify-schedule.mlir.
+    Tests: test/transforms/verify-schedule.mlir,
+    verify-schedule-generate.mlir.
   }];
   let options = [
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",

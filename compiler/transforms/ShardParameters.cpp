@@ -146,14 +146,17 @@ struct ShardParametersPass
     // Groups are module-level and each parameter belongs to one, so one
     // function's uses decide them for every program: the training step's
     // when there is one (its parameters are the ones whose gathers and
-    // reduce-scatters matter most), else the one function that gathers.
+    // reduce-scatters matter most), in a generation module @decode's (it
+    // runs once per token, prefill once), else the one function that
+    // gathers.
     SmallVector<func::FuncOp> gathering;
     func::FuncOp primary;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.getOps<zero::GatherWaitOp>().empty())
         continue;
       gathering.push_back(func);
-      if (func.getSymName() == kTrainStepName)
+      if (func.getSymName() == kTrainStepName ||
+          func.getSymName() == kDecodeName)
         primary = func;
     }
     if (!primary && gathering.size() > 1) {
@@ -161,7 +164,8 @@ struct ShardParametersPass
           << "zplan-shard-parameters: parameters are gathered in more than "
              "one function (@"
           << gathering[0].getSymName() << " and @" << gathering[1].getSymName()
-          << ") and none is @" << kTrainStepName << " to decide the groups";
+          << ") and none is @" << kTrainStepName << " or @" << kDecodeName
+          << " to decide the groups";
       return signalPassFailure();
     }
     if (!primary && !gathering.empty())

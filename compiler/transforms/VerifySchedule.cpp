@@ -15,6 +15,7 @@
 #include "compiler/transforms/ScheduleDiagnostics.h"
 #include "dialects/zero/ZeroDialect.h"
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
 #define DEBUG_TYPE "zplan-verify-schedule"
@@ -43,9 +44,93 @@ struct VerifySchedulePass
   using VerifyScheduleBase::VerifyScheduleBase;
 
   void runOnOperation() override {
+    if (failed(verifyResidency(getOperation())))
+      return signalPassFailure();
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (failed(verifyFunction(func)))
         return signalPassFailure();
+  }
+
+  // Rules 10-12: a resident copy lives from @generate_begin to
+  // @generate_end, which the runtime runs first and last; inside, only
+  // @prefill and @decode read it, and nothing releases it early. So no
+  // program can read a copy that is not gathered, or was released.
+  LogicalResult verifyResidency(ModuleOp module) {
+    llvm::StringMap<zero::ResidentGatherOp> gathered;
+    llvm::StringMap<zero::ResidentReleaseOp> released;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      StringRef name = func.getSymName();
+      bool isBegin = name == kGenerateBeginName, isEnd = name == kGenerateEndName;
+      bool reads = name == kPrefillName || name == kDecodeName;
+      WalkResult walk = func.walk([&](Operation *op) {
+        if (auto gather = llvm::dyn_cast<zero::ResidentGatherOp>(op)) {
+          if (!isBegin) {
+            gather.emitError() << "gathers resident group " << gather.getGroupAttr()
+                               << " in @" << name << "; only @"
+                               << kGenerateBeginName << " may";
+            return WalkResult::interrupt();
+          }
+          if (!gathered.try_emplace(gather.getGroup(), gather).second) {
+            gather.emitError() << "gathers resident group " << gather.getGroupAttr()
+                               << " a second time";
+            return WalkResult::interrupt();
+          }
+        } else if (auto release = llvm::dyn_cast<zero::ResidentReleaseOp>(op)) {
+          if (!isEnd) {
+            release.emitError() << "releases resident group "
+                                << release.getGroupAttr() << " in @" << name
+                                << "; only @" << kGenerateEndName
+                                << " may (a later program would read a "
+                                   "released copy)";
+            return WalkResult::interrupt();
+          }
+          if (!released.try_emplace(release.getGroup(), release).second) {
+            release.emitError() << "releases resident group "
+                                << release.getGroupAttr() << " a second time";
+            return WalkResult::interrupt();
+          }
+        } else if (auto read = llvm::dyn_cast<zero::ResidentReadOp>(op)) {
+          if (!reads) {
+            read.emitError() << "reads resident group " << read.getGroupAttr()
+                             << " in @" << name << "; only @" << kPrefillName
+                             << " and @" << kDecodeName << " may";
+            return WalkResult::interrupt();
+          }
+          // A zero.release of its tensors is refused by the release's own
+          // verifier (it releases only zero.gather_wait results).
+        } else if (auto start = llvm::dyn_cast<zero::GatherStartOp>(op)) {
+          auto group = start.getGroupAttr()
+                           ? SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
+                                 start, start.getGroupAttr())
+                           : zero::GroupOp();
+          if (group && group.getResident()) {
+            start.emitError() << "gathers resident group "
+                              << start.getGroupAttr() << " in @" << name
+                              << ": its copy is gathered once in @"
+                              << kGenerateBeginName
+                              << " and read with zero.resident_read";
+            return WalkResult::interrupt();
+          }
+        }
+        return WalkResult::advance();
+      });
+      if (walk.wasInterrupted())
+        return failure();
+    }
+    for (auto group : module.getOps<zero::GroupOp>()) {
+      if (!group.getResident())
+        continue;
+      StringRef name = group.getSymName();
+      if (!gathered.count(name))
+        return group.emitError() << "resident group @" << name
+                                 << " is never gathered in @"
+                                 << kGenerateBeginName;
+      if (!released.count(name))
+        return group.emitError() << "resident group @" << name
+                                 << " is never released in @"
+                                 << kGenerateEndName;
+    }
+    return success();
   }
 
   LogicalResult verifyFunction(func::FuncOp func) {
@@ -60,7 +145,8 @@ struct VerifySchedulePass
                             "function: they could make the collective "
                             "sequence depend on the rank");
       // Rule 1: shards flow only into gathers (gradient shards: rule 8).
-      if (!llvm::isa<zero::GatherStartOp, zero::ReduceScatterWaitOp>(op))
+      if (!llvm::isa<zero::GatherStartOp, zero::ResidentReadOp,
+                     zero::ReduceScatterWaitOp>(op))
         for (Value operand : op.getOperands())
           if (llvm::isa<zero::ShardType>(operand.getType()) &&
               !operand.getDefiningOp<zero::GradShardOp>())

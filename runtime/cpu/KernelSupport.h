@@ -390,6 +390,11 @@ Status runGeluGrad(const KernelCall &call);
 Status runAdamW(const KernelCall &call);
 Status runSgd(const KernelCall &call);
 
+// KvCache.cpp (generation): cache_append writes its cache operand in place
+// (its result is that same storage)
+Status runCacheAppend(const KernelCall &call);
+Status runCachedAttention(const KernelCall &call);
+
 } // namespace zplan::cpu::detail
 
 #endif // ZPLAN_RUNTIME_CPU_KERNELSUPPORT_H

@@ -107,6 +107,9 @@ const std::array<KernelFunction, kKernelTableSize> &kernelTable() {
         // Optimizers.cpp
         {plan::OPCODE_ADAMW, runAdamW},
         {plan::OPCODE_SGD, runSgd},
+        // KvCache.cpp (generation)
+        {plan::OPCODE_CACHE_APPEND, runCacheAppend},
+        {plan::OPCODE_CACHED_ATTENTION, runCachedAttention},
     };
     std::array<KernelFunction, kKernelTableSize> byOpcode{};
     // Compute opcodes are numbered below kKernelTableSize in plan.proto;

@@ -342,6 +342,34 @@ private:
                          " bytes of ", DataType_Name(buffer.dtype()));
         break;
       }
+      case Buffer::CACHE: {
+        // One layer's keys or values [B, H, L, D] (GEN_SPEC section 5).
+        if (buffer.shape_size() != 4 ||
+            (buffer.dtype() != F32 && buffer.dtype() != F64))
+          return failure(subject, " is a KV cache of shape ",
+                         shapeText(buffer.shape()), " of ",
+                         planTypeName(buffer.dtype()),
+                         "; a cache is a float tensor [B, H, L, D]");
+        break;
+      }
+      case Buffer::RESIDENT: {
+        if (buffer.group() >= static_cast<uint32_t>(plan.groups_size()))
+          return failure(subject, " is the resident copy of group ",
+                         buffer.group(), ", but the plan has ",
+                         plan.groups_size(), " groups");
+        const Group &group = plan.groups(buffer.group());
+        if (group.persistent())
+          return failure(subject, " is a resident copy of ",
+                         describeGroup(plan, buffer.group()),
+                         ", which is persistent (whole on every rank already)");
+        uint64_t groupSize;
+        checkedGroupBytes(group, groupSize); // Overflow was ruled out above.
+        if (buffer.bytes() < groupSize)
+          return failure(subject, " is the resident copy of ",
+                         describeGroup(plan, buffer.group()), " (", groupSize,
+                         " bytes) but has only ", buffer.bytes(), " bytes");
+        break;
+      }
       default:
         break;
       }
@@ -450,7 +478,115 @@ private:
                        "program ", inQuotes(program.name()), " has ",
                        program.instructions_size(), " instructions");
     }
-    return Status::success();
+    return validateGenerationInstruction(instruction, subject);
+  }
+
+  /// The buffer that owns `id`'s storage (view chains were checked).
+  const Buffer &rootBuffer(uint32_t id) const {
+    while (plan.buffers(id - 1).view_of() != 0)
+      id = plan.buffers(id - 1).view_of();
+    return plan.buffers(id - 1);
+  }
+
+  /// The operand and result counts an opcode takes.
+  static Status checkArity(const Instruction &instruction,
+                           const std::string &subject, int operands,
+                           int results) {
+    if (instruction.operands_size() == operands &&
+        instruction.results_size() == results)
+      return Status::success();
+    return failure(subject, " has ", instruction.operands_size(),
+                   " operands and ", instruction.results_size(),
+                   " results; it takes ", operands, " and ", results);
+  }
+
+  /// The instructions of generation (GEN_SPEC section 5): what each
+  /// operand must be, so that the kernels and the executor's residency
+  /// bookkeeping can rely on it. positions are [B, S] of i64 or i32.
+  Status validateGenerationInstruction(const Instruction &instruction,
+                                       const std::string &subject) const {
+    auto operand = [&](int i) -> const Buffer & {
+      return plan.buffers(instruction.operands(i) - 1);
+    };
+    auto checkPositions = [&](const Buffer &positions, int64_t batch,
+                              int64_t sequence) -> Status {
+      if ((positions.dtype() != I64 && positions.dtype() != I32) ||
+          positions.shape_size() != 2 || positions.shape(0) != batch ||
+          positions.shape(1) != sequence)
+        return failure(subject, ": its positions ", describeBuffer(positions),
+                       " are ", shapeText(positions.shape()), " of ",
+                       planTypeName(positions.dtype()), "; expected [", batch,
+                       ", ", sequence, "] of i64 or i32");
+      return Status::success();
+    };
+    switch (instruction.opcode()) {
+    case OPCODE_CACHE_APPEND: {
+      if (Status status = checkArity(instruction, subject, 3, 1); !status.ok())
+        return status;
+      const Buffer &cache = operand(0), &entries = operand(1);
+      const Buffer &root = rootBuffer(cache.id());
+      if (root.kind() != Buffer::CACHE)
+        return failure(subject, " appends to ", describeBuffer(cache),
+                       ", which is not a KV cache (a CACHE buffer)");
+      if (rootBuffer(instruction.results(0)).id() != root.id())
+        return failure(subject, ": its result ",
+                       describeBuffer(plan.buffers(instruction.results(0) - 1)),
+                       " is not its cache ", describeBuffer(root),
+                       "; cache_append writes in place");
+      if (cache.shape_size() != 4 || entries.shape_size() != 4 ||
+          entries.shape(0) != cache.shape(0) ||
+          entries.shape(1) != cache.shape(1) ||
+          entries.shape(3) != cache.shape(3) ||
+          entries.dtype() != cache.dtype())
+        return failure(subject, ": new entries ", describeBuffer(entries),
+                       " are ", shapeText(entries.shape()), " of ",
+                       planTypeName(entries.dtype()), ", the cache ",
+                       shapeText(cache.shape()), " of ",
+                       planTypeName(cache.dtype()),
+                       "; expected [B, H, S, D] of the cache's type");
+      return checkPositions(operand(2), entries.shape(0), entries.shape(2));
+    }
+    case OPCODE_CACHED_ATTENTION: {
+      if (Status status = checkArity(instruction, subject, 4, 1); !status.ok())
+        return status;
+      const Buffer &query = operand(0), &key = operand(1), &value = operand(2);
+      if (query.shape_size() != 4 || key.shape_size() != 4 ||
+          value.shape_size() != 4 || key.shape(0) != query.shape(0) ||
+          key.shape(1) != query.shape(1) || key.shape(3) != query.shape(3) ||
+          value.shape(0) != query.shape(0) ||
+          value.shape(1) != query.shape(1) || value.shape(2) != key.shape(2))
+        return failure(subject, ": query ", shapeText(query.shape()),
+                       ", key ", shapeText(key.shape()), ", value ",
+                       shapeText(value.shape()),
+                       " are not [B, H, S, D], [B, H, L, D], [B, H, L, Dv]");
+      return checkPositions(operand(3), query.shape(0), query.shape(2));
+    }
+    case OPCODE_RESIDENT_GATHER:
+    case OPCODE_RESIDENT_RELEASE: {
+      bool gather = instruction.opcode() == OPCODE_RESIDENT_GATHER;
+      if (Status status = checkArity(instruction, subject, 1, gather ? 1 : 0);
+          !status.ok())
+        return status;
+      if (gather) {
+        const Buffer &shard = rootBuffer(instruction.operands(0));
+        if (shard.kind() != Buffer::SHARD ||
+            shard.group() != instruction.group())
+          return failure(subject, " gathers ", describeBuffer(shard),
+                         ", which is not the shard of its ",
+                         describeGroup(plan, instruction.group()));
+      }
+      const Buffer &copy = rootBuffer(gather ? instruction.results(0)
+                                             : instruction.operands(0));
+      if (copy.kind() != Buffer::RESIDENT ||
+          copy.group() != instruction.group())
+        return failure(subject, gather ? " gathers into " : " releases ",
+                       describeBuffer(copy), ", which is not the resident ",
+                       "copy of its ", describeGroup(plan, instruction.group()));
+      return Status::success();
+    }
+    default:
+      return Status::success();
+    }
   }
 
   /// Each queue runs its instructions in order and an instruction starts

@@ -22,6 +22,8 @@ const char *const zplan::tooling::kUsage =
     "       zrun PLAN train --data TOKENS [options below]\n"
     "       zrun PLAN export --checkpoint DIR -o MODEL.onnx [--model "
     "ORIGINAL.onnx]\n"
+    "       zrun PLAN generate --prompt PROMPTS.npy --output TOKENS.npy "
+    "[options below]\n"
     "\n"
     "Runs a plan compiled by zcc on the ranks mpirun launches (one per\n"
     "rank of the plan's world size), trains a plan compiled with --mode\n"
@@ -99,7 +101,8 @@ enum Command : unsigned {
   Inspect = 2,
   Train = 4,
   Gradients = 8,
-  Export = 16
+  Export = 16,
+  Generate = 32
 };
 
 struct Flag {
@@ -112,11 +115,11 @@ constexpr Flag kFlags[] = {
     {"--input", true, Run | Gradients},
     {"--output", true, Run},
     {"--program", true, Run | Inspect},
-    {"--trace", true, Run},
+    {"--trace", true, Run | Generate},
     {"--repeat", true, Run},
-    {"--threads", true, Run | Train | Gradients},
-    {"--check", false, Run | Train | Gradients},
-    {"--stats", false, Run | Train},
+    {"--threads", true, Run | Train | Gradients | Generate},
+    {"--check", false, Run | Train | Gradients | Generate},
+    {"--stats", false, Run | Train | Generate},
     {"--output-dir", true, Gradients},
     {"--momentum", true, Train},
     {"--clip-grad-norm", true, Train},
@@ -132,7 +135,8 @@ constexpr std::pair<Command, const char *> kCommands[] = {
     {Inspect, "inspect"},
     {Train, "train"},
     {Gradients, "gradients"},
-    {Export, "export"}};
+    {Export, "export"},
+    {Generate, "generate"}};
 
 /// "'run', 'train' or 'gradients'".
 std::string commandsOf(unsigned commands) {
@@ -198,7 +202,7 @@ Status zplan::tooling::parseArguments(int argc, char **argv,
     }
   if (words.size() < 2 || words[0].rfind("--", 0) == 0)
     return failure("expected a plan and a command (run, train, gradients, "
-                   "export, inspect); see zrun --help");
+                   "generate, export, inspect); see zrun --help");
   arguments.planPath = words[0];
   arguments.command = words[1];
   unsigned command = 0;
@@ -207,9 +211,10 @@ Status zplan::tooling::parseArguments(int argc, char **argv,
       command = bit;
   if (!command)
     return failure("unknown command ", inQuotes(arguments.command),
-                   "; zrun runs 'run', 'train', 'gradients', 'export' and "
-                   "'inspect'");
+                   "; zrun runs 'run', 'train', 'gradients', 'generate', "
+                   "'export' and 'inspect'");
   std::vector<std::string> trainWords;
+  std::vector<std::string> generateWords;
   for (size_t i = 2; i < words.size(); ++i) {
     auto [flag, value, hasValue] = splitFlagWord(words[i]);
     const Flag *spec = nullptr;
@@ -219,6 +224,12 @@ Status zplan::tooling::parseArguments(int argc, char **argv,
     if (!spec && command == Train) {
       // The training flags proper are runtime/train's (TrainOptions.h).
       trainWords.push_back(words[i]);
+      continue;
+    }
+    if (command == Generate && !(spec && (spec->commands & Generate))) {
+      // generate's own flags (GenerateOptions.h), --output among them
+      // (one file, not run's NAME=FILE): all but the shared ones above.
+      generateWords.push_back(words[i]);
       continue;
     }
     if (!spec)
@@ -239,6 +250,8 @@ Status zplan::tooling::parseArguments(int argc, char **argv,
   }
   if (command == Train)
     return train::parseTrainOptions(trainWords, arguments.train);
+  if (command == Generate)
+    return generate::parseGenerateOptions(generateWords, arguments.generate);
   if (command == Gradients && arguments.outputDir.empty())
     return failure("'gradients' needs --output-dir DIR");
   if (command == Export && arguments.checkpointPath.empty())

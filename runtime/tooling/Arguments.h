@@ -13,6 +13,7 @@
 #define ZPLAN_RUNTIME_TOOLING_ARGUMENTS_H
 
 #include "runtime/support/Status.h"
+#include "runtime/generate/GenerateOptions.h"
 #include "runtime/train/TrainOptions.h"
 
 #include <cstdint>
@@ -29,7 +30,7 @@ struct FileBinding {
 
 struct Arguments {
   std::string planPath;
-  /// "run", "inspect", "train", "gradients" or "export".
+  /// "run", "inspect", "train", "gradients", "export" or "generate".
   std::string command;
   std::vector<FileBinding> inputs;
   std::vector<FileBinding> outputs;
@@ -43,6 +44,8 @@ struct Arguments {
   bool help = false;
   /// `train`'s options (see kUsage).
   train::TrainOptions train;
+  /// `generate`'s options (see generate::kGenerateUsage).
+  generate::GenerateOptions generate;
   /// `train --momentum M`: SGD's momentum (AdamW plans ignore it).
   double momentum = 0.0;
   /// `train --clip-grad-norm MAX`: scale the gradients so that their global

@@ -15,9 +15,11 @@
 #include "runtime/tooling/Arguments.h"
 #include "runtime/tooling/Diagnostics.h"
 #include "runtime/tooling/Export.h"
+#include "runtime/tooling/GenerateSession.h"
 #include "runtime/tooling/Inspect.h"
 #include "runtime/tooling/RunSession.h"
 #include "runtime/tooling/TrainSession.h"
+#include "runtime/generate/GenerateOptions.h"
 #include "runtime/train/TrainOptions.h"
 
 #include <cstdlib>
@@ -31,7 +33,8 @@ int zplan::zrunMain(int argc, char **argv) {
   Arguments arguments;
   Status parsed = parseArguments(argc, argv, arguments);
   if (arguments.help) {
-    std::cout << kUsage << train::kTrainUsage;
+    std::cout << kUsage << train::kTrainUsage << "generate:\n"
+              << generate::kGenerateUsage;
     return 0;
   }
   // Only `run` starts MPI: a usage error outside it, or inspect, needs none,
@@ -41,7 +44,8 @@ int zplan::zrunMain(int argc, char **argv) {
   // printed before any rank exits.
   bool launchedByMpirun = std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
   bool needsMpi = arguments.command == "run" || arguments.command == "train" ||
-                  arguments.command == "gradients";
+                  arguments.command == "gradients" ||
+                  arguments.command == "generate";
   if (!parsed.ok() && !needsMpi && !launchedByMpirun) {
     printError(parsed.message());
     return 1;
@@ -64,6 +68,8 @@ int zplan::zrunMain(int argc, char **argv) {
       exitCode = trainPlan(arguments, *communicator);
     else if (arguments.command == "gradients")
       exitCode = writeGradients(arguments, *communicator);
+    else if (arguments.command == "generate")
+      exitCode = generateTokens(arguments, *communicator);
     else if (arguments.command == "export") {
       Status single =
           communicator->size() == 1

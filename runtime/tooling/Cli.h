@@ -7,6 +7,7 @@
 //       [--output NAME=FILE.npy ...] [--program NAME] [--check]
 //       [--trace FILE.json] [--repeat K] [--stats] [--threads T]
 //   zrun PLAN inspect [--program NAME]
+//   mpirun -np N zrun PLAN generate --prompt P.npy --output T.npy ...
 //
 // This is the tooling layer above the runtime core (plan, executor, comm,
 // kernels), which holds no command-line code: Arguments.h parses, Inspect.h

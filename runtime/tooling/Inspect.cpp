@@ -55,13 +55,27 @@ void zplan::tooling::printInspect(const std::string &path,
      << "weights: " << inQuotes(plan.weights_file()) << ", "
      << plan.weights_bytes_per_rank() << " B of shards per rank, " << persistent
      << " B persistent\n";
-  uint64_t state = 0;
-  for (const plan::Buffer &buffer : plan.buffers())
-    if (buffer.kind() == plan::Buffer::STATE && buffer.view_of() == 0)
+  uint64_t state = 0, caches = 0, resident = 0;
+  int cacheCount = 0, residentCount = 0;
+  for (const plan::Buffer &buffer : plan.buffers()) {
+    if (buffer.view_of() != 0)
+      continue;
+    if (buffer.kind() == plan::Buffer::STATE)
       state += buffer.bytes();
+    if (buffer.kind() == plan::Buffer::CACHE)
+      caches += buffer.bytes(), ++cacheCount;
+    if (buffer.kind() == plan::Buffer::RESIDENT)
+      resident += buffer.bytes(), ++residentCount;
+  }
   if (state)
     os << "training state: " << state
        << " B per rank (gradient shards and optimizer moments)\n";
+  if (cacheCount)
+    os << "KV cache: " << caches << " B per rank (" << cacheCount
+       << " buffers)\n";
+  if (residentCount)
+    os << "resident groups: " << resident << " B per rank (" << residentCount
+       << " groups gathered in generate_begin)\n";
   os << "parameters: " << plan.parameters_size()
      << ", buffers: " << plan.buffers_size()
      << ", constants: " << plan.constants_size() << "\n";

@@ -307,17 +307,18 @@ func.func @already_sharded(%x: tensor<2x4xf32>) -> tensor<2x8xf32> {
 // -----
 
 // Groups are module-level: two functions gathering the same parameter would
-// each make a @group0 holding it.
+// each make a @group0 holding it. (@prefill and @decode are a generation
+// module: @decode decides, see shard-parameters-generate.mlir.)
 nn.parameter @a : tensor<4x8xf32>
-func.func @prefill(%x: tensor<2x4xf32>) -> tensor<2x8xf32> {
+func.func @encode(%x: tensor<2x4xf32>) -> tensor<2x8xf32> {
   %sa = zero.shard @a : !zero.shard<tensor<4x8xf32>>
   %ta = zero.gather_start %sa : !zero.shard<tensor<4x8xf32>>
   %a = zero.gather_wait %ta : tensor<4x8xf32>
   %0 = nn.matmul %x, %a : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
   return %0 : tensor<2x8xf32>
 }
-// expected-error @+1 {{parameters are gathered in more than one function (@prefill and @decode) and none is @train_micro_step to decide the groups}}
-func.func @decode(%x: tensor<1x4xf32>) -> tensor<1x8xf32> {
+// expected-error @+1 {{parameters are gathered in more than one function (@encode and @score) and none is @train_micro_step or @decode to decide the groups}}
+func.func @score(%x: tensor<1x4xf32>) -> tensor<1x8xf32> {
   %sa = zero.shard @a : !zero.shard<tensor<4x8xf32>>
   %ta = zero.gather_start %sa : !zero.shard<tensor<4x8xf32>>
   %a = zero.gather_wait %ta : tensor<4x8xf32>

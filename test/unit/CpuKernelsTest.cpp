@@ -101,7 +101,7 @@ TEST(CpuKernels, EveryNnComputeOpHasAKernel) {
         "cast",       "matmul",     "transpose", "reshape",    "expand",
         "slice",      "concat",     "gather",    "embedding",  "reduce_mean",
         "reduce_sum", "reduce_max", "softmax",   "layer_norm", "rms_norm",
-        "attention"}) {
+        "attention",  "cache_append", "cached_attention"}) {
     std::optional<plan::Opcode> opcode = plan::opcodeFromName(op);
     ASSERT_TRUE(opcode.has_value()) << op;
     EXPECT_TRUE(hasKernel(*opcode)) << op;

@@ -1,0 +1,74 @@
+//===- GenerationCost.h - what one generated token costs ------------------===//
+//
+// The `report` dump of a generation plan answers the question residency is
+// about: how many bytes each decoded token gathers and how long it takes,
+// under the chosen schedule and under `jit` (FSDP2's generate, everything
+// gathered per token). This analysis reads a scheduled generation module
+// (after zplan-residency, zplan-insert-gathers and zplan-prefetch) and
+// replays @prefill and @decode on the two queues the runtime has, as the
+// plan simulator does for a plan: the compute queue runs the ops in order,
+// the comm queue the gathers in order, a gather is issued when compute
+// reaches its start and a wait blocks compute until it is done. It never
+// changes the IR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_COMPILER_ANALYSIS_GENERATIONCOST_H
+#define ZPLAN_COMPILER_ANALYSIS_GENERATIONCOST_H
+
+#include "compiler/analysis/CostModel.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace zplan {
+
+/// One program's replay.
+struct ProgramCost {
+  /// Bytes of every group copy its all-gathers fill (the full, padded
+  /// group, as the report counts a gather).
+  uint64_t gatheredBytes = 0;
+  int64_t collectives = 0;
+  double seconds = 0;
+  /// Compute time spent waiting for gathers.
+  double exposedCommSeconds = 0;
+};
+
+/// What a generation module's schedule costs per token.
+struct GenerationCost {
+  ProgramCost begin;
+  ProgramCost prefill;
+  /// One @decode step: every sequence of the batch gets one token.
+  ProgramCost decode;
+  /// Sequences per step (@decode's input_ids' first dimension).
+  int64_t batch = 1;
+  int64_t residentGroups = 0;
+  int64_t streamedGroups = 0;
+  /// Gathered copies of the resident groups (per rank, whole generation).
+  uint64_t residentBytes = 0;
+  /// Every nn.kv_cache (per rank, replicated).
+  uint64_t kvCacheBytes = 0;
+  /// zplan-residency's accounting (its `zplan.residency` record): the
+  /// budget it chose under (0: none), the bytes paid whatever it chose
+  /// (shards, persistent groups, KV cache), and the working set of the
+  /// streamed groups and activations it left.
+  uint64_t budgetBytes = 0;
+  uint64_t fixedBytes = 0;
+  uint64_t workingSetBytes = 0;
+
+  /// Tokens of all sequences per second of decoding.
+  double tokensPerSecond() const {
+    return decode.seconds > 0 ? batch / decode.seconds : 0;
+  }
+};
+
+/// The cost of `module`'s generation programs on `cost`'s hardware, or
+/// nullopt when `module` is not a generation module (no @decode).
+std::optional<GenerationCost> estimateGenerationCost(mlir::ModuleOp module,
+                                                     const CostModel &cost);
+
+} // namespace zplan
+
+#endif // ZPLAN_COMPILER_ANALYSIS_GENERATIONCOST_H

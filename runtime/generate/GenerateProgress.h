@@ -1,0 +1,88 @@
+//===- GenerateProgress.h - what `zrun generate` prints while it runs -----===//
+//
+// Rank 0 prints a progress line to stderr after prefill and then at most
+// about once a second and after the last step,
+//   token 5/16  2/2 rows active  1,234 tok/s  ETA 3s
+// and a summary to stdout at the end (GEN_SPEC 5):
+//   zrun: generated 32 tokens in 2 rows (16 steps) in 1.25 s
+//   zrun: time to first token 0.210 s (generate_begin + prefill)
+//   zrun: decode 30 tokens in 1.04 s: 28.8 tok/s
+//   zrun: gathered per decode step: 0 B (plan), 0 B (counted)
+//   zrun: resident 1,048,576 B, KV cache 65,536 B
+// Decode throughput counts the tokens of every row that decode steps
+// produced (not the first token of each row, which is prefill's, nor the
+// ignored logits of finished rows), over the wall time from the end of
+// prefill to the end of the last decode step. A decode step feeds one token
+// per row, so "per decode step" is per B tokens. The clock is injected (as
+// runtime/train/Progress.h does), so that a test can fix every number.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_GENERATE_GENERATEPROGRESS_H
+#define ZPLAN_RUNTIME_GENERATE_GENERATEPROGRESS_H
+
+#include "runtime/train/Progress.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zplan::generate {
+
+/// What the summary reports beyond times: from the plan and the run.
+struct GenerationFacts {
+  /// Bytes the decode program gathers per run, from its instructions.
+  uint64_t planGatheredPerDecodeStep = 0;
+  /// Bytes the communicator moved per decode step, counted during the run
+  /// (--stats); unset when not counted or no decode step ran.
+  std::optional<uint64_t> countedGatheredPerDecodeStep;
+  /// RESIDENT buffers (gathered groups kept across tokens) per rank.
+  uint64_t residentBytes = 0;
+  /// CACHE buffers (the KV cache) per rank.
+  uint64_t cacheBytes = 0;
+};
+
+class GenerateProgress {
+public:
+  /// A run of at most `maxSteps` steps over `rows` rows; the clock is read
+  /// now as the start (before generate_begin).
+  GenerateProgress(uint64_t maxSteps, uint64_t rows, train::Clock clock);
+
+  /// Records that prefill is done, its `tokens` (one per row) included, and
+  /// returns its line.
+  std::string prefillDone(uint64_t tokens);
+  /// Records decode step `step` (1-based), which produced `tokens` tokens
+  /// with `activeRows` rows still unfinished after it, and returns its
+  /// line, whether or not the caller prints it.
+  std::string stepDone(uint64_t step, uint64_t tokens, uint64_t activeRows);
+  /// Whether the line of the step just recorded is worth printing: the
+  /// first, the last (`last`), or a second since the last printed one.
+  bool shouldPrint(bool last);
+
+  /// Seconds from the start to the end of prefill.
+  double timeToFirstToken() const { return prefillEnd - start; }
+  /// Decode tokens per second (0 before any decode step).
+  double decodeTokensPerSecond() const;
+
+  /// The summary lines (no "zrun: " prefix, no newlines).
+  std::vector<std::string> summary(const GenerationFacts &facts) const;
+
+private:
+  std::string line(uint64_t step, uint64_t activeRows) const;
+
+  uint64_t maxSteps;
+  uint64_t rows;
+  train::Clock clock;
+  double start;
+  double prefillEnd;
+  double lastTime;
+  double lastPrinted = -1e300;
+  uint64_t lastStep = 0;
+  uint64_t prefillTokens = 0;
+  uint64_t decodeTokens = 0;
+};
+
+} // namespace zplan::generate
+
+#endif // ZPLAN_RUNTIME_GENERATE_GENERATEPROGRESS_H

@@ -1,0 +1,340 @@
+//===- GenerationExecutorTest.cpp - generation's state across programs ----===//
+//
+// A hand-made generation plan on one rank (the collective is a copy):
+// generate_begin resident-gathers a group into its RESIDENT copy, decode
+// reads a parameter through a view of that copy and appends to a KV cache
+// (a CACHE buffer, written in place), generate_end releases the copy. The
+// executors of the three programs share the rank's memory, so what one
+// program leaves (the copy, the cache) is what the next reads; --check
+// refuses a read of the copy before generate_begin and after generate_end,
+// naming the instruction, the parameter and the release. The validator
+// refuses the generation instructions whose operands are not what the
+// executor relies on.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Executor.h"
+#include "runtime/plan/PlanFormat.h"
+#include "runtime/plan/PlanValidation.h"
+#include "runtime/plan/Weights.h"
+#include "runtime/support/Checksum.h"
+
+#include "test/unit/SingleRankCommunicator.h"
+#include "test/unit/StatusMatchers.h"
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+using namespace zplan;
+using zplan::testing::contains;
+using zplan::testing::errorOf;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Buffer ids of the plan below.
+enum : uint32_t {
+  kShard = 1,
+  kResident,
+  kWeight, // view of kResident
+  kCache,
+  kNew,
+  kPositions,
+  kSum,
+};
+
+constexpr int64_t kSlots = 4, kWidth = 4;
+
+plan::Buffer *addBuffer(plan::Plan &plan, const std::string &name,
+                        plan::Buffer::Kind kind, std::vector<int64_t> shape,
+                        plan::DataType dtype = plan::F32) {
+  plan::Buffer *buffer = plan.add_buffers();
+  buffer->set_id(plan.buffers_size());
+  buffer->set_name(name);
+  buffer->set_kind(kind);
+  uint64_t elements = 1;
+  for (int64_t extent : shape) {
+    buffer->add_shape(extent);
+    elements *= extent;
+  }
+  buffer->set_dtype(dtype);
+  buffer->set_bytes(elements * plan::dataTypeSize(dtype));
+  return buffer;
+}
+
+plan::Instruction *addInstruction(plan::Program &program, plan::Opcode opcode,
+                                  std::vector<uint32_t> operands,
+                                  std::vector<uint32_t> results,
+                                  uint32_t group = 0) {
+  plan::Instruction *instruction = program.add_instructions();
+  instruction->set_index(program.instructions_size() - 1);
+  instruction->set_opcode(opcode);
+  instruction->set_queue(plan::findOpcode(opcode)->queue);
+  for (uint32_t id : operands)
+    instruction->add_operands(id);
+  for (uint32_t id : results)
+    instruction->add_results(id);
+  instruction->set_group(group);
+  return instruction;
+}
+
+/// One sharded group @g holding w [2, 4]; its resident copy; a key cache
+/// [1, 1, 4, 4]; decode computes w + w and appends `new` at `positions`.
+plan::Plan makeGenerationPlan() {
+  plan::Plan plan;
+  plan.set_version(plan::kPlanVersion);
+  plan.set_world_size(1);
+  plan.set_hardware("cpu");
+  plan.set_weights_file("gen.zplan.weights");
+  plan::Parameter *weight = plan.add_parameters();
+  weight->set_name("w");
+  weight->add_shape(2);
+  weight->add_shape(4);
+  weight->set_dtype(plan::F32);
+  weight->set_num_elements(8);
+  plan::Group *group = plan.add_groups();
+  group->set_name("g");
+  group->set_padded_elements(8);
+  group->set_dtype(plan::F32);
+  group->add_parameters(0);
+  plan.set_weights_bytes_per_rank(32);
+  plan.set_persistent_weights_offset(32);
+
+  addBuffer(plan, "g (shard)", plan::Buffer::SHARD, {8})->set_group(0);
+  addBuffer(plan, "g (resident)", plan::Buffer::RESIDENT, {8})->set_group(0);
+  plan::Buffer *view = addBuffer(plan, "w", plan::Buffer::RESIDENT, {2, 4});
+  view->set_view_of(kResident);
+  view->set_group(0);
+  addBuffer(plan, "cache.0.key", plan::Buffer::CACHE, {1, 1, kSlots, kWidth});
+  addBuffer(plan, "new", plan::Buffer::ARENA, {1, 1, 1, kWidth});
+  addBuffer(plan, "positions", plan::Buffer::ARENA, {1, 1}, plan::I64)
+      ->set_offset(64);
+  addBuffer(plan, "sum", plan::Buffer::ARENA, {2, 4})->set_offset(128);
+  plan.set_arena_bytes(256);
+
+  plan::Program *begin = plan.add_programs();
+  begin->set_name("generate_begin");
+  addInstruction(*begin, plan::OPCODE_RESIDENT_GATHER, {kShard}, {kResident});
+  addInstruction(*begin, plan::OPCODE_GATHER_WAIT, {kResident}, {})
+      ->add_wait_for(0);
+
+  plan::Program *decode = plan.add_programs();
+  decode->set_name("decode");
+  decode->set_peak_arena_bytes(256);
+  addInstruction(*decode, plan::OPCODE_ADD, {kWeight, kWeight}, {kSum})
+      ->set_location("/h.0/add");
+  addInstruction(*decode, plan::OPCODE_CACHE_APPEND, {kCache, kNew, kPositions},
+                 {kCache});
+  for (auto [name, id] : {std::pair{"input_ids", kNew},
+                          std::pair{"positions", kPositions}}) {
+    plan::Binding *binding = decode->add_inputs();
+    binding->set_name(name);
+    binding->set_buffer(id);
+  }
+  plan::Binding *output = decode->add_outputs();
+  output->set_name("sum");
+  output->set_buffer(kSum);
+
+  plan::Program *end = plan.add_programs();
+  end->set_name("generate_end");
+  addInstruction(*end, plan::OPCODE_RESIDENT_RELEASE, {kResident}, {});
+  return plan;
+}
+
+class GenerationExecutor : public ::testing::Test {
+protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/zplan-generation-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    directory = pattern;
+    // The plan as zrun reads it: serialized, parsed back (its identity
+    // set), its weights beside it.
+    uint64_t identity = 0;
+    std::string bytes = plan::serializePlan(makeGenerationPlan(), &identity);
+    ASSERT_EQ(errorOf(plan::parsePlan(bytes, "gen.zplan", plan)), "");
+    ASSERT_EQ(errorOf(plan::validatePlan(plan, 1)), "");
+    std::vector<float> weights = {1, 2, 3, 4, 5, 6, 7, 8};
+    plan::WeightsHeader header;
+    header.planIdentity = identity;
+    header.rankChecksums = {checksum(weights.data(), 32)};
+    header.persistentChecksum = checksum(nullptr, 0);
+    std::ofstream out(directory + "/gen.zplan.weights", std::ios::binary);
+    out << plan::encodeWeightsHeader(header);
+    out.write(reinterpret_cast<const char *>(weights.data()), 32);
+    out.close();
+    ASSERT_EQ(errorOf(RankMemory::load(directory + "/gen.zplan", plan, 0,
+                                       memory)),
+              "");
+    ExecutorOptions options;
+    options.check = true;
+    for (int p = 0; p < 3; ++p)
+      ASSERT_EQ(errorOf(checkProgramSupported(plan, plan.programs(p))), "");
+    for (int p = 0; p < 3; ++p)
+      ASSERT_EQ(errorOf(Executor::create(plan, plan.programs(p), *memory,
+                                         communicator, options, executors[p])),
+                "");
+  }
+  void TearDown() override { fs::remove_all(directory); }
+
+  Executor &begin() { return *executors[0]; }
+  Executor &decode() { return *executors[1]; }
+  Executor &end() { return *executors[2]; }
+
+  /// Sets decode's inputs: the new key row (all `value`) at `position`.
+  void feed(float value, int64_t position) {
+    auto *entries = reinterpret_cast<float *>(memory->address(kNew));
+    std::fill(entries, entries + kWidth, value);
+    std::memcpy(memory->address(kPositions), &position, sizeof position);
+  }
+  const float *cache() const {
+    return reinterpret_cast<const float *>(memory->address(kCache));
+  }
+  const float *sum() const {
+    return reinterpret_cast<const float *>(memory->address(kSum));
+  }
+
+  std::string directory;
+  plan::Plan plan;
+  std::unique_ptr<RankMemory> memory;
+  zplan::testing::SingleRankCommunicator communicator;
+  std::unique_ptr<Executor> executors[3];
+};
+
+TEST_F(GenerationExecutor, ResidentCopyAndCacheOutliveTheirPrograms) {
+  // The cache is zero at load.
+  for (int64_t i = 0; i < kSlots * kWidth; ++i)
+    EXPECT_EQ(cache()[i], 0.0f);
+  ASSERT_EQ(errorOf(begin().run()), "");
+  EXPECT_EQ(begin().bytesGatheredLastRun(), 32u);
+
+  // Two decode steps: the parameter is read from the copy generate_begin
+  // left; each step appends at its own slot, the last slot included.
+  feed(1.5f, kSlots - 1);
+  ASSERT_EQ(errorOf(decode().run()), "");
+  EXPECT_EQ(decode().bytesGatheredLastRun(), 0u);
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(sum()[i], 2.0f * (i + 1));
+  feed(-2.0f, 0);
+  ASSERT_EQ(errorOf(decode().run()), "");
+  for (int64_t d = 0; d < kWidth; ++d) {
+    EXPECT_EQ(cache()[0 * kWidth + d], -2.0f);
+    EXPECT_EQ(cache()[1 * kWidth + d], 0.0f);
+    EXPECT_EQ(cache()[2 * kWidth + d], 0.0f);
+    EXPECT_EQ(cache()[(kSlots - 1) * kWidth + d], 1.5f);
+  }
+
+  // generate_end poisons the copy (--check); a new generation gathers it
+  // again and decode runs as before.
+  ASSERT_EQ(errorOf(end().run()), "");
+  EXPECT_TRUE(std::isnan(
+      reinterpret_cast<const float *>(memory->address(kResident))[0]));
+  ASSERT_EQ(errorOf(begin().run()), "");
+  feed(0.0f, 1);
+  ASSERT_EQ(errorOf(decode().run()), "");
+  EXPECT_EQ(sum()[7], 16.0f);
+}
+
+TEST_F(GenerationExecutor, CheckRefusesAReadBeforeGenerateBegin) {
+  feed(1.0f, 0);
+  EXPECT_TRUE(contains(
+      errorOf(decode().run()),
+      "instruction #0 'add' at '/h.0/add' reads parameter 'w' (group @g) "
+      "from its resident copy, which no resident_gather has filled (run "
+      "generate_begin first)"));
+}
+
+TEST_F(GenerationExecutor, CheckRefusesAReadAfterGenerateEnd) {
+  ASSERT_EQ(errorOf(begin().run()), "");
+  ASSERT_EQ(errorOf(end().run()), "");
+  feed(1.0f, 0);
+  EXPECT_TRUE(contains(
+      errorOf(decode().run()),
+      "instruction #0 'add' at '/h.0/add' reads parameter 'w' (group @g) "
+      "from its resident copy after its release by program 'generate_end', "
+      "instruction #0 'resident_release'"));
+}
+
+TEST_F(GenerationExecutor, AnAppendOutsideTheCacheIsAnErrorNamingIt) {
+  ASSERT_EQ(errorOf(begin().run()), "");
+  feed(1.0f, kSlots);
+  EXPECT_TRUE(contains(errorOf(decode().run()),
+                       "instruction #1 'cache_append': cache_append: position "
+                       "4 of row 0, token 0 is outside the cache's 4 slots"));
+}
+
+//===----------------------------------------------------------------------===//
+// Validation of the generation instructions and buffers
+//===----------------------------------------------------------------------===//
+
+/// The validator's message for `plan` after `breakIt` ("" when valid).
+template <typename Break> std::string validationError(Break &&breakIt) {
+  plan::Plan plan = makeGenerationPlan();
+  breakIt(plan);
+  return errorOf(plan::validatePlan(plan, 1));
+}
+
+TEST(GenerationValidation, TheHandMadePlanIsValid) {
+  EXPECT_EQ(validationError([](plan::Plan &) {}), "");
+}
+
+TEST(GenerationValidation, CacheAppendMustWriteAKvCacheInPlace) {
+  EXPECT_TRUE(contains(validationError([](plan::Plan &plan) {
+                         plan.mutable_programs(1)
+                             ->mutable_instructions(1)
+                             ->set_results(0, kSum);
+                       }),
+                       "program 'decode', instruction #1 'cache_append': its "
+                       "result buffer 7 'sum' is not its cache buffer 4 "
+                       "'cache.0.key'; cache_append writes in place"));
+  EXPECT_TRUE(contains(validationError([](plan::Plan &plan) {
+                         auto *append =
+                             plan.mutable_programs(1)->mutable_instructions(1);
+                         append->set_operands(0, kSum);
+                         append->set_results(0, kSum);
+                       }),
+                       "appends to buffer 7 'sum', which is not a KV cache"));
+}
+
+TEST(GenerationValidation, PositionsAreI64OrI32OfShapeBS) {
+  EXPECT_TRUE(contains(
+      validationError([](plan::Plan &plan) {
+        plan.mutable_buffers(kPositions - 1)->set_dtype(plan::F32);
+      }),
+      "instruction #1 'cache_append': its positions buffer 6 'positions' are "
+      "[1, 1] of F32; expected [1, 1] of i64 or i32"));
+}
+
+TEST(GenerationValidation, ResidentBuffersAndInstructionsNameTheirGroup) {
+  EXPECT_TRUE(contains(validationError([](plan::Plan &plan) {
+                         plan.mutable_programs(0)
+                             ->mutable_instructions(0)
+                             ->set_results(0, kSum);
+                       }),
+                       "program 'generate_begin', instruction #0 "
+                       "'resident_gather' gathers into buffer 7 'sum', which "
+                       "is not the resident copy of its group 0 'g'"));
+  EXPECT_TRUE(contains(validationError([](plan::Plan &plan) {
+                         plan::Buffer *copy =
+                             plan.mutable_buffers(kResident - 1);
+                         copy->set_shape(0, 4);
+                         copy->set_bytes(16);
+                         plan.mutable_buffers(kWeight - 1)->set_bytes(16);
+                         plan.mutable_buffers(kWeight - 1)->set_shape(0, 1);
+                       }),
+                       "buffer 2 'g (resident)' is the resident copy of group "
+                       "0 'g' (32 bytes) but has only 16 bytes"));
+  EXPECT_TRUE(contains(validationError([](plan::Plan &plan) {
+                         plan.mutable_buffers(kCache - 1)->clear_shape();
+                         plan.mutable_buffers(kCache - 1)->add_shape(16);
+                       }),
+                       "buffer 4 'cache.0.key' is a KV cache of shape [16]"));
+}
+
+} // namespace
