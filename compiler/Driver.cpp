@@ -42,12 +42,6 @@
 
 using namespace zplan;
 
-/// Whether the schedule pipeline and the plan emitter handle a generation
-/// module (@generate_begin, @prefill, @decode, @generate_end): they do
-/// (zplan-residency, and the emitter's CACHE and RESIDENT buffers). When
-/// false, zcc stops after the KV-cache rewrite, which --dump ir shows.
-static constexpr bool kGenerationScheduled = true;
-
 static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
@@ -580,31 +574,6 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
                       "//----- //\n");
     (*module)->print(os);
     os << "\n";
-  }
-
-  // Until the schedule and the plan know the generation programs (issue 9's
-  // residency and plan pieces), --mode generate stops at the cached form.
-  if (generate && !kGenerationScheduled) {
-    if (!options.outputPath.empty() ||
-        llvm::any_of(options.dumps,
-                     [](const std::string &dump) { return dump != "ir"; }))
-      return makeError("--mode generate: this zcc rewrites the model to its "
-                       "cached form (see --dump ir) but cannot schedule "
-                       "generation programs or write their plan yet");
-    PendingOutputs outputs;
-    if (options.dumps.count("ir")) {
-      if (options.dumpDir.empty()) {
-        out << importedIr;
-      } else {
-        if (llvm::Error error = outputs.addDirectory(options.dumpDir))
-          return error;
-        llvm::SmallString<256> path(options.dumpDir);
-        llvm::sys::path::append(path, "ir.mlir");
-        if (llvm::Error error = outputs.addBytes(path, importedIr))
-          return error;
-      }
-    }
-    return outputs.commit();
   }
 
   setCrashPhase("scheduling '" + options.modelPath + "'");
