@@ -11,6 +11,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
+#include <set>
 
 using namespace zplan;
 
@@ -244,6 +245,12 @@ std::string zplan::formatReport(
        chosen.plan.programs(chosen.primary).instructions())
     if (instruction.opcode() == plan::OPCODE_ALL_GATHER)
       ++gathers[instruction.group()];
+  // Generation: a group with a RESIDENT buffer is gathered once, in
+  // generate_begin, not by the program counted above.
+  std::set<uint32_t> resident;
+  for (const plan::Buffer &buffer : chosen.plan.buffers())
+    if (buffer.kind() == plan::Buffer::RESIDENT)
+      resident.insert(buffer.group());
   os << "groups (" << policies.front().first << " policy):\n";
   for (int g = 0; g < chosen.plan.groups_size(); ++g) {
     const plan::Group &group = chosen.plan.groups(g);
@@ -254,6 +261,11 @@ std::string zplan::formatReport(
     if (group.persistent()) {
       os << "persistent: kept whole on every rank (each parameter at or "
             "below the persistence threshold)\n";
+      continue;
+    }
+    if (resident.count(g)) {
+      os << "resident: gathered once in generate_begin, read by every "
+            "token, released in generate_end\n";
       continue;
     }
     int count = gathers[g];
