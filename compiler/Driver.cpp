@@ -46,7 +46,7 @@ using namespace zplan;
 /// module (@generate_begin, @prefill, @decode, @generate_end). False until
 /// those pieces of issue 9 are merged: zcc then stops after the KV-cache
 /// rewrite, which --dump ir shows.
-static constexpr bool kGenerationScheduled = false;
+static constexpr bool kGenerationScheduled = true;
 
 static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
