@@ -32,12 +32,6 @@ enum ProgramIndex { kBegin, kPrefill, kDecode, kEnd, kProgramCount };
 constexpr const char *kProgramNames[kProgramCount] = {
     "generate_begin", "prefill", "decode", "generate_end"};
 
-/// Buffer kinds a generation plan adds (plan.proto, GEN_SPEC 5): the KV
-/// cache and the resident copy of a group.
-constexpr plan::Buffer::Kind kCacheKind = static_cast<plan::Buffer::Kind>(6);
-constexpr plan::Buffer::Kind kResidentKind =
-    static_cast<plan::Buffer::Kind>(7);
-
 /// One rank's generation: the plan, its four programs and their bindings,
 /// the rank's memory, an executor (and a trace) per program, the rows.
 struct Generation {
@@ -152,7 +146,7 @@ Status checkGenerationPlan(Generation &generation) {
   // L: the cache's slots, [B, Hkv, L, D] in every CACHE buffer.
   int64_t slots = 0;
   for (const plan::Buffer &buffer : plan.buffers()) {
-    if (buffer.kind() != kCacheKind || buffer.view_of() != 0)
+    if (buffer.kind() != plan::Buffer::CACHE || buffer.view_of() != 0)
       continue;
     if (buffer.shape_size() != 4 || buffer.shape(0) != batch ||
         (slots && buffer.shape(2) != slots))
@@ -534,8 +528,8 @@ int zplan::tooling::generateTokens(const Arguments &arguments,
         generation.plan, *generation.programs[kDecode]);
     if (arguments.stats && decodeSteps > 0)
       facts.countedGatheredPerDecodeStep = countedBytes / decodeSteps;
-    facts.residentBytes = bytesOfKind(generation.plan, kResidentKind);
-    facts.cacheBytes = bytesOfKind(generation.plan, kCacheKind);
+    facts.residentBytes = bytesOfKind(generation.plan, plan::Buffer::RESIDENT);
+    facts.cacheBytes = bytesOfKind(generation.plan, plan::Buffer::CACHE);
     for (const std::string &summary : progress.summary(facts))
       std::cout << "zrun: " << summary << "\n";
     std::cout << std::flush;
