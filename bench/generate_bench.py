@@ -476,12 +476,14 @@ def parse_zrun_summary(text):
         if ttft:
             found["ttft"] = float(ttft.group(1)) / (1000 if ttft.group(2) == "ms" else 1)
         if "per" in lower and "token" in lower and "gather" in lower:
-            size = re.search(r"([\d,]+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)\b", line)
-            if size:
-                key = "gathered_run" if ("stats" in lower or "counted" in lower or
-                                         "run time" in lower or "measured" in lower) \
-                    else "gathered_plan"
-                found[key] = parse_size(size.group(1), size.group(2))
+            # One figure, or the plan's and the run-time count on one line:
+            # a figure belongs to the last keyword before it.
+            for match in re.finditer(r"([\d,]+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)\b", line):
+                before = lower[:match.start()]
+                run_at = max(before.rfind(k) for k in ("count", "stats", "measured", "run"))
+                plan_at = before.rfind("plan")
+                key = "gathered_run" if run_at > plan_at else "gathered_plan"
+                found.setdefault(key, parse_size(match.group(1), match.group(2)))
     if "rate" not in found and "rate_any" in found:
         found["rate"] = found["rate_any"]
     return found
@@ -557,25 +559,26 @@ def run_zrun(args, manifest, world, variant):
     if not os.path.exists(tokens_path):
         return None, f"zrun wrote no {tokens_path}", None
     summary = parse_zrun_summary(output)
-    plan_summary = parse_zrun_summary(report)
     rate = summary.get("rate")
     decode_tokens = args.batch * (args.new_tokens - 1)
     row = {"tokens": np.load(tokens_path).astype(np.int64),
            "ttft": summary.get("ttft"),
            "decode": decode_tokens / rate if rate else None,
            "wall": wall, "budget": budget,
-           "summary": [l.strip() for l in output.splitlines()
-                       if re.search(r"tok/s|first token|per token|resident|cache", l, re.I)
-                       and "progress" not in l.lower()][-8:],
+           # Each line once (a line printed by every rank too), in order.
+           "summary": list(dict.fromkeys(
+               l.strip() for l in output.splitlines()
+               if re.search(r"tok/s|first token|per (decoded )?token|gathered|resident|cache",
+                            l, re.I) and "progress" not in l.lower()))[-8:],
            "report": [l.rstrip() for l in report.splitlines()
                       if re.search(r"per token|resident|kv cache|tok/s|tokens/s", l, re.I)]}
     if os.path.exists(logits_path):
         row["logits"] = np.load(logits_path)
     if "gathered_run" in summary:
         row["gathered"], row["gathered_how"] = summary["gathered_run"], "zrun --stats count"
-    elif "gathered_plan" in summary or "gathered_plan" in plan_summary:
-        row["gathered"] = summary.get("gathered_plan", plan_summary.get("gathered_plan"))
-        row["gathered_how"] = "the plan's decode program (zrun summary / zcc report)"
+    elif "gathered_plan" in summary:
+        row["gathered"] = summary["gathered_plan"]
+        row["gathered_how"] = "the plan's decode program, from zrun's summary"
     else:
         row["gathered"], row["gathered_how"] = None, "not found in zrun's output"
     if rate is None:
@@ -728,6 +731,7 @@ def main():
             print(f"# {name} N={world} failed: {error}", flush=True)
         else:
             rows[(name, world)] = row
+            np.save(os.path.join(args.work_dir, f"{name}-{world}.tokens.npy"), row["tokens"])
             rate = fmt_rate(row, args)
             print(f"# {name} N={world}: " + (f"{rate:.2f} decode tok/s" if rate else
                                               "no rate") , flush=True)
@@ -777,7 +781,7 @@ def main():
               + (f"; budget {row['budget']:,} B/rank" if row.get("budget") else "")
               + (f"; {row['note']}" if row.get("note") else ""))
         for line in row.get("summary", []):
-            print(f"    zrun: {line}")
+            print(f"    {line}")
         for line in row.get("report", []):
             print(f"    zcc report: {line}")
     ds = rows.get(("deepspeed", 2))
