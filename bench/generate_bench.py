@@ -608,7 +608,8 @@ def environment(args):
                                  env=dict(os.environ, DS_ACCELERATOR="cpu"))
             version = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else \
                 "not importable"
-            lines.append(f"# {name} workers: {python}: torch/deepspeed {version}")
+            what = "torch, deepspeed" if name == "deepspeed" else "torch"
+            lines.append(f"# {name} workers: {python}: {what} {version}")
     lines.append(f"# zcc {args.zcc}, zrun {args.zrun}")
     return lines
 
