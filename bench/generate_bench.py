@@ -26,6 +26,7 @@ threads 1), B rows of a P-token random prompt, M new tokens, greedy, no EOS:
   ort-kv       onnxruntime on kv.onnx, one process (replicated: every rank
                would run the same), prefill with an empty past, then one token
                per step with the presents fed back. The ceiling.
+  ort-kv-end   ort-kv again after all other rows: the load's drift.
   ort-full     onnxruntime on plain.onnx, full recompute per token (no
                cache): the oracle the tokens are checked against (as
                test/generate/reference.py), timed for information.
@@ -88,6 +89,10 @@ EXPORT_TOLERANCE = 1e-4
 SIZE_UNITS = {"B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3,
               "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 MiB = 1 << 20
+
+
+class BenchError(Exception):
+    pass
 
 
 #===------------------------------------------------------------------------===#
@@ -260,10 +265,6 @@ def ensure_model():
 # onnxruntime
 #===------------------------------------------------------------------------===#
 
-class BenchError(Exception):
-    pass
-
-
 def ort_session(path):
     import onnxruntime as ort
     options = ort.SessionOptions()
@@ -390,8 +391,7 @@ def worker(args):
     def generate(new_tokens):
         with torch.no_grad():
             return module.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt),
-                                   max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                                   do_sample=False, use_cache=True, pad_token_id=0)
+                                   max_new_tokens=new_tokens, do_sample=False, use_cache=True, pad_token_id=0)
 
     generate(min(4, args.new_tokens))  # warm-up
     marks.clear()
