@@ -6,7 +6,7 @@ ranks, in one run, on one ~156M-parameter Llama-style model.
     python3 bench/train_peers.py --setup           # once: bench/.venv-peers
     python3 bench/train_peers.py --setup-fsdp2     # once: bench/.venv-fsdp2
     bench/.venv-peers/bin/python bench/generate_bench.py
-    bench/.venv-peers/bin/python bench/generate_bench.py --worlds 2 --peers ort,deepspeed
+    bench/.venv-peers/bin/python bench/generate_bench.py --worlds 2 --peers ort-kv,deepspeed,zrun
 
 Model (built on demand into bench/.models/llama-156m/, git-ignored): a
 transformers LlamaForCausalLM, 8 layers, hidden 1024, 16 heads with 4 kv
@@ -46,7 +46,7 @@ come from wrapping torch.distributed's collectives (train_peers.py's
 counters), snapshotted at every forward of the model: the median over the
 decode forwards. zrun's come from its summary lines (loosely parsed).
 Exits 1 when a row that should run fails or a row's tokens differ from the
-oracle's.
+oracle's. See bench/README.md ("generate_bench.py").
 """
 
 import os
