@@ -638,7 +638,8 @@ def logits_error(logits, reference):
     return float(np.abs(logits - reference).max() / np.abs(reference).max())
 
 
-def fmt_rate(row, args):
+def decode_rate(row, args):
+    """Decoded tokens per second of all rows together, or None."""
     if not row.get("decode"):
         return None
     return args.batch * (args.new_tokens - 1) / row["decode"]
@@ -654,11 +655,11 @@ def print_table(rows, args, manifest):
     print(f"{'row':<16} {'N':>2} {'TTFT':>9} {'decode tok/s':>12} {'gathered/token':>15} "
           f"{'/psi':>6} {'x DeepSpeed':>11} {'x ort-kv':>8}  tokens vs oracle")
     ort = rows.get(("ort-kv", 1))
-    ort_rate = fmt_rate(ort, args) if ort else None
+    ort_rate = decode_rate(ort, args) if ort else None
     for (name, world), row in rows.items():
-        rate = fmt_rate(row, args)
+        rate = decode_rate(row, args)
         ds = rows.get(("deepspeed", world))
-        ds_rate = fmt_rate(ds, args) if ds else None
+        ds_rate = decode_rate(ds, args) if ds else None
         gathered = row.get("gathered")
         print(f"{name:<16} {world:>2} {cell(row.get('ttft'), '{:.3f} s'):>9} "
               f"{cell(rate, '{:.2f}'):>12} "
@@ -738,7 +739,7 @@ def main():
         else:
             rows[(name, world)] = row
             np.save(os.path.join(args.work_dir, f"{name}-{world}.tokens.npy"), row["tokens"])
-            rate = fmt_rate(row, args)
+            rate = decode_rate(row, args)
             print(f"# {name} N={world}: " + (f"{rate:.2f} decode tok/s" if rate else
                                               "no rate") , flush=True)
 
@@ -802,12 +803,12 @@ def main():
     ds = rows.get(("deepspeed", 2))
     resident = rows.get(("zrun-resident", 2))
     ort = rows.get(("ort-kv", 1))
-    if resident and ds and fmt_rate(resident, args) and fmt_rate(ds, args):
+    if resident and ds and decode_rate(resident, args) and decode_rate(ds, args):
         print(f"  goal: zrun resident >= 3x DeepSpeed at N=2: "
-              f"{fmt_rate(resident, args) / fmt_rate(ds, args):.2f}x")
-    if resident and ort and fmt_rate(resident, args) and fmt_rate(ort, args):
+              f"{decode_rate(resident, args) / decode_rate(ds, args):.2f}x")
+    if resident and ort and decode_rate(resident, args) and decode_rate(ort, args):
         print(f"  goal: ort-kv / zrun resident (N=2) <= 1.3: "
-              f"{fmt_rate(ort, args) / fmt_rate(resident, args):.2f}")
+              f"{decode_rate(ort, args) / decode_rate(resident, args):.2f}")
     for skip in skips:
         print(f"note: skipped {skip}")
     for failure in failures:
