@@ -157,6 +157,15 @@ def gpt2(layers, hidden):
     return transformers.GPT2LMHeadModel(cfg)
 
 
+def import_fully_shard():
+    """FSDP2's fully_shard: public since torch 2.6, _composable before."""
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:
+        from torch.distributed._composable.fsdp import fully_shard
+    return fully_shard
+
+
 def worker(args):
     import numpy as np
     import torch
@@ -195,10 +204,7 @@ def worker(args):
             engine.step()
             return loss.item()
     else:
-        try:
-            from torch.distributed.fsdp import fully_shard  # public since 2.6
-        except ImportError:
-            from torch.distributed._composable.fsdp import fully_shard
+        fully_shard = import_fully_shard()
         dist.init_process_group("gloo")
         for block in model.transformer.h:
             fully_shard(block)
@@ -235,9 +241,12 @@ def worker(args):
     dist.destroy_process_group()
 
 
-def run_peer(args, name, world, port):
-    """Launches `world` worker processes; returns (results, error)."""
-    python = args.fsdp2_python if name == "fsdp2" else sys.executable
+def launch_ranks(python, script, worker_args, world, port, work_dir, name, timeout):
+    """Runs `python script worker_args` once per rank, as torch.distributed
+    expects them (RANK, WORLD_SIZE, MASTER_ADDR/PORT; one thread each;
+    DS_ACCELERATOR=cpu), logging each rank to WORK_DIR/NAME-WORLD-RANK.log.
+    Each rank writes WORK_DIR/NAME-WORLD-RANK.json; returns (results, error):
+    the ranks' parsed JSON files, or None and the first failure."""
     procs = []
     logs = []
     for rank in range(world):
@@ -246,22 +255,17 @@ def run_peer(args, name, world, port):
                    MASTER_PORT=str(port), OMP_NUM_THREADS="1",
                    MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                    DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="")
-        log = open(os.path.join(args.work_dir, f"{name}-{world}-{rank}.log"), "w+")
+        log = open(os.path.join(work_dir, f"{name}-{world}-{rank}.log"), "w+")
         logs.append(log)
-        procs.append(subprocess.Popen(
-            [python, os.path.abspath(__file__), "--worker", name,
-             "--work-dir", args.work_dir, "--data", args.data,
-             "--layers", str(args.layers), "--hidden", str(args.hidden),
-             "--rows", str(args.rows), "--seq", str(args.seq),
-             "--steps", str(args.steps)],
-            env=env, stdout=log, stderr=subprocess.STDOUT))
+        procs.append(subprocess.Popen([python, os.path.abspath(script)] + worker_args,
+                                      env=env, stdout=log, stderr=subprocess.STDOUT))
     error = None
-    deadline = time.time() + args.timeout
+    deadline = time.time() + timeout
     for proc in procs:
         try:
             proc.wait(timeout=max(1, deadline - time.time()))
         except subprocess.TimeoutExpired:
-            error = f"timed out after {args.timeout} s"
+            error = f"timed out after {timeout} s"
     for proc in procs:
         if proc.poll() is None:
             proc.kill()
@@ -271,7 +275,7 @@ def run_peer(args, name, world, port):
         log.seek(0)
         text = log.read()
         log.close()
-        path = os.path.join(args.work_dir, f"{name}-{world}-{rank}.json")
+        path = os.path.join(work_dir, f"{name}-{world}-{rank}.json")
         if proc.returncode != 0 or not os.path.exists(path):
             lines = [l for l in text.splitlines() if l.strip()]
             errors = [l for l in lines if "Error" in l or "error" in l]
@@ -281,6 +285,17 @@ def run_peer(args, name, world, port):
         with open(path) as handle:
             results.append(json.load(handle))
     return (None if error else results), error
+
+
+def run_peer(args, name, world, port):
+    """Launches `world` training worker processes; returns (results, error)."""
+    python = args.fsdp2_python if name == "fsdp2" else sys.executable
+    worker_args = ["--worker", name, "--work-dir", args.work_dir, "--data", args.data,
+                   "--layers", str(args.layers), "--hidden", str(args.hidden),
+                   "--rows", str(args.rows), "--seq", str(args.seq),
+                   "--steps", str(args.steps)]
+    return launch_ranks(python, __file__, worker_args, world, port, args.work_dir, name,
+                        args.timeout)
 
 
 #===------------------------------------------------------------------------===#
