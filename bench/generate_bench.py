@@ -15,7 +15,7 @@ attention, float32, 155,730,944 parameters, random weights from the
 library's init (normal(0, 0.02)) under a fixed seed, nothing downloaded
 (HF_HUB_OFFLINE=1). The same weights are written three ways: weights.pt
 (the state dict DeepSpeed and FSDP2 load), plain.onnx (input_ids -> logits,
-what zcc compiles) and kv.onnx (the cache export of GEN_SPEC.md section 3:
+what zcc compiles) and kv.onnx (the cache export of docs/generation.md section 3:
 input_ids, attention_mask, position_ids, past_key_values.{i}.key|value ->
 logits, present.{i}.key|value; what onnxruntime runs with a cache).
 
@@ -460,7 +460,7 @@ def parse_size(number, unit):
 
 
 def parse_zrun_summary(text):
-    """What zrun generate's summary says (GEN_SPEC.md section 5), read
+    """What zrun generate's summary says (docs/generation.md section 5), read
     loosely: the last decode tokens/s, time to first token and bytes
     gathered per decoded token (the run-time count from --stats when it is
     printed, else the plan's)."""
@@ -475,6 +475,14 @@ def parse_zrun_summary(text):
         ttft = re.search(r"first token\D*?([\d.]+)\s*(ms|s)\b", line, re.I)
         if ttft:
             found["ttft"] = float(ttft.group(1)) / (1000 if ttft.group(2) == "ms" else 1)
+        step = re.search(r"gathered per decode step: ([\d,.]+) (B|KiB|MiB|GiB) \(plan\)"
+                         r"(?:, ([\d,.]+) (B|KiB|MiB|GiB) \(counted\))?", line)
+        if step:
+            # zrun's own summary line; one decode step is one token per row.
+            found.setdefault("gathered_plan", parse_size(step.group(1), step.group(2)))
+            if step.group(3):
+                found.setdefault("gathered_run", parse_size(step.group(3), step.group(4)))
+            continue
         if "per" in lower and "token" in lower and "gather" in lower:
             # One figure, or the plan's and the run-time count on one line:
             # a figure belongs to the last keyword before it.

@@ -109,7 +109,7 @@ llvm::Error zplan::parseInputShapes(llvm::ArrayRef<std::string> texts,
   return llvm::Error::success();
 }
 
-/// The generation shapes of GEN_SPEC section 0: B >= 1, 1 <= P < L, and
+/// The generation shapes of docs/generation.md section 0: B >= 1, 1 <= P < L, and
 /// flags only --mode generate reads are refused elsewhere.
 static llvm::Error validateGenerateOptions(const CompileOptions &options) {
   if (options.mode != CompileMode::Generate) {

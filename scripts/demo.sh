@@ -84,3 +84,20 @@ loss = float(np.load(f"{out}/loss.npy"))
 print(f"loss {loss:.6f} (torch {float(golden['loss']):.6f}); worst parameter gradient "
       f"max |zrun - torch| / max |torch| = {worst:.1e} ({name})")
 PY
+
+echo
+echo "== generation: prefill + decode over a static KV cache on 4 ranks, against onnxruntime's greedy loop"
+echo "   (every parameter sharded and gathered once for the whole generation: 0 B per token)"
+./build/bin/zcc "$model" --mode generate --batch 2 --max-seq-len 32 --prompt-len 8 \
+  --world-size 4 --persistence-threshold 0 -o "$out/gen.zplan" --dump report --dump-dir "$out/gen-dumps" > /dev/null
+sed -n '/^generation:/,/tokens\/s$/p' "$out/gen-dumps/report.txt"
+python3 -c "
+import numpy as np
+np.save('$out/prompts.npy', np.array([[10, 20, 30, 40, 50, 60, 70, 80], [5, 6, 7, 0, 0, 0, 0, 0]], dtype=np.int64))
+np.save('$out/lens.npy', np.array([8, 3], dtype=np.int64))"
+OPENBLAS_NUM_THREADS=1 "${mpi[@]}" ./build/bin/zrun "$out/gen.zplan" generate \
+  --prompt "$out/prompts.npy" --prompt-lengths "$out/lens.npy" --max-new-tokens 12 \
+  --output "$out/tokens.npy" --logits-output "$out/logits.npy" --stats
+python3 test/generate/reference.py "$model" --prompts "$out/prompts.npy" \
+  --prompt-lengths "$out/lens.npy" --max-new-tokens 12 \
+  --compare "$out/tokens.npy" "$out/logits.npy"

@@ -191,7 +191,7 @@ FIXTURES = [
     ("llama-opset17-external", "llama", 17, True),
 ]
 
-# Cache exports (generation, GEN_SPEC section 3): the same seeded models as the
+# Cache exports (generation, docs/generation.md section 3): the same seeded models as the
 # plain fixtures above, with past_key_values inputs and present outputs.
 # name -> (arch, opset)
 KV_FIXTURES = [

@@ -1,7 +1,7 @@
 //===- CachedAttention.cpp - the zplan-cached-attention pass -------------===//
 //
 // Rewires the attentions of a generation module (@prefill, @decode) to a
-// static KV cache (GEN_SPEC section 3). A plain export's keys [B, Hkv, S, D]
+// static KV cache (docs/generation.md section 3). A plain export's keys [B, Hkv, S, D]
 // are appended to @cache.N.key at the tokens' positions, and the repeat that
 // expands them for grouped-query attention is rebuilt at the cache's length:
 //
@@ -14,7 +14,7 @@
 //
 // A cache export's `present = concat(past, new)` is the append itself. The
 // pass also gives @prefill its last-position select and @decode its [B, V]
-// logits, so that both functions have the bindings of GEN_SPEC section 1.
+// logits, so that both functions have the bindings of docs/generation.md section 1.
 // Tests: test/generate/cached-attention.mlir, test/generate/*.test.
 //
 //===----------------------------------------------------------------------===//
@@ -799,7 +799,7 @@ LogicalResult CachedAttentionPass::rewriteFunction(func::FuncOp func,
   auto positionsType =
       RankedTensorType::get({batch, tokens}, IntegerType::get(&getContext(), 64));
 
-  // The positions input of GEN_SPEC section 1.
+  // The positions input of docs/generation.md section 1.
   Value positions;
   if (cacheExport) {
     std::optional<unsigned> index = findArgument(func, "position_ids");

@@ -1,7 +1,7 @@
 //===- GenerateImport.h - the two imports of zcc --mode generate ----------===//
 //
 // A generation module holds @prefill and @decode, one model imported twice at
-// two sets of static shapes (GEN_SPEC sections 0 and 3), with the parameters
+// two sets of static shapes (docs/generation.md sections 0 and 3), with the parameters
 // declared once, and the empty @generate_begin / @generate_end the schedule
 // fills with the resident set's gathers and releases.
 //

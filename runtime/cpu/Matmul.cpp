@@ -39,6 +39,28 @@ void gemm(bool transposeB, int m, int n, int k, const double *a, int lda,
               ldb, beta, c, ldc);
 }
 
+/// y[n] = sum_k x[k] * op(B)[k, n] (+ beta * y): op(B) is B [K, N], or
+/// B^T when `transposeB` (B [N, K], a Linear weight).
+void gemv(bool transposeB, int n, int k, const float *b, int ldb,
+          const float *x, float beta, float *y) {
+  if (transposeB)
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b, ldb, x, 1, beta,
+                y, 1);
+  else
+    cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, b, ldb, x, 1, beta, y,
+                1);
+}
+
+void gemv(bool transposeB, int n, int k, const double *b, int ldb,
+          const double *x, double beta, double *y) {
+  if (transposeB)
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0, b, ldb, x, 1, beta, y,
+                1);
+  else
+    cblas_dgemv(CblasRowMajor, CblasTrans, k, n, 1.0, b, ldb, x, 1, beta, y,
+                1);
+}
+
 bool fitsBlas(int64_t value) { return value >= 0 && value <= INT_MAX; }
 
 /// The shapes of one matmul, after rank-1 promotion.
@@ -127,6 +149,16 @@ Status multiply(const KernelCall &call, const MatmulShape &shape) {
   int lda = static_cast<int>(k);
   int ldb = shape.rhsVector ? 1 : static_cast<int>(shape.transposeRhs ? k : n);
   int ldc = static_cast<int>(n);
+
+  // One row against a shared weight (a decoded token's projections): a
+  // matrix-vector product. GEMM with M = 1 is several times slower in
+  // OpenBLAS than GEMV on the same bytes, and decode is nothing but these.
+  if (product(shape.rhsBatch) == 1 && batchCount * m == 1 &&
+      !shape.rhsVector) {
+    gemv(shape.transposeRhs, static_cast<int>(n), static_cast<int>(k), rhs,
+         ldb, lhs, beta, result);
+    return Status::success();
+  }
 
   // A weight shared by the whole batch: the lhs batch entries are the
   // consecutive row blocks of one [batch * M, K] matrix.

@@ -1,6 +1,6 @@
 //===- GenerateOptions.h - the flags of `zrun PLAN generate`, parsed ------===//
 //
-// GEN_SPEC 5's flags, checked for form only (known flags, numbers in range,
+// docs/generation.md section 5's flags, checked for form only (known flags, numbers in range,
 // no flag twice, dependent flags together), in the style of `train`'s
 // (runtime/train/TrainOptions.h): a one-line message naming the flag and
 // what it takes. Whether the prompt file exists and fits the plan is the

@@ -3,7 +3,7 @@
 // Rank 0 prints a progress line to stderr after prefill and then at most
 // about once a second and after the last step,
 //   token 5/16  2/2 rows active  1,234 tok/s  ETA 3s
-// and a summary to stdout at the end (GEN_SPEC 5):
+// and a summary to stdout at the end (docs/generation.md section 5):
 //   zrun: generated 32 tokens in 2 rows (16 steps) in 1.25 s
 //   zrun: time to first token 0.210 s (generate_begin + prefill)
 //   zrun: decode 30 tokens in 1.04 s: 28.8 tok/s

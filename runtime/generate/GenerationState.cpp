@@ -75,7 +75,7 @@ void GenerationState::fillPrefill(int64_t *inputIds, int64_t *positions,
   for (uint64_t row = 0; row < shape.batch; ++row) {
     for (uint64_t slot = 0; slot < shape.promptLength; ++slot) {
       uint64_t at = row * shape.promptLength + slot;
-      // Right padding is id 0: GEN_SPEC 1, whatever the file held there.
+      // Right padding is id 0: docs/generation.md section 1, whatever the file held there.
       inputIds[at] = slot < rows[row].length
                          ? request.prompts[row * columns + slot]
                          : 0;

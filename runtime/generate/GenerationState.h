@@ -1,6 +1,6 @@
 //===- GenerationState.h - each row's prompt, position and tokens ---------===//
 //
-// The host side of a generation run (GEN_SPEC 1): what each program is fed
+// The host side of a generation run (docs/generation.md section 1): what each program is fed
 // and what each row has generated. Row b has a prompt of len_b tokens
 // (1 <= len_b <= P), right-padded to the plan's prompt length P with id 0,
 // and generates at most M tokens. Its token at absolute position p lives in

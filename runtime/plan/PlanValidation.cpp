@@ -343,7 +343,7 @@ private:
         break;
       }
       case Buffer::CACHE: {
-        // One layer's keys or values [B, H, L, D] (GEN_SPEC section 5).
+        // One layer's keys or values [B, H, L, D] (docs/generation.md section 5).
         if (buffer.shape_size() != 4 ||
             (buffer.dtype() != F32 && buffer.dtype() != F64))
           return failure(subject, " is a KV cache of shape ",
@@ -500,7 +500,7 @@ private:
                    " results; it takes ", operands, " and ", results);
   }
 
-  /// The instructions of generation (GEN_SPEC section 5): what each
+  /// The instructions of generation (docs/generation.md section 5): what each
   /// operand must be, so that the kernels and the executor's residency
   /// bookkeeping can rely on it. positions are [B, S] of i64 or i32.
   Status validateGenerationInstruction(const Instruction &instruction,

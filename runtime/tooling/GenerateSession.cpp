@@ -27,7 +27,7 @@ using namespace zplan::tooling;
 
 namespace {
 
-/// The generation programs, in the order a run runs them (GEN_SPEC 1).
+/// The generation programs, in the order a run runs them (docs/generation.md section 1).
 enum ProgramIndex { kBegin, kPrefill, kDecode, kEnd, kProgramCount };
 constexpr const char *kProgramNames[kProgramCount] = {
     "generate_begin", "prefill", "decode", "generate_end"};

@@ -1,7 +1,7 @@
 //===- GenerateSession.h - zrun PLAN generate -----------------------------===//
 //
-// The command of a plan compiled with `zcc --mode generate` (GEN_SPEC 5).
-// Its programs (GEN_SPEC 1): `generate_begin` (gathers the resident
+// The command of a plan compiled with `zcc --mode generate` (docs/generation.md section 5).
+// Its programs (docs/generation.md section 1): `generate_begin` (gathers the resident
 // groups), `prefill` (inputs input_ids and positions [B, P], last_index
 // [B]; output logits [B, V]), `decode` (input_ids and positions [B, 1];
 // output logits [B, V]) and `generate_end` (releases the resident groups).

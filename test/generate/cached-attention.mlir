@@ -1,7 +1,7 @@
 // zplan-cached-attention on small hand-written modules: a plain export's
 // @prefill (grouped-query keys, a causal select mask) and @decode (one
 // position, no mask) share the cache symbols; a cache export's concat with
-// its past input becomes the append; the bindings of GEN_SPEC section 1.
+// its past input becomes the append; the bindings of docs/generation.md section 1.
 // RUN: zcc-opt %s -split-input-file -zplan-cached-attention=max-seq-len=8 | FileCheck %s
 
 // The plain export, B = 2, P = 4, L = 8, 2 query heads over 1 key head.

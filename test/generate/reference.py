@@ -8,7 +8,7 @@ argmax of the last position's logits (the first index on a tie, as
 numpy.argmax). A row stops after emitting --eos (EOS included) or after
 --max-new-tokens tokens.
 
-Files, in the layout of GEN_SPEC section 5 (what `zrun generate --output
+Files, in the layout of docs/generation.md section 5 (what `zrun generate --output
 tokens.npy --logits-output logits.npy` writes):
   tokens  int64 [B, M]: the generated tokens per row; after a row's EOS the
           rest of the row is the EOS id

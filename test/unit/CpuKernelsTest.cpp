@@ -467,6 +467,10 @@ TEST(CpuKernels, MatmulMatchesTripleLoop) {
       {{3, 5, 7}, {7}, {}, {3, 5}, false, false}, // rank-1 rhs
       {{7}, {7}, {}, {}, false, false},           // dot product
       {{7}, {4, 7}, {4}, {4}, true, true},        // vector through Linear
+      // One row against a shared weight (a decoded token): the GEMV path.
+      {{1, 1, 7}, {4, 7}, {4}, {1, 1, 4}, true, true},
+      {{1, 7}, {7, 4}, {}, {1, 4}, false, false},
+      {{1, 1, 7}, {7, 4}, {1, 4}, {1, 1, 4}, false, true},
   };
   for (const MatmulCase &c : cases) {
     SCOPED_TRACE("lhs rank " + std::to_string(c.lhs.size()) + " rhs rank " +
@@ -508,6 +512,12 @@ TEST(CpuKernels, MatmulF64AndErrors) {
   Tensor c({2, 2}, ElementType::F64);
   runOk(Op("matmul"), {&a, &b}, c);
   EXPECT_EQ(c.values<double>(), (std::vector<double>{19, 22, 43, 50}));
+  Tensor row = make<double>({1, 2}, {1, 2});
+  Tensor rowResult({1, 2}, ElementType::F64);
+  runOk(Op("matmul"), {&row, &b}, rowResult); // the GEMV path
+  EXPECT_EQ(rowResult.values<double>(), (std::vector<double>{19, 22}));
+  runOk(Op("matmul").ints("transpose_rhs", {1}), {&row, &b}, rowResult);
+  EXPECT_EQ(rowResult.values<double>(), (std::vector<double>{17, 23}));
 
   Tensor lhs = randomFloats(rng(), {3, 5}), rhs = randomFloats(rng(), {4, 2});
   Tensor y({3, 2}, ElementType::F32);

@@ -1,6 +1,6 @@
 //===- GenerateOptionsTest.cpp - zrun generate's flags and lines ----------===//
 //
-// GEN_SPEC 5's flags parse into GenerateOptions, and every refusal names
+// docs/generation.md section 5's flags parse into GenerateOptions, and every refusal names
 // the flag and the value; the progress line and the summary are checked
 // character for character under a fake clock.
 //

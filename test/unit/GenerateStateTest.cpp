@@ -1,6 +1,6 @@
 //===- GenerateStateTest.cpp - generation's per-row bookkeeping -----------===//
 //
-// GenerationState (runtime/generate/GenerationState.h) against GEN_SPEC 1:
+// GenerationState (runtime/generate/GenerationState.h) against docs/generation.md section 1:
 // prefill's and decode's inputs for ragged prompt lengths, EOS and budget
 // stops, finished rows fed their last token at their last position, the
 // [B, M] output filled with EOS after it; and every check on the request,
