@@ -109,8 +109,8 @@ llvm::Error zplan::parseInputShapes(llvm::ArrayRef<std::string> texts,
   return llvm::Error::success();
 }
 
-/// The generation shapes of docs/generation.md section 0: B >= 1, 1 <= P < L, and
-/// flags only --mode generate reads are refused elsewhere.
+/// The generation shapes of docs/generation.md section 0: B >= 1, 1 <= P < L,
+/// and flags only --mode generate reads are refused elsewhere.
 static llvm::Error validateGenerateOptions(const CompileOptions &options) {
   if (options.mode != CompileMode::Generate) {
     if (options.batch || options.promptLength || options.maxSeqLength)
@@ -529,10 +529,9 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
     generateShape.promptLength =
         options.promptLength.value_or(*options.maxSeqLength / 2);
   }
-  auto module =
-      generate ? importGenerateModule(context, options.modelPath,
-                                      generateShape, exportKind)
-               : importOnnxModel(context, options.modelPath, import);
+  auto module = generate ? importGenerateModule(context, options.modelPath,
+                                                generateShape, exportKind)
+                         : importOnnxModel(context, options.modelPath, import);
   if (!module)
     return module.takeError();
   // Now the external-data files are known: no output may be one of them.
@@ -656,10 +655,9 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
         costs.push_back({spell(other).str(), &**baselineGeneration});
       generation = formatGenerationReport(costs);
     }
-    if (llvm::Error error = emitDump("report.txt", formatReport(policies) +
-                                                       generation + "// " +
-                                                       search->summary + "\n" +
-                                                       note))
+    if (llvm::Error error =
+            emitDump("report.txt", formatReport(policies) + generation + "// " +
+                                       search->summary + "\n" + note))
       return error;
   }
 

@@ -171,8 +171,8 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
                      inQuotes(copy.name()), " (", copy.bytes(),
                      " bytes), which is not ",
                      resident ? "the resident copy" : "an arena buffer",
-                     " of at least the ", groupBytes(group),
-                     " bytes of group ", groupName(plan, instruction.group()));
+                     " of at least the ", groupBytes(group), " bytes of group ",
+                     groupName(plan, instruction.group()));
   }
   return Status::success();
 }
@@ -573,10 +573,9 @@ Status Executor::executeResidentRelease(const plan::Instruction &instruction) {
   for (uint32_t id : instruction.operands()) {
     uint32_t root = memory.rootOf(id);
     const plan::Buffer &buffer = plan.buffers(root - 1);
-    memory.residentCopy(root) = {
-        RankMemory::ResidentCopy::State::Released,
-        "program " + inQuotes(program.name()) + ", " +
-            describeInstruction(instruction)};
+    memory.residentCopy(root) = {RankMemory::ResidentCopy::State::Released,
+                                 "program " + inQuotes(program.name()) + ", " +
+                                     describeInstruction(instruction)};
     if (options.check)
       if (Status status = backend.poison(memory.address(root), buffer.bytes(),
                                          elementTypeOf(root));
@@ -622,10 +621,9 @@ Status Executor::checkReads(const plan::Instruction &instruction) const {
                        describeCopyRead(id),
                        " from its resident copy, which no resident_gather ",
                        "has filled (run generate_begin first)");
-      return failure(describeInstruction(instruction), " reads ",
-                     describeCopyRead(id),
-                     " from its resident copy after its release by ",
-                     copy.releasedBy);
+      return failure(
+          describeInstruction(instruction), " reads ", describeCopyRead(id),
+          " from its resident copy after its release by ", copy.releasedBy);
     }
     if (!isGatheredCopy[root])
       continue;

@@ -112,7 +112,7 @@ private:
   std::map<uint32_t, uint64_t> stateOffsets; // in statePool, by buffer id
   std::unique_ptr<BackendMemory> generationPool;
   std::map<uint32_t, uint64_t> generationOffsets; // in generationPool, by id
-  std::vector<ResidentCopy> residentCopies;        // by buffer id
+  std::vector<ResidentCopy> residentCopies;       // by buffer id
   std::unique_ptr<BackendMemory> arenaStorage;
   uint64_t arenaSize = 0;
   // Indexed by buffer id (entry 0 unused).

@@ -70,11 +70,12 @@ zplan::estimateGenerationCost(ModuleOp module, const CostModel &cost) {
   GenerationCost result;
   result.begin =
       replay(module.lookupSymbol<func::FuncOp>(kGenerateBeginName), cost);
-  result.prefill = replay(module.lookupSymbol<func::FuncOp>(kPrefillName), cost);
+  result.prefill =
+      replay(module.lookupSymbol<func::FuncOp>(kPrefillName), cost);
   result.decode = replay(decode, cost);
   if (decode.getNumArguments() > 0)
-    if (auto ids = llvm::dyn_cast<RankedTensorType>(
-            decode.getArgument(0).getType()))
+    if (auto ids =
+            llvm::dyn_cast<RankedTensorType>(decode.getArgument(0).getType()))
       if (ids.getRank() > 0 && ids.getDimSize(0) > 0)
         result.batch = ids.getDimSize(0);
   for (auto group : module.getOps<zero::GroupOp>()) {

@@ -1,21 +1,23 @@
 //===- CachedAttention.cpp - the zplan-cached-attention pass -------------===//
 //
 // Rewires the attentions of a generation module (@prefill, @decode) to a
-// static KV cache (docs/generation.md section 3). A plain export's keys [B, Hkv, S, D]
-// are appended to @cache.N.key at the tokens' positions, and the repeat that
-// expands them for grouped-query attention is rebuilt at the cache's length:
+// static KV cache (docs/generation.md section 3). A plain export's keys [B,
+// Hkv, S, D] are appended to @cache.N.key at the tokens' positions, and the
+// repeat that expands them for grouped-query attention is rebuilt at the
+// cache's length:
 //
 //   %k = nn.transpose %x ... -> tensor<2x4x8x16xf32>
 //   %o = nn.attention %q, %k, %v mask %causal {...}
 // becomes
 //   nn.kv_cache @cache.0.key : tensor<2x4x64x16xf32>
-//   %kc = nn.cache_append @cache.0.key, %k, %positions : ... -> tensor<2x4x64x16xf32>
-//   %o = nn.cached_attention %q, %kc, %vc, %positions {...}
+//   %kc = nn.cache_append @cache.0.key, %k, %positions : ... ->
+//   tensor<2x4x64x16xf32> %o = nn.cached_attention %q, %kc, %vc, %positions
+//   {...}
 //
 // A cache export's `present = concat(past, new)` is the append itself. The
 // pass also gives @prefill its last-position select and @decode its [B, V]
-// logits, so that both functions have the bindings of docs/generation.md section 1.
-// Tests: test/generate/cached-attention.mlir, test/generate/*.test.
+// logits, so that both functions have the bindings of docs/generation.md
+// section 1. Tests: test/generate/cached-attention.mlir, test/generate/*.test.
 //
 //===----------------------------------------------------------------------===//
 
@@ -114,11 +116,10 @@ std::optional<unsigned> findResult(func::FuncOp func, StringRef name) {
 Value appendArgument(func::FuncOp func, StringRef name, Type type) {
   unsigned index = func.getNumArguments();
   Builder builder(func.getContext());
-  func.insertArgument(
-      index, type,
-      builder.getDictionaryAttr(
-          builder.getNamedAttr(kNameAttr, builder.getStringAttr(name))),
-      func.getLoc());
+  func.insertArgument(index, type,
+                      builder.getDictionaryAttr(builder.getNamedAttr(
+                          kNameAttr, builder.getStringAttr(name))),
+                      func.getLoc());
   return func.getArgument(index);
 }
 
@@ -239,11 +240,11 @@ FailureOr<CacheSource> traceCacheSource(Operation *attention, Value operand,
     reachable.push_back(std::move(next));
   }
   if (!reachable.back().count(2)) {
-    attention->emitError()
-        << describe(attention) << ": cannot follow the token axis of its "
-        << role << " from " << formatShape(shapeOf(deepest)) << " to "
-        << formatShape(shapeOf(operand))
-        << " through their reshapes and expands";
+    attention->emitError() << describe(attention)
+                           << ": cannot follow the token axis of its " << role
+                           << " from " << formatShape(shapeOf(deepest))
+                           << " to " << formatShape(shapeOf(operand))
+                           << " through their reshapes and expands";
     return failure();
   }
   // Backward: one consistent choice, ending at the operand's axis 2.
@@ -311,7 +312,8 @@ LogicalResult checkCausalMask(Operation *user, Value mask, bool select,
     return failure();
   }
   bool isBool = dense.getElementType().isInteger(1);
-  if (select != isBool || (!isBool && !isa<FloatType>(dense.getElementType()))) {
+  if (select != isBool ||
+      (!isBool && !isa<FloatType>(dense.getElementType()))) {
     user->emitError() << describe(user) << ": a mask of "
                       << dense.getElementType() << " used as "
                       << (select ? "a select" : "an additive") << " mask";
@@ -429,8 +431,8 @@ LogicalResult formPrimitiveAttentions(func::FuncOp func, bool plain) {
                      : add.getLhs().getDefiningOp<nn::ConstantOp>()
                          ? add.getRhs()
                          : add.getLhs();
-        masks.push_back({next == add.getLhs() ? add.getRhs() : add.getLhs(),
-                         false});
+        masks.push_back(
+            {next == add.getLhs() ? add.getRhs() : add.getLhs(), false});
         scores = next;
       } else if (auto mul = llvm::dyn_cast<nn::MulOp>(def)) {
         std::optional<double> factor = getSplatFloat(mul.getRhs());
@@ -456,7 +458,8 @@ LogicalResult formPrimitiveAttentions(func::FuncOp func, bool plain) {
       ArrayRef<int64_t> perm =
           transpose ? transpose.getPerm() : ArrayRef<int64_t>();
       int64_t r = perm.size();
-      bool swapsLastTwo = r >= 2 && perm[r - 1] == r - 2 && perm[r - 2] == r - 1;
+      bool swapsLastTwo =
+          r >= 2 && perm[r - 1] == r - 2 && perm[r - 2] == r - 1;
       for (int64_t i = 0; swapsLastTwo && i < r - 2; ++i)
         swapsLastTwo = perm[i] == i;
       if (!swapsLastTwo)
@@ -517,8 +520,8 @@ private:
   FailureOr<nn::KvCacheOp> declareCache(Operation *user, StringRef name,
                                         RankedTensorType type);
   LogicalResult rewriteFunction(func::FuncOp func, bool isPrefill);
-  LogicalResult rewritePlain(func::FuncOp func, Value positions,
-                             int64_t batch, int64_t tokens);
+  LogicalResult rewritePlain(func::FuncOp func, Value positions, int64_t batch,
+                             int64_t tokens);
   LogicalResult rewriteCacheExport(func::FuncOp func, Value positions);
   LogicalResult selectLastPosition(func::FuncOp func, int64_t batch,
                                    int64_t tokens, bool isPrefill);
@@ -529,8 +532,8 @@ CachedAttentionPass::declareCache(Operation *user, StringRef name,
                                   RankedTensorType type) {
   ModuleOp module = getOperation();
   auto found = caches.find(name.str());
-  nn::KvCacheOp cache =
-      found != caches.end() ? found->second
+  nn::KvCacheOp cache = found != caches.end()
+                            ? found->second
                             : module.lookupSymbol<nn::KvCacheOp>(name);
   if (!cache) {
     if (module.lookupSymbol(name)) {
@@ -548,8 +551,8 @@ CachedAttentionPass::declareCache(Operation *user, StringRef name,
     cache = builder.create<nn::KvCacheOp>(
         module.getLoc(), builder.getStringAttr(name), TypeAttr::get(type));
   } else if (cache.getTensorType() != type) {
-    user->emitError() << describe(user) << " needs @" << name << " as "
-                      << type << ", but another program made it "
+    user->emitError() << describe(user) << " needs @" << name << " as " << type
+                      << ", but another program made it "
                       << cache.getTensorType()
                       << " (@prefill and @decode must have the same layers)";
     return failure();
@@ -597,8 +600,7 @@ LogicalResult CachedAttentionPass::rewritePlain(func::FuncOp func,
           RankedTensorType::get(cacheShape, sourceType.getElementType());
       std::string name =
           "cache." + std::to_string(layer) + "." + std::string(kind);
-      FailureOr<nn::KvCacheOp> cache =
-          declareCache(attention, name, cacheType);
+      FailureOr<nn::KvCacheOp> cache = declareCache(attention, name, cacheType);
       if (failed(cache))
         return failure();
       // The append goes where the source is final, so that the chain's
@@ -633,8 +635,7 @@ LogicalResult CachedAttentionPass::rewriteCacheExport(func::FuncOp func,
     auto parsed = parsePastName(argumentName(func, past.getArgNumber()));
     if (!parsed)
       continue;
-    std::string name =
-        ("cache." + parsed->first + "." + parsed->second).str();
+    std::string name = ("cache." + parsed->first + "." + parsed->second).str();
     auto type = llvm::cast<RankedTensorType>(concat.getType());
     if (concat.getAxis() != 2 || type.getRank() != 4) {
       return concat.emitError()
@@ -649,10 +650,9 @@ LogicalResult CachedAttentionPass::rewriteCacheExport(func::FuncOp func,
              << " cache slots, but the cache length is " << int64_t(maxSeqLen);
     }
     if (!appended.insert(name).second) {
-      return concat.emitError()
-             << describe(concat) << ": '"
-             << argumentName(func, past.getArgNumber())
-             << "' is joined with new entries twice";
+      return concat.emitError() << describe(concat) << ": '"
+                                << argumentName(func, past.getArgNumber())
+                                << "' is joined with new entries twice";
     }
     FailureOr<nn::KvCacheOp> cache = declareCache(concat, name, type);
     if (failed(cache))
@@ -668,12 +668,12 @@ LogicalResult CachedAttentionPass::rewriteCacheExport(func::FuncOp func,
   // The attentions read the cache; the run-time mask is the positional one.
   SmallVector<nn::AttentionOp> attentions(func.getOps<nn::AttentionOp>());
   for (nn::AttentionOp attention : attentions) {
-    for (auto [role, operand] : {std::make_pair("keys", attention.getKey()),
-                                 std::make_pair("values",
-                                                attention.getValue())}) {
+    for (auto [role, operand] :
+         {std::make_pair("keys", attention.getKey()),
+          std::make_pair("values", attention.getValue())}) {
       Value value = operand;
-      while (isa_and_nonnull<nn::ReshapeOp, nn::ExpandOp>(
-          value.getDefiningOp()))
+      while (
+          isa_and_nonnull<nn::ReshapeOp, nn::ExpandOp>(value.getDefiningOp()))
         value = value.getDefiningOp()->getOperand(0);
       if (!value.getDefiningOp<nn::CacheAppendOp>() ||
           shapeOf(operand).size() != 4) {
@@ -694,7 +694,8 @@ LogicalResult CachedAttentionPass::rewriteCacheExport(func::FuncOp func,
   }
 
   // The present.* results are the cache itself now.
-  auto returnOp = llvm::cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  auto returnOp =
+      llvm::cast<func::ReturnOp>(func.getBody().front().getTerminator());
   llvm::BitVector presents(func.getNumResults());
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
     if (auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttr))
@@ -750,10 +751,12 @@ LogicalResult CachedAttentionPass::selectLastPosition(func::FuncOp func,
   Value selected;
   if (isPrefill) {
     // Row b's logits are at b * tokens + last_index[b] of the [B*S, V] rows.
-    Value lastIndex = appendArgument(
-        func, "last_index", RankedTensorType::get({batch}, builder.getI64Type()));
+    Value lastIndex =
+        appendArgument(func, "last_index",
+                       RankedTensorType::get({batch}, builder.getI64Type()));
     auto rows = builder.create<nn::ReshapeOp>(
-        loc, RankedTensorType::get({batch * tokens, vocab}, type.getElementType()),
+        loc,
+        RankedTensorType::get({batch * tokens, vocab}, type.getElementType()),
         logits);
     SmallVector<int64_t> starts;
     for (int64_t b = 0; b < batch; ++b)
@@ -768,8 +771,7 @@ LogicalResult CachedAttentionPass::selectLastPosition(func::FuncOp func,
         rowIndices, builder.getI64IntegerAttr(0));
   } else {
     if (tokens != 1)
-      return func.emitError() << "@" << func.getSymName() << " feeds "
-                              << tokens
+      return func.emitError() << "@" << func.getSymName() << " feeds " << tokens
                               << " tokens per row; decode feeds one";
     selected = builder.create<nn::ReshapeOp>(
         loc, RankedTensorType::get({batch, vocab}, type.getElementType()),
@@ -787,17 +789,17 @@ LogicalResult CachedAttentionPass::rewriteFunction(func::FuncOp func,
                                                    bool isPrefill) {
   std::optional<unsigned> ids = findArgument(func, "input_ids");
   if (!ids)
-    return func.emitError() << "@" << func.getSymName()
-                            << " has no input named 'input_ids'";
+    return func.emitError()
+           << "@" << func.getSymName() << " has no input named 'input_ids'";
   ArrayRef<int64_t> idsShape = shapeOf(func.getArgument(*ids));
   if (idsShape.size() != 2)
-    return func.emitError() << "@" << func.getSymName() << ": input_ids "
-                            << formatShape(idsShape)
-                            << " is not [batch, tokens]";
+    return func.emitError()
+           << "@" << func.getSymName() << ": input_ids "
+           << formatShape(idsShape) << " is not [batch, tokens]";
   int64_t batch = idsShape[0], tokens = idsShape[1];
   bool cacheExport = isCacheExport(func);
-  auto positionsType =
-      RankedTensorType::get({batch, tokens}, IntegerType::get(&getContext(), 64));
+  auto positionsType = RankedTensorType::get(
+      {batch, tokens}, IntegerType::get(&getContext(), 64));
 
   // The positions input of docs/generation.md section 1.
   Value positions;
@@ -808,7 +810,8 @@ LogicalResult CachedAttentionPass::rewriteFunction(func::FuncOp func,
              << "@" << func.getSymName()
              << " is a cache export (it has past_key_values.* inputs) but "
                 "has no 'position_ids' input";
-    func.setArgAttr(*index, kNameAttr, StringAttr::get(&getContext(), "positions"));
+    func.setArgAttr(*index, kNameAttr,
+                    StringAttr::get(&getContext(), "positions"));
     positions = func.getArgument(*index);
   } else if (std::optional<unsigned> index = findArgument(func, "positions")) {
     positions = func.getArgument(*index);
@@ -821,9 +824,9 @@ LogicalResult CachedAttentionPass::rewriteFunction(func::FuncOp func,
                                "zplan-decode-positions first";
   }
   if (positions.getType() != positionsType)
-    return func.emitError() << "@" << func.getSymName() << ": positions "
-                            << positions.getType() << ", expected "
-                            << positionsType;
+    return func.emitError()
+           << "@" << func.getSymName() << ": positions " << positions.getType()
+           << ", expected " << positionsType;
 
   if (failed(cacheExport ? rewriteCacheExport(func, positions)
                          : rewritePlain(func, positions, batch, tokens)))

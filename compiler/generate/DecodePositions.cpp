@@ -192,8 +192,8 @@ void TokenAxisRewriter::setLayout(Value value, AxisRef token, AxisRef batch) {
 Value TokenAxisRewriter::create1D(ArrayRef<int64_t> values, Location loc) {
   auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
                                     builder.getI64Type());
-  return builder.create<nn::ConstantOp>(
-      loc, DenseElementsAttr::get(type, values));
+  return builder.create<nn::ConstantOp>(loc,
+                                        DenseElementsAttr::get(type, values));
 }
 
 LogicalResult TokenAxisRewriter::run() {
@@ -264,7 +264,8 @@ LogicalResult TokenAxisRewriter::rewrite(Operation *op) {
     return success();
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<nn::ReshapeOp>([&](auto reshape) { return rewriteReshape(reshape); })
+      .Case<nn::ReshapeOp>(
+          [&](auto reshape) { return rewriteReshape(reshape); })
       .Case<nn::TransposeOp>(
           [&](auto transpose) { return rewriteTranspose(transpose); })
       .Case<nn::SliceOp>([&](auto slice) { return rewriteSlice(slice); })
@@ -323,8 +324,8 @@ LogicalResult TokenAxisRewriter::rewrite(Operation *op) {
           return rewriteBroadcasting(other, 0, other->getNumOperands());
         // Elementwise unary ops and casts keep the shape.
         bool elementwise =
-            other->getDialect() == builder.getContext()
-                                       ->getLoadedDialect<nn::NNDialect>() &&
+            other->getDialect() ==
+                builder.getContext()->getLoadedDialect<nn::NNDialect>() &&
             other->getNumOperands() == 1 && other->getNumResults() == 1 &&
             (other->hasTrait<OpTrait::SameOperandsAndResultType>() ||
              other->hasTrait<OpTrait::SameOperandsAndResultShape>());
@@ -397,8 +398,8 @@ Value TokenAxisRewriter::positionRows(Operation *consumer, Value table,
   auto embedding = table.getDefiningOp<nn::EmbeddingOp>();
   if (embedding && !layoutOf(embedding.getIds()) && token.dim < rank - 1 &&
       batch.dim < rank - 1) {
-    Value ids = gatherRows(consumer, embedding.getIds(), rank - 1, token,
-                           batch);
+    Value ids =
+        gatherRows(consumer, embedding.getIds(), rank - 1, token, batch);
     if (!ids)
       return nullptr;
     SmallVector<int64_t> rowShape(shapeOf(ids));
@@ -412,9 +413,8 @@ Value TokenAxisRewriter::positionRows(Operation *consumer, Value table,
     if (!rows)
       return nullptr;
   }
-  LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": rows of "
-                          << describeValue(table) << " for "
-                          << describeOp(consumer) << "\n");
+  LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": rows of " << describeValue(table)
+                          << " for " << describeOp(consumer) << "\n");
   gathered[key] = rows;
   return rows;
 }
@@ -580,8 +580,8 @@ LogicalResult TokenAxisRewriter::rewriteMatmul(nn::MatmulOp op) {
     int64_t operandRank = in->original.getRank();
     // The lhs may carry the token in its batch or row dimensions, the rhs
     // in its batch dimensions only: anything else contracts over tokens.
-    int64_t lastRowwise = operand == op.getLhs() ? operandRank - 2
-                                                 : operandRank - 3;
+    int64_t lastRowwise =
+        operand == op.getLhs() ? operandRank - 2 : operandRank - 3;
     if (operandRank < 2 || in->token.dim > lastRowwise)
       return cannotFollow(op, "it contracts over the token axis");
     AxisRef operandToken = in->token.shifted(rank - operandRank);
@@ -680,9 +680,9 @@ LogicalResult TokenAxisRewriter::checkCausalMask(nn::AttentionOp op) {
     mask = expand.getInput();
   DenseElementsAttr values;
   if (!matchPattern(mask, m_Constant(&values)))
-    return op->emitError()
-           << "zplan-decode-positions: the mask of " << describeOp(op)
-           << " is not a compile-time constant";
+    return op->emitError() << "zplan-decode-positions: the mask of "
+                           << describeOp(op)
+                           << " is not a compile-time constant";
   ArrayRef<int64_t> shape = values.getType().getShape();
   int64_t length = maxLength;
   if (shape.size() < 2 || shape.back() != length ||
@@ -701,8 +701,8 @@ LogicalResult TokenAxisRewriter::checkCausalMask(nn::AttentionOp op) {
       return success();
     return op->emitError()
            << "zplan-decode-positions: the mask of " << describeOp(op)
-           << " is not causal: at query " << row << ", key " << column
-           << " it " << (visible ? "shows" : "hides")
+           << " is not causal: at query " << row << ", key " << column << " it "
+           << (visible ? "shows" : "hides")
            << " the key (a causal mask shows key j to query i iff j <= i; "
               "an additive one adds 0 there and <= -1e4 elsewhere)";
   };

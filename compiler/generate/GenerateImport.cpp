@@ -56,10 +56,10 @@ zplan::detectExportKind(const onnx::ModelProto &model) {
                      "input; the model has none");
   for (const onnx::ValueInfoProto *input : inputs) {
     llvm::StringRef name = input->name();
-    bool known = name == "input_ids" ||
-                 (hasPast && (name == "attention_mask" ||
-                              name == "position_ids" ||
-                              name.starts_with(kPastPrefix)));
+    bool known =
+        name == "input_ids" ||
+        (hasPast && (name == "attention_mask" || name == "position_ids" ||
+                     name.starts_with(kPastPrefix)));
     if (!known)
       return makeError(
           "--mode generate: graph input '" + name +
@@ -121,7 +121,8 @@ static llvm::Error mergeFunction(ModuleOp into, ModuleOp from,
     if (&op == forward.getOperation())
       continue;
     if (auto parameter = llvm::dyn_cast<nn::ParameterOp>(op)) {
-      auto existing = into.lookupSymbol<nn::ParameterOp>(parameter.getSymName());
+      auto existing =
+          into.lookupSymbol<nn::ParameterOp>(parameter.getSymName());
       if (!existing || existing.getType() != parameter.getType())
         return makeError("parameter '" + parameter.getSymName() +
                          "' differs between the prefill and decode imports");
@@ -157,9 +158,9 @@ zplan::importGenerateModule(MLIRContext &context, llvm::StringRef path,
       return options.takeError();
     auto imported = importOnnxModel(context, path, *options);
     if (!imported)
-      return makeError(llvm::Twine(decode ? "importing decode: "
-                                          : "importing prefill: ") +
-                       llvm::toString(imported.takeError()));
+      return makeError(
+          llvm::Twine(decode ? "importing decode: " : "importing prefill: ") +
+          llvm::toString(imported.takeError()));
     programs[decode] = std::move(*imported);
   }
 
@@ -168,15 +169,14 @@ zplan::importGenerateModule(MLIRContext &context, llvm::StringRef path,
   if (!prefill)
     return makeError("the import has no @forward (an importer bug)");
   prefill.setSymName(kPrefillName);
-  if (llvm::Error error =
-          mergeFunction(*module, *programs[1], kDecodeName))
+  if (llvm::Error error = mergeFunction(*module, *programs[1], kDecodeName))
     return std::move(error);
 
   OpBuilder builder(&context);
   auto makeEmpty = [&](llvm::StringRef name) {
-    auto func = builder.create<func::FuncOp>(
-        NameLoc::get(builder.getStringAttr(name)), name,
-        builder.getFunctionType({}, {}));
+    auto func =
+        builder.create<func::FuncOp>(NameLoc::get(builder.getStringAttr(name)),
+                                     name, builder.getFunctionType({}, {}));
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointToStart(func.addEntryBlock());
     builder.create<func::ReturnOp>(func.getLoc());

@@ -1,9 +1,9 @@
 //===- GenerateImport.h - the two imports of zcc --mode generate ----------===//
 //
 // A generation module holds @prefill and @decode, one model imported twice at
-// two sets of static shapes (docs/generation.md sections 0 and 3), with the parameters
-// declared once, and the empty @generate_begin / @generate_end the schedule
-// fills with the resident set's gathers and releases.
+// two sets of static shapes (docs/generation.md sections 0 and 3), with the
+// parameters declared once, and the empty @generate_begin / @generate_end the
+// schedule fills with the resident set's gathers and releases.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,8 +47,10 @@ llvm::Expected<ExportKind> detectExportKind(const onnx::ModelProto &model);
 /// except a plain export's decode, imported at L tokens so that every
 /// position table is complete (zplan-decode-positions cuts it to one). A
 /// past_key_values.* input must declare its heads and head size.
-llvm::Expected<ImportOptions> importOptionsFor(const onnx::ModelProto &model, ExportKind kind,
-                               const GenerateShape &shape, bool decode);
+llvm::Expected<ImportOptions> importOptionsFor(const onnx::ModelProto &model,
+                                               ExportKind kind,
+                                               const GenerateShape &shape,
+                                               bool decode);
 
 /// Imports the model at `path` twice and merges the imports into one module
 /// with @generate_begin, @prefill, @decode and @generate_end (in that order)

@@ -673,15 +673,15 @@ llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
       if (!shape.dim(d).has_dim_param() || shape.dim(d).dim_param().empty())
         continue;
       int64_t value = bound->second[d];
-      auto [it, inserted] = symbols.try_emplace(shape.dim(d).dim_param(),
-                                                SymbolBinding{value, input.name(), d});
+      auto [it, inserted] = symbols.try_emplace(
+          shape.dim(d).dim_param(), SymbolBinding{value, input.name(), d});
       if (!inserted && it->second.value != value)
-        return makeError("--input-shape gives '" + input.name() + "' dim " +
-                         llvm::Twine(d) + " ('" + shape.dim(d).dim_param() +
-                         "') = " + llvm::Twine(value) + ", but '" +
-                         it->second.input + "' dim " +
-                         llvm::Twine(it->second.dim) + " (the same symbol) = " +
-                         llvm::Twine(it->second.value));
+        return makeError(
+            "--input-shape gives '" + input.name() + "' dim " + llvm::Twine(d) +
+            " ('" + shape.dim(d).dim_param() + "') = " + llvm::Twine(value) +
+            ", but '" + it->second.input + "' dim " +
+            llvm::Twine(it->second.dim) +
+            " (the same symbol) = " + llvm::Twine(it->second.value));
     }
   }
   for (const onnx::ValueInfoProto &input : model.graph().input()) {
@@ -1435,10 +1435,10 @@ llvm::Error OnnxImporter::importScatterND(const onnx::NodeProto &node) {
   const ValueInfo &updatesInfo = *inputInfo(node, 2);
   Location location = loc(node);
   if (isInOrderScatterND(dataInfo.shape, indicesValue)) {
-    setOutputs(node, builder
-                         .create<nn::ReshapeOp>(location, outputType(0),
-                                                input(node, 2))
-                         ->getResults());
+    setOutputs(
+        node,
+        builder.create<nn::ReshapeOp>(location, outputType(0), input(node, 2))
+            ->getResults());
     return llvm::Error::success();
   }
   int64_t count = numElements(dataInfo.shape);
@@ -1467,19 +1467,18 @@ llvm::Error OnnxImporter::importScatterND(const onnx::NodeProto &node) {
       updates);
   Value indices = materializeConstant(
       HostTensor::fromInts(ElementType::I64, {count}, picked), location);
-  Value result = builder.create<nn::GatherOp>(location, flatType, flatUpdates,
-                                              indices,
-                                              builder.getI64IntegerAttr(0));
+  Value result = builder.create<nn::GatherOp>(
+      location, flatType, flatUpdates, indices, builder.getI64IntegerAttr(0));
   if (!writesAll) {
     Value mask = materializeConstant(
         HostTensor::fromInts(ElementType::Bool, {count}, written), location);
     Value flatData = builder.create<nn::ReshapeOp>(location, flatType, data);
-    result = builder.create<nn::WhereOp>(location, flatType, mask, result,
-                                         flatData);
+    result =
+        builder.create<nn::WhereOp>(location, flatType, mask, result, flatData);
   }
-  setOutputs(node, builder
-                       .create<nn::ReshapeOp>(location, outputType(0), result)
-                       ->getResults());
+  setOutputs(node,
+             builder.create<nn::ReshapeOp>(location, outputType(0), result)
+                 ->getResults());
   return llvm::Error::success();
 }
 

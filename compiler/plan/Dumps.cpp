@@ -83,9 +83,8 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
       if (gather || opcode == plan::OPCODE_GATHER_WAIT ||
           opcode == plan::OPCODE_RELEASE ||
           opcode == plan::OPCODE_RESIDENT_RELEASE) {
-        const plan::Buffer &copy =
-            plan.buffers(gather ? instruction.results(0) - 1
-                                : instruction.operands(0) - 1);
+        const plan::Buffer &copy = plan.buffers(
+            gather ? instruction.results(0) - 1 : instruction.operands(0) - 1);
         bytes = copy.bytes();
         operands = describeGroup(plan, instruction.group());
       } else if (opcode == plan::OPCODE_REDUCE_SCATTER ||
@@ -144,8 +143,8 @@ std::string zplan::formatMemoryDump(const EmittedPlan &emitted) {
     os << "  of which KV cache: " << emitted.kvCacheBytes << " B ("
        << formatSize(emitted.kvCacheBytes) << ")\n";
   if (emitted.residentCopyBytes)
-    os << "  of which resident copies: " << emitted.residentCopyBytes
-       << " B (" << formatSize(emitted.residentCopyBytes) << ")\n";
+    os << "  of which resident copies: " << emitted.residentCopyBytes << " B ("
+       << formatSize(emitted.residentCopyBytes) << ")\n";
   os << "arena: " << arena.arenaBytes << " B (" << formatSize(arena.arenaBytes)
      << ")\n";
   os << "lower bound: " << arena.lowerBound << " B ("
@@ -304,27 +303,26 @@ std::string zplan::formatGenerationReport(
     // Time to the first token: generate_begin's resident gathers, then
     // prefill.
     double firstToken = cost->begin.seconds + cost->prefill.seconds;
-    std::string groups = std::to_string(cost->residentGroups) + "/" +
-                         std::to_string(cost->residentGroups +
-                                        cost->streamedGroups);
-    os << llvm::format("  %-8s  %-9s  %-14s  %-14s  %-12s  %-11.1f  %-13s  "
-                       "%-11s  %s\n",
-                       name.c_str(), groups.c_str(),
-                       formatSize(cost->residentBytes).c_str(),
-                       formatSize(cost->decode.gatheredBytes).c_str(),
-                       formatSeconds(cost->decode.seconds).c_str(),
-                       cost->tokensPerSecond(),
-                       formatSeconds(cost->decode.exposedCommSeconds).c_str(),
-                       formatSeconds(cost->prefill.seconds).c_str(),
-                       formatSeconds(firstToken).c_str());
+    std::string groups =
+        std::to_string(cost->residentGroups) + "/" +
+        std::to_string(cost->residentGroups + cost->streamedGroups);
+    os << llvm::format(
+        "  %-8s  %-9s  %-14s  %-14s  %-12s  %-11.1f  %-13s  "
+        "%-11s  %s\n",
+        name.c_str(), groups.c_str(), formatSize(cost->residentBytes).c_str(),
+        formatSize(cost->decode.gatheredBytes).c_str(),
+        formatSeconds(cost->decode.seconds).c_str(), cost->tokensPerSecond(),
+        formatSeconds(cost->decode.exposedCommSeconds).c_str(),
+        formatSeconds(cost->prefill.seconds).c_str(),
+        formatSeconds(firstToken).c_str());
   }
   for (auto &[name, cost] : policies.drop_front())
     if (cost->tokensPerSecond() > 0 && chosen.tokensPerSecond() > 0)
       os << llvm::formatv("  {0} / {1}: {2:F2}x tokens/s\n",
                           policies.front().first, name,
                           chosen.tokensPerSecond() / cost->tokensPerSecond());
-  os << "residency (" << policies.front().first << " policy): "
-     << chosen.residentGroups << " of "
+  os << "residency (" << policies.front().first
+     << " policy): " << chosen.residentGroups << " of "
      << chosen.residentGroups + chosen.streamedGroups
      << " sharded groups resident";
   if (chosen.budgetBytes)

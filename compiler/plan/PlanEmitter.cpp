@@ -658,11 +658,9 @@ llvm::Error Emitter::emitResidentRead(zero::ResidentReadOp read) {
     const plan::Parameter &parameter =
         result.plan.parameters(parameterIndex.lookup(param.getParam()));
     auto type = llvm::cast<RankedTensorType>(tensor.getType());
-    valueBuffer[tensor] =
-        addView(base,
-                parameter.offset_elements() *
-                    elementBytes(type.getElementType()),
-                parameter.name(), type);
+    valueBuffer[tensor] = addView(
+        base, parameter.offset_elements() * elementBytes(type.getElementType()),
+        parameter.name(), type);
   }
   return llvm::Error::success();
 }

@@ -174,8 +174,8 @@ static Value unmergeHeads(Value value, ArrayRef<int64_t> leading) {
       llvm::cast<RankedTensorType>(source.getType()).getShape();
   ArrayRef<int64_t> to =
       llvm::cast<RankedTensorType>(value.getType()).getShape();
-  if (from.size() < 2 || to.size() < 2 || from.take_back(2) != to.take_back(2) ||
-      from.drop_back(2) != leading)
+  if (from.size() < 2 || to.size() < 2 ||
+      from.take_back(2) != to.take_back(2) || from.drop_back(2) != leading)
     return {};
   return source;
 }
@@ -222,8 +222,8 @@ struct FormClampedAttention : OpRewritePattern<nn::MatmulOp> {
             [&](Value v) {
               auto reshape = v.getDefiningOp<nn::ReshapeOp>();
               return reshape &&
-                     (product = reshape.getInput()
-                                    .getDefiningOp<nn::MatmulOp>()) &&
+                     (product =
+                          reshape.getInput().getDefiningOp<nn::MatmulOp>()) &&
                      reshape.getType() == scoresType;
             },
             [&](Value v) {

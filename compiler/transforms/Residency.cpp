@@ -10,7 +10,8 @@
 //   func @decode:                     func @generate_begin:
 //     %t = zero.gather_start %s..       zero.resident_gather {group = @group0}
 //     %w = zero.gather_wait %t        func @decode:
-//                                       %w = zero.resident_read %s.. {group = @group0}
+//                                       %w = zero.resident_read %s.. {group =
+//                                       @group0}
 //                                     func @generate_end:
 //                                       zero.resident_release {group = @group0}
 //
@@ -231,9 +232,9 @@ struct ResidencyPass : zplan::impl::ResidencyBase<ResidencyPass> {
       uint64_t total = fixed + residentBytes + candidate->bytes + workingSet();
       if (total <= budget) {
         residentBytes += candidate->bytes;
-        LLVM_DEBUG(llvm::dbgs() << "resident @" << candidate->group.getSymName()
-                                << " (" << candidate->bytes << " B, total "
-                                << total << " B)\n");
+        LLVM_DEBUG(llvm::dbgs()
+                   << "resident @" << candidate->group.getSymName() << " ("
+                   << candidate->bytes << " B, total " << total << " B)\n");
         continue;
       }
       chosen.erase(candidate->group);

@@ -60,28 +60,29 @@ struct VerifySchedulePass
     llvm::StringMap<zero::ResidentReleaseOp> released;
     for (auto func : module.getOps<func::FuncOp>()) {
       StringRef name = func.getSymName();
-      bool isBegin = name == kGenerateBeginName, isEnd = name == kGenerateEndName;
+      bool isBegin = name == kGenerateBeginName,
+           isEnd = name == kGenerateEndName;
       bool reads = name == kPrefillName || name == kDecodeName;
       WalkResult walk = func.walk([&](Operation *op) {
         if (auto gather = llvm::dyn_cast<zero::ResidentGatherOp>(op)) {
           if (!isBegin) {
-            gather.emitError() << "gathers resident group " << gather.getGroupAttr()
-                               << " in @" << name << "; only @"
-                               << kGenerateBeginName << " may";
+            gather.emitError()
+                << "gathers resident group " << gather.getGroupAttr() << " in @"
+                << name << "; only @" << kGenerateBeginName << " may";
             return WalkResult::interrupt();
           }
           if (!gathered.try_emplace(gather.getGroup(), gather).second) {
-            gather.emitError() << "gathers resident group " << gather.getGroupAttr()
-                               << " a second time";
+            gather.emitError() << "gathers resident group "
+                               << gather.getGroupAttr() << " a second time";
             return WalkResult::interrupt();
           }
         } else if (auto release = llvm::dyn_cast<zero::ResidentReleaseOp>(op)) {
           if (!isEnd) {
-            release.emitError() << "releases resident group "
-                                << release.getGroupAttr() << " in @" << name
-                                << "; only @" << kGenerateEndName
-                                << " may (a later program would read a "
-                                   "released copy)";
+            release.emitError()
+                << "releases resident group " << release.getGroupAttr()
+                << " in @" << name << "; only @" << kGenerateEndName
+                << " may (a later program would read a "
+                   "released copy)";
             return WalkResult::interrupt();
           }
           if (!released.try_emplace(release.getGroup(), release).second) {
@@ -99,16 +100,16 @@ struct VerifySchedulePass
           // A zero.release of its tensors is refused by the release's own
           // verifier (it releases only zero.gather_wait results).
         } else if (auto start = llvm::dyn_cast<zero::GatherStartOp>(op)) {
-          auto group = start.getGroupAttr()
-                           ? SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
-                                 start, start.getGroupAttr())
-                           : zero::GroupOp();
+          auto group =
+              start.getGroupAttr()
+                  ? SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
+                        start, start.getGroupAttr())
+                  : zero::GroupOp();
           if (group && group.getResident()) {
-            start.emitError() << "gathers resident group "
-                              << start.getGroupAttr() << " in @" << name
-                              << ": its copy is gathered once in @"
-                              << kGenerateBeginName
-                              << " and read with zero.resident_read";
+            start.emitError()
+                << "gathers resident group " << start.getGroupAttr() << " in @"
+                << name << ": its copy is gathered once in @"
+                << kGenerateBeginName << " and read with zero.resident_read";
             return WalkResult::interrupt();
           }
         }
@@ -122,13 +123,13 @@ struct VerifySchedulePass
         continue;
       StringRef name = group.getSymName();
       if (!gathered.count(name))
-        return group.emitError() << "resident group @" << name
-                                 << " is never gathered in @"
-                                 << kGenerateBeginName;
+        return group.emitError()
+               << "resident group @" << name << " is never gathered in @"
+               << kGenerateBeginName;
       if (!released.count(name))
-        return group.emitError() << "resident group @" << name
-                                 << " is never released in @"
-                                 << kGenerateEndName;
+        return group.emitError()
+               << "resident group @" << name << " is never released in @"
+               << kGenerateEndName;
     }
     return success();
   }

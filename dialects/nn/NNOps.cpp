@@ -504,7 +504,8 @@ LogicalResult CacheAppendOp::verify() {
                                      entries[3]};
   if (cache != ArrayRef<int64_t>(expectedCache) || cache[2] < entries[2])
     return emitShapeMismatch(*this, "result", cache, expectedCache);
-  if (getElementTypeOrSelf(getResult()) != getElementTypeOrSelf(getNewEntries()))
+  if (getElementTypeOrSelf(getResult()) !=
+      getElementTypeOrSelf(getNewEntries()))
     return emitOpError("result and new entries must have one element type");
   return success();
 }

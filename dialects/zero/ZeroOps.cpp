@@ -228,8 +228,7 @@ static LogicalResult verifyResidentGroup(Operation *op,
   return success();
 }
 
-LogicalResult
-ResidentGatherOp::verifySymbolUses(SymbolTableCollection &table) {
+LogicalResult ResidentGatherOp::verifySymbolUses(SymbolTableCollection &table) {
   return verifyResidentGroup(*this, table, getGroupAttr());
 }
 
@@ -242,8 +241,8 @@ LogicalResult ResidentReadOp::verify() {
   if (getShards().empty())
     return emitOpError("must read at least one shard");
   if (getShards().size() != getTensors().size())
-    return emitOpError() << "has " << getTensors().size()
-                         << " results for " << getShards().size() << " shards";
+    return emitOpError() << "has " << getTensors().size() << " results for "
+                         << getShards().size() << " shards";
   for (auto [index, shard, tensor] :
        llvm::enumerate(getShards(), getTensors())) {
     RankedTensorType expected =

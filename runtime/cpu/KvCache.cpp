@@ -61,8 +61,8 @@ Status expectRank4(const KernelCall &call, const char *what,
   if (tensor.shape.size() == 4)
     return Status::success();
   return call.error(std::string(what) + " has shape " +
-                    formatShape(tensor.shape) + ", expected rank 4 (" +
-                    layout + ")");
+                    formatShape(tensor.shape) + ", expected rank 4 (" + layout +
+                    ")");
 }
 
 } // namespace
@@ -86,8 +86,8 @@ Status runCacheAppend(const KernelCall &call) {
       !status.ok())
     return status;
   int64_t sequence = entries.shape[2];
-  if (Status status = expectShape(call, "new", entries,
-                                  {batch, heads, sequence, width});
+  if (Status status =
+          expectShape(call, "new", entries, {batch, heads, sequence, width});
       !status.ok())
     return status;
   if (Status status = checkPositionsShape(call, positions, batch, sequence);

@@ -44,8 +44,8 @@ void gemm(bool transposeB, int m, int n, int k, const double *a, int lda,
 void gemv(bool transposeB, int n, int k, const float *b, int ldb,
           const float *x, float beta, float *y) {
   if (transposeB)
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b, ldb, x, 1, beta,
-                y, 1);
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b, ldb, x, 1, beta, y,
+                1);
   else
     cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, b, ldb, x, 1, beta, y,
                 1);
@@ -57,8 +57,7 @@ void gemv(bool transposeB, int n, int k, const double *b, int ldb,
     cblas_dgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0, b, ldb, x, 1, beta, y,
                 1);
   else
-    cblas_dgemv(CblasRowMajor, CblasTrans, k, n, 1.0, b, ldb, x, 1, beta, y,
-                1);
+    cblas_dgemv(CblasRowMajor, CblasTrans, k, n, 1.0, b, ldb, x, 1, beta, y, 1);
 }
 
 bool fitsBlas(int64_t value) { return value >= 0 && value <= INT_MAX; }
@@ -153,10 +152,9 @@ Status multiply(const KernelCall &call, const MatmulShape &shape) {
   // One row against a shared weight (a decoded token's projections): a
   // matrix-vector product. GEMM with M = 1 is several times slower in
   // OpenBLAS than GEMV on the same bytes, and decode is nothing but these.
-  if (product(shape.rhsBatch) == 1 && batchCount * m == 1 &&
-      !shape.rhsVector) {
-    gemv(shape.transposeRhs, static_cast<int>(n), static_cast<int>(k), rhs,
-         ldb, lhs, beta, result);
+  if (product(shape.rhsBatch) == 1 && batchCount * m == 1 && !shape.rhsVector) {
+    gemv(shape.transposeRhs, static_cast<int>(n), static_cast<int>(k), rhs, ldb,
+         lhs, beta, result);
     return Status::success();
   }
 

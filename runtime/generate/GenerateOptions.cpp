@@ -51,8 +51,8 @@ Status parseInteger(const std::string &flag, const std::string &text,
 }
 
 /// A finite number in [low, high], or in (low, high] when `lowOpen`.
-Status parseNumber(const std::string &flag, const std::string &text,
-                   double low, bool lowOpen, double high, double &out) {
+Status parseNumber(const std::string &flag, const std::string &text, double low,
+                   bool lowOpen, double high, double &out) {
   char *end = nullptr;
   errno = 0;
   double value = std::strtod(text.c_str(), &end);
@@ -67,12 +67,13 @@ Status parseNumber(const std::string &flag, const std::string &text,
 
 } // namespace
 
-Status zplan::generate::parseGenerateOptions(
-    const std::vector<std::string> &words, GenerateOptions &options) {
+Status
+zplan::generate::parseGenerateOptions(const std::vector<std::string> &words,
+                                      GenerateOptions &options) {
   static const std::set<std::string> kFlags = {
-      "--prompt", "--prompt-lengths", "--max-new-tokens", "--eos",
-      "--temperature", "--top-k", "--top-p", "--seed",
-      "--output", "--logits-output"};
+      "--prompt",      "--prompt-lengths", "--max-new-tokens", "--eos",
+      "--temperature", "--top-k",          "--top-p",          "--seed",
+      "--output",      "--logits-output"};
   std::set<std::string> seen;
   for (size_t i = 0; i < words.size(); ++i) {
     auto [flag, value, hasValue] = splitFlagWord(words[i]);
@@ -102,8 +103,8 @@ Status zplan::generate::parseGenerateOptions(
       status = parseInteger(flag, value, 0, INT64_MAX, number);
       options.eos = static_cast<int64_t>(number);
     } else if (flag == "--temperature")
-      status = parseNumber(flag, value, 0, false, 1e6,
-                           options.sampling.temperature);
+      status =
+          parseNumber(flag, value, 0, false, 1e6, options.sampling.temperature);
     else if (flag == "--top-k")
       status = parseInteger(flag, value, 1, INT64_MAX, options.sampling.topK);
     else if (flag == "--top-p")

@@ -84,8 +84,8 @@ GenerateProgress::summary(const GenerationFacts &facts) const {
   lines.push_back("time to first token " + fixed(timeToFirstToken(), 3) +
                   " s (generate_begin + prefill)");
   lines.push_back("decode " + train::withThousands(decodeTokens) +
-                  " tokens in " + fixed(lastTime - prefillEnd, 3) + " s: " +
-                  fixed(decodeTokensPerSecond(), 1) + " tok/s");
+                  " tokens in " + fixed(lastTime - prefillEnd, 3) +
+                  " s: " + fixed(decodeTokensPerSecond(), 1) + " tok/s");
   std::string gathered = "gathered per decode step: " +
                          train::withThousands(facts.planGatheredPerDecodeStep) +
                          " B (plan)";

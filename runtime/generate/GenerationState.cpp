@@ -38,11 +38,10 @@ Status GenerationState::create(const GenerationShape &shape,
                      "] (the prompt file's columns)");
     if (static_cast<uint64_t>(length) + request.maxNewTokens >
         shape.maxSequenceLength)
-      return failure("row ", row, ": prompt length ", length,
-                     " + --max-new-tokens ", request.maxNewTokens, " = ",
-                     length + request.maxNewTokens,
-                     " exceeds the plan's --max-seq-len ",
-                     shape.maxSequenceLength);
+      return failure(
+          "row ", row, ": prompt length ", length, " + --max-new-tokens ",
+          request.maxNewTokens, " = ", length + request.maxNewTokens,
+          " exceeds the plan's --max-seq-len ", shape.maxSequenceLength);
     for (int64_t column = 0; column < length; ++column) {
       int64_t id = request.prompts[row * columns + column];
       if (id < 0 || static_cast<uint64_t>(id) >= shape.vocabulary)
@@ -52,9 +51,8 @@ Status GenerationState::create(const GenerationShape &shape,
                        ")");
     }
   }
-  if (request.eos &&
-      (*request.eos < 0 ||
-       static_cast<uint64_t>(*request.eos) >= shape.vocabulary))
+  if (request.eos && (*request.eos < 0 ||
+                      static_cast<uint64_t>(*request.eos) >= shape.vocabulary))
     return failure("--eos ", *request.eos, " is outside the vocabulary [0, ",
                    shape.vocabulary, ")");
 
@@ -75,10 +73,10 @@ void GenerationState::fillPrefill(int64_t *inputIds, int64_t *positions,
   for (uint64_t row = 0; row < shape.batch; ++row) {
     for (uint64_t slot = 0; slot < shape.promptLength; ++slot) {
       uint64_t at = row * shape.promptLength + slot;
-      // Right padding is id 0: docs/generation.md section 1, whatever the file held there.
-      inputIds[at] = slot < rows[row].length
-                         ? request.prompts[row * columns + slot]
-                         : 0;
+      // Right padding is id 0: docs/generation.md section 1, whatever the file
+      // held there.
+      inputIds[at] =
+          slot < rows[row].length ? request.prompts[row * columns + slot] : 0;
       positions[at] = static_cast<int64_t>(slot);
     }
     lastIndex[row] = static_cast<int64_t>(rows[row].length) - 1;

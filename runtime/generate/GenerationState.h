@@ -1,9 +1,9 @@
 //===- GenerationState.h - each row's prompt, position and tokens ---------===//
 //
-// The host side of a generation run (docs/generation.md section 1): what each program is fed
-// and what each row has generated. Row b has a prompt of len_b tokens
-// (1 <= len_b <= P), right-padded to the plan's prompt length P with id 0,
-// and generates at most M tokens. Its token at absolute position p lives in
+// The host side of a generation run (docs/generation.md section 1): what each
+// program is fed and what each row has generated. Row b has a prompt of len_b
+// tokens (1 <= len_b <= P), right-padded to the plan's prompt length P with id
+// 0, and generates at most M tokens. Its token at absolute position p lives in
 // cache slot p, so len_b + M <= L (the plan's cache length) must hold.
 //
 //   prefill:  input_ids[b, s] = prompt[b, s] (0 past len_b),
@@ -60,8 +60,7 @@ public:
   /// [1, Pmax], Pmax <= P, len_b + M <= L, every prompt id below V) and
   /// builds the state before prefill. Messages name the row and the value;
   /// `promptFile` and `lengthsFile` name the files they came from.
-  static Status create(const GenerationShape &shape,
-                       GenerationRequest request,
+  static Status create(const GenerationShape &shape, GenerationRequest request,
                        const std::string &promptFile,
                        const std::string &lengthsFile, GenerationState &out);
 

@@ -12,9 +12,7 @@ using namespace zplan::generate;
 
 namespace {
 
-Status nanAt(uint64_t index) {
-  return failure("logit ", index, " is NaN");
-}
+Status nanAt(uint64_t index) { return failure("logit ", index, " is NaN"); }
 
 } // namespace
 

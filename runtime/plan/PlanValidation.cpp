@@ -343,7 +343,8 @@ private:
         break;
       }
       case Buffer::CACHE: {
-        // One layer's keys or values [B, H, L, D] (docs/generation.md section 5).
+        // One layer's keys or values [B, H, L, D] (docs/generation.md section
+        // 5).
         if (buffer.shape_size() != 4 ||
             (buffer.dtype() != F32 && buffer.dtype() != F64))
           return failure(subject, " is a KV cache of shape ",
@@ -555,8 +556,8 @@ private:
           key.shape(1) != query.shape(1) || key.shape(3) != query.shape(3) ||
           value.shape(0) != query.shape(0) ||
           value.shape(1) != query.shape(1) || value.shape(2) != key.shape(2))
-        return failure(subject, ": query ", shapeText(query.shape()),
-                       ", key ", shapeText(key.shape()), ", value ",
+        return failure(subject, ": query ", shapeText(query.shape()), ", key ",
+                       shapeText(key.shape()), ", value ",
                        shapeText(value.shape()),
                        " are not [B, H, S, D], [B, H, L, D], [B, H, L, Dv]");
       return checkPositions(operand(3), query.shape(0), query.shape(2));
@@ -575,13 +576,14 @@ private:
                          ", which is not the shard of its ",
                          describeGroup(plan, instruction.group()));
       }
-      const Buffer &copy = rootBuffer(gather ? instruction.results(0)
-                                             : instruction.operands(0));
+      const Buffer &copy =
+          rootBuffer(gather ? instruction.results(0) : instruction.operands(0));
       if (copy.kind() != Buffer::RESIDENT ||
           copy.group() != instruction.group())
         return failure(subject, gather ? " gathers into " : " releases ",
                        describeBuffer(copy), ", which is not the resident ",
-                       "copy of its ", describeGroup(plan, instruction.group()));
+                       "copy of its ",
+                       describeGroup(plan, instruction.group()));
       return Status::success();
     }
     default:

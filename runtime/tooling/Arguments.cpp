@@ -131,12 +131,9 @@ constexpr Flag kFlags[] = {
 };
 
 constexpr std::pair<Command, const char *> kCommands[] = {
-    {Run, "run"},
-    {Inspect, "inspect"},
-    {Train, "train"},
-    {Gradients, "gradients"},
-    {Export, "export"},
-    {Generate, "generate"}};
+    {Run, "run"},       {Inspect, "inspect"},
+    {Train, "train"},   {Gradients, "gradients"},
+    {Export, "export"}, {Generate, "generate"}};
 
 /// "'run', 'train' or 'gradients'".
 std::string commandsOf(unsigned commands) {

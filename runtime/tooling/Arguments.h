@@ -12,8 +12,8 @@
 #ifndef ZPLAN_RUNTIME_TOOLING_ARGUMENTS_H
 #define ZPLAN_RUNTIME_TOOLING_ARGUMENTS_H
 
-#include "runtime/support/Status.h"
 #include "runtime/generate/GenerateOptions.h"
+#include "runtime/support/Status.h"
 #include "runtime/train/TrainOptions.h"
 
 #include <cstdint>

@@ -12,6 +12,7 @@
 #include "runtime/tooling/Cli.h"
 
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/generate/GenerateOptions.h"
 #include "runtime/tooling/Arguments.h"
 #include "runtime/tooling/Diagnostics.h"
 #include "runtime/tooling/Export.h"
@@ -19,7 +20,6 @@
 #include "runtime/tooling/Inspect.h"
 #include "runtime/tooling/RunSession.h"
 #include "runtime/tooling/TrainSession.h"
-#include "runtime/generate/GenerateOptions.h"
 #include "runtime/train/TrainOptions.h"
 
 #include <cstdlib>

@@ -27,7 +27,8 @@ using namespace zplan::tooling;
 
 namespace {
 
-/// The generation programs, in the order a run runs them (docs/generation.md section 1).
+/// The generation programs, in the order a run runs them (docs/generation.md
+/// section 1).
 enum ProgramIndex { kBegin, kPrefill, kDecode, kEnd, kProgramCount };
 constexpr const char *kProgramNames[kProgramCount] = {
     "generate_begin", "prefill", "decode", "generate_end"};
@@ -76,7 +77,8 @@ Status findChecked(const plan::Plan &plan, const plan::Program &program,
   binding = findBinding(input ? program.inputs() : program.outputs(), name);
   if (!binding)
     return failure("program ", inQuotes(program.name()), " has no ", kind, " ",
-                   inQuotes(name), "; compile the model with zcc --mode "
+                   inQuotes(name),
+                   "; compile the model with zcc --mode "
                    "generate");
   const plan::Buffer &buffer = bufferOf(plan, binding->buffer());
   std::vector<int64_t> expected = shape;
@@ -86,8 +88,8 @@ Status findChecked(const plan::Plan &plan, const plan::Program &program,
       expected[i] = buffer.shape(i);
   if (buffer.dtype() != dtype || shapeOf(buffer) != expected)
     return failure("program ", inQuotes(program.name()), "'s ", kind, " ",
-                   inQuotes(name), " is ", npy::shapeText(shapeOf(buffer)),
-                   " ", typeName(buffer.dtype()), "; generation needs ",
+                   inQuotes(name), " is ", npy::shapeText(shapeOf(buffer)), " ",
+                   typeName(buffer.dtype()), "; generation needs ",
                    npy::shapeText(expected), " ", typeName(dtype));
   if (input && buffer.kind() != plan::Buffer::ARENA)
     return failure("program ", inQuotes(program.name()), "'s input ",
@@ -109,8 +111,7 @@ Status checkGenerationPlan(Generation &generation) {
       if (program.name() == kProgramNames[index])
         generation.programs[index] = &program;
     if (!generation.programs[index])
-      return failure("the plan has no program ",
-                     inQuotes(kProgramNames[index]),
+      return failure("the plan has no program ", inQuotes(kProgramNames[index]),
                      ": compile the model with zcc --mode generate");
     ZR_RETURN_IF_ERROR(
         checkProgramSupported(plan, *generation.programs[index]));
@@ -123,8 +124,7 @@ Status checkGenerationPlan(Generation &generation) {
   const plan::Buffer &ids = bufferOf(plan, generation.prefillIds->buffer());
   int64_t batch = ids.shape(0), prompt = ids.shape(1);
   ZR_RETURN_IF_ERROR(findChecked(plan, prefill, true, "positions", plan::I64,
-                                 {batch, prompt},
-                                 generation.prefillPositions));
+                                 {batch, prompt}, generation.prefillPositions));
   ZR_RETURN_IF_ERROR(findChecked(plan, prefill, true, "last_index", plan::I64,
                                  {batch}, generation.lastIndex));
   ZR_RETURN_IF_ERROR(findChecked(plan, prefill, false, "logits", plan::F32,
@@ -136,8 +136,7 @@ Status checkGenerationPlan(Generation &generation) {
   ZR_RETURN_IF_ERROR(findChecked(plan, decode, true, "positions", plan::I64,
                                  {batch, 1}, generation.decodePositions));
   ZR_RETURN_IF_ERROR(findChecked(plan, decode, false, "logits", plan::F32,
-                                 {batch, vocabulary},
-                                 generation.decodeLogits));
+                                 {batch, vocabulary}, generation.decodeLogits));
   for (int index : {kBegin, kEnd})
     if (generation.programs[index]->inputs_size() != 0)
       return failure("program ", inQuotes(kProgramNames[index]),
@@ -150,11 +149,10 @@ Status checkGenerationPlan(Generation &generation) {
       continue;
     if (buffer.shape_size() != 4 || buffer.shape(0) != batch ||
         (slots && buffer.shape(2) != slots))
-      return failure("KV cache buffer ", buffer.id(), " ",
-                     inQuotes(buffer.name()), " is ",
-                     npy::shapeText(shapeOf(buffer)),
-                     "; generation needs [", batch, ", heads, ",
-                     slots ? std::to_string(slots) : "slots", ", head size]");
+      return failure(
+          "KV cache buffer ", buffer.id(), " ", inQuotes(buffer.name()), " is ",
+          npy::shapeText(shapeOf(buffer)), "; generation needs [", batch,
+          ", heads, ", slots ? std::to_string(slots) : "slots", ", head size]");
     slots = buffer.shape(2);
   }
   if (slots == 0)
@@ -179,7 +177,8 @@ Status readIds(const std::string &path, const char *what, size_t rank,
         declared.shape.size() != rank)
       return failure(what, " ", inQuotes(path), " is ",
                      npy::shapeText(declared.shape), " ",
-                     typeName(declared.dtype), "; generate reads int64 (or "
+                     typeName(declared.dtype),
+                     "; generate reads int64 (or "
                      "int32) ",
                      rank == 2 ? "[batch, prompt length]" : "[batch]");
     return Status::success();
@@ -196,8 +195,7 @@ Status readIds(const std::string &path, const char *what, size_t rank,
   } else {
     for (uint64_t i = 0; i < count; ++i) {
       int32_t value;
-      std::memcpy(&value, array.data.data() + i * sizeof(value),
-                  sizeof(value));
+      std::memcpy(&value, array.data.data() + i * sizeof(value), sizeof(value));
       values[i] = value;
     }
   }
@@ -236,8 +234,7 @@ Status checkOutputsOverwriteNothing(const Generation &generation) {
     for (size_t other = 0; other < index; ++other)
       if (output.sameAs(FileIdentity::of(written[other].path)))
         return failure(written[index].what, " and ", written[other].what,
-                       " are both written to ",
-                       inQuotes(written[index].path));
+                       " are both written to ", inQuotes(written[index].path));
   }
   return Status::success();
 }
@@ -247,17 +244,16 @@ Status checkGeneration(Generation &generation) {
   const generate::GenerateOptions &options = generation.arguments.generate;
   generate::GenerationRequest request;
   std::vector<int64_t> shape;
-  ZR_RETURN_IF_ERROR(readIds(options.promptPath, "prompt file", 2,
-                             request.prompts, shape));
+  ZR_RETURN_IF_ERROR(
+      readIds(options.promptPath, "prompt file", 2, request.prompts, shape));
   request.promptColumns = static_cast<uint64_t>(shape[1]);
   if (shape[0] == 0 || shape[1] == 0)
     return failure("prompt file ", inQuotes(options.promptPath), " is ",
                    npy::shapeText(shape), ": no prompt to continue");
   if (!options.promptLengthsPath.empty()) {
     std::vector<int64_t> lengthsShape;
-    ZR_RETURN_IF_ERROR(readIds(options.promptLengthsPath,
-                               "prompt lengths file", 1,
-                               request.promptLengths, lengthsShape));
+    ZR_RETURN_IF_ERROR(readIds(options.promptLengthsPath, "prompt lengths file",
+                               1, request.promptLengths, lengthsShape));
   }
   request.maxNewTokens = options.maxNewTokens;
   request.eos = options.eos;
@@ -288,10 +284,10 @@ uint64_t runsOf(const Generation &generation, int index) {
 }
 
 Status loadGeneration(Generation &generation) {
-  ZR_RETURN_IF_ERROR(RankMemory::load(
-      generation.arguments.planPath, generation.plan,
-      static_cast<uint32_t>(generation.communicator.rank()),
-      generation.memory));
+  ZR_RETURN_IF_ERROR(
+      RankMemory::load(generation.arguments.planPath, generation.plan,
+                       static_cast<uint32_t>(generation.communicator.rank()),
+                       generation.memory));
   for (int index = 0; index < kProgramCount; ++index) {
     ExecutorOptions options;
     options.check = generation.arguments.check;
@@ -300,9 +296,10 @@ Status loadGeneration(Generation &generation) {
       // Every run's events, up to a cap (24 MiB per queue) that a long
       // generation would pass; the rest are counted as dropped.
       constexpr uint64_t kMaxEventsPerQueue = uint64_t(1) << 20;
-      generation.traces[index].reserve(static_cast<size_t>(std::min(
-          kMaxEventsPerQueue, static_cast<uint64_t>(program.instructions_size()) *
-                                  std::max<uint64_t>(1, runsOf(generation, index)))));
+      generation.traces[index].reserve(static_cast<size_t>(
+          std::min(kMaxEventsPerQueue,
+                   static_cast<uint64_t>(program.instructions_size()) *
+                       std::max<uint64_t>(1, runsOf(generation, index)))));
       options.trace = &generation.traces[index];
     }
     ZR_RETURN_IF_ERROR(Executor::create(generation.plan, program,
@@ -345,8 +342,8 @@ void chooseTokens(Generation &generation, generate::Sampler &sampler,
     if (generation.state.finished(row))
       continue; // fed only to keep the batch whole; its logits are ignored
     const float *rowLogits = logits + row * shape.vocabulary;
-    if (Status status = sampler.next(rowLogits, shape.vocabulary, row, step,
-                                     tokens[row]);
+    if (Status status =
+            sampler.next(rowLogits, shape.vocabulary, row, step, tokens[row]);
         !status.ok())
       abortRun(generation.communicator,
                failure("program ",
@@ -409,9 +406,9 @@ Status stageOutputs(Generation &generation) {
       plan::I64,
       {static_cast<int64_t>(shape.batch), static_cast<int64_t>(steps)},
       table.data(), table.size() * sizeof(int64_t), encoded));
-  ZR_RETURN_IF_ERROR(generation.staged.stage(
-      options.outputPath, encoded,
-      "the tokens to " + inQuotes(options.outputPath)));
+  ZR_RETURN_IF_ERROR(
+      generation.staged.stage(options.outputPath, encoded,
+                              "the tokens to " + inQuotes(options.outputPath)));
   if (!options.logitsOutputPath.empty()) {
     ZR_RETURN_IF_ERROR(npy::encodeNpy(
         plan::F32,
@@ -524,8 +521,8 @@ int zplan::tooling::generateTokens(const Arguments &arguments,
     return 1;
   if (rankZero) {
     generate::GenerationFacts facts;
-    facts.planGatheredPerDecodeStep = plannedGatherBytes(
-        generation.plan, *generation.programs[kDecode]);
+    facts.planGatheredPerDecodeStep =
+        plannedGatherBytes(generation.plan, *generation.programs[kDecode]);
     if (arguments.stats && decodeSteps > 0)
       facts.countedGatheredPerDecodeStep = countedBytes / decodeSteps;
     facts.residentBytes = bytesOfKind(generation.plan, plan::Buffer::RESIDENT);

@@ -1,12 +1,12 @@
 //===- GenerateSession.h - zrun PLAN generate -----------------------------===//
 //
-// The command of a plan compiled with `zcc --mode generate` (docs/generation.md section 5).
-// Its programs (docs/generation.md section 1): `generate_begin` (gathers the resident
-// groups), `prefill` (inputs input_ids and positions [B, P], last_index
-// [B]; output logits [B, V]), `decode` (input_ids and positions [B, 1];
-// output logits [B, V]) and `generate_end` (releases the resident groups).
-// The KV cache lives in the plan's CACHE buffers [B, Hkv, L, D], kept across
-// the programs.
+// The command of a plan compiled with `zcc --mode generate` (docs/generation.md
+// section 5). Its programs (docs/generation.md section 1): `generate_begin`
+// (gathers the resident groups), `prefill` (inputs input_ids and positions [B,
+// P], last_index [B]; output logits [B, V]), `decode` (input_ids and positions
+// [B, 1]; output logits [B, V]) and `generate_end` (releases the resident
+// groups). The KV cache lives in the plan's CACHE buffers [B, Hkv, L, D], kept
+// across the programs.
 //
 // `generate` reads the prompts (and their lengths), runs generate_begin,
 // prefill, then decode per token until every row has finished (EOS or

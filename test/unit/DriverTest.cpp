@@ -96,9 +96,9 @@ TEST(ValidateOptions, GenerationShapes) {
             std::string::npos);
   // The generation flags belong to --mode generate only.
   options.mode = CompileMode::Infer;
-  EXPECT_NE(errorText(validateOptions(options))
-                .find("apply to --mode generate only"),
-            std::string::npos);
+  EXPECT_NE(
+      errorText(validateOptions(options)).find("apply to --mode generate only"),
+      std::string::npos);
   options.batch.reset();
   EXPECT_EQ(errorText(validateOptions(options)), "");
 }
@@ -121,9 +121,9 @@ TEST(ValidateOptions, RejectsBadValues) {
       std::string::npos);
   options.dumps = {"ir"};
   options.mode = CompileMode::Generate;
-  EXPECT_NE(errorText(validateOptions(options))
-                .find("--mode generate needs --batch"),
-            std::string::npos);
+  EXPECT_NE(
+      errorText(validateOptions(options)).find("--mode generate needs --batch"),
+      std::string::npos);
   options.mode = CompileMode::Train;
   EXPECT_EQ(errorText(validateOptions(options)), "");
   options.optimizer = "lion";

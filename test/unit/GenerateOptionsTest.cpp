@@ -1,8 +1,8 @@
 //===- GenerateOptionsTest.cpp - zrun generate's flags and lines ----------===//
 //
-// docs/generation.md section 5's flags parse into GenerateOptions, and every refusal names
-// the flag and the value; the progress line and the summary are checked
-// character for character under a fake clock.
+// docs/generation.md section 5's flags parse into GenerateOptions, and every
+// refusal names the flag and the value; the progress line and the summary are
+// checked character for character under a fake clock.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,8 +66,7 @@ TEST(GenerateOptions, RefusalsNameTheFlagAndValue) {
   EXPECT_TRUE(contains(with({"--max-new-tokens", "0"}),
                        "--max-new-tokens takes an integer from 1 to "
                        "1000000000, got '0'"));
-  EXPECT_TRUE(
-      contains(with({"--eos", "-1"}), "--eos takes an integer from 0"));
+  EXPECT_TRUE(contains(with({"--eos", "-1"}), "--eos takes an integer from 0"));
   EXPECT_TRUE(contains(with({"--temperature", "-0.5"}),
                        "--temperature takes a number in [0, 1e+06], got "
                        "'-0.5'"));
@@ -78,14 +77,14 @@ TEST(GenerateOptions, RefusalsNameTheFlagAndValue) {
                        "--top-p takes a number in (0, 1], got '1.5'"));
   EXPECT_TRUE(contains(with({"--temperature", "1", "--top-k", "0"}),
                        "--top-k takes an integer from 1"));
-  EXPECT_TRUE(contains(with({"--top-k", "3"}),
-                       "--top-k needs --temperature above 0"));
+  EXPECT_TRUE(
+      contains(with({"--top-k", "3"}), "--top-k needs --temperature above 0"));
   EXPECT_TRUE(contains(with({"--temperature", "0", "--seed", "3"}),
                        "--seed needs --temperature above 0"));
-  EXPECT_TRUE(contains(with({"--eos", "1", "--eos", "2"}),
-                       "--eos is given twice"));
-  EXPECT_TRUE(contains(with({"--bogus"}),
-                       "unknown option '--bogus' of 'generate'"));
+  EXPECT_TRUE(
+      contains(with({"--eos", "1", "--eos", "2"}), "--eos is given twice"));
+  EXPECT_TRUE(
+      contains(with({"--bogus"}), "unknown option '--bogus' of 'generate'"));
   EXPECT_TRUE(contains(with({"--eos"}), "--eos needs a value"));
   EXPECT_TRUE(contains(parseError({"--output", "o"}),
                        "generate needs --prompt PROMPTS.npy"));

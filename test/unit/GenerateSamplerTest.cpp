@@ -23,8 +23,8 @@ using zplan::testing::errorOf;
 
 namespace {
 
-int64_t sample(Sampler &sampler, const std::vector<float> &logits,
-               uint64_t row, uint64_t step) {
+int64_t sample(Sampler &sampler, const std::vector<float> &logits, uint64_t row,
+               uint64_t step) {
   int64_t token = -1;
   Status status = sampler.next(logits.data(), logits.size(), row, step, token);
   EXPECT_TRUE(status.ok()) << status.message();
@@ -50,9 +50,9 @@ TEST(GenerateSampler, GreedyIsArgmaxWithTheLowestIdOnTies) {
   EXPECT_EQ(sample(greedy, {-INFINITY, -INFINITY, -3.0f}, 0, 0), 2);
   EXPECT_EQ(sample(greedy, {-INFINITY, -INFINITY}, 0, 0), 0);
   int64_t token;
-  EXPECT_TRUE(contains(errorOf(argmax(std::vector<float>{1.0f, NAN}.data(),
-                                      2, token)),
-                       "logit 1 is NaN"));
+  EXPECT_TRUE(
+      contains(errorOf(argmax(std::vector<float>{1.0f, NAN}.data(), 2, token)),
+               "logit 1 is NaN"));
 }
 
 TEST(GenerateSampler, TheSameSeedDrawsTheSameTokensAnotherSeedOthers) {
@@ -124,8 +124,7 @@ TEST(GenerateSampler, TopPEdgeCases) {
   // Probabilities 0.5, 0.3, 0.2: P = 0.49 is reached by the first alone
   // (the nucleus is the shortest prefix reaching P); P = 0.6 needs the
   // first two, and never draws the third.
-  std::vector<float> logits = {std::log(0.5f), std::log(0.3f),
-                               std::log(0.2f)};
+  std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.2f)};
   Sampler half(sampling(1.0, 0, 0.49, 9));
   Sampler more(sampling(1.0, 0, 0.6, 9));
   std::map<int64_t, int> halfSeen, moreSeen;
@@ -142,8 +141,7 @@ TEST(GenerateSampler, TopPEdgeCases) {
 TEST(GenerateSampler, DrawsFollowTheSoftmaxAtTheTemperature) {
   // Logits log(0.5), log(0.3), log(0.2) at T = 1 give those probabilities;
   // at T = 0.5 the squares, renormalised: 25/38, 9/38, 4/38.
-  std::vector<float> logits = {std::log(0.5f), std::log(0.3f),
-                               std::log(0.2f)};
+  std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.2f)};
   for (auto [temperature, expected] :
        std::vector<std::pair<double, std::vector<double>>>{
            {1.0, {0.5, 0.3, 0.2}}, {0.5, {25 / 38.0, 9 / 38.0, 4 / 38.0}}}) {

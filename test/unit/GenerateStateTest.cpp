@@ -1,10 +1,10 @@
 //===- GenerateStateTest.cpp - generation's per-row bookkeeping -----------===//
 //
-// GenerationState (runtime/generate/GenerationState.h) against docs/generation.md section 1:
-// prefill's and decode's inputs for ragged prompt lengths, EOS and budget
-// stops, finished rows fed their last token at their last position, the
-// [B, M] output filled with EOS after it; and every check on the request,
-// naming the file, row and value.
+// GenerationState (runtime/generate/GenerationState.h) against
+// docs/generation.md section 1: prefill's and decode's inputs for ragged prompt
+// lengths, EOS and budget stops, finished rows fed their last token at their
+// last position, the [B, M] output filled with EOS after it; and every check on
+// the request, naming the file, row and value.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,8 +44,7 @@ GenerationRequest request(std::vector<int64_t> prompts, uint64_t columns,
   return result;
 }
 
-std::string createError(const GenerationShape &plan,
-                        GenerationRequest asked) {
+std::string createError(const GenerationShape &plan, GenerationRequest asked) {
   GenerationState state;
   return errorOf(GenerationState::create(plan, std::move(asked), "p.npy",
                                          "lens.npy", state));
@@ -87,10 +86,10 @@ TEST(GenerateState, RaggedPromptsPrefillAndDecodeInputs) {
 
 TEST(GenerateState, EosStopsARowWhichKeepsItsLastTokenAndPosition) {
   GenerationState state;
-  ASSERT_TRUE(GenerationState::create(shape(3, 2, 8, 20),
-                                      request({1, 2, 3, 4, 5, 6}, 2, {2, 1, 2},
-                                              5, /*eos=*/7),
-                                      "p.npy", "lens.npy", state)
+  ASSERT_TRUE(GenerationState::create(
+                  shape(3, 2, 8, 20),
+                  request({1, 2, 3, 4, 5, 6}, 2, {2, 1, 2}, 5, /*eos=*/7),
+                  "p.npy", "lens.npy", state)
                   .ok());
   state.acceptStep({7, 10, 11}); // row 0 ends at once, EOS included
   EXPECT_TRUE(state.finished(0));
@@ -113,15 +112,15 @@ TEST(GenerateState, EosStopsARowWhichKeepsItsLastTokenAndPosition) {
   EXPECT_EQ(state.generatedTokens(), 1u + 2u + 5u);
   // After EOS the row is EOS to the end; a row without EOS has all M.
   EXPECT_EQ(state.outputTable(),
-            (std::vector<int64_t>{7, 7, 7, 7, 7, 10, 7, 7, 7, 7, 11, 12, 13,
-                                  14, 15}));
+            (std::vector<int64_t>{7, 7, 7, 7, 7, 10, 7, 7, 7, 7, 11, 12, 13, 14,
+                                  15}));
 }
 
 TEST(GenerateState, DefaultLengthsAreTheFilesColumns) {
   GenerationState state;
   ASSERT_TRUE(GenerationState::create(shape(1, 4, 6, 20),
-                                      request({1, 2, 3}, 3, {}, 3), "p.npy",
-                                      "", state)
+                                      request({1, 2, 3}, 3, {}, 3), "p.npy", "",
+                                      state)
                   .ok());
   EXPECT_EQ(state.promptLength(0), 3u);
   std::vector<int64_t> ids(4), positions(4), last(1);
@@ -138,14 +137,14 @@ TEST(GenerateState, DefaultLengthsAreTheFilesColumns) {
 }
 
 TEST(GenerateState, RequestsThePlanCannotServeAreRefusedNamingRowAndValue) {
-  EXPECT_TRUE(contains(createError(shape(2, 4, 8, 20),
-                                   request({1, 2, 3}, 3, {}, 2)),
-                       "prompt file 'p.npy' has 1 rows; the plan was "
-                       "compiled for --batch 2"));
-  EXPECT_TRUE(contains(createError(shape(1, 2, 8, 20),
-                                   request({1, 2, 3}, 3, {}, 2)),
-                       "prompt file 'p.npy' has prompts of 3 tokens; the "
-                       "plan was compiled for --prompt-len 2"));
+  EXPECT_TRUE(
+      contains(createError(shape(2, 4, 8, 20), request({1, 2, 3}, 3, {}, 2)),
+               "prompt file 'p.npy' has 1 rows; the plan was "
+               "compiled for --batch 2"));
+  EXPECT_TRUE(
+      contains(createError(shape(1, 2, 8, 20), request({1, 2, 3}, 3, {}, 2)),
+               "prompt file 'p.npy' has prompts of 3 tokens; the "
+               "plan was compiled for --prompt-len 2"));
   EXPECT_TRUE(contains(
       createError(shape(2, 4, 8, 20), request({1, 2, 3, 4}, 2, {2, 0}, 2)),
       "prompt lengths file 'lens.npy' row 1: length 0 is outside [1, 2]"));
@@ -167,12 +166,12 @@ TEST(GenerateState, RequestsThePlanCannotServeAreRefusedNamingRowAndValue) {
       createError(shape(2, 4, 8, 20), request({1, 2, -3, 4}, 2, {}, 2)),
       "row 1 position 0: token id -3"));
   // Past a row's length the file's ids are padding, never checked or fed.
-  EXPECT_EQ(createError(shape(2, 4, 8, 20),
-                        request({1, 99, 3, 4}, 2, {1, 2}, 2)),
-            "");
-  EXPECT_TRUE(contains(createError(shape(1, 4, 8, 20),
-                                   request({1, 2}, 2, {}, 2, /*eos=*/20)),
-                       "--eos 20 is outside the vocabulary [0, 20)"));
+  EXPECT_EQ(
+      createError(shape(2, 4, 8, 20), request({1, 99, 3, 4}, 2, {1, 2}, 2)),
+      "");
+  EXPECT_TRUE(contains(
+      createError(shape(1, 4, 8, 20), request({1, 2}, 2, {}, 2, /*eos=*/20)),
+      "--eos 20 is outside the vocabulary [0, 20)"));
 }
 
 } // namespace

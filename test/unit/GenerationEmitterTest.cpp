@@ -61,8 +61,8 @@ std::string generationModule(int worldSize) {
            ") -> tensor<2x1x8x4xf32> loc(\"/append\")\n"
            "  %o = nn.cached_attention %q, %k, %k, %pos {scale = 0.5 : f32} "
            ": (" +
-           x + ", tensor<2x1x8x4xf32>, tensor<2x1x8x4xf32>, " + pos +
-           ") -> " + x +
+           x + ", tensor<2x1x8x4xf32>, tensor<2x1x8x4xf32>, " + pos + ") -> " +
+           x +
            " loc(\"/attn\")\n"
            "  %s1 = zero.shard @wo : !zero.shard<tensor<4x4xf32>>\n"
            "  %t1 = zero.gather_start %s1 {group = @g1} : "

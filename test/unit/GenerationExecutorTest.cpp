@@ -132,8 +132,8 @@ plan::Plan makeGenerationPlan() {
       ->set_location("/h.0/add");
   addInstruction(*decode, plan::OPCODE_CACHE_APPEND, {kCache, kNew, kPositions},
                  {kCache});
-  for (auto [name, id] : {std::pair{"input_ids", kNew},
-                          std::pair{"positions", kPositions}}) {
+  for (auto [name, id] :
+       {std::pair{"input_ids", kNew}, std::pair{"positions", kPositions}}) {
     plan::Binding *binding = decode->add_inputs();
     binding->set_name(name);
     binding->set_buffer(id);
@@ -169,9 +169,9 @@ protected:
     out << plan::encodeWeightsHeader(header);
     out.write(reinterpret_cast<const char *>(weights.data()), 32);
     out.close();
-    ASSERT_EQ(errorOf(RankMemory::load(directory + "/gen.zplan", plan, 0,
-                                       memory)),
-              "");
+    ASSERT_EQ(
+        errorOf(RankMemory::load(directory + "/gen.zplan", plan, 0, memory)),
+        "");
     ExecutorOptions options;
     options.check = true;
     for (int p = 0; p < 3; ++p)
@@ -285,14 +285,13 @@ TEST(GenerationValidation, TheHandMadePlanIsValid) {
 }
 
 TEST(GenerationValidation, CacheAppendMustWriteAKvCacheInPlace) {
-  EXPECT_TRUE(contains(validationError([](plan::Plan &plan) {
-                         plan.mutable_programs(1)
-                             ->mutable_instructions(1)
-                             ->set_results(0, kSum);
-                       }),
-                       "program 'decode', instruction #1 'cache_append': its "
-                       "result buffer 7 'sum' is not its cache buffer 4 "
-                       "'cache.0.key'; cache_append writes in place"));
+  EXPECT_TRUE(contains(
+      validationError([](plan::Plan &plan) {
+        plan.mutable_programs(1)->mutable_instructions(1)->set_results(0, kSum);
+      }),
+      "program 'decode', instruction #1 'cache_append': its "
+      "result buffer 7 'sum' is not its cache buffer 4 "
+      "'cache.0.key'; cache_append writes in place"));
   EXPECT_TRUE(contains(validationError([](plan::Plan &plan) {
                          auto *append =
                              plan.mutable_programs(1)->mutable_instructions(1);
@@ -312,14 +311,13 @@ TEST(GenerationValidation, PositionsAreI64OrI32OfShapeBS) {
 }
 
 TEST(GenerationValidation, ResidentBuffersAndInstructionsNameTheirGroup) {
-  EXPECT_TRUE(contains(validationError([](plan::Plan &plan) {
-                         plan.mutable_programs(0)
-                             ->mutable_instructions(0)
-                             ->set_results(0, kSum);
-                       }),
-                       "program 'generate_begin', instruction #0 "
-                       "'resident_gather' gathers into buffer 7 'sum', which "
-                       "is not the resident copy of its group 0 'g'"));
+  EXPECT_TRUE(contains(
+      validationError([](plan::Plan &plan) {
+        plan.mutable_programs(0)->mutable_instructions(0)->set_results(0, kSum);
+      }),
+      "program 'generate_begin', instruction #0 "
+      "'resident_gather' gathers into buffer 7 'sum', which "
+      "is not the resident copy of its group 0 'g'"));
   EXPECT_TRUE(contains(validationError([](plan::Plan &plan) {
                          plan::Buffer *copy =
                              plan.mutable_buffers(kResident - 1);

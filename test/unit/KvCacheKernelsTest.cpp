@@ -61,16 +61,16 @@ TEST(KvCacheKernels, CacheAppendWritesEachRowAtItsPositions) {
           if (where[b * sequence + s] == slot)
             source = s;
         for (int64_t d = 0; d < width; ++d) {
-          float got = cache.floats()[((b * heads + h) * slots + slot) * width +
-                                     d];
+          float got =
+              cache.floats()[((b * heads + h) * slots + slot) * width + d];
           if (source < 0)
             EXPECT_TRUE(std::isnan(got))
                 << "slot " << slot << " of row " << b << " was written";
           else
-            EXPECT_EQ(got, entries.floats()[((b * heads + h) * sequence +
-                                             source) *
-                                                width +
-                                            d])
+            EXPECT_EQ(
+                got,
+                entries.floats()[((b * heads + h) * sequence + source) * width +
+                                 d])
                 << "row " << b << " head " << h << " slot " << slot;
         }
       }
@@ -131,9 +131,9 @@ TEST(KvCacheKernels, CacheAppendErrors) {
       runError(Op("cache_append"), {&cache, &entries, &rowsMissing}, cache),
       "cache_append: positions has shape [1, 1], expected [2, 1]"));
   Tensor floatPositions({2, 1});
-  EXPECT_TRUE(contains(runError(Op("cache_append"),
-                                {&cache, &entries, &floatPositions}, cache),
-                       "positions"));
+  EXPECT_TRUE(contains(
+      runError(Op("cache_append"), {&cache, &entries, &floatPositions}, cache),
+      "positions"));
 }
 
 //===----------------------------------------------------------------------===//
@@ -157,9 +157,10 @@ std::vector<double> cachedAttentionReference(Tensor &q, Tensor &k, Tensor &v,
         for (int64_t j = 0; j < visible; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < width; ++d)
-            dot += double(q.floats()[((b * heads + h) * sequence + s) * width +
-                                     d]) *
-                   k.floats()[((b * heads + h) * slots + j) * width + d];
+            dot +=
+                double(
+                    q.floats()[((b * heads + h) * sequence + s) * width + d]) *
+                k.floats()[((b * heads + h) * slots + j) * width + d];
           row[j] = dot * scale;
           maximum = std::max(maximum, row[j]);
         }
@@ -203,8 +204,8 @@ void expectClose(const std::vector<float> &actual,
   for (size_t i = 0; i < actual.size() && failures < 5; ++i) {
     double error = std::abs(double(actual[i]) - expected[i]);
     if (!(error <= 1e-5 * std::abs(expected[i]) + 1e-6)) {
-      ADD_FAILURE() << "element " << i << ": got " << actual[i]
-                    << ", expected " << expected[i];
+      ADD_FAILURE() << "element " << i << ": got " << actual[i] << ", expected "
+                    << expected[i];
       ++failures;
     }
   }
@@ -216,15 +217,14 @@ TEST(KvCacheKernels, CachedAttentionDecodeSeesOnlyItsPrefix) {
   const int64_t slots = 9;
   std::vector<int64_t> where = {0, slots - 1, 4};
   Tensor q = randomFloats(rng(), {3, 2, 1, 8});
-  Tensor k = poisonedCache({3, 2, slots, 8}), v = poisonedCache({3, 2, slots, 5});
+  Tensor k = poisonedCache({3, 2, slots, 8}),
+         v = poisonedCache({3, 2, slots, 5});
   fillVisible(k, where, 1);
   fillVisible(v, where, 1);
   Tensor positions = make<int64_t>({3, 1}, where);
   Tensor y({3, 2, 1, 5});
-  runOk(Op("cached_attention").real("scale", 0.3), {&q, &k, &v, &positions},
-        y);
-  expectClose(y.values<float>(),
-              cachedAttentionReference(q, k, v, where, 0.3));
+  runOk(Op("cached_attention").real("scale", 0.3), {&q, &k, &v, &positions}, y);
+  expectClose(y.values<float>(), cachedAttentionReference(q, k, v, where, 0.3));
   // At position 0 a query sees one slot: the result is that slot's value.
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t c = 0; c < 5; ++c)
@@ -250,10 +250,8 @@ TEST(KvCacheKernels, CachedAttentionPrefillIsCausalPerRow) {
   fillVisible(v, where, sequence);
   Tensor positions = make<int32_t>({2, sequence}, where32);
   Tensor y({2, heads, sequence, width});
-  runOk(Op("cached_attention").real("scale", 0.5), {&q, &k, &v, &positions},
-        y);
-  expectClose(y.values<float>(),
-              cachedAttentionReference(q, k, v, where, 0.5));
+  runOk(Op("cached_attention").real("scale", 0.5), {&q, &k, &v, &positions}, y);
+  expectClose(y.values<float>(), cachedAttentionReference(q, k, v, where, 0.5));
   for (float value : y.values<float>())
     ASSERT_TRUE(std::isfinite(value));
 }
@@ -268,15 +266,14 @@ TEST(KvCacheKernels, CachedAttentionDifferentPositionsPerQuery) {
   fillVisible(v, where, 3);
   Tensor positions = make<int64_t>({2, 3}, where);
   Tensor y({2, 2, 3, 2});
-  runOk(Op("cached_attention").real("scale", 1.0), {&q, &k, &v, &positions},
-        y);
-  expectClose(y.values<float>(),
-              cachedAttentionReference(q, k, v, where, 1.0));
+  runOk(Op("cached_attention").real("scale", 1.0), {&q, &k, &v, &positions}, y);
+  expectClose(y.values<float>(), cachedAttentionReference(q, k, v, where, 1.0));
 }
 
 TEST(KvCacheKernels, CachedAttentionErrors) {
   Tensor q = randomFloats(rng(), {2, 1, 1, 4});
-  Tensor k = randomFloats(rng(), {2, 1, 6, 4}), v = randomFloats(rng(), {2, 1, 6, 4});
+  Tensor k = randomFloats(rng(), {2, 1, 6, 4}),
+         v = randomFloats(rng(), {2, 1, 6, 4});
   Tensor y({2, 1, 1, 4});
   Tensor past = make<int64_t>({2, 1}, {2, 6});
   EXPECT_TRUE(contains(
@@ -284,9 +281,9 @@ TEST(KvCacheKernels, CachedAttentionErrors) {
       "cached_attention: position 6 of row 1, token 0 is outside the cache's "
       "6 slots [0, 6)"));
   Tensor positions = make<int64_t>({2, 1}, {0, 1});
-  EXPECT_TRUE(contains(
-      runError(Op("cached_attention"), {&q, &k, &v, &positions}, y),
-      "cached_attention: missing attribute 'scale'"));
+  EXPECT_TRUE(
+      contains(runError(Op("cached_attention"), {&q, &k, &v, &positions}, y),
+               "cached_attention: missing attribute 'scale'"));
   Tensor shortKeys = randomFloats(rng(), {2, 1, 5, 4});
   EXPECT_TRUE(contains(runError(Op("cached_attention").real("scale", 1),
                                 {&q, &shortKeys, &v, &positions}, y),

@@ -695,8 +695,8 @@ TEST(OnnxSemantics, ScatterNDSourceMapAndOrder) {
   EXPECT_FALSE(isInOrderScatterND({2, 2}, swapped));
   HostTensor rows = HostTensor::fromInts(ElementType::I64, {2, 1}, {0, -1});
   EXPECT_TRUE(isInOrderScatterND({2, 2}, rows));
-  HostTensor cells =
-      HostTensor::fromInts(ElementType::I64, {2, 2, 2}, {0, 0, 0, 1, 1, 0, 1, 1});
+  HostTensor cells = HostTensor::fromInts(ElementType::I64, {2, 2, 2},
+                                          {0, 0, 0, 1, 1, 0, 1, 1});
   EXPECT_TRUE(isInOrderScatterND({2, 2, 3}, cells));
   HostTensor one = HostTensor::fromInts(ElementType::I64, {1, 1}, {1});
   EXPECT_FALSE(isInOrderScatterND({3, 2}, one));

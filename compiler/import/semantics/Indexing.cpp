@@ -269,8 +269,8 @@ bool isInOrderScatterND(const std::vector<int64_t> &dataShape,
                         const HostTensor &indices) {
   int64_t depth = indices.shape.back();
   int64_t tuples = numElements(indices.shape) / depth;
-  if (tuples != numElements(std::vector<int64_t>(
-                    dataShape.begin(), dataShape.begin() + depth)))
+  if (tuples != numElements(std::vector<int64_t>(dataShape.begin(),
+                                                 dataShape.begin() + depth)))
     return false;
   for (int64_t t = 0; t < tuples; ++t)
     if (scatterNDTupleOffset(dataShape, indices, t) != t)
