@@ -37,19 +37,6 @@ const char *const zplan::generate::kGenerateUsage =
 
 namespace {
 
-Status parseInteger(const std::string &flag, const std::string &text,
-                    uint64_t low, uint64_t high, uint64_t &out) {
-  char *end = nullptr;
-  errno = 0;
-  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  if (text.empty() || text[0] == '-' || text[0] == '+' || *end != '\0' ||
-      errno != 0 || value < low || value > high)
-    return failure(flag, " takes an integer from ", low, " to ", high, ", got ",
-                   inQuotes(text));
-  out = value;
-  return Status::success();
-}
-
 /// A finite number in [low, high], or in (low, high] when `lowOpen`.
 Status parseNumber(const std::string &flag, const std::string &text, double low,
                    bool lowOpen, double high, double &out) {
@@ -98,19 +85,22 @@ zplan::generate::parseGenerateOptions(const std::vector<std::string> &words,
        : flag == "--output"         ? options.outputPath
                                     : options.logitsOutputPath) = value;
     } else if (flag == "--max-new-tokens")
-      status = parseInteger(flag, value, 1, 1000000000, options.maxNewTokens);
+      status =
+          parseFlagInteger(flag, value, 1, 1000000000, options.maxNewTokens);
     else if (flag == "--eos") {
-      status = parseInteger(flag, value, 0, INT64_MAX, number);
+      status = parseFlagInteger(flag, value, 0, INT64_MAX, number);
       options.eos = static_cast<int64_t>(number);
     } else if (flag == "--temperature")
       status =
           parseNumber(flag, value, 0, false, 1e6, options.sampling.temperature);
     else if (flag == "--top-k")
-      status = parseInteger(flag, value, 1, INT64_MAX, options.sampling.topK);
+      status =
+          parseFlagInteger(flag, value, 1, INT64_MAX, options.sampling.topK);
     else if (flag == "--top-p")
       status = parseNumber(flag, value, 0, true, 1, options.sampling.topP);
     else if (flag == "--seed")
-      status = parseInteger(flag, value, 0, UINT64_MAX, options.sampling.seed);
+      status =
+          parseFlagInteger(flag, value, 0, UINT64_MAX, options.sampling.seed);
     ZR_RETURN_IF_ERROR(status);
   }
   if (options.promptPath.empty())

@@ -38,19 +38,6 @@ const char *const zplan::train::kTrainUsage =
 
 namespace {
 
-Status parseInteger(const std::string &flag, const std::string &text,
-                    uint64_t low, uint64_t high, uint64_t &out) {
-  char *end = nullptr;
-  errno = 0;
-  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  if (text.empty() || text[0] == '-' || text[0] == '+' || *end != '\0' ||
-      errno != 0 || value < low || value > high)
-    return failure(flag, " takes an integer from ", low, " to ", high, ", got ",
-                   inQuotes(text));
-  out = value;
-  return Status::success();
-}
-
 /// A finite number within `range`: "(0, inf)" (positive), "[0, inf)"
 /// (non-negative) or "[0, 1)".
 Status parseNumber(const std::string &flag, const std::string &text,
@@ -184,19 +171,19 @@ Status zplan::train::parseTrainOptions(const std::vector<std::string> &words,
       status = parseRawTokenType(value, type);
       options.dataType = type;
     } else if (flag == "--steps")
-      status = parseInteger(flag, value, 1, kMaxCount, options.steps);
+      status = parseFlagInteger(flag, value, 1, kMaxCount, options.steps);
     else if (flag == "--grad-accum")
-      status = parseInteger(flag, value, 1, 1000000, options.gradAccum);
+      status = parseFlagInteger(flag, value, 1, 1000000, options.gradAccum);
     else if (flag == "--warmup")
-      status = parseInteger(flag, value, 0, kMaxCount, options.warmup);
+      status = parseFlagInteger(flag, value, 0, kMaxCount, options.warmup);
     else if (flag == "--save-every")
-      status = parseInteger(flag, value, 1, kMaxCount, options.saveEvery);
+      status = parseFlagInteger(flag, value, 1, kMaxCount, options.saveEvery);
     else if (flag == "--keep-last")
-      status = parseInteger(flag, value, 1, 1000000, options.keepLast);
+      status = parseFlagInteger(flag, value, 1, 1000000, options.keepLast);
     else if (flag == "--log-every")
-      status = parseInteger(flag, value, 1, kMaxCount, options.logEvery);
+      status = parseFlagInteger(flag, value, 1, kMaxCount, options.logEvery);
     else if (flag == "--seed")
-      status = parseInteger(flag, value, 0, UINT64_MAX, options.seed);
+      status = parseFlagInteger(flag, value, 0, UINT64_MAX, options.seed);
     else if (flag == "--lr")
       status = parseNumber(flag, value, "(0, inf)", options.lr);
     else if (flag == "--min-lr") {
