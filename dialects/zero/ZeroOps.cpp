@@ -147,6 +147,27 @@ LogicalResult GradShardOp::verifySymbolUses(SymbolTableCollection &table) {
 // All-gather
 //===----------------------------------------------------------------------===//
 
+/// The shards an op moves as one group (`verb` says how: "gathers",
+/// "reads") are exactly the group's parameters, in its order.
+static LogicalResult verifyShardsOfGroup(Operation *op, StringRef verb,
+                                         ValueRange shards, GroupOp group) {
+  auto name = FlatSymbolRefAttr::get(group.getSymNameAttr());
+  ArrayAttr params = group.getParams();
+  if (params.size() != shards.size())
+    return op->emitOpError()
+           << verb << " " << shards.size() << " shards, but group " << name
+           << " has " << params.size() << " parameters";
+  for (auto [index, shard, param] :
+       llvm::enumerate(shards, params.getValue())) {
+    auto read = shard.getDefiningOp<ShardOp>();
+    if (read && read.getParamAttr() != param)
+      return op->emitOpError()
+             << "shard " << index << " reads " << read.getParamAttr()
+             << ", but group " << name << " expects " << param;
+  }
+  return success();
+}
+
 LogicalResult GatherStartOp::verify() {
   if (getShards().empty())
     return emitOpError("must gather at least one shard");
@@ -160,20 +181,7 @@ LogicalResult GatherStartOp::verifySymbolUses(SymbolTableCollection &table) {
   if (!group)
     return emitOpError() << "group " << getGroupAttr()
                          << " is not a zero.group";
-  ArrayAttr params = group.getParams();
-  if (params.size() != getShards().size())
-    return emitOpError() << "gathers " << getShards().size()
-                         << " shards, but group " << getGroupAttr() << " has "
-                         << params.size() << " parameters";
-  for (auto [index, shard, param] :
-       llvm::enumerate(getShards(), params.getValue())) {
-    auto read = shard.getDefiningOp<ShardOp>();
-    if (read && read.getParamAttr() != param)
-      return emitOpError() << "shard " << index << " reads "
-                           << read.getParamAttr() << ", but group "
-                           << getGroupAttr() << " expects " << param;
-  }
-  return success();
+  return verifyShardsOfGroup(*this, "gathers", getShards(), group);
 }
 
 LogicalResult GatherWaitOp::verify() {
@@ -259,20 +267,7 @@ LogicalResult ResidentReadOp::verifySymbolUses(SymbolTableCollection &table) {
   GroupOp group;
   if (failed(verifyResidentGroup(*this, table, getGroupAttr(), &group)))
     return failure();
-  ArrayAttr params = group.getParams();
-  if (params.size() != getShards().size())
-    return emitOpError() << "reads " << getShards().size()
-                         << " shards, but group " << getGroupAttr() << " has "
-                         << params.size() << " parameters";
-  for (auto [index, shard, param] :
-       llvm::enumerate(getShards(), params.getValue())) {
-    auto read = shard.getDefiningOp<ShardOp>();
-    if (read && read.getParamAttr() != param)
-      return emitOpError() << "shard " << index << " reads "
-                           << read.getParamAttr() << ", but group "
-                           << getGroupAttr() << " expects " << param;
-  }
-  return success();
+  return verifyShardsOfGroup(*this, "reads", getShards(), group);
 }
 
 //===----------------------------------------------------------------------===//
