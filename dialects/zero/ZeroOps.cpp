@@ -209,10 +209,12 @@ LogicalResult ReleaseOp::verify() {
   if (getTensors().empty())
     return emitOpError("must release at least one tensor");
   for (auto [index, tensor] : llvm::enumerate(getTensors()))
-    if (!tensor.getDefiningOp<GatherWaitOp>())
+    if (!tensor.getDefiningOp<GatherWaitOp>() &&
+        !tensor.getDefiningOp<CarryWaitOp>())
       return emitOpError() << "operand " << index
                            << " is not a gathered parameter (it must be a "
-                              "result of zero.gather_wait)";
+                              "result of zero.gather_wait or "
+                              "zero.carry_wait)";
   return success();
 }
 
@@ -268,6 +270,69 @@ LogicalResult ResidentReadOp::verifySymbolUses(SymbolTableCollection &table) {
   if (failed(verifyResidentGroup(*this, table, getGroupAttr(), &group)))
     return failure();
   return verifyShardsOfGroup(*this, "reads", getShards(), group);
+}
+
+//===----------------------------------------------------------------------===//
+// Cross-step prefetch
+//===----------------------------------------------------------------------===//
+
+/// The carry ops name an existing group that is not resident: a resident
+/// group is never gathered per token, so there is nothing to carry.
+static LogicalResult verifyCarriedGroup(Operation *op,
+                                        SymbolTableCollection &table,
+                                        FlatSymbolRefAttr name,
+                                        GroupOp *found = nullptr) {
+  auto group = table.lookupNearestSymbolFrom<GroupOp>(op, name);
+  if (!group)
+    return op->emitOpError() << "group " << name << " is not a zero.group";
+  if (group.getResident())
+    return op->emitOpError() << "group " << name
+                             << " is resident: it is never gathered per token";
+  if (found)
+    *found = group;
+  return success();
+}
+
+LogicalResult CarryStartOp::verify() {
+  if (getShards().empty())
+    return emitOpError("must gather at least one shard");
+  return success();
+}
+
+LogicalResult CarryStartOp::verifySymbolUses(SymbolTableCollection &table) {
+  GroupOp group;
+  if (failed(verifyCarriedGroup(*this, table, getGroupAttr(), &group)))
+    return failure();
+  return verifyShardsOfGroup(*this, "gathers", getShards(), group);
+}
+
+LogicalResult CarryWaitOp::verify() {
+  if (getShards().empty())
+    return emitOpError("must complete at least one shard");
+  if (getShards().size() != getTensors().size())
+    return emitOpError() << "has " << getTensors().size() << " results for "
+                         << getShards().size() << " shards";
+  for (auto [index, shard, tensor] :
+       llvm::enumerate(getShards(), getTensors())) {
+    RankedTensorType expected =
+        llvm::cast<ShardType>(shard.getType()).getTensorType();
+    if (tensor.getType() != expected)
+      return emitOpError() << "result " << index << " has type "
+                           << tensor.getType() << ", expected " << expected
+                           << " (the parameter of shard " << index << ")";
+  }
+  return success();
+}
+
+LogicalResult CarryWaitOp::verifySymbolUses(SymbolTableCollection &table) {
+  GroupOp group;
+  if (failed(verifyCarriedGroup(*this, table, getGroupAttr(), &group)))
+    return failure();
+  return verifyShardsOfGroup(*this, "completes", getShards(), group);
+}
+
+LogicalResult CarryDrainOp::verifySymbolUses(SymbolTableCollection &table) {
+  return verifyCarriedGroup(*this, table, getGroupAttr());
 }
 
 //===----------------------------------------------------------------------===//

@@ -257,6 +257,71 @@ def Zero_ResidentReleaseOp : Zero_Op<"resident_release", [
 }
 
 //===----------------------------------------------------------------------===//
+// Cross-step prefetch: a gather started in one program, waited in the next
+//===----------------------------------------------------------------------===//
+
+def Zero_CarryStartOp : Zero_Op<"carry_start", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "starts gathering a streamed group for the next @decode";
+  let description = [{
+    In `@prefill` and `@decode` of a generation module (docs/generation.md
+    section 6): starts one asynchronous all-gather of the group's shards
+    (exactly its parameters, in its order) into the group's carried copy,
+    which outlives the program. The collective runs while this program's
+    remaining ops compute, and while the host picks the next token; the next
+    `@decode` completes it with `zero.carry_wait`, or `@generate_end` with
+    `zero.carry_drain`. The carried copy sits at the same arena offset in
+    every program, so no program in between may use those bytes.
+
+    ```mlir
+    zero.carry_start %s0, %s1 {group = @group0} : !zero.shard<tensor<64x64xf32>>, !zero.shard<tensor<64xf32>>
+    ```
+  }];
+  let arguments = (ins Variadic<Zero_ShardType>:$shards,
+                       FlatSymbolRefAttr:$group);
+  let assemblyFormat = "$shards attr-dict `:` type($shards)";
+  let hasVerifier = 1;
+}
+
+def Zero_CarryWaitOp : Zero_Op<"carry_wait", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "completes the gather the previous program carried over";
+  let description = [{
+    In `@decode`: waits for the all-gather that the `zero.carry_start` of
+    the previous program (`@prefill` or `@decode`) started for this group.
+    Like a `zero.gather_wait`: result i is the full tensor of shard i, and
+    the copies live until a `zero.release`.
+
+    ```mlir
+    %w, %b = zero.carry_wait %s0, %s1 {group = @group0} : !zero.shard<tensor<64x64xf32>>, !zero.shard<tensor<64xf32>> -> tensor<64x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Zero_ShardType>:$shards,
+                       FlatSymbolRefAttr:$group);
+  let results = (outs Variadic<AnyRankedTensor>:$tensors);
+  let assemblyFormat =
+      "$shards attr-dict `:` type($shards) `->` type($tensors)";
+  let hasVerifier = 1;
+}
+
+def Zero_CarryDrainOp : Zero_Op<"carry_drain", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "waits for and discards the last carried gather";
+  let description = [{
+    In `@generate_end`: the last `@prefill` or `@decode` of a generation
+    started a gather for a `@decode` that will not run; this waits for it
+    (no collective may stay in flight past the generation) and frees its
+    bytes.
+
+    ```mlir
+    zero.carry_drain {group = @group0}
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$group);
+  let assemblyFormat = "attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
 // Gradient collectives
 //===----------------------------------------------------------------------===//
 

@@ -92,6 +92,8 @@ constexpr OpcodeInfo kOpcodes[] = {
      false},
     {OPCODE_RESIDENT_GATHER, "resident_gather", COMM, OpcodeKind::Collective,
      true, true},
+    {OPCODE_CARRY_GATHER, "carry_gather", COMM, OpcodeKind::Collective, true,
+     true},
     {OPCODE_GATHER_WAIT, "gather_wait", COMPUTE, OpcodeKind::Bookkeeping, true,
      true},
     {OPCODE_RELEASE, "release", COMPUTE, OpcodeKind::Bookkeeping, false, true},
@@ -99,6 +101,10 @@ constexpr OpcodeInfo kOpcodes[] = {
      OpcodeKind::Bookkeeping, true, true},
     {OPCODE_RESIDENT_RELEASE, "resident_release", COMPUTE,
      OpcodeKind::Bookkeeping, true, true},
+    {OPCODE_CARRY_WAIT, "carry_wait", COMPUTE, OpcodeKind::Bookkeeping, true,
+     true},
+    {OPCODE_CARRY_DRAIN, "carry_drain", COMPUTE, OpcodeKind::Bookkeeping, true,
+     true},
 };
 
 constexpr size_t kOpcodeCount = sizeof(kOpcodes) / sizeof(kOpcodes[0]);

@@ -156,7 +156,7 @@ func.func @decode(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {
   %w = zero.resident_read %sw {group = @g} : !zero.shard<tensor<4x4xf32>> -> tensor<4x4xf32>
   %r = nn.reshape %w : tensor<4x4xf32> -> tensor<16xf32>
   %0 = nn.matmul %x, %w : (tensor<1x4xf32>, tensor<4x4xf32>) -> tensor<1x4xf32>
-  // expected-error @+1 {{'zero.release' op operand 0 is not a gathered parameter (it must be a result of zero.gather_wait)}}
+  // expected-error @+1 {{'zero.release' op operand 0 is not a gathered parameter (it must be a result of zero.gather_wait or zero.carry_wait)}}
   zero.release %r : tensor<16xf32>
   return %0 : tensor<1x4xf32>
 }

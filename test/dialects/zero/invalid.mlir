@@ -289,7 +289,7 @@ func.func @gather_unknown_group() {
 // -----
 
 func.func @release_argument(%x: tensor<64xf32>) {
-  // expected-error @+1 {{'zero.release' op operand 0 is not a gathered parameter (it must be a result of zero.gather_wait)}}
+  // expected-error @+1 {{'zero.release' op operand 0 is not a gathered parameter (it must be a result of zero.gather_wait or zero.carry_wait)}}
   zero.release %x : tensor<64xf32>
   return
 }
@@ -302,7 +302,7 @@ func.func @release_computed(%x: tensor<64xf32>) {
   %t = zero.gather_start %s : !zero.shard<tensor<64xf32>>
   %w = zero.gather_wait %t : tensor<64xf32>
   %y = nn.add %w, %x : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
-  // expected-error @+1 {{'zero.release' op operand 1 is not a gathered parameter (it must be a result of zero.gather_wait)}}
+  // expected-error @+1 {{'zero.release' op operand 1 is not a gathered parameter (it must be a result of zero.gather_wait or zero.carry_wait)}}
   zero.release %w, %y : tensor<64xf32>, tensor<64xf32>
   return
 }
@@ -482,7 +482,7 @@ zero.group @g {params = [@w], padded_elements = 64 : i64, world_size = 4 : i64, 
 func.func @decode() {
   %s = zero.shard @w : !zero.shard<tensor<64xf32>>
   %w = zero.resident_read %s {group = @g} : !zero.shard<tensor<64xf32>> -> tensor<64xf32>
-  // expected-error @+1 {{'zero.release' op operand 0 is not a gathered parameter (it must be a result of zero.gather_wait)}}
+  // expected-error @+1 {{'zero.release' op operand 0 is not a gathered parameter (it must be a result of zero.gather_wait or zero.carry_wait)}}
   zero.release %w : tensor<64xf32>
   return
 }
