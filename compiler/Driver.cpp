@@ -446,8 +446,7 @@ static llvm::StringRef describeFrontEnd(CompileMode mode) {
 /// to the model) for the crash handler; a failure is `what` followed by the
 /// pass diagnostics.
 static llvm::Error
-runPasses(mlir::ModuleOp module, const llvm::Twine &phase,
-          llvm::StringRef what,
+runPasses(mlir::ModuleOp module, const llvm::Twine &phase, llvm::StringRef what,
           llvm::function_ref<void(mlir::OpPassManager &)> build,
           std::string &diagnostics) {
   setCrashPhase(phase);
@@ -463,10 +462,9 @@ runPasses(mlir::ModuleOp module, const llvm::Twine &phase,
 static llvm::Error runImportPipeline(mlir::ModuleOp module,
                                      const CompileOptions &options,
                                      std::string &diagnostics) {
-  return runPasses(module,
-                   "running the import pipeline on '" + options.modelPath + "'",
-                   "the import pipeline failed", buildImportPipeline,
-                   diagnostics);
+  return runPasses(
+      module, "running the import pipeline on '" + options.modelPath + "'",
+      "the import pipeline failed", buildImportPipeline, diagnostics);
 }
 
 /// The module of --mode infer or train (and the training half of a combined

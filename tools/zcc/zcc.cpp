@@ -211,11 +211,11 @@ int main(int argc, char **argv) {
   static std::string modeHelp = "What the plan runs:";
   for (const zplan::CompileModeSpelling &spelling :
        zplan::getCompileModeSpellings())
-    modeHelp += (Twine(&spelling == zplan::getCompileModeSpellings().begin()
-                           ? " "
-                           : "; ") +
-                 spelling.name + " (" + spelling.description + ")")
-                    .str();
+    modeHelp +=
+        (Twine(&spelling == zplan::getCompileModeSpellings().begin() ? " "
+                                                                     : "; ") +
+         spelling.name + " (" + spelling.description + ")")
+            .str();
   mode.setDescription(modeHelp);
   for (const zplan::HardwareSpelling &spelling : zplan::getHardwareSpellings())
     hardware.getParser().addLiteralOption(spelling.name, spelling.hardware,
