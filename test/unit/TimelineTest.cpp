@@ -68,11 +68,11 @@ TEST(Timeline, GenerationStateOnlyBetweenBeginAndEnd) {
   std::vector<std::string> labels;
   for (const TimelineStep &step : steps)
     labels.push_back(step.label);
-  EXPECT_EQ(labels, (std::vector<std::string>{
-                        "train_micro_step x K", "optimizer_step",
-                        "generate_begin", "prefill", "decode x M",
-                        "generate_end", "after generate_end",
-                        "train_micro_step"}));
+  EXPECT_EQ(labels,
+            (std::vector<std::string>{"train_micro_step x K", "optimizer_step",
+                                      "generate_begin", "prefill", "decode x M",
+                                      "generate_end", "after generate_end",
+                                      "train_micro_step"}));
   for (const TimelineStep &step : steps)
     EXPECT_EQ(step.persistentBytes, 300u) << step.label;
   EXPECT_EQ(steps[0].generationBytes, 0u);
