@@ -112,7 +112,14 @@ struct Session::State {
                                const std::string &name, plan::DataType dtype,
                                const std::vector<int64_t> &shape,
                                const plan::Binding *&binding) const;
-  Status runOrBreak(Executor &executor);
+  /// Fails once the session stopped (Session::stopped()).
+  Status usable() const;
+  /// Returns `status`, stopping the session when it is a failure: for
+  /// failures once the ranks began running programs together.
+  Status stopOn(Status status);
+  Status microStep(const TrainBatch &batch, double &loss);
+  Status gatherGradients(const TrainBatch &batch, float &loss,
+                         std::vector<std::vector<float>> &groups);
   Status checkBatch(const TrainBatch &batch) const;
   Status runMicroStep(const TrainBatch &batch, float &localLoss);
   Status gradientNorm(double gradScale, double &norm);
@@ -304,17 +311,21 @@ Status Session::open(const std::string &planPath,
 Session::Session(std::unique_ptr<State> state) : state(std::move(state)) {}
 Session::~Session() = default;
 
+bool Session::stopped() const { return state->broken; }
 const plan::Plan &Session::plan() const { return state->plan; }
 const std::string &Session::planPath() const { return state->planPath; }
 int Session::rank() const { return state->communicator.rank(); }
 int Session::worldSize() const { return state->communicator.size(); }
 
-Status Session::State::runOrBreak(Executor &executor) {
+Status Session::State::usable() const {
   if (broken)
-    return failure("a program failed earlier in this session: it runs "
+    return failure("a program failed earlier in this session, which runs "
                    "nothing more");
-  Status status = executor.run();
-  broken = !status.ok();
+  return Status::success();
+}
+
+Status Session::State::stopOn(Status status) {
+  broken |= !status.ok();
   return status;
 }
 
@@ -370,9 +381,9 @@ Status Session::State::checkBatch(const TrainBatch &batch) const {
   return Status::success();
 }
 
-/// Feeds `batch` and runs `train_micro_step`; `localLoss` is this rank's.
+/// Feeds `batch` (checked) and runs `train_micro_step`; `localLoss` is
+/// this rank's.
 Status Session::State::runMicroStep(const TrainBatch &batch, float &localLoss) {
-  ZR_RETURN_IF_ERROR(checkBatch(batch));
   // The arena reuses the inputs' bytes once they are dead: refill them
   // before every run.
   uint64_t bytes = elementCount(bufferOf(plan, inputIds->buffer())) *
@@ -381,7 +392,7 @@ Status Session::State::runMicroStep(const TrainBatch &batch, float &localLoss) {
   if (labels)
     std::memcpy(memory->address(labels->buffer()),
                 batch.labels ? batch.labels : batch.inputIds, bytes);
-  ZR_RETURN_IF_ERROR(runOrBreak(*stepExecutor));
+  ZR_RETURN_IF_ERROR(stepExecutor->run());
   std::memcpy(&localLoss, memory->address(loss->buffer()), sizeof(localLoss));
   return Status::success();
 }
@@ -424,12 +435,20 @@ Status Session::State::runOptimizer(double lr) {
       train::optimizerHyper(settings, lr, gradScale, optimizerSteps + 1);
   std::memcpy(memory->address(hyper->buffer()), hyperValues.data(),
               sizeof(float) * hyperValues.size());
-  return runOrBreak(*optimizerExecutor);
+  return optimizerExecutor->run();
 }
 
 Status Session::trainStep(const TrainBatch &batch, double &loss) {
   State &s = *state;
   ZR_RETURN_IF_ERROR(s.trainProblem);
+  ZR_RETURN_IF_ERROR(s.usable());
+  ZR_RETURN_IF_ERROR(s.checkBatch(batch));
+  return s.stopOn(s.microStep(batch, loss));
+}
+
+/// trainStep() on a checked batch.
+Status Session::State::microStep(const TrainBatch &batch, double &loss) {
+  State &s = *this;
   float local = 0;
   ZR_RETURN_IF_ERROR(s.runMicroStep(batch, local));
   s.windowLossSum += local;
@@ -462,7 +481,15 @@ uint64_t Session::optimizerSteps() const { return state->optimizerSteps; }
 
 Status Session::gradients(const TrainBatch &batch, float &loss,
                           std::vector<std::vector<float>> &groups) {
-  State &s = *state;
+  ZR_RETURN_IF_ERROR(state->usable());
+  ZR_RETURN_IF_ERROR(state->checkBatch(batch));
+  return state->stopOn(state->gatherGradients(batch, loss, groups));
+}
+
+/// gradients() on a checked batch.
+Status Session::State::gatherGradients(const TrainBatch &batch, float &loss,
+                                       std::vector<std::vector<float>> &groups) {
+  State &s = *this;
   ZR_RETURN_IF_ERROR(s.runMicroStep(batch, loss));
   ZR_RETURN_IF_ERROR(s.communicator.allReduce(&loss, 1));
   float ranks = static_cast<float>(s.communicator.size());
@@ -565,9 +592,7 @@ Status Session::generate(const GenerateRequest &request,
                          const GenerateObserver &observer) {
   State &s = *state;
   ZR_RETURN_IF_ERROR(s.generateProblem);
-  if (s.broken)
-    return failure("a program failed earlier in this session: it runs "
-                   "nothing more");
+  ZR_RETURN_IF_ERROR(s.usable());
   generate::GenerationState generation;
   ZR_RETURN_IF_ERROR(generate::GenerationState::create(
       s.shape, request.rows,
@@ -584,17 +609,14 @@ Status Session::generate(const GenerateRequest &request,
                              shape.vocabulary,
                          0.0f);
 
-  // The generation state exists from here to generate_end, and so do the
+  // From here on the ranks are in a generation: a failure on one stops the
+  // session (the others may be blocked in a collective), and the executors
+  // and the state they point into are kept for the caller's abort. The
+  // generation state exists from here to generate_end, and so do the
   // executors that resolved its addresses (Memory.h).
-  ZR_RETURN_IF_ERROR(s.memory->allocateGeneration());
+  ZR_RETURN_IF_ERROR(s.stopOn(s.memory->allocateGeneration()));
   std::array<std::unique_ptr<Executor>, kGenerationPrograms> &executors =
       s.executors;
-  auto finish = [&](Status status) {
-    for (std::unique_ptr<Executor> &executor : executors)
-      executor.reset(); // Joins the comm threads.
-    s.memory->releaseGeneration();
-    return status;
-  };
   for (int index = 0; index < kGenerationPrograms; ++index) {
     ExecutorOptions options;
     options.check = s.options.check;
@@ -613,18 +635,18 @@ Status Session::generate(const GenerateRequest &request,
     if (Status status = Executor::create(s.plan, program, *s.memory, s.counting,
                                          options, executors[index]);
         !status.ok())
-      return finish(status);
+      return s.stopOn(status);
   }
   result.bytesDuring = s.memory->heldBytes();
   if (Status status = s.communicator.barrier(); !status.ok())
-    return finish(status);
+    return s.stopOn(status);
   for (TraceRecorder &trace : s.traces)
     trace.setOrigin();
   if (observer.started)
     observer.started();
 
   generate::Sampler sampler(request.sampling);
-  auto run = [&](int index) { return s.runOrBreak(*executors[index]); };
+  auto run = [&](int index) { return executors[index]->run(); };
   auto stepDone = [&](uint64_t before) {
     if (observer.stepDone)
       observer.stepDone(generation.steps() - 1,
@@ -662,14 +684,13 @@ Status Session::generate(const GenerateRequest &request,
   result.decodeGatheredBytes = s.counting.gatheredBytes();
   if (status.ok())
     status = run(kEnd);
-  if (!status.ok()) {
-    // The other ranks may be blocked in a collective: keep the executors
-    // (and the state they point into) for the caller's abort.
-    s.broken = true;
-    return status;
-  }
+  if (!status.ok())
+    return s.stopOn(status);
   result.tokens = generation.outputTable();
-  return finish(Status::success());
+  for (std::unique_ptr<Executor> &executor : executors)
+    executor.reset(); // Joins the comm threads.
+  s.memory->releaseGeneration();
+  return Status::success();
 }
 
 std::string Session::generationTrace() const {
@@ -714,6 +735,7 @@ Status Session::save(const std::string &root,
                      const train::CheckpointOptions &options,
                      train::SaveResult &result) {
   State &s = *state;
+  ZR_RETURN_IF_ERROR(s.usable());
   if (s.microInWindow != 0)
     return failure("cannot save in the middle of an accumulation window (",
                    s.microInWindow, " of ", s.options.train.gradAccum,
@@ -735,6 +757,7 @@ Status Session::save(const std::string &root) {
 
 Status Session::load(const std::string &path, train::LoadedCheckpoint &loaded) {
   State &s = *state;
+  ZR_RETURN_IF_ERROR(s.usable());
   ZR_RETURN_IF_ERROR(train::loadCheckpoint(path, tooling::planIdentity(s.plan),
                                            s.checkpointRegions(),
                                            s.communicator, loaded));

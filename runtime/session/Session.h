@@ -180,6 +180,12 @@ public:
   Session(const Session &) = delete;
   Session &operator=(const Session &) = delete;
 
+  /// True once a failure while programs ran stopped the session (see the
+  /// file comment): the caller must abort every rank. A failure returned
+  /// while this is false happened before any program ran, on every rank
+  /// alike, and the session is still usable.
+  bool stopped() const;
+
   const plan::Plan &plan() const;
   const std::string &planPath() const;
   int rank() const;
