@@ -151,9 +151,9 @@ Status checkTrainInputs(const Arguments &arguments,
     ZR_RETURN_IF_ERROR(checkWritable(options.lossLogPath, "--loss-log"));
   if (arguments.generateEvery) {
     if (!session.canGenerate())
-      return failure("--generate-every needs a plan that also generates: ",
-                     session.checkCanGenerate().message(),
-                     " (zcc --mode train,generate)");
+      return failure("--generate-every needs a plan compiled with zcc --mode "
+                     "train,generate (",
+                     session.checkCanGenerate().message(), ")");
     ZR_RETURN_IF_ERROR(readGenerateRequest(arguments.generate, run.generation));
     ZR_RETURN_IF_ERROR(session.checkGenerateRequest(run.generation));
   }
