@@ -183,8 +183,9 @@ Status Session::State::analyzeGeneration() {
                                            plan::I64, {-1, -1}, prefillIds));
   const plan::Buffer &ids = bufferOf(plan, prefillIds->buffer());
   int64_t batch = ids.shape(0), prompt = ids.shape(1);
-  ZR_RETURN_IF_ERROR(findGenerationBinding(
-      prefill, true, "positions", plan::I64, {batch, prompt}, prefillPositions));
+  ZR_RETURN_IF_ERROR(findGenerationBinding(prefill, true, "positions",
+                                           plan::I64, {batch, prompt},
+                                           prefillPositions));
   ZR_RETURN_IF_ERROR(findGenerationBinding(prefill, true, "last_index",
                                            plan::I64, {batch}, lastIndex));
   ZR_RETURN_IF_ERROR(findGenerationBinding(prefill, false, "logits", plan::F32,
@@ -194,8 +195,8 @@ Status Session::State::analyzeGeneration() {
                                            {batch, 1}, decodeIds));
   ZR_RETURN_IF_ERROR(findGenerationBinding(decode, true, "positions", plan::I64,
                                            {batch, 1}, decodePositions));
-  ZR_RETURN_IF_ERROR(findGenerationBinding(
-      decode, false, "logits", plan::F32, {batch, vocabulary}, decodeLogits));
+  ZR_RETURN_IF_ERROR(findGenerationBinding(decode, false, "logits", plan::F32,
+                                           {batch, vocabulary}, decodeLogits));
   for (int index : {kBegin, kEnd})
     if (programs[index]->inputs_size() != 0)
       return failure("program ", inQuotes(kGenerationNames[index]),
@@ -299,9 +300,8 @@ Status Session::open(const std::string &planPath,
                                         state->counting, executorOptions,
                                         state->stepExecutor));
   if (state->trainProblem.ok())
-    ZR_RETURN_IF_ERROR(Executor::create(plan, *state->optimizer,
-                                        *state->memory, state->counting,
-                                        executorOptions,
+    ZR_RETURN_IF_ERROR(Executor::create(plan, *state->optimizer, *state->memory,
+                                        state->counting, executorOptions,
                                         state->optimizerExecutor));
   cpu::setBlasThreads(options.threads);
   out.reset(new Session(std::move(state)));
@@ -375,8 +375,8 @@ Status Session::State::checkBatch(const TrainBatch &batch) const {
     return failure("program ", inQuotes(kStepProgram),
                    "'s input 'labels' differs in shape from 'input_ids'");
   if (batch.shape != shapeOf(ids) || !batch.inputIds)
-    return failure("the micro-batch is ", shapeText(batch.shape),
-                   "; program ", inQuotes(kStepProgram), " takes input_ids ",
+    return failure("the micro-batch is ", shapeText(batch.shape), "; program ",
+                   inQuotes(kStepProgram), " takes input_ids ",
                    shapeText(shapeOf(ids)), " int64");
   return Status::success();
 }
@@ -386,8 +386,8 @@ Status Session::State::checkBatch(const TrainBatch &batch) const {
 Status Session::State::runMicroStep(const TrainBatch &batch, float &localLoss) {
   // The arena reuses the inputs' bytes once they are dead: refill them
   // before every run.
-  uint64_t bytes = elementCount(bufferOf(plan, inputIds->buffer())) *
-                   sizeof(int64_t);
+  uint64_t bytes =
+      elementCount(bufferOf(plan, inputIds->buffer())) * sizeof(int64_t);
   std::memcpy(memory->address(inputIds->buffer()), batch.inputIds, bytes);
   if (labels)
     std::memcpy(memory->address(labels->buffer()),
@@ -423,8 +423,8 @@ Status Session::State::runOptimizer(double lr) {
   train::OptimizerSettings settings = config.optimizer;
   if (sgd)
     settings.beta1 = config.momentum;
-  double gradScale = 1.0 / (static_cast<double>(config.gradAccum) *
-                            communicator.size());
+  double gradScale =
+      1.0 / (static_cast<double>(config.gradAccum) * communicator.size());
   if (double clip = config.clipGradNorm; clip > 0) {
     // torch.nn.utils.clip_grad_norm_'s coefficient, clamped to 1.
     double norm = 0;
@@ -467,8 +467,8 @@ Status Session::State::microStep(const TrainBatch &batch, double &loss) {
   s.window.optimizerStepped = true;
   s.window.step = ++s.optimizerSteps;
   s.window.loss =
-      windowTotal / (static_cast<double>(s.options.train.gradAccum) *
-                     s.communicator.size());
+      windowTotal /
+      (static_cast<double>(s.options.train.gradAccum) * s.communicator.size());
   s.window.lr = lr;
   s.microInWindow = 0;
   s.windowLossSum = 0;
@@ -487,8 +487,9 @@ Status Session::gradients(const TrainBatch &batch, float &loss,
 }
 
 /// gradients() on a checked batch.
-Status Session::State::gatherGradients(const TrainBatch &batch, float &loss,
-                                       std::vector<std::vector<float>> &groups) {
+Status
+Session::State::gatherGradients(const TrainBatch &batch, float &loss,
+                                std::vector<std::vector<float>> &groups) {
   State &s = *this;
   ZR_RETURN_IF_ERROR(s.runMicroStep(batch, loss));
   ZR_RETURN_IF_ERROR(s.communicator.allReduce(&loss, 1));
@@ -506,8 +507,8 @@ Status Session::State::gatherGradients(const TrainBatch &batch, float &loss,
       std::memcpy(whole.data(), gradient, whole.size() * sizeof(float));
     else
       ZR_RETURN_IF_ERROR(s.communicator.allGather(
-          gradient, whole.data(), entry.padded_elements() / s.communicator.size(),
-          ElementType::F32));
+          gradient, whole.data(),
+          entry.padded_elements() / s.communicator.size(), ElementType::F32));
     for (float &value : whole)
       value /= ranks;
   }
@@ -545,8 +546,8 @@ Status Session::State::chooseTokens(generate::GenerationState &generation,
                                     const plan::Binding &logitsBinding,
                                     std::vector<float> &history) {
   uint64_t step = generation.steps();
-  const auto *logits = reinterpret_cast<const float *>(
-      memory->address(logitsBinding.buffer()));
+  const auto *logits =
+      reinterpret_cast<const float *>(memory->address(logitsBinding.buffer()));
   std::vector<int64_t> tokens(shape.batch, 0);
   for (uint64_t row = 0; row < shape.batch; ++row) {
     if (generation.finished(row))
@@ -560,7 +561,8 @@ Status Session::State::chooseTokens(generate::GenerationState &generation,
                      " (generation step ", step, ") gave row ", row,
                      " logits it cannot choose from: ", status.message());
     if (!history.empty())
-      std::memcpy(history.data() + (step * shape.batch + row) * shape.vocabulary,
+      std::memcpy(history.data() +
+                      (step * shape.batch + row) * shape.vocabulary,
                   rowLogits, shape.vocabulary * sizeof(float));
   }
   // Every rank computed the same logits from the same inputs; broadcasting
@@ -587,8 +589,7 @@ int64_t *int64At(RankMemory &memory, const plan::Binding &binding) {
 
 } // namespace
 
-Status Session::generate(const GenerateRequest &request,
-                         GenerateResult &result,
+Status Session::generate(const GenerateRequest &request, GenerateResult &result,
                          const GenerateObserver &observer) {
   State &s = *state;
   ZR_RETURN_IF_ERROR(s.generateProblem);
@@ -605,9 +606,8 @@ Status Session::generate(const GenerateRequest &request,
   result.batch = shape.batch;
   result.maxNewTokens = generation.maxNewTokens();
   if (request.keepLogits)
-    result.logits.assign(generation.maxNewTokens() * shape.batch *
-                             shape.vocabulary,
-                         0.0f);
+    result.logits.assign(
+        generation.maxNewTokens() * shape.batch * shape.vocabulary, 0.0f);
 
   // From here on the ranks are in a generation: a failure on one stops the
   // session (the others may be blocked in a collective), and the executors
@@ -627,9 +627,9 @@ Status Session::generate(const GenerateRequest &request,
       constexpr uint64_t kMaxEventsPerQueue = uint64_t(1) << 20;
       uint64_t runs =
           index == kDecode ? std::max<uint64_t>(1, result.maxNewTokens - 1) : 1;
-      s.traces[index].reserve(static_cast<size_t>(std::min(
-          kMaxEventsPerQueue,
-          static_cast<uint64_t>(program.instructions_size()) * runs)));
+      s.traces[index].reserve(static_cast<size_t>(
+          std::min(kMaxEventsPerQueue,
+                   static_cast<uint64_t>(program.instructions_size()) * runs)));
       options.trace = &s.traces[index];
     }
     if (Status status = Executor::create(s.plan, program, *s.memory, s.counting,
@@ -661,8 +661,8 @@ Status Session::generate(const GenerateRequest &request,
     status = run(kPrefill);
   }
   if (status.ok())
-    status = s.chooseTokens(generation, sampler, *s.prefillLogits,
-                            result.logits);
+    status =
+        s.chooseTokens(generation, sampler, *s.prefillLogits, result.logits);
   if (status.ok())
     stepDone(0);
   s.counting.reset();
@@ -674,8 +674,8 @@ Status Session::generate(const GenerateRequest &request,
     status = run(kDecode);
     uint64_t before = generation.generatedTokens();
     if (status.ok())
-      status = s.chooseTokens(generation, sampler, *s.decodeLogits,
-                              result.logits);
+      status =
+          s.chooseTokens(generation, sampler, *s.decodeLogits, result.logits);
     if (status.ok()) {
       ++result.decodeSteps;
       stepDone(before);
@@ -699,8 +699,8 @@ std::string Session::generationTrace() const {
     return "";
   std::string mine;
   for (int index = 0; index < kGenerationPrograms; ++index) {
-    std::string events = s.traces[index].eventsJson(
-        s.plan, *s.programs[index], s.communicator.rank());
+    std::string events = s.traces[index].eventsJson(s.plan, *s.programs[index],
+                                                    s.communicator.rank());
     std::string tag = "\"args\":{\"instruction\":";
     std::string tagged = std::string("\"args\":{\"program\":\"") +
                          kGenerationNames[index] + "\",\"instruction\":";
@@ -719,8 +719,7 @@ std::string Session::generationTrace() const {
 
 /// The regions a checkpoint holds for this rank: its shards, the persistent
 /// groups and the training state.
-std::vector<train::CheckpointRegion>
-Session::State::checkpointRegions() const {
+std::vector<train::CheckpointRegion> Session::State::checkpointRegions() const {
   std::vector<train::CheckpointRegion> regions;
   for (auto [name, section] :
        {std::pair{"shards", &memory->shardSection()},
