@@ -118,10 +118,13 @@ struct Session::State {
   /// failures once the ranks began running programs together.
   Status stopOn(Status status);
   Status microStep(const TrainBatch &batch, double &loss);
-  Status gatherGradients(const TrainBatch &batch, float &loss,
+  Status gatherGradients(const std::vector<ProgramInput> &inputs, float &loss,
                          std::vector<std::vector<float>> &groups);
   Status checkBatch(const TrainBatch &batch) const;
-  Status runMicroStep(const TrainBatch &batch, float &localLoss);
+  std::vector<ProgramInput> inputsOf(const TrainBatch &batch) const;
+  Status checkInputs(const std::vector<ProgramInput> &inputs) const;
+  Status runMicroStep(const std::vector<ProgramInput> &inputs,
+                      float &localLoss);
   Status gradientNorm(double gradScale, double &norm);
   Status runOptimizer(double lr);
   Status chooseTokens(generate::GenerationState &generation,
@@ -381,17 +384,54 @@ Status Session::State::checkBatch(const TrainBatch &batch) const {
   return Status::success();
 }
 
-/// Feeds `batch` (checked) and runs `train_micro_step`; `localLoss` is
-/// this rank's.
-Status Session::State::runMicroStep(const TrainBatch &batch, float &localLoss) {
-  // The arena reuses the inputs' bytes once they are dead: refill them
-  // before every run.
+/// `batch` (checked) as the step's inputs: input_ids, and labels when the
+/// step takes them.
+std::vector<ProgramInput>
+Session::State::inputsOf(const TrainBatch &batch) const {
   uint64_t bytes =
       elementCount(bufferOf(plan, inputIds->buffer())) * sizeof(int64_t);
-  std::memcpy(memory->address(inputIds->buffer()), batch.inputIds, bytes);
+  std::vector<ProgramInput> inputs = {{"input_ids", batch.inputIds, bytes}};
   if (labels)
-    std::memcpy(memory->address(labels->buffer()),
-                batch.labels ? batch.labels : batch.inputIds, bytes);
+    inputs.push_back(
+        {"labels", batch.labels ? batch.labels : batch.inputIds, bytes});
+  return inputs;
+}
+
+/// Every input of `train_micro_step` is fed once, with its buffer's bytes.
+Status
+Session::State::checkInputs(const std::vector<ProgramInput> &inputs) const {
+  ZR_RETURN_IF_ERROR(stepProblem);
+  for (const ProgramInput &input : inputs) {
+    const plan::Binding *binding = findBinding(step->inputs(), input.name);
+    if (!binding)
+      return failure("program ", inQuotes(kStepProgram), " has no input ",
+                     inQuotes(input.name));
+    uint64_t bytes = bufferOf(plan, binding->buffer()).bytes();
+    if (input.bytes != bytes || !input.data)
+      return failure("input ", inQuotes(input.name), " of program ",
+                     inQuotes(kStepProgram), " takes ", bytes, " bytes, not ",
+                     input.bytes);
+  }
+  for (const plan::Binding &binding : step->inputs())
+    if (std::count_if(inputs.begin(), inputs.end(),
+                      [&](const ProgramInput &input) {
+                        return input.name == binding.name();
+                      }) != 1)
+      return failure("input ", inQuotes(binding.name()), " of program ",
+                     inQuotes(kStepProgram), " is not fed exactly once");
+  return Status::success();
+}
+
+/// Feeds `inputs` (checked) and runs `train_micro_step`; `localLoss` is
+/// this rank's.
+Status Session::State::runMicroStep(const std::vector<ProgramInput> &inputs,
+                                    float &localLoss) {
+  // The arena reuses the inputs' bytes once they are dead: refill them
+  // before every run.
+  for (const ProgramInput &input : inputs)
+    std::memcpy(
+        memory->address(findBinding(step->inputs(), input.name)->buffer()),
+        input.data, input.bytes);
   ZR_RETURN_IF_ERROR(stepExecutor->run());
   std::memcpy(&localLoss, memory->address(loss->buffer()), sizeof(localLoss));
   return Status::success();
@@ -450,7 +490,7 @@ Status Session::trainStep(const TrainBatch &batch, double &loss) {
 Status Session::State::microStep(const TrainBatch &batch, double &loss) {
   State &s = *this;
   float local = 0;
-  ZR_RETURN_IF_ERROR(s.runMicroStep(batch, local));
+  ZR_RETURN_IF_ERROR(s.runMicroStep(s.inputsOf(batch), local));
   s.windowLossSum += local;
   float total = local;
   ZR_RETURN_IF_ERROR(s.communicator.allReduce(&total, 1));
@@ -479,19 +519,21 @@ const WindowResult &Session::lastWindow() const { return state->window; }
 uint64_t Session::microStepsInWindow() const { return state->microInWindow; }
 uint64_t Session::optimizerSteps() const { return state->optimizerSteps; }
 
-Status Session::gradients(const TrainBatch &batch, float &loss,
+Status Session::gradients(const std::vector<ProgramInput> &inputs,
+                          float &loss,
                           std::vector<std::vector<float>> &groups) {
   ZR_RETURN_IF_ERROR(state->usable());
-  ZR_RETURN_IF_ERROR(state->checkBatch(batch));
-  return state->stopOn(state->gatherGradients(batch, loss, groups));
+  ZR_RETURN_IF_ERROR(state->checkInputs(inputs));
+  return state->stopOn(state->gatherGradients(inputs, loss, groups));
 }
 
-/// gradients() on a checked batch.
+/// gradients() on checked inputs.
 Status
-Session::State::gatherGradients(const TrainBatch &batch, float &loss,
+Session::State::gatherGradients(const std::vector<ProgramInput> &inputs,
+                                float &loss,
                                 std::vector<std::vector<float>> &groups) {
   State &s = *this;
-  ZR_RETURN_IF_ERROR(s.runMicroStep(batch, loss));
+  ZR_RETURN_IF_ERROR(s.runMicroStep(inputs, loss));
   ZR_RETURN_IF_ERROR(s.communicator.allReduce(&loss, 1));
   float ranks = static_cast<float>(s.communicator.size());
   loss /= ranks;

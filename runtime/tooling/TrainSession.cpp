@@ -81,23 +81,16 @@ Status stageGradients(const plan::Plan &plan, const std::string &directory,
 Status checkGradientInputs(const Arguments &arguments,
                            const session::Session &session, int rank,
                            std::vector<npy::Array> &inputs,
-                           session::TrainBatch &batch) {
+                           std::vector<session::ProgramInput> &fed) {
   ZR_RETURN_IF_ERROR(session.checkCanStep());
   const plan::Program *step = nullptr;
   ZR_RETURN_IF_ERROR(selectProgram(session.plan(), "train_micro_step", step));
   ZR_RETURN_IF_ERROR(checkInputNames(*step, arguments.inputs));
   ZR_RETURN_IF_ERROR(
       readProgramInputs(session.plan(), *step, arguments.inputs, inputs));
-  for (int i = 0; i < step->inputs_size(); ++i) {
-    const auto *values =
-        reinterpret_cast<const int64_t *>(inputs[i].data.data());
-    if (step->inputs(i).name() == "labels")
-      batch.labels = values;
-    else if (step->inputs(i).name() == "input_ids") {
-      batch.inputIds = values;
-      batch.shape = inputs[i].shape;
-    }
-  }
+  for (int i = 0; i < step->inputs_size(); ++i)
+    fed.push_back({step->inputs(i).name(), inputs[i].data.data(),
+                   inputs[i].data.size()});
   if (rank != 0)
     return Status::success();
   const std::string &directory = arguments.outputDir;
@@ -210,16 +203,16 @@ int zplan::tooling::writeGradients(const Arguments &arguments,
                                    comm::Communicator &communicator) {
   std::unique_ptr<session::Session> session;
   std::vector<npy::Array> inputs;
-  session::TrainBatch batch;
+  std::vector<session::ProgramInput> fed;
   Status checked = openSession(arguments, communicator, session);
   if (checked.ok())
     checked = checkGradientInputs(arguments, *session, communicator.rank(),
-                                  inputs, batch);
+                                  inputs, fed);
   if (!agree(communicator, checked))
     return 1;
   float loss = 0;
   std::vector<std::vector<float>> groups;
-  if (Status status = session->gradients(batch, loss, groups); !status.ok())
+  if (Status status = session->gradients(fed, loss, groups); !status.ok())
     abortRun(communicator, status);
   StagedFiles staged;
   bool rankZero = communicator.rank() == 0;
