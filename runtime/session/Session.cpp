@@ -519,8 +519,7 @@ const WindowResult &Session::lastWindow() const { return state->window; }
 uint64_t Session::microStepsInWindow() const { return state->microInWindow; }
 uint64_t Session::optimizerSteps() const { return state->optimizerSteps; }
 
-Status Session::gradients(const std::vector<ProgramInput> &inputs,
-                          float &loss,
+Status Session::gradients(const std::vector<ProgramInput> &inputs, float &loss,
                           std::vector<std::vector<float>> &groups) {
   ZR_RETURN_IF_ERROR(state->usable());
   ZR_RETURN_IF_ERROR(state->checkInputs(inputs));

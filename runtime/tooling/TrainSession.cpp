@@ -89,8 +89,8 @@ Status checkGradientInputs(const Arguments &arguments,
   ZR_RETURN_IF_ERROR(
       readProgramInputs(session.plan(), *step, arguments.inputs, inputs));
   for (int i = 0; i < step->inputs_size(); ++i)
-    fed.push_back({step->inputs(i).name(), inputs[i].data.data(),
-                   inputs[i].data.size()});
+    fed.push_back(
+        {step->inputs(i).name(), inputs[i].data.data(), inputs[i].data.size()});
   if (rank != 0)
     return Status::success();
   const std::string &directory = arguments.outputDir;
