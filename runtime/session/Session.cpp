@@ -267,6 +267,12 @@ Status Session::open(const std::string &planPath,
                      comm::Communicator &communicator,
                      const SessionOptions &options,
                      std::unique_ptr<Session> &out) {
+  if (options.train.gradAccum == 0)
+    return failure("the gradient accumulation (micro-steps per optimizer "
+                   "step) must be at least 1");
+  if (options.threads < 1)
+    return failure("the BLAS threads per rank must be at least 1, not ",
+                   options.threads);
   auto state = std::make_unique<State>(communicator, options);
   state->planPath = planPath;
   plan::Plan &plan = state->plan;
