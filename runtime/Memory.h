@@ -63,15 +63,14 @@ public:
   /// validatePlan(). Fails when the weights file cannot be read, a buffer
   /// does not fit the section it lives in, or the arena cannot be
   /// allocated.
-  static Status
-  load(const std::string &planPath, const plan::Plan &plan, uint32_t rank,
-       Backend &backend, std::unique_ptr<RankMemory> &out,
-       GenerationState generation = GenerationState::AtLoad);
+  static Status load(const std::string &planPath, const plan::Plan &plan,
+                     uint32_t rank, Backend &backend,
+                     std::unique_ptr<RankMemory> &out,
+                     GenerationState generation = GenerationState::AtLoad);
   /// As above, on the CPU backend.
-  static Status
-  load(const std::string &planPath, const plan::Plan &plan, uint32_t rank,
-       std::unique_ptr<RankMemory> &out,
-       GenerationState generation = GenerationState::AtLoad);
+  static Status load(const std::string &planPath, const plan::Plan &plan,
+                     uint32_t rank, std::unique_ptr<RankMemory> &out,
+                     GenerationState generation = GenerationState::AtLoad);
 
   /// The backend that holds this memory, and runs the kernels on it.
   Backend &backend() const { return *owner; }

@@ -127,6 +127,8 @@ struct Session::State {
                       float &localLoss);
   Status gradientNorm(double gradScale, double &norm);
   Status runOptimizer(double lr);
+  Status startGeneration(const GenerateRequest &request,
+                         generate::GenerationState &generation) const;
   Status chooseTokens(generate::GenerationState &generation,
                       generate::Sampler &sampler, const plan::Binding &logits,
                       std::vector<float> &history);
@@ -576,10 +578,20 @@ const generate::GenerationShape &Session::generationShape() const {
 }
 
 Status Session::checkGenerateRequest(const GenerateRequest &request) const {
-  ZR_RETURN_IF_ERROR(state->generateProblem);
   generate::GenerationState generation;
+  return state->startGeneration(request, generation);
+}
+
+/// The rows' state before prefill, from `request` checked against the plan.
+Status
+Session::State::startGeneration(const GenerateRequest &request,
+                                generate::GenerationState &generation) const {
+  ZR_RETURN_IF_ERROR(generateProblem);
+  if (request.rows.maxNewTokens == 0)
+    return failure("a generation makes at least 1 new token per row "
+                   "(max_new_tokens 0)");
   return generate::GenerationState::create(
-      state->shape, request.rows,
+      shape, request.rows,
       request.promptSource.empty() ? "the prompts" : request.promptSource,
       request.lengthsSource.empty() ? "the prompt lengths"
                                     : request.lengthsSource,
@@ -640,15 +652,9 @@ int64_t *int64At(RankMemory &memory, const plan::Binding &binding) {
 Status Session::generate(const GenerateRequest &request, GenerateResult &result,
                          const GenerateObserver &observer) {
   State &s = *state;
-  ZR_RETURN_IF_ERROR(s.generateProblem);
   ZR_RETURN_IF_ERROR(s.usable());
   generate::GenerationState generation;
-  ZR_RETURN_IF_ERROR(generate::GenerationState::create(
-      s.shape, request.rows,
-      request.promptSource.empty() ? "the prompts" : request.promptSource,
-      request.lengthsSource.empty() ? "the prompt lengths"
-                                    : request.lengthsSource,
-      generation));
+  ZR_RETURN_IF_ERROR(s.startGeneration(request, generation));
   const generate::GenerationShape &shape = s.shape;
   result = GenerateResult();
   result.batch = shape.batch;
