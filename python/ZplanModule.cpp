@@ -82,8 +82,7 @@ PYBIND11_MODULE(zplan, module) {
       py::cpp_function(&finalizeWorld));
   abortOnUncaughtExceptions();
 
-  module.def(
-      "rank", [] { return theWorld().rank(); }, "This process's rank.");
+  module.def("rank", [] { return theWorld().rank(); }, "This process's rank.");
   module.def(
       "world_size", [] { return theWorld().size(); },
       "The number of ranks mpirun launched.");
