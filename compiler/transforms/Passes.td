@@ -539,8 +539,10 @@ def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
         group; every `resident` group is gathered and released there;
     11. zero.resident_read only in @prefill and @decode (that its tensors
         are never zero.release'd, the release's op verifier proves);
-    12. no zero.gather_start of a resident group (its copy is read, never
-        gathered again inside a program).
+    12. no zero.gather_start of a resident group in a generation program
+        (its copy is read, never gathered again inside the generation; the
+        training programs of a train,generate module, which run outside it,
+        gather the group as any other).
 
     Tests: test/transforms/verify-schedule.mlir,
     verify-schedule-generate.mlir.
