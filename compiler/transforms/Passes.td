@@ -544,8 +544,30 @@ def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
         training programs of a train,generate module, which run outside it,
         gather the group as any other).
 
+    One plan, many programs (train,generate; docs/one-plan.md); rules 20-22
+    are in VerifyProgramBoundaries.cpp:
+
+    20. nothing of a collective crosses a program boundary: a program's
+        arguments and results are never a shard, a gather or reduce token,
+        or a gathered copy (a result of gather_wait, resident_read or
+        carry_wait, or a view of one). With the op verifiers (a start's
+        token has exactly one wait, in its function) every collective a
+        program starts completes in it: no gathered copy is live and no
+        gradient accumulator half-reduced when a program ends, apart from
+        the resident set and the carried gather (rules 10-12, the carry
+        rules);
+    21. gradient state is touched only by @train_micro_step
+        (zero.grad_shard, zero.reduce_scatter_start/wait, zero.all_reduce)
+        and @optimizer_step (zero.optimizer_update): generation programs,
+        the transitions and @forward never do, so generation inside a
+        gradient-accumulation window leaves the accumulators untouched;
+    22. no nn op reads a parameter from its shard by a path that skips the
+        gather (a shard reinterpreted as a tensor, e.g. by a cast): only
+        gather_wait, resident_read and carry_wait turn a shard into a
+        tensor.
+
     Tests: test/transforms/verify-schedule.mlir,
-    verify-schedule-generate.mlir.
+    verify-schedule-generate.mlir, verify-schedule-oneplan.mlir.
   }];
   let options = [
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",

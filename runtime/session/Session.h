@@ -43,6 +43,7 @@
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/LrSchedule.h"
 #include "runtime/train/OptimizerHyper.h"
+#include "runtime/train/TrainOptions.h"
 
 #include <cstdint>
 #include <functional>
@@ -57,8 +58,8 @@ class RankMemory;
 
 namespace zplan::session {
 
-/// How the optimizer steps: zrun train's flags (runtime/train/TrainOptions.h
-/// turns them into this with trainConfigOf in runtime/tooling).
+/// How the optimizer steps: zrun train's flags (trainConfigOf below takes
+/// them from runtime/train/TrainOptions.h).
 struct TrainConfig {
   /// K: micro-steps per optimizer step.
   uint64_t gradAccum = 1;
@@ -72,6 +73,10 @@ struct TrainConfig {
   /// no clipping), as torch.nn.utils.clip_grad_norm_ does.
   double clipGradNorm = 0.0;
 };
+
+/// K, the schedule and the optimizer constants of zrun train's options
+/// (momentum and clipping are zrun's own flags: set them after).
+TrainConfig trainConfigOf(const train::TrainOptions &options);
 
 struct SessionOptions {
   /// --check: poison released copies, check reads and shard checksums.
@@ -175,6 +180,12 @@ public:
   Session(const Session &) = delete;
   Session &operator=(const Session &) = delete;
 
+  /// True once a failure while programs ran stopped the session (see the
+  /// file comment): the caller must abort every rank. A failure returned
+  /// while this is false happened before any program ran, on every rank
+  /// alike, and the session is still usable.
+  bool stopped() const;
+
   const plan::Plan &plan() const;
   const std::string &planPath() const;
   int rank() const;
@@ -189,6 +200,9 @@ public:
   /// Fails with one line naming what is missing (compile with zcc --mode
   /// train) unless canTrain().
   Status checkCanTrain() const;
+  /// Fails unless the plan has a `train_micro_step` the session can run
+  /// (all that gradients() needs).
+  Status checkCanStep() const;
   /// The micro-batch shape [B, T] of `train_micro_step`'s input_ids.
   std::vector<int64_t> trainInputShape() const;
   /// The vocabulary size when the plan says it (the logits of an infer or

@@ -258,6 +258,9 @@ Status loadRun(RunSession &session) {
   ZR_RETURN_IF_ERROR(RankMemory::load(
       session.arguments.planPath, session.plan,
       static_cast<uint32_t>(communicator.rank()), session.memory));
+  // One program of a generation plan, run alone, reads the KV caches and
+  // resident copies: they are held for the whole run.
+  ZR_RETURN_IF_ERROR(session.memory->allocateGeneration());
   ExecutorOptions options;
   options.check = session.arguments.check;
   if (!session.arguments.tracePath.empty()) {
@@ -345,6 +348,11 @@ bool zplan::tooling::printStats(comm::Communicator &communicator,
        << " B, persistent " << memory.persistentBytes() << " B";
   if (uint64_t state = memory.stateSection().bytes())
     line << ", training state " << state << " B";
+  // Only a plan that generates allocates and frees memory after load (its
+  // generation state, Memory.h): what it holds now and held at most.
+  if (uint64_t generation = memory.generationBytes())
+    line << ", generation state " << generation << " B, held "
+         << memory.heldBytes() << " B, peak " << memory.peakBytes() << " B";
   line << "\n";
   std::vector<std::string> lines;
   Status status = communicator.gatherText(line.str(), lines);
