@@ -53,7 +53,7 @@ def main():
     expect_error("too many tokens", lambda: generator.generate(prompts, max_new_tokens=100))
     expect_error("top_k without temperature", lambda: generator.generate(prompts, top_k=5))
     expect_error("one rank's lengths", lambda: generator.generate(
-        prompts, np.array([4, 4, 4 if rank == 0 else 9])))
+        prompts, np.array([4, 4, 4 if rank == 0 else 9]), max_new_tokens=3))
     tokens = generator.generate(prompts, max_new_tokens=3)
     assert tokens.shape == (3, 3) and tokens.dtype == np.int64, (tokens.shape, tokens.dtype)
     generator.close()
