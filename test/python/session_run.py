@@ -14,6 +14,10 @@ micro-step and rank), so that the files below can be compared with zrun's:
   --generate-after M    also generate after micro-step M (1-based; inside an
                         accumulation window when K does not divide M): the
                         loss log must not change
+  --save-at S           also save after optimizer step S (under --save); at the end, load
+                        that checkpoint and train steps S+1.. again: their
+                        losses and lrs must be the ones of the first time
+  --check               open the session with check=True (zrun's --check)
 
 Generation reads --prompts/--prompt-lengths (the same on every rank) and is
 greedy. Rank 0 prints each generation's memory: this rank's bytes before,
@@ -66,10 +70,14 @@ def main():
     parser.add_argument("--tokens-before")
     parser.add_argument("--tokens-after")
     parser.add_argument("--generate-after", type=int, default=0)
+    parser.add_argument("--save-at", type=int, default=0)
+    parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
+    if args.save_at and not args.save:
+        parser.error("--save-at needs --save")
 
-    session = zplan.Session(args.plan, lr=args.lr, warmup=args.warmup, steps=args.steps,
-                            grad_accum=args.grad_accum)
+    session = zplan.Session(args.plan, check=args.check, lr=args.lr, warmup=args.warmup,
+                            steps=args.steps, grad_accum=args.grad_accum)
     rank, world = session.rank, session.world_size
     rows, row_tokens = session.train_input_shape
     tokens = np.fromfile(args.data, dtype=np.uint16)
@@ -77,22 +85,35 @@ def main():
     if args.tokens_before:
         np.save(args.tokens_before, generate_checked(session, args, "before training"))
 
-    log_lines = []
+    def train(first_step, on_micro_step):
+        """Optimizer steps first_step.. of the run; returns their loss log lines."""
+        lines = []
+        for step in range(first_step, args.steps):
+            for micro in range(args.grad_accum):
+                offsets = [batches.row_offset(args.seed, step, q, len(tokens), row_tokens)
+                           for q in batches.micro_batch_rows(micro, rank, world, rows)]
+                batch = np.stack([tokens[o:o + row_tokens] for o in offsets]).astype(np.int64)
+                loss = session.train_step(batch)
+                assert loss == session.loss
+                on_micro_step(step)
+            closed = session.last_step
+            assert closed is not None and closed["step"] == step + 1, closed
+            lines.append("%d\t%.9g\t%.9g\n" % (closed["step"], closed["loss"], closed["lr"]))
+        assert session.optimizer_steps == args.steps
+        return lines
+
     micro_steps = 0
-    for step in range(args.steps):
-        for micro in range(args.grad_accum):
-            offsets = [batches.row_offset(args.seed, step, q, len(tokens), row_tokens)
-                       for q in batches.micro_batch_rows(micro, rank, world, rows)]
-            batch = np.stack([tokens[o:o + row_tokens] for o in offsets]).astype(np.int64)
-            loss = session.train_step(batch)
-            assert loss == session.loss
-            micro_steps += 1
-            if micro_steps == args.generate_after:
-                generate_checked(session, args, f"after micro-step {micro_steps}")
-        closed = session.last_step
-        assert closed is not None and closed["step"] == step + 1, closed
-        log_lines.append("%d\t%.9g\t%.9g\n" % (closed["step"], closed["loss"], closed["lr"]))
-    assert session.optimizer_steps == args.steps
+    checkpoint = None
+
+    def after_micro_step(step):
+        nonlocal micro_steps, checkpoint
+        micro_steps += 1
+        if micro_steps == args.generate_after:
+            generate_checked(session, args, f"after micro-step {micro_steps}")
+        if micro_steps == args.save_at * args.grad_accum:
+            checkpoint = session.save(args.save)
+
+    log_lines = train(0, after_micro_step)
 
     if args.tokens_after:
         np.save(args.tokens_after, generate_checked(session, args, "after training"))
@@ -100,6 +121,14 @@ def main():
         directory = session.save(args.save)
         if rank == 0:
             print(f"saved {directory}")
+    if args.save_at:
+        session.load(checkpoint)
+        assert session.optimizer_steps == args.save_at and session.loss is None
+        again = train(args.save_at, lambda step: None)
+        assert again == log_lines[args.save_at:], (again, log_lines)
+        if rank == 0:
+            print(f"loaded {checkpoint}: steps {args.save_at + 1}-{args.steps} again, "
+                  f"identical losses and lrs")
     if rank == 0 and args.loss_log:
         with open(args.loss_log, "w") as log:
             log.writelines(log_lines)
