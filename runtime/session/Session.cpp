@@ -118,10 +118,13 @@ struct Session::State {
   /// failures once the ranks began running programs together.
   Status stopOn(Status status);
   Status microStep(const TrainBatch &batch, double &loss);
-  Status gatherGradients(const TrainBatch &batch, float &loss,
+  Status gatherGradients(const std::vector<ProgramInput> &inputs, float &loss,
                          std::vector<std::vector<float>> &groups);
   Status checkBatch(const TrainBatch &batch) const;
-  Status runMicroStep(const TrainBatch &batch, float &localLoss);
+  std::vector<ProgramInput> inputsOf(const TrainBatch &batch) const;
+  Status checkInputs(const std::vector<ProgramInput> &inputs) const;
+  Status runMicroStep(const std::vector<ProgramInput> &inputs,
+                      float &localLoss);
   Status gradientNorm(double gradScale, double &norm);
   Status runOptimizer(double lr);
   Status chooseTokens(generate::GenerationState &generation,
@@ -183,8 +186,9 @@ Status Session::State::analyzeGeneration() {
                                            plan::I64, {-1, -1}, prefillIds));
   const plan::Buffer &ids = bufferOf(plan, prefillIds->buffer());
   int64_t batch = ids.shape(0), prompt = ids.shape(1);
-  ZR_RETURN_IF_ERROR(findGenerationBinding(
-      prefill, true, "positions", plan::I64, {batch, prompt}, prefillPositions));
+  ZR_RETURN_IF_ERROR(findGenerationBinding(prefill, true, "positions",
+                                           plan::I64, {batch, prompt},
+                                           prefillPositions));
   ZR_RETURN_IF_ERROR(findGenerationBinding(prefill, true, "last_index",
                                            plan::I64, {batch}, lastIndex));
   ZR_RETURN_IF_ERROR(findGenerationBinding(prefill, false, "logits", plan::F32,
@@ -194,8 +198,8 @@ Status Session::State::analyzeGeneration() {
                                            {batch, 1}, decodeIds));
   ZR_RETURN_IF_ERROR(findGenerationBinding(decode, true, "positions", plan::I64,
                                            {batch, 1}, decodePositions));
-  ZR_RETURN_IF_ERROR(findGenerationBinding(
-      decode, false, "logits", plan::F32, {batch, vocabulary}, decodeLogits));
+  ZR_RETURN_IF_ERROR(findGenerationBinding(decode, false, "logits", plan::F32,
+                                           {batch, vocabulary}, decodeLogits));
   for (int index : {kBegin, kEnd})
     if (programs[index]->inputs_size() != 0)
       return failure("program ", inQuotes(kGenerationNames[index]),
@@ -299,9 +303,8 @@ Status Session::open(const std::string &planPath,
                                         state->counting, executorOptions,
                                         state->stepExecutor));
   if (state->trainProblem.ok())
-    ZR_RETURN_IF_ERROR(Executor::create(plan, *state->optimizer,
-                                        *state->memory, state->counting,
-                                        executorOptions,
+    ZR_RETURN_IF_ERROR(Executor::create(plan, *state->optimizer, *state->memory,
+                                        state->counting, executorOptions,
                                         state->optimizerExecutor));
   cpu::setBlasThreads(options.threads);
   out.reset(new Session(std::move(state)));
@@ -375,23 +378,60 @@ Status Session::State::checkBatch(const TrainBatch &batch) const {
     return failure("program ", inQuotes(kStepProgram),
                    "'s input 'labels' differs in shape from 'input_ids'");
   if (batch.shape != shapeOf(ids) || !batch.inputIds)
-    return failure("the micro-batch is ", shapeText(batch.shape),
-                   "; program ", inQuotes(kStepProgram), " takes input_ids ",
+    return failure("the micro-batch is ", shapeText(batch.shape), "; program ",
+                   inQuotes(kStepProgram), " takes input_ids ",
                    shapeText(shapeOf(ids)), " int64");
   return Status::success();
 }
 
-/// Feeds `batch` (checked) and runs `train_micro_step`; `localLoss` is
+/// `batch` (checked) as the step's inputs: input_ids, and labels when the
+/// step takes them.
+std::vector<ProgramInput>
+Session::State::inputsOf(const TrainBatch &batch) const {
+  uint64_t bytes =
+      elementCount(bufferOf(plan, inputIds->buffer())) * sizeof(int64_t);
+  std::vector<ProgramInput> inputs = {{"input_ids", batch.inputIds, bytes}};
+  if (labels)
+    inputs.push_back(
+        {"labels", batch.labels ? batch.labels : batch.inputIds, bytes});
+  return inputs;
+}
+
+/// Every input of `train_micro_step` is fed once, with its buffer's bytes.
+Status
+Session::State::checkInputs(const std::vector<ProgramInput> &inputs) const {
+  ZR_RETURN_IF_ERROR(stepProblem);
+  for (const ProgramInput &input : inputs) {
+    const plan::Binding *binding = findBinding(step->inputs(), input.name);
+    if (!binding)
+      return failure("program ", inQuotes(kStepProgram), " has no input ",
+                     inQuotes(input.name));
+    uint64_t bytes = bufferOf(plan, binding->buffer()).bytes();
+    if (input.bytes != bytes || !input.data)
+      return failure("input ", inQuotes(input.name), " of program ",
+                     inQuotes(kStepProgram), " takes ", bytes, " bytes, not ",
+                     input.bytes);
+  }
+  for (const plan::Binding &binding : step->inputs())
+    if (std::count_if(inputs.begin(), inputs.end(),
+                      [&](const ProgramInput &input) {
+                        return input.name == binding.name();
+                      }) != 1)
+      return failure("input ", inQuotes(binding.name()), " of program ",
+                     inQuotes(kStepProgram), " is not fed exactly once");
+  return Status::success();
+}
+
+/// Feeds `inputs` (checked) and runs `train_micro_step`; `localLoss` is
 /// this rank's.
-Status Session::State::runMicroStep(const TrainBatch &batch, float &localLoss) {
+Status Session::State::runMicroStep(const std::vector<ProgramInput> &inputs,
+                                    float &localLoss) {
   // The arena reuses the inputs' bytes once they are dead: refill them
   // before every run.
-  uint64_t bytes = elementCount(bufferOf(plan, inputIds->buffer())) *
-                   sizeof(int64_t);
-  std::memcpy(memory->address(inputIds->buffer()), batch.inputIds, bytes);
-  if (labels)
-    std::memcpy(memory->address(labels->buffer()),
-                batch.labels ? batch.labels : batch.inputIds, bytes);
+  for (const ProgramInput &input : inputs)
+    std::memcpy(
+        memory->address(findBinding(step->inputs(), input.name)->buffer()),
+        input.data, input.bytes);
   ZR_RETURN_IF_ERROR(stepExecutor->run());
   std::memcpy(&localLoss, memory->address(loss->buffer()), sizeof(localLoss));
   return Status::success();
@@ -423,8 +463,8 @@ Status Session::State::runOptimizer(double lr) {
   train::OptimizerSettings settings = config.optimizer;
   if (sgd)
     settings.beta1 = config.momentum;
-  double gradScale = 1.0 / (static_cast<double>(config.gradAccum) *
-                            communicator.size());
+  double gradScale =
+      1.0 / (static_cast<double>(config.gradAccum) * communicator.size());
   if (double clip = config.clipGradNorm; clip > 0) {
     // torch.nn.utils.clip_grad_norm_'s coefficient, clamped to 1.
     double norm = 0;
@@ -450,7 +490,7 @@ Status Session::trainStep(const TrainBatch &batch, double &loss) {
 Status Session::State::microStep(const TrainBatch &batch, double &loss) {
   State &s = *this;
   float local = 0;
-  ZR_RETURN_IF_ERROR(s.runMicroStep(batch, local));
+  ZR_RETURN_IF_ERROR(s.runMicroStep(s.inputsOf(batch), local));
   s.windowLossSum += local;
   float total = local;
   ZR_RETURN_IF_ERROR(s.communicator.allReduce(&total, 1));
@@ -467,8 +507,8 @@ Status Session::State::microStep(const TrainBatch &batch, double &loss) {
   s.window.optimizerStepped = true;
   s.window.step = ++s.optimizerSteps;
   s.window.loss =
-      windowTotal / (static_cast<double>(s.options.train.gradAccum) *
-                     s.communicator.size());
+      windowTotal /
+      (static_cast<double>(s.options.train.gradAccum) * s.communicator.size());
   s.window.lr = lr;
   s.microInWindow = 0;
   s.windowLossSum = 0;
@@ -479,18 +519,20 @@ const WindowResult &Session::lastWindow() const { return state->window; }
 uint64_t Session::microStepsInWindow() const { return state->microInWindow; }
 uint64_t Session::optimizerSteps() const { return state->optimizerSteps; }
 
-Status Session::gradients(const TrainBatch &batch, float &loss,
+Status Session::gradients(const std::vector<ProgramInput> &inputs, float &loss,
                           std::vector<std::vector<float>> &groups) {
   ZR_RETURN_IF_ERROR(state->usable());
-  ZR_RETURN_IF_ERROR(state->checkBatch(batch));
-  return state->stopOn(state->gatherGradients(batch, loss, groups));
+  ZR_RETURN_IF_ERROR(state->checkInputs(inputs));
+  return state->stopOn(state->gatherGradients(inputs, loss, groups));
 }
 
-/// gradients() on a checked batch.
-Status Session::State::gatherGradients(const TrainBatch &batch, float &loss,
-                                       std::vector<std::vector<float>> &groups) {
+/// gradients() on checked inputs.
+Status
+Session::State::gatherGradients(const std::vector<ProgramInput> &inputs,
+                                float &loss,
+                                std::vector<std::vector<float>> &groups) {
   State &s = *this;
-  ZR_RETURN_IF_ERROR(s.runMicroStep(batch, loss));
+  ZR_RETURN_IF_ERROR(s.runMicroStep(inputs, loss));
   ZR_RETURN_IF_ERROR(s.communicator.allReduce(&loss, 1));
   float ranks = static_cast<float>(s.communicator.size());
   loss /= ranks;
@@ -506,8 +548,8 @@ Status Session::State::gatherGradients(const TrainBatch &batch, float &loss,
       std::memcpy(whole.data(), gradient, whole.size() * sizeof(float));
     else
       ZR_RETURN_IF_ERROR(s.communicator.allGather(
-          gradient, whole.data(), entry.padded_elements() / s.communicator.size(),
-          ElementType::F32));
+          gradient, whole.data(),
+          entry.padded_elements() / s.communicator.size(), ElementType::F32));
     for (float &value : whole)
       value /= ranks;
   }
@@ -545,8 +587,8 @@ Status Session::State::chooseTokens(generate::GenerationState &generation,
                                     const plan::Binding &logitsBinding,
                                     std::vector<float> &history) {
   uint64_t step = generation.steps();
-  const auto *logits = reinterpret_cast<const float *>(
-      memory->address(logitsBinding.buffer()));
+  const auto *logits =
+      reinterpret_cast<const float *>(memory->address(logitsBinding.buffer()));
   std::vector<int64_t> tokens(shape.batch, 0);
   for (uint64_t row = 0; row < shape.batch; ++row) {
     if (generation.finished(row))
@@ -560,7 +602,8 @@ Status Session::State::chooseTokens(generate::GenerationState &generation,
                      " (generation step ", step, ") gave row ", row,
                      " logits it cannot choose from: ", status.message());
     if (!history.empty())
-      std::memcpy(history.data() + (step * shape.batch + row) * shape.vocabulary,
+      std::memcpy(history.data() +
+                      (step * shape.batch + row) * shape.vocabulary,
                   rowLogits, shape.vocabulary * sizeof(float));
   }
   // Every rank computed the same logits from the same inputs; broadcasting
@@ -587,8 +630,7 @@ int64_t *int64At(RankMemory &memory, const plan::Binding &binding) {
 
 } // namespace
 
-Status Session::generate(const GenerateRequest &request,
-                         GenerateResult &result,
+Status Session::generate(const GenerateRequest &request, GenerateResult &result,
                          const GenerateObserver &observer) {
   State &s = *state;
   ZR_RETURN_IF_ERROR(s.generateProblem);
@@ -605,9 +647,8 @@ Status Session::generate(const GenerateRequest &request,
   result.batch = shape.batch;
   result.maxNewTokens = generation.maxNewTokens();
   if (request.keepLogits)
-    result.logits.assign(generation.maxNewTokens() * shape.batch *
-                             shape.vocabulary,
-                         0.0f);
+    result.logits.assign(
+        generation.maxNewTokens() * shape.batch * shape.vocabulary, 0.0f);
 
   // From here on the ranks are in a generation: a failure on one stops the
   // session (the others may be blocked in a collective), and the executors
@@ -627,9 +668,9 @@ Status Session::generate(const GenerateRequest &request,
       constexpr uint64_t kMaxEventsPerQueue = uint64_t(1) << 20;
       uint64_t runs =
           index == kDecode ? std::max<uint64_t>(1, result.maxNewTokens - 1) : 1;
-      s.traces[index].reserve(static_cast<size_t>(std::min(
-          kMaxEventsPerQueue,
-          static_cast<uint64_t>(program.instructions_size()) * runs)));
+      s.traces[index].reserve(static_cast<size_t>(
+          std::min(kMaxEventsPerQueue,
+                   static_cast<uint64_t>(program.instructions_size()) * runs)));
       options.trace = &s.traces[index];
     }
     if (Status status = Executor::create(s.plan, program, *s.memory, s.counting,
@@ -661,8 +702,8 @@ Status Session::generate(const GenerateRequest &request,
     status = run(kPrefill);
   }
   if (status.ok())
-    status = s.chooseTokens(generation, sampler, *s.prefillLogits,
-                            result.logits);
+    status =
+        s.chooseTokens(generation, sampler, *s.prefillLogits, result.logits);
   if (status.ok())
     stepDone(0);
   s.counting.reset();
@@ -674,8 +715,8 @@ Status Session::generate(const GenerateRequest &request,
     status = run(kDecode);
     uint64_t before = generation.generatedTokens();
     if (status.ok())
-      status = s.chooseTokens(generation, sampler, *s.decodeLogits,
-                              result.logits);
+      status =
+          s.chooseTokens(generation, sampler, *s.decodeLogits, result.logits);
     if (status.ok()) {
       ++result.decodeSteps;
       stepDone(before);
@@ -699,8 +740,8 @@ std::string Session::generationTrace() const {
     return "";
   std::string mine;
   for (int index = 0; index < kGenerationPrograms; ++index) {
-    std::string events = s.traces[index].eventsJson(
-        s.plan, *s.programs[index], s.communicator.rank());
+    std::string events = s.traces[index].eventsJson(s.plan, *s.programs[index],
+                                                    s.communicator.rank());
     std::string tag = "\"args\":{\"instruction\":";
     std::string tagged = std::string("\"args\":{\"program\":\"") +
                          kGenerationNames[index] + "\",\"instruction\":";
@@ -719,8 +760,7 @@ std::string Session::generationTrace() const {
 
 /// The regions a checkpoint holds for this rank: its shards, the persistent
 /// groups and the training state.
-std::vector<train::CheckpointRegion>
-Session::State::checkpointRegions() const {
+std::vector<train::CheckpointRegion> Session::State::checkpointRegions() const {
   std::vector<train::CheckpointRegion> regions;
   for (auto [name, section] :
        {std::pair{"shards", &memory->shardSection()},

@@ -8,9 +8,9 @@
 //
 //  - training: trainStep() runs `train_micro_step` on a micro-batch, and
 //    after every K-th micro-step (K = TrainConfig::gradAccum) the
-//    `optimizer_step` (docs/training.md); the optimizer step counter, the
-//    learning-rate schedule and the gradient scale 1 / (K * N) are the
-//    session's, as `zrun train` used them;
+//    `optimizer_step`; the optimizer step counter, the learning-rate
+//    schedule and the gradient scale 1 / (K * N) are the session's, as
+//    `zrun train` used them;
 //  - generation: generate() runs `generate_begin`, `prefill`, `decode` per
 //    token and `generate_end` (docs/generation.md), whole, between any two
 //    micro-steps: the generation programs never touch the gradient
@@ -25,9 +25,10 @@
 // micro-batches differ per rank): the methods are collective. A failure
 // before any program ran (a plan without the programs, a batch or prompt of
 // the wrong shape) is returned on every rank alike and leaves the session
-// usable. A failure while programs run (a kernel error, a collective that
-// failed) is returned on the rank that saw it, while the others may be
-// blocked in a collective: the caller aborts every rank (zrun does, through
+// usable. A failure once the ranks run programs together (a kernel error, a
+// collective that failed, memory for the generation state) is returned on
+// the rank that saw it, while the others may be blocked in a collective:
+// stopped() is then true, the caller aborts every rank (zrun does, through
 // abortRun; so does the Python module), and the session runs nothing more.
 //
 //===----------------------------------------------------------------------===//
@@ -95,6 +96,13 @@ struct TrainBatch {
   const int64_t *inputIds = nullptr;
   std::vector<int64_t> shape;
   const int64_t *labels = nullptr;
+};
+
+/// One input of a program by name: its buffer's bytes, at `data`.
+struct ProgramInput {
+  std::string name;
+  const void *data = nullptr;
+  uint64_t bytes = 0;
 };
 
 /// What the last trainStep() did to the accumulation window.
@@ -219,11 +227,12 @@ public:
   /// Optimizer steps completed (from a loaded checkpoint on).
   uint64_t optimizerSteps() const;
 
-  /// `zrun gradients`: one micro-step on `batch` (the same on every rank),
+  /// `zrun gradients`: one micro-step on `inputs` (every input of
+  /// `train_micro_step`, whatever the model takes; the same on every rank),
   /// no optimizer step; `loss` is the mean over ranks and, on rank 0,
   /// `groups` every group's whole gradient (padded elements) divided by
   /// the world size. Needs only `train_micro_step`. Collective.
-  Status gradients(const TrainBatch &batch, float &loss,
+  Status gradients(const std::vector<ProgramInput> &inputs, float &loss,
                    std::vector<std::vector<float>> &groups);
 
   //===--------------------------------------------------------------------===//

@@ -218,11 +218,10 @@ Status applyFlag(const std::string &flag, const std::string &value,
 /// need --generate-every: either alone would be silently ignored.
 Status checkGenerationDuringTraining(const Arguments &arguments) {
   const generate::GenerateOptions &options = arguments.generate;
-  bool generationFlags = !options.promptPath.empty() ||
-                         !options.promptLengthsPath.empty() ||
-                         options.maxNewTokens != generate::GenerateOptions()
-                                                     .maxNewTokens ||
-                         options.eos.has_value();
+  bool generationFlags =
+      !options.promptPath.empty() || !options.promptLengthsPath.empty() ||
+      options.maxNewTokens != generate::GenerateOptions().maxNewTokens ||
+      options.eos.has_value();
   if (arguments.generateEvery && options.promptPath.empty())
     return failure("--generate-every needs --prompt PROMPTS.npy (int64 "
                    "[batch, prompt length])");

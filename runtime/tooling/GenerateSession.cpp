@@ -83,8 +83,9 @@ Status checkGeneration(Generation &generation) {
   options.check = arguments.check;
   options.threads = arguments.threads;
   options.traceGeneration = !arguments.tracePath.empty();
-  ZR_RETURN_IF_ERROR(session::Session::open(
-      arguments.planPath, generation.communicator, options, generation.session));
+  ZR_RETURN_IF_ERROR(session::Session::open(arguments.planPath,
+                                            generation.communicator, options,
+                                            generation.session));
   ZR_RETURN_IF_ERROR(generation.session->checkCanGenerate());
   ZR_RETURN_IF_ERROR(
       readGenerateRequest(arguments.generate, generation.request));
@@ -136,12 +137,11 @@ Status stageOutputs(Generation &generation) {
   const generate::GenerateOptions &options = generation.arguments.generate;
   const session::GenerateResult &result = generation.result;
   std::string encoded;
-  ZR_RETURN_IF_ERROR(npy::encodeNpy(plan::I64,
-                                    {static_cast<int64_t>(result.batch),
-                                     static_cast<int64_t>(result.maxNewTokens)},
-                                    result.tokens.data(),
-                                    result.tokens.size() * sizeof(int64_t),
-                                    encoded));
+  ZR_RETURN_IF_ERROR(npy::encodeNpy(
+      plan::I64,
+      {static_cast<int64_t>(result.batch),
+       static_cast<int64_t>(result.maxNewTokens)},
+      result.tokens.data(), result.tokens.size() * sizeof(int64_t), encoded));
   ZR_RETURN_IF_ERROR(
       generation.staged.stage(options.outputPath, encoded,
                               "the tokens to " + inQuotes(options.outputPath)));

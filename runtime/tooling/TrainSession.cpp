@@ -28,8 +28,7 @@ namespace {
 
 /// The session `train` and `gradients` run on: zrun's flags as the
 /// session's options.
-Status openSession(const Arguments &arguments,
-                   comm::Communicator &communicator,
+Status openSession(const Arguments &arguments, comm::Communicator &communicator,
                    std::unique_ptr<session::Session> &out) {
   session::SessionOptions options;
   options.check = arguments.check;
@@ -37,8 +36,7 @@ Status openSession(const Arguments &arguments,
   options.train = session::trainConfigOf(arguments.train);
   options.train.momentum = arguments.momentum;
   options.train.clipGradNorm = arguments.clipGradNorm;
-  return session::Session::open(arguments.planPath, communicator, options,
-                                out);
+  return session::Session::open(arguments.planPath, communicator, options, out);
 }
 
 //===----------------------------------------------------------------------===//
@@ -83,22 +81,16 @@ Status stageGradients(const plan::Plan &plan, const std::string &directory,
 Status checkGradientInputs(const Arguments &arguments,
                            const session::Session &session, int rank,
                            std::vector<npy::Array> &inputs,
-                           session::TrainBatch &batch) {
+                           std::vector<session::ProgramInput> &fed) {
   ZR_RETURN_IF_ERROR(session.checkCanStep());
   const plan::Program *step = nullptr;
   ZR_RETURN_IF_ERROR(selectProgram(session.plan(), "train_micro_step", step));
   ZR_RETURN_IF_ERROR(checkInputNames(*step, arguments.inputs));
   ZR_RETURN_IF_ERROR(
       readProgramInputs(session.plan(), *step, arguments.inputs, inputs));
-  for (int i = 0; i < step->inputs_size(); ++i) {
-    const auto *values = reinterpret_cast<const int64_t *>(inputs[i].data.data());
-    if (step->inputs(i).name() == "labels")
-      batch.labels = values;
-    else if (step->inputs(i).name() == "input_ids") {
-      batch.inputIds = values;
-      batch.shape = inputs[i].shape;
-    }
-  }
+  for (int i = 0; i < step->inputs_size(); ++i)
+    fed.push_back(
+        {step->inputs(i).name(), inputs[i].data.data(), inputs[i].data.size()});
   if (rank != 0)
     return Status::success();
   const std::string &directory = arguments.outputDir;
@@ -151,9 +143,9 @@ Status checkTrainInputs(const Arguments &arguments,
     ZR_RETURN_IF_ERROR(checkWritable(options.lossLogPath, "--loss-log"));
   if (arguments.generateEvery) {
     if (!session.canGenerate())
-      return failure("--generate-every needs a plan that also generates: ",
-                     session.checkCanGenerate().message(),
-                     " (zcc --mode train,generate)");
+      return failure("--generate-every needs a plan compiled with zcc --mode "
+                     "train,generate (",
+                     session.checkCanGenerate().message(), ")");
     ZR_RETURN_IF_ERROR(readGenerateRequest(arguments.generate, run.generation));
     ZR_RETURN_IF_ERROR(session.checkGenerateRequest(run.generation));
   }
@@ -190,9 +182,8 @@ void generateDuringTraining(session::Session &session, TrainRun &run,
   if (inWindow == 0)
     text << " (after optimizer step " << session.optimizerSteps() << ")";
   else
-    text << " (inside step " << session.optimizerSteps() + 1 << ", "
-         << inWindow << " of " << gradAccum
-         << " micro-steps)";
+    text << " (inside step " << session.optimizerSteps() + 1 << ", " << inWindow
+         << " of " << gradAccum << " micro-steps)";
   text << ": " << result.batch << " rows x " << result.maxNewTokens
        << " tokens; rank 0 held " << result.bytesDuring << " B during, "
        << session.memory().currentBytes << " B after (training " << before
@@ -212,23 +203,23 @@ int zplan::tooling::writeGradients(const Arguments &arguments,
                                    comm::Communicator &communicator) {
   std::unique_ptr<session::Session> session;
   std::vector<npy::Array> inputs;
-  session::TrainBatch batch;
+  std::vector<session::ProgramInput> fed;
   Status checked = openSession(arguments, communicator, session);
   if (checked.ok())
     checked = checkGradientInputs(arguments, *session, communicator.rank(),
-                                  inputs, batch);
+                                  inputs, fed);
   if (!agree(communicator, checked))
     return 1;
   float loss = 0;
   std::vector<std::vector<float>> groups;
-  if (Status status = session->gradients(batch, loss, groups); !status.ok())
+  if (Status status = session->gradients(fed, loss, groups); !status.ok())
     abortRun(communicator, status);
   StagedFiles staged;
   bool rankZero = communicator.rank() == 0;
-  if (!agree(communicator, rankZero ? stageGradients(session->plan(),
-                                                     arguments.outputDir,
-                                                     groups, loss, staged)
-                                    : Status::success()))
+  if (!agree(communicator,
+             rankZero ? stageGradients(session->plan(), arguments.outputDir,
+                                       groups, loss, staged)
+                      : Status::success()))
     return 1;
   return agree(communicator, rankZero ? staged.commitAll() : Status::success())
              ? 0
@@ -269,10 +260,9 @@ int zplan::tooling::trainPlan(const Arguments &arguments,
   batch.shape = run.shape;
   for (uint64_t step = run.firstStep; step < options.steps; ++step) {
     for (uint64_t micro = 0; micro < options.gradAccum; ++micro) {
-      if (Status status =
-              run.sampler->fill(run.data, step, micro,
-                                static_cast<uint64_t>(communicator.rank()),
-                                run.ids.data());
+      if (Status status = run.sampler->fill(
+              run.data, step, micro, static_cast<uint64_t>(communicator.rank()),
+              run.ids.data());
           !status.ok())
         abortRun(communicator, status);
       double microLoss = 0;
@@ -307,9 +297,9 @@ int zplan::tooling::trainPlan(const Arguments &arguments,
       train::SaveResult saved;
       train::CheckpointOptions checkpointOptions;
       checkpointOptions.keepLast = options.keepLast;
-      Status status =
-          session->save(options.saveDir, options.checkpointValues(run.data.size()),
-                        checkpointOptions, saved);
+      Status status = session->save(options.saveDir,
+                                    options.checkpointValues(run.data.size()),
+                                    checkpointOptions, saved);
       if (!status.ok())
         abortRun(communicator, status);
       if (rankZero) {
