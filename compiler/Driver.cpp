@@ -23,6 +23,7 @@
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/plan/PlanSearch.h"
 #include "compiler/plan/Simulator.h"
+#include "compiler/plan/Timeline.h"
 #include "compiler/plan/WeightsWriter.h"
 #include "dialects/nn/NNDialect.h"
 #include "mlir/IR/Diagnostics.h"
@@ -777,9 +778,14 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
         costs.push_back({spell(other).str(), &**baselineGeneration});
       generation = formatGenerationReport(costs);
     }
-    if (llvm::Error error =
-            emitDump("report.txt", formatReport(policies) + generation + "// " +
-                                       search->summary + "\n" + note))
+    // A combined plan: the memory across train -> generate -> train.
+    std::string timeline;
+    if (options.mode == CompileMode::TrainGenerate ||
+        options.mode == CompileMode::TrainInfer)
+      timeline = formatTimeline(buildTimeline(chosen.plan));
+    if (llvm::Error error = emitDump(
+            "report.txt", formatReport(policies) + generation + timeline +
+                              "// " + search->summary + "\n" + note))
       return error;
   }
 

@@ -76,8 +76,8 @@ static LogicalResult verifyBoundary(func::FuncOp func) {
              << " (argument #" << argument.getArgNumber()
              << "): a shard or a collective would cross a program boundary; "
                 "a program's arguments are plan inputs (tensors)";
-  auto returnOp = llvm::dyn_cast<func::ReturnOp>(
-      func.getBody().front().getTerminator());
+  auto returnOp =
+      llvm::dyn_cast<func::ReturnOp>(func.getBody().front().getTerminator());
   if (!returnOp)
     return success();
   for (auto [index, operand] : llvm::enumerate(returnOp.getOperands())) {
@@ -160,8 +160,8 @@ static zero::ShardOp shardBehind(Value value, Operation *&through) {
     }
     // A gather turns a shard into the whole parameter; an nn op's operands
     // are checked where it is met.
-    if (llvm::isa<zero::GatherWaitOp, zero::ResidentReadOp,
-                  zero::CarryWaitOp>(op) ||
+    if (llvm::isa<zero::GatherWaitOp, zero::ResidentReadOp, zero::CarryWaitOp>(
+            op) ||
         llvm::isa_and_nonnull<nn::NNDialect>(op->getDialect()))
       continue;
     for (Value operand : op->getOperands())
@@ -181,8 +181,7 @@ static LogicalResult verifyProgramReads(func::FuncOp func) {
       if (!shard)
         continue;
       op->emitOpError() << "reads parameter '" << shard.getParam()
-                        << "' from its shard through '"
-                        << through->getName()
+                        << "' from its shard through '" << through->getName()
                         << "', without gathering it: it would see this "
                            "rank's slice only; an nn op reads a parameter "
                            "from zero.gather_wait, zero.resident_read or "
