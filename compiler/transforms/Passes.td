@@ -548,14 +548,13 @@ def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
     are in VerifyProgramBoundaries.cpp:
 
     20. nothing of a collective crosses a program boundary: a program's
-        arguments and results are never a shard, a gather or reduce token,
-        or a gathered copy (a result of gather_wait, resident_read or
-        carry_wait, or a view of one). With the op verifiers (a start's
-        token has exactly one wait, in its function) every collective a
-        program starts completes in it: no gathered copy is live and no
-        gradient accumulator half-reduced when a program ends, apart from
-        the resident set and the carried gather (rules 10-12, the carry
-        rules);
+        arguments and results are never a shard or a gather or reduce
+        token. With the op verifiers (a start's token has exactly one wait,
+        in its function) and rules 3-4, every collective a program starts
+        completes in it: no streamed gathered copy is live and no gradient
+        accumulator half-reduced when a program ends (the persistent
+        groups, the resident set and the carried gather outlive programs by
+        design: rules 10-12, the carry rules);
     21. gradient state is touched only by @train_micro_step
         (zero.grad_shard, zero.reduce_scatter_start/wait, zero.all_reduce)
         and @optimizer_step (zero.optimizer_update): generation programs,

@@ -2,12 +2,15 @@
 //
 // Why these three are enough for train -> generate -> train (and generation
 // inside an accumulation window) to leave nothing stale:
-//   - rule 20: a program hands the next one only plan inputs and outputs, so
-//     every collective it starts completes in it (the op verifiers give each
-//     start exactly one wait) and every gathered copy dies in it (rule 4
-//     releases it there); the copies that do outlive a program are the
-//     resident set and the carried gather, whose life rules 10-12 and the
-//     carry rules bound by @generate_begin and @generate_end;
+//   - rule 20: no shard or collective token is among a program's arguments
+//     or results, so every collective it starts completes in it (the op
+//     verifiers give each start exactly one wait) and every gathered copy
+//     dies in it (rule 4 releases it there, rule 3 refuses a read after, a
+//     return included); the copies that do outlive a program are the
+//     persistent groups, the resident set and the carried gather, whose
+//     life rules 10-12 and the carry rules bound by @generate_begin and
+//     @generate_end (a program may return a view of one: the runtime reads
+//     outputs before the next program runs);
 //   - rule 21: gradient accumulators and optimizer state are touched by the
 //     training step and the optimizer step only: no generation program, no
 //     transition and no @forward can change or half-reduce them;
@@ -21,7 +24,6 @@
 
 #include "compiler/transforms/VerifyProgramBoundaries.h"
 
-#include "compiler/analysis/Liveness.h"
 #include "compiler/transforms/Programs.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/zero/ZeroDialect.h"
@@ -33,32 +35,6 @@
 
 using namespace mlir;
 using namespace zplan;
-
-/// The parameter whose gathered copy `value` is (a result of gather_wait,
-/// resident_read or carry_wait, or a view of one); nullopt otherwise.
-static std::optional<std::string> gatheredParameter(Value value) {
-  Value source = viewSource(value);
-  auto result = llvm::dyn_cast<OpResult>(source);
-  if (!result)
-    return std::nullopt;
-  Operation *op = result.getOwner();
-  ValueRange shards;
-  if (auto wait = llvm::dyn_cast<zero::GatherWaitOp>(op)) {
-    if (zero::GatherStartOp start = wait.getStart())
-      shards = start.getShards();
-  } else if (auto read = llvm::dyn_cast<zero::ResidentReadOp>(op)) {
-    shards = read.getShards();
-  } else if (auto carried = llvm::dyn_cast<zero::CarryWaitOp>(op)) {
-    shards = carried.getShards();
-  } else {
-    return std::nullopt;
-  }
-  unsigned index = result.getResultNumber();
-  if (index < shards.size())
-    if (auto shard = shards[index].getDefiningOp<zero::ShardOp>())
-      return "parameter '" + shard.getParam().str() + "'";
-  return "a parameter of " + op->getName().getStringRef().str();
-}
 
 /// A shard or a collective's token: values that mean something only inside
 /// the program that made them.
@@ -87,12 +63,6 @@ static LogicalResult verifyBoundary(func::FuncOp func) {
              << " (result #" << index
              << "): a shard or a collective would cross a program boundary; "
                 "a program's results are plan outputs (tensors)";
-    if (std::optional<std::string> parameter = gatheredParameter(operand))
-      return returnOp.emitError()
-             << "@" << func.getSymName() << " returns the gathered copy of "
-             << *parameter << " (result #" << index
-             << "): a gathered copy must not outlive the program that "
-                "gathered it; return a computed tensor instead";
   }
   return success();
 }

@@ -17,10 +17,10 @@
 namespace zplan {
 
 /// Rules 20 and 21: nothing of a collective crosses a program boundary (no
-/// shard, token or gathered copy among a program's arguments or results);
+/// shard or token among a program's arguments or results);
 /// gradient state is touched by @train_micro_step and @optimizer_step only.
-/// Runs after the per-function rules, which name a gathered copy's misuse
-/// more precisely where they apply.
+/// Runs after the per-function rules, which name a shard's misuse more
+/// precisely where they apply (rule 1).
 mlir::LogicalResult verifyProgramBoundaries(mlir::ModuleOp module);
 
 /// Rule 22: no nn op reads a parameter from its shard by any path that

@@ -58,22 +58,12 @@ func.func @generate_end() {
 
 //--- invalid.mlir
 
-// Rule 20: a generation program hands the resident copy to whatever runs
-// next (after generate_end it would be a released copy).
+// Rule 20: a gather token handed across the boundary (a collective
+// started in one program, completed in another).
 nn.parameter @w : tensor<4x4xf32>
-zero.group @g {params = [@w], padded_elements = 16 : i64, world_size = 2 : i64, resident}
-func.func @generate_begin() {
-  zero.resident_gather {group = @g}
-  return
-}
-func.func @decode() -> tensor<4x4xf32> {
-  %s = zero.shard @w : !zero.shard<tensor<4x4xf32>>
-  %w = zero.resident_read %s {group = @g} : !zero.shard<tensor<4x4xf32>> -> tensor<4x4xf32>
-  // expected-error @+1 {{@decode returns the gathered copy of parameter 'w' (result #0): a gathered copy must not outlive the program that gathered it}}
-  return %w : tensor<4x4xf32>
-}
-func.func @generate_end() {
-  zero.resident_release {group = @g}
+zero.group @g {params = [@w], padded_elements = 16 : i64, world_size = 2 : i64}
+// expected-error @+1 {{@decode takes '!zero.gather_token' (argument #0): a shard or a collective would cross a program boundary}}
+func.func @decode(%t: !zero.gather_token) {
   return
 }
 

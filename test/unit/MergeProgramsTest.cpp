@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Registration.h"
 #include "compiler/generate/MergePrograms.h"
+#include "compiler/Registration.h"
 #include "dialects/nn/NNDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -87,10 +87,10 @@ TEST_F(MergeProgramsTest, MovesProgramsAndStateKeepsOneParameterSet) {
   auto training = parse(kTraining);
   auto generation = parse(kGeneration);
   ASSERT_EQ(merge(*training, *generation), "");
-  EXPECT_EQ(symbols(*training),
-            (std::vector<std::string>{"w", "b", "forward", "train_micro_step",
-                                      "cache.0.key", "generate_begin",
-                                      "decode"}));
+  EXPECT_EQ(
+      symbols(*training),
+      (std::vector<std::string>{"w", "b", "forward", "train_micro_step",
+                                "cache.0.key", "generate_begin", "decode"}));
   EXPECT_TRUE(succeeded(mlir::verify(*training)));
   // What stays behind is the generation import's parameter declarations.
   EXPECT_EQ(symbols(*generation), (std::vector<std::string>{"w", "b"}));
