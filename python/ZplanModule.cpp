@@ -420,6 +420,11 @@ void abortOnUncaughtExceptions() {
         previous(type, value, traceback);
         if (world && world->size() > 1) {
           py::module_::import("sys").attr("stderr").attr("flush")();
+          std::fprintf(stderr,
+                       "zplan: rank %d: uncaught exception: aborting every "
+                       "rank\n",
+                       world->rank());
+          std::fflush(stderr);
           world->abort(1);
         }
       });
