@@ -97,18 +97,26 @@ std::string flagOf(const std::string &name) {
   return flag;
 }
 
-/// `value` as zrun reads it on its command line: str() of an int, repr() of
-/// a float (the shortest text that reads back as the same double), a str
-/// as is. Anything else (a bool, None, a list) fails naming `name`.
+/// `value` as zrun reads it on its command line: an integer (numpy's
+/// too) as str(int(value)), any other real number as repr(float(value))
+/// (the shortest text that reads back as the same double), a str as is.
+/// Anything else (a bool, None, a list) fails naming `name`.
 Status flagValue(const std::string &name, py::handle value, std::string &out) {
-  if (py::isinstance<py::bool_>(value) ||
-      !(py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value) ||
-        py::isinstance<py::str>(value)))
+  py::module_ numbers = py::module_::import("numbers");
+  py::object text;
+  if (py::isinstance<py::str>(value))
+    text = py::reinterpret_borrow<py::object>(value);
+  else if (py::isinstance<py::bool_>(value) ||
+           py::isinstance(value, py::module_::import("numpy").attr("bool_")))
+    text = py::none();
+  else if (py::isinstance(value, numbers.attr("Integral")))
+    text = py::str(py::int_(py::reinterpret_borrow<py::object>(value)));
+  else if (py::isinstance(value, numbers.attr("Real")))
+    text = py::repr(py::float_(py::reinterpret_borrow<py::object>(value)));
+  if (text.is_none())
     return failure(name, " takes a number or a word, got ",
-                   py::str(py::repr(value)).cast<std::string>());
-  out = py::str(py::isinstance<py::float_>(value) ? py::repr(value)
-                                                  : py::str(value))
-            .cast<std::string>();
+                   py::repr(value).cast<std::string>());
+  out = text.cast<std::string>();
   return Status::success();
 }
 
@@ -145,31 +153,41 @@ Status trainConfigOf(const py::dict &options, session::TrainConfig &config) {
   return Status::success();
 }
 
-/// The sampling `zrun PLAN generate` would use with these flags; the
-/// defaults are its defaults, and only the others are passed to its parser,
-/// which refuses --top-k, --top-p and --seed without --temperature.
-Status samplingOf(double temperature, uint64_t topK, double topP, uint64_t seed,
-                  generate::SamplingSettings &settings) {
+/// generate()'s keywords as zrun PLAN generate's flags.
+struct GenerateKeywords {
+  py::object maxNewTokens, eos, temperature, topK, topP, seed;
+};
+
+/// What `zrun PLAN generate` would do with these flags: --max-new-tokens
+/// always, --eos unless None, and the sampling flags unless they hold zrun's
+/// defaults (its parser refuses --top-k, --top-p and --seed given without a
+/// --temperature above 0, so a default value must not count as given).
+Status generateOptionsOf(const GenerateKeywords &keywords,
+                         generate::GenerateOptions &parsed) {
+  // The parser requires the files, which the arrays replace here.
   std::vector<std::string> words = {"--prompt", "(none)", "--output", "(none)"};
-  auto add = [&](const char *name, py::object value) {
+  auto add = [&](const char *name, const py::object &value) {
     std::string text;
-    Status status = flagValue(name, value, text);
+    ZR_RETURN_IF_ERROR(flagValue(name, value, text));
     words.push_back(flagOf(name));
     words.push_back(text);
-    return status;
+    return Status::success();
   };
-  if (temperature != 0.0)
-    ZR_RETURN_IF_ERROR(add("temperature", py::float_(temperature)));
-  if (topK != 0)
-    ZR_RETURN_IF_ERROR(add("top_k", py::int_(topK)));
-  if (topP != 1.0)
-    ZR_RETURN_IF_ERROR(add("top_p", py::float_(topP)));
-  if (seed != 0)
-    ZR_RETURN_IF_ERROR(add("seed", py::int_(seed)));
-  generate::GenerateOptions parsed;
-  ZR_RETURN_IF_ERROR(generate::parseGenerateOptions(words, parsed));
-  settings = parsed.sampling;
-  return Status::success();
+  auto given = [](const py::object &value, const py::object &otherwise) {
+    return !value.is_none() && !value.equal(otherwise);
+  };
+  ZR_RETURN_IF_ERROR(add("max_new_tokens", keywords.maxNewTokens));
+  if (!keywords.eos.is_none())
+    ZR_RETURN_IF_ERROR(add("eos", keywords.eos));
+  if (given(keywords.temperature, py::float_(0.0)))
+    ZR_RETURN_IF_ERROR(add("temperature", keywords.temperature));
+  if (given(keywords.topK, py::int_(0)))
+    ZR_RETURN_IF_ERROR(add("top_k", keywords.topK));
+  if (given(keywords.topP, py::float_(1.0)))
+    ZR_RETURN_IF_ERROR(add("top_p", keywords.topP));
+  if (given(keywords.seed, py::int_(0)))
+    ZR_RETURN_IF_ERROR(add("seed", keywords.seed));
+  return generate::parseGenerateOptions(words, parsed);
 }
 
 //===----------------------------------------------------------------------===//
@@ -276,28 +294,28 @@ public:
   }
 
   py::array generate(py::handle prompts, py::handle promptLengths,
-                     uint64_t maxNewTokens, std::optional<int64_t> eos,
-                     double temperature, uint64_t topK, double topP,
-                     uint64_t seed) {
+                     const GenerateKeywords &keywords) {
     session::Session &open = get();
     session::GenerateRequest request;
     Int64Array promptIds, lengths;
+    generate::GenerateOptions options;
     Status local = open.checkCanGenerate();
     if (local.ok())
       local = int64Array(prompts, "prompts", 2, promptIds);
     if (local.ok() && !promptLengths.is_none())
       local = int64Array(promptLengths, "prompt_lengths", 1, lengths);
     if (local.ok())
-      local = samplingOf(temperature, topK, topP, seed, request.sampling);
+      local = generateOptionsOf(keywords, options);
     if (local.ok()) {
+      request.sampling = options.sampling;
       request.rows.prompts.assign(promptIds.data(),
                                   promptIds.data() + promptIds.size());
       request.rows.promptColumns = static_cast<uint64_t>(promptIds.shape(1));
       if (!promptLengths.is_none())
         request.rows.promptLengths.assign(lengths.data(),
                                           lengths.data() + lengths.size());
-      request.rows.maxNewTokens = maxNewTokens;
-      request.rows.eos = eos;
+      request.rows.maxNewTokens = options.maxNewTokens;
+      request.rows.eos = options.eos;
       request.promptSource = "prompts";
       request.lengthsSource = "prompt_lengths";
       local = open.checkGenerateRequest(request);
@@ -463,7 +481,16 @@ PYBIND11_MODULE(zplan, module) {
            "One micro-step on this rank's micro-batch (int [B, T]); the "
            "optimizer steps after every grad_accum-th. Returns the "
            "micro-step's loss, the mean over the ranks.")
-      .def("generate", &PySession::generate, py::arg("prompts"),
+      .def(
+          "generate",
+          [](PySession &self, py::handle prompts, py::handle promptLengths,
+             py::object maxNewTokens, py::object eos, py::object temperature,
+             py::object topK, py::object topP, py::object seed) {
+            return self.generate(prompts, promptLengths,
+                                 {maxNewTokens, eos, temperature, topK, topP,
+                                  seed});
+          },
+          py::arg("prompts"),
            py::arg("prompt_lengths") = py::none(),
            py::arg("max_new_tokens") = 16, py::arg("eos") = py::none(),
            py::arg("temperature") = 0.0, py::arg("top_k") = 0,

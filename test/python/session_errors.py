@@ -52,9 +52,12 @@ def main():
     expect_error("prompt rows", lambda: generator.generate(prompts[:2]))
     expect_error("too many tokens", lambda: generator.generate(prompts, max_new_tokens=100))
     expect_error("top_k without temperature", lambda: generator.generate(prompts, top_k=5))
+    expect_error("no new tokens", lambda: generator.generate(prompts, max_new_tokens=0))
+    expect_error("bool option", lambda: generator.generate(prompts, temperature=True))
     expect_error("one rank's lengths", lambda: generator.generate(
         prompts, np.array([4, 4, 4 if rank == 0 else 9]), max_new_tokens=3))
-    tokens = generator.generate(prompts, max_new_tokens=3)
+    tokens = generator.generate(prompts, max_new_tokens=np.int64(3), eos=np.int32(7),
+                                temperature=np.float32(0.5), top_k=4, seed=1)
     assert tokens.shape == (3, 3) and tokens.dtype == np.int64, (tokens.shape, tokens.dtype)
     generator.close()
     expect_error("closed", lambda: generator.generate(prompts))
