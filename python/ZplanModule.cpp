@@ -486,17 +486,16 @@ PYBIND11_MODULE(zplan, module) {
           [](PySession &self, py::handle prompts, py::handle promptLengths,
              py::object maxNewTokens, py::object eos, py::object temperature,
              py::object topK, py::object topP, py::object seed) {
-            return self.generate(prompts, promptLengths,
-                                 {maxNewTokens, eos, temperature, topK, topP,
-                                  seed});
+            return self.generate(
+                prompts, promptLengths,
+                {maxNewTokens, eos, temperature, topK, topP, seed});
           },
-          py::arg("prompts"),
-           py::arg("prompt_lengths") = py::none(),
-           py::arg("max_new_tokens") = 16, py::arg("eos") = py::none(),
-           py::arg("temperature") = 0.0, py::arg("top_k") = 0,
-           py::arg("top_p") = 1.0, py::arg("seed") = 0,
-           "Generates from the same prompts (int [B, Pmax]) on every rank; "
-           "returns int64 [B, max_new_tokens], EOS-filled after an EOS.")
+          py::arg("prompts"), py::arg("prompt_lengths") = py::none(),
+          py::arg("max_new_tokens") = 16, py::arg("eos") = py::none(),
+          py::arg("temperature") = 0.0, py::arg("top_k") = 0,
+          py::arg("top_p") = 1.0, py::arg("seed") = 0,
+          "Generates from the same prompts (int [B, Pmax]) on every rank; "
+          "returns int64 [B, max_new_tokens], EOS-filled after an EOS.")
       .def("save", &PySession::save, py::arg("dir"),
            "Saves a checkpoint under DIR as step-<optimizer steps>; returns "
            "its directory.")
