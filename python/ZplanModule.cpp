@@ -30,6 +30,7 @@
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/generate/GenerateOptions.h"
 #include "runtime/session/Session.h"
+#include "runtime/tooling/Npy.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/TrainOptions.h"
 
@@ -219,13 +220,6 @@ std::vector<int64_t> shapeOf(const py::array &array) {
   return std::vector<int64_t>(array.shape(), array.shape() + array.ndim());
 }
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 //===----------------------------------------------------------------------===//
 // zplan.Session
 //===----------------------------------------------------------------------===//
@@ -267,15 +261,17 @@ public:
       local = int64Array(inputIds, "input_ids", 2, ids);
     if (local.ok() && !labels.is_none())
       local = int64Array(labels, "labels", 2, labelIds);
+    // Session::trainStep checks the shape too, but on this rank alone: a
+    // rank whose batch it refused would leave the others in the step.
     std::vector<int64_t> expected =
         local.ok() ? open.trainInputShape() : std::vector<int64_t>();
     if (local.ok() && shapeOf(ids) != expected)
-      local = failure("input_ids is ", shapeText(shapeOf(ids)),
-                      ", the plan's micro-batch is ", shapeText(expected));
+      local = failure("input_ids is ", npy::shapeText(shapeOf(ids)),
+                      ", the plan's micro-batch is ", npy::shapeText(expected));
     bool hasLabels = !labels.is_none();
     if (local.ok() && hasLabels && shapeOf(labelIds) != expected)
-      local = failure("labels is ", shapeText(shapeOf(labelIds)),
-                      ", the plan's micro-batch is ", shapeText(expected));
+      local = failure("labels is ", npy::shapeText(shapeOf(labelIds)),
+                      ", the plan's micro-batch is ", npy::shapeText(expected));
     agreeOrRaise(local);
 
     session::TrainBatch batch;
