@@ -31,13 +31,15 @@ std::string describeBuffer(const plan::Buffer &buffer) {
 } // namespace
 
 Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
-                        uint32_t rank, std::unique_ptr<RankMemory> &out) {
-  return load(planPath, plan, rank, cpu::cpuBackend(), out);
+                        uint32_t rank, std::unique_ptr<RankMemory> &out,
+                        GenerationState generation) {
+  return load(planPath, plan, rank, cpu::cpuBackend(), out, generation);
 }
 
 Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
                         uint32_t rank, Backend &backend,
-                        std::unique_ptr<RankMemory> &out) {
+                        std::unique_ptr<RankMemory> &out,
+                        GenerationState generation) {
   std::unique_ptr<RankMemory> memory(new RankMemory(backend));
   memory->rankIndex = rank;
   std::vector<uint8_t> hostBytes;
@@ -94,7 +96,7 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
   }
 
   // Generation: the KV caches and the resident groups' copies, in one pool
-  // allocated only while a generation runs (allocateGeneration).
+  // (allocateGeneration), now or when a generation begins.
   for (const plan::Buffer &buffer : plan.buffers())
     if ((buffer.kind() == plan::Buffer::CACHE ||
          buffer.kind() == plan::Buffer::RESIDENT) &&
@@ -116,6 +118,8 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
         memory->constantPool.get(), memory->statePool.get(),
         memory->arenaStorage.get()})
     memory->hold(section->bytes());
+  if (generation == GenerationState::AtLoad)
+    ZR_RETURN_IF_ERROR(memory->allocateGeneration());
   out = std::move(memory);
   return Status::success();
 }

@@ -10,14 +10,16 @@
 // groups' gathered copies (RESIDENT buffers): outside the arena like the
 // training state, kept across the programs of one generation, in a pool of
 // their own (a checkpoint saves the training state, not a generation's).
-// That pool is the one thing allocated after load(): allocateGeneration()
-// (zeroed: the first prompt expects nothing in the cache) when a generation
-// begins, releaseGeneration() when it ends, so that a plan that trains and
-// generates holds the generation state only while it generates and is back
-// to its training steady state after (docs/one-plan.md). Executors of the
-// generation programs resolve the pool's addresses when they are created,
-// so they are created after allocateGeneration() and destroyed before
-// releaseGeneration() (runtime/session/Session.h does).
+// load() allocates that pool (zeroed: the first prompt expects nothing in
+// the cache) unless told GenerationState::Deferred; then it is the one thing
+// allocated after load(): allocateGeneration() when a generation begins,
+// releaseGeneration() when it ends, so that a plan that trains and generates
+// holds the generation state only while it generates and is back to its
+// training steady state after (docs/one-plan.md section 5; the session,
+// runtime/session/Session.h, loads so). Executors of the generation
+// programs resolve the pool's addresses when they are created, so they are
+// created after allocateGeneration() and destroyed before
+// releaseGeneration().
 //
 // The memory counts the bytes it holds (every section, pool and the arena)
 // now and at most since load: heldBytes() and peakBytes().
@@ -52,17 +54,24 @@ namespace zplan {
 
 class RankMemory {
 public:
+  /// When the generation state (KV caches, resident copies) is allocated:
+  /// by load(), for the memory's life, or by allocateGeneration().
+  enum class GenerationState { AtLoad, Deferred };
+
   /// Loads rank `rank`'s memory for `plan`, read from `planPath`, into
   /// memory of `backend` (which must outlive it). `plan` must have passed
   /// validatePlan(). Fails when the weights file cannot be read, a buffer
   /// does not fit the section it lives in, or the arena cannot be
   /// allocated.
-  static Status load(const std::string &planPath, const plan::Plan &plan,
-                     uint32_t rank, Backend &backend,
-                     std::unique_ptr<RankMemory> &out);
+  static Status
+  load(const std::string &planPath, const plan::Plan &plan, uint32_t rank,
+       Backend &backend, std::unique_ptr<RankMemory> &out,
+       GenerationState generation = GenerationState::AtLoad);
   /// As above, on the CPU backend.
-  static Status load(const std::string &planPath, const plan::Plan &plan,
-                     uint32_t rank, std::unique_ptr<RankMemory> &out);
+  static Status
+  load(const std::string &planPath, const plan::Plan &plan, uint32_t rank,
+       std::unique_ptr<RankMemory> &out,
+       GenerationState generation = GenerationState::AtLoad);
 
   /// The backend that holds this memory, and runs the kernels on it.
   Backend &backend() const { return *owner; }

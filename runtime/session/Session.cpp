@@ -293,9 +293,10 @@ Status Session::open(const std::string &planPath,
   }
   state->generateProblem = state->analyzeGeneration();
 
+  // The generation state is held only while a generation runs (generate()).
   ZR_RETURN_IF_ERROR(RankMemory::load(
-      planPath, plan, static_cast<uint32_t>(communicator.rank()),
-      state->memory));
+      planPath, plan, static_cast<uint32_t>(communicator.rank()), state->memory,
+      RankMemory::GenerationState::Deferred));
   ExecutorOptions executorOptions;
   executorOptions.check = options.check;
   if (state->stepProblem.ok())

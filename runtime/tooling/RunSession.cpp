@@ -258,9 +258,6 @@ Status loadRun(RunSession &session) {
   ZR_RETURN_IF_ERROR(RankMemory::load(
       session.arguments.planPath, session.plan,
       static_cast<uint32_t>(communicator.rank()), session.memory));
-  // One program of a generation plan, run alone, reads the KV caches and
-  // resident copies: they are held for the whole run.
-  ZR_RETURN_IF_ERROR(session.memory->allocateGeneration());
   ExecutorOptions options;
   options.check = session.arguments.check;
   if (!session.arguments.tracePath.empty()) {

@@ -172,7 +172,6 @@ protected:
     ASSERT_EQ(
         errorOf(RankMemory::load(directory + "/gen.zplan", plan, 0, memory)),
         "");
-    ASSERT_EQ(errorOf(memory->allocateGeneration()), "");
     ExecutorOptions options;
     options.check = true;
     for (int p = 0; p < 3; ++p)
