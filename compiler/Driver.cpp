@@ -442,18 +442,29 @@ static llvm::StringRef describeFrontEnd(CompileMode mode) {
   llvm_unreachable("every CompileMode is handled");
 }
 
-/// Runs the passes `build` adds on `module`; a failure is `what` followed by
-/// the pass diagnostics.
+/// Runs the passes `build` adds on `module`, with `phase` (what zcc is doing
+/// to the model) for the crash handler; a failure is `what` followed by the
+/// pass diagnostics.
 static llvm::Error
-runPasses(mlir::ModuleOp module, llvm::StringRef what,
+runPasses(mlir::ModuleOp module, const llvm::Twine &phase, llvm::StringRef what,
           llvm::function_ref<void(mlir::OpPassManager &)> build,
           std::string &diagnostics) {
+  setCrashPhase(phase);
   mlir::PassManager pm(module.getContext());
   build(pm);
   diagnostics.clear();
   if (mlir::failed(pm.run(module)))
     return makeError(what + ": " + llvm::StringRef(diagnostics).rtrim());
   return llvm::Error::success();
+}
+
+/// The import pipeline, the same for every import.
+static llvm::Error runImportPipeline(mlir::ModuleOp module,
+                                     const CompileOptions &options,
+                                     std::string &diagnostics) {
+  return runPasses(
+      module, "running the import pipeline on '" + options.modelPath + "'",
+      "the import pipeline failed", buildImportPipeline, diagnostics);
 }
 
 /// The module of --mode infer or train (and the training half of a combined
@@ -489,14 +500,12 @@ buildModelModule(mlir::MLIRContext &context, const CompileOptions &options,
   auto module = importOnnxModel(context, options.modelPath, import);
   if (!module)
     return module.takeError();
-  setCrashPhase("running the import pipeline on '" + options.modelPath + "'");
-  if (llvm::Error error = runPasses(**module, "the import pipeline failed",
-                                    buildImportPipeline, diagnostics))
+  if (llvm::Error error = runImportPipeline(**module, options, diagnostics))
     return std::move(error);
   if (trains(options.mode)) {
-    setCrashPhase("differentiating '" + options.modelPath + "'");
     if (llvm::Error error = runPasses(
-            **module, "building the training step failed",
+            **module, "differentiating '" + options.modelPath + "'",
+            "building the training step failed",
             [&](mlir::OpPassManager &pm) {
               buildTrainPipeline(pm, options.loss, labelsInput);
             },
@@ -523,13 +532,11 @@ buildGenerationModule(mlir::MLIRContext &context, const CompileOptions &options,
       importGenerateModule(context, options.modelPath, shape, exportKind);
   if (!module)
     return module.takeError();
-  setCrashPhase("running the import pipeline on '" + options.modelPath + "'");
-  if (llvm::Error error = runPasses(**module, "the import pipeline failed",
-                                    buildImportPipeline, diagnostics))
+  if (llvm::Error error = runImportPipeline(**module, options, diagnostics))
     return std::move(error);
-  setCrashPhase("rewriting '" + options.modelPath + "' for generation");
   if (llvm::Error error = runPasses(
-          **module, "the generation rewrite failed",
+          **module, "rewriting '" + options.modelPath + "' for generation",
+          "the generation rewrite failed",
           [&](mlir::OpPassManager &pm) {
             buildGeneratePipeline(pm, exportKind == ExportKind::Plain,
                                   shape.maxSeqLength);

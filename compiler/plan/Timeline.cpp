@@ -5,13 +5,15 @@
 // kind, and the arena once, as large as the largest program's peak. The
 // generation state exists only between generate_begin and the end of
 // generate_end (docs/one-plan.md section 5), so the step after
-// generate_end holds exactly the training state again; the last line says
-// so from the numbers, not by assumption.
+// generate_end holds the training state again, plus any resident copy
+// generate_end fails to release (read from its instructions); the last line
+// compares the numbers.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/plan/Timeline.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -53,6 +55,25 @@ static StateBytes stateBytes(const plan::Plan &plan) {
   return bytes;
 }
 
+/// The RESIDENT buffers generate_end does not release: the resident copies
+/// that would outlive the generation. (The KV caches are the runtime's to
+/// free at generate_end, docs/one-plan.md section 5.)
+static uint64_t unreleasedResidentBytes(const plan::Plan &plan) {
+  llvm::DenseSet<uint32_t> released;
+  for (const plan::Program &program : plan.programs())
+    if (program.name() == "generate_end")
+      for (const plan::Instruction &instruction : program.instructions())
+        if (instruction.opcode() == plan::OPCODE_RESIDENT_RELEASE)
+          released.insert(instruction.operands().begin(),
+                          instruction.operands().end());
+  uint64_t bytes = 0;
+  for (const plan::Buffer &buffer : plan.buffers())
+    if (buffer.kind() == plan::Buffer::RESIDENT && buffer.view_of() == 0 &&
+        !released.contains(buffer.id()))
+      bytes += buffer.bytes();
+  return bytes;
+}
+
 /// The arena peak of program `name`, if the plan has it.
 static std::optional<uint64_t> arenaPeak(const plan::Plan &plan,
                                          llvm::StringRef name) {
@@ -83,6 +104,7 @@ std::vector<TimelineStep> zplan::buildTimeline(const plan::Plan &plan) {
           arenaPeak(plan, name).value_or(0), true);
     add("generate_end", arenaPeak(plan, "generate_end").value_or(0), true);
     add("after generate_end", 0, false);
+    steps.back().generationBytes = unreleasedResidentBytes(plan);
   } else {
     add("infer", *infer, false);
     add("after infer", 0, false);

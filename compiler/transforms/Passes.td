@@ -242,7 +242,10 @@ def ShardParameters : Pass<"zplan-shard-parameters", "::mlir::ModuleOp"> {
     step makes and how much is gathered at once (FSDP's flat parameters,
     DeepSpeed's buckets).
 
-    1. Order the parameters by first use.
+    1. Order the parameters by first use in the function that decides the
+       groups for every program: @train_micro_step when there is one (also
+       in a train,generate module), else @decode, else the one function
+       that gathers.
     2. A parameter with at most `persistence-threshold` elements is kept
        whole on every rank (DeepSpeed's param_persistence_threshold, and
        its default of 1e5: norms and biases, whose one-per-layer gathers
@@ -272,7 +275,8 @@ def ShardParameters : Pass<"zplan-shard-parameters", "::mlir::ModuleOp"> {
     %t = zero.gather_start %s0, %s1 {group = @group0} : ...
     %w0, %w1 = zero.gather_wait %t : tensor<64x64xf32>, tensor<64x64xf32>
     ```
-    Tests: test/transforms/shard-parameters.mlir.
+    Tests: test/transforms/shard-parameters.mlir, shard-parameters-train.mlir,
+    shard-parameters-generate.mlir, shard-parameters-oneplan.mlir.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",

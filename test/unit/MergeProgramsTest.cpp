@@ -66,6 +66,14 @@ protected:
     return module;
   }
 
+  /// The generation module with the first `from` replaced by `to`.
+  OwningOpRef<ModuleOp> parseGenerationWith(llvm::StringRef from,
+                                            llvm::StringRef to) {
+    std::string text = kGeneration;
+    text.replace(text.find(from.str()), from.size(), to.str());
+    return parse(text);
+  }
+
   /// The merge's error, "" on success.
   std::string merge(ModuleOp into, ModuleOp from) {
     llvm::Error error = mergePrograms(into, "training", from, "generation");
@@ -98,9 +106,7 @@ TEST_F(MergeProgramsTest, MovesProgramsAndStateKeepsOneParameterSet) {
 
 TEST_F(MergeProgramsTest, RefusesAParameterWhoseTypeDiffers) {
   auto training = parse(kTraining);
-  std::string text = kGeneration;
-  text.replace(text.find("tensor<4x4xf32>"), 15, "tensor<4x8xf32>");
-  auto generation = parse(text);
+  auto generation = parseGenerationWith("tensor<4x4xf32>", "tensor<4x8xf32>");
   EXPECT_EQ(merge(*training, *generation),
             "parameter 'w' differs between the training and generation "
             "imports: {sym_name = \"w\", type = tensor<4x4xf32>} vs "
@@ -111,9 +117,8 @@ TEST_F(MergeProgramsTest, RefusesAParameterWhoseTypeDiffers) {
 
 TEST_F(MergeProgramsTest, RefusesAParameterWhoseDataDiffers) {
   auto training = parse(kTraining);
-  std::string text = kGeneration;
-  text.replace(text.find("external_offset = 0"), 19, "external_offset = 64");
-  auto generation = parse(text);
+  auto generation =
+      parseGenerationWith("external_offset = 0", "external_offset = 64");
   std::string error = merge(*training, *generation);
   EXPECT_EQ(error.rfind("parameter 'b' differs between the training and "
                         "generation imports: ",
@@ -124,10 +129,7 @@ TEST_F(MergeProgramsTest, RefusesAParameterWhoseDataDiffers) {
 
 TEST_F(MergeProgramsTest, RefusesAParameterOnlyOneDeclares) {
   auto training = parse(kTraining);
-  std::string text = kGeneration;
-  text.replace(text.find("nn.parameter @w : tensor<4x4xf32>"), 33,
-               "nn.parameter @v : tensor<4x4xf32>");
-  auto generation = parse(text);
+  auto generation = parseGenerationWith("nn.parameter @w", "nn.parameter @v");
   EXPECT_EQ(merge(*training, *generation),
             "parameter 'w' is declared by the training import but not by the "
             "generation import");
@@ -138,9 +140,7 @@ TEST_F(MergeProgramsTest, RefusesAParameterOnlyOneDeclares) {
 
 TEST_F(MergeProgramsTest, RefusesASymbolBothDeclare) {
   auto training = parse(kTraining);
-  std::string text = kGeneration;
-  text.replace(text.find("@decode"), 7, "@forward");
-  auto generation = parse(text);
+  auto generation = parseGenerationWith("@decode", "@forward");
   EXPECT_EQ(merge(*training, *generation),
             "symbol 'forward' is declared by both the training and generation "
             "imports");

@@ -34,11 +34,9 @@ static cl::opt<int64_t> worldSize("world-size", cl::init(1),
                                   cl::cat(zccCategory));
 // A string, parsed by zplan::parseCompileMode: a combined mode is a
 // comma-separated list ("train,generate").
-static cl::opt<std::string>
-    mode("mode", cl::init("infer"),
-         cl::desc("What the plan runs: infer, train, generate, "
-                  "train,generate or train,infer"),
-         cl::cat(zccCategory));
+// The help text lists the spellings (set in main from the same table).
+static cl::opt<std::string> mode("mode", cl::init("infer"),
+                                 cl::cat(zccCategory));
 // The enum options take their values from the spelling tables (added in
 // main), so each spelling is written in one place.
 static cl::list<std::string>
@@ -210,6 +208,15 @@ int main(int argc, char **argv) {
   zplan::installCrashHandlers("zcc");
   zplan::setCrashPhase("reading the command line");
 
+  static std::string modeHelp = "What the plan runs:";
+  for (const zplan::CompileModeSpelling &spelling :
+       zplan::getCompileModeSpellings())
+    modeHelp +=
+        (Twine(&spelling == zplan::getCompileModeSpellings().begin() ? " "
+                                                                     : "; ") +
+         spelling.name + " (" + spelling.description + ")")
+            .str();
+  mode.setDescription(modeHelp);
   for (const zplan::HardwareSpelling &spelling : zplan::getHardwareSpellings())
     hardware.getParser().addLiteralOption(spelling.name, spelling.hardware,
                                           spelling.description);
