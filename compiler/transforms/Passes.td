@@ -599,10 +599,27 @@ def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
     11. zero.resident_read only in @prefill and @decode (that its tensors
         are never zero.release'd, the release's op verifier proves);
     12. no zero.gather_start of a resident group (its copy is read, never
-        gathered again inside a program).
+        gathered again inside a program);
+    13. cross-step prefetch (docs/generation.md section 6):
+        zero.carry_start only in @prefill and @decode, zero.carry_wait only
+        in @decode, zero.carry_drain only in @generate_end;
+    14. when any carry op exists: all name one group, and @prefill and
+        @decode each hold exactly one carry_start, @decode exactly one
+        carry_wait, @generate_end exactly one carry_drain (so every
+        @decode finds one carried gather and none outlives the
+        generation); the carry_wait's copy obeys rules 3 and 4;
+    15. in @decode no zero.gather_start of the carried group precedes the
+        carry_wait (that its results are not read before it, dominance
+        proves);
+    16. no collective starts after a carry_start in its program: the
+        carried gather is last on the comm queue;
+    17. in @decode the carry_start follows the carry_wait and every reader
+        of its copy, release included: the next carried gather writes the
+        same bytes. (Carried copies are SSA values of @decode only, so no
+        program reads a released copy across programs.)
 
     Tests: test/transforms/verify-schedule.mlir,
-    verify-schedule-generate.mlir.
+    verify-schedule-generate.mlir, verify-schedule-carry.mlir.
   }];
   let options = [
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
