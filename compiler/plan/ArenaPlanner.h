@@ -64,6 +64,9 @@ struct ArenaPlan {
   int64_t peakIndex = -1;
 };
 
+/// The alignment of every arena offset unless a caller asks for another.
+inline constexpr uint64_t kArenaAlignment = 64;
+
 /// The most bytes the aligned sizes of all requests may add up to: 2^62 B.
 /// Every offset and the arena size are at most that sum, so within it no
 /// computation of the planner can wrap around 64 bits.
@@ -74,7 +77,7 @@ inline constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 62;
 /// whose fixed offset + aligned size would; nullopt when all of them fit. planArena's precondition: callers check
 /// this first and report the buffer it names.
 std::optional<size_t> findArenaOverflow(llvm::ArrayRef<BufferRequest> requests,
-                                        uint64_t alignment = 64);
+                                        uint64_t alignment = kArenaAlignment);
 
 /// Places `requests` in one arena; findArenaOverflow(requests) must be
 /// nullopt. Each request takes its size rounded up to
@@ -88,7 +91,7 @@ std::optional<size_t> findArenaOverflow(llvm::ArrayRef<BufferRequest> requests,
 /// result keeps the invariant in the file comment whenever the pinned
 /// requests do.
 ArenaPlan planArena(llvm::ArrayRef<BufferRequest> requests,
-                    uint64_t alignment = 64);
+                    uint64_t alignment = kArenaAlignment);
 
 /// Checks that `plan` is a valid placement of `requests`: one offset per
 /// request, every pinned request at its fixedOffset, every offset a multiple
@@ -98,7 +101,7 @@ ArenaPlan planArena(llvm::ArrayRef<BufferRequest> requests,
 /// returns false and, if `error` is non-null, says what is wrong; an overlap
 /// names both buffer ids with their live ranges and byte ranges. O(n^2).
 bool verifyArena(llvm::ArrayRef<BufferRequest> requests, const ArenaPlan &plan,
-                 std::string *error, uint64_t alignment = 64);
+                 std::string *error, uint64_t alignment = kArenaAlignment);
 
 } // namespace zplan
 
