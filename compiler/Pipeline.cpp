@@ -82,6 +82,17 @@ void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
   prefetch.maxInFlightBytes = options.maxInFlightBytes;
   pm.addPass(createPrefetch(prefetch));
 
+  // Generation: @decode's first streamed gather starts in the previous
+  // program's tail (docs/generation.md section 6).
+  CrossStepPrefetchOptions carry;
+  carry.policy = options.policy;
+  carry.memoryBudget = options.memoryBudget;
+  carry.hardware = options.hardware;
+  carry.maxInFlight = options.maxInFlight;
+  carry.maxInFlightBytes = options.maxInFlightBytes;
+  if (options.crossStepPrefetch)
+    pm.addPass(createCrossStepPrefetch(carry));
+
   VerifyScheduleOptions verify;
   verify.memoryBudget = options.memoryBudget;
   pm.addPass(createVerifySchedule(verify));
