@@ -116,6 +116,7 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
       return status;
   }
   memory->residentCopies.assign(plan.buffers_size() + 1, ResidentCopy());
+  memory->carriedCopies.assign(plan.buffers_size() + 1, CarriedCopy());
 
   memory->arenaSize = plan.arena_bytes();
   if (Status status = backend.allocate(memory->arenaSize, "the arena",
@@ -156,6 +157,7 @@ Status RankMemory::resolve(const plan::Plan &plan) {
     uint8_t *base = nullptr;
     switch (buffer.kind()) {
     case plan::Buffer::ARENA:
+    case plan::Buffer::CARRY:
       base = arenaStorage->data() + buffer.offset();
       break;
     case plan::Buffer::CONSTANT:
@@ -194,4 +196,11 @@ Status RankMemory::resolve(const plan::Plan &plan) {
     addresses[id] = addresses[roots[id]] + rootOffsets[id];
   }
   return Status::success();
+}
+
+uint32_t RankMemory::readyCarriedCopy() const {
+  for (size_t id = 0; id < carriedCopies.size(); ++id)
+    if (carriedCopies[id].state == CarriedCopy::State::Ready)
+      return static_cast<uint32_t>(id);
+  return 0;
 }

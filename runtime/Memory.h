@@ -10,6 +10,9 @@
 // groups' gathered copies (RESIDENT buffers): outside the arena like the
 // training state, zero at load, kept across programs, in a pool of their
 // own (a checkpoint saves the training state, not a generation's).
+// A carried copy (CARRY buffer, docs/generation.md section 6) lives in the
+// arena at its pinned offset; the ledger here says, across programs,
+// whether it holds a gather the next program must complete.
 //
 // The storage comes from a Backend (runtime/Backend.h): the arena and the
 // constants are allocated through it, and the weights read from the file
@@ -34,6 +37,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,6 +102,27 @@ public:
   /// The state of RESIDENT buffer `id` (the root of any view of it).
   ResidentCopy &residentCopy(uint32_t id) { return residentCopies[id]; }
 
+  /// The ledger entry of a carried copy (a CARRY buffer), across the
+  /// executors of every program: Ready from the carry_gather of prefill or
+  /// decode until the next decode's carry_wait hands it over (Held) or
+  /// generate_end's carry_drain drops it; Empty again after the release of
+  /// the handed-over copy.
+  struct CarriedCopy {
+    enum class State : uint8_t { Empty, Ready, Held };
+    State state = State::Empty;
+    /// The instruction that last changed the state: "program 'decode',
+    /// instruction #40 'carry_gather' at '@group0'".
+    std::string changedBy;
+    /// --check: the copy's checksum right after its carry_gather, which the
+    /// carry_wait or carry_drain compares; unset without --check.
+    std::optional<uint64_t> checksum;
+  };
+  /// The ledger entry of CARRY buffer `id`.
+  CarriedCopy &carriedCopy(uint32_t id) { return carriedCopies[id]; }
+  /// The id of a CARRY buffer whose gather no program has completed yet
+  /// (Ready); 0 when there is none.
+  uint32_t readyCarriedCopy() const;
+
 private:
   explicit RankMemory(Backend &backend) : owner(&backend) {}
   Status resolve(const plan::Plan &plan);
@@ -113,6 +138,7 @@ private:
   std::unique_ptr<BackendMemory> generationPool;
   std::map<uint32_t, uint64_t> generationOffsets; // in generationPool, by id
   std::vector<ResidentCopy> residentCopies;       // by buffer id
+  std::vector<CarriedCopy> carriedCopies;         // by buffer id
   std::unique_ptr<BackendMemory> arenaStorage;
   uint64_t arenaSize = 0;
   // Indexed by buffer id (entry 0 unused).
