@@ -90,8 +90,7 @@ void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
   carry.hardware = options.hardware;
   carry.maxInFlight = options.maxInFlight;
   carry.maxInFlightBytes = options.maxInFlightBytes;
-  if (options.crossStepPrefetch)
-    pm.addPass(createCrossStepPrefetch(carry));
+  pm.addPass(createCrossStepPrefetch(carry));
 
   VerifyScheduleOptions verify;
   verify.memoryBudget = options.memoryBudget;

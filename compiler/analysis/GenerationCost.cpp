@@ -95,6 +95,10 @@ static ProgramCost replay(func::FuncOp func, const CostModel &cost,
   return result;
 }
 
+ProgramCost zplan::replayProgram(func::FuncOp func, const CostModel &cost) {
+  return replay(func, cost);
+}
+
 std::optional<GenerationCost>
 zplan::estimateGenerationCost(ModuleOp module, const CostModel &cost) {
   auto decode = module.lookupSymbol<func::FuncOp>(kDecodeName);

@@ -24,6 +24,7 @@
 
 #include "compiler/analysis/CostModel.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
@@ -89,6 +90,11 @@ struct GenerationCost {
     return decode.seconds > 0 ? batch / decode.seconds : 0;
   }
 };
+
+/// One program replayed as scheduled (the carry ops as the runtime runs
+/// them); zplan-cross-step-prefetch compares @decode with and without its
+/// carry by it.
+ProgramCost replayProgram(mlir::func::FuncOp func, const CostModel &cost);
 
 /// The cost of `module`'s generation programs on `cost`'s hardware, or
 /// nullopt when `module` is not a generation module (no @decode).

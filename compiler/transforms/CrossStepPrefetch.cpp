@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/analysis/CostModel.h"
+#include "compiler/analysis/GenerationCost.h"
 #include "compiler/analysis/Liveness.h"
 #include "compiler/transforms/Passes.h"
 #include "compiler/transforms/Programs.h"
@@ -19,6 +20,7 @@
 
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/Debug.h"
+#include "llvm/Support/Format.h"
 
 #define DEBUG_TYPE "zplan-cross-step-prefetch"
 
@@ -127,14 +129,47 @@ struct CrossStepPrefetchPass
             builder.getNamedAttr("reason", builder.getStringAttr(reason)));
       module->setAttr(attribute, builder.getDictionaryAttr(fields));
     };
-    if (!fitsBudget(prefill, decode, first, bytes)) {
-      // Recorded apart from `zplan.carry`, which means a carry exists.
-      record("zplan.carry_skipped",
-             "its copy does not fit the memory budget at the end of "
-             "prefill/decode or before its gather in decode");
-      return;
-    }
+    // A skipped carry is recorded apart from `zplan.carry`, which means
+    // the carry ops exist.
+    if (!fitsBudget(prefill, decode, first, bytes))
+      return record("zplan.carry_skipped",
+                    "its copy does not fit the memory budget at the end of "
+                    "prefill/decode or before its gather in decode");
 
+    // Carrying pays only when the tail hides more of the collective than
+    // the token's start did: try it on a copy, and compare the decode
+    // steps (the runtime's two queues, GenerationCost.h).
+    OwningOpRef<ModuleOp> trial = module.clone();
+    carry(*trial, name, cost);
+    double before = replayProgram(decode, cost).seconds;
+    double after =
+        replayProgram(trial->lookupSymbol<func::FuncOp>(kDecodeName), cost)
+            .seconds;
+    if (after >= before) {
+      std::string reason;
+      llvm::raw_string_ostream os(reason);
+      os << "carrying it would not shorten a decode step ("
+         << llvm::format("%.3f", after * 1e6) << " us with the carry, "
+         << llvm::format("%.3f", before * 1e6)
+         << " us without): the tail hides less of its gather than the "
+            "token's start does";
+      return record("zplan.carry_skipped", os.str());
+    }
+    carry(module, name, cost);
+    record("zplan.carry", "");
+  }
+
+  /// Carries `name`'s group in `module` (Passes.td, steps 3-5).
+  void carry(ModuleOp module, FlatSymbolRefAttr name, const CostModel &cost) {
+    auto group = module.lookupSymbol<zero::GroupOp>(name.getAttr());
+    auto prefill = module.lookupSymbol<func::FuncOp>(kPrefillName);
+    auto decode = module.lookupSymbol<func::FuncOp>(kDecodeName);
+    auto end = module.lookupSymbol<func::FuncOp>(kGenerateEndName);
+    zero::GatherStartOp first = *llvm::find_if(
+        decode.getOps<zero::GatherStartOp>(), [&](zero::GatherStartOp start) {
+          return start.getGroupAttr() == name;
+        });
+    uint64_t bytes = groupBytes(group);
     zero::CarryWaitOp carried = replaceFirstGather(first, name);
     for (func::FuncOp func : {prefill, decode}) {
       Operation *terminator = func.getBody().front().getTerminator();
@@ -170,8 +205,6 @@ struct CrossStepPrefetchPass
     }
     OpBuilder::atBlockBegin(&end.getBody().front())
         .create<zero::CarryDrainOp>(group.getLoc(), name);
-
-    record("zplan.carry", "");
   }
 
   /// Whether the carried copy fits the budget where it adds bytes before

@@ -524,6 +524,12 @@ def CrossStepPrefetch : Pass<"zplan-cross-step-prefetch", "::mlir::ModuleOp"> {
     2. Under `memory-budget`, g0's copy must fit where the carry adds it
        before any move: in @decode from op 0 to where g0's gather started,
        and at the end of @prefill and @decode. Otherwise nothing is carried.
+    2b. The carry is tried on a copy of the module (steps 3-5) and kept only
+       if it shortens a @decode step (replayed on the two queues as the
+       `report` does, GenerationCost.h): when the tail cannot hide the
+       collective and the token's start did, carrying is a loss.
+       A skipped carry is recorded as `zplan.carry_skipped = {group, bytes,
+       reason}`.
     3. In @decode, g0's first gather_start / gather_wait pair becomes one
        `zero.carry_wait` of the same shards where the wait was (its results
        replace the wait's; the release stays).
