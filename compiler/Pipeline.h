@@ -48,9 +48,9 @@ struct ScheduleOptions {
   /// adamw | sgd: the optimizer of a training module's @optimizer_step.
   std::string optimizer = "adamw";
   /// Generation: zplan-cross-step-prefetch after zplan-prefetch
-  /// (docs/generation.md section 6). Off until the plan emitter lowers the
-  /// carry ops (zero.carry_start/wait/drain); then always on.
-  bool crossStepPrefetch = false;
+  /// (docs/generation.md section 6); the plan emitter lowers the carry ops
+  /// (zero.carry_start/wait/drain).
+  bool crossStepPrefetch = true;
 };
 
 /// shard -> optimizer step -> recompute (training, over budget) -> insert
