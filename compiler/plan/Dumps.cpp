@@ -321,6 +321,30 @@ std::string zplan::formatGenerationReport(
       os << llvm::formatv("  {0} / {1}: {2:F2}x tokens/s\n",
                           policies.front().first, name,
                           chosen.tokensPerSecond() / cost->tokensPerSecond());
+  // Cross-step prefetch (docs/generation.md section 6): what carrying the
+  // first streamed group into the previous program's tail saves per token,
+  // against the same schedule without it.
+  for (auto &[name, cost] : policies) {
+    if (cost->carriedGroup.empty())
+      continue;
+    os << "carried group (" << name << " policy): ";
+    if (!cost->carrySkipped.empty()) {
+      os << "none: @" << cost->carriedGroup << " ("
+         << formatSize(cost->carriedBytes) << ") " << cost->carrySkipped
+         << "\n";
+      continue;
+    }
+    os << "@" << cost->carriedGroup << ", " << formatSize(cost->carriedBytes)
+       << ", gathered in the tail of the previous prefill/decode\n";
+    os << llvm::formatv(
+        "  exposed comm/token: {0} with the carry, {1} without; "
+        "decode/token {2} vs {3}; tokens/s {4:F1} vs {5:F1}\n",
+        formatSeconds(cost->decode.exposedCommSeconds),
+        formatSeconds(cost->decodeWithoutCarry.exposedCommSeconds),
+        formatSeconds(cost->decode.seconds),
+        formatSeconds(cost->decodeWithoutCarry.seconds),
+        cost->tokensPerSecond(), cost->tokensPerSecondWithoutCarry());
+  }
   os << "residency (" << policies.front().first
      << " policy): " << chosen.residentGroups << " of "
      << chosen.residentGroups + chosen.streamedGroups

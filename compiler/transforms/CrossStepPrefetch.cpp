@@ -115,15 +115,26 @@ struct CrossStepPrefetchPass
       return signalPassFailure();
     }
     uint64_t bytes = groupBytes(group);
+    auto name = FlatSymbolRefAttr::get(group.getSymNameAttr());
+    Builder builder(&getContext());
+    auto record = [&](StringRef attribute, StringRef reason) {
+      SmallVector<NamedAttribute> fields{
+          builder.getNamedAttr("group", name),
+          builder.getNamedAttr(
+              "bytes", builder.getI64IntegerAttr(static_cast<int64_t>(bytes)))};
+      if (!reason.empty())
+        fields.push_back(
+            builder.getNamedAttr("reason", builder.getStringAttr(reason)));
+      module->setAttr(attribute, builder.getDictionaryAttr(fields));
+    };
     if (!fitsBudget(prefill, decode, first, bytes)) {
-      LLVM_DEBUG(llvm::dbgs() << "@" << group.getSymName()
-                              << ": the carried copy does not fit the budget "
-                                 "at the start of @decode or at the end of a "
-                                 "program; not carried\n");
+      // Recorded apart from `zplan.carry`, which means a carry exists.
+      record("zplan.carry_skipped",
+             "its copy does not fit the memory budget at the end of "
+             "prefill/decode or before its gather in decode");
       return;
     }
 
-    auto name = FlatSymbolRefAttr::get(group.getSymNameAttr());
     zero::CarryWaitOp carried = replaceFirstGather(first, name);
     for (func::FuncOp func : {prefill, decode}) {
       Operation *terminator = func.getBody().front().getTerminator();
@@ -160,13 +171,7 @@ struct CrossStepPrefetchPass
     OpBuilder::atBlockBegin(&end.getBody().front())
         .create<zero::CarryDrainOp>(group.getLoc(), name);
 
-    Builder builder(&getContext());
-    module->setAttr(
-        "zplan.carry",
-        builder.getDictionaryAttr(
-            {builder.getNamedAttr("group", name),
-             builder.getNamedAttr("bytes", builder.getI64IntegerAttr(
-                                               static_cast<int64_t>(bytes)))}));
+    record("zplan.carry", "");
   }
 
   /// Whether the carried copy fits the budget where it adds bytes before

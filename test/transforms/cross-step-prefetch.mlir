@@ -64,8 +64,9 @@
 // BUDGET-NEXT: return
 //
 // Under 112583 B the carried copy does not fit even at the end (shards
-// 22528 B + result 45000 B + 45056 B = 112584 B): nothing is carried.
-// NOFIT-NOT: zplan.carry
+// 22528 B + result 45000 B + 45056 B = 112584 B): nothing is carried, and
+// the module says why (the report shows it).
+// NOFIT: module attributes {zplan.carry_skipped = {bytes = 45056 : i64, group = @ga, reason = "its copy does not fit the memory budget at the end of prefill/decode or before its gather in decode"}}
 // NOFIT-NOT: zero.carry
 //
 // jit (FSDP2's generate) has no cross-token prefetch.
