@@ -635,8 +635,7 @@ Status Executor::checkCarryBeforeRun() const {
                  groupName(plan, copy.group()), " (",
                  memory.carriedCopy(ready).changedBy,
                  ") is not completed; only ", inQuotes(plan::kDecodeProgram),
-                 " or ", inQuotes(plan::kGenerateEndProgram),
-                 " may run next");
+                 " or ", inQuotes(plan::kGenerateEndProgram), " may run next");
 }
 
 Status Executor::executeCarryGather(const plan::Instruction &instruction) {
@@ -645,13 +644,13 @@ Status Executor::executeCarryGather(const plan::Instruction &instruction) {
     std::lock_guard<std::mutex> lock(mutex);
     const RankMemory::CarriedCopy &entry = memory.carriedCopy(root);
     if (entry.state != RankMemory::CarriedCopy::State::Empty)
-      return failure(
-          describeInstruction(instruction), ": the carried copy of group ",
-          groupName(plan, instruction.group()), " is still ",
-          entry.state == RankMemory::CarriedCopy::State::Held
-              ? "in use (handed over by "
-              : "waiting to be completed (gathered by ",
-          entry.changedBy, "); a carry_gather may not overwrite it");
+      return failure(describeInstruction(instruction),
+                     ": the carried copy of group ",
+                     groupName(plan, instruction.group()), " is still ",
+                     entry.state == RankMemory::CarriedCopy::State::Held
+                         ? "in use (handed over by "
+                         : "waiting to be completed (gathered by ",
+                     entry.changedBy, "); a carry_gather may not overwrite it");
   }
   if (Status status = executeAllGather(instruction); !status.ok())
     return status;
@@ -683,12 +682,11 @@ Status Executor::executeCarryCompletion(const plan::Instruction &instruction) {
     entry = memory.carriedCopy(root);
   }
   if (entry.state != RankMemory::CarriedCopy::State::Ready)
-    return failure(describeInstruction(instruction),
-                   ": no carried gather of group ",
-                   groupName(plan, instruction.group()),
-                   " (the previous program was not prefill or decode",
-                   entry.changedBy.empty() ? "" : "; last: ", entry.changedBy,
-                   ")");
+    return failure(
+        describeInstruction(instruction), ": no carried gather of group ",
+        groupName(plan, instruction.group()),
+        " (the previous program was not prefill or decode",
+        entry.changedBy.empty() ? "" : "; last: ", entry.changedBy, ")");
   if (entry.checksum) {
     uint64_t sum;
     if (Status status =

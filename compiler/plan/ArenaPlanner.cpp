@@ -354,9 +354,8 @@ zplan::findArenaOverflow(llvm::ArrayRef<BufferRequest> requests,
       return index;
     // A pinned buffer ends at its offset + size, whatever the others add.
     std::optional<uint64_t> fixed = requests[index].fixedOffset;
-    if (fixed &&
-        (*fixed > kMaxArenaBytes ||
-         alignUp(bytes, alignment) > kMaxArenaBytes - *fixed))
+    if (fixed && (*fixed > kMaxArenaBytes ||
+                  alignUp(bytes, alignment) > kMaxArenaBytes - *fixed))
       return index;
   }
   return std::nullopt;

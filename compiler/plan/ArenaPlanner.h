@@ -74,8 +74,9 @@ inline constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 62;
 
 /// The index of the first request at which the aligned sizes, added in
 /// order, would exceed kMaxArenaBytes (or a size wraps when aligned), or
-/// whose fixed offset + aligned size would; nullopt when all of them fit. planArena's precondition: callers check
-/// this first and report the buffer it names.
+/// whose fixed offset + aligned size would; nullopt when all of them fit.
+/// planArena's precondition: callers check this first and report the buffer it
+/// names.
 std::optional<size_t> findArenaOverflow(llvm::ArrayRef<BufferRequest> requests,
                                         uint64_t alignment = kArenaAlignment);
 

@@ -102,8 +102,8 @@ private:
   llvm::Error emitCarryStart(zero::CarryStartOp start);
   llvm::Error emitCarryWait(zero::CarryWaitOp wait);
   llvm::Error emitCarryDrain(zero::CarryDrainOp drain);
-  llvm::Error addParameterViews(Operation *op, uint32_t base,
-                                ValueRange shards, ValueRange tensors);
+  llvm::Error addParameterViews(Operation *op, uint32_t base, ValueRange shards,
+                                ValueRange tensors);
   llvm::Error emitCacheAppend(nn::CacheAppendOp append);
   llvm::Error emitOps(func::FuncOp func);
   llvm::Error emitReduceScatter(zero::ReduceScatterStartOp start);
@@ -921,8 +921,8 @@ llvm::Error Emitter::carriedCopyRequests(std::vector<BufferRequest> &requests) {
     if (gatherAt >= 0 && heldUntil >= gatherAt)
       return makeError("cannot emit program '" + program->name() +
                        "': its carry_gather of @" +
-                       result.plan.groups(group).name() +
-                       " (instruction #" + llvm::Twine(gatherAt) +
+                       result.plan.groups(group).name() + " (instruction #" +
+                       llvm::Twine(gatherAt) +
                        ") overwrites the carried copy that instruction #" +
                        llvm::Twine(heldUntil) + " still uses");
     uint64_t bytes = buffer(copy).bytes(), offset = buffer(copy).offset();

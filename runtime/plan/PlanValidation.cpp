@@ -595,8 +595,8 @@ private:
     case OPCODE_CARRY_DRAIN: {
       bool gather = instruction.opcode() == OPCODE_CARRY_GATHER;
       bool drain = instruction.opcode() == OPCODE_CARRY_DRAIN;
-      if (Status status = checkArity(instruction, subject, gather || drain,
-                                     !drain);
+      if (Status status =
+              checkArity(instruction, subject, gather || drain, !drain);
           !status.ok())
         return status;
       if (gather) {
@@ -666,11 +666,9 @@ private:
                        "; a carry_gather must be its program's last ",
                        "collective");
       if (opcode == OPCODE_CARRY_WAIT && program.name() != kDecodeProgram)
-        return failure(subject, ": only program ",
-                       inQuotes(kDecodeProgram),
+        return failure(subject, ": only program ", inQuotes(kDecodeProgram),
                        " may wait for a carried gather");
-      if (opcode == OPCODE_CARRY_DRAIN &&
-          program.name() != kGenerateEndProgram)
+      if (opcode == OPCODE_CARRY_DRAIN && program.name() != kGenerateEndProgram)
         return failure(subject, ": only program ",
                        inQuotes(kGenerateEndProgram),
                        " may drain a carried gather");

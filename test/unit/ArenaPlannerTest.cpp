@@ -249,10 +249,8 @@ TEST(ArenaPlanner, RandomSetsStayNearTheLowerBound) {
 // (two requests of one id): the others reuse its bytes in between, never
 // while it is live.
 TEST(ArenaPlanner, PinnedRequestsKeepTheirOffsetAcrossPrograms) {
-  std::vector<BufferRequest> first = {{0, 300, 6, 9, 0},
-                                      {1, 1000, 0, 4},
-                                      {2, 500, 3, 7},
-                                      {3, 200, 8, 9}};
+  std::vector<BufferRequest> first = {
+      {0, 300, 6, 9, 0}, {1, 1000, 0, 4}, {2, 500, 3, 7}, {3, 200, 8, 9}};
   std::vector<BufferRequest> second = {{0, 300, 0, 2, 0},
                                        {1, 900, 1, 5},
                                        {2, 256, 3, 6},
@@ -410,8 +408,8 @@ TEST(ArenaVerifier, CatchesCollidingOrMovedPinnedBuffers) {
   ASSERT_EQ(verifyError(alone, moved), "");
   moved.offsets[0] = 256;
   moved.arenaBytes = 384;
-  EXPECT_NE(verifyError(alone, moved).find(
-                "buffer 4 is at offset 256, not at its fixed offset 128"),
+  EXPECT_NE(verifyError(alone, moved)
+                .find("buffer 4 is at offset 256, not at its fixed offset 128"),
             std::string::npos);
 }
 

@@ -407,8 +407,7 @@ TEST_F(GenerationEmitter, NoBufferSharesTheCarriedBytesWhileTheyHoldData) {
     const plan::Program &step = *program(plan, name);
     int64_t last = step.instructions_size() - 1;
     std::vector<std::pair<int64_t, int64_t>> held;
-    if (const plan::Instruction *gather =
-            find(step, plan::OPCODE_CARRY_GATHER))
+    if (const plan::Instruction *gather = find(step, plan::OPCODE_CARRY_GATHER))
       held.push_back({gather->index(), last});
     if (const plan::Instruction *release = find(step, plan::OPCODE_RELEASE);
         release && std::string(name) == "decode")

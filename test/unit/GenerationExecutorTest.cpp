@@ -131,7 +131,8 @@ plan::Plan makeGenerationPlan(bool carry = false) {
   addBuffer(plan, "sum", plan::Buffer::ARENA, {2, 4})->set_offset(128);
   plan.set_arena_bytes(256);
   if (carry) {
-    plan::Buffer *copy = addBuffer(plan, "g (carried)", plan::Buffer::CARRY, {8});
+    plan::Buffer *copy =
+        addBuffer(plan, "g (carried)", plan::Buffer::CARRY, {8});
     copy->set_group(0);
     copy->set_offset(192);
     plan::Buffer *carried = addBuffer(plan, "w", plan::Buffer::CARRY, {2, 4});
@@ -524,31 +525,31 @@ TEST(GenerationValidation, CarryInstructionsStandWhereTheCarryNeedsThem) {
   EXPECT_TRUE(contains(
       validationError(
           [](plan::Plan &plan) {
-            addInstruction(*plan.mutable_programs(3),
-                           plan::OPCODE_CARRY_GATHER, {kShard}, {kCarry}, 0);
+            addInstruction(*plan.mutable_programs(3), plan::OPCODE_CARRY_GATHER,
+                           {kShard}, {kCarry}, 0);
           },
           withCarry),
       "program 'prefill', instruction #0 'carry_gather' is followed on the "
       "comm queue by program 'prefill', instruction #1 'carry_gather'; a "
       "carry_gather must be its program's last collective"));
-  EXPECT_TRUE(contains(
-      validationError(
-          [](plan::Plan &plan) {
-            addInstruction(*plan.mutable_programs(3), plan::OPCODE_CARRY_WAIT,
-                           {}, {kCarry}, 0);
-          },
-          withCarry),
-      "program 'prefill', instruction #1 'carry_wait': only program "
-      "'decode' may wait for a carried gather"));
-  EXPECT_TRUE(contains(
-      validationError(
-          [](plan::Plan &plan) {
-            addInstruction(*plan.mutable_programs(1), plan::OPCODE_CARRY_DRAIN,
-                           {kCarry}, {}, 0);
-          },
-          withCarry),
-      "program 'decode', instruction #5 'carry_drain': only program "
-      "'generate_end' may drain a carried gather"));
+  EXPECT_TRUE(
+      contains(validationError(
+                   [](plan::Plan &plan) {
+                     addInstruction(*plan.mutable_programs(3),
+                                    plan::OPCODE_CARRY_WAIT, {}, {kCarry}, 0);
+                   },
+                   withCarry),
+               "program 'prefill', instruction #1 'carry_wait': only program "
+               "'decode' may wait for a carried gather"));
+  EXPECT_TRUE(
+      contains(validationError(
+                   [](plan::Plan &plan) {
+                     addInstruction(*plan.mutable_programs(1),
+                                    plan::OPCODE_CARRY_DRAIN, {kCarry}, {}, 0);
+                   },
+                   withCarry),
+               "program 'decode', instruction #5 'carry_drain': only program "
+               "'generate_end' may drain a carried gather"));
 }
 
 TEST(GenerationValidation, CarryBuffersAndInstructionsNameTheirGroup) {
