@@ -371,12 +371,15 @@ uint64_t activeRows(const Generation &generation) {
   return active;
 }
 
-/// The bytes the decode program gathers per run, from its instructions.
+/// The bytes the decode program gathers per run, from its instructions: its
+/// all_gathers and the carry_gather it issues for the next step
+/// (docs/generation.md section 6).
 uint64_t plannedGatherBytes(const plan::Plan &plan,
                             const plan::Program &program) {
   uint64_t bytes = 0;
   for (const plan::Instruction &instruction : program.instructions())
-    if (instruction.opcode() == plan::OPCODE_ALL_GATHER) {
+    if (instruction.opcode() == plan::OPCODE_ALL_GATHER ||
+        instruction.opcode() == plan::OPCODE_CARRY_GATHER) {
       const plan::Group &group = plan.groups(instruction.group());
       bytes += group.padded_elements() * plan::dataTypeSize(group.dtype());
     }
