@@ -82,21 +82,13 @@ struct CrossStepPrefetchPass
     auto decode = module.lookupSymbol<func::FuncOp>(kDecodeName);
     if (!decode)
       return; // Not a generation module.
-    if (policy != "default" && policy != "jit") {
-      module.emitError() << "zplan-cross-step-prefetch: unknown policy '"
-                         << policy << "' (expected default or jit)";
+    FailureOr<CostModel> cost = hoistingCostModel(
+        module, "zplan-cross-step-prefetch", policy, hardware);
+    if (failed(cost))
       return signalPassFailure();
-    }
     // jit is FSDP2's generate: no prefetch across tokens.
     if (policy == "jit")
       return;
-    llvm::Expected<HardwareProfile> profile = getHardwareProfile(hardware);
-    if (!profile) {
-      module.emitError() << "zplan-cross-step-prefetch: "
-                         << llvm::toString(profile.takeError());
-      return signalPassFailure();
-    }
-    CostModel cost(*profile);
 
     zero::GatherStartOp first;
     zero::GroupOp group;
@@ -140,10 +132,10 @@ struct CrossStepPrefetchPass
     // the token's start did: try it on a copy, and compare the decode
     // steps (the runtime's two queues, GenerationCost.h).
     OwningOpRef<ModuleOp> trial = module.clone();
-    carry(*trial, name, cost);
-    double before = replayProgram(decode, cost).seconds;
+    carry(*trial, name, *cost);
+    double before = replayProgram(decode, *cost).seconds;
     double after =
-        replayProgram(trial->lookupSymbol<func::FuncOp>(kDecodeName), cost)
+        replayProgram(trial->lookupSymbol<func::FuncOp>(kDecodeName), *cost)
             .seconds;
     if (after >= before) {
       std::string reason;
@@ -155,7 +147,7 @@ struct CrossStepPrefetchPass
             "token's start does";
       return record("zplan.carry_skipped", os.str());
     }
-    carry(module, name, cost);
+    carry(module, name, *cost);
     record("zplan.carry", "");
   }
 

@@ -34,20 +34,12 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
   using PrefetchBase::PrefetchBase;
 
   void runOnOperation() override {
-    if (policy != "default" && policy != "jit") {
-      getOperation().emitError() << "zplan-prefetch: unknown policy '" << policy
-                                 << "' (expected default or jit)";
+    FailureOr<CostModel> cost =
+        hoistingCostModel(getOperation(), "zplan-prefetch", policy, hardware);
+    if (failed(cost))
       return signalPassFailure();
-    }
-    llvm::Expected<HardwareProfile> profile = getHardwareProfile(hardware);
-    if (!profile) {
-      getOperation().emitError()
-          << "zplan-prefetch: " << llvm::toString(profile.takeError());
-      return signalPassFailure();
-    }
-    CostModel cost(*profile);
     for (auto func : getOperation().getOps<func::FuncOp>())
-      prefetchFunction(func, cost);
+      prefetchFunction(func, *cost);
   }
 
   void prefetchFunction(func::FuncOp func, const CostModel &cost) {

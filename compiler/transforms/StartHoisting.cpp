@@ -39,6 +39,19 @@ static void inFlightAt(const LivenessAnalysis &live, Operation *self,
   }
 }
 
+FailureOr<CostModel> zplan::hoistingCostModel(Operation *op, StringRef pass,
+                                              StringRef policy,
+                                              StringRef hardware) {
+  if (policy != "default" && policy != "jit")
+    return op->emitError() << pass << ": unknown policy '" << policy
+                           << "' (expected default or jit)";
+  llvm::Expected<HardwareProfile> profile = getHardwareProfile(hardware);
+  if (!profile)
+    return op->emitError() << pass << ": "
+                           << llvm::toString(profile.takeError());
+  return CostModel(*profile);
+}
+
 HoistResult zplan::hoistStart(Operation *start, Operation *consumer,
                               uint64_t bytes, int64_t worldSize,
                               const CostModel &cost, const HoistLimits &limits,

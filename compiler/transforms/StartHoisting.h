@@ -15,6 +15,7 @@
 #include "compiler/analysis/CostModel.h"
 
 #include "mlir/IR/Operation.h"
+#include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <cstdint>
@@ -50,6 +51,14 @@ struct HoistResult {
   double overlappedSeconds = 0;
   double neededSeconds = 0;
 };
+
+/// The cost model of a hoisting pass's `hardware` option, after checking
+/// its `policy` option (default or jit); on error, one diagnostic on `op`
+/// naming `pass`.
+mlir::FailureOr<CostModel> hoistingCostModel(mlir::Operation *op,
+                                             llvm::StringRef pass,
+                                             llvm::StringRef policy,
+                                             llvm::StringRef hardware);
 
 /// Moves `start` (a zero.gather_start or zero.carry_start of `bytes`
 /// gathered over `worldSize` ranks) up op by op within its block. The

@@ -11,6 +11,7 @@
 // RUN: zcc-opt %t/valid.mlir -zplan-verify-schedule | FileCheck %t/valid.mlir
 // RUN: zcc-opt %t/valid.mlir -zplan-verify-schedule="memory-budget=128" | FileCheck %t/valid.mlir
 // RUN: not zcc-opt %t/valid.mlir -zplan-verify-schedule="memory-budget=111" 2>&1 | FileCheck %t/valid.mlir --check-prefix=BUDGET
+// RUN: not zcc-opt %t/early.mlir -zplan-verify-schedule="memory-budget=200" 2>&1 | FileCheck %t/early.mlir
 // RUN: zcc-opt %t/invalid.mlir -split-input-file -verify-diagnostics -zplan-verify-schedule
 
 //--- valid.mlir
@@ -45,6 +46,36 @@ func.func @decode(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {
   zero.release %b : tensor<4x4xf32>
   zero.carry_start %sa {group = @ga} : !zero.shard<tensor<4x4xf32>>
   return %1 : tensor<1x4xf32>
+}
+func.func @generate_end() {
+  zero.carry_drain {group = @ga}
+  return
+}
+
+//--- early.mlir
+
+// The copy a carry_wait hands over is in the arena from @decode's first op
+// (the previous program's collective wrote it), not from the carry_wait:
+// at the relu, before it, shards 32 B + %x, %r, the copy and %q 208 B =
+// 240 B (counted from the carry_wait on, the relu would see 176 B).
+// CHECK: error: does not fit the memory budget of 200 B per rank, in the schedule as placed: at op #1 (nn.relu) shards and persistent groups hold 32 B and live buffers 208 B, 40 B over; live buffers: input #0 (64 B); nn.relu (64 B); gathered group @ga (64 B); input #1 (16 B);
+nn.parameter @a : tensor<4x4xf32>
+nn.parameter @b : tensor<4x4xf32>
+zero.group @ga {params = [@a], padded_elements = 16 : i64, world_size = 4 : i64}
+zero.group @gb {params = [@b], padded_elements = 16 : i64, world_size = 4 : i64}
+func.func @prefill(%q: tensor<1x4xf32>) -> tensor<1x4xf32> {
+  %sa = zero.shard @a : !zero.shard<tensor<4x4xf32>>
+  zero.carry_start %sa {group = @ga} : !zero.shard<tensor<4x4xf32>>
+  return %q : tensor<1x4xf32>
+}
+func.func @decode(%x: tensor<4x4xf32>, %q: tensor<1x4xf32>) -> tensor<1x4xf32> {
+  %sa = zero.shard @a : !zero.shard<tensor<4x4xf32>>
+  %r = nn.relu %x : tensor<4x4xf32>
+  %a = zero.carry_wait %sa {group = @ga} : !zero.shard<tensor<4x4xf32>> -> tensor<4x4xf32>
+  %m = nn.matmul %q, %a : (tensor<1x4xf32>, tensor<4x4xf32>) -> tensor<1x4xf32>
+  zero.release %a : tensor<4x4xf32>
+  zero.carry_start %sa {group = @ga} : !zero.shard<tensor<4x4xf32>>
+  return %m : tensor<1x4xf32>
 }
 func.func @generate_end() {
   zero.carry_drain {group = @ga}
