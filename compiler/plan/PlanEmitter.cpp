@@ -292,9 +292,9 @@ void Emitter::declareGeneration() {
         result.plan.world_size() == 1)
       continue;
     uint32_t index = groupIndex.lookup(group.getSymName());
-    uint32_t id = addBuffer(plan::Buffer::CARRY,
-                            group.getSymName().str() + " (carried)",
-                            wholeGroupType(group));
+    uint32_t id =
+        addBuffer(plan::Buffer::CARRY, group.getSymName().str() + " (carried)",
+                  wholeGroupType(group));
     buffer(id).set_group(index);
     buffer(id).set_offset(carryOffset);
     carryOffset += (buffer(id).bytes() + kArenaAlignment - 1) /
@@ -488,8 +488,8 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
                   .getTensorType()
                   .getElementType()));
       buffer(copy).set_group(group);
-      plan::Instruction &gather = addGroupGather(
-          plan::OPCODE_ALL_GATHER, start, start.getGroupAttr(), copy);
+      plan::Instruction &gather = addGroupGather(plan::OPCODE_ALL_GATHER, start,
+                                                 start.getGroupAttr(), copy);
       tokenCopy[start.getToken()] = copy;
       tokenInstruction[start.getToken()] = gather.index();
       continue;
@@ -685,10 +685,9 @@ llvm::Error Emitter::emitResidentGather(zero::ResidentGatherOp gather) {
   if (!copy)
     return makeError("cannot emit " + describeOp(gather) + ": group @" +
                      entry.name() + " is not resident");
-  uint32_t gatherIndex =
-      addGroupGather(plan::OPCODE_RESIDENT_GATHER, gather, gather.getGroupAttr(),
-                     copy)
-          .index();
+  uint32_t gatherIndex = addGroupGather(plan::OPCODE_RESIDENT_GATHER, gather,
+                                        gather.getGroupAttr(), copy)
+                             .index();
   plan::Instruction &wait =
       addInstruction(plan::OPCODE_GATHER_WAIT, nullptr, 0);
   wait.set_location("@" + entry.name());
