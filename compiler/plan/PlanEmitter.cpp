@@ -93,6 +93,8 @@ private:
   }
   plan::Instruction &addInstruction(plan::Opcode opcode, Operation *source,
                                     double seconds);
+  plan::Instruction &addGroupGather(plan::Opcode opcode, Operation *op,
+                                    FlatSymbolRefAttr group, uint32_t copy);
   void addAttributes(plan::Instruction &instruction, Operation *op);
   void declareState(llvm::StringRef optimizer);
   void declareGeneration();
@@ -233,6 +235,16 @@ void Emitter::declareState(llvm::StringRef optimizer) {
   }
 }
 
+/// The flat type of a group's gathered copy: all its padded elements, of
+/// its parameters' element type (a group holds one, its plan dtype).
+RankedTensorType wholeGroupType(zero::GroupOp group) {
+  auto first = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
+      group, llvm::cast<FlatSymbolRefAttr>(group.getParams()[0]));
+  return RankedTensorType::get(
+      {static_cast<int64_t>(group.getPaddedElements())},
+      first.getTensorType().getElementType());
+}
+
 /// A generation module's state outside the arena: one CACHE buffer per
 /// nn.kv_cache (zero at load, every rank's own: the ranks run the same
 /// prompts), and one RESIDENT buffer per resident group, the whole group,
@@ -251,14 +263,9 @@ void Emitter::declareGeneration() {
         result.plan.world_size() == 1)
       continue;
     uint32_t index = groupIndex.lookup(group.getSymName());
-    // A group holds parameters of one element type (its plan dtype).
-    auto first = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
-        group, llvm::cast<FlatSymbolRefAttr>(group.getParams()[0]));
-    auto flat =
-        RankedTensorType::get({static_cast<int64_t>(group.getPaddedElements())},
-                              first.getTensorType().getElementType());
     uint32_t id = addBuffer(plan::Buffer::RESIDENT,
-                            group.getSymName().str() + " (resident)", flat);
+                            group.getSymName().str() + " (resident)",
+                            wholeGroupType(group));
     buffer(id).set_group(index);
     residentBuffer[index] = id;
     result.residentCopyBytes += buffer(id).bytes();
@@ -285,13 +292,9 @@ void Emitter::declareGeneration() {
         result.plan.world_size() == 1)
       continue;
     uint32_t index = groupIndex.lookup(group.getSymName());
-    auto first = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
-        group, llvm::cast<FlatSymbolRefAttr>(group.getParams()[0]));
-    auto flat =
-        RankedTensorType::get({static_cast<int64_t>(group.getPaddedElements())},
-                              first.getTensorType().getElementType());
-    uint32_t id = addBuffer(plan::Buffer::CARRY,
-                            group.getSymName().str() + " (carried)", flat);
+    uint32_t id =
+        addBuffer(plan::Buffer::CARRY, group.getSymName().str() + " (carried)",
+                  wholeGroupType(group));
     buffer(id).set_group(index);
     buffer(id).set_offset(carryOffset);
     carryOffset += (buffer(id).bytes() + kArenaAlignment - 1) /
@@ -339,6 +342,29 @@ plan::Instruction &Emitter::addInstruction(plan::Opcode opcode,
   if (queue == plan::COMPUTE)
     lastCompute = instruction->index();
   return *instruction;
+}
+
+/// A COMM gather of `group`'s SHARD into `copy` (all_gather,
+/// resident_gather, carry_gather) for `op`. It waits for the compute
+/// instruction before it, so the collective is issued where the schedule
+/// placed it and never writes arena bytes an earlier instruction still
+/// uses.
+plan::Instruction &Emitter::addGroupGather(plan::Opcode opcode, Operation *op,
+                                           FlatSymbolRefAttr group,
+                                           uint32_t copy) {
+  uint32_t index = groupIndex.lookup(group.getValue());
+  auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(op, group);
+  int64_t before = lastCompute;
+  plan::Instruction &instruction = addInstruction(
+      opcode, nullptr,
+      cost.allGatherSeconds(groupBytes(groupOp), result.plan.world_size()));
+  instruction.set_location("@" + result.plan.groups(index).name());
+  instruction.add_operands(shardBuffer.lookup(index));
+  instruction.add_results(copy);
+  instruction.set_group(index);
+  if (before >= 0)
+    instruction.add_wait_for(before);
+  return instruction;
 }
 
 void Emitter::addAttributes(plan::Instruction &instruction, Operation *op) {
@@ -454,9 +480,6 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
         continue;
       }
       const plan::Group &entry = result.plan.groups(group);
-      auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
-          start, start.getGroupAttr());
-      uint64_t bytes = groupBytes(groupOp);
       uint32_t copy = addBuffer(
           plan::Buffer::ARENA, entry.name() + " (gathered)",
           RankedTensorType::get(
@@ -465,16 +488,8 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
                   .getTensorType()
                   .getElementType()));
       buffer(copy).set_group(group);
-      int64_t before = lastCompute;
-      plan::Instruction &gather = addInstruction(
-          plan::OPCODE_ALL_GATHER, nullptr,
-          cost.allGatherSeconds(bytes, result.plan.world_size()));
-      gather.set_location("@" + entry.name());
-      gather.add_operands(shardBuffer.lookup(group));
-      gather.add_results(copy);
-      gather.set_group(group);
-      if (before >= 0)
-        gather.add_wait_for(before);
+      plan::Instruction &gather = addGroupGather(plan::OPCODE_ALL_GATHER, start,
+                                                 start.getGroupAttr(), copy);
       tokenCopy[start.getToken()] = copy;
       tokenInstruction[start.getToken()] = gather.index();
       continue;
@@ -670,19 +685,9 @@ llvm::Error Emitter::emitResidentGather(zero::ResidentGatherOp gather) {
   if (!copy)
     return makeError("cannot emit " + describeOp(gather) + ": group @" +
                      entry.name() + " is not resident");
-  auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
-      gather, gather.getGroupAttr());
-  int64_t before = lastCompute;
-  plan::Instruction &instruction = addInstruction(
-      plan::OPCODE_RESIDENT_GATHER, nullptr,
-      cost.allGatherSeconds(groupBytes(groupOp), result.plan.world_size()));
-  instruction.set_location("@" + entry.name());
-  instruction.add_operands(shardBuffer.lookup(group));
-  instruction.add_results(copy);
-  instruction.set_group(group);
-  if (before >= 0)
-    instruction.add_wait_for(before);
-  uint32_t gatherIndex = instruction.index();
+  uint32_t gatherIndex = addGroupGather(plan::OPCODE_RESIDENT_GATHER, gather,
+                                        gather.getGroupAttr(), copy)
+                             .index();
   plan::Instruction &wait =
       addInstruction(plan::OPCODE_GATHER_WAIT, nullptr, 0);
   wait.set_location("@" + entry.name());
@@ -744,18 +749,8 @@ llvm::Error Emitter::emitCarryStart(zero::CarryStartOp start) {
                      ": the carried copy of @" + entry.name() +
                      " that this program's carry_wait handed over is not "
                      "released before it");
-  auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
-      start, start.getGroupAttr());
-  int64_t before = lastCompute;
-  plan::Instruction &instruction = addInstruction(
-      plan::OPCODE_CARRY_GATHER, nullptr,
-      cost.allGatherSeconds(groupBytes(groupOp), result.plan.world_size()));
-  instruction.set_location("@" + entry.name());
-  instruction.add_operands(shardBuffer.lookup(group));
-  instruction.add_results(carryBuffer.lookup(group));
-  instruction.set_group(group);
-  if (before >= 0)
-    instruction.add_wait_for(before);
+  addGroupGather(plan::OPCODE_CARRY_GATHER, start, start.getGroupAttr(),
+                 carryBuffer.lookup(group));
   return llvm::Error::success();
 }
 

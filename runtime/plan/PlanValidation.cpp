@@ -233,6 +233,40 @@ private:
     return Status::success();
   }
 
+  /// An ARENA or CARRY buffer lies inside arena_bytes at its offset.
+  Status checkInArena(const Buffer &buffer, const std::string &subject) const {
+    uint64_t end;
+    if (checkedAdd(buffer.offset(), buffer.bytes(), end) &&
+        end <= plan.arena_bytes())
+      return Status::success();
+    return failure(subject, " (", buffer.bytes(), " bytes at arena offset ",
+                   buffer.offset(), ") ends past the arena of ",
+                   plan.arena_bytes(), " bytes");
+  }
+
+  /// A RESIDENT or CARRY buffer (`role`: "resident", "carried") is one
+  /// sharded group's gathered copy: its group exists, is not persistent
+  /// (whole on every rank already), and fits in the buffer.
+  Status checkWholeGroupCopy(const Buffer &buffer, const std::string &subject,
+                             const char *role) const {
+    if (buffer.group() >= static_cast<uint32_t>(plan.groups_size()))
+      return failure(subject, " is the ", role, " copy of group ",
+                     buffer.group(), ", but the plan has ", plan.groups_size(),
+                     " groups");
+    const Group &group = plan.groups(buffer.group());
+    if (group.persistent())
+      return failure(subject, " is a ", role, " copy of ",
+                     describeGroup(plan, buffer.group()),
+                     ", which is persistent (whole on every rank already)");
+    uint64_t groupSize;
+    checkedGroupBytes(group, groupSize); // Overflow was ruled out before.
+    if (buffer.bytes() < groupSize)
+      return failure(subject, " is the ", role, " copy of ",
+                     describeGroup(plan, buffer.group()), " (", groupSize,
+                     " bytes) but has only ", buffer.bytes(), " bytes");
+    return Status::success();
+  }
+
   Status validateBuffers() {
     for (int index = 0; index < plan.buffers_size(); ++index) {
       const Buffer &buffer = plan.buffers(index);
@@ -281,13 +315,8 @@ private:
 
       switch (buffer.kind()) {
       case Buffer::ARENA: {
-        uint64_t end;
-        if (!checkedAdd(buffer.offset(), buffer.bytes(), end) ||
-            end > plan.arena_bytes())
-          return failure(subject, " (", buffer.bytes(),
-                         " bytes at arena offset ", buffer.offset(),
-                         ") ends past the arena of ", plan.arena_bytes(),
-                         " bytes");
+        if (Status status = checkInArena(buffer, subject); !status.ok())
+          return status;
         // A gathered group names its group; other arena buffers leave 0.
         if (buffer.group() != 0 &&
             buffer.group() >= static_cast<uint32_t>(plan.groups_size()))
@@ -354,47 +383,18 @@ private:
         break;
       }
       case Buffer::CARRY: {
-        if (buffer.group() >= static_cast<uint32_t>(plan.groups_size()))
-          return failure(subject, " is the carried copy of group ",
-                         buffer.group(), ", but the plan has ",
-                         plan.groups_size(), " groups");
-        const Group &group = plan.groups(buffer.group());
-        if (group.persistent())
-          return failure(subject, " is a carried copy of ",
-                         describeGroup(plan, buffer.group()),
-                         ", which is persistent (whole on every rank already)");
-        uint64_t groupSize;
-        checkedGroupBytes(group, groupSize); // Overflow was ruled out above.
-        if (buffer.bytes() < groupSize)
-          return failure(subject, " is the carried copy of ",
-                         describeGroup(plan, buffer.group()), " (", groupSize,
-                         " bytes) but has only ", buffer.bytes(), " bytes");
+        if (Status status = checkWholeGroupCopy(buffer, subject, "carried");
+            !status.ok())
+          return status;
         // It lives in the arena, at the same offset in every program.
-        uint64_t end;
-        if (!checkedAdd(buffer.offset(), buffer.bytes(), end) ||
-            end > plan.arena_bytes())
-          return failure(subject, " (", buffer.bytes(),
-                         " bytes at arena offset ", buffer.offset(),
-                         ") ends past the arena of ", plan.arena_bytes(),
-                         " bytes");
+        if (Status status = checkInArena(buffer, subject); !status.ok())
+          return status;
         break;
       }
       case Buffer::RESIDENT: {
-        if (buffer.group() >= static_cast<uint32_t>(plan.groups_size()))
-          return failure(subject, " is the resident copy of group ",
-                         buffer.group(), ", but the plan has ",
-                         plan.groups_size(), " groups");
-        const Group &group = plan.groups(buffer.group());
-        if (group.persistent())
-          return failure(subject, " is a resident copy of ",
-                         describeGroup(plan, buffer.group()),
-                         ", which is persistent (whole on every rank already)");
-        uint64_t groupSize;
-        checkedGroupBytes(group, groupSize); // Overflow was ruled out above.
-        if (buffer.bytes() < groupSize)
-          return failure(subject, " is the resident copy of ",
-                         describeGroup(plan, buffer.group()), " (", groupSize,
-                         " bytes) but has only ", buffer.bytes(), " bytes");
+        if (Status status = checkWholeGroupCopy(buffer, subject, "resident");
+            !status.ok())
+          return status;
         break;
       }
       default:
@@ -517,6 +517,17 @@ private:
     return plan.buffers(id - 1);
   }
 
+  /// A gather's operand is (a view of) its group's SHARD.
+  Status checkGathersItsShard(const Instruction &instruction,
+                              const std::string &subject) const {
+    const Buffer &shard = rootBuffer(instruction.operands(0));
+    if (shard.kind() == Buffer::SHARD && shard.group() == instruction.group())
+      return Status::success();
+    return failure(subject, " gathers ", describeBuffer(shard),
+                   ", which is not the shard of its ",
+                   describeGroup(plan, instruction.group()));
+  }
+
   /// The operand and result counts an opcode takes.
   static Status checkArity(const Instruction &instruction,
                            const std::string &subject, int operands,
@@ -600,12 +611,9 @@ private:
           !status.ok())
         return status;
       if (gather) {
-        const Buffer &shard = rootBuffer(instruction.operands(0));
-        if (shard.kind() != Buffer::SHARD ||
-            shard.group() != instruction.group())
-          return failure(subject, " gathers ", describeBuffer(shard),
-                         ", which is not the shard of its ",
-                         describeGroup(plan, instruction.group()));
+        if (Status status = checkGathersItsShard(instruction, subject);
+            !status.ok())
+          return status;
       }
       // The CARRY buffer itself, not a view: the ledger (RankMemory) keys
       // on it.
@@ -625,12 +633,9 @@ private:
           !status.ok())
         return status;
       if (gather) {
-        const Buffer &shard = rootBuffer(instruction.operands(0));
-        if (shard.kind() != Buffer::SHARD ||
-            shard.group() != instruction.group())
-          return failure(subject, " gathers ", describeBuffer(shard),
-                         ", which is not the shard of its ",
-                         describeGroup(plan, instruction.group()));
+        if (Status status = checkGathersItsShard(instruction, subject);
+            !status.ok())
+          return status;
       }
       const Buffer &copy =
           rootBuffer(gather ? instruction.results(0) : instruction.operands(0));
