@@ -90,8 +90,9 @@ void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
   pm.addPass(createPrefetch(hoistingOptions<PrefetchOptions>(options)));
   // Generation: @decode's first streamed gather starts in the previous
   // program's tail (docs/generation.md section 6).
-  pm.addPass(createCrossStepPrefetch(
-      hoistingOptions<CrossStepPrefetchOptions>(options)));
+  if (options.crossStepPrefetch)
+    pm.addPass(createCrossStepPrefetch(
+        hoistingOptions<CrossStepPrefetchOptions>(options)));
 
   VerifyScheduleOptions verify;
   verify.memoryBudget = options.memoryBudget;
