@@ -63,42 +63,14 @@ static uint64_t
 bestCaseWorkingSet(func::FuncOp func,
                    const llvm::SmallPtrSetImpl<Operation *> &resident) {
   LivenessAnalysis live(func);
-  size_t count = live.ops().size();
-  if (count == 0)
-    return 0;
-  std::vector<uint64_t> bytes(count + 1, 0);
-  for (const LivenessAnalysis::Buffer &buffer : live.buffers())
-    if (buffer.kind != LivenessAnalysis::BufferKind::Gathered) {
-      bytes[buffer.start] += buffer.bytes;
-      bytes[buffer.end + 1] -= buffer.bytes;
-    }
-  for (size_t i = 1; i < bytes.size(); ++i)
-    bytes[i] += bytes[i - 1];
-  bytes.pop_back();
-  SymbolTable symbols(func->getParentOfType<ModuleOp>());
-  for (auto wait : func.getOps<zero::GatherWaitOp>()) {
-    zero::GatherStartOp start = wait.getStart();
-    auto name = start.getGroupAttr();
-    auto group =
-        name ? symbols.lookup<zero::GroupOp>(name.getAttr()) : zero::GroupOp();
-    if (!group || group.getPersistent() || resident.contains(group))
-      continue;
-    uint64_t copyBytes = groupBytes(group);
-    std::vector<bool> read(count, false);
-    for (Value tensor : wait.getTensors())
-      for (Operation *user : tensor.getUsers()) {
-        int64_t first = live.indexOf(user), last = first;
-        if (llvm::isa<nn::ReshapeOp>(user))
-          for (Operation *reader : collectUsesThroughViews(user->getResult(0)))
-            last = std::max(last, live.indexOf(reader));
-        for (int64_t i = first; i <= last; ++i)
-          read[i] = true;
-      }
-    for (size_t i = 0; i < count; ++i)
-      if (read[i])
-        bytes[i] += copyBytes;
+  std::vector<GatheredCopy> copies = collectGatheredCopies(live);
+  for (GatheredCopy &copy : copies) {
+    copy.cuts = cutsAtEveryGap(copy);
+    if (copy.group && resident.contains(copy.group))
+      copy.resident = true;
   }
-  return *llvm::max_element(bytes);
+  std::vector<uint64_t> bytes = liveBytesWithCopies(live, copies);
+  return bytes.empty() ? 0 : *llvm::max_element(bytes);
 }
 
 /// The function `name` of `module`, created empty (`() -> ()`) at the end
