@@ -52,20 +52,31 @@ struct InsertGathersPass : zplan::impl::InsertGathersBase<InsertGathersPass> {
   }
 
   /// Splits, at `index`, the segment that keeps the most bytes across a gap
-  /// there. False when no segment has a gap over `index`.
-  static bool splitAt(std::vector<GatheredCopy> &copies, int64_t index) {
+  /// there, preferring a gap hooks cut too (`hookCuts[c]`: copy c's cuts
+  /// under policy jit): while only those are split, no group is gathered
+  /// more often than under jit, and when jit's segments fit the budget, one
+  /// of them covers every op still over it. False when no segment has a gap
+  /// over `index`.
+  static bool splitAt(std::vector<GatheredCopy> &copies,
+                      ArrayRef<std::vector<size_t>> hookCuts, int64_t index) {
     GatheredCopy *best = nullptr;
     size_t bestCut = 0;
-    for (GatheredCopy &copy : copies) {
+    bool bestIsHookCut = false;
+    for (auto [copy, hooks] : llvm::zip_equal(copies, hookCuts)) {
       if (!isPlaced(copy))
         continue;
       for (size_t k = 0; k < copy.numSegments(); ++k)
-        for (size_t u = copy.cuts[k] + 1; u < copy.cuts[k + 1]; ++u)
-          if (copy.reads[u - 1].last < index && index < copy.reads[u].first &&
-              (!best || copy.bytes > best->bytes)) {
+        for (size_t u = copy.cuts[k] + 1; u < copy.cuts[k + 1]; ++u) {
+          if (copy.reads[u - 1].last >= index || index >= copy.reads[u].first)
+            continue;
+          bool isHookCut = llvm::is_contained(hooks, u);
+          if (!best || (isHookCut && !bestIsHookCut) ||
+              (isHookCut == bestIsHookCut && copy.bytes > best->bytes)) {
             best = &copy;
             bestCut = u;
+            bestIsHookCut = isHookCut;
           }
+        }
     }
     if (!best)
       return false;
@@ -76,11 +87,14 @@ struct InsertGathersPass : zplan::impl::InsertGathersBase<InsertGathersPass> {
   LogicalResult placeGathers(func::FuncOp func) {
     LivenessAnalysis live(func);
     std::vector<GatheredCopy> copies = collectGatheredCopies(live);
+    std::vector<std::vector<size_t>> hookCuts;
+    for (size_t c = 0; c < copies.size(); ++c)
+      hookCuts.push_back(cutsLikeHooks(copies, c));
     // jit: a new segment wherever another group is read in between.
     if (policy == "jit")
-      for (size_t c = 0; c < copies.size(); ++c)
-        if (isPlaced(copies[c]))
-          copies[c].cuts = cutsLikeHooks(copies, c);
+      for (auto [copy, hooks] : llvm::zip_equal(copies, hookCuts))
+        if (isPlaced(copy))
+          copy.cuts = hooks;
 
     if (memoryBudget > 0) {
       uint64_t budget = static_cast<uint64_t>(memoryBudget);
@@ -94,7 +108,7 @@ struct InsertGathersPass : zplan::impl::InsertGathersBase<InsertGathersPass> {
           break;
         // Split at the op furthest over budget; with every gap over it
         // split, nothing more can be done there.
-        if (!splitAt(copies, peak))
+        if (!splitAt(copies, hookCuts, peak))
           return reportOverBudget(live, copies, peak, bytes[peak], budget);
       }
     }
