@@ -3,8 +3,8 @@
 PyTorch FSDP2, on the same model, weights, batches and optimizer.
 
 Runs with the interpreter of its own virtualenv (bench/.venv-peers, git-
-ignored; `--setup` makes it: torch and transformers from /work/venv-torch via
-a .pth file, plus pip `deepspeed`). FSDP2 needs a newer torch than that one
+ignored; `--setup` makes it from PyPI: torch 2.5.1, transformers, DeepSpeed,
+numpy, onnx and onnxruntime at pinned versions). FSDP2 needs a newer torch than that one
 (torch 2.5's FSDP2 requires CUDA streams), so its workers run with the
 interpreter of a second virtualenv, bench/.venv-fsdp2 (`--setup-fsdp2`:
 pinned torch, transformers, numpy, onnx from PyPI); the parent, DeepSpeed and
@@ -63,12 +63,11 @@ sys.dont_write_bytecode = True
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
 VENV = os.path.join(BENCH_DIR, ".venv-peers")
-TORCH_VENV = "/work/venv-torch"
 DEEPSPEED_VERSION = "0.16.4"  # the newest that supports torch 2.5 without pulling another torch
 FSDP2_VENV = os.path.join(BENCH_DIR, ".venv-fsdp2")
 # torch 2.7.1: FSDP2 is public (torch.distributed.fsdp, since 2.6) and its
 # comm context takes streams from the device's module, so CPU/gloo works;
-# the rest are the versions /work/venv-torch has, so both venvs export and
+# the rest are the versions .venv-peers has, so both venvs export and
 # train the same model code.
 FSDP2_PINS = ["torch==2.7.1", "transformers==4.46.3", "numpy==2.4.6", "onnx==1.23.2"]
 
@@ -383,34 +382,31 @@ def zrun_collectives(report):
 # Parent
 #===------------------------------------------------------------------------===#
 
-def setup_venv():
-    python = os.path.join(VENV, "bin", "python")
+# bench/.venv-peers: torch 2.5.1 with transformers 4.46.3 (the versions the
+# fixtures were exported with, scripts/export_fixtures.py) and DeepSpeed,
+# from PyPI, made from the interpreter running this script; nothing outside
+# bench/ is used or cached.
+PEERS_PINS = ["torch==2.5.1", "transformers==4.46.3", f"deepspeed=={DEEPSPEED_VERSION}",
+              "numpy==2.4.6", "onnx==1.23.2", "onnxruntime==1.32.0"]
+
+
+def make_venv(path, pins):
+    python = os.path.join(path, "bin", "python")
     if not os.path.exists(python):
-        subprocess.check_call([os.path.join(TORCH_VENV, "bin", "python"), "-m", "venv", VENV])
-    site = subprocess.check_output(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        text=True).strip()
-    torch_site = subprocess.check_output(
-        [os.path.join(TORCH_VENV, "bin", "python"), "-c",
-         "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip()
-    with open(os.path.join(site, "venv-torch.pth"), "w") as handle:
-        handle.write(torch_site + "\n")
-    # Pinning torch keeps pip from replacing the one venv-torch provides.
-    subprocess.check_call([python, "-m", "pip", "install",
-                           f"deepspeed=={DEEPSPEED_VERSION}", "torch==2.5.1"])
+        subprocess.check_call([sys.executable, "-m", "venv", path])
+    subprocess.check_call([python, "-m", "pip", "install"] + pins)
+
+
+def setup_venv():
+    make_venv(VENV, PEERS_PINS)
 
 
 def setup_fsdp2_venv():
-    """bench/.venv-fsdp2: a plain venv with FSDP2_PINS from PyPI, without
-    the .pth to venv-torch that .venv-peers has (its torch 2.5.1 must not be
-    importable there). PyPI's torch is the CUDA build and pulls its nvidia-*
-    libraries (some GB); torch loads them at import even on CPU, so they are
-    not left out."""
-    python = os.path.join(FSDP2_VENV, "bin", "python")
-    if not os.path.exists(python):
-        subprocess.check_call([os.path.join(TORCH_VENV, "bin", "python"), "-m", "venv",
-                               FSDP2_VENV])
-    subprocess.check_call([python, "-m", "pip", "install"] + FSDP2_PINS)
+    """bench/.venv-fsdp2: FSDP2_PINS from PyPI (torch 2.5.1's FSDP2 needs
+    CUDA, so it cannot share .venv-peers). PyPI's torch is the CUDA build
+    and pulls its nvidia-* libraries (some GB); torch loads them at import
+    even on CPU, so they are not left out."""
+    make_venv(FSDP2_VENV, FSDP2_PINS)
 
 
 def prepare(args):

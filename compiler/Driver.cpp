@@ -18,10 +18,12 @@
 #include "compiler/analysis/CostModel.h"
 #include "compiler/analysis/GenerationCost.h"
 #include "compiler/generate/GenerateImport.h"
+#include "compiler/generate/MergePrograms.h"
 #include "compiler/plan/Dumps.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/plan/PlanSearch.h"
 #include "compiler/plan/Simulator.h"
+#include "compiler/plan/Timeline.h"
 #include "compiler/plan/WeightsWriter.h"
 #include "dialects/nn/NNDialect.h"
 #include "mlir/IR/Diagnostics.h"
@@ -82,6 +84,10 @@ static constexpr CompileModeSpelling kCompileModeSpellings[] = {
     {CompileMode::Infer, "infer", "one forward program"},
     {CompileMode::Train, "train", "micro-steps and an optimizer step"},
     {CompileMode::Generate, "generate", "prefill and decode programs"},
+    {CompileMode::TrainGenerate, "train,generate",
+     "training and generation programs over one set of shards"},
+    {CompileMode::TrainInfer, "train,infer",
+     "training and forward programs over one set of shards"},
 };
 
 llvm::ArrayRef<CompileModeSpelling> zplan::getCompileModeSpellings() {
@@ -93,6 +99,42 @@ llvm::StringRef zplan::spell(CompileMode mode) {
     if (spelling.mode == mode)
       return spelling.name;
   llvm_unreachable("every CompileMode has a spelling");
+}
+
+llvm::Expected<CompileMode> zplan::parseCompileMode(llvm::StringRef text) {
+  for (const CompileModeSpelling &spelling : kCompileModeSpellings)
+    if (spelling.name == text)
+      return spelling.mode;
+  llvm::SmallVector<llvm::StringRef> words;
+  text.split(words, ',');
+  llvm::StringSet<> seen;
+  for (llvm::StringRef word : words) {
+    bool known = llvm::any_of(kCompileModeSpellings,
+                              [&](const CompileModeSpelling &spelling) {
+                                return spelling.name == word;
+                              });
+    if (!known || word.contains(','))
+      return makeError("unknown --mode '" + text +
+                       "'; expected infer, train, generate, train,generate "
+                       "or train,infer");
+    if (!seen.insert(word).second)
+      return makeError("--mode '" + text + "' names " + word + " twice");
+  }
+  // The same set in the other order.
+  if (words.size() == 2 && words[1] == "train")
+    return parseCompileMode((words[1] + "," + words[0]).str());
+  return makeError("--mode '" + text +
+                   "' is not a combination zcc compiles; combined modes are "
+                   "train,generate and train,infer");
+}
+
+bool zplan::trains(CompileMode mode) {
+  return mode == CompileMode::Train || mode == CompileMode::TrainGenerate ||
+         mode == CompileMode::TrainInfer;
+}
+
+bool zplan::generates(CompileMode mode) {
+  return mode == CompileMode::Generate || mode == CompileMode::TrainGenerate;
 }
 
 llvm::Error zplan::parseInputShapes(llvm::ArrayRef<std::string> texts,
@@ -110,27 +152,30 @@ llvm::Error zplan::parseInputShapes(llvm::ArrayRef<std::string> texts,
 }
 
 /// The generation shapes of docs/generation.md section 0: B >= 1, 1 <= P < L,
-/// and flags only --mode generate reads are refused elsewhere.
+/// and flags only --mode generate reads are refused elsewhere. With
+/// train,generate, --input-shape binds the training micro-batch.
 static llvm::Error validateGenerateOptions(const CompileOptions &options) {
-  if (options.mode != CompileMode::Generate) {
+  if (!generates(options.mode)) {
     if (options.batch || options.promptLength || options.maxSeqLength)
       return makeError("--batch, --prompt-len and --max-seq-len apply to "
                        "--mode generate only");
     return llvm::Error::success();
   }
-  if (!options.import.inputShapes.empty())
+  if (!trains(options.mode) && !options.import.inputShapes.empty())
     return makeError("--input-shape does not apply to --mode generate: the "
                      "shapes come from --batch, --prompt-len and "
                      "--max-seq-len");
   if (!options.batch)
-    return makeError("--mode generate needs --batch B (the number of "
-                     "sequences generated together)");
+    return makeError("--mode " + spell(options.mode) +
+                     " needs --batch B (the number of sequences generated "
+                     "together)");
   if (*options.batch < 1)
     return makeError("--batch must be at least 1, got " +
                      llvm::Twine(*options.batch));
   if (!options.maxSeqLength)
-    return makeError("--mode generate needs --max-seq-len L (prompt and "
-                     "generated tokens together, the KV cache length)");
+    return makeError("--mode " + spell(options.mode) +
+                     " needs --max-seq-len L (prompt and generated tokens "
+                     "together, the KV cache length)");
   int64_t length = *options.maxSeqLength;
   if (!options.promptLength && length < 2)
     return makeError("--max-seq-len must be at least 2 (a prompt token and "
@@ -378,6 +423,154 @@ static std::vector<std::string> collectInputFiles(const CompileOptions &options,
 }
 
 //===----------------------------------------------------------------------===//
+// The module: import, training step, generation rewrite, merge
+//===----------------------------------------------------------------------===//
+
+/// What the front end did in `mode`, for the ir dump's first header.
+static llvm::StringRef describeFrontEnd(CompileMode mode) {
+  switch (mode) {
+  case CompileMode::Infer:
+  case CompileMode::Train:
+  case CompileMode::TrainInfer:
+    return "import and canonicalisation";
+  case CompileMode::Generate:
+    return "import and the KV-cache rewrite";
+  case CompileMode::TrainGenerate:
+    return "import, the KV-cache rewrite and the merge of the generation "
+           "programs into the training module";
+  }
+  llvm_unreachable("every CompileMode is handled");
+}
+
+/// Runs the passes `build` adds on `module`, with `phase` (what zcc is doing
+/// to the model) for the crash handler; a failure is `what` followed by the
+/// pass diagnostics.
+static llvm::Error
+runPasses(mlir::ModuleOp module, const llvm::Twine &phase, llvm::StringRef what,
+          llvm::function_ref<void(mlir::OpPassManager &)> build,
+          std::string &diagnostics) {
+  setCrashPhase(phase);
+  mlir::PassManager pm(module.getContext());
+  build(pm);
+  diagnostics.clear();
+  if (mlir::failed(pm.run(module)))
+    return makeError(what + ": " + llvm::StringRef(diagnostics).rtrim());
+  return llvm::Error::success();
+}
+
+/// The import pipeline, the same for every import.
+static llvm::Error runImportPipeline(mlir::ModuleOp module,
+                                     const CompileOptions &options,
+                                     std::string &diagnostics) {
+  return runPasses(
+      module, "running the import pipeline on '" + options.modelPath + "'",
+      "the import pipeline failed", buildImportPipeline, diagnostics);
+}
+
+/// The module of --mode infer or train (and the training half of a combined
+/// mode): the model imported at the --input-shape shapes, canonicalised,
+/// and when training, with @train_micro_step beside @forward.
+static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+buildModelModule(mlir::MLIRContext &context, const CompileOptions &options,
+                 std::string &diagnostics) {
+  // Training: `--input-shape labels=BxT` on a model without a labels input
+  // asks for Hugging Face labels (-100 ignored) as an extra input of the
+  // training step; the model itself never sees it.
+  ImportOptions import = options.import;
+  bool labelsInput = false;
+  if (trains(options.mode) && import.inputShapes.count("labels")) {
+    onnx::ModelProto model;
+    if (llvm::Error error = readOnnxModel(options.modelPath, model))
+      return std::move(error);
+    if (llvm::none_of(model.graph().input(),
+                      [](const onnx::ValueInfoProto &input) {
+                        return input.name() == "labels";
+                      })) {
+      std::vector<int64_t> labels = import.inputShapes["labels"];
+      auto ids = import.inputShapes.find("input_ids");
+      if (ids == import.inputShapes.end() || ids->second != labels)
+        return makeError("--input-shape labels must equal --input-shape "
+                         "input_ids: labels are one target per input token");
+      import.inputShapes.erase("labels");
+      labelsInput = true;
+    }
+  }
+  setCrashPhase("importing '" + options.modelPath + "'");
+  crashIfTestRequested("import");
+  auto module = importOnnxModel(context, options.modelPath, import);
+  if (!module)
+    return module.takeError();
+  if (llvm::Error error = runImportPipeline(**module, options, diagnostics))
+    return std::move(error);
+  if (trains(options.mode)) {
+    if (llvm::Error error = runPasses(
+            **module, "differentiating '" + options.modelPath + "'",
+            "building the training step failed",
+            [&](mlir::OpPassManager &pm) {
+              buildTrainPipeline(pm, options.loss, labelsInput);
+            },
+            diagnostics))
+      return std::move(error);
+  }
+  return module;
+}
+
+/// The module of --mode generate (and the generation half of
+/// train,generate): @generate_begin, @prefill, @decode and @generate_end
+/// over a static KV cache (docs/generation.md section 3).
+static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+buildGenerationModule(mlir::MLIRContext &context, const CompileOptions &options,
+                      std::string &diagnostics) {
+  GenerateShape shape;
+  shape.batch = *options.batch;
+  shape.maxSeqLength = *options.maxSeqLength;
+  shape.promptLength = options.promptLength.value_or(*options.maxSeqLength / 2);
+  setCrashPhase("importing '" + options.modelPath + "' for generation");
+  crashIfTestRequested("import");
+  ExportKind exportKind = ExportKind::Plain;
+  auto module =
+      importGenerateModule(context, options.modelPath, shape, exportKind);
+  if (!module)
+    return module.takeError();
+  if (llvm::Error error = runImportPipeline(**module, options, diagnostics))
+    return std::move(error);
+  if (llvm::Error error = runPasses(
+          **module, "rewriting '" + options.modelPath + "' for generation",
+          "the generation rewrite failed",
+          [&](mlir::OpPassManager &pm) {
+            buildGeneratePipeline(pm, exportKind == ExportKind::Plain,
+                                  shape.maxSeqLength);
+          },
+          diagnostics))
+    return std::move(error);
+  return module;
+}
+
+/// The one module every program of `options.mode` lives in. In
+/// train,generate the generation programs and their state (nn.kv_cache) move
+/// into the training module, whose parameters they must share exactly
+/// (MergePrograms.h): the schedule then groups, shards and plans them once.
+static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+buildModule(mlir::MLIRContext &context, const CompileOptions &options,
+            std::string &diagnostics) {
+  if (options.mode == CompileMode::Generate)
+    return buildGenerationModule(context, options, diagnostics);
+  auto module = buildModelModule(context, options, diagnostics);
+  if (!module || options.mode != CompileMode::TrainGenerate)
+    return module;
+  auto generation = buildGenerationModule(context, options, diagnostics);
+  if (!generation)
+    return generation.takeError();
+  setCrashPhase("merging the generation programs of '" + options.modelPath +
+                "' into its training module");
+  if (llvm::Error error =
+          mergePrograms(**module, "training", **generation, "generation"))
+    return makeError("--mode train,generate: " +
+                     llvm::toString(std::move(error)));
+  return module;
+}
+
+//===----------------------------------------------------------------------===//
 // Schedule and emit
 //===----------------------------------------------------------------------===//
 
@@ -494,44 +687,8 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
     return mlir::success();
   });
 
-  // --mode train: `--input-shape labels=BxT` on a model without a labels
-  // input asks for Hugging Face labels (-100 ignored) as an extra input of
-  // the training step; the model itself never sees it.
-  ImportOptions import = options.import;
-  bool labelsInput = false;
-  if (options.mode == CompileMode::Train &&
-      import.inputShapes.count("labels")) {
-    onnx::ModelProto model;
-    if (llvm::Error error = readOnnxModel(options.modelPath, model))
-      return error;
-    if (llvm::none_of(model.graph().input(),
-                      [](const onnx::ValueInfoProto &input) {
-                        return input.name() == "labels";
-                      })) {
-      std::vector<int64_t> labels = import.inputShapes["labels"];
-      auto ids = import.inputShapes.find("input_ids");
-      if (ids == import.inputShapes.end() || ids->second != labels)
-        return makeError("--input-shape labels must equal --input-shape "
-                         "input_ids: labels are one target per input token");
-      import.inputShapes.erase("labels");
-      labelsInput = true;
-    }
-  }
-
-  setCrashPhase("importing '" + options.modelPath + "'");
-  crashIfTestRequested("import");
-  bool generate = options.mode == CompileMode::Generate;
-  GenerateShape generateShape;
-  ExportKind exportKind = ExportKind::Plain;
-  if (generate) {
-    generateShape.batch = *options.batch;
-    generateShape.maxSeqLength = *options.maxSeqLength;
-    generateShape.promptLength =
-        options.promptLength.value_or(*options.maxSeqLength / 2);
-  }
-  auto module = generate ? importGenerateModule(context, options.modelPath,
-                                                generateShape, exportKind)
-                         : importOnnxModel(context, options.modelPath, import);
+  llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> module =
+      buildModule(context, options, diagnostics);
   if (!module)
     return module.takeError();
   // Now the external-data files are known: no output may be one of them.
@@ -539,38 +696,11 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
           checkOutputPaths(options, collectInputFiles(options, **module)))
     return error;
 
-  setCrashPhase("running the import pipeline on '" + options.modelPath + "'");
-  mlir::PassManager pm(&context);
-  buildImportPipeline(pm);
-  if (mlir::failed(pm.run(**module)))
-    return makeError("the import pipeline failed:\n" + diagnostics);
-
-  if (options.mode == CompileMode::Train) {
-    setCrashPhase("differentiating '" + options.modelPath + "'");
-    mlir::PassManager train(&context);
-    buildTrainPipeline(train, options.loss, labelsInput);
-    if (mlir::failed(train.run(**module)))
-      return makeError("building the training step failed:\n" +
-                       llvm::StringRef(diagnostics).rtrim());
-  }
-
-  if (generate) {
-    setCrashPhase("rewriting '" + options.modelPath + "' for generation");
-    mlir::PassManager rewrite(&context);
-    buildGeneratePipeline(rewrite, exportKind == ExportKind::Plain,
-                          generateShape.maxSeqLength);
-    if (mlir::failed(rewrite.run(**module)))
-      return makeError("the generation rewrite failed: " +
-                       llvm::StringRef(diagnostics).rtrim());
-  }
-
   std::string importedIr;
   if (options.dumps.count("ir")) {
     llvm::raw_string_ostream os(importedIr);
-    os << (generate ? "// -----// IR after import and the KV-cache rewrite "
-                      "//----- //\n"
-                    : "// -----// IR after import and canonicalisation "
-                      "//----- //\n");
+    os << "// -----// IR after " << describeFrontEnd(options.mode)
+       << " //----- //\n";
     (*module)->print(os);
     os << "\n";
   }
@@ -655,9 +785,14 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
         costs.push_back({spell(other).str(), &**baselineGeneration});
       generation = formatGenerationReport(costs);
     }
-    if (llvm::Error error =
-            emitDump("report.txt", formatReport(policies) + generation + "// " +
-                                       search->summary + "\n" + note))
+    // A combined plan: the memory across train -> generate -> train.
+    std::string timeline;
+    if (options.mode == CompileMode::TrainGenerate ||
+        options.mode == CompileMode::TrainInfer)
+      timeline = formatTimeline(buildTimeline(chosen.plan));
+    if (llvm::Error error = emitDump(
+            "report.txt", formatReport(policies) + generation + timeline +
+                              "// " + search->summary + "\n" + note))
       return error;
   }
 

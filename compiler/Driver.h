@@ -27,8 +27,9 @@ namespace zplan {
 inline constexpr const char *kDumpKinds[] = {"ir", "schedule", "memory",
                                              "report"};
 
-/// --mode: what the plan runs.
-enum class CompileMode { Infer, Train, Generate };
+/// --mode: what the plan runs. The combined modes put the programs of both
+/// in one plan over one set of shards (docs/one-plan.md).
+enum class CompileMode { Infer, Train, Generate, TrainGenerate, TrainInfer };
 
 /// One --mode value: its spelling and what the help text says of it.
 struct CompileModeSpelling {
@@ -37,11 +38,25 @@ struct CompileModeSpelling {
   llvm::StringLiteral description;
 };
 
-/// Every CompileMode with its spelling, the one table zcc's option uses.
+/// Every CompileMode with its spelling ("train,generate" for a combined
+/// one), the one table zcc's option uses.
 llvm::ArrayRef<CompileModeSpelling> getCompileModeSpellings();
 
-/// The spelling of `mode` ("infer", ...).
+/// The spelling of `mode` ("infer", ..., "train,generate").
 llvm::StringRef spell(CompileMode mode);
+
+/// Parses --mode: one mode, or a comma-separated combination (train with
+/// generate or infer, in either order); an unknown, repeated or unsupported
+/// combination is an error naming it.
+llvm::Expected<CompileMode> parseCompileMode(llvm::StringRef text);
+
+/// Whether the plan holds the training programs (train_micro_step,
+/// optimizer_step).
+bool trains(CompileMode mode);
+
+/// Whether the plan holds the generation programs (generate_begin, prefill,
+/// decode, generate_end).
+bool generates(CompileMode mode);
 
 /// The largest --world-size. The largest jobs run ~10^5 ranks; 2^20 leaves
 /// room for them while every group, padded to N x the 128-byte alignment,
@@ -69,12 +84,14 @@ struct CompileOptions {
   int64_t persistenceThreshold = 100000;
   int64_t maxInFlight = 2;
   int64_t maxInFlightBytes = 0;
-  /// --mode train: what is minimised ("causal-lm", or "output:NAME" for a
-  /// model that outputs its own scalar loss) and by what ("adamw", "sgd").
+  /// --mode train (alone or combined): what is minimised ("causal-lm", or
+  /// "output:NAME" for a model that outputs its own scalar loss) and by what
+  /// ("adamw", "sgd").
   std::string loss = "causal-lm";
   std::string optimizer = "adamw";
-  /// --mode generate: B sequences, prompts of at most P tokens (default
-  /// L / 2), at most L tokens in all; unset when the flag is not given.
+  /// --mode generate (alone or with train): B sequences, prompts of at most P
+  /// tokens (default L / 2), at most L tokens in all; unset when the flag is
+  /// not given.
   std::optional<int64_t> batch;
   std::optional<int64_t> promptLength;
   std::optional<int64_t> maxSeqLength;

@@ -31,13 +31,15 @@ std::string describeBuffer(const plan::Buffer &buffer) {
 } // namespace
 
 Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
-                        uint32_t rank, std::unique_ptr<RankMemory> &out) {
-  return load(planPath, plan, rank, cpu::cpuBackend(), out);
+                        uint32_t rank, std::unique_ptr<RankMemory> &out,
+                        GenerationState generation) {
+  return load(planPath, plan, rank, cpu::cpuBackend(), out, generation);
 }
 
 Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
                         uint32_t rank, Backend &backend,
-                        std::unique_ptr<RankMemory> &out) {
+                        std::unique_ptr<RankMemory> &out,
+                        GenerationState generation) {
   std::unique_ptr<RankMemory> memory(new RankMemory(backend));
   memory->rankIndex = rank;
   std::vector<uint8_t> hostBytes;
@@ -93,28 +95,15 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
       return status;
   }
 
-  // Generation: the KV caches (zero at load, as the model's first prompt
-  // expects nothing in them) and the resident groups' copies, in one pool.
-  uint64_t generationBytes = 0;
+  // Generation: the KV caches and the resident groups' copies, in one pool
+  // (allocateGeneration), now or when a generation begins.
   for (const plan::Buffer &buffer : plan.buffers())
     if ((buffer.kind() == plan::Buffer::CACHE ||
          buffer.kind() == plan::Buffer::RESIDENT) &&
         buffer.view_of() == 0) {
-      memory->generationOffsets[buffer.id()] = generationBytes;
-      generationBytes += roundUp(buffer.bytes());
+      memory->generationOffsets[buffer.id()] = memory->generationSize;
+      memory->generationSize += roundUp(buffer.bytes());
     }
-  if (Status status =
-          backend.allocate(generationBytes, "the KV caches and resident copies",
-                           memory->generationPool);
-      !status.ok())
-    return status;
-  if (generationBytes) {
-    std::vector<uint8_t> zeros(generationBytes, 0);
-    if (Status status = backend.copyFromHost(memory->generationPool->data(),
-                                             zeros.data(), generationBytes);
-        !status.ok())
-      return status;
-  }
   memory->residentCopies.assign(plan.buffers_size() + 1, ResidentCopy());
 
   memory->arenaSize = plan.arena_bytes();
@@ -124,6 +113,13 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
     return status;
   if (Status status = memory->resolve(plan); !status.ok())
     return status;
+  for (const BackendMemory *section :
+       {memory->shards.get(), memory->persistent.get(),
+        memory->constantPool.get(), memory->statePool.get(),
+        memory->arenaStorage.get()})
+    memory->hold(section->bytes());
+  if (generation == GenerationState::AtLoad)
+    ZR_RETURN_IF_ERROR(memory->allocateGeneration());
   out = std::move(memory);
   return Status::success();
 }
@@ -182,7 +178,7 @@ Status RankMemory::resolve(const plan::Plan &plan) {
       break;
     case plan::Buffer::CACHE:
     case plan::Buffer::RESIDENT:
-      base = generationPool->data() + generationOffsets[buffer.id()];
+      // Resolved by allocateGeneration().
       break;
     default:
       return failure(describeBuffer(buffer), " has an unknown kind");
@@ -191,7 +187,40 @@ Status RankMemory::resolve(const plan::Plan &plan) {
   }
   for (int index = 0; index < count; ++index) {
     uint32_t id = plan.buffers(index).id();
-    addresses[id] = addresses[roots[id]] + rootOffsets[id];
+    if (generationOffsets.count(roots[id]))
+      generationBuffers.push_back(id);
+    else
+      addresses[id] = addresses[roots[id]] + rootOffsets[id];
   }
   return Status::success();
+}
+
+void RankMemory::hold(uint64_t bytes) {
+  held += bytes;
+  peak = std::max(peak, held);
+}
+
+Status RankMemory::allocateGeneration() {
+  if (generationPool)
+    return failure("the generation state is already allocated: a generation "
+                   "began before the last one ended");
+  std::unique_ptr<BackendMemory> pool;
+  ZR_RETURN_IF_ERROR(owner->allocate(
+      generationSize, "the KV caches and resident copies", pool));
+  for (uint32_t id : generationBuffers)
+    addresses[id] =
+        pool->data() + generationOffsets.at(roots[id]) + rootOffsets[id];
+  std::fill(residentCopies.begin(), residentCopies.end(), ResidentCopy());
+  hold(pool->bytes());
+  generationPool = std::move(pool);
+  return Status::success();
+}
+
+void RankMemory::releaseGeneration() {
+  if (!generationPool)
+    return;
+  held -= generationPool->bytes();
+  generationPool.reset();
+  for (uint32_t id : generationBuffers)
+    addresses[id] = nullptr;
 }

@@ -8,8 +8,21 @@
 // after load(). Every buffer id of the plan resolves to an address.
 // A generation plan adds its KV caches (CACHE buffers) and the resident
 // groups' gathered copies (RESIDENT buffers): outside the arena like the
-// training state, zero at load, kept across programs, in a pool of their
-// own (a checkpoint saves the training state, not a generation's).
+// training state, kept across the programs of one generation, in a pool of
+// their own (a checkpoint saves the training state, not a generation's).
+// load() allocates that pool (zeroed: the first prompt expects nothing in
+// the cache) unless told GenerationState::Deferred; then it is the one thing
+// allocated after load(): allocateGeneration() when a generation begins,
+// releaseGeneration() when it ends, so that a plan that trains and generates
+// holds the generation state only while it generates and is back to its
+// training steady state after (docs/one-plan.md section 5; the session,
+// runtime/session/Session.h, loads so). Executors of the generation
+// programs resolve the pool's addresses when they are created, so they are
+// created after allocateGeneration() and destroyed before
+// releaseGeneration().
+//
+// The memory counts the bytes it holds (every section, pool and the arena)
+// now and at most since load: heldBytes() and peakBytes().
 //
 // The storage comes from a Backend (runtime/Backend.h): the arena and the
 // constants are allocated through it, and the weights read from the file
@@ -41,6 +54,10 @@ namespace zplan {
 
 class RankMemory {
 public:
+  /// When the generation state (KV caches, resident copies) is allocated:
+  /// by load(), for the memory's life, or by allocateGeneration().
+  enum class GenerationState { AtLoad, Deferred };
+
   /// Loads rank `rank`'s memory for `plan`, read from `planPath`, into
   /// memory of `backend` (which must outlive it). `plan` must have passed
   /// validatePlan(). Fails when the weights file cannot be read, a buffer
@@ -48,10 +65,12 @@ public:
   /// allocated.
   static Status load(const std::string &planPath, const plan::Plan &plan,
                      uint32_t rank, Backend &backend,
-                     std::unique_ptr<RankMemory> &out);
+                     std::unique_ptr<RankMemory> &out,
+                     GenerationState generation = GenerationState::AtLoad);
   /// As above, on the CPU backend.
   static Status load(const std::string &planPath, const plan::Plan &plan,
-                     uint32_t rank, std::unique_ptr<RankMemory> &out);
+                     uint32_t rank, std::unique_ptr<RankMemory> &out,
+                     GenerationState generation = GenerationState::AtLoad);
 
   /// The backend that holds this memory, and runs the kernels on it.
   Backend &backend() const { return *owner; }
@@ -81,9 +100,23 @@ public:
   BackendMemory &shardSection() const { return *shards; }
   BackendMemory &persistentSection() const { return *persistent; }
   BackendMemory &stateSection() const { return *statePool; }
-  /// The KV caches and resident copies of a generation plan (empty for
-  /// other plans).
-  BackendMemory &generationSection() const { return *generationPool; }
+  /// Allocates the KV caches and resident copies of a generation plan
+  /// (zeroed; nothing for other plans) and resolves their addresses (null
+  /// until then); every resident copy starts NotGathered. Fails when the
+  /// memory cannot be allocated or the state is already allocated.
+  Status allocateGeneration();
+  /// Frees what allocateGeneration() allocated; the addresses of the CACHE
+  /// and RESIDENT buffers (and their views) are null again.
+  void releaseGeneration();
+  bool generationAllocated() const { return generationPool != nullptr; }
+  /// The bytes allocateGeneration() allocates (per the plan).
+  uint64_t generationBytes() const { return generationSize; }
+
+  /// Bytes held now: the weights sections, constants, training state,
+  /// arena and, while allocated, the generation state.
+  uint64_t heldBytes() const { return held; }
+  /// The most bytes held at once since load.
+  uint64_t peakBytes() const { return peak; }
 
   /// Where a resident group's copy (a RESIDENT buffer) stands, across the
   /// executors of every program: gathered in generate_begin (its
@@ -110,8 +143,16 @@ private:
   std::vector<uint64_t> constantOffsets; // in constantPool, by constant index
   std::unique_ptr<BackendMemory> statePool;
   std::map<uint32_t, uint64_t> stateOffsets; // in statePool, by buffer id
+  /// Null while no generation runs (see the file comment).
   std::unique_ptr<BackendMemory> generationPool;
   std::map<uint32_t, uint64_t> generationOffsets; // in generationPool, by id
+  uint64_t generationSize = 0;
+  /// Buffer ids whose storage is in generationPool (roots and views).
+  std::vector<uint32_t> generationBuffers;
+  uint64_t held = 0;
+  uint64_t peak = 0;
+  /// Counts `bytes` more held.
+  void hold(uint64_t bytes);
   std::vector<ResidentCopy> residentCopies;       // by buffer id
   std::unique_ptr<BackendMemory> arenaStorage;
   uint64_t arenaSize = 0;

@@ -13,6 +13,8 @@ debian_packages=(
   libprotobuf-dev protobuf-compiler libonnx-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   libgtest-dev libbenchmark-dev
+  # python/: the zplan module (pybind11's headers and CMake config).
+  python3-pybind11
   # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes.
   clang-19 libclang-rt-19-dev
 )

@@ -2,13 +2,15 @@
 //
 // The importer specialises a model to one set of static shapes, so prefill
 // and decode are two imports. Their parameters are the same initializers:
-// the second import's declarations are checked against the first's and
-// dropped, so that both programs read one set of symbols (and the schedule
-// shards each parameter once).
+// mergePrograms (MergePrograms.h) checks the second import's declarations
+// against the first's and drops them, so that both programs read one set of
+// symbols (and the schedule shards each parameter once).
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/generate/GenerateImport.h"
+
+#include "compiler/generate/MergePrograms.h"
 
 #include "compiler/transforms/Programs.h"
 #include "dialects/nn/NNDialect.h"
@@ -109,36 +111,6 @@ zplan::importOptionsFor(const onnx::ModelProto &model, ExportKind kind,
   return options;
 }
 
-/// Moves @forward of `from` into `into` as `name`. Each nn.parameter of
-/// `from` must be declared in `into` alike; any other module-level op moves
-/// with the function.
-static llvm::Error mergeFunction(ModuleOp into, ModuleOp from,
-                                 llvm::StringRef name) {
-  auto forward = from.lookupSymbol<func::FuncOp>(kForwardName);
-  if (!forward)
-    return makeError("the import has no @forward (an importer bug)");
-  for (Operation &op : llvm::make_early_inc_range(*from.getBody())) {
-    if (&op == forward.getOperation())
-      continue;
-    if (auto parameter = llvm::dyn_cast<nn::ParameterOp>(op)) {
-      auto existing =
-          into.lookupSymbol<nn::ParameterOp>(parameter.getSymName());
-      if (!existing || existing.getType() != parameter.getType())
-        return makeError("parameter '" + parameter.getSymName() +
-                         "' differs between the prefill and decode imports");
-      continue;
-    }
-    if (auto symbol = llvm::dyn_cast<SymbolOpInterface>(op))
-      if (into.lookupSymbol(symbol.getName()))
-        return makeError("symbol '" + symbol.getName() +
-                         "' is declared by both imports");
-    op.moveBefore(into.getBody(), into.getBody()->end());
-  }
-  forward->moveBefore(into.getBody(), into.getBody()->end());
-  forward.setSymName(name);
-  return llvm::Error::success();
-}
-
 llvm::Expected<OwningOpRef<ModuleOp>>
 zplan::importGenerateModule(MLIRContext &context, llvm::StringRef path,
                             const GenerateShape &shape, ExportKind &kind) {
@@ -169,7 +141,12 @@ zplan::importGenerateModule(MLIRContext &context, llvm::StringRef path,
   if (!prefill)
     return makeError("the import has no @forward (an importer bug)");
   prefill.setSymName(kPrefillName);
-  if (llvm::Error error = mergeFunction(*module, *programs[1], kDecodeName))
+  auto decode = programs[1]->lookupSymbol<func::FuncOp>(kForwardName);
+  if (!decode)
+    return makeError("the import has no @forward (an importer bug)");
+  decode.setSymName(kDecodeName);
+  if (llvm::Error error =
+          mergePrograms(*module, "prefill", *programs[1], "decode"))
     return std::move(error);
 
   OpBuilder builder(&context);

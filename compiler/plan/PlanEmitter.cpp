@@ -785,16 +785,17 @@ llvm::Expected<EmittedPlan> Emitter::run() {
     return makeError("the module has @" + kTrainStepName + " but no @" +
                      kOptimizerStepName + " (run zplan-optimizer-step)");
   }
-  // The programs in a fixed order; the training step, when there is one,
-  // is the one the search and the dumps measure, and in a generation plan
-  // the decode step (run once per token).
+  // The programs in a fixed order; the training step, when there is one
+  // (also in a train,generate plan), is the one the search and the dumps
+  // measure, and in a generation plan the decode step (run once per token).
+  bool training = module.lookupSymbol<func::FuncOp>(kTrainStepName) != nullptr;
   for (llvm::StringRef name :
        {kForwardName, kTrainStepName, kOptimizerStepName, kGenerateBeginName,
         kPrefillName, kDecodeName, kGenerateEndName}) {
     auto func = module.lookupSymbol<func::FuncOp>(name);
     if (!func)
       continue;
-    if (name == kDecodeName)
+    if (name == kDecodeName && !training)
       result.primary = result.programs.size();
     if (name == kTrainStepName) {
       result.primary = result.programs.size();

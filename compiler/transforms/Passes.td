@@ -242,7 +242,10 @@ def ShardParameters : Pass<"zplan-shard-parameters", "::mlir::ModuleOp"> {
     step makes and how much is gathered at once (FSDP's flat parameters,
     DeepSpeed's buckets).
 
-    1. Order the parameters by first use.
+    1. Order the parameters by first use in the function that decides the
+       groups for every program: @train_micro_step when there is one (also
+       in a train,generate module), else @decode, else the one function
+       that gathers.
     2. A parameter with at most `persistence-threshold` elements is kept
        whole on every rank (DeepSpeed's param_persistence_threshold, and
        its default of 1e5: norms and biases, whose one-per-layer gathers
@@ -272,7 +275,8 @@ def ShardParameters : Pass<"zplan-shard-parameters", "::mlir::ModuleOp"> {
     %t = zero.gather_start %s0, %s1 {group = @group0} : ...
     %w0, %w1 = zero.gather_wait %t : tensor<64x64xf32>, tensor<64x64xf32>
     ```
-    Tests: test/transforms/shard-parameters.mlir.
+    Tests: test/transforms/shard-parameters.mlir, shard-parameters-train.mlir,
+    shard-parameters-generate.mlir, shard-parameters-oneplan.mlir.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
@@ -548,11 +552,34 @@ def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
         group; every `resident` group is gathered and released there;
     11. zero.resident_read only in @prefill and @decode (that its tensors
         are never zero.release'd, the release's op verifier proves);
-    12. no zero.gather_start of a resident group (its copy is read, never
-        gathered again inside a program).
+    12. no zero.gather_start of a resident group in a generation program
+        (its copy is read, never gathered again inside the generation; the
+        training programs of a train,generate module, which run outside it,
+        gather the group as any other).
+
+    One plan, many programs (train,generate; docs/one-plan.md); rules 20-22
+    are in VerifyProgramBoundaries.cpp:
+
+    20. nothing of a collective crosses a program boundary: a program's
+        arguments and results are never a shard or a gather or reduce
+        token. With the op verifiers (a start's token has exactly one wait,
+        in its function) and rules 3-4, every collective a program starts
+        completes in it: no streamed gathered copy is live and no gradient
+        accumulator half-reduced when a program ends (the persistent
+        groups, the resident set and the carried gather outlive programs by
+        design: rules 10-12, the carry rules);
+    21. gradient state is touched only by @train_micro_step
+        (zero.grad_shard, zero.reduce_scatter_start/wait, zero.all_reduce)
+        and @optimizer_step (zero.optimizer_update): generation programs,
+        the transitions and @forward never do, so generation inside a
+        gradient-accumulation window leaves the accumulators untouched;
+    22. no nn op reads a parameter from its shard by a path that skips the
+        gather (a shard reinterpreted as a tensor, e.g. by a cast): only
+        gather_wait, resident_read and carry_wait turn a shard into a
+        tensor.
 
     Tests: test/transforms/verify-schedule.mlir,
-    verify-schedule-generate.mlir.
+    verify-schedule-generate.mlir, verify-schedule-oneplan.mlir.
   }];
   let options = [
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",

@@ -146,9 +146,10 @@ struct ShardParametersPass
     // Groups are module-level and each parameter belongs to one, so one
     // function's uses decide them for every program: the training step's
     // when there is one (its parameters are the ones whose gathers and
-    // reduce-scatters matter most), in a generation module @decode's (it
-    // runs once per token, prefill once), else the one function that
-    // gathers.
+    // reduce-scatters matter most; in a train,generate module too, so the
+    // generation programs gather the training step's groups), in a
+    // generation module @decode's (it runs once per token, prefill once),
+    // else the one function that gathers.
     SmallVector<func::FuncOp> gathering;
     func::FuncOp primary;
     for (auto func : module.getOps<func::FuncOp>()) {
@@ -156,7 +157,8 @@ struct ShardParametersPass
         continue;
       gathering.push_back(func);
       if (func.getSymName() == kTrainStepName ||
-          func.getSymName() == kDecodeName)
+          (func.getSymName() == kDecodeName &&
+           !module.lookupSymbol(kTrainStepName)))
         primary = func;
     }
     if (!primary && gathering.size() > 1) {

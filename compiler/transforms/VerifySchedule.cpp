@@ -13,6 +13,7 @@
 #include "compiler/transforms/Passes.h"
 #include "compiler/transforms/Programs.h"
 #include "compiler/transforms/ScheduleDiagnostics.h"
+#include "compiler/transforms/VerifyProgramBoundaries.h"
 #include "dialects/zero/ZeroDialect.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -44,11 +45,16 @@ struct VerifySchedulePass
   using VerifyScheduleBase::VerifyScheduleBase;
 
   void runOnOperation() override {
-    if (failed(verifyResidency(getOperation())))
+    // Rule 22 first and rules 20-21 last (VerifyProgramBoundaries.h): each
+    // names the violation where it is clearest.
+    if (failed(verifyGatheredReads(getOperation())) ||
+        failed(verifyResidency(getOperation())))
       return signalPassFailure();
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (failed(verifyFunction(func)))
         return signalPassFailure();
+    if (failed(verifyProgramBoundaries(getOperation())))
+      return signalPassFailure();
   }
 
   // Rules 10-12: a resident copy lives from @generate_begin to
@@ -105,7 +111,9 @@ struct VerifySchedulePass
                   ? SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
                         start, start.getGroupAttr())
                   : zero::GroupOp();
-          if (group && group.getResident()) {
+          // Training programs (train,generate) run outside the generation
+          // window, where no resident copy exists: they gather their own.
+          if (group && group.getResident() && (reads || isBegin || isEnd)) {
             start.emitError()
                 << "gathers resident group " << start.getGroupAttr() << " in @"
                 << name << ": its copy is gathered once in @"

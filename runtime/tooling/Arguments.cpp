@@ -52,7 +52,12 @@ const char *const zplan::tooling::kUsage =
     "  --external-data         weights in MODEL.onnx.data beside it (the\n"
     "                          default above 2 GiB only)\n"
     "train (also --check, --threads T, --stats; --momentum M for sgd plans;\n"
-    "       --clip-grad-norm MAX to clip the gradients' global L2 norm):\n";
+    "       --clip-grad-norm MAX to clip the gradients' global L2 norm;\n"
+    "       on a plan of zcc --mode train,generate, --generate-every S\n"
+    "       --prompt PROMPTS.npy [--prompt-lengths LENS.npy]\n"
+    "       [--max-new-tokens M] [--eos ID] to generate greedily after every\n"
+    "       S-th micro-step, inside an accumulation window or after its\n"
+    "       optimizer step, and print the tokens on rank 0):\n";
 
 namespace {
 
@@ -128,6 +133,13 @@ constexpr Flag kFlags[] = {
     {"--output-file", true, Export},
     {"--model", true, Export},
     {"--external-data", false, Export},
+    // Generation during training (generate's own flags are parsed by
+    // GenerateOptions; these few are also train's).
+    {"--generate-every", true, Train},
+    {"--prompt", true, Train},
+    {"--prompt-lengths", true, Train},
+    {"--max-new-tokens", true, Train},
+    {"--eos", true, Train},
 };
 
 constexpr std::pair<Command, const char *> kCommands[] = {
@@ -184,6 +196,38 @@ Status applyFlag(const std::string &flag, const std::string &value,
     arguments.modelPath = value;
   else if (flag == "--external-data")
     arguments.externalData = true;
+  else if (flag == "--generate-every")
+    return parseFlagInteger(flag, value, 1, UINT64_MAX,
+                            arguments.generateEvery);
+  else if (flag == "--prompt")
+    arguments.generate.promptPath = value;
+  else if (flag == "--prompt-lengths")
+    arguments.generate.promptLengthsPath = value;
+  else if (flag == "--max-new-tokens")
+    return parseFlagInteger(flag, value, 1, 1000000000,
+                            arguments.generate.maxNewTokens);
+  else if (flag == "--eos") {
+    uint64_t eos = 0;
+    ZR_RETURN_IF_ERROR(parseFlagInteger(flag, value, 0, INT64_MAX, eos));
+    arguments.generate.eos = static_cast<int64_t>(eos);
+  }
+  return Status::success();
+}
+
+/// `train --generate-every S` needs its prompt, and the generation flags
+/// need --generate-every: either alone would be silently ignored.
+Status checkGenerationDuringTraining(const Arguments &arguments) {
+  const generate::GenerateOptions &options = arguments.generate;
+  bool generationFlags =
+      !options.promptPath.empty() || !options.promptLengthsPath.empty() ||
+      options.maxNewTokens != generate::GenerateOptions().maxNewTokens ||
+      options.eos.has_value();
+  if (arguments.generateEvery && options.promptPath.empty())
+    return failure("--generate-every needs --prompt PROMPTS.npy (int64 "
+                   "[batch, prompt length])");
+  if (!arguments.generateEvery && generationFlags)
+    return failure("--prompt, --prompt-lengths, --max-new-tokens and --eos "
+                   "of 'train' need --generate-every S");
   return Status::success();
 }
 
@@ -245,8 +289,10 @@ Status zplan::tooling::parseArguments(int argc, char **argv,
     if (Status status = applyFlag(flag, value, arguments); !status.ok())
       return status;
   }
-  if (command == Train)
-    return train::parseTrainOptions(trainWords, arguments.train);
+  if (command == Train) {
+    ZR_RETURN_IF_ERROR(train::parseTrainOptions(trainWords, arguments.train));
+    return checkGenerationDuringTraining(arguments);
+  }
   if (command == Generate)
     return generate::parseGenerateOptions(generateWords, arguments.generate);
   if (command == Gradients && arguments.outputDir.empty())

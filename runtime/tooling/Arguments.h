@@ -44,8 +44,12 @@ struct Arguments {
   bool help = false;
   /// `train`'s options (see kUsage).
   train::TrainOptions train;
-  /// `generate`'s options (see generate::kGenerateUsage).
+  /// `generate`'s options (see generate::kGenerateUsage); `train
+  /// --generate-every` uses the prompt, lengths, --max-new-tokens and --eos.
   generate::GenerateOptions generate;
+  /// `train --generate-every S`: generate after every S-th micro-step (0:
+  /// never; docs/one-plan.md).
+  uint64_t generateEvery = 0;
   /// `train --momentum M`: SGD's momentum (AdamW plans ignore it).
   double momentum = 0.0;
   /// `train --clip-grad-norm MAX`: scale the gradients so that their global

@@ -8,9 +8,10 @@
 // groups). The KV cache lives in the plan's CACHE buffers [B, Hkv, L, D], kept
 // across the programs.
 //
-// `generate` reads the prompts (and their lengths), runs generate_begin,
-// prefill, then decode per token until every row has finished (EOS or
-// --max-new-tokens), then generate_end; picks each token with the sampler
+// `generate` reads the prompts (and their lengths) and has the rank's
+// session (runtime/session/Session.h) run generate_begin, prefill, then
+// decode per token until every row has finished (EOS or --max-new-tokens),
+// then generate_end; picks each token with the sampler
 // (runtime/generate/Sampler.h: greedy by default), on every rank, and takes
 // rank 0's choice, broadcast, so that the ranks can never feed different
 // tokens. Rank 0 prints progress to stderr and a summary to stdout (time

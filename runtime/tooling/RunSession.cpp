@@ -345,6 +345,11 @@ bool zplan::tooling::printStats(comm::Communicator &communicator,
        << " B, persistent " << memory.persistentBytes() << " B";
   if (uint64_t state = memory.stateSection().bytes())
     line << ", training state " << state << " B";
+  // Only a plan that generates allocates and frees memory after load (its
+  // generation state, Memory.h): what it holds now and held at most.
+  if (uint64_t generation = memory.generationBytes())
+    line << ", generation state " << generation << " B, held "
+         << memory.heldBytes() << " B, peak " << memory.peakBytes() << " B";
   line << "\n";
   std::vector<std::string> lines;
   Status status = communicator.gatherText(line.str(), lines);

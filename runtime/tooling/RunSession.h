@@ -61,8 +61,9 @@ Status readProgramInputs(const plan::Plan &plan, const plan::Program &program,
                          std::vector<npy::Array> &arrays);
 
 /// Collective: rank 0 prints every rank's `--stats` line (peak RSS, arena,
-/// shards, persistent groups, training state); false when the ranks could
-/// not gather them (the error is printed).
+/// shards, persistent groups, training state; for a plan that generates, its
+/// generation state and the bytes held now and at peak); false when the ranks
+/// could not gather them (the error is printed).
 bool printStats(comm::Communicator &communicator, const RankMemory &memory);
 
 /// `zrun PLAN run` on this rank of `communicator`; returns the exit status.

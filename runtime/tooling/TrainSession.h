@@ -10,9 +10,15 @@
 // batches read from a flat token file (runtime/train/BatchSampler.h: the
 // same rows for any N and K with the same global batch), logs progress on
 // rank 0, and saves and resumes sharded checkpoints
-// (runtime/train/Checkpoint.h). `gradients` runs one micro-step on the
+// (runtime/train/Checkpoint.h). On a plan of `zcc --mode train,generate`,
+// `--generate-every S` generates from the prompts after every S-th
+// micro-step, inside an accumulation window or after its optimizer step, and
+// rank 0 prints the tokens and the bytes the rank held during and after
+// (docs/one-plan.md section 5). `gradients` runs one micro-step on the
 // same inputs on every rank and writes the loss and every parameter's
 // whole gradient (rank 0 gathers the shards), for tests against autograd.
+// Both run on the rank's session (runtime/session/Session.h), which owns
+// the training and generation loops.
 //
 // Failures before the first step are agreed among the ranks (one line,
 // exit 1), as `run`'s are; a failure during the steps prints one line and

@@ -35,6 +35,9 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--worlds", default="1,2,4")
     parser.add_argument("--check", action="store_true")
+    # A combined plan's infer program (zcc --mode train,infer) must match too.
+    parser.add_argument("--mode", default="infer")
+    parser.add_argument("--persistence-threshold", default="64")
     args = parser.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -54,17 +57,20 @@ def main():
 
     first = None
     for world in [int(w) for w in args.worlds.split(",")]:
-        plan = out / f"{name}-{world}.zplan"
+        plan = out / f"{name}-{args.mode}-{world}.zplan"
         compiled = subprocess.run(
-            [args.zcc, args.model, "--input-shape", "input_ids=2x16",
-             "--world-size", str(world), "--persistence-threshold", "64",
+            [args.zcc, args.model, "--mode", args.mode,
+             "--input-shape", "input_ids=2x16", "--world-size", str(world),
+             "--persistence-threshold", args.persistence_threshold,
              "--bucket-size", "64KiB", "-o", str(plan)],
             capture_output=True, text=True)
         if compiled.returncode != 0:
             print(f"FAIL {name} N={world}: zcc: {compiled.stderr.strip()}")
             return 1
-        logits = out / f"{name}-{world}{'-check' if args.check else ''}.npy"
+        logits = out / (f"{name}-{args.mode}-{world}"
+                        f"{'-check' if args.check else ''}.npy")
         command = mpirun(world) + [args.zrun, str(plan), "run",
+                                   "--program", "infer",
                                    "--input", f"input_ids={out / 'ids.npy'}",
                                    "--output", f"logits={logits}"]
         if args.check:
@@ -91,7 +97,8 @@ def main():
             print(f"FAIL {name} N={world}: differs from the first world size "
                   f"by up to {difference:.3e}")
             return 1
-        print(f"ok {name} N={world}{' --check' if args.check else ''} "
+        mode = "" if args.mode == "infer" else f" --mode {args.mode}"
+        print(f"ok {name}{mode} N={world}{' --check' if args.check else ''} "
               f"max-rel-err {error:.2e}")
     return 0
 

@@ -168,6 +168,62 @@ TEST(ParseByteSize, RefusesSizesPast63Bits) {
   EXPECT_EQ(*parseByteSize("8388607TiB"), 8388607ull << 40);
 }
 
+// --mode: one mode, or train combined with generate or infer (either
+// order); anything else is one message naming what is wrong.
+TEST(ParseCompileMode, SingleAndCombined) {
+  auto parsed = [](llvm::StringRef text) -> std::string {
+    llvm::Expected<CompileMode> mode = parseCompileMode(text);
+    if (!mode)
+      return "error: " + errorText(mode.takeError());
+    return spell(*mode).str();
+  };
+  EXPECT_EQ(parsed("infer"), "infer");
+  EXPECT_EQ(parsed("train"), "train");
+  EXPECT_EQ(parsed("generate"), "generate");
+  EXPECT_EQ(parsed("train,generate"), "train,generate");
+  EXPECT_EQ(parsed("generate,train"), "train,generate");
+  EXPECT_EQ(parsed("train,infer"), "train,infer");
+  EXPECT_EQ(parsed("infer,train"), "train,infer");
+  EXPECT_EQ(parsed("train,train"),
+            "error: --mode 'train,train' names train twice");
+  EXPECT_EQ(parsed("generate,infer"),
+            "error: --mode 'generate,infer' is not a combination zcc "
+            "compiles; combined modes are train,generate and train,infer");
+  EXPECT_EQ(parsed("train,generate,infer"),
+            "error: --mode 'train,generate,infer' is not a combination zcc "
+            "compiles; combined modes are train,generate and train,infer");
+  for (llvm::StringRef unknown : {"serve", "train,serve", "train,", ""})
+    EXPECT_EQ(parsed(unknown), "error: unknown --mode '" + unknown.str() +
+                                   "'; expected infer, train, generate, "
+                                   "train,generate or train,infer");
+  EXPECT_TRUE(trains(CompileMode::TrainGenerate));
+  EXPECT_TRUE(generates(CompileMode::TrainGenerate));
+  EXPECT_TRUE(trains(CompileMode::TrainInfer));
+  EXPECT_FALSE(generates(CompileMode::TrainInfer));
+  EXPECT_FALSE(trains(CompileMode::Generate));
+}
+
+// train,generate takes the training micro-batch shape and the generation
+// shapes together; train,infer takes no generation flag.
+TEST(ValidateOptions, CombinedModes) {
+  CompileOptions options;
+  options.mode = CompileMode::TrainGenerate;
+  options.import.inputShapes["input_ids"] = {2, 16};
+  EXPECT_EQ(errorText(validateOptions(options)),
+            "--mode train,generate needs --batch B (the number of sequences "
+            "generated together)");
+  options.batch = 3;
+  options.maxSeqLength = 16;
+  EXPECT_EQ(errorText(validateOptions(options)), "");
+  options.mode = CompileMode::TrainInfer;
+  EXPECT_EQ(errorText(validateOptions(options)),
+            "--batch, --prompt-len and --max-seq-len apply to --mode generate "
+            "only");
+  options.batch.reset();
+  options.maxSeqLength.reset();
+  EXPECT_EQ(errorText(validateOptions(options)), "");
+}
+
 // Each enum's spellings come from one table; every value has exactly one,
 // and every hardware spelling names an embedded profile.
 TEST(Spellings, OnePerValue) {

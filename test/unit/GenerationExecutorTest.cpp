@@ -241,6 +241,45 @@ TEST_F(GenerationExecutor, ResidentCopyAndCacheOutliveTheirPrograms) {
   EXPECT_EQ(sum()[7], 16.0f);
 }
 
+TEST_F(GenerationExecutor, GenerationStateIsHeldOnlyWhileAllocated) {
+  // The state is the KV cache and the resident copy (each rounded to the
+  // allocation unit), counted in the bytes held; the rest is what load()
+  // allocated, held throughout.
+  uint64_t state = 0;
+  for (uint32_t id : {kCache, kResident})
+    state += (plan.buffers(id - 1).bytes() + kMemoryAlignment - 1) /
+             kMemoryAlignment * kMemoryAlignment;
+  EXPECT_EQ(memory->generationBytes(), state);
+  uint64_t during = memory->heldBytes();
+  EXPECT_EQ(memory->peakBytes(), during);
+  ASSERT_EQ(errorOf(begin().run()), "");
+  feed(1.5f, 0);
+  ASSERT_EQ(errorOf(decode().run()), "");
+  EXPECT_EQ(errorOf(memory->allocateGeneration()),
+            "the generation state is already allocated: a generation began "
+            "before the last one ended");
+
+  // Released (the executors that resolved its addresses first): the bytes
+  // held drop by the state, the peak stays, the addresses of the cache and
+  // of the view into the copy are gone.
+  for (std::unique_ptr<Executor> &executor : executors)
+    executor.reset();
+  memory->releaseGeneration();
+  EXPECT_FALSE(memory->generationAllocated());
+  EXPECT_EQ(memory->heldBytes(), during - state);
+  EXPECT_EQ(memory->peakBytes(), during);
+  EXPECT_EQ(memory->address(kCache), nullptr);
+  EXPECT_EQ(memory->address(kWeight), nullptr);
+  EXPECT_NE(memory->address(kSum), nullptr);
+
+  // Allocated again: zero, as the next generation's first prompt expects.
+  ASSERT_EQ(errorOf(memory->allocateGeneration()), "");
+  EXPECT_EQ(memory->heldBytes(), during);
+  EXPECT_EQ(memory->peakBytes(), during);
+  for (int64_t i = 0; i < kSlots * kWidth; ++i)
+    EXPECT_EQ(cache()[i], 0.0f);
+}
+
 TEST_F(GenerationExecutor, CheckRefusesAReadBeforeGenerateBegin) {
   feed(1.0f, 0);
   EXPECT_TRUE(contains(

@@ -32,12 +32,13 @@ static cl::opt<std::string> outputPath("o", cl::desc("Write the plan here"),
 static cl::opt<int64_t> worldSize("world-size", cl::init(1),
                                   cl::desc("Number of ranks (default 1)"),
                                   cl::cat(zccCategory));
+// A string, parsed by zplan::parseCompileMode: a combined mode is a
+// comma-separated list ("train,generate").
+// The help text lists the spellings (set in main from the same table).
+static cl::opt<std::string> mode("mode", cl::init("infer"),
+                                 cl::cat(zccCategory));
 // The enum options take their values from the spelling tables (added in
 // main), so each spelling is written in one place.
-static cl::opt<zplan::CompileMode> mode("mode",
-                                        cl::init(zplan::CompileMode::Infer),
-                                        cl::desc("What the plan runs"),
-                                        cl::cat(zccCategory));
 static cl::list<std::string>
     inputShapes("input-shape", cl::desc("Bind an input's shape: NAME=2x16"),
                 cl::value_desc("NAME=DIMS"), cl::cat(zccCategory));
@@ -121,18 +122,14 @@ static std::string listAlternatives(ArrayRef<StringRef> names) {
 /// "unknown --hardware 'tpu'; expected h200, h100, a100 or cpu"; other
 /// messages unchanged.
 static std::string explainEnumError(StringRef message) {
-  SmallVector<StringRef> modes, hardwares, policies;
-  for (const zplan::CompileModeSpelling &spelling :
-       zplan::getCompileModeSpellings())
-    modes.push_back(spelling.name);
+  SmallVector<StringRef> hardwares, policies;
   for (const zplan::HardwareSpelling &spelling : zplan::getHardwareSpellings())
     hardwares.push_back(spelling.name);
   for (const zplan::SchedulePolicySpelling &spelling :
        zplan::getSchedulePolicySpellings())
     policies.push_back(spelling.name);
-  for (auto [flag, names] :
-       {std::make_pair("mode", &modes), std::make_pair("hardware", &hardwares),
-        std::make_pair("policy", &policies)}) {
+  for (auto [flag, names] : {std::make_pair("hardware", &hardwares),
+                             std::make_pair("policy", &policies)}) {
     std::string prefix =
         (Twine("for the --") + flag + " option: Cannot find option named '")
             .str();
@@ -211,10 +208,15 @@ int main(int argc, char **argv) {
   zplan::installCrashHandlers("zcc");
   zplan::setCrashPhase("reading the command line");
 
+  static std::string modeHelp = "What the plan runs:";
   for (const zplan::CompileModeSpelling &spelling :
        zplan::getCompileModeSpellings())
-    mode.getParser().addLiteralOption(spelling.name, spelling.mode,
-                                      spelling.description);
+    modeHelp +=
+        (Twine(&spelling == zplan::getCompileModeSpellings().begin() ? " "
+                                                                     : "; ") +
+         spelling.name + " (" + spelling.description + ")")
+            .str();
+  mode.setDescription(modeHelp);
   for (const zplan::HardwareSpelling &spelling : zplan::getHardwareSpellings())
     hardware.getParser().addLiteralOption(spelling.name, spelling.hardware,
                                           spelling.description);
@@ -242,7 +244,10 @@ int main(int argc, char **argv) {
   options.modelPath = modelPath;
   options.outputPath = outputPath;
   options.worldSize = worldSize;
-  options.mode = mode;
+  Expected<zplan::CompileMode> parsedMode = zplan::parseCompileMode(mode);
+  if (!parsedMode)
+    return fail(parsedMode.takeError());
+  options.mode = *parsedMode;
   options.hardware = hardware;
   options.dumps.insert(dumps.begin(), dumps.end());
   options.dumpDir = dumpDir;
@@ -258,7 +263,7 @@ int main(int argc, char **argv) {
         std::make_pair(&maxSeqLength, &options.maxSeqLength)})
     if (flag->getNumOccurrences())
       *target = flag->getValue();
-  if (mode != zplan::CompileMode::Train &&
+  if (!zplan::trains(options.mode) &&
       (loss.getNumOccurrences() || optimizer.getNumOccurrences()))
     return fail("--loss and --optimizer apply to --mode train only");
   for (auto [flag, text, target] :

@@ -1,0 +1,539 @@
+//===- ZplanModule.cpp - the Python module zplan --------------------------===//
+//
+// zplan.Session(plan, ...) is runtime/session/Session.h on this rank, over
+// numpy arrays (README, "Python"). A script that imports zplan runs under
+// mpirun like zrun, one process per rank, and every rank makes the same
+// calls in the same order: the methods are collective, as Session's are.
+//
+// MPI belongs to the module: importing it initializes MPI (through the
+// MpiCommunicator zrun uses), and the interpreter's exit finalizes it, after
+// every Session still open has been closed (a Session's executor threads
+// must end before MPI does). An exception that no one catches aborts every
+// rank (MPI_Abort) once Python has printed it: the other ranks may be
+// waiting in a collective for the one that stopped.
+//
+// Failures raise RuntimeError with zrun's one-line message (the text after
+// "zrun: error: "). Before anything runs, the ranks agree on the checks of
+// a call (the arrays' types and shapes, the options, the plan), so that
+// every rank raises the same error and the session stays usable. A failure
+// while the programs run leaves the other ranks blocked in a collective;
+// the module then does what zrun does: it prints the message and aborts
+// every rank.
+//
+// Keyword options are zrun's flags spelled as Python names (grad_accum is
+// --grad-accum), parsed by zrun's own parsers, so that a value means what
+// it means to zrun, bit for bit (floats travel as repr(), which round-trips
+// exactly), and is refused with zrun's message.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/MpiCommunicator.h"
+#include "runtime/generate/GenerateOptions.h"
+#include "runtime/session/Session.h"
+#include "runtime/tooling/Npy.h"
+#include "runtime/train/Checkpoint.h"
+#include "runtime/train/TrainOptions.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+using namespace zplan;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// MPI's lifetime
+//===----------------------------------------------------------------------===//
+
+/// The world communicator, from import to the interpreter's exit.
+std::unique_ptr<comm::MpiCommunicator> world;
+
+comm::MpiCommunicator &theWorld() {
+  if (!world)
+    throw std::runtime_error("MPI is finalized (the interpreter is exiting)");
+  return *world;
+}
+
+/// Raises RuntimeError with `status`'s message when it failed.
+void raiseIfFailed(const Status &status) {
+  if (!status.ok())
+    throw std::runtime_error(status.message());
+}
+
+/// Collective: every rank raises the same error when any rank's `local`
+/// failed (the lowest failing rank's message), so that none goes on alone
+/// into the collectives of a call the others refused.
+void agreeOrRaise(const Status &local) {
+  raiseIfFailed(train::agreeOnStatus(local, theWorld()));
+}
+
+/// A failure while programs ran: the other ranks may be blocked in a
+/// collective this rank will never join. Prints zrun's line and aborts them
+/// all, as zrun's abortRun does.
+[[noreturn]] void abortEveryRank(const Status &status) {
+  std::fprintf(stderr, "zplan: error: %s\n", status.message().c_str());
+  std::fflush(stderr);
+  theWorld().abort(1);
+}
+
+//===----------------------------------------------------------------------===//
+// Keyword options as zrun's flags
+//===----------------------------------------------------------------------===//
+
+/// "--grad-accum" for grad_accum.
+std::string flagOf(const std::string &name) {
+  std::string flag = "--" + name;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+/// `value` as zrun reads it on its command line: an integer (numpy's
+/// too) as str(int(value)), any other real number as repr(float(value))
+/// (the shortest text that reads back as the same double), a str as is.
+/// Anything else (a bool, None, a list) fails naming `name`.
+Status flagValue(const std::string &name, py::handle value, std::string &out) {
+  py::module_ numbers = py::module_::import("numbers");
+  py::object text;
+  if (py::isinstance<py::str>(value))
+    text = py::reinterpret_borrow<py::object>(value);
+  else if (py::isinstance<py::bool_>(value) ||
+           py::isinstance(value, py::module_::import("numpy").attr("bool_")))
+    text = py::none();
+  else if (py::isinstance(value, numbers.attr("Integral")))
+    text = py::str(py::int_(py::reinterpret_borrow<py::object>(value)));
+  else if (py::isinstance(value, numbers.attr("Real")))
+    text = py::repr(py::float_(py::reinterpret_borrow<py::object>(value)));
+  if (text.is_none())
+    return failure(name, " takes a number or a word, got ",
+                   py::repr(value).cast<std::string>());
+  out = text.cast<std::string>();
+  return Status::success();
+}
+
+/// The `zrun PLAN train` flags a Session takes: the optimizer's and the
+/// schedule's. The others are about a token file, checkpoints and logs,
+/// which the caller of train_step, save and load holds.
+const std::set<std::string> kNotSessionFlags = {
+    "--data",      "--data-dtype", "--seed",      "--save",    "--save-every",
+    "--keep-last", "--resume",     "--log-every", "--loss-log"};
+
+/// The training configuration `zrun PLAN train` would use with the flags
+/// `options` names.
+Status trainConfigOf(const py::dict &options, session::TrainConfig &config) {
+  std::vector<std::string> words;
+  for (auto [key, value] : options) {
+    std::string name = py::str(key).cast<std::string>();
+    std::string flag = flagOf(name);
+    if (kNotSessionFlags.count(flag))
+      return failure("Session takes the optimizer and schedule options of "
+                     "'zrun PLAN train', not ",
+                     inQuotes(name),
+                     " (the script feeds the batches and saves)");
+    std::string text;
+    ZR_RETURN_IF_ERROR(flagValue(name, value, text));
+    words.push_back(flag);
+    words.push_back(text);
+  }
+  // The parser requires the token file, which a session never reads.
+  words.push_back("--data");
+  words.push_back("(none)");
+  train::TrainOptions parsed;
+  ZR_RETURN_IF_ERROR(train::parseTrainOptions(words, parsed));
+  config = session::trainConfigOf(parsed);
+  return Status::success();
+}
+
+/// generate()'s keywords as zrun PLAN generate's flags.
+struct GenerateKeywords {
+  py::object maxNewTokens, eos, temperature, topK, topP, seed;
+};
+
+/// What `zrun PLAN generate` would do with these flags: --max-new-tokens
+/// always, --eos unless None, and the sampling flags unless they hold zrun's
+/// defaults (its parser refuses --top-k, --top-p and --seed given without a
+/// --temperature above 0, so a default value must not count as given).
+Status generateOptionsOf(const GenerateKeywords &keywords,
+                         generate::GenerateOptions &parsed) {
+  // The parser requires the files, which the arrays replace here.
+  std::vector<std::string> words = {"--prompt", "(none)", "--output", "(none)"};
+  auto add = [&](const char *name, const py::object &value) {
+    std::string text;
+    ZR_RETURN_IF_ERROR(flagValue(name, value, text));
+    words.push_back(flagOf(name));
+    words.push_back(text);
+    return Status::success();
+  };
+  auto given = [](const py::object &value, const py::object &otherwise) {
+    return !value.is_none() && !value.equal(otherwise);
+  };
+  ZR_RETURN_IF_ERROR(add("max_new_tokens", keywords.maxNewTokens));
+  if (!keywords.eos.is_none())
+    ZR_RETURN_IF_ERROR(add("eos", keywords.eos));
+  if (given(keywords.temperature, py::float_(0.0)))
+    ZR_RETURN_IF_ERROR(add("temperature", keywords.temperature));
+  if (given(keywords.topK, py::int_(0)))
+    ZR_RETURN_IF_ERROR(add("top_k", keywords.topK));
+  if (given(keywords.topP, py::float_(1.0)))
+    ZR_RETURN_IF_ERROR(add("top_p", keywords.topP));
+  if (given(keywords.seed, py::int_(0)))
+    ZR_RETURN_IF_ERROR(add("seed", keywords.seed));
+  return generate::parseGenerateOptions(words, parsed);
+}
+
+//===----------------------------------------------------------------------===//
+// numpy arrays in
+//===----------------------------------------------------------------------===//
+
+using Int64Array = py::array_t<int64_t, py::array::c_style>;
+
+/// `object` as a C-contiguous int64 array of `dimensions` dimensions (a
+/// copy when it is another integer type or layout); fails, naming `name`,
+/// for anything that is not an integer array of that rank.
+Status int64Array(py::handle object, const char *name, size_t dimensions,
+                  Int64Array &out) {
+  py::array array = py::array::ensure(object);
+  if (!array)
+    return failure(name, " is not an array");
+  char kind = array.dtype().kind();
+  if (kind != 'i' && kind != 'u')
+    return failure(name, " holds ", py::str(array.dtype()).cast<std::string>(),
+                   ", not integer token ids");
+  if (static_cast<size_t>(array.ndim()) != dimensions)
+    return failure(name, " has ", array.ndim(), " dimensions, not ",
+                   dimensions);
+  out = Int64Array::ensure(array);
+  return Status::success();
+}
+
+std::vector<int64_t> shapeOf(const py::array &array) {
+  return std::vector<int64_t>(array.shape(), array.shape() + array.ndim());
+}
+
+//===----------------------------------------------------------------------===//
+// zplan.Session
+//===----------------------------------------------------------------------===//
+
+class PySession;
+/// The sessions still open, closed before MPI is finalized.
+std::set<PySession *> openSessions;
+
+class PySession {
+public:
+  PySession(const std::string &planPath, bool check, int threads,
+            const py::kwargs &trainOptions) {
+    session::SessionOptions options;
+    options.check = check;
+    options.threads = threads;
+    Status local = threads >= 1
+                       ? trainConfigOf(trainOptions, options.train)
+                       : failure("threads must be at least 1, got ", threads);
+    if (local.ok())
+      local = session::Session::open(planPath, theWorld(), options, session);
+    agreeOrRaise(local);
+    openSessions.insert(this);
+  }
+  ~PySession() { close(); }
+  PySession(const PySession &) = delete;
+  PySession &operator=(const PySession &) = delete;
+
+  /// Frees the rank's memory; the session runs nothing more.
+  void close() {
+    session.reset();
+    openSessions.erase(this);
+  }
+
+  double trainStep(py::handle inputIds, py::handle labels) {
+    session::Session &open = get();
+    Int64Array ids, labelIds;
+    Status local = open.checkCanTrain();
+    if (local.ok())
+      local = int64Array(inputIds, "input_ids", 2, ids);
+    if (local.ok() && !labels.is_none())
+      local = int64Array(labels, "labels", 2, labelIds);
+    // Session::trainStep checks the shape too, but on this rank alone: a
+    // rank whose batch it refused would leave the others in the step.
+    std::vector<int64_t> expected =
+        local.ok() ? open.trainInputShape() : std::vector<int64_t>();
+    if (local.ok() && shapeOf(ids) != expected)
+      local = failure("input_ids is ", npy::shapeText(shapeOf(ids)),
+                      ", the plan's micro-batch is ", npy::shapeText(expected));
+    bool hasLabels = !labels.is_none();
+    if (local.ok() && hasLabels && shapeOf(labelIds) != expected)
+      local = failure("labels is ", npy::shapeText(shapeOf(labelIds)),
+                      ", the plan's micro-batch is ", npy::shapeText(expected));
+    agreeOrRaise(local);
+
+    session::TrainBatch batch;
+    batch.inputIds = ids.data();
+    batch.shape = expected;
+    batch.labels = hasLabels ? labelIds.data() : nullptr;
+    double stepLoss = 0;
+    Status status = Status::success();
+    {
+      py::gil_scoped_release unlocked;
+      status = open.trainStep(batch, stepLoss);
+    }
+    failIfStopped(status);
+    loss = stepLoss;
+    return stepLoss;
+  }
+
+  py::array generate(py::handle prompts, py::handle promptLengths,
+                     const GenerateKeywords &keywords) {
+    session::Session &open = get();
+    session::GenerateRequest request;
+    Int64Array promptIds, lengths;
+    generate::GenerateOptions options;
+    Status local = open.checkCanGenerate();
+    if (local.ok())
+      local = int64Array(prompts, "prompts", 2, promptIds);
+    if (local.ok() && !promptLengths.is_none())
+      local = int64Array(promptLengths, "prompt_lengths", 1, lengths);
+    if (local.ok())
+      local = generateOptionsOf(keywords, options);
+    if (local.ok()) {
+      request.sampling = options.sampling;
+      request.rows.prompts.assign(promptIds.data(),
+                                  promptIds.data() + promptIds.size());
+      request.rows.promptColumns = static_cast<uint64_t>(promptIds.shape(1));
+      if (!promptLengths.is_none())
+        request.rows.promptLengths.assign(lengths.data(),
+                                          lengths.data() + lengths.size());
+      request.rows.maxNewTokens = options.maxNewTokens;
+      request.rows.eos = options.eos;
+      request.promptSource = "prompts";
+      request.lengthsSource = "prompt_lengths";
+      local = open.checkGenerateRequest(request);
+    }
+    agreeOrRaise(local);
+
+    session::GenerateResult result;
+    Status status = Status::success();
+    {
+      py::gil_scoped_release unlocked;
+      status = open.generate(request, result);
+    }
+    failIfStopped(status);
+    Int64Array tokens({static_cast<py::ssize_t>(result.batch),
+                       static_cast<py::ssize_t>(result.maxNewTokens)});
+    std::copy(result.tokens.begin(), result.tokens.end(),
+              tokens.mutable_data());
+    return std::move(tokens);
+  }
+
+  std::string save(const std::string &root) {
+    session::Session &open = get();
+    train::SaveResult result;
+    Status status = Status::success();
+    {
+      py::gil_scoped_release unlocked;
+      status = open.save(root, {}, {}, result);
+    }
+    failIfStopped(status);
+    for (const std::string &warning : result.warnings)
+      PyErr_WarnEx(PyExc_RuntimeWarning, warning.c_str(), 1);
+    return result.directory;
+  }
+
+  void load(const std::string &path) {
+    session::Session &open = get();
+    Status status = Status::success();
+    {
+      py::gil_scoped_release unlocked;
+      status = open.load(path);
+    }
+    failIfStopped(status);
+    loss.reset();
+  }
+
+  std::optional<double> lastLoss() const { return loss; }
+
+  py::object lastStep() {
+    const session::WindowResult &window = get().lastWindow();
+    if (!loss || !window.optimizerStepped)
+      return py::none();
+    py::dict step;
+    step["step"] = window.step;
+    step["loss"] = window.loss;
+    step["lr"] = window.lr;
+    return std::move(step);
+  }
+
+  py::dict memory() {
+    session::MemoryFigures figures = get().memory();
+    py::dict bytes;
+    bytes["current_bytes"] = figures.currentBytes;
+    bytes["peak_bytes"] = figures.peakBytes;
+    bytes["generation_bytes"] = figures.generationBytes;
+    bytes["training_state_bytes"] = figures.trainingStateBytes;
+    bytes["arena_bytes"] = figures.arenaBytes;
+    return bytes;
+  }
+
+  py::object generationShape() {
+    session::Session &open = get();
+    if (!open.canGenerate())
+      return py::none();
+    const generate::GenerationShape &shape = open.generationShape();
+    py::dict figures;
+    figures["batch"] = shape.batch;
+    figures["prompt_len"] = shape.promptLength;
+    figures["max_seq_len"] = shape.maxSequenceLength;
+    figures["vocabulary"] = shape.vocabulary;
+    return std::move(figures);
+  }
+
+  session::Session &get() {
+    if (!session)
+      throw std::runtime_error("the session is closed");
+    return *session;
+  }
+
+private:
+  /// After a call ran programs: a failure before any program ran was alike
+  /// on every rank (the checks were agreed) and raises; one while programs
+  /// ran aborts every rank.
+  void failIfStopped(const Status &status) {
+    if (status.ok())
+      return;
+    if (session->stopped())
+      abortEveryRank(status);
+    throw std::runtime_error(status.message());
+  }
+
+  std::unique_ptr<session::Session> session;
+  /// The last train_step's loss; none before it, or after load().
+  std::optional<double> loss;
+};
+
+/// atexit: closes the sessions still open, then finalizes MPI.
+void finalizeWorld() {
+  while (!openSessions.empty())
+    (*openSessions.begin())->close();
+  world.reset();
+}
+
+/// Wraps sys.excepthook: Python prints the exception, then every rank is
+/// aborted.
+void abortOnUncaughtExceptions() {
+  py::module_ sys = py::module_::import("sys");
+  py::object previous = sys.attr("excepthook");
+  sys.attr("excepthook") = py::cpp_function(
+      [previous](py::object type, py::object value, py::object traceback) {
+        previous(type, value, traceback);
+        if (world && world->size() > 1) {
+          py::module_::import("sys").attr("stderr").attr("flush")();
+          std::fprintf(stderr,
+                       "zplan: rank %d: uncaught exception: aborting every "
+                       "rank\n",
+                       world->rank());
+          std::fflush(stderr);
+          world->abort(1);
+        }
+      });
+}
+
+} // namespace
+
+PYBIND11_MODULE(zplan, module) {
+  module.doc() = "zplan: run a zplan plan (training, generation) from Python "
+                 "on the ranks mpirun launches";
+
+  std::unique_ptr<comm::MpiCommunicator> communicator;
+  if (Status status =
+          comm::MpiCommunicator::create(nullptr, nullptr, communicator);
+      !status.ok())
+    throw std::runtime_error("cannot start MPI: " + status.message());
+  world = std::move(communicator);
+  py::module_::import("atexit").attr("register")(
+      py::cpp_function(&finalizeWorld));
+  abortOnUncaughtExceptions();
+
+  module.def("rank", [] { return theWorld().rank(); }, "This process's rank.");
+  module.def(
+      "world_size", [] { return theWorld().size(); },
+      "The number of ranks mpirun launched.");
+
+  py::class_<PySession>(module, "Session",
+                        "One rank's session over a plan written by zcc.")
+      .def(py::init<const std::string &, bool, int, const py::kwargs &>(),
+           py::arg("plan"), py::arg("check") = false, py::arg("threads") = 1,
+           "Opens PLAN on this rank. Keyword options are zrun train's "
+           "optimizer and schedule flags: lr, warmup, lr_schedule, min_lr, "
+           "steps, grad_accum, weight_decay, beta1, beta2, eps.")
+      .def("train_step", &PySession::trainStep, py::arg("input_ids"),
+           py::arg("labels") = py::none(),
+           "One micro-step on this rank's micro-batch (int [B, T]); the "
+           "optimizer steps after every grad_accum-th. Returns the "
+           "micro-step's loss, the mean over the ranks.")
+      .def(
+          "generate",
+          [](PySession &self, py::handle prompts, py::handle promptLengths,
+             py::object maxNewTokens, py::object eos, py::object temperature,
+             py::object topK, py::object topP, py::object seed) {
+            return self.generate(
+                prompts, promptLengths,
+                {maxNewTokens, eos, temperature, topK, topP, seed});
+          },
+          py::arg("prompts"), py::arg("prompt_lengths") = py::none(),
+          py::arg("max_new_tokens") = 16, py::arg("eos") = py::none(),
+          py::arg("temperature") = 0.0, py::arg("top_k") = 0,
+          py::arg("top_p") = 1.0, py::arg("seed") = 0,
+          "Generates from the same prompts (int [B, Pmax]) on every rank; "
+          "returns int64 [B, max_new_tokens], EOS-filled after an EOS.")
+      .def("save", &PySession::save, py::arg("dir"),
+           "Saves a checkpoint under DIR as step-<optimizer steps>; returns "
+           "its directory.")
+      .def("load", &PySession::load, py::arg("dir"),
+           "Loads a checkpoint of this plan (a root or a step directory).")
+      .def("close", &PySession::close, "Frees this rank's memory.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__",
+           [](PySession &self, py::args) {
+             self.close();
+             return false;
+           })
+      .def_property_readonly("loss", &PySession::lastLoss,
+                             "The last train_step's loss (None before).")
+      .def_property_readonly(
+          "last_step", &PySession::lastStep,
+          "When the last train_step closed an accumulation window: the "
+          "optimizer step's number, loss and lr as zrun train's --loss-log "
+          "writes them; else None.")
+      .def_property_readonly(
+          "optimizer_steps",
+          [](PySession &self) { return self.get().optimizerSteps(); })
+      .def_property_readonly("train_input_shape",
+                             [](PySession &self) {
+                               std::vector<int64_t> shape =
+                                   self.get().trainInputShape();
+                               return py::tuple(py::cast(shape));
+                             })
+      .def_property_readonly("generation_shape", &PySession::generationShape,
+                             "batch, prompt_len, max_seq_len and vocabulary "
+                             "of the generation programs; None without them.")
+      .def_property_readonly(
+          "can_train", [](PySession &self) { return self.get().canTrain(); })
+      .def_property_readonly(
+          "can_generate",
+          [](PySession &self) { return self.get().canGenerate(); })
+      .def_property_readonly("rank",
+                             [](PySession &self) { return self.get().rank(); })
+      .def_property_readonly(
+          "world_size", [](PySession &self) { return self.get().worldSize(); })
+      .def_property_readonly("memory", &PySession::memory,
+                             "This rank's bytes: current_bytes, peak_bytes, "
+                             "generation_bytes, training_state_bytes, "
+                             "arena_bytes.");
+}

@@ -1,0 +1,293 @@
+//===- Session.h - one rank's session over one plan: train and generate ---===//
+//
+// The runtime library behind `zrun train`, `zrun generate` and the Python
+// module (docs/one-plan.md): one object per rank over one plan of any mode
+// (infer, train, generate, or train,generate compiled into one plan). It
+// owns the plan, the rank's memory (RankMemory) and an executor per
+// program, and runs the programs in the orders the plan's modes define:
+//
+//  - training: trainStep() runs `train_micro_step` on a micro-batch, and
+//    after every K-th micro-step (K = TrainConfig::gradAccum) the
+//    `optimizer_step`; the optimizer step counter, the learning-rate
+//    schedule and the gradient scale 1 / (K * N) are the session's, as
+//    `zrun train` used them;
+//  - generation: generate() runs `generate_begin`, `prefill`, `decode` per
+//    token and `generate_end` (docs/generation.md), whole, between any two
+//    micro-steps: the generation programs never touch the gradient
+//    accumulators or the optimizer state (the verifier proves it), so a
+//    generation inside an accumulation window leaves the window as it was.
+//    The generation state (KV caches, resident copies) is allocated when a
+//    generation begins and freed when it ends, so that a rank's memory after
+//    a generation is the training steady state again (memory()).
+//
+// Every rank calls the same methods in the same order with the same
+// arguments (the prompts and sampling settings are the same on every rank;
+// micro-batches differ per rank): the methods are collective. A failure
+// before any program ran (a plan without the programs, a batch or prompt of
+// the wrong shape) is returned on every rank alike and leaves the session
+// usable. A failure once the ranks run programs together (a kernel error, a
+// collective that failed, memory for the generation state) is returned on
+// the rank that saw it, while the others may be blocked in a collective:
+// stopped() is then true, the caller aborts every rank (zrun does, through
+// abortRun; so does the Python module), and the session runs nothing more.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_SESSION_SESSION_H
+#define ZPLAN_RUNTIME_SESSION_SESSION_H
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/generate/GenerationState.h"
+#include "runtime/generate/Sampler.h"
+#include "runtime/plan/plan.pb.h"
+#include "runtime/support/Status.h"
+#include "runtime/train/Checkpoint.h"
+#include "runtime/train/LrSchedule.h"
+#include "runtime/train/OptimizerHyper.h"
+#include "runtime/train/TrainOptions.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zplan {
+class RankMemory;
+} // namespace zplan
+
+namespace zplan::session {
+
+/// How the optimizer steps: zrun train's flags (trainConfigOf below takes
+/// them from runtime/train/TrainOptions.h).
+struct TrainConfig {
+  /// K: micro-steps per optimizer step.
+  uint64_t gradAccum = 1;
+  /// The learning rate of optimizer step s (0-based): schedule.at(s).
+  train::LrSchedule schedule;
+  /// beta1/beta2/eps/weight decay (AdamW); beta1 is replaced by `momentum`
+  /// for an SGD plan.
+  train::OptimizerSettings optimizer;
+  double momentum = 0.0;
+  /// Scale the gradients so that their global L2 norm is at most this (0:
+  /// no clipping), as torch.nn.utils.clip_grad_norm_ does.
+  double clipGradNorm = 0.0;
+};
+
+/// K, the schedule and the optimizer constants of zrun train's options
+/// (momentum and clipping are zrun's own flags: set them after).
+TrainConfig trainConfigOf(const train::TrainOptions &options);
+
+struct SessionOptions {
+  /// --check: poison released copies, check reads and shard checksums.
+  bool check = false;
+  /// BLAS threads of this rank.
+  int threads = 1;
+  /// Record a trace of every generation program's runs (generationTrace()).
+  bool traceGeneration = false;
+  TrainConfig train;
+};
+
+/// One micro-batch of this rank: int64 ids of trainInputShape() ([B, T]),
+/// row-major. `labels` (same shape) is fed to a plan whose step takes
+/// labels; null feeds the ids as labels (the model shifts them).
+struct TrainBatch {
+  const int64_t *inputIds = nullptr;
+  std::vector<int64_t> shape;
+  const int64_t *labels = nullptr;
+};
+
+/// One input of a program by name: its buffer's bytes, at `data`.
+struct ProgramInput {
+  std::string name;
+  const void *data = nullptr;
+  uint64_t bytes = 0;
+};
+
+/// What the last trainStep() did to the accumulation window.
+struct WindowResult {
+  /// The micro-step closed the window: the optimizer stepped.
+  bool optimizerStepped = false;
+  /// Optimizer steps completed (after this one, when it stepped).
+  uint64_t step = 0;
+  /// When it stepped: the window's loss, the mean over its K micro-steps
+  /// and the N ranks, summed as zrun train always has (each rank's K
+  /// losses in double, rounded to f32, all-reduced) so that the loss log
+  /// is the same with or without a session; and the step's learning rate.
+  double loss = 0.0;
+  double lr = 0.0;
+};
+
+/// One generation: the rows' prompts and lengths (as GenerationState takes
+/// them), how many tokens, and how to pick them.
+struct GenerateRequest {
+  generate::GenerationRequest rows;
+  generate::SamplingSettings sampling;
+  /// Keep every step's logits (f32 [M, B, V]) in GenerateResult::logits.
+  bool keepLogits = false;
+  /// Where the prompts and lengths came from, for messages ("prompt file
+  /// 'p.npy'"); empty: "the prompts", "the prompt lengths".
+  std::string promptSource;
+  std::string lengthsSource;
+};
+
+struct GenerateResult {
+  /// [B, M] row-major: each row's tokens, EOS-filled after an EOS
+  /// (GenerationState::outputTable). The same on every rank.
+  std::vector<int64_t> tokens;
+  uint64_t batch = 0;
+  uint64_t maxNewTokens = 0;
+  /// With keepLogits: [M, B, V], zeros where a row had finished.
+  std::vector<float> logits;
+  /// Decode runs made (prefill excluded).
+  uint64_t decodeSteps = 0;
+  /// Bytes this rank's collectives all-gathered over the decode runs.
+  uint64_t decodeGatheredBytes = 0;
+  /// This rank's bytes held while the generation state was allocated.
+  uint64_t bytesDuring = 0;
+};
+
+/// Called during generate(): `started` after the generation state is
+/// allocated and the executors are ready, just before generate_begin runs;
+/// `stepDone` after each step's tokens are chosen (step 0 is prefill's)
+/// with the tokens that step produced and the rows still unfinished.
+struct GenerateObserver {
+  std::function<void()> started;
+  std::function<void(uint64_t step, uint64_t newTokens, uint64_t activeRows)>
+      stepDone;
+};
+
+/// This rank's memory as the session holds it (RankMemory's counts).
+struct MemoryFigures {
+  /// Bytes held now: shards, persistent groups, constants, training state,
+  /// arena, and the generation state while a generation runs.
+  uint64_t currentBytes = 0;
+  /// The most held at once since open().
+  uint64_t peakBytes = 0;
+  /// The generation state (KV caches, resident copies) a generation
+  /// allocates, from the plan (held only during generate()).
+  uint64_t generationBytes = 0;
+  /// The training state (gradient accumulators, optimizer moments).
+  uint64_t trainingStateBytes = 0;
+  uint64_t arenaBytes = 0;
+};
+
+class Session {
+public:
+  /// Loads and validates the plan at `planPath` for this rank of
+  /// `communicator` (which must outlive the session; its size must be the
+  /// plan's world size), its memory and an executor per training program.
+  /// Local: no collective; a caller that must agree (zrun) agrees on the
+  /// result.
+  static Status open(const std::string &planPath,
+                     comm::Communicator &communicator,
+                     const SessionOptions &options,
+                     std::unique_ptr<Session> &out);
+  ~Session();
+  Session(const Session &) = delete;
+  Session &operator=(const Session &) = delete;
+
+  /// True once a failure while programs ran stopped the session (see the
+  /// file comment): the caller must abort every rank. A failure returned
+  /// while this is false happened before any program ran, on every rank
+  /// alike, and the session is still usable.
+  bool stopped() const;
+
+  const plan::Plan &plan() const;
+  const std::string &planPath() const;
+  int rank() const;
+  int worldSize() const;
+
+  //===--------------------------------------------------------------------===//
+  // Training
+  //===--------------------------------------------------------------------===//
+
+  /// The plan has `train_micro_step` and `optimizer_step`.
+  bool canTrain() const;
+  /// Fails with one line naming what is missing (compile with zcc --mode
+  /// train) unless canTrain().
+  Status checkCanTrain() const;
+  /// Fails unless the plan has a `train_micro_step` the session can run
+  /// (all that gradients() needs).
+  Status checkCanStep() const;
+  /// The micro-batch shape [B, T] of `train_micro_step`'s input_ids.
+  std::vector<int64_t> trainInputShape() const;
+  /// The vocabulary size when the plan says it (the logits of an infer or
+  /// prefill program), else 0.
+  uint64_t vocabulary() const;
+
+  /// One micro-step on `batch`; after every K-th, the optimizer step.
+  /// `loss`: the micro-step's loss, the mean over the ranks. Collective.
+  Status trainStep(const TrainBatch &batch, double &loss);
+  /// What the last trainStep() did (optimizerStepped false before any).
+  const WindowResult &lastWindow() const;
+  /// Micro-steps run in the current accumulation window (0 .. K-1).
+  uint64_t microStepsInWindow() const;
+  /// Optimizer steps completed (from a loaded checkpoint on).
+  uint64_t optimizerSteps() const;
+
+  /// `zrun gradients`: one micro-step on `inputs` (every input of
+  /// `train_micro_step`, whatever the model takes; the same on every rank),
+  /// no optimizer step; `loss` is the mean over ranks and, on rank 0,
+  /// `groups` every group's whole gradient (padded elements) divided by
+  /// the world size. Needs only `train_micro_step`. Collective.
+  Status gradients(const std::vector<ProgramInput> &inputs, float &loss,
+                   std::vector<std::vector<float>> &groups);
+
+  //===--------------------------------------------------------------------===//
+  // Generation
+  //===--------------------------------------------------------------------===//
+
+  /// The plan has generate_begin, prefill, decode, generate_end and a KV
+  /// cache, with the bindings docs/generation.md section 1 names.
+  bool canGenerate() const;
+  /// Fails with one line naming what is missing unless canGenerate().
+  Status checkCanGenerate() const;
+  /// B, P, L, V of the generation programs (valid when canGenerate()).
+  const generate::GenerationShape &generationShape() const;
+  /// Checks `request` against the plan (GenerationState::create's checks)
+  /// without running anything: zrun checks before it loads.
+  Status checkGenerateRequest(const GenerateRequest &request) const;
+  /// One whole generation: allocates the generation state, runs
+  /// generate_begin, prefill, decode until every row finished, generate_end,
+  /// and frees the state. Tokens are chosen on every rank and rank 0's are
+  /// broadcast. Leaves the gradient accumulators and optimizer state as they
+  /// were. Collective.
+  Status generate(const GenerateRequest &request, GenerateResult &result,
+                  const GenerateObserver &observer = {});
+  /// With SessionOptions::traceGeneration: this rank's trace events of the
+  /// generation programs (Chrome trace JSON objects, comma-separated), each
+  /// naming its program; empty otherwise.
+  std::string generationTrace() const;
+
+  //===--------------------------------------------------------------------===//
+  // Checkpoints and memory
+  //===--------------------------------------------------------------------===//
+
+  /// Saves this rank's shards, persistent groups and training state under
+  /// `root` as step-<optimizerSteps()> (runtime/train/Checkpoint.h) with
+  /// `values` recorded. Collective.
+  Status save(const std::string &root, const train::CheckpointValues &values,
+              const train::CheckpointOptions &options,
+              train::SaveResult &result);
+  Status save(const std::string &root);
+  /// Restores a checkpoint of this plan (a root or a step directory) and
+  /// its optimizer step counter; the accumulation window restarts empty.
+  /// Collective.
+  Status load(const std::string &path, train::LoadedCheckpoint &loaded);
+  Status load(const std::string &path);
+
+  MemoryFigures memory() const;
+  /// The rank's memory itself (zrun --stats prints from it).
+  const RankMemory &rankMemory() const;
+
+private:
+  struct State;
+  explicit Session(std::unique_ptr<State> state);
+  std::unique_ptr<State> state;
+};
+
+} // namespace zplan::session
+
+#endif // ZPLAN_RUNTIME_SESSION_SESSION_H

@@ -1,0 +1,69 @@
+"""zplan's errors: each call below must raise RuntimeError on every rank.
+
+Run under mpirun on two plans: TRAIN (training only, micro-batch [2, 16]) and
+GENERATE (generation only, 3 rows). Rank 0 prints each message as
+"<case>: <message>" for FileCheck; a rank that does not raise exits 1. The
+sessions still work after the refused calls (a failure before any program
+ran leaves a session usable). The rank-dependent cases give one rank a bad
+argument and the other a good one: the ranks agree before any collective,
+so both raise instead of one waiting forever in it.
+"""
+import sys
+
+import numpy as np
+
+import zplan
+
+
+def expect_error(case, call):
+    try:
+        call()
+    except RuntimeError as error:
+        message = str(error)
+        if zplan.rank() == 0:
+            print(f"{case}: {message}", flush=True)
+        return message
+    sys.exit(f"{case}: no RuntimeError on rank {zplan.rank()}")
+
+
+def main():
+    train_plan, generate_plan, missing = sys.argv[1:4]
+    rank = zplan.rank()
+    expect_error("missing plan", lambda: zplan.Session(missing))
+    expect_error("unknown option", lambda: zplan.Session(train_plan, learning_rate=1e-3))
+    expect_error("bad option", lambda: zplan.Session(train_plan, lr=-1.0))
+    expect_error("not a session option", lambda: zplan.Session(train_plan, data="x.bin"))
+    expect_error("threads", lambda: zplan.Session(train_plan, threads=0))
+
+    session = zplan.Session(train_plan, lr=1e-3)
+    good = np.arange(32, dtype=np.int64).reshape(2, 16)
+    expect_error("wrong shape", lambda: session.train_step(np.zeros((3, 16), dtype=np.int64)))
+    expect_error("float ids", lambda: session.train_step(good.astype(np.float32)))
+    expect_error("one rank wrong", lambda: session.train_step(
+        good if rank == 0 else np.zeros((2, 8), dtype=np.int64)))
+    expect_error("no generation", lambda: session.generate(good))
+    assert session.loss is None
+    loss = session.train_step(good.astype(np.int32))
+    assert np.isfinite(loss) and session.loss == loss, loss
+
+    generator = zplan.Session(generate_plan)
+    prompts = np.full((3, 4), 5, dtype=np.int64)
+    expect_error("no training", lambda: generator.train_step(good))
+    expect_error("prompt rows", lambda: generator.generate(prompts[:2]))
+    expect_error("too many tokens", lambda: generator.generate(prompts, max_new_tokens=100))
+    expect_error("top_k without temperature", lambda: generator.generate(prompts, top_k=5))
+    expect_error("no new tokens", lambda: generator.generate(prompts, max_new_tokens=0))
+    expect_error("bool option", lambda: generator.generate(prompts, temperature=True))
+    expect_error("one rank's lengths", lambda: generator.generate(
+        prompts, np.array([4, 4, 4 if rank == 0 else 9]), max_new_tokens=3))
+    tokens = generator.generate(prompts, max_new_tokens=np.int64(3), eos=np.int32(7),
+                                temperature=np.float32(0.5), top_k=4, seed=1)
+    assert tokens.shape == (3, 3) and tokens.dtype == np.int64, (tokens.shape, tokens.dtype)
+    generator.close()
+    expect_error("closed", lambda: generator.generate(prompts))
+    if rank == 0:
+        print("ok every error raised on every rank; the sessions still ran after them")
+
+
+if __name__ == "__main__":
+    main()
