@@ -311,13 +311,14 @@ def Residency : Pass<"zplan-residency", "::mlir::ModuleOp"> {
        group is made resident while the per-rank memory still fits: shards,
        persistent groups, the KV cache (every `nn.kv_cache`), the resident
        copies, plus the larger working set of `@prefill` and `@decode`:
-       activations, and each streamed group's copy over each run of its
-       uses that no other group's use (a resident one's included)
-       interrupts, as `jit` holds it. zplan-insert-gathers then fits by
-       splitting only where `jit` splits too, so no group is gathered per
-       token more often than under `jit` at the same budget (charging a copy
-       only while an op reads it let a resident group force splits that
-       re-gathered more per token than the resident copy saved).
+       activations, and each streamed group's copy; in `@decode` over each
+       run of its uses that no other group's use (a resident one's
+       included) interrupts, as `jit` holds it, so that zplan-insert-gathers
+       fits by splitting only where `jit` splits too and no group is
+       gathered per token more often than under `jit` at the same budget
+       (charging a copy only while an op reads it let a resident group force
+       splits that re-gathered more per token than the resident copy saved);
+       in `@prefill`, which runs once, only while an op reads it.
     4. The chosen groups get the `resident` flag; `@generate_begin` gets
        one `zero.resident_gather` and `@generate_end` one
        `zero.resident_release` per resident group (the functions are

@@ -56,23 +56,20 @@ struct Candidate {
 };
 
 /// The working set of `func` with the groups in `resident` kept gathered
-/// (their copies are outside the arena) and the others streamed as hooks
-/// (policy jit) stream them: activations and inputs as LivenessAnalysis sees
-/// them, plus each streamed copy over each run of its reads that no other
-/// group's read interrupts. Not the best case (each copy only while an op
-/// reads it): a choice that fits only that would leave zplan-insert-gathers
-/// splitting streamed groups where jit does not, re-gathering per token more
-/// than the resident copies save. When this fits, zplan-insert-gathers fits
-/// with cuts jit makes too, so every group is gathered per token at most as
-/// often as under jit.
+/// (their copies are outside the arena) and the others streamed:
+/// activations and inputs as LivenessAnalysis sees them, plus each streamed
+/// copy over each of its segments. `likeHooks`: the segments hooks (policy
+/// jit) make, each run of its reads that no other group's read interrupts;
+/// otherwise the best case, each copy only while an op reads it.
 static uint64_t
-workingSetLikeHooks(func::FuncOp func,
-                    const llvm::SmallPtrSetImpl<Operation *> &resident) {
+streamedWorkingSet(func::FuncOp func,
+                   const llvm::SmallPtrSetImpl<Operation *> &resident,
+                   bool likeHooks) {
   LivenessAnalysis live(func);
   std::vector<GatheredCopy> copies = collectGatheredCopies(live);
   for (size_t index = 0; index < copies.size(); ++index) {
     GatheredCopy &copy = copies[index];
-    copy.cuts = cutsLikeHooks(copies, index);
+    copy.cuts = likeHooks ? cutsLikeHooks(copies, index) : cutsAtEveryGap(copy);
     if (copy.group && resident.contains(copy.group))
       copy.resident = true;
   }
@@ -174,14 +171,25 @@ struct ResidencyPass : zplan::impl::ResidencyBase<ResidencyPass> {
   }
 
   /// Steps 2-3. Returns the working set the choice leaves (the larger of
-  /// the programs' working sets, streamed groups segmented as jit does).
+  /// the programs' working sets).
   uint64_t choose(ArrayRef<func::FuncOp> programs,
                   ArrayRef<Candidate> candidates,
                   llvm::SmallPtrSetImpl<Operation *> &chosen) {
+    // @decode's streamed copies are charged as jit holds them. A choice that
+    // fits only the best case would leave zplan-insert-gathers splitting a
+    // streamed group where jit does not, re-gathering it every token: more
+    // bytes per token than the resident copies save (the tiny Llama at 500
+    // KiB: 424.75 KiB against jit's 417.25 KiB). When jit's segments fit,
+    // zplan-insert-gathers fits with cuts jit makes too, so no group is
+    // gathered per token more often than under jit. @prefill runs once per
+    // generation: there the best case stands, and a split costs one gather
+    // per generation, not per token.
     auto workingSet = [&]() {
       uint64_t most = 0;
       for (func::FuncOp func : programs)
-        most = std::max(most, workingSetLikeHooks(func, chosen));
+        most = std::max(
+            most,
+            streamedWorkingSet(func, chosen, func.getSymName() == kDecodeName));
       return most;
     };
     if (policy == "jit")
