@@ -581,7 +581,8 @@ scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
                     SchedulePolicy policy, uint64_t budget,
                     const CostModel &cost, std::string &diagnostics,
                     std::string *scheduledIr,
-                    std::optional<GenerationCost> *generation = nullptr) {
+                    std::optional<GenerationCost> *generation = nullptr,
+                    bool crossStepPrefetch = true) {
   mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
   mlir::PassManager pm(module.getContext());
   ScheduleOptions schedule;
@@ -594,6 +595,7 @@ scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
   schedule.maxInFlight = options.maxInFlight;
   schedule.maxInFlightBytes = options.maxInFlightBytes;
   schedule.optimizer = options.optimizer;
+  schedule.crossStepPrefetch = crossStepPrefetch;
   buildSchedulePipeline(pm, schedule);
   diagnostics.clear();
   if (mlir::failed(pm.run(*copy)))
@@ -614,7 +616,41 @@ scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
   if (!options.outputPath.empty())
     emit.weightsFile =
         llvm::sys::path::filename(options.outputPath).str() + ".weights";
-  return emitPlan(*copy, emit, cost);
+  llvm::Expected<EmittedPlan> emitted = emitPlan(*copy, emit, cost);
+  // The carried copy sits at one arena offset in every program
+  // (docs/generation.md section 6), and under a tight budget the arena
+  // planned around it can exceed what the schedule's live bytes allowed for.
+  // The same schedule without the carry is kept then, when it fits.
+  uint64_t limit = options.memoryBudget.value_or(0);
+  if (!emitted || !crossStepPrefetch || limit == 0 ||
+      !(*copy)->hasAttr("zplan.carry") ||
+      emitted->residentBytes + emitted->arena.arenaBytes <= limit)
+    return emitted;
+  std::string withoutIr;
+  std::optional<GenerationCost> withoutCost;
+  llvm::Expected<EmittedPlan> without =
+      scheduleAndEmitOnce(module, options, policy, budget, cost, diagnostics,
+                          scheduledIr ? &withoutIr : nullptr, &withoutCost,
+                          /*crossStepPrefetch=*/false);
+  if (!without) {
+    llvm::consumeError(without.takeError());
+    return emitted;
+  }
+  if (without->residentBytes + without->arena.arenaBytes > limit)
+    return emitted;
+  if (scheduledIr)
+    *scheduledIr = std::move(withoutIr);
+  if (generation) {
+    if (withoutCost && *generation) {
+      withoutCost->carriedGroup = (*generation)->carriedGroup;
+      withoutCost->carriedBytes = (*generation)->carriedBytes;
+      withoutCost->carrySkipped =
+          "its copy, pinned at one arena offset, makes the arena exceed the "
+          "budget";
+    }
+    *generation = std::move(withoutCost);
+  }
+  return without;
 }
 
 namespace {

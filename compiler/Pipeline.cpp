@@ -42,6 +42,19 @@ void zplan::buildGeneratePipeline(mlir::OpPassManager &pm, bool plainExport,
   func.addPass(mlir::createCSEPass());
 }
 
+/// zplan-prefetch and zplan-cross-step-prefetch move starts by the same
+/// rules (StartHoisting.h), so they take the same options.
+template <typename Options>
+static Options hoistingOptions(const zplan::ScheduleOptions &options) {
+  Options hoisting;
+  hoisting.policy = options.policy;
+  hoisting.memoryBudget = options.memoryBudget;
+  hoisting.hardware = options.hardware;
+  hoisting.maxInFlight = options.maxInFlight;
+  hoisting.maxInFlightBytes = options.maxInFlightBytes;
+  return hoisting;
+}
+
 void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
                                   const ScheduleOptions &options) {
   ShardParametersOptions shard;
@@ -74,13 +87,12 @@ void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
   insert.memoryBudget = options.memoryBudget;
   pm.addPass(createInsertGathers(insert));
 
-  PrefetchOptions prefetch;
-  prefetch.policy = options.policy;
-  prefetch.memoryBudget = options.memoryBudget;
-  prefetch.hardware = options.hardware;
-  prefetch.maxInFlight = options.maxInFlight;
-  prefetch.maxInFlightBytes = options.maxInFlightBytes;
-  pm.addPass(createPrefetch(prefetch));
+  pm.addPass(createPrefetch(hoistingOptions<PrefetchOptions>(options)));
+  // Generation: @decode's first streamed gather starts in the previous
+  // program's tail (docs/generation.md section 6).
+  if (options.crossStepPrefetch)
+    pm.addPass(createCrossStepPrefetch(
+        hoistingOptions<CrossStepPrefetchOptions>(options)));
 
   VerifyScheduleOptions verify;
   verify.memoryBudget = options.memoryBudget;

@@ -47,10 +47,15 @@ struct ScheduleOptions {
   int64_t maxInFlightBytes = 0;
   /// adamw | sgd: the optimizer of a training module's @optimizer_step.
   std::string optimizer = "adamw";
+  /// Generation: zplan-cross-step-prefetch after zplan-prefetch. zcc turns
+  /// it off to reschedule a plan whose arena, planned around the carried
+  /// copy's pinned offset, exceeds the budget.
+  bool crossStepPrefetch = true;
 };
 
 /// shard -> optimizer step -> recompute (training, over budget) -> insert
-/// gathers/releases -> prefetch -> verify.
+/// gathers/releases -> prefetch -> cross-step prefetch (generation) ->
+/// verify.
 void buildSchedulePipeline(mlir::OpPassManager &pm,
                            const ScheduleOptions &options);
 

@@ -114,8 +114,10 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
     std::string subject = "program " + inQuotes(program.name()) + ", " +
                           describeInstruction(instruction);
     plan::Opcode opcode = instruction.opcode();
+    // validatePlan() checked what the carry's bookkeeping names.
     if (opcode == plan::OPCODE_RELEASE || opcode == plan::OPCODE_GATHER_WAIT ||
-        opcode == plan::OPCODE_REDUCE_SCATTER_WAIT)
+        opcode == plan::OPCODE_REDUCE_SCATTER_WAIT ||
+        opcode == plan::OPCODE_CARRY_WAIT || opcode == plan::OPCODE_CARRY_DRAIN)
       continue;
     if (opcode == plan::OPCODE_RESIDENT_RELEASE) {
       for (uint32_t id : instruction.operands()) {
@@ -144,9 +146,11 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
       continue;
     }
     bool resident = opcode == plan::OPCODE_RESIDENT_GATHER;
-    if (opcode != plan::OPCODE_ALL_GATHER && !resident)
-      return failure(subject, ": this zrun runs only all_gather and "
-                              "resident_gather on the comm queue");
+    bool carry = opcode == plan::OPCODE_CARRY_GATHER;
+    if (opcode != plan::OPCODE_ALL_GATHER && !resident && !carry)
+      return failure(subject, ": this zrun runs only all_gather, "
+                              "resident_gather and carry_gather on the comm "
+                              "queue");
     if (instruction.operands_size() != 1 || instruction.results_size() != 1)
       return failure(subject, " has ", instruction.operands_size(),
                      " operands and ", instruction.results_size(),
@@ -161,16 +165,20 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
                      inQuotes(shard.name()), ", which is not the shard of ",
                      "its group ", groupName(plan, instruction.group()));
     // An all_gather fills a transient copy in the arena; a resident_gather
-    // the group's RESIDENT copy, which outlives the program.
-    plan::Buffer::Kind kind =
-        resident ? plan::Buffer::RESIDENT : plan::Buffer::ARENA;
+    // the group's RESIDENT copy, which outlives the program; a carry_gather
+    // the group's CARRY copy, which the next program reads.
+    plan::Buffer::Kind kind = resident ? plan::Buffer::RESIDENT
+                              : carry  ? plan::Buffer::CARRY
+                                       : plan::Buffer::ARENA;
     if (copy.kind() != kind || copy.view_of() != 0 ||
         copy.bytes() < groupBytes(group) ||
-        (resident && copy.group() != instruction.group()))
+        ((resident || carry) && copy.group() != instruction.group()))
       return failure(subject, " gathers into buffer ", copy.id(), " ",
                      inQuotes(copy.name()), " (", copy.bytes(),
                      " bytes), which is not ",
-                     resident ? "the resident copy" : "an arena buffer",
+                     resident ? "the resident copy"
+                     : carry  ? "the carried copy"
+                              : "an arena buffer",
                      " of at least the ", groupBytes(group), " bytes of group ",
                      groupName(plan, instruction.group()));
   }
@@ -253,7 +261,9 @@ Status Executor::prepare() {
   for (int id = 0; id <= buffers; ++id)
     copyState[id].store(kNotGathered, std::memory_order_relaxed);
   for (const plan::Instruction &instruction : program.instructions())
-    if (instruction.opcode() == plan::OPCODE_ALL_GATHER)
+    if (instruction.opcode() == plan::OPCODE_ALL_GATHER ||
+        instruction.opcode() == plan::OPCODE_CARRY_GATHER ||
+        instruction.opcode() == plan::OPCODE_CARRY_WAIT)
       isGatheredCopy[instruction.results(0)] = true;
 
   updatedGroups.assign(plan.groups_size(), false);
@@ -307,6 +317,8 @@ Executor::~Executor() {
 Status Executor::run() {
   if (failed.load(std::memory_order_acquire))
     return Status::error("the executor failed in an earlier run");
+  if (Status status = checkCarryBeforeRun(); !status.ok())
+    return status;
   uint32_t epoch = ++runCount;
   gatheredInRun.store(0, std::memory_order_relaxed);
   if (options.check) {
@@ -433,6 +445,11 @@ Status Executor::execute(uint32_t index) {
   case plan::OPCODE_ALL_GATHER:
   case plan::OPCODE_RESIDENT_GATHER:
     return executeAllGather(instruction);
+  case plan::OPCODE_CARRY_GATHER:
+    return executeCarryGather(instruction);
+  case plan::OPCODE_CARRY_WAIT:
+  case plan::OPCODE_CARRY_DRAIN:
+    return executeCarryCompletion(instruction);
   case plan::OPCODE_RELEASE:
     return executeRelease(instruction);
   case plan::OPCODE_RESIDENT_RELEASE:
@@ -547,14 +564,22 @@ Executor::executeGradientReduction(const plan::Instruction &instruction) {
 }
 
 Status Executor::executeRelease(const plan::Instruction &instruction) {
-  if (!options.check)
-    return Status::success();
   for (uint32_t id : instruction.operands()) {
     uint32_t root = memory.rootOf(id);
     const plan::Buffer &buffer = plan.buffers(root - 1);
-    // Only the plan's ARENA buffers are released; poisoning a shard or a
-    // constant would corrupt the next run.
-    if (buffer.kind() != plan::Buffer::ARENA)
+    // The copy a carry_wait handed over: its bytes are free again, for the
+    // arena's other buffers and this program's carry_gather.
+    if (buffer.kind() == plan::Buffer::CARRY) {
+      std::lock_guard<std::mutex> lock(mutex);
+      memory.carriedCopy(root) = {RankMemory::CarriedCopy::State::Empty,
+                                  describeHere(instruction), std::nullopt};
+    }
+    if (!options.check)
+      continue;
+    // Only the plan's ARENA (and carried) buffers are released; poisoning a
+    // shard or a constant would corrupt the next run.
+    if (buffer.kind() != plan::Buffer::ARENA &&
+        buffer.kind() != plan::Buffer::CARRY)
       continue;
     if (Status status = backend.poison(memory.address(root), buffer.bytes(),
                                        elementTypeOf(root));
@@ -574,8 +599,7 @@ Status Executor::executeResidentRelease(const plan::Instruction &instruction) {
     uint32_t root = memory.rootOf(id);
     const plan::Buffer &buffer = plan.buffers(root - 1);
     memory.residentCopy(root) = {RankMemory::ResidentCopy::State::Released,
-                                 "program " + inQuotes(program.name()) + ", " +
-                                     describeInstruction(instruction)};
+                                 describeHere(instruction)};
     if (options.check)
       if (Status status = backend.poison(memory.address(root), buffer.bytes(),
                                          elementTypeOf(root));
@@ -583,6 +607,113 @@ Status Executor::executeResidentRelease(const plan::Instruction &instruction) {
         return status;
   }
   return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// The carry (docs/generation.md section 6)
+//===----------------------------------------------------------------------===//
+//
+// The ledger entries live in RankMemory, shared by the executors of every
+// program; the programs run one at a time, and inside one run the compute
+// thread (carry_wait, release) and the comm thread (carry_gather) change an
+// entry under `mutex`. The plan orders them besides: a carry_gather waits
+// for the compute instruction before it, which follows the release.
+
+std::string Executor::describeHere(const plan::Instruction &instruction) const {
+  return "program " + inQuotes(program.name()) + ", " +
+         describeInstruction(instruction);
+}
+
+Status Executor::checkCarryBeforeRun() const {
+  uint32_t ready = memory.readyCarriedCopy();
+  if (ready == 0 || program.name() == plan::kDecodeProgram ||
+      program.name() == plan::kGenerateEndProgram)
+    return Status::success();
+  const plan::Buffer &copy = plan.buffers(ready - 1);
+  return failure("program ", inQuotes(program.name()),
+                 " starts while the carried gather of group ",
+                 groupName(plan, copy.group()), " (",
+                 memory.carriedCopy(ready).changedBy,
+                 ") is not completed; only ", inQuotes(plan::kDecodeProgram),
+                 " or ", inQuotes(plan::kGenerateEndProgram), " may run next");
+}
+
+Status Executor::executeCarryGather(const plan::Instruction &instruction) {
+  uint32_t root = instruction.results(0);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const RankMemory::CarriedCopy &entry = memory.carriedCopy(root);
+    if (entry.state != RankMemory::CarriedCopy::State::Empty)
+      return failure(describeInstruction(instruction),
+                     ": the carried copy of group ",
+                     groupName(plan, instruction.group()), " is still ",
+                     entry.state == RankMemory::CarriedCopy::State::Held
+                         ? "in use (handed over by "
+                         : "waiting to be completed (gathered by ",
+                     entry.changedBy, "); a carry_gather may not overwrite it");
+  }
+  if (Status status = executeAllGather(instruction); !status.ok())
+    return status;
+  std::optional<uint64_t> sum;
+  if (options.check) {
+    uint64_t value;
+    if (Status status = backend.checksum(memory.address(root),
+                                         plan.buffers(root - 1).bytes(), value);
+        !status.ok())
+      return status;
+    sum = value;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  memory.carriedCopy(root) = {RankMemory::CarriedCopy::State::Ready,
+                              describeHere(instruction), sum};
+  return Status::success();
+}
+
+/// carry_wait (decode) hands the carried copy to the program; carry_drain
+/// (generate_end) drops it. Both need a gather the previous program
+/// carried, and --check needs its bytes unchanged since.
+Status Executor::executeCarryCompletion(const plan::Instruction &instruction) {
+  bool wait = instruction.opcode() == plan::OPCODE_CARRY_WAIT;
+  uint32_t root = wait ? instruction.results(0) : instruction.operands(0);
+  const plan::Buffer &copy = plan.buffers(root - 1);
+  RankMemory::CarriedCopy entry;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    entry = memory.carriedCopy(root);
+  }
+  if (entry.state != RankMemory::CarriedCopy::State::Ready)
+    return failure(
+        describeInstruction(instruction), ": no carried gather of group ",
+        groupName(plan, instruction.group()),
+        " (the previous program was not prefill or decode",
+        entry.changedBy.empty() ? "" : "; last: ", entry.changedBy, ")");
+  if (entry.checksum) {
+    uint64_t sum;
+    if (Status status =
+            backend.checksum(memory.address(root), copy.bytes(), sum);
+        !status.ok())
+      return status;
+    if (sum != *entry.checksum)
+      return failure(describeInstruction(instruction), ": the carried copy ",
+                     "of group ", groupName(plan, instruction.group()),
+                     " changed since its carry_gather (", entry.changedBy,
+                     ") (checksum mismatch): another buffer overwrote its ",
+                     "arena bytes between the two programs");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    memory.carriedCopy(root) = {wait ? RankMemory::CarriedCopy::State::Held
+                                     : RankMemory::CarriedCopy::State::Empty,
+                                describeHere(instruction), std::nullopt};
+  }
+  if (!options.check)
+    return Status::success();
+  if (wait) {
+    copyState[root].store(kAvailable, std::memory_order_relaxed);
+    return Status::success();
+  }
+  return backend.poison(memory.address(root), copy.bytes(),
+                        elementTypeOf(root));
 }
 
 //===----------------------------------------------------------------------===//
@@ -632,9 +763,11 @@ Status Executor::checkReads(const plan::Instruction &instruction) const {
       continue;
     if (state == kNotGathered)
       return failure(describeInstruction(instruction), " reads ",
-                     describeCopyRead(id),
-                     " before it is gathered (no wait for its all_gather ",
-                     "ran before it in this run)");
+                     describeCopyRead(id), " before it is gathered (no ",
+                     plan.buffers(root - 1).kind() == plan::Buffer::CARRY
+                         ? "carry_wait for it"
+                         : "wait for its all_gather",
+                     " ran before it in this run)");
     return failure(describeInstruction(instruction), " reads ",
                    describeCopyRead(id), " after its release at instruction #",
                    state);

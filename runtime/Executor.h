@@ -34,6 +34,15 @@
 //     of the copy must equal its shard; persistent groups and constants are
 //     compared at the end of every run (except the groups the program's own
 //     optimizer step updates).
+//  4. generation's carried copy (docs/generation.md section 6) is checked
+//     like a gathered copy (no read before its carry_wait, poisoned at its
+//     release), and its checksum at the carry_wait or carry_drain must be
+//     the one its carry_gather left in the previous program, so that a plan
+//     that lets another buffer overwrite it between the two is caught.
+// Without --check the carry's ledger (RankMemory::CarriedCopy) is still
+// kept: a carry_wait with no carried gather before it, a carry_gather over
+// a copy still in use, and a program other than decode or generate_end
+// starting while a carried gather waits are errors that name them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,10 +83,11 @@ std::string describeInstruction(const plan::Instruction &instruction);
 /// Checks, before any work, that an executor on `backend` can run every
 /// instruction of `program` of validated `plan`: a kernel of the backend for
 /// each compute opcode (Backend::hasKernel, the answer the executor's
-/// kernel resolution gives), only all_gather on the comm queue, and
-/// all-gathers that move a SHARD buffer of their group into an ARENA buffer
-/// large enough for the whole group. Names the first instruction that
-/// fails.
+/// kernel resolution gives), only all_gather, resident_gather and
+/// carry_gather (and the gradient reductions) on the comm queue, and
+/// gathers that move a SHARD buffer of their group into an ARENA buffer
+/// large enough for the whole group (resident_gather: its RESIDENT copy,
+/// carry_gather: its CARRY copy). Names the first instruction that fails.
 Status checkProgramSupported(const plan::Plan &plan,
                              const plan::Program &program,
                              const Backend &backend = cpu::cpuBackend());
@@ -107,7 +117,8 @@ public:
   Status run();
 
   /// The bytes the collectives of the last run gathered on this rank: the
-  /// whole size of every group an all_gather or resident_gather moved
+  /// whole size of every group an all_gather, resident_gather or
+  /// carry_gather moved (a carried gather counts to the run that issues it)
   /// (what `zrun --stats` reports per program; 0 for a decode step that
   /// reads only resident copies).
   uint64_t bytesGatheredLastRun() const {
@@ -128,6 +139,14 @@ private:
   Status executeAllGather(const plan::Instruction &instruction);
   Status executeRelease(const plan::Instruction &instruction);
   Status executeResidentRelease(const plan::Instruction &instruction);
+  /// The carry: carry_gather (a gather that fills the ledger's copy),
+  /// carry_wait and carry_drain (bookkeeping on the ledger).
+  Status executeCarryGather(const plan::Instruction &instruction);
+  Status executeCarryCompletion(const plan::Instruction &instruction);
+  /// Fails unless no carried gather waits, or this program completes it.
+  Status checkCarryBeforeRun() const;
+  /// "program 'decode', instruction #3 'carry_wait' at '@g'".
+  std::string describeHere(const plan::Instruction &instruction) const;
   /// reduce_scatter / all_reduce of a group's gradients into its
   /// accumulator (see checkProgramSupported).
   Status executeGradientReduction(const plan::Instruction &instruction);
@@ -180,7 +199,8 @@ private:
   std::atomic<uint64_t> gatheredInRun{0};
 
   // --check state.
-  /// Per buffer id: whether it is a gathered copy (an all_gather result).
+  /// Per buffer id: whether it is a gathered copy (an all_gather,
+  /// carry_gather or carry_wait result).
   std::vector<bool> isGatheredCopy;
   /// Per buffer id of a gathered copy: kNotGathered, kAvailable, or the
   /// index of the release that ended it.

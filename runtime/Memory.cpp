@@ -105,6 +105,7 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
       memory->generationSize += roundUp(buffer.bytes());
     }
   memory->residentCopies.assign(plan.buffers_size() + 1, ResidentCopy());
+  memory->carriedCopies.assign(plan.buffers_size() + 1, CarriedCopy());
 
   memory->arenaSize = plan.arena_bytes();
   if (Status status = backend.allocate(memory->arenaSize, "the arena",
@@ -152,6 +153,7 @@ Status RankMemory::resolve(const plan::Plan &plan) {
     uint8_t *base = nullptr;
     switch (buffer.kind()) {
     case plan::Buffer::ARENA:
+    case plan::Buffer::CARRY:
       base = arenaStorage->data() + buffer.offset();
       break;
     case plan::Buffer::CONSTANT:
@@ -211,6 +213,7 @@ Status RankMemory::allocateGeneration() {
     addresses[id] =
         pool->data() + generationOffsets.at(roots[id]) + rootOffsets[id];
   std::fill(residentCopies.begin(), residentCopies.end(), ResidentCopy());
+  std::fill(carriedCopies.begin(), carriedCopies.end(), CarriedCopy());
   hold(pool->bytes());
   generationPool = std::move(pool);
   return Status::success();
@@ -223,4 +226,11 @@ void RankMemory::releaseGeneration() {
   generationPool.reset();
   for (uint32_t id : generationBuffers)
     addresses[id] = nullptr;
+}
+
+uint32_t RankMemory::readyCarriedCopy() const {
+  for (size_t id = 0; id < carriedCopies.size(); ++id)
+    if (carriedCopies[id].state == CarriedCopy::State::Ready)
+      return static_cast<uint32_t>(id);
+  return 0;
 }

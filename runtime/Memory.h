@@ -24,6 +24,10 @@
 // The memory counts the bytes it holds (every section, pool and the arena)
 // now and at most since load: heldBytes() and peakBytes().
 //
+// A carried copy (CARRY buffer, docs/generation.md section 6) lives in the
+// arena at its pinned offset; the ledger here says, across programs,
+// whether it holds a gather the next program must complete.
+//
 // The storage comes from a Backend (runtime/Backend.h): the arena and the
 // constants are allocated through it, and the weights read from the file
 // are handed to it (kept in place on the CPU, copied to the device by a
@@ -47,6 +51,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -131,6 +136,27 @@ public:
   /// The state of RESIDENT buffer `id` (the root of any view of it).
   ResidentCopy &residentCopy(uint32_t id) { return residentCopies[id]; }
 
+  /// The ledger entry of a carried copy (a CARRY buffer), across the
+  /// executors of every program: Ready from the carry_gather of prefill or
+  /// decode until the next decode's carry_wait hands it over (Held) or
+  /// generate_end's carry_drain drops it; Empty again after the release of
+  /// the handed-over copy.
+  struct CarriedCopy {
+    enum class State : uint8_t { Empty, Ready, Held };
+    State state = State::Empty;
+    /// The instruction that last changed the state: "program 'decode',
+    /// instruction #40 'carry_gather' at '@group0'".
+    std::string changedBy;
+    /// --check: the copy's checksum right after its carry_gather, which the
+    /// carry_wait or carry_drain compares; unset without --check.
+    std::optional<uint64_t> checksum;
+  };
+  /// The ledger entry of CARRY buffer `id`.
+  CarriedCopy &carriedCopy(uint32_t id) { return carriedCopies[id]; }
+  /// The id of a CARRY buffer whose gather no program has completed yet
+  /// (Ready); 0 when there is none.
+  uint32_t readyCarriedCopy() const;
+
 private:
   explicit RankMemory(Backend &backend) : owner(&backend) {}
   Status resolve(const plan::Plan &plan);
@@ -154,6 +180,7 @@ private:
   /// Counts `bytes` more held.
   void hold(uint64_t bytes);
   std::vector<ResidentCopy> residentCopies;       // by buffer id
+  std::vector<CarriedCopy> carriedCopies;         // by buffer id
   std::unique_ptr<BackendMemory> arenaStorage;
   uint64_t arenaSize = 0;
   // Indexed by buffer id (entry 0 unused).

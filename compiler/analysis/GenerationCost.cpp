@@ -21,8 +21,20 @@ static zero::GroupOp shardedGroup(Operation *op, FlatSymbolRefAttr name) {
   return group && !group.getPersistent() ? group : nullptr;
 }
 
+/// How a replay treats the carry ops.
+enum class Carry {
+  /// As scheduled: carry_start issues the next token's gather, carry_wait
+  /// finds this token's complete.
+  AsScheduled,
+  /// As if there were no carry: the carry_wait's group is gathered at the
+  /// program's start, ahead of every other gather, and carry_start does
+  /// nothing.
+  Without,
+};
+
 /// Replays `func` on a compute and a comm queue.
-static ProgramCost replay(func::FuncOp func, const CostModel &cost) {
+static ProgramCost replay(func::FuncOp func, const CostModel &cost,
+                          Carry carry = Carry::AsScheduled) {
   ProgramCost result;
   if (!func)
     return result;
@@ -35,7 +47,29 @@ static ProgramCost replay(func::FuncOp func, const CostModel &cost) {
     ++result.collectives;
     return comm;
   };
+  auto waitFor = [&](double ready) {
+    if (ready > compute) {
+      result.exposedCommSeconds += ready - compute;
+      compute = ready;
+    }
+  };
+  double carriedReady = 0;
+  if (carry == Carry::Without)
+    for (auto wait : func.getOps<zero::CarryWaitOp>())
+      if (zero::GroupOp group = shardedGroup(wait, wait.getGroupAttr()))
+        carriedReady = gather(groupBytes(group), group.getWorldSize());
   for (Operation &op : func.getBody().front()) {
+    if (auto start = llvm::dyn_cast<zero::CarryStartOp>(op)) {
+      if (zero::GroupOp group = shardedGroup(start, start.getGroupAttr()))
+        if (carry == Carry::AsScheduled)
+          gather(groupBytes(group), group.getWorldSize());
+      continue;
+    }
+    if (llvm::isa<zero::CarryWaitOp>(op)) {
+      // As scheduled, the previous program ended with it complete.
+      waitFor(carriedReady);
+      continue;
+    }
     if (auto start = llvm::dyn_cast<zero::GatherStartOp>(op)) {
       if (zero::GroupOp group = shardedGroup(start, start.getGroupAttr()))
         done[start.getToken()] =
@@ -43,11 +77,7 @@ static ProgramCost replay(func::FuncOp func, const CostModel &cost) {
       continue;
     }
     if (auto wait = llvm::dyn_cast<zero::GatherWaitOp>(op)) {
-      double ready = done.lookup(wait.getToken());
-      if (ready > compute) {
-        result.exposedCommSeconds += ready - compute;
-        compute = ready;
-      }
+      waitFor(done.lookup(wait.getToken()));
       continue;
     }
     if (auto resident = llvm::dyn_cast<zero::ResidentGatherOp>(op)) {
@@ -58,8 +88,15 @@ static ProgramCost replay(func::FuncOp func, const CostModel &cost) {
     }
     compute += cost.computeSeconds(&op);
   }
+  // The program ends when its comm queue has drained too.
+  if (comm > compute)
+    result.exposedCommSeconds += comm - compute;
   result.seconds = std::max(compute, comm);
   return result;
+}
+
+ProgramCost zplan::replayProgram(func::FuncOp func, const CostModel &cost) {
+  return replay(func, cost);
 }
 
 std::optional<GenerationCost>
@@ -73,6 +110,7 @@ zplan::estimateGenerationCost(ModuleOp module, const CostModel &cost) {
   result.prefill =
       replay(module.lookupSymbol<func::FuncOp>(kPrefillName), cost);
   result.decode = replay(decode, cost);
+  result.decodeWithoutCarry = replay(decode, cost, Carry::Without);
   if (decode.getNumArguments() > 0)
     if (auto ids =
             llvm::dyn_cast<RankedTensorType>(decode.getArgument(0).getType()))
@@ -90,6 +128,15 @@ zplan::estimateGenerationCost(ModuleOp module, const CostModel &cost) {
   }
   for (auto cache : module.getOps<nn::KvCacheOp>())
     result.kvCacheBytes += tensorBytes(cache.getTensorType());
+  for (StringRef name : {"zplan.carry", "zplan.carry_skipped"})
+    if (auto record = module->getAttrOfType<DictionaryAttr>(name)) {
+      if (auto group = record.getAs<FlatSymbolRefAttr>("group"))
+        result.carriedGroup = group.getValue().str();
+      if (auto bytes = record.getAs<IntegerAttr>("bytes"))
+        result.carriedBytes = bytes.getInt();
+      if (auto reason = record.getAs<StringAttr>("reason"))
+        result.carrySkipped = reason.str();
+    }
   if (auto record = module->getAttrOfType<DictionaryAttr>("zplan.residency")) {
     auto field = [&](StringRef name) -> uint64_t {
       auto value = record.getAs<IntegerAttr>(name);

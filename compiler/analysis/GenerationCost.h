@@ -8,8 +8,14 @@
 // replays @prefill and @decode on the two queues the runtime has, as the
 // plan simulator does for a plan: the compute queue runs the ops in order,
 // the comm queue the gathers in order, a gather is issued when compute
-// reaches its start and a wait blocks compute until it is done. It never
-// changes the IR.
+// reaches its start and a wait blocks compute until it is done; a program
+// ends when both queues are idle. With cross-step prefetch
+// (docs/generation.md section 6) a program's zero.carry_start issues the
+// next token's first gather in its tail and the next @decode's
+// zero.carry_wait finds it complete (the runtime ends a program once its
+// comm queue drains); @decode is also replayed without the carry, that
+// group gathered at the token's start, so the report shows what it saves.
+// It never changes the IR.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,10 +24,12 @@
 
 #include "compiler/analysis/CostModel.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace zplan {
 
@@ -32,7 +40,9 @@ struct ProgramCost {
   uint64_t gatheredBytes = 0;
   int64_t collectives = 0;
   double seconds = 0;
-  /// Compute time spent waiting for gathers.
+  /// Compute time spent waiting for gathers, plus the time the program's
+  /// end waits for collectives still running after its last compute (a
+  /// carried gather that its tail did not cover).
   double exposedCommSeconds = 0;
 };
 
@@ -57,12 +67,34 @@ struct GenerationCost {
   uint64_t budgetBytes = 0;
   uint64_t fixedBytes = 0;
   uint64_t workingSetBytes = 0;
+  /// Cross-step prefetch (zplan-cross-step-prefetch's `zplan.carry`
+  /// record): the carried group ("" when nothing is carried) and its
+  /// gathered bytes; and one @decode step as it would run without the
+  /// carry: that group gathered at the token's start, nothing started in
+  /// the tail (the same compile's baseline).
+  std::string carriedGroup;
+  uint64_t carriedBytes = 0;
+  ProgramCost decodeWithoutCarry;
+  /// When the pass found a group to carry but did not (its
+  /// `zplan.carry_skipped` record): why; carriedGroup names the group.
+  std::string carrySkipped;
+
+  /// Tokens of all sequences per second of decoding without the carry.
+  double tokensPerSecondWithoutCarry() const {
+    return decodeWithoutCarry.seconds > 0 ? batch / decodeWithoutCarry.seconds
+                                          : 0;
+  }
 
   /// Tokens of all sequences per second of decoding.
   double tokensPerSecond() const {
     return decode.seconds > 0 ? batch / decode.seconds : 0;
   }
 };
+
+/// One program replayed as scheduled (the carry ops as the runtime runs
+/// them); zplan-cross-step-prefetch compares @decode with and without its
+/// carry by it.
+ProgramCost replayProgram(mlir::func::FuncOp func, const CostModel &cost);
 
 /// The cost of `module`'s generation programs on `cost`'s hardware, or
 /// nullopt when `module` is not a generation module (no @decode).

@@ -105,8 +105,32 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
         for (Value tensor : wait.getTensors())
           end = std::max(end, lastUse(tensor, index));
       }
+      int64_t waitIndex = index;
+      for (Operation *user : start.getToken().getUsers())
+        waitIndex = opIndex.lookup(user);
       allBuffers.push_back({BufferKind::Gathered, start.getToken(), bytes,
-                            index, end, start, group});
+                            index, end, start, group, op, waitIndex});
+      continue;
+    }
+    // Cross-step prefetch: the carried copy the previous program gathered
+    // is in the arena from this program's first op; the one this program
+    // starts stays until its end.
+    if (auto wait = llvm::dyn_cast<zero::CarryWaitOp>(op)) {
+      auto group = symbols.lookup<zero::GroupOp>(wait.getGroup());
+      int64_t end = index;
+      for (Value tensor : wait.getTensors())
+        end = std::max(end, lastUse(tensor, index));
+      allBuffers.push_back(
+          {BufferKind::Gathered,
+           wait.getTensors().empty() ? Value() : wait.getTensors()[0],
+           group ? bytesOfGroup(group, symbols) : 0, 0, end, nullptr, group});
+      continue;
+    }
+    if (auto start = llvm::dyn_cast<zero::CarryStartOp>(op)) {
+      auto group = symbols.lookup<zero::GroupOp>(start.getGroup());
+      allBuffers.push_back({BufferKind::Carried, Value(),
+                            group ? bytesOfGroup(group, symbols) : 0, index,
+                            last, nullptr, group, op, last});
       continue;
     }
     // nn.cache_append returns the KV cache itself (written in place): the
@@ -121,7 +145,8 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
   }
   // Function results are read after the last op.
   for (Buffer &buffer : allBuffers)
-    for (Operation *user : collectUsesThroughViews(buffer.value))
+    for (Operation *user : buffer.value ? collectUsesThroughViews(buffer.value)
+                                        : SmallVector<Operation *>())
       if (llvm::isa<func::ReturnOp>(user))
         buffer.end = last;
 

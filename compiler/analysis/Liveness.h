@@ -9,6 +9,11 @@
 //   - gathered groups: one buffer per `zero.gather_start`, from the start
 //     (the collective writes into it) to its `zero.release` (or, before
 //     releases are placed, to the last use of its tensors);
+//   - cross-step prefetch (docs/generation.md section 6): a
+//     `zero.carry_wait`'s copy is a gathered buffer live from op 0 (the
+//     previous program's collective already wrote it) to its release, and
+//     a `zero.carry_start` adds a carried buffer of the group's bytes from
+//     the start to the end of the function (the next program reads it);
 // and the per-rank memory outside the arena: shards and persistent groups
 // (and in generation the KV cache and resident copies: nn.cache_append and
 // zero.resident_read results are views of them, not buffers).
@@ -45,20 +50,29 @@ mlir::Value viewSource(mlir::Value value);
 
 class LivenessAnalysis {
 public:
-  enum class BufferKind { Input, Activation, Gathered };
+  enum class BufferKind { Input, Activation, Gathered, Carried };
 
   struct Buffer {
     BufferKind kind;
     /// The value that owns the storage: a block argument, an nn op result,
-    /// or (Gathered) the token of the gather_start.
+    /// (Gathered) the token of the gather_start or the carry_wait's first
+    /// result; null for a Carried buffer (a carry_start has no result).
     mlir::Value value;
     uint64_t bytes = 0;
     /// Op indices, inclusive.
     int64_t start = 0;
     int64_t end = 0;
-    /// For Gathered buffers.
+    /// For Gathered buffers filled by a zero.gather_start.
     zero::GatherStartOp gatherStart;
+    /// For Gathered and Carried buffers.
     zero::GroupOp group;
+    /// The op whose collective fills the buffer inside this function (a
+    /// gather_start or carry_start; null when none does: a carry_wait's
+    /// copy was gathered by the previous program), and the index of the op
+    /// that completes it (its gather_wait; for a carry_start the last op,
+    /// since the program ends with its comm queue drained).
+    mlir::Operation *collective = nullptr;
+    int64_t collectiveDone = 0;
   };
 
   explicit LivenessAnalysis(mlir::func::FuncOp func);

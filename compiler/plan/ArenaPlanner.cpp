@@ -78,9 +78,10 @@ struct PlacedBuffer {
   uint64_t end;
 };
 
-/// Places the buffers in `order`, best fit, and returns the arena size.
-/// Zero-byte buffers are left at offset 0: they take no bytes, so they
-/// cannot collide with anything.
+/// Places the pinned buffers at their offsets, then the others in `order`,
+/// best fit, and returns the arena size. Zero-byte buffers are left at
+/// offset 0 (or their pinned one): they take no bytes, so they cannot collide
+/// with anything.
 uint64_t placeInOrder(llvm::ArrayRef<BufferRequest> requests,
                       llvm::ArrayRef<uint64_t> alignedSizes,
                       llvm::ArrayRef<size_t> order,
@@ -89,9 +90,18 @@ uint64_t placeInOrder(llvm::ArrayRef<BufferRequest> requests,
   std::vector<size_t> placed;
   std::vector<PlacedBuffer> busy;
   uint64_t arenaBytes = 0;
+  for (auto [index, request] : llvm::enumerate(requests)) {
+    if (!request.fixedOffset)
+      continue;
+    offsets[index] = *request.fixedOffset;
+    if (alignedSizes[index] == 0)
+      continue;
+    arenaBytes = std::max(arenaBytes, offsets[index] + alignedSizes[index]);
+    placed.push_back(index);
+  }
   for (size_t current : order) {
     uint64_t size = alignedSizes[current];
-    if (size == 0)
+    if (size == 0 || requests[current].fixedOffset)
       continue;
     busy.clear();
     for (size_t other : placed)
@@ -137,15 +147,24 @@ ArenaPlan zplan::planArena(llvm::ArrayRef<BufferRequest> requests,
   assert(alignment != 0 && "alignment must be non-zero");
   std::vector<uint64_t> alignedSizes;
   alignedSizes.reserve(requests.size());
+  // No arena is smaller than the live bytes at the peak, nor than the end of
+  // a pinned buffer: the search stops when it reaches the larger.
+  uint64_t pinnedEnd = 0;
   for (const BufferRequest &request : requests) {
     assert(request.firstUse >= 0 && request.firstUse <= request.lastUse &&
            "live range must be 0 <= firstUse <= lastUse");
+    assert((!request.fixedOffset || *request.fixedOffset % alignment == 0) &&
+           "a fixed offset must be aligned");
     alignedSizes.push_back(alignUp(request.bytes, alignment));
+    if (request.fixedOffset && alignedSizes.back() != 0)
+      pinnedEnd =
+          std::max(pinnedEnd, *request.fixedOffset + alignedSizes.back());
   }
 
   ArenaPlan plan;
   computeLiveness(requests, alignedSizes, plan.liveBytes, plan.lowerBound,
                   plan.peakIndex);
+  uint64_t target = std::max(plan.lowerBound, pinnedEnd);
 
   // Every order ends with the id and then the request's position, so that the
   // plan depends only on the requests, not on how std::sort breaks ties.
@@ -205,25 +224,24 @@ ArenaPlan zplan::planArena(llvm::ArrayRef<BufferRequest> requests,
     keepIfBetter(placeInOrder(requests, alignedSizes, order, offsets));
   };
   tryOrder(bySizeThenLength);
-  // Nothing can beat the lower bound; skip the other orders when it is met.
-  if (plan.arenaBytes > plan.lowerBound)
+  // Nothing can beat the target; skip the other orders when it is met.
+  if (plan.arenaBytes > target)
     tryOrder(byFirstUse);
-  if (plan.arenaBytes > plan.lowerBound)
+  if (plan.arenaBytes > target)
     tryOrder(byArea);
 
-  // Still above the bound: a local search from the best order. Each step
+  // Still above the target: a local search from the best order. Each step
   // swaps two buffers in the order and keeps the swap unless the arena
   // grows (equal arenas are kept too, to walk across plateaus). The seed is
   // fixed, so the plan stays a function of the requests. Placement is
   // quadratic, so the number of steps shrinks with the buffer count.
   size_t n = requests.size();
-  if (plan.arenaBytes > plan.lowerBound && n >= 2) {
+  if (plan.arenaBytes > target && n >= 2) {
     size_t steps = std::min<size_t>(400, 40000000 / (n * n + 1));
     std::mt19937_64 random(0x2eed5eedULL);
     std::vector<size_t> current = bestOrder;
     uint64_t currentBytes = plan.arenaBytes;
-    for (size_t step = 0; step < steps && plan.arenaBytes > plan.lowerBound;
-         ++step) {
+    for (size_t step = 0; step < steps && plan.arenaBytes > target; ++step) {
       order = current;
       std::swap(order[random() % n], order[random() % n]);
       uint64_t arenaBytes =
@@ -275,6 +293,11 @@ bool zplan::verifyArena(llvm::ArrayRef<BufferRequest> requests,
     }
     uint64_t size = alignUp(request.bytes, alignment);
     alignedSizes.push_back(size);
+    if (request.fixedOffset && plan.offsets[index] != *request.fixedOffset) {
+      os << "buffer " << request.id << " is at offset " << plan.offsets[index]
+         << ", not at its fixed offset " << *request.fixedOffset;
+      return fail();
+    }
     if (plan.offsets[index] % alignment != 0) {
       os << "buffer " << request.id << " at offset " << plan.offsets[index]
          << " is not aligned to " << alignment;
@@ -328,6 +351,11 @@ zplan::findArenaOverflow(llvm::ArrayRef<BufferRequest> requests,
     // alignUp(bytes) wraps only within `alignment` of 2^64.
     if (bytes > kMaxArenaBytes ||
         (total += alignUp(bytes, alignment)) > kMaxArenaBytes)
+      return index;
+    // A pinned buffer ends at its offset + size, whatever the others add.
+    std::optional<uint64_t> fixed = requests[index].fixedOffset;
+    if (fixed && (*fixed > kMaxArenaBytes ||
+                  alignUp(bytes, alignment) > kMaxArenaBytes - *fixed))
       return index;
   }
   return std::nullopt;

@@ -78,11 +78,16 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
       uint64_t bytes = 0;
       std::string operands;
       plan::Opcode opcode = instruction.opcode();
+      // A group's copy: the result of the instructions that fill or hand
+      // it over, the operand of those that wait for or drop it.
       bool gather = opcode == plan::OPCODE_ALL_GATHER ||
-                    opcode == plan::OPCODE_RESIDENT_GATHER;
+                    opcode == plan::OPCODE_RESIDENT_GATHER ||
+                    opcode == plan::OPCODE_CARRY_GATHER ||
+                    opcode == plan::OPCODE_CARRY_WAIT;
       if (gather || opcode == plan::OPCODE_GATHER_WAIT ||
           opcode == plan::OPCODE_RELEASE ||
-          opcode == plan::OPCODE_RESIDENT_RELEASE) {
+          opcode == plan::OPCODE_RESIDENT_RELEASE ||
+          opcode == plan::OPCODE_CARRY_DRAIN) {
         const plan::Buffer &copy = plan.buffers(
             gather ? instruction.results(0) - 1 : instruction.operands(0) - 1);
         bytes = copy.bytes();
@@ -200,7 +205,8 @@ std::string zplan::formatReport(
           continue;
         ++collectives;
         if (instruction.opcode() == plan::OPCODE_ALL_GATHER ||
-            instruction.opcode() == plan::OPCODE_RESIDENT_GATHER)
+            instruction.opcode() == plan::OPCODE_RESIDENT_GATHER ||
+            instruction.opcode() == plan::OPCODE_CARRY_GATHER)
           gathered += plan.buffers(instruction.results(0) - 1).bytes();
         else
           reduced +=
@@ -242,7 +248,9 @@ std::string zplan::formatReport(
   std::map<uint32_t, int> gathers;
   for (const plan::Instruction &instruction :
        chosen.plan.programs(chosen.primary).instructions())
-    if (instruction.opcode() == plan::OPCODE_ALL_GATHER)
+    // A carried group's gather (for the next decode) counts once per step.
+    if (instruction.opcode() == plan::OPCODE_ALL_GATHER ||
+        instruction.opcode() == plan::OPCODE_CARRY_GATHER)
       ++gathers[instruction.group()];
   // Generation: a group with a RESIDENT buffer is gathered once, in
   // generate_begin, not by the program counted above.
@@ -321,6 +329,30 @@ std::string zplan::formatGenerationReport(
       os << llvm::formatv("  {0} / {1}: {2:F2}x tokens/s\n",
                           policies.front().first, name,
                           chosen.tokensPerSecond() / cost->tokensPerSecond());
+  // Cross-step prefetch (docs/generation.md section 6): what carrying the
+  // first streamed group into the previous program's tail saves per token,
+  // against the same schedule without it.
+  for (auto &[name, cost] : policies) {
+    if (cost->carriedGroup.empty())
+      continue;
+    os << "carried group (" << name << " policy): ";
+    if (!cost->carrySkipped.empty()) {
+      os << "none: @" << cost->carriedGroup << " ("
+         << formatSize(cost->carriedBytes) << ") " << cost->carrySkipped
+         << "\n";
+      continue;
+    }
+    os << "@" << cost->carriedGroup << ", " << formatSize(cost->carriedBytes)
+       << ", gathered in the tail of the previous prefill/decode\n";
+    os << llvm::formatv(
+        "  exposed comm/token: {0} with the carry, {1} without; "
+        "decode/token {2} vs {3}; tokens/s {4:F1} vs {5:F1}\n",
+        formatSeconds(cost->decode.exposedCommSeconds),
+        formatSeconds(cost->decodeWithoutCarry.exposedCommSeconds),
+        formatSeconds(cost->decode.seconds),
+        formatSeconds(cost->decodeWithoutCarry.seconds),
+        cost->tokensPerSecond(), cost->tokensPerSecondWithoutCarry());
+  }
   os << "residency (" << policies.front().first
      << " policy): " << chosen.residentGroups << " of "
      << chosen.residentGroups + chosen.streamedGroups

@@ -13,6 +13,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
@@ -91,18 +93,26 @@ private:
   }
   plan::Instruction &addInstruction(plan::Opcode opcode, Operation *source,
                                     double seconds);
+  plan::Instruction &addGroupGather(plan::Opcode opcode, Operation *op,
+                                    FlatSymbolRefAttr group, uint32_t copy);
   void addAttributes(plan::Instruction &instruction, Operation *op);
   void declareState(llvm::StringRef optimizer);
   void declareGeneration();
   llvm::Error emitResidentGather(zero::ResidentGatherOp gather);
   llvm::Error emitResidentRead(zero::ResidentReadOp read);
   llvm::Error emitResidentRelease(zero::ResidentReleaseOp release);
+  llvm::Error emitCarryStart(zero::CarryStartOp start);
+  llvm::Error emitCarryWait(zero::CarryWaitOp wait);
+  llvm::Error emitCarryDrain(zero::CarryDrainOp drain);
+  llvm::Error addParameterViews(Operation *op, uint32_t base, ValueRange shards,
+                                ValueRange tensors);
   llvm::Error emitCacheAppend(nn::CacheAppendOp append);
   llvm::Error emitOps(func::FuncOp func);
   llvm::Error emitReduceScatter(zero::ReduceScatterStartOp start);
   llvm::Error emitReduceScatterWait(zero::ReduceScatterWaitOp wait);
   llvm::Error emitOptimizerUpdate(zero::OptimizerUpdateOp update);
   llvm::Error planMemory();
+  llvm::Error carriedCopyRequests(std::vector<BufferRequest> &requests);
 
   ModuleOp module;
   const EmitOptions &options;
@@ -115,6 +125,10 @@ private:
   llvm::DenseMap<uint32_t, uint32_t> shardBuffer;      // group -> SHARD
   llvm::DenseMap<uint32_t, uint32_t> persistentBuffer; // group -> PERSISTENT
   llvm::DenseMap<uint32_t, uint32_t> residentBuffer;   // group -> RESIDENT
+  llvm::MapVector<uint32_t, uint32_t> carryBuffer;     // group -> CARRY
+  /// Groups whose carried copy a carry_wait of the program being emitted
+  /// handed over and no release has ended yet.
+  llvm::DenseSet<uint32_t> carryHeld;
   llvm::StringMap<uint32_t> cacheBuffer; // nn.kv_cache symbol -> CACHE
   llvm::DenseMap<Value, uint32_t> valueBuffer;
   llvm::DenseMap<Value, uint32_t> tokenCopy; // gather token -> copy
@@ -221,6 +235,16 @@ void Emitter::declareState(llvm::StringRef optimizer) {
   }
 }
 
+/// The flat type of a group's gathered copy: all its padded elements, of
+/// its parameters' element type (a group holds one, its plan dtype).
+RankedTensorType wholeGroupType(zero::GroupOp group) {
+  auto first = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
+      group, llvm::cast<FlatSymbolRefAttr>(group.getParams()[0]));
+  return RankedTensorType::get(
+      {static_cast<int64_t>(group.getPaddedElements())},
+      first.getTensorType().getElementType());
+}
+
 /// A generation module's state outside the arena: one CACHE buffer per
 /// nn.kv_cache (zero at load, every rank's own: the ranks run the same
 /// prompts), and one RESIDENT buffer per resident group, the whole group,
@@ -239,19 +263,44 @@ void Emitter::declareGeneration() {
         result.plan.world_size() == 1)
       continue;
     uint32_t index = groupIndex.lookup(group.getSymName());
-    // A group holds parameters of one element type (its plan dtype).
-    auto first = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
-        group, llvm::cast<FlatSymbolRefAttr>(group.getParams()[0]));
-    auto flat =
-        RankedTensorType::get({static_cast<int64_t>(group.getPaddedElements())},
-                              first.getTensorType().getElementType());
     uint32_t id = addBuffer(plan::Buffer::RESIDENT,
-                            group.getSymName().str() + " (resident)", flat);
+                            group.getSymName().str() + " (resident)",
+                            wholeGroupType(group));
     buffer(id).set_group(index);
     residentBuffer[index] = id;
     result.residentCopyBytes += buffer(id).bytes();
   }
   result.residentBytes += result.kvCacheBytes + result.residentCopyBytes;
+
+  // Cross-step prefetch (docs/generation.md section 6): one CARRY buffer per
+  // carried group, pinned at the bottom of the arena, in group order, at
+  // the same offset in every program, so that what prefill or decode
+  // gathers into it is where the next decode reads it. On one rank nothing
+  // is gathered: the carried parameters are read from the shard.
+  llvm::DenseSet<StringRef> carried;
+  module.walk([&](Operation *op) {
+    if (auto start = llvm::dyn_cast<zero::CarryStartOp>(op))
+      carried.insert(start.getGroup());
+    else if (auto wait = llvm::dyn_cast<zero::CarryWaitOp>(op))
+      carried.insert(wait.getGroup());
+    else if (auto drain = llvm::dyn_cast<zero::CarryDrainOp>(op))
+      carried.insert(drain.getGroup());
+  });
+  uint64_t carryOffset = 0;
+  for (auto group : module.getOps<zero::GroupOp>()) {
+    if (!carried.contains(group.getSymName()) || group.getPersistent() ||
+        result.plan.world_size() == 1)
+      continue;
+    uint32_t index = groupIndex.lookup(group.getSymName());
+    uint32_t id =
+        addBuffer(plan::Buffer::CARRY, group.getSymName().str() + " (carried)",
+                  wholeGroupType(group));
+    buffer(id).set_group(index);
+    buffer(id).set_offset(carryOffset);
+    carryOffset += (buffer(id).bytes() + kArenaAlignment - 1) /
+                   kArenaAlignment * kArenaAlignment;
+    carryBuffer[index] = id;
+  }
 }
 
 uint32_t Emitter::addBuffer(plan::Buffer::Kind kind, llvm::StringRef name,
@@ -293,6 +342,29 @@ plan::Instruction &Emitter::addInstruction(plan::Opcode opcode,
   if (queue == plan::COMPUTE)
     lastCompute = instruction->index();
   return *instruction;
+}
+
+/// A COMM gather of `group`'s SHARD into `copy` (all_gather,
+/// resident_gather, carry_gather) for `op`. It waits for the compute
+/// instruction before it, so the collective is issued where the schedule
+/// placed it and never writes arena bytes an earlier instruction still
+/// uses.
+plan::Instruction &Emitter::addGroupGather(plan::Opcode opcode, Operation *op,
+                                           FlatSymbolRefAttr group,
+                                           uint32_t copy) {
+  uint32_t index = groupIndex.lookup(group.getValue());
+  auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(op, group);
+  int64_t before = lastCompute;
+  plan::Instruction &instruction = addInstruction(
+      opcode, nullptr,
+      cost.allGatherSeconds(groupBytes(groupOp), result.plan.world_size()));
+  instruction.set_location("@" + result.plan.groups(index).name());
+  instruction.add_operands(shardBuffer.lookup(index));
+  instruction.add_results(copy);
+  instruction.set_group(index);
+  if (before >= 0)
+    instruction.add_wait_for(before);
+  return instruction;
 }
 
 void Emitter::addAttributes(plan::Instruction &instruction, Operation *op) {
@@ -377,6 +449,21 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
         return error;
       continue;
     }
+    if (auto start = llvm::dyn_cast<zero::CarryStartOp>(op)) {
+      if (llvm::Error error = emitCarryStart(start))
+        return error;
+      continue;
+    }
+    if (auto wait = llvm::dyn_cast<zero::CarryWaitOp>(op)) {
+      if (llvm::Error error = emitCarryWait(wait))
+        return error;
+      continue;
+    }
+    if (auto drain = llvm::dyn_cast<zero::CarryDrainOp>(op)) {
+      if (llvm::Error error = emitCarryDrain(drain))
+        return error;
+      continue;
+    }
     if (auto append = llvm::dyn_cast<nn::CacheAppendOp>(op)) {
       if (llvm::Error error = emitCacheAppend(append))
         return error;
@@ -393,9 +480,6 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
         continue;
       }
       const plan::Group &entry = result.plan.groups(group);
-      auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
-          start, start.getGroupAttr());
-      uint64_t bytes = groupBytes(groupOp);
       uint32_t copy = addBuffer(
           plan::Buffer::ARENA, entry.name() + " (gathered)",
           RankedTensorType::get(
@@ -404,16 +488,8 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
                   .getTensorType()
                   .getElementType()));
       buffer(copy).set_group(group);
-      int64_t before = lastCompute;
-      plan::Instruction &gather = addInstruction(
-          plan::OPCODE_ALL_GATHER, nullptr,
-          cost.allGatherSeconds(bytes, result.plan.world_size()));
-      gather.set_location("@" + entry.name());
-      gather.add_operands(shardBuffer.lookup(group));
-      gather.add_results(copy);
-      gather.set_group(group);
-      if (before >= 0)
-        gather.add_wait_for(before);
+      plan::Instruction &gather = addGroupGather(plan::OPCODE_ALL_GATHER, start,
+                                                 start.getGroupAttr(), copy);
       tokenCopy[start.getToken()] = copy;
       tokenInstruction[start.getToken()] = gather.index();
       continue;
@@ -433,23 +509,18 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
         instruction.set_group(group);
         instruction.add_wait_for(tokenInstruction.lookup(wait.getToken()));
       }
-      for (auto [shard, tensor] :
-           llvm::zip_equal(start.getShards(), wait.getTensors())) {
-        auto read = shard.getDefiningOp<zero::ShardOp>();
-        const plan::Parameter &parameter =
-            result.plan.parameters(parameterIndex.lookup(read.getParam()));
-        auto type = llvm::cast<RankedTensorType>(tensor.getType());
-        valueBuffer[tensor] = addView(base,
-                                      parameter.offset_elements() *
-                                          elementBytes(type.getElementType()),
-                                      parameter.name(), type);
-      }
+      if (llvm::Error error = addParameterViews(wait, base, start.getShards(),
+                                                wait.getTensors()))
+        return error;
       continue;
     }
     if (auto release = llvm::dyn_cast<zero::ReleaseOp>(op)) {
       uint32_t copy = baseOf(valueBuffer.lookup(release.getTensors()[0]));
-      if (buffer(copy).kind() != plan::Buffer::ARENA)
+      plan::Buffer::Kind kind = buffer(copy).kind();
+      if (kind != plan::Buffer::ARENA && kind != plan::Buffer::CARRY)
         continue; // Read in place (one rank): nothing to release.
+      if (kind == plan::Buffer::CARRY)
+        carryHeld.erase(buffer(copy).group());
       plan::Instruction &instruction =
           addInstruction(plan::OPCODE_RELEASE, nullptr, 0);
       instruction.add_operands(copy);
@@ -614,19 +685,9 @@ llvm::Error Emitter::emitResidentGather(zero::ResidentGatherOp gather) {
   if (!copy)
     return makeError("cannot emit " + describeOp(gather) + ": group @" +
                      entry.name() + " is not resident");
-  auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
-      gather, gather.getGroupAttr());
-  int64_t before = lastCompute;
-  plan::Instruction &instruction = addInstruction(
-      plan::OPCODE_RESIDENT_GATHER, nullptr,
-      cost.allGatherSeconds(groupBytes(groupOp), result.plan.world_size()));
-  instruction.set_location("@" + entry.name());
-  instruction.add_operands(shardBuffer.lookup(group));
-  instruction.add_results(copy);
-  instruction.set_group(group);
-  if (before >= 0)
-    instruction.add_wait_for(before);
-  uint32_t gatherIndex = instruction.index();
+  uint32_t gatherIndex = addGroupGather(plan::OPCODE_RESIDENT_GATHER, gather,
+                                        gather.getGroupAttr(), copy)
+                             .index();
   plan::Instruction &wait =
       addInstruction(plan::OPCODE_GATHER_WAIT, nullptr, 0);
   wait.set_location("@" + entry.name());
@@ -649,11 +710,18 @@ llvm::Error Emitter::emitResidentRead(zero::ResidentReadOp read) {
   if (!base)
     return makeError("cannot emit " + describeOp(read) + ": group @" +
                      entry.name() + " is not resident");
-  for (auto [shard, tensor] :
-       llvm::zip_equal(read.getShards(), read.getTensors())) {
+  return addParameterViews(read, base, read.getShards(), read.getTensors());
+}
+
+/// Tensor i of `op` is parameter i's view of `base`, the whole group
+/// (a gathered, resident or carried copy, or the shard on one rank), at the
+/// parameter's offset in its group.
+llvm::Error Emitter::addParameterViews(Operation *op, uint32_t base,
+                                       ValueRange shards, ValueRange tensors) {
+  for (auto [shard, tensor] : llvm::zip_equal(shards, tensors)) {
     auto param = shard.getDefiningOp<zero::ShardOp>();
     if (!param)
-      return makeError("cannot emit " + describeOp(read) +
+      return makeError("cannot emit " + describeOp(op) +
                        ": an operand is not a zero.shard");
     const plan::Parameter &parameter =
         result.plan.parameters(parameterIndex.lookup(param.getParam()));
@@ -662,6 +730,64 @@ llvm::Error Emitter::emitResidentRead(zero::ResidentReadOp read) {
         base, parameter.offset_elements() * elementBytes(type.getElementType()),
         parameter.name(), type);
   }
+  return llvm::Error::success();
+}
+
+/// COMM `carry_gather` of a carried group's shard into its CARRY copy, for
+/// the next decode. Like an all_gather it waits for the compute instruction
+/// before it, so it never writes bytes a compute instruction still uses.
+/// Nothing on one rank (the next decode reads the shard).
+llvm::Error Emitter::emitCarryStart(zero::CarryStartOp start) {
+  uint32_t group = groupIndex.lookup(start.getGroup());
+  const plan::Group &entry = result.plan.groups(group);
+  if (entry.persistent() || result.plan.world_size() == 1)
+    return llvm::Error::success();
+  // The copy's two lives in one decode (the one carry_wait handed over,
+  // the one carry_gather fills) share its pinned bytes: they must not meet.
+  if (carryHeld.contains(group))
+    return makeError("cannot emit " + describeOp(start) +
+                     ": the carried copy of @" + entry.name() +
+                     " that this program's carry_wait handed over is not "
+                     "released before it");
+  addGroupGather(plan::OPCODE_CARRY_GATHER, start, start.getGroupAttr(),
+                 carryBuffer.lookup(group));
+  return llvm::Error::success();
+}
+
+/// COMPUTE `carry_wait` (result: the CARRY copy the previous program
+/// filled); the group's parameters are views of the copy, released by an
+/// ordinary `release`. On one rank: no instruction, views of the shard.
+llvm::Error Emitter::emitCarryWait(zero::CarryWaitOp wait) {
+  uint32_t group = groupIndex.lookup(wait.getGroup());
+  const plan::Group &entry = result.plan.groups(group);
+  if (entry.persistent())
+    return addParameterViews(wait, persistentBuffer.lookup(group),
+                             wait.getShards(), wait.getTensors());
+  if (result.plan.world_size() == 1)
+    return addParameterViews(wait, shardBuffer.lookup(group), wait.getShards(),
+                             wait.getTensors());
+  uint32_t copy = carryBuffer.lookup(group);
+  plan::Instruction &instruction =
+      addInstruction(plan::OPCODE_CARRY_WAIT, nullptr, 0);
+  instruction.set_location("@" + entry.name());
+  instruction.add_results(copy);
+  instruction.set_group(group);
+  carryHeld.insert(group);
+  return addParameterViews(wait, copy, wait.getShards(), wait.getTensors());
+}
+
+/// COMPUTE `carry_drain` (generate_end): the last carried copy, which no
+/// decode reads, is dropped. Nothing on one rank.
+llvm::Error Emitter::emitCarryDrain(zero::CarryDrainOp drain) {
+  uint32_t group = groupIndex.lookup(drain.getGroup());
+  const plan::Group &entry = result.plan.groups(group);
+  if (entry.persistent() || result.plan.world_size() == 1)
+    return llvm::Error::success();
+  plan::Instruction &instruction =
+      addInstruction(plan::OPCODE_CARRY_DRAIN, nullptr, 0);
+  instruction.set_location("@" + entry.name());
+  instruction.add_operands(carryBuffer.lookup(group));
+  instruction.set_group(group);
   return llvm::Error::success();
 }
 
@@ -737,6 +863,8 @@ llvm::Error Emitter::planMemory() {
         first[entry.id()] >= 0)
       requests.push_back(
           {entry.id(), entry.bytes(), first[entry.id()], lastUse[entry.id()]});
+  if (llvm::Error error = carriedCopyRequests(requests))
+    return error;
   if (std::optional<size_t> overflow = findArenaOverflow(requests))
     return makeError("the arena overflows at buffer '" +
                      buffer(requests[*overflow].id).name() + "' (" +
@@ -749,13 +877,55 @@ llvm::Error Emitter::planMemory() {
     buffer(request.id).set_offset(offset);
   for (plan::Buffer &entry : *out.mutable_buffers())
     if (entry.view_of() != 0 &&
-        buffer(entry.view_of()).kind() == plan::Buffer::ARENA)
+        (buffer(entry.view_of()).kind() == plan::Buffer::ARENA ||
+         buffer(entry.view_of()).kind() == plan::Buffer::CARRY))
       entry.set_offset(buffer(entry.view_of()).offset() + entry.view_offset());
   // Programs run one at a time and share the arena: it is as large as the
   // largest of them.
   out.set_arena_bytes(std::max(out.arena_bytes(), current->arena.arenaBytes));
   program->set_peak_arena_bytes(current->arena.arenaBytes);
 
+  return llvm::Error::success();
+}
+
+/// The pinned requests of the program's carried copies (CARRY buffers),
+/// whose bytes hold data across the program's boundaries: from its
+/// carry_gather to the end (the next program reads it), and from the start
+/// (the previous program filled it) to the last instruction before the
+/// carry_gather that touches it (decode's carry_wait and the release of the
+/// views, generate_end's carry_drain). A program that holds the copy from
+/// its start asks for two requests of one buffer.
+llvm::Error Emitter::carriedCopyRequests(std::vector<BufferRequest> &requests) {
+  int64_t last = std::max<int64_t>(program->instructions_size() - 1, 0);
+  for (auto [group, copy] : carryBuffer) {
+    int64_t gatherAt = -1, heldUntil = -1;
+    for (const plan::Instruction &instruction : program->instructions()) {
+      if (instruction.opcode() == plan::OPCODE_CARRY_GATHER &&
+          baseOf(instruction.results(0)) == copy) {
+        gatherAt = instruction.index();
+        continue;
+      }
+      for (const auto *ids : {&instruction.operands(), &instruction.results()})
+        for (uint32_t id : *ids)
+          if (baseOf(id) == copy)
+            heldUntil = std::max<int64_t>(heldUntil, instruction.index());
+    }
+    for (const plan::Binding &output : program->outputs())
+      if (baseOf(output.buffer()) == copy)
+        heldUntil = last;
+    if (gatherAt >= 0 && heldUntil >= gatherAt)
+      return makeError("cannot emit program '" + program->name() +
+                       "': its carry_gather of @" +
+                       result.plan.groups(group).name() + " (instruction #" +
+                       llvm::Twine(gatherAt) +
+                       ") overwrites the carried copy that instruction #" +
+                       llvm::Twine(heldUntil) + " still uses");
+    uint64_t bytes = buffer(copy).bytes(), offset = buffer(copy).offset();
+    if (heldUntil >= 0)
+      requests.push_back({copy, bytes, 0, heldUntil, offset});
+    if (gatherAt >= 0)
+      requests.push_back({copy, bytes, gatherAt, last, offset});
+  }
   return llvm::Error::success();
 }
 
@@ -811,6 +981,7 @@ llvm::Expected<EmittedPlan> Emitter::run() {
     program = out.add_programs();
     program->set_name(programNameOf(name).str());
     lastCompute = -1;
+    carryHeld.clear();
     if (llvm::Error error = emitOps(func))
       return std::move(error);
     if (llvm::Error error = planMemory())

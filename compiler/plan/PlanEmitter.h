@@ -18,6 +18,14 @@
 // RESIDENT buffer per resident group, filled by COMM `resident_gather` (and
 // its gather_wait) in generate_begin, viewed by zero.resident_read's
 // parameters, ended by COMPUTE `resident_release` in generate_end.
+// Cross-step prefetch (docs/generation.md section 6): a CARRY buffer per
+// carried group, pinned at the bottom of the arena at the same offset in
+// every program; zero.carry_start becomes COMM `carry_gather` (shard ->
+// CARRY, the last collective of prefill or decode), zero.carry_wait COMPUTE
+// `carry_wait` (the group's parameters view the CARRY buffer until their
+// release), zero.carry_drain COMPUTE `carry_drain`; the copy's bytes are
+// kept from every other buffer while they hold data across a program
+// boundary.
 // Views (nn.reshape, a parameter inside its gathered group) are buffers with
 // `view_of` and take no arena space of their own. On one rank a shard is its
 // whole group: no collective is emitted and parameters are read in place.

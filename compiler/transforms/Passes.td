@@ -524,6 +524,71 @@ def Prefetch : Pass<"zplan-prefetch", "::mlir::ModuleOp"> {
   let dependentDialects = ["::zplan::zero::ZeroDialect"];
 }
 
+def CrossStepPrefetch : Pass<"zplan-cross-step-prefetch", "::mlir::ModuleOp"> {
+  let summary = "Starts @decode's first streamed gather in the previous "
+                "program's tail";
+  let description = [{
+    In a generation module (one with `@decode`), after zplan-prefetch, with
+    `policy=default` (`jit` is FSDP2's generate: no prefetch across tokens,
+    and the module is left alone). docs/generation.md section 6.
+
+    1. g0 is the group of @decode's first `zero.gather_start` (program
+       order) whose group is neither persistent nor resident. None: nothing
+       to do.
+    2. Under `memory-budget`, g0's copy must fit where the carry adds it
+       before any move: in @decode from op 0 to where g0's gather started,
+       and at the end of @prefill and @decode. Otherwise nothing is carried.
+    2b. The carry is tried on a copy of the module (steps 3-5) and kept only
+       if it shortens a @decode step (replayed on the two queues as the
+       `report` does, GenerationCost.h): when the tail cannot hide the
+       collective and the token's start did, carrying is a loss.
+       A skipped carry is recorded as `zplan.carry_skipped = {group, bytes,
+       reason}`.
+    3. In @decode, g0's first gather_start / gather_wait pair becomes one
+       `zero.carry_wait` of the same shards where the wait was (its results
+       replace the wait's; the release stays).
+    4. In @prefill and @decode, a `zero.carry_start` of g0's shards (the
+       function's first `zero.shard` of each parameter, or new ones at the
+       top) goes right before the terminator and moves up by
+       zplan-prefetch's default rules, with the end of the program as its
+       wait: never above a gather_start nor its shards; the copy within the
+       budget and the collectives in flight within `max-in-flight` and
+       `max-in-flight-bytes` at every op it passes; only until the compute
+       below it covers the collective plus the backlog ahead of it (no
+       hook-distance minimum: jit has no cross-token prefetch to match).
+       In @decode it never
+       passes the carry_wait or a reader of its copy (the collective would
+       overwrite the copy the token is reading).
+    5. `@generate_end` starts with one `zero.carry_drain`.
+    6. The module records `zplan.carry = {group = @g0, bytes = N}` for the
+       report.
+
+    Before (@decode):                After:
+    ```mlir
+    %t = zero.gather_start %s {group = @g0}
+    %w = zero.gather_wait %t         %w = zero.carry_wait %s {group = @g0}
+    ...                              ...
+    %y = nn.matmul ...               zero.carry_start %s {group = @g0}
+    return %y                        %y = nn.matmul ...
+                                     return %y
+    ```
+    Tests: test/transforms/cross-step-prefetch.mlir.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"default\"",
+           "default | jit">,
+    Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
+           "Bytes per rank; 0 = none">,
+    Option<"hardware", "hardware", "std::string", /*default=*/"\"cpu\"",
+           "Hardware profile for the cost model">,
+    Option<"maxInFlight", "max-in-flight", "int64_t", /*default=*/"2",
+           "Most gathers started and not yet waited for at any op">,
+    Option<"maxInFlightBytes", "max-in-flight-bytes", "int64_t",
+           /*default=*/"0", "Most bytes being gathered at any op; 0 = none">,
+  ];
+  let dependentDialects = ["::zplan::zero::ZeroDialect"];
+}
+
 def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
   let summary = "Proves the safety invariants of a scheduled program";
   let description = [{
@@ -557,6 +622,23 @@ def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
         (its copy is read, never gathered again inside the generation; the
         training programs of a train,generate module, which run outside it,
         gather the group as any other).
+    13. cross-step prefetch (docs/generation.md section 6):
+        zero.carry_start only in @prefill and @decode, zero.carry_wait only
+        in @decode, zero.carry_drain only in @generate_end;
+    14. when any carry op exists: all name one group, and @prefill and
+        @decode each hold exactly one carry_start, @decode exactly one
+        carry_wait, @generate_end exactly one carry_drain (so every
+        @decode finds one carried gather and none outlives the
+        generation); the carry_wait's copy obeys rules 3 and 4;
+    15. in @decode no zero.gather_start of the carried group precedes the
+        carry_wait (that its results are not read before it, dominance
+        proves);
+    16. no collective starts after a carry_start in its program: the
+        carried gather is last on the comm queue;
+    17. in @decode the carry_start follows the carry_wait and every reader
+        of its copy, release included: the next carried gather writes the
+        same bytes. (Carried copies are SSA values of @decode only, so no
+        program reads a released copy across programs.)
 
     One plan, many programs (train,generate; docs/one-plan.md); rules 20-22
     are in VerifyProgramBoundaries.cpp:
@@ -580,7 +662,8 @@ def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
         tensor.
 
     Tests: test/transforms/verify-schedule.mlir,
-    verify-schedule-generate.mlir, verify-schedule-oneplan.mlir.
+    verify-schedule-generate.mlir, verify-schedule-carry.mlir,
+    verify-schedule-oneplan.mlir.
   }];
   let options = [
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",

@@ -46,6 +46,11 @@ inline std::string describeValue(mlir::Value value) {
       if (auto shard = start.getShards()[index].getDefiningOp<zero::ShardOp>())
         return "parameter '" + shard.getParam().str() + "'";
   }
+  if (auto wait = llvm::dyn_cast<zero::CarryWaitOp>(op)) {
+    unsigned index = llvm::cast<mlir::OpResult>(value).getResultNumber();
+    if (auto shard = wait.getShards()[index].getDefiningOp<zero::ShardOp>())
+      return "parameter '" + shard.getParam().str() + "'";
+  }
   return describeOp(op);
 }
 

@@ -32,11 +32,10 @@ using namespace zplan;
 namespace {
 
 /// "parameter 'h.0.w' of group @group3", for messages about one copy.
-static std::string describeGathered(zero::GatherWaitOp wait, Value tensor) {
+static std::string describeGathered(Value tensor, FlatSymbolRefAttr group) {
   std::string text = describeValue(tensor);
-  if (auto start = wait.getStart())
-    if (auto group = start.getGroupAttr())
-      text += " of group @" + group.getValue().str();
+  if (group)
+    text += " of group @" + group.getValue().str();
   return text;
 }
 
@@ -48,7 +47,8 @@ struct VerifySchedulePass
     // Rule 22 first and rules 20-21 last (VerifyProgramBoundaries.h): each
     // names the violation where it is clearest.
     if (failed(verifyGatheredReads(getOperation())) ||
-        failed(verifyResidency(getOperation())))
+        failed(verifyResidency(getOperation())) ||
+        failed(verifyCarry(getOperation())))
       return signalPassFailure();
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (failed(verifyFunction(func)))
@@ -142,6 +142,142 @@ struct VerifySchedulePass
     return success();
   }
 
+  // Rules 13-17: cross-step prefetch (docs/generation.md section 6). The
+  // runtime runs prefill, then decode per token, then generate_end; each
+  // of prefill and decode leaves one carried gather that the next decode
+  // completes, or generate_end drains. So every decode finds exactly one
+  // carried copy, and none outlives the generation.
+  LogicalResult verifyCarry(ModuleOp module) {
+    SmallVector<zero::CarryStartOp> starts;
+    SmallVector<zero::CarryWaitOp> waits;
+    SmallVector<zero::CarryDrainOp> drains;
+    // Rule 13: each carry op in its program.
+    for (auto func : module.getOps<func::FuncOp>()) {
+      StringRef name = func.getSymName();
+      WalkResult walk = func.walk([&](Operation *op) {
+        if (auto start = llvm::dyn_cast<zero::CarryStartOp>(op)) {
+          if (name != kPrefillName && name != kDecodeName) {
+            start.emitError()
+                << "starts a carried gather of group " << start.getGroupAttr()
+                << " in @" << name << "; only @" << kPrefillName << " and @"
+                << kDecodeName << " may (a @" << kDecodeName << " must follow)";
+            return WalkResult::interrupt();
+          }
+          starts.push_back(start);
+        } else if (auto wait = llvm::dyn_cast<zero::CarryWaitOp>(op)) {
+          if (name != kDecodeName) {
+            wait.emitError()
+                << "completes a carried gather of group " << wait.getGroupAttr()
+                << " in @" << name << "; only @" << kDecodeName << " may";
+            return WalkResult::interrupt();
+          }
+          waits.push_back(wait);
+        } else if (auto drain = llvm::dyn_cast<zero::CarryDrainOp>(op)) {
+          if (name != kGenerateEndName) {
+            drain.emitError()
+                << "drains the carried gather of group " << drain.getGroupAttr()
+                << " in @" << name << "; only @" << kGenerateEndName << " may";
+            return WalkResult::interrupt();
+          }
+          drains.push_back(drain);
+        }
+        return WalkResult::advance();
+      });
+      if (walk.wasInterrupted())
+        return failure();
+    }
+    if (starts.empty() && waits.empty() && drains.empty())
+      return success();
+
+    // Rule 14: one carried group; one start in each of @prefill and
+    // @decode, one wait in @decode, one drain in @generate_end.
+    FlatSymbolRefAttr group = !waits.empty()    ? waits.front().getGroupAttr()
+                              : !starts.empty() ? starts.front().getGroupAttr()
+                                                : drains.front().getGroupAttr();
+    auto sameGroup = [&](Operation *op, FlatSymbolRefAttr name) {
+      if (name == group)
+        return success();
+      return LogicalResult(op->emitError()
+                           << "carries group " << name << " but the module "
+                           << "carries group " << group
+                           << " (one carried group per generation)");
+    };
+    for (auto start : starts)
+      if (failed(sameGroup(start, start.getGroupAttr())))
+        return failure();
+    for (auto wait : waits)
+      if (failed(sameGroup(wait, wait.getGroupAttr())))
+        return failure();
+    for (auto drain : drains)
+      if (failed(sameGroup(drain, drain.getGroupAttr())))
+        return failure();
+    auto decode = module.lookupSymbol<func::FuncOp>(kDecodeName);
+    auto exactlyOne = [&](auto ops, StringRef function, StringRef what,
+                          StringRef why) -> LogicalResult {
+      size_t count = llvm::count_if(ops, [&](auto op) {
+        return op->template getParentOfType<func::FuncOp>().getSymName() ==
+               function;
+      });
+      if (count == 1)
+        return success();
+      Operation *anchor = module.lookupSymbol(function);
+      if (!anchor)
+        anchor = module;
+      return anchor->emitError() << "@" << function << " must hold exactly one "
+                                 << what << " of carried group " << group
+                                 << " (it holds " << count << "): " << why;
+    };
+    if (failed(exactlyOne(starts, kPrefillName, "zero.carry_start",
+                          "the first @decode completes it")) ||
+        failed(exactlyOne(starts, kDecodeName, "zero.carry_start",
+                          "the next @decode completes it")) ||
+        failed(exactlyOne(waits, kDecodeName, "zero.carry_wait",
+                          "each @decode completes the previous program's "
+                          "carried gather once")) ||
+        failed(exactlyOne(drains, kGenerateEndName, "zero.carry_drain",
+                          "the last program's carried gather must end with "
+                          "the generation")))
+      return failure();
+
+    // Rule 16: the carry is last on its program's comm queue (the runtime
+    // lets the program end with it in flight).
+    for (auto start : starts)
+      for (Operation *op = start->getNextNode(); op; op = op->getNextNode())
+        if (llvm::isa<zero::GatherStartOp, zero::ReduceScatterStartOp>(op))
+          return op->emitError()
+                 << "starts a collective after the carried gather of group "
+                 << group << ": the carried gather must be the last on the "
+                 << "comm queue of @"
+                 << start->getParentOfType<func::FuncOp>().getSymName();
+
+    zero::CarryWaitOp wait = waits.front();
+    // Rule 15: in @decode, the carry_wait is the group's first gather.
+    for (auto start : decode.getOps<zero::GatherStartOp>())
+      if (start.getGroupAttr() == group && start->isBeforeInBlock(wait))
+        return start.emitError()
+               << "gathers carried group " << group << " before its "
+               << "zero.carry_wait in @" << kDecodeName
+               << ": the carried copy is the token's first";
+    // Rule 17: in @decode the next carried gather writes the bytes this
+    // token's copy occupies: it starts after the copy's last reader.
+    zero::CarryStartOp next = *llvm::find_if(starts, [&](auto start) {
+      return start->template getParentOfType<func::FuncOp>() == decode;
+    });
+    if (next->isBeforeInBlock(wait))
+      return next.emitError() << "starts the next carried gather of group "
+                              << group << " before this token's "
+                              << "zero.carry_wait";
+    for (Value tensor : wait.getTensors())
+      for (Operation *reader : collectUsesThroughViews(tensor))
+        if (next->isBeforeInBlock(reader))
+          return next.emitError()
+                 << "starts the next carried gather of group " << group
+                 << " while " << describeGathered(tensor, group)
+                 << " is still read (by " << describeOp(reader)
+                 << "): it would overwrite the copy";
+    return success();
+  }
+
   LogicalResult verifyFunction(func::FuncOp func) {
     // Rule 6: one block, and no op that could send ranks different ways.
     if (!func.getBody().hasOneBlock())
@@ -155,6 +291,7 @@ struct VerifySchedulePass
                             "sequence depend on the rank");
       // Rule 1: shards flow only into gathers (gradient shards: rule 8).
       if (!llvm::isa<zero::GatherStartOp, zero::ResidentReadOp,
+                     zero::CarryStartOp, zero::CarryWaitOp,
                      zero::ReduceScatterWaitOp>(op))
         for (Value operand : op.getOperands())
           if (llvm::isa<zero::ShardType>(operand.getType()) &&
@@ -172,6 +309,12 @@ struct VerifySchedulePass
     }
     for (auto start : func.getOps<zero::GatherStartOp>())
       if (failed(verifyGather(start)))
+        return failure();
+    for (auto wait : func.getOps<zero::CarryWaitOp>())
+      if (failed(verifyReleases(
+              wait, wait.getTensors(), wait.getGroupAttr(),
+              SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
+                  wait, wait.getGroupAttr()))))
         return failure();
     for (auto start : func.getOps<zero::ReduceScatterStartOp>())
       if (failed(verifyReduceScatter(start)))
@@ -278,10 +421,17 @@ struct VerifySchedulePass
     if (!start->isBeforeInBlock(wait))
       return wait.emitError()
              << "waits for group " << groupName << " before its gather_start";
+    return verifyReleases(wait, wait.getTensors(), groupName, group);
+  }
 
+  /// Rules 3 and 4 for one gathered copy: the results `tensors` of `wait`
+  /// (a zero.gather_wait or zero.carry_wait of `group`).
+  LogicalResult verifyReleases(Operation *wait, ValueRange tensors,
+                               FlatSymbolRefAttr groupName,
+                               zero::GroupOp group) {
     // Rule 4: released exactly once, as a whole group.
     SmallVector<zero::ReleaseOp> releases;
-    for (Value tensor : wait.getTensors())
+    for (Value tensor : tensors)
       for (Operation *user : tensor.getUsers())
         if (auto release = llvm::dyn_cast<zero::ReleaseOp>(user))
           if (!llvm::is_contained(releases, release))
@@ -291,7 +441,7 @@ struct VerifySchedulePass
     llvm::sort(releases, [](zero::ReleaseOp a, zero::ReleaseOp b) {
       return a->isBeforeInBlock(b);
     });
-    if (group.getPersistent()) {
+    if (group && group.getPersistent()) {
       if (!releases.empty())
         return releases.front().emitError()
                << "releases persistent group " << groupName
@@ -299,22 +449,20 @@ struct VerifySchedulePass
       return success();
     }
     if (releases.empty())
-      return wait.emitError()
+      return wait->emitError()
              << "the gathered copy of group " << groupName << " ("
-             << describeValue(wait.getTensors().front())
-             << (wait.getTensors().size() > 1 ? ", ..." : "")
-             << ") is never released";
+             << describeValue(tensors.front())
+             << (tensors.size() > 1 ? ", ..." : "") << ") is never released";
     // Each release first, so that a copy released in two halves is reported
     // as partial, not as released twice.
     for (zero::ReleaseOp release : releases) {
-      size_t covered = llvm::count_if(wait.getTensors(), [&](Value tensor) {
+      size_t covered = llvm::count_if(tensors, [&](Value tensor) {
         return llvm::is_contained(release.getTensors(), tensor);
       });
-      if (covered != wait.getTensors().size() ||
-          release.getTensors().size() != covered)
+      if (covered != tensors.size() || release.getTensors().size() != covered)
         return release.emitError()
                << "must release the whole gathered copy of group " << groupName
-               << " (" << wait.getTensors().size()
+               << " (" << tensors.size()
                << " tensors) at once, and nothing else; it releases " << covered
                << " of them and " << release.getTensors().size() - covered
                << " other tensors";
@@ -325,13 +473,13 @@ struct VerifySchedulePass
     zero::ReleaseOp release = releases.front();
 
     // Rule 3: nothing reads the copy, or a view of it, after the release.
-    for (Value tensor : wait.getTensors())
+    for (Value tensor : tensors)
       for (Operation *reader : collectUsesThroughViews(tensor)) {
         if (reader == release.getOperation())
           continue;
         if (release->isBeforeInBlock(reader))
           return reader->emitError()
-                 << "reads " << describeGathered(wait, tensor)
+                 << "reads " << describeGathered(tensor, groupName)
                  << " after its release";
       }
     return success();
@@ -349,9 +497,12 @@ struct VerifySchedulePass
     SmallVector<std::pair<std::string, uint64_t>> buffers;
     for (const LivenessAnalysis::Buffer *buffer : live.liveAt(index))
       buffers.push_back(
-          {buffer->group ? "gathered group @" +
-                               zero::GroupOp(buffer->group).getSymName().str()
-                         : describeValue(buffer->value),
+          {buffer->group
+               ? (buffer->kind == LivenessAnalysis::BufferKind::Carried
+                      ? "carried group @"
+                      : "gathered group @") +
+                     zero::GroupOp(buffer->group).getSymName().str()
+               : describeValue(buffer->value),
            buffer->bytes});
     return emitOverBudget(live.ops()[index], index, budget,
                           live.residentBytes(), transient, buffers,

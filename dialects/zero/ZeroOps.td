@@ -268,9 +268,10 @@ def Zero_CarryStartOp : Zero_Op<"carry_start", [
     section 6): starts one asynchronous all-gather of the group's shards
     (exactly its parameters, in its order) into the group's carried copy,
     which outlives the program. The collective runs while this program's
-    remaining ops compute, and while the host picks the next token; the next
-    `@decode` completes it with `zero.carry_wait`, or `@generate_end` with
-    `zero.carry_drain`. The carried copy sits at the same arena offset in
+    remaining ops compute (the program ends when it is done: the runtime
+    keeps no collective in flight between programs); the next `@decode`
+    takes the copy over with `zero.carry_wait`, or `@generate_end` drops it
+    with `zero.carry_drain`. The carried copy sits at the same arena offset in
     every program, so no program in between may use those bytes.
 
     ```mlir

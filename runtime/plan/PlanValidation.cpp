@@ -233,6 +233,40 @@ private:
     return Status::success();
   }
 
+  /// An ARENA or CARRY buffer lies inside arena_bytes at its offset.
+  Status checkInArena(const Buffer &buffer, const std::string &subject) const {
+    uint64_t end;
+    if (checkedAdd(buffer.offset(), buffer.bytes(), end) &&
+        end <= plan.arena_bytes())
+      return Status::success();
+    return failure(subject, " (", buffer.bytes(), " bytes at arena offset ",
+                   buffer.offset(), ") ends past the arena of ",
+                   plan.arena_bytes(), " bytes");
+  }
+
+  /// A RESIDENT or CARRY buffer (`role`: "resident", "carried") is one
+  /// sharded group's gathered copy: its group exists, is not persistent
+  /// (whole on every rank already), and fits in the buffer.
+  Status checkWholeGroupCopy(const Buffer &buffer, const std::string &subject,
+                             const char *role) const {
+    if (buffer.group() >= static_cast<uint32_t>(plan.groups_size()))
+      return failure(subject, " is the ", role, " copy of group ",
+                     buffer.group(), ", but the plan has ", plan.groups_size(),
+                     " groups");
+    const Group &group = plan.groups(buffer.group());
+    if (group.persistent())
+      return failure(subject, " is a ", role, " copy of ",
+                     describeGroup(plan, buffer.group()),
+                     ", which is persistent (whole on every rank already)");
+    uint64_t groupSize;
+    checkedGroupBytes(group, groupSize); // Overflow was ruled out before.
+    if (buffer.bytes() < groupSize)
+      return failure(subject, " is the ", role, " copy of ",
+                     describeGroup(plan, buffer.group()), " (", groupSize,
+                     " bytes) but has only ", buffer.bytes(), " bytes");
+    return Status::success();
+  }
+
   Status validateBuffers() {
     for (int index = 0; index < plan.buffers_size(); ++index) {
       const Buffer &buffer = plan.buffers(index);
@@ -281,13 +315,8 @@ private:
 
       switch (buffer.kind()) {
       case Buffer::ARENA: {
-        uint64_t end;
-        if (!checkedAdd(buffer.offset(), buffer.bytes(), end) ||
-            end > plan.arena_bytes())
-          return failure(subject, " (", buffer.bytes(),
-                         " bytes at arena offset ", buffer.offset(),
-                         ") ends past the arena of ", plan.arena_bytes(),
-                         " bytes");
+        if (Status status = checkInArena(buffer, subject); !status.ok())
+          return status;
         // A gathered group names its group; other arena buffers leave 0.
         if (buffer.group() != 0 &&
             buffer.group() >= static_cast<uint32_t>(plan.groups_size()))
@@ -353,22 +382,19 @@ private:
                          "; a cache is a float tensor [B, H, L, D]");
         break;
       }
+      case Buffer::CARRY: {
+        if (Status status = checkWholeGroupCopy(buffer, subject, "carried");
+            !status.ok())
+          return status;
+        // It lives in the arena, at the same offset in every program.
+        if (Status status = checkInArena(buffer, subject); !status.ok())
+          return status;
+        break;
+      }
       case Buffer::RESIDENT: {
-        if (buffer.group() >= static_cast<uint32_t>(plan.groups_size()))
-          return failure(subject, " is the resident copy of group ",
-                         buffer.group(), ", but the plan has ",
-                         plan.groups_size(), " groups");
-        const Group &group = plan.groups(buffer.group());
-        if (group.persistent())
-          return failure(subject, " is a resident copy of ",
-                         describeGroup(plan, buffer.group()),
-                         ", which is persistent (whole on every rank already)");
-        uint64_t groupSize;
-        checkedGroupBytes(group, groupSize); // Overflow was ruled out above.
-        if (buffer.bytes() < groupSize)
-          return failure(subject, " is the resident copy of ",
-                         describeGroup(plan, buffer.group()), " (", groupSize,
-                         " bytes) but has only ", buffer.bytes(), " bytes");
+        if (Status status = checkWholeGroupCopy(buffer, subject, "resident");
+            !status.ok())
+          return status;
         break;
       }
       default:
@@ -422,6 +448,8 @@ private:
             !status.ok())
           return status;
       if (Status status = validateNoDeadlock(program); !status.ok())
+        return status;
+      if (Status status = validateCarry(program); !status.ok())
         return status;
       for (const auto &[bindings, kind] :
            {std::pair{&program.inputs(), "input"},
@@ -487,6 +515,17 @@ private:
     while (plan.buffers(id - 1).view_of() != 0)
       id = plan.buffers(id - 1).view_of();
     return plan.buffers(id - 1);
+  }
+
+  /// A gather's operand is (a view of) its group's SHARD.
+  Status checkGathersItsShard(const Instruction &instruction,
+                              const std::string &subject) const {
+    const Buffer &shard = rootBuffer(instruction.operands(0));
+    if (shard.kind() == Buffer::SHARD && shard.group() == instruction.group())
+      return Status::success();
+    return failure(subject, " gathers ", describeBuffer(shard),
+                   ", which is not the shard of its ",
+                   describeGroup(plan, instruction.group()));
   }
 
   /// The operand and result counts an opcode takes.
@@ -562,6 +601,31 @@ private:
                        " are not [B, H, S, D], [B, H, L, D], [B, H, L, Dv]");
       return checkPositions(operand(3), query.shape(0), query.shape(2));
     }
+    case OPCODE_CARRY_GATHER:
+    case OPCODE_CARRY_WAIT:
+    case OPCODE_CARRY_DRAIN: {
+      bool gather = instruction.opcode() == OPCODE_CARRY_GATHER;
+      bool drain = instruction.opcode() == OPCODE_CARRY_DRAIN;
+      if (Status status =
+              checkArity(instruction, subject, gather || drain, !drain);
+          !status.ok())
+        return status;
+      if (gather) {
+        if (Status status = checkGathersItsShard(instruction, subject);
+            !status.ok())
+          return status;
+      }
+      // The CARRY buffer itself, not a view: the ledger (RankMemory) keys
+      // on it.
+      const Buffer &copy = plan.buffers(
+          (drain ? instruction.operands(0) : instruction.results(0)) - 1);
+      if (copy.kind() != Buffer::CARRY || copy.view_of() != 0 ||
+          copy.group() != instruction.group())
+        return failure(subject, " names ", describeBuffer(copy),
+                       ", which is not the carried copy of its ",
+                       describeGroup(plan, instruction.group()));
+      return Status::success();
+    }
     case OPCODE_RESIDENT_GATHER:
     case OPCODE_RESIDENT_RELEASE: {
       bool gather = instruction.opcode() == OPCODE_RESIDENT_GATHER;
@@ -569,12 +633,9 @@ private:
           !status.ok())
         return status;
       if (gather) {
-        const Buffer &shard = rootBuffer(instruction.operands(0));
-        if (shard.kind() != Buffer::SHARD ||
-            shard.group() != instruction.group())
-          return failure(subject, " gathers ", describeBuffer(shard),
-                         ", which is not the shard of its ",
-                         describeGroup(plan, instruction.group()));
+        if (Status status = checkGathersItsShard(instruction, subject);
+            !status.ok())
+          return status;
       }
       const Buffer &copy =
           rootBuffer(gather ? instruction.results(0) : instruction.operands(0));
@@ -589,6 +650,35 @@ private:
     default:
       return Status::success();
     }
+  }
+
+  /// Where the carry's instructions may stand (docs/generation.md section
+  /// 6): a carry_gather ends its program's comm queue (the run ends when
+  /// the comm queue drains, so the copy is complete when the next program
+  /// starts); only decode completes a carried gather with carry_wait, only
+  /// generate_end drops the last one with carry_drain.
+  Status validateCarry(const Program &program) const {
+    int lastComm = -1;
+    for (int i = 0; i < program.instructions_size(); ++i)
+      if (program.instructions(i).queue() == COMM)
+        lastComm = i;
+    for (int i = 0; i < program.instructions_size(); ++i) {
+      Opcode opcode = program.instructions(i).opcode();
+      std::string subject = describeInstruction(program, i);
+      if (opcode == OPCODE_CARRY_GATHER && i != lastComm)
+        return failure(subject, " is followed on the comm queue by ",
+                       describeInstruction(program, lastComm),
+                       "; a carry_gather must be its program's last ",
+                       "collective");
+      if (opcode == OPCODE_CARRY_WAIT && program.name() != kDecodeProgram)
+        return failure(subject, ": only program ", inQuotes(kDecodeProgram),
+                       " may wait for a carried gather");
+      if (opcode == OPCODE_CARRY_DRAIN && program.name() != kGenerateEndProgram)
+        return failure(subject, ": only program ",
+                       inQuotes(kGenerateEndProgram),
+                       " may drain a carried gather");
+    }
+    return Status::success();
   }
 
   /// Each queue runs its instructions in order and an instruction starts

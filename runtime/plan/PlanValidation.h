@@ -14,8 +14,15 @@
 #include "runtime/plan/PlanFormat.h"
 
 #include <cstdint>
+#include <string_view>
 
 namespace zplan::plan {
+
+/// The generation programs that complete a carried gather
+/// (docs/generation.md sections 1 and 6): decode waits for it,
+/// generate_end drains it.
+inline constexpr std::string_view kDecodeProgram = "decode";
+inline constexpr std::string_view kGenerateEndProgram = "generate_end";
 
 /// Checks that `plan` is internally consistent and was compiled for
 /// `worldSize` ranks, so that the executor can index it without checks:
@@ -26,7 +33,8 @@ namespace zplan::plan {
 ///    counts within 64 bits);
 ///  - ARENA buffers lie inside arena_bytes; a view lies inside the buffer it
 ///    views and view chains have no cycle; CONSTANT data has exactly `bytes`
-///    bytes; SHARD and PERSISTENT buffers hold their group;
+///    bytes; SHARD and PERSISTENT buffers hold their group; a CARRY buffer
+///    holds a sharded group whole, inside arena_bytes at its offset;
 ///  - parameters lie inside their group; groups split in world_size equal
 ///    shards and their weights lie inside their section of the weights file;
 ///  - every instruction has a known opcode (runtime/plan/Opcodes.h) and is
@@ -34,6 +42,11 @@ namespace zplan::plan {
 ///    ids exist, its group exists (collectives), its wait_for indices are
 ///    other instructions of the program, and the queues together cannot
 ///    deadlock (no cycle through wait_for and same-queue order);
+///  - generation's carry (docs/generation.md section 6): a carry_gather
+///    moves its group's shard into its CARRY buffer and is the last
+///    instruction of its program's comm queue; carry_wait (result: the
+///    CARRY buffer) runs only in decode, carry_drain (operand: the CARRY
+///    buffer) only in generate_end;
 ///  - input and output bindings name existing buffers.
 /// Stops at the first problem; the message names the buffer (id, name),
 /// parameter, group or instruction (program, index, op, location).

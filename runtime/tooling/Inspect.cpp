@@ -55,8 +55,8 @@ void zplan::tooling::printInspect(const std::string &path,
      << "weights: " << inQuotes(plan.weights_file()) << ", "
      << plan.weights_bytes_per_rank() << " B of shards per rank, " << persistent
      << " B persistent\n";
-  uint64_t state = 0, caches = 0, resident = 0;
-  int cacheCount = 0, residentCount = 0;
+  uint64_t state = 0, caches = 0, resident = 0, carried = 0;
+  int cacheCount = 0, residentCount = 0, carriedCount = 0;
   for (const plan::Buffer &buffer : plan.buffers()) {
     if (buffer.view_of() != 0)
       continue;
@@ -66,6 +66,8 @@ void zplan::tooling::printInspect(const std::string &path,
       caches += buffer.bytes(), ++cacheCount;
     if (buffer.kind() == plan::Buffer::RESIDENT)
       resident += buffer.bytes(), ++residentCount;
+    if (buffer.kind() == plan::Buffer::CARRY)
+      carried += buffer.bytes(), ++carriedCount;
   }
   if (state)
     os << "training state: " << state
@@ -76,6 +78,11 @@ void zplan::tooling::printInspect(const std::string &path,
   if (residentCount)
     os << "resident groups: " << resident << " B per rank (" << residentCount
        << " groups gathered in generate_begin)\n";
+  if (carriedCount)
+    os << "carried groups: " << carried << " B per rank of the arena ("
+       << carriedCount
+       << " groups gathered at the end of prefill and decode for the next "
+          "decode, at fixed offsets)\n";
   os << "parameters: " << plan.parameters_size()
      << ", buffers: " << plan.buffers_size()
      << ", constants: " << plan.constants_size() << "\n";

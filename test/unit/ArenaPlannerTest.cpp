@@ -4,7 +4,9 @@
 // same time share a byte), reuses bytes across disjoint live ranges, aligns
 // offsets, ignores zero-byte buffers, reports the live-bytes profile and lower
 // bound exactly, and stays close to that lower bound on random interval sets;
-// and that verifyArena() rejects plans that break the invariant.
+// that pinned requests (fixedOffset) sit where they ask, across programs, with
+// the others placed around them; and that verifyArena() rejects plans that
+// break the invariant or move a pinned buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -238,6 +240,77 @@ TEST(ArenaPlanner, RandomSetsStayNearTheLowerBound) {
 }
 
 //===----------------------------------------------------------------------===//
+// Pinned requests (fixedOffset)
+//===----------------------------------------------------------------------===//
+
+// A carried copy (docs/generation.md section 6) is pinned at 0 in two
+// programs; everything else moves around it. In the first program it is
+// live at the end only, in the second at the start and again at the end
+// (two requests of one id): the others reuse its bytes in between, never
+// while it is live.
+TEST(ArenaPlanner, PinnedRequestsKeepTheirOffsetAcrossPrograms) {
+  std::vector<BufferRequest> first = {
+      {0, 300, 6, 9, 0}, {1, 1000, 0, 4}, {2, 500, 3, 7}, {3, 200, 8, 9}};
+  std::vector<BufferRequest> second = {{0, 300, 0, 2, 0},
+                                       {1, 900, 1, 5},
+                                       {2, 256, 3, 6},
+                                       {0, 300, 7, 9, 0},
+                                       {3, 128, 9, 9}};
+  for (const std::vector<BufferRequest> *requests : {&first, &second}) {
+    ArenaPlan plan = planArena(*requests);
+    EXPECT_EQ(verifyError(*requests, plan), "");
+    expectNoSharedBytes(*requests, plan, 64);
+    for (size_t index = 0; index < requests->size(); ++index) {
+      if ((*requests)[index].fixedOffset)
+        EXPECT_EQ(plan.offsets[index], 0u);
+    }
+  }
+  // In the second program buffer 1 meets the copy's first stretch, so it
+  // sits above the copy's 320 aligned bytes; buffer 2, live only between
+  // the two stretches, takes the copy's bytes.
+  ArenaPlan plan = planArena(second);
+  EXPECT_GE(plan.offsets[1], 320u);
+  EXPECT_EQ(plan.offsets[2], 0u);
+}
+
+// A pinned request away from 0 leaves the space below it to the others,
+// and the arena reaches at least its end even when the bytes live at once
+// are fewer.
+TEST(ArenaPlanner, PinnedRequestAboveTheOthers) {
+  std::vector<BufferRequest> requests = {
+      {0, 64, 0, 3, 1024}, {1, 512, 0, 1}, {2, 512, 2, 3}};
+  ArenaPlan plan = planArena(requests);
+  EXPECT_EQ(verifyError(requests, plan), "");
+  EXPECT_EQ(plan.offsets[0], 1024u);
+  EXPECT_EQ(plan.offsets[1], 0u);
+  EXPECT_EQ(plan.offsets[2], 0u);
+  EXPECT_EQ(plan.arenaBytes, 1088u);
+  EXPECT_EQ(plan.lowerBound, 576u);
+}
+
+// Random sets with a pinned buffer in three live stretches: the planner
+// keeps the invariant and the pin on every one.
+TEST(ArenaPlanner, RandomSetsAroundAPinnedBuffer) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    std::vector<BufferRequest> requests = makeRandomRequests(seed);
+    int64_t last = 0;
+    for (const BufferRequest &request : requests)
+      last = std::max(last, request.lastUse);
+    for (auto [first, end] : {std::pair<int64_t, int64_t>{0, last / 4},
+                              {last / 2, last / 2 + 3},
+                              {last - 2, last}})
+      requests.push_back({-1, 4096, first, std::max(first, end), 128});
+    ArenaPlan plan = planArena(requests);
+    EXPECT_EQ(verifyError(requests, plan), "") << "seed " << seed;
+    expectNoSharedBytes(requests, plan, 64);
+    for (size_t index = 0; index < requests.size(); ++index) {
+      if (requests[index].fixedOffset)
+        EXPECT_EQ(plan.offsets[index], 128u) << "seed " << seed;
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // verifyArena
 //===----------------------------------------------------------------------===//
 
@@ -318,6 +391,28 @@ TEST(ArenaVerifier, CatchesMisalignmentAndStaleProfile) {
             std::string::npos);
 }
 
+// Two pinned requests that share bytes while live are the caller's bug:
+// the verifier names both; and a pinned buffer moved elsewhere is caught
+// even when it collides with nothing.
+TEST(ArenaVerifier, CatchesCollidingOrMovedPinnedBuffers) {
+  std::vector<BufferRequest> requests = {{4, 128, 0, 3, 0}, {5, 64, 2, 5, 64}};
+  ArenaPlan plan = planArena(requests);
+  std::string error = verifyError(requests, plan);
+  EXPECT_NE(error.find("buffer 4 (live [0, 3], bytes [0, 128))"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("share bytes"), std::string::npos) << error;
+
+  std::vector<BufferRequest> alone = {{4, 128, 0, 3, 128}, {5, 64, 0, 3}};
+  ArenaPlan moved = planArena(alone);
+  ASSERT_EQ(verifyError(alone, moved), "");
+  moved.offsets[0] = 256;
+  moved.arenaBytes = 384;
+  EXPECT_NE(verifyError(alone, moved)
+                .find("buffer 4 is at offset 256, not at its fixed offset 128"),
+            std::string::npos);
+}
+
 // Sizes that would wrap the arena's 64-bit offsets are found before
 // planning, at the request that crosses the limit.
 TEST(ArenaOverflow, FindsTheRequestThatCrossesTheLimit) {
@@ -329,6 +424,10 @@ TEST(ArenaOverflow, FindsTheRequestThatCrossesTheLimit) {
   // A size within `alignment` of 2^64 would wrap to 0 when aligned.
   std::vector<BufferRequest> wrapping = {{1, UINT64_MAX - 3, 0, 0}};
   EXPECT_EQ(findArenaOverflow(wrapping), std::optional<size_t>(0));
+  // A pinned buffer ends at its offset + size, however small the sum is.
+  std::vector<BufferRequest> pinned = {{1, 64, 0, 0},
+                                       {2, 128, 0, 1, kMaxArenaBytes - 64}};
+  EXPECT_EQ(findArenaOverflow(pinned), std::optional<size_t>(1));
 }
 
 } // namespace

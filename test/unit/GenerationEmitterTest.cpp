@@ -9,6 +9,11 @@
 // generate_begin fills (resident_gather, then its gather_wait), that the
 // parameters view and generate_end releases; and it must pass validatePlan.
 // On one rank there is no copy: the resident group is read from its shard.
+// With cross-step prefetch (docs/generation.md section 6) the streamed group
+// is carried: prefill and decode end with a carry_gather into one CARRY
+// buffer pinned at the same arena offset in every program, decode starts
+// from its carry_wait, generate_end drains it; no buffer that crosses a
+// program boundary may share its bytes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,8 +37,9 @@ using namespace zplan;
 
 namespace {
 
-/// The module at world size `worldSize` (2 or 1).
-std::string generationModule(int worldSize) {
+/// The module at world size `worldSize` (2 or 1); with `carry`, the
+/// streamed group @g1 is carried from each token step to the next decode.
+std::string generationModule(int worldSize, bool carry = false) {
   std::string groups =
       "zero.group @g0 {params = [@wq], padded_elements = 16 : i64, "
       "world_size = " +
@@ -43,7 +49,7 @@ std::string generationModule(int worldSize) {
       "world_size = " +
       std::to_string(worldSize) + " : i64}\n";
   // One token step over S tokens (prefill S = 3, decode S = 1).
-  auto step = [](const std::string &name, int s) {
+  auto step = [carry](const std::string &name, int s) {
     std::string x = "tensor<2x1x" + std::to_string(s) + "x4xf32>";
     std::string pos = "tensor<2x" + std::to_string(s) + "xi64>";
     return "func.func @" + name + "(%x: " + x +
@@ -64,16 +70,20 @@ std::string generationModule(int worldSize) {
            x + ", tensor<2x1x8x4xf32>, tensor<2x1x8x4xf32>, " + pos + ") -> " +
            x +
            " loc(\"/attn\")\n"
-           "  %s1 = zero.shard @wo : !zero.shard<tensor<4x4xf32>>\n"
-           "  %t1 = zero.gather_start %s1 {group = @g1} : "
-           "!zero.shard<tensor<4x4xf32>>\n"
-           "  %wo = zero.gather_wait %t1 : tensor<4x4xf32>\n"
-           "  %y = nn.matmul %o, %wo : (" +
-           x + ", tensor<4x4xf32>) -> " + x +
+           "  %s1 = zero.shard @wo : !zero.shard<tensor<4x4xf32>>\n" +
+           (carry && name == "decode"
+                ? "  %wo = zero.carry_wait %s1 {group = @g1} : "
+                  "!zero.shard<tensor<4x4xf32>> -> tensor<4x4xf32>\n"
+                : "  %t1 = zero.gather_start %s1 {group = @g1} : "
+                  "!zero.shard<tensor<4x4xf32>>\n"
+                  "  %wo = zero.gather_wait %t1 : tensor<4x4xf32>\n") +
+           "  %y = nn.matmul %o, %wo : (" + x + ", tensor<4x4xf32>) -> " + x +
            " loc(\"/o\")\n"
-           "  zero.release %wo : tensor<4x4xf32>\n"
-           "  return %y : " +
-           x + "\n}\n";
+           "  zero.release %wo : tensor<4x4xf32>\n" +
+           (carry ? "  zero.carry_start %s1 {group = @g1} : "
+                    "!zero.shard<tensor<4x4xf32>>\n"
+                  : "") +
+           "  return %y : " + x + "\n}\n";
   };
   return "nn.parameter @wq : tensor<4x4xf32>\n"
          "nn.parameter @wo : tensor<4x4xf32>\n"
@@ -83,7 +93,8 @@ std::string generationModule(int worldSize) {
          "  zero.resident_gather {group = @g0}\n"
          "  return\n}\n" +
          step("prefill", 3) + step("decode", 1) +
-         "func.func @generate_end() {\n"
+         "func.func @generate_end() {\n" +
+         (carry ? "  zero.carry_drain {group = @g1}\n" : "") +
          "  zero.resident_release {group = @g0}\n"
          "  return\n}\n";
 }
@@ -98,14 +109,9 @@ protected:
   }
 
   /// Emits the module at `worldSize`; fails the test on an error.
-  EmittedPlan emit(int worldSize) {
-    module = parseSourceString<ModuleOp>(generationModule(worldSize), &context);
-    EXPECT_TRUE(module) << generationModule(worldSize);
-    if (!module)
-      return EmittedPlan();
-    EmitOptions options;
-    options.weightsFile = "gen.zplan.weights";
-    llvm::Expected<EmittedPlan> emitted = emitPlan(*module, options, cost);
+  EmittedPlan emit(int worldSize, bool carry = false) {
+    llvm::Expected<EmittedPlan> emitted =
+        tryEmit(generationModule(worldSize, carry));
     if (!emitted) {
       ADD_FAILURE() << llvm::toString(emitted.takeError());
       return EmittedPlan();
@@ -113,6 +119,17 @@ protected:
     Status valid = plan::validatePlan(emitted->plan, worldSize);
     EXPECT_TRUE(valid.ok()) << valid.message();
     return std::move(*emitted);
+  }
+
+  /// Emits the module `text`: its plan, or the emitter's error.
+  llvm::Expected<EmittedPlan> tryEmit(const std::string &text) {
+    module = parseSourceString<ModuleOp>(text, &context);
+    if (!module)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "cannot parse:\n" + text);
+    EmitOptions options;
+    options.weightsFile = "gen.zplan.weights";
+    return emitPlan(*module, options, cost);
   }
 
   static const plan::Program *program(const plan::Plan &plan,
@@ -280,3 +297,176 @@ TEST_F(GenerationEmitter, OneRankReadsTheResidentGroupFromItsShard) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// Cross-step prefetch (carry)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Whether `program` uses arena buffer `buffer` (through any view of it)
+/// between instructions `from` and `to`: from its first to its last read,
+/// write or binding (inputs at the start, outputs at the end).
+bool touchesArenaAt(const plan::Plan &plan, const plan::Program &program,
+                    const plan::Buffer &buffer, int64_t from, int64_t to) {
+  auto rootId = [&](uint32_t id) {
+    while (plan.buffers(id - 1).view_of() != 0)
+      id = plan.buffers(id - 1).view_of();
+    return id;
+  };
+  int64_t first = -1, last = -1;
+  auto touch = [&](uint32_t id, int64_t index) {
+    if (rootId(id) != buffer.id())
+      return;
+    first = first < 0 ? index : std::min(first, index);
+    last = std::max(last, index);
+  };
+  for (const plan::Binding &input : program.inputs())
+    touch(input.buffer(), 0);
+  for (const plan::Instruction &instruction : program.instructions()) {
+    for (uint32_t id : instruction.operands())
+      touch(id, instruction.index());
+    for (uint32_t id : instruction.results())
+      touch(id, instruction.index());
+  }
+  for (const plan::Binding &output : program.outputs())
+    touch(output.buffer(), program.instructions_size() - 1);
+  return first >= 0 && first <= to && from <= last;
+}
+
+} // namespace
+
+TEST_F(GenerationEmitter, CarriedGroupIsGatheredAtTheEndOfEachTokenStep) {
+  EmittedPlan emitted = emit(2, /*carry=*/true);
+  const plan::Plan &plan = emitted.plan;
+  // One CARRY buffer: @g1 whole (16 f32), pinned at the arena's bottom.
+  const plan::Buffer *carried = nullptr;
+  for (const plan::Buffer &entry : plan.buffers())
+    if (entry.kind() == plan::Buffer::CARRY && entry.view_of() == 0) {
+      EXPECT_EQ(carried, nullptr) << "a second CARRY buffer " << entry.name();
+      carried = &entry;
+    }
+  ASSERT_NE(carried, nullptr);
+  EXPECT_EQ(plan.groups(carried->group()).name(), "g1");
+  EXPECT_EQ(carried->bytes(), 64u);
+  EXPECT_EQ(carried->offset(), 0u);
+
+  // prefill and decode: the carry_gather is the last instruction, on the
+  // comm queue, the shard into the CARRY buffer, after the compute before.
+  for (const char *name : {"prefill", "decode"}) {
+    const plan::Program *step = program(plan, name);
+    ASSERT_NE(step, nullptr);
+    const plan::Instruction &gather =
+        step->instructions(step->instructions_size() - 1);
+    EXPECT_EQ(gather.opcode(), plan::OPCODE_CARRY_GATHER) << name;
+    EXPECT_EQ(gather.queue(), plan::COMM);
+    EXPECT_EQ(buffer(plan, gather.operands(0)).kind(), plan::Buffer::SHARD);
+    EXPECT_EQ(gather.results(0), carried->id());
+    EXPECT_EQ(gather.group(), carried->group());
+    ASSERT_EQ(gather.wait_for_size(), 1);
+    EXPECT_EQ(gather.wait_for(0), gather.index() - 1);
+    EXPECT_EQ(step->instructions(gather.index() - 1).opcode(),
+              plan::OPCODE_RELEASE);
+  }
+  // prefill still gathers @g1 for itself (an all_gather into the arena);
+  // decode does not: it waits for the carried copy and reads views of it.
+  EXPECT_NE(find(*program(plan, "prefill"), plan::OPCODE_ALL_GATHER), nullptr);
+  const plan::Program &decode = *program(plan, "decode");
+  EXPECT_EQ(find(decode, plan::OPCODE_ALL_GATHER), nullptr);
+  const plan::Instruction *wait = find(decode, plan::OPCODE_CARRY_WAIT);
+  ASSERT_NE(wait, nullptr);
+  EXPECT_EQ(wait->queue(), plan::COMPUTE);
+  EXPECT_EQ(wait->results(0), carried->id());
+  EXPECT_EQ(wait->operands_size(), 0);
+  const plan::Instruction &o = decode.instructions(wait->index() + 1);
+  EXPECT_EQ(o.opcode(), plan::OPCODE_MATMUL);
+  EXPECT_EQ(root(plan, o.operands(1)).id(), carried->id());
+  EXPECT_EQ(buffer(plan, o.operands(1)).name(), "wo");
+  const plan::Instruction &release = decode.instructions(wait->index() + 2);
+  EXPECT_EQ(release.opcode(), plan::OPCODE_RELEASE);
+  EXPECT_EQ(release.operands(0), carried->id());
+
+  // generate_end: the drain of the last carried copy.
+  const plan::Program &end = *program(plan, "generate_end");
+  const plan::Instruction *drain = find(end, plan::OPCODE_CARRY_DRAIN);
+  ASSERT_NE(drain, nullptr);
+  EXPECT_EQ(drain->operands(0), carried->id());
+  EXPECT_EQ(find(*program(plan, "generate_begin"), plan::OPCODE_CARRY_GATHER),
+            nullptr);
+}
+
+// The copy's bytes [0, 64) hold data across each program boundary: from
+// the carry_gather to the end of prefill and decode, from the start of
+// decode to the release, from the start of generate_end to the drain. No
+// other arena buffer of those programs may touch them meanwhile: not the
+// inputs the host writes before decode runs, nor the logits it reads after.
+TEST_F(GenerationEmitter, NoBufferSharesTheCarriedBytesWhileTheyHoldData) {
+  EmittedPlan emitted = emit(2, /*carry=*/true);
+  const plan::Plan &plan = emitted.plan;
+  for (const char *name : {"prefill", "decode", "generate_end"}) {
+    const plan::Program &step = *program(plan, name);
+    int64_t last = step.instructions_size() - 1;
+    std::vector<std::pair<int64_t, int64_t>> held;
+    if (const plan::Instruction *gather = find(step, plan::OPCODE_CARRY_GATHER))
+      held.push_back({gather->index(), last});
+    if (const plan::Instruction *release = find(step, plan::OPCODE_RELEASE);
+        release && std::string(name) == "decode")
+      held.push_back({0, release->index()});
+    if (const plan::Instruction *drain = find(step, plan::OPCODE_CARRY_DRAIN))
+      held.push_back({0, drain->index()});
+    EXPECT_FALSE(held.empty()) << name;
+    for (const plan::Buffer &entry : plan.buffers()) {
+      if (entry.kind() != plan::Buffer::ARENA || entry.view_of() != 0 ||
+          entry.offset() >= 64)
+        continue;
+      for (auto [from, to] : held)
+        EXPECT_FALSE(touchesArenaAt(plan, step, entry, from, to))
+            << name << ": " << entry.name() << " at offset " << entry.offset()
+            << " is live in [" << from << ", " << to << "]";
+    }
+    EXPECT_GE(step.peak_arena_bytes(), 64u) << name;
+  }
+}
+
+TEST_F(GenerationEmitter, OneRankCarriesNothing) {
+  EmittedPlan emitted = emit(1, /*carry=*/true);
+  const plan::Plan &plan = emitted.plan;
+  for (const plan::Buffer &entry : plan.buffers())
+    EXPECT_NE(entry.kind(), plan::Buffer::CARRY) << entry.name();
+  for (const plan::Program &step : plan.programs())
+    for (const plan::Instruction &instruction : step.instructions()) {
+      plan::Opcode opcode = instruction.opcode();
+      EXPECT_TRUE(opcode != plan::OPCODE_CARRY_GATHER &&
+                  opcode != plan::OPCODE_CARRY_WAIT &&
+                  opcode != plan::OPCODE_CARRY_DRAIN)
+          << step.name() << " " << plan::opcodeName(opcode);
+    }
+  // decode reads @g1's parameter from its shard.
+  const plan::Program &decode = *program(plan, "decode");
+  const plan::Instruction *o = nullptr;
+  for (const plan::Instruction &instruction : decode.instructions())
+    if (instruction.location() == "/o")
+      o = &instruction;
+  ASSERT_NE(o, nullptr);
+  EXPECT_EQ(root(plan, o->operands(1)).kind(), plan::Buffer::SHARD);
+}
+
+// A carry_gather over the copy the same decode still reads would overwrite
+// it: the emitter refuses, naming the op and the group.
+TEST_F(GenerationEmitter, RefusesACarryStartBeforeTheCarriedCopyIsReleased) {
+  std::string text = generationModule(2, /*carry=*/true);
+  std::string release = "  zero.release %wo : tensor<4x4xf32>\n";
+  std::string start = "  zero.carry_start %s1 {group = @g1} : "
+                      "!zero.shard<tensor<4x4xf32>>\n";
+  // In decode (the second occurrence): the start above the release.
+  size_t decodeAt = text.find("func.func @decode");
+  size_t releaseAt = text.find(release, decodeAt);
+  ASSERT_NE(releaseAt, std::string::npos);
+  text.replace(releaseAt, release.size() + start.size(), start + release);
+  llvm::Expected<EmittedPlan> emitted = tryEmit(text);
+  ASSERT_FALSE(emitted);
+  std::string error = llvm::toString(emitted.takeError());
+  EXPECT_NE(error.find("zero.carry_start"), std::string::npos) << error;
+  EXPECT_NE(error.find("carried copy of @g1"), std::string::npos) << error;
+  EXPECT_NE(error.find("not released before it"), std::string::npos) << error;
+}

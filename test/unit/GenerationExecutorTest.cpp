@@ -10,6 +10,12 @@
 // naming the instruction, the parameter and the release. The validator
 // refuses the generation instructions whose operands are not what the
 // executor relies on.
+// With cross-step prefetch (docs/generation.md section 6) prefill gathers
+// the group into its CARRY copy for decode, which waits for it, reads it,
+// releases it and carries it again; generate_end drains it. The carry's
+// ledger refuses a decode with nothing carried, and a program other than
+// decode or generate_end while a carried gather waits; --check refuses a
+// read before the carry_wait and a copy overwritten between the programs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +54,9 @@ enum : uint32_t {
   kNew,
   kPositions,
   kSum,
+  // With the carry:
+  kCarry,   // CARRY copy of the group, in the arena
+  kCarried, // "w", view of kCarry
 };
 
 constexpr int64_t kSlots = 4, kWidth = 4;
@@ -87,7 +96,10 @@ plan::Instruction *addInstruction(plan::Program &program, plan::Opcode opcode,
 
 /// One sharded group @g holding w [2, 4]; its resident copy; a key cache
 /// [1, 1, 4, 4]; decode computes w + w and appends `new` at `positions`.
-plan::Plan makeGenerationPlan() {
+/// With `carry`, decode reads w from the group's carried copy instead
+/// (carry_wait, add, cache_append, release, carry_gather), a fourth program
+/// prefill only carries it, and generate_end drains it first.
+plan::Plan makeGenerationPlan(bool carry = false) {
   plan::Plan plan;
   plan.set_version(plan::kPlanVersion);
   plan.set_world_size(1);
@@ -118,6 +130,15 @@ plan::Plan makeGenerationPlan() {
       ->set_offset(64);
   addBuffer(plan, "sum", plan::Buffer::ARENA, {2, 4})->set_offset(128);
   plan.set_arena_bytes(256);
+  if (carry) {
+    plan::Buffer *copy =
+        addBuffer(plan, "g (carried)", plan::Buffer::CARRY, {8});
+    copy->set_group(0);
+    copy->set_offset(192);
+    plan::Buffer *carried = addBuffer(plan, "w", plan::Buffer::CARRY, {2, 4});
+    carried->set_view_of(kCarry);
+    carried->set_group(0);
+  }
 
   plan::Program *begin = plan.add_programs();
   begin->set_name("generate_begin");
@@ -128,10 +149,18 @@ plan::Plan makeGenerationPlan() {
   plan::Program *decode = plan.add_programs();
   decode->set_name("decode");
   decode->set_peak_arena_bytes(256);
-  addInstruction(*decode, plan::OPCODE_ADD, {kWeight, kWeight}, {kSum})
+  if (carry)
+    addInstruction(*decode, plan::OPCODE_CARRY_WAIT, {}, {kCarry}, 0);
+  uint32_t read = carry ? kCarried : kWeight;
+  addInstruction(*decode, plan::OPCODE_ADD, {read, read}, {kSum})
       ->set_location("/h.0/add");
   addInstruction(*decode, plan::OPCODE_CACHE_APPEND, {kCache, kNew, kPositions},
                  {kCache});
+  if (carry) {
+    addInstruction(*decode, plan::OPCODE_RELEASE, {kCarry}, {}, 0);
+    addInstruction(*decode, plan::OPCODE_CARRY_GATHER, {kShard}, {kCarry}, 0)
+        ->add_wait_for(3);
+  }
   for (auto [name, id] :
        {std::pair{"input_ids", kNew}, std::pair{"positions", kPositions}}) {
     plan::Binding *binding = decode->add_inputs();
@@ -144,12 +173,25 @@ plan::Plan makeGenerationPlan() {
 
   plan::Program *end = plan.add_programs();
   end->set_name("generate_end");
+  if (carry)
+    addInstruction(*end, plan::OPCODE_CARRY_DRAIN, {kCarry}, {}, 0);
   addInstruction(*end, plan::OPCODE_RESIDENT_RELEASE, {kResident}, {});
+
+  if (carry) {
+    plan::Program *prefill = plan.add_programs();
+    prefill->set_name("prefill");
+    addInstruction(*prefill, plan::OPCODE_CARRY_GATHER, {kShard}, {kCarry}, 0);
+  }
   return plan;
 }
 
 class GenerationExecutor : public ::testing::Test {
 protected:
+  /// The plan the test runs: makeGenerationPlan(), carried or not, then
+  /// changed by alter().
+  virtual bool carry() const { return false; }
+  virtual void alter(plan::Plan &) const {}
+
   void SetUp() override {
     char pattern[] = "/tmp/zplan-generation-XXXXXX";
     ASSERT_NE(::mkdtemp(pattern), nullptr);
@@ -157,7 +199,9 @@ protected:
     // The plan as zrun reads it: serialized, parsed back (its identity
     // set), its weights beside it.
     uint64_t identity = 0;
-    std::string bytes = plan::serializePlan(makeGenerationPlan(), &identity);
+    plan::Plan made = makeGenerationPlan(carry());
+    alter(made);
+    std::string bytes = plan::serializePlan(made, &identity);
     ASSERT_EQ(errorOf(plan::parsePlan(bytes, "gen.zplan", plan)), "");
     ASSERT_EQ(errorOf(plan::validatePlan(plan, 1)), "");
     std::vector<float> weights = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -174,9 +218,9 @@ protected:
         "");
     ExecutorOptions options;
     options.check = true;
-    for (int p = 0; p < 3; ++p)
+    for (int p = 0; p < plan.programs_size(); ++p)
       ASSERT_EQ(errorOf(checkProgramSupported(plan, plan.programs(p))), "");
-    for (int p = 0; p < 3; ++p)
+    for (int p = 0; p < plan.programs_size(); ++p)
       ASSERT_EQ(errorOf(Executor::create(plan, plan.programs(p), *memory,
                                          communicator, options, executors[p])),
                 "");
@@ -186,6 +230,7 @@ protected:
   Executor &begin() { return *executors[0]; }
   Executor &decode() { return *executors[1]; }
   Executor &end() { return *executors[2]; }
+  Executor &prefill() { return *executors[3]; } // with the carry only
 
   /// Sets decode's inputs: the new key row (all `value`) at `position`.
   void feed(float value, int64_t position) {
@@ -204,7 +249,7 @@ protected:
   plan::Plan plan;
   std::unique_ptr<RankMemory> memory;
   zplan::testing::SingleRankCommunicator communicator;
-  std::unique_ptr<Executor> executors[3];
+  std::unique_ptr<Executor> executors[4];
 };
 
 TEST_F(GenerationExecutor, ResidentCopyAndCacheOutliveTheirPrograms) {
@@ -309,18 +354,157 @@ TEST_F(GenerationExecutor, AnAppendOutsideTheCacheIsAnErrorNamingIt) {
 }
 
 //===----------------------------------------------------------------------===//
+// The carry across programs
+//===----------------------------------------------------------------------===//
+
+class CarryExecutor : public GenerationExecutor {
+protected:
+  bool carry() const override { return true; }
+
+  const float *carried() const {
+    return reinterpret_cast<const float *>(memory->address(kCarry));
+  }
+  RankMemory::CarriedCopy::State ledger() const {
+    return memory->carriedCopy(kCarry).state;
+  }
+};
+
+TEST_F(CarryExecutor, PrefillCarriesTheGroupToEachDecode) {
+  ASSERT_EQ(errorOf(begin().run()), "");
+  EXPECT_EQ(ledger(), RankMemory::CarriedCopy::State::Empty);
+  // prefill's carry_gather counts to prefill, and leaves the copy Ready.
+  ASSERT_EQ(errorOf(prefill().run()), "");
+  EXPECT_EQ(prefill().bytesGatheredLastRun(), 32u);
+  EXPECT_EQ(ledger(), RankMemory::CarriedCopy::State::Ready);
+  EXPECT_EQ(carried()[7], 8.0f);
+  // Each decode reads the copy the program before carried, and carries it
+  // again: one gather of the group per step, counted to the step.
+  for (int step = 0; step < 2; ++step) {
+    feed(1.0f, step);
+    ASSERT_EQ(errorOf(decode().run()), "") << "step " << step;
+    EXPECT_EQ(decode().bytesGatheredLastRun(), 32u);
+    for (int i = 0; i < 8; ++i)
+      EXPECT_EQ(sum()[i], 2.0f * (i + 1));
+    EXPECT_EQ(ledger(), RankMemory::CarriedCopy::State::Ready);
+  }
+  // generate_end drops the last copy (--check poisons it).
+  ASSERT_EQ(errorOf(end().run()), "");
+  EXPECT_EQ(ledger(), RankMemory::CarriedCopy::State::Empty);
+  EXPECT_TRUE(std::isnan(carried()[0]));
+  // A new generation starts from an empty ledger: prefill, then end.
+  ASSERT_EQ(errorOf(begin().run()), "");
+  ASSERT_EQ(errorOf(prefill().run()), "");
+  ASSERT_EQ(errorOf(end().run()), "");
+}
+
+TEST_F(CarryExecutor, DecodeWithNothingCarriedIsAnErrorNamingIt) {
+  ASSERT_EQ(errorOf(begin().run()), "");
+  feed(1.0f, 0);
+  EXPECT_TRUE(contains(errorOf(decode().run()),
+                       "instruction #0 'carry_wait': no carried gather of "
+                       "group @g (the previous program was not prefill or "
+                       "decode)"));
+}
+
+TEST_F(CarryExecutor, GenerateEndWithNothingCarriedIsAnError) {
+  ASSERT_EQ(errorOf(begin().run()), "");
+  EXPECT_TRUE(contains(errorOf(end().run()),
+                       "instruction #0 'carry_drain': no carried gather of "
+                       "group @g"));
+}
+
+TEST_F(CarryExecutor, OnlyDecodeOrGenerateEndMayFollowACarry) {
+  ASSERT_EQ(errorOf(begin().run()), "");
+  ASSERT_EQ(errorOf(prefill().run()), "");
+  EXPECT_TRUE(contains(
+      errorOf(prefill().run()),
+      "program 'prefill' starts while the carried gather of group @g "
+      "(program 'prefill', instruction #0 'carry_gather') is not completed; "
+      "only 'decode' or 'generate_end' may run next"));
+  EXPECT_TRUE(contains(errorOf(begin().run()),
+                       "program 'generate_begin' starts while the carried "
+                       "gather of group @g"));
+  // The carry is still there for decode.
+  feed(1.0f, 0);
+  EXPECT_EQ(errorOf(decode().run()), "");
+}
+
+// Something wrote into the copy's arena bytes between prefill and decode:
+// the checksum its carry_gather took no longer matches.
+TEST_F(CarryExecutor, CheckCatchesACopyOverwrittenBetweenPrograms) {
+  ASSERT_EQ(errorOf(begin().run()), "");
+  ASSERT_EQ(errorOf(prefill().run()), "");
+  reinterpret_cast<float *>(memory->address(kCarry))[3] = 42.0f;
+  feed(1.0f, 0);
+  EXPECT_TRUE(contains(
+      errorOf(decode().run()),
+      "instruction #0 'carry_wait': the carried copy of group @g changed "
+      "since its carry_gather (program 'prefill', instruction #0 "
+      "'carry_gather') (checksum mismatch)"));
+}
+
+/// decode reads w before its carry_wait.
+class CarryReadTooEarly : public CarryExecutor {
+protected:
+  void alter(plan::Plan &plan) const override {
+    plan::Program *decode = plan.mutable_programs(1);
+    decode->mutable_instructions()->SwapElements(0, 1);
+    decode->mutable_instructions(0)->set_index(0);
+    decode->mutable_instructions(1)->set_index(1);
+  }
+};
+
+TEST_F(CarryReadTooEarly, CheckRefusesAReadBeforeTheCarryWait) {
+  ASSERT_EQ(errorOf(begin().run()), "");
+  ASSERT_EQ(errorOf(prefill().run()), "");
+  feed(1.0f, 0);
+  EXPECT_TRUE(contains(errorOf(decode().run()),
+                       "instruction #0 'add' at '/h.0/add' reads parameter "
+                       "'w' (group @g) before it is gathered (no carry_wait "
+                       "for it ran before it in this run)"));
+}
+
+/// decode's carry_gather comes before the release of the copy it was
+/// handed (an emitter bug the executor must not run through).
+class CarryGatherTooEarly : public CarryExecutor {
+protected:
+  void alter(plan::Plan &plan) const override {
+    plan::Program *decode = plan.mutable_programs(1);
+    decode->mutable_instructions()->SwapElements(3, 4);
+    decode->mutable_instructions(3)->set_index(3);
+    decode->mutable_instructions(3)->set_wait_for(0, 2);
+    // The release after it, for certain: the gather finds the copy held.
+    decode->mutable_instructions(4)->set_index(4);
+    decode->mutable_instructions(4)->add_wait_for(3);
+  }
+};
+
+TEST_F(CarryGatherTooEarly, ACarryGatherOverAHeldCopyIsAnError) {
+  ASSERT_EQ(errorOf(begin().run()), "");
+  ASSERT_EQ(errorOf(prefill().run()), "");
+  feed(1.0f, 0);
+  EXPECT_TRUE(contains(
+      errorOf(decode().run()),
+      "instruction #3 'carry_gather': the carried copy of group @g is still "
+      "in use (handed over by program 'decode', instruction #0 "
+      "'carry_wait'); a carry_gather may not overwrite it"));
+}
+
+//===----------------------------------------------------------------------===//
 // Validation of the generation instructions and buffers
 //===----------------------------------------------------------------------===//
 
 /// The validator's message for `plan` after `breakIt` ("" when valid).
-template <typename Break> std::string validationError(Break &&breakIt) {
-  plan::Plan plan = makeGenerationPlan();
+template <typename Break>
+std::string validationError(Break &&breakIt, bool carry = false) {
+  plan::Plan plan = makeGenerationPlan(carry);
   breakIt(plan);
   return errorOf(plan::validatePlan(plan, 1));
 }
 
 TEST(GenerationValidation, TheHandMadePlanIsValid) {
   EXPECT_EQ(validationError([](plan::Plan &) {}), "");
+  EXPECT_EQ(validationError([](plan::Plan &) {}, /*carry=*/true), "");
 }
 
 TEST(GenerationValidation, CacheAppendMustWriteAKvCacheInPlace) {
@@ -372,6 +556,77 @@ TEST(GenerationValidation, ResidentBuffersAndInstructionsNameTheirGroup) {
                          plan.mutable_buffers(kCache - 1)->add_shape(16);
                        }),
                        "buffer 4 'cache.0.key' is a KV cache of shape [16]"));
+}
+
+TEST(GenerationValidation, CarryInstructionsStandWhereTheCarryNeedsThem) {
+  constexpr bool withCarry = true;
+  // prefill = program 3, decode = 1, generate_end = 2.
+  EXPECT_TRUE(contains(
+      validationError(
+          [](plan::Plan &plan) {
+            addInstruction(*plan.mutable_programs(3), plan::OPCODE_CARRY_GATHER,
+                           {kShard}, {kCarry}, 0);
+          },
+          withCarry),
+      "program 'prefill', instruction #0 'carry_gather' is followed on the "
+      "comm queue by program 'prefill', instruction #1 'carry_gather'; a "
+      "carry_gather must be its program's last collective"));
+  EXPECT_TRUE(
+      contains(validationError(
+                   [](plan::Plan &plan) {
+                     addInstruction(*plan.mutable_programs(3),
+                                    plan::OPCODE_CARRY_WAIT, {}, {kCarry}, 0);
+                   },
+                   withCarry),
+               "program 'prefill', instruction #1 'carry_wait': only program "
+               "'decode' may wait for a carried gather"));
+  EXPECT_TRUE(
+      contains(validationError(
+                   [](plan::Plan &plan) {
+                     addInstruction(*plan.mutable_programs(1),
+                                    plan::OPCODE_CARRY_DRAIN, {kCarry}, {}, 0);
+                   },
+                   withCarry),
+               "program 'decode', instruction #5 'carry_drain': only program "
+               "'generate_end' may drain a carried gather"));
+}
+
+TEST(GenerationValidation, CarryBuffersAndInstructionsNameTheirGroup) {
+  constexpr bool withCarry = true;
+  EXPECT_TRUE(contains(
+      validationError(
+          [](plan::Plan &plan) {
+            plan.mutable_programs(3)->mutable_instructions(0)->set_results(
+                0, kSum);
+          },
+          withCarry),
+      "program 'prefill', instruction #0 'carry_gather' names buffer 7 "
+      "'sum', which is not the carried copy of its group 0 'g'"));
+  EXPECT_TRUE(contains(
+      validationError(
+          [](plan::Plan &plan) {
+            plan.mutable_programs(1)->mutable_instructions(0)->set_results(
+                0, kCarried);
+          },
+          withCarry),
+      "instruction #0 'carry_wait' names buffer 9 'w', which is not the "
+      "carried copy"));
+  EXPECT_TRUE(contains(
+      validationError(
+          [](plan::Plan &plan) {
+            plan.mutable_buffers(kCarry - 1)->set_offset(240);
+          },
+          withCarry),
+      "buffer 8 'g (carried)' (32 bytes at arena offset 240) ends past the "
+      "arena of 256 bytes"));
+  EXPECT_TRUE(contains(
+      validationError(
+          [](plan::Plan &plan) {
+            plan.mutable_buffers(kCarry - 1)->set_group(3);
+          },
+          withCarry),
+      "buffer 8 'g (carried)' is the carried copy of group 3, but the plan "
+      "has 1 groups"));
 }
 
 } // namespace
