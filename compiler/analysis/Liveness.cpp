@@ -208,3 +208,143 @@ LivenessAnalysis::liveAt(int64_t index) const {
       live.push_back(&buffer);
   return live;
 }
+
+//===----------------------------------------------------------------------===//
+// Gathered copies and their segments
+//===----------------------------------------------------------------------===//
+
+int64_t GatheredCopy::segmentLast(size_t k) const {
+  int64_t last = 0;
+  for (size_t read = cuts[k]; read < cuts[k + 1]; ++read)
+    last = std::max(last, reads[read].last);
+  return last;
+}
+
+/// The reads of `tensors`, sorted, overlapping ones merged.
+static std::vector<CopyRead> collectReads(const LivenessAnalysis &live,
+                                          ValueRange tensors) {
+  std::vector<CopyRead> reads;
+  for (Value tensor : tensors)
+    for (OpOperand &operand : tensor.getUses()) {
+      Operation *user = operand.getOwner();
+      int64_t first = live.indexOf(user), last = first;
+      // A reshape of a weight and the readers of the view stay together.
+      if (auto reshape = llvm::dyn_cast<nn::ReshapeOp>(user))
+        for (Operation *reader : collectUsesThroughViews(reshape.getResult()))
+          last = std::max(last, live.indexOf(reader));
+      reads.push_back({first, last, {&operand}});
+    }
+  llvm::sort(reads, [](const CopyRead &a, const CopyRead &b) {
+    return a.first < b.first;
+  });
+  std::vector<CopyRead> merged;
+  for (CopyRead &read : reads) {
+    if (!merged.empty() && read.first <= merged.back().last) {
+      merged.back().last = std::max(merged.back().last, read.last);
+      llvm::append_range(merged.back().operands, read.operands);
+    } else {
+      merged.push_back(std::move(read));
+    }
+  }
+  return merged;
+}
+
+std::vector<GatheredCopy>
+zplan::collectGatheredCopies(const LivenessAnalysis &live) {
+  std::vector<GatheredCopy> copies;
+  if (live.ops().empty())
+    return copies;
+  auto module = live.ops().front()->getParentOfType<ModuleOp>();
+  SymbolTable symbols(module);
+  auto lookupGroup = [&](FlatSymbolRefAttr name) {
+    return name ? symbols.lookup<zero::GroupOp>(name.getAttr())
+                : zero::GroupOp();
+  };
+  for (Operation *op : live.ops()) {
+    GatheredCopy copy;
+    ValueRange tensors;
+    if (auto wait = llvm::dyn_cast<zero::GatherWaitOp>(op)) {
+      zero::GatherStartOp start = wait.getStart();
+      copy.group = lookupGroup(start.getGroupAttr());
+      if (copy.group && copy.group.getPersistent())
+        continue;
+      if (copy.group) {
+        copy.bytes = bytesOfGroup(copy.group, symbols);
+      } else {
+        for (Value tensor : wait.getTensors())
+          copy.bytes += tensorBytes(tensor.getType());
+      }
+      tensors = wait.getTensors();
+    } else if (auto read = llvm::dyn_cast<zero::ResidentReadOp>(op)) {
+      copy.group = lookupGroup(read.getGroupAttr());
+      copy.bytes = copy.group ? bytesOfGroup(copy.group, symbols) : 0;
+      copy.resident = true;
+      tensors = read.getResults();
+    } else {
+      continue;
+    }
+    copy.source = op;
+    copy.reads = collectReads(live, tensors);
+    if (copy.reads.empty())
+      continue;
+    copy.cuts = {0, copy.reads.size()};
+    copies.push_back(std::move(copy));
+  }
+  return copies;
+}
+
+std::vector<size_t> zplan::cutsAtEveryGap(const GatheredCopy &copy) {
+  std::vector<size_t> cuts;
+  for (size_t read = 0; read <= copy.reads.size(); ++read)
+    cuts.push_back(read);
+  return cuts;
+}
+
+std::vector<size_t> zplan::cutsLikeHooks(ArrayRef<GatheredCopy> copies,
+                                         size_t index) {
+  const GatheredCopy &mine = copies[index];
+  std::vector<size_t> cuts{0};
+  for (size_t read = 1; read < mine.reads.size(); ++read) {
+    int64_t gapStart = mine.reads[read - 1].last;
+    int64_t gapEnd = mine.reads[read].first;
+    bool otherInBetween = llvm::any_of(copies, [&](const GatheredCopy &other) {
+      return &other != &mine && other.group &&
+             llvm::any_of(other.reads, [&](const CopyRead &otherRead) {
+               return otherRead.first > gapStart && otherRead.first < gapEnd;
+             });
+    });
+    if (otherInBetween)
+      cuts.push_back(read);
+  }
+  cuts.push_back(mine.reads.size());
+  return cuts;
+}
+
+std::vector<uint64_t>
+zplan::liveBytesWithCopies(const LivenessAnalysis &live,
+                           ArrayRef<GatheredCopy> copies) {
+  // Difference array: +bytes where a buffer starts, -bytes after its end.
+  std::vector<uint64_t> bytes(live.ops().size() + 1, 0);
+  auto add = [&](int64_t first, int64_t last, uint64_t size) {
+    bytes[first] += size;
+    bytes[last + 1] -= size;
+  };
+  for (const LivenessAnalysis::Buffer &buffer : live.buffers())
+    if (buffer.kind != LivenessAnalysis::BufferKind::Gathered)
+      add(buffer.start, buffer.end, buffer.bytes);
+  // The copy exists from its start, placed right before the segment's first
+  // read, to its release, right after the last. Counting it from the first
+  // read is exact: what is live at the inserted start and wait (buffers
+  // crossing into the first read, other copies not yet released) is a subset
+  // of what is live at the first read, and likewise at the release. Counting
+  // it from the op before would charge it where an activation dies, and
+  // refuse (or split for) schedules that fit.
+  for (const GatheredCopy &copy : copies)
+    if (!copy.resident)
+      for (size_t k = 0; k < copy.numSegments(); ++k)
+        add(copy.segmentFirst(k), copy.segmentLast(k), copy.bytes);
+  for (size_t i = 1; i < bytes.size(); ++i)
+    bytes[i] += bytes[i - 1];
+  bytes.pop_back();
+  return bytes;
+}

@@ -101,6 +101,69 @@ private:
   uint64_t resident = 0;
 };
 
+//===----------------------------------------------------------------------===//
+// Gathered copies and their segments (zplan-residency, zplan-recompute,
+// zplan-insert-gathers)
+//===----------------------------------------------------------------------===//
+//
+// The memory model the schedule passes share before gathers are placed: a
+// group's gathered copy is charged over each *segment* of its reads, from the
+// segment's first read to its last (gathered right before, released right
+// after). The passes differ only in where they cut the reads into segments.
+
+/// One read of a gathered copy: the op reading one of its tensors and, when
+/// that op is an nn.reshape, the readers of the view; ops [first, last] in
+/// LivenessAnalysis numbering. Reads that overlap are one read.
+struct CopyRead {
+  int64_t first = 0;
+  int64_t last = 0;
+  /// The operands reading the copy's tensors directly.
+  llvm::SmallVector<mlir::OpOperand *> operands;
+};
+
+/// A sharded group's gathered copy in one program and its reads.
+struct GatheredCopy {
+  /// The zero.gather_wait (or zero.resident_read) whose results are read.
+  mlir::Operation *source = nullptr;
+  /// Null for shards gathered without a group.
+  zero::GroupOp group;
+  uint64_t bytes = 0;
+  /// Kept outside the arena (zero.resident_read, or a group zplan-residency
+  /// considers keeping): not charged, but its reads still separate the
+  /// other copies' reads as hooks would.
+  bool resident = false;
+  /// Sorted by first op.
+  std::vector<CopyRead> reads;
+  /// Segment k holds reads [cuts[k], cuts[k+1]); initially one segment.
+  std::vector<size_t> cuts;
+
+  size_t numSegments() const { return cuts.size() - 1; }
+  int64_t segmentFirst(size_t k) const { return reads[cuts[k]].first; }
+  int64_t segmentLast(size_t k) const;
+};
+
+/// The copies `live`'s function reads, in program order of their sources:
+/// one per zero.gather_wait of a non-persistent group or of ungrouped shards
+/// and one (resident) per zero.resident_read; each one segment. Persistent
+/// groups are whole on every rank (LivenessAnalysis::residentBytes()) and
+/// have no copy here.
+std::vector<GatheredCopy> collectGatheredCopies(const LivenessAnalysis &live);
+
+/// Cuts at every gap between reads: each read its own segment, the least
+/// memory any placement of gathers reaches.
+std::vector<size_t> cutsAtEveryGap(const GatheredCopy &copy);
+
+/// Cuts where hook-based ZeRO-3 (policy jit) releases and gathers again:
+/// wherever another group's read begins between two reads of `copies[index]`.
+std::vector<size_t> cutsLikeHooks(llvm::ArrayRef<GatheredCopy> copies,
+                                  size_t index);
+
+/// Transient bytes live at each op of `live`'s function: activations and
+/// inputs, plus each non-resident copy's bytes over each of its segments.
+/// Add LivenessAnalysis::residentBytes() for the rank's total.
+std::vector<uint64_t> liveBytesWithCopies(const LivenessAnalysis &live,
+                                          llvm::ArrayRef<GatheredCopy> copies);
+
 } // namespace zplan
 
 #endif // ZPLAN_COMPILER_ANALYSIS_LIVENESS_H

@@ -3,8 +3,10 @@
 // Gives every sharded group one gather and one release per segment of its
 // uses (see Passes.td for the policies). The decision is made on a simple
 // memory model first — activations from LivenessAnalysis plus each segment's
-// gathered bytes over [first use, last use] — and only then written into the
-// IR, so that splitting a segment never has to undo IR. Tests:
+// gathered bytes over [first use, last use], the model Liveness.h's
+// liveBytesWithCopies() shares with zplan-residency and zplan-recompute —
+// and only then written into the IR, so that splitting a segment never has
+// to undo IR. Tests:
 // test/transforms/insert-gathers.mlir.
 //
 //===----------------------------------------------------------------------===//
@@ -29,34 +31,6 @@ using namespace zplan;
 
 namespace {
 
-/// Ops that read a group's tensors directly, with how far their reads reach
-/// through views (a reshape of a weight and its readers stay together).
-struct UseUnit {
-  int64_t first;
-  int64_t last;
-  /// (op, operand number) pairs to redirect to the segment's gather.
-  SmallVector<OpOperand *> operands;
-};
-
-struct GroupUses {
-  zero::GatherStartOp start;
-  zero::GatherWaitOp wait;
-  zero::GroupOp group;
-  uint64_t bytes;
-  std::vector<UseUnit> units;
-  /// Segment boundaries: segment k holds units [cuts[k], cuts[k+1]).
-  std::vector<size_t> cuts;
-
-  size_t numSegments() const { return cuts.size() - 1; }
-  int64_t segmentFirst(size_t k) const { return units[cuts[k]].first; }
-  int64_t segmentLast(size_t k) const {
-    int64_t last = 0;
-    for (size_t u = cuts[k]; u < cuts[k + 1]; ++u)
-      last = std::max(last, units[u].last);
-    return last;
-  }
-};
-
 struct InsertGathersPass : zplan::impl::InsertGathersBase<InsertGathersPass> {
   using InsertGathersBase::InsertGathersBase;
 
@@ -71,110 +45,38 @@ struct InsertGathersPass : zplan::impl::InsertGathersBase<InsertGathersPass> {
         return signalPassFailure();
   }
 
-  /// The units of each sharded group's gather, in program order.
-  static std::vector<GroupUses> collectGroupUses(func::FuncOp func,
-                                                 const LivenessAnalysis &live) {
-    std::vector<GroupUses> groups;
-    for (auto wait : func.getOps<zero::GatherWaitOp>()) {
-      zero::GatherStartOp start = wait.getStart();
-      auto group = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
-          start, start.getGroupAttr());
-      if (!group || group.getPersistent())
-        continue;
-      GroupUses uses{start, wait, group, groupBytes(group), {}, {}};
-      for (Value tensor : wait.getTensors())
-        for (OpOperand &operand : tensor.getUses()) {
-          Operation *user = operand.getOwner();
-          int64_t index = live.indexOf(user), last = index;
-          for (Value result : user->getResults())
-            if (llvm::isa<nn::ReshapeOp>(user))
-              for (Operation *reader : collectUsesThroughViews(result))
-                last = std::max(last, live.indexOf(reader));
-          uses.units.push_back({index, last, {&operand}});
-        }
-      llvm::sort(uses.units, [](const UseUnit &a, const UseUnit &b) {
-        return a.first < b.first;
-      });
-      // Units whose reads overlap are one unit.
-      std::vector<UseUnit> merged;
-      for (UseUnit &unit : uses.units) {
-        if (!merged.empty() && unit.first <= merged.back().last) {
-          merged.back().last = std::max(merged.back().last, unit.last);
-          llvm::append_range(merged.back().operands, unit.operands);
-        } else {
-          merged.push_back(unit);
-        }
-      }
-      uses.units = std::move(merged);
-      if (uses.units.empty())
-        continue;
-      uses.cuts = {0, uses.units.size()};
-      groups.push_back(std::move(uses));
-    }
-    return groups;
-  }
-
-  /// jit: a new segment wherever another group is read in between.
-  static void splitLikeHooks(std::vector<GroupUses> &groups) {
-    for (GroupUses &mine : groups) {
-      std::vector<size_t> cuts{0};
-      for (size_t u = 1; u < mine.units.size(); ++u) {
-        int64_t gapStart = mine.units[u - 1].last, gapEnd = mine.units[u].first;
-        bool otherInBetween = llvm::any_of(groups, [&](const GroupUses &other) {
-          return &other != &mine &&
-                 llvm::any_of(other.units, [&](const UseUnit &unit) {
-                   return unit.first > gapStart && unit.first < gapEnd;
-                 });
-        });
-        if (otherInBetween)
-          cuts.push_back(u);
-      }
-      cuts.push_back(mine.units.size());
-      mine.cuts = cuts;
-    }
-  }
-
-  /// Live bytes per op: activations and inputs, plus every segment's copy.
-  static std::vector<uint64_t> modelLiveBytes(const LivenessAnalysis &live,
-                                              ArrayRef<GroupUses> groups) {
-    // Difference array: +bytes where a buffer starts, -bytes after its end.
-    std::vector<uint64_t> bytes(live.ops().size() + 1, 0);
-    auto add = [&](int64_t first, int64_t last, uint64_t size) {
-      bytes[first] += size;
-      bytes[last + 1] -= size;
-    };
-    for (const LivenessAnalysis::Buffer &buffer : live.buffers())
-      if (buffer.kind != LivenessAnalysis::BufferKind::Gathered)
-        add(buffer.start, buffer.end, buffer.bytes);
-    // The copy exists from its start, placed right before the first use, to
-    // its release, right after the last. Counting it from the first use is
-    // exact: what is live at the inserted start and wait (buffers crossing
-    // into the first use, other copies not yet released) is a subset of what
-    // is live at the first use, and likewise at the release. Counting it
-    // from the op before would charge it where an activation dies, and
-    // refuse (or split for) schedules that fit.
-    for (const GroupUses &group : groups)
-      for (size_t k = 0; k < group.numSegments(); ++k)
-        add(group.segmentFirst(k), group.segmentLast(k), group.bytes);
-    for (size_t i = 1; i < bytes.size(); ++i)
-      bytes[i] += bytes[i - 1];
-    bytes.pop_back();
-    return bytes;
+  /// The copies this pass places: a sharded group's, gathered (not kept
+  /// resident).
+  static bool isPlaced(const GatheredCopy &copy) {
+    return copy.group && !copy.resident;
   }
 
   /// Splits, at `index`, the segment that keeps the most bytes across a gap
-  /// there. False when no segment has a gap over `index`.
-  static bool splitAt(std::vector<GroupUses> &groups, int64_t index) {
-    GroupUses *best = nullptr;
+  /// there, preferring a gap hooks cut too (`hookCuts[c]`: copy c's cuts
+  /// under policy jit): while only those are split, no group is gathered
+  /// more often than under jit, and when jit's segments fit the budget, one
+  /// of them covers every op still over it. False when no segment has a gap
+  /// over `index`.
+  static bool splitAt(std::vector<GatheredCopy> &copies,
+                      ArrayRef<std::vector<size_t>> hookCuts, int64_t index) {
+    GatheredCopy *best = nullptr;
     size_t bestCut = 0;
-    for (GroupUses &group : groups) {
-      for (size_t k = 0; k < group.numSegments(); ++k)
-        for (size_t u = group.cuts[k] + 1; u < group.cuts[k + 1]; ++u)
-          if (group.units[u - 1].last < index && index < group.units[u].first &&
-              (!best || group.bytes > best->bytes)) {
-            best = &group;
+    bool bestIsHookCut = false;
+    for (auto [copy, hooks] : llvm::zip_equal(copies, hookCuts)) {
+      if (!isPlaced(copy))
+        continue;
+      for (size_t k = 0; k < copy.numSegments(); ++k)
+        for (size_t u = copy.cuts[k] + 1; u < copy.cuts[k + 1]; ++u) {
+          if (copy.reads[u - 1].last >= index || index >= copy.reads[u].first)
+            continue;
+          bool isHookCut = llvm::is_contained(hooks, u);
+          if (!best || (isHookCut && !bestIsHookCut) ||
+              (isHookCut == bestIsHookCut && copy.bytes > best->bytes)) {
+            best = &copy;
             bestCut = u;
+            bestIsHookCut = isHookCut;
           }
+        }
     }
     if (!best)
       return false;
@@ -184,14 +86,20 @@ struct InsertGathersPass : zplan::impl::InsertGathersBase<InsertGathersPass> {
 
   LogicalResult placeGathers(func::FuncOp func) {
     LivenessAnalysis live(func);
-    std::vector<GroupUses> groups = collectGroupUses(func, live);
+    std::vector<GatheredCopy> copies = collectGatheredCopies(live);
+    std::vector<std::vector<size_t>> hookCuts;
+    for (size_t c = 0; c < copies.size(); ++c)
+      hookCuts.push_back(cutsLikeHooks(copies, c));
+    // jit: a new segment wherever another group is read in between.
     if (policy == "jit")
-      splitLikeHooks(groups);
+      for (auto [copy, hooks] : llvm::zip_equal(copies, hookCuts))
+        if (isPlaced(copy))
+          copy.cuts = hooks;
 
     if (memoryBudget > 0) {
       uint64_t budget = static_cast<uint64_t>(memoryBudget);
       while (true) {
-        std::vector<uint64_t> bytes = modelLiveBytes(live, groups);
+        std::vector<uint64_t> bytes = liveBytesWithCopies(live, copies);
         int64_t peak = 0;
         for (size_t i = 1; i < bytes.size(); ++i)
           if (bytes[i] > bytes[peak])
@@ -200,56 +108,61 @@ struct InsertGathersPass : zplan::impl::InsertGathersBase<InsertGathersPass> {
           break;
         // Split at the op furthest over budget; with every gap over it
         // split, nothing more can be done there.
-        if (!splitAt(groups, peak))
-          return reportOverBudget(func, live, groups, peak, bytes[peak],
-                                  budget);
+        if (!splitAt(copies, hookCuts, peak))
+          return reportOverBudget(live, copies, peak, bytes[peak], budget);
       }
     }
-    rewrite(groups);
+    rewrite(copies);
     return success();
   }
 
-  LogicalResult reportOverBudget(func::FuncOp func,
-                                 const LivenessAnalysis &live,
-                                 ArrayRef<GroupUses> groups, int64_t index,
+  LogicalResult reportOverBudget(const LivenessAnalysis &live,
+                                 ArrayRef<GatheredCopy> copies, int64_t index,
                                  uint64_t transient, uint64_t budget) {
     SmallVector<std::pair<std::string, uint64_t>> buffers;
     for (const LivenessAnalysis::Buffer &buffer : live.buffers())
       if (buffer.kind != LivenessAnalysis::BufferKind::Gathered &&
           buffer.start <= index && index <= buffer.end)
         buffers.push_back({describeValue(buffer.value), buffer.bytes});
-    for (const GroupUses &group : groups)
-      for (size_t k = 0; k < group.numSegments(); ++k)
-        if (group.segmentFirst(k) <= index && index <= group.segmentLast(k))
+    for (const GatheredCopy &copy : copies) {
+      if (!isPlaced(copy))
+        continue;
+      for (size_t k = 0; k < copy.numSegments(); ++k)
+        if (copy.segmentFirst(k) <= index && index <= copy.segmentLast(k))
           buffers.push_back({"gathered group @" +
-                                 zero::GroupOp(group.group).getSymName().str(),
-                             group.bytes});
+                                 zero::GroupOp(copy.group).getSymName().str(),
+                             copy.bytes});
+    }
     return emitOverBudget(live.ops()[index], index, budget,
                           live.residentBytes(), transient, buffers,
                           "even with every gathered copy released between "
                           "uses and gathered just in time");
   }
 
-  void rewrite(std::vector<GroupUses> &groups) {
-    for (GroupUses &group : groups) {
-      LLVM_DEBUG(llvm::dbgs() << "@" << group.group.getSymName() << ": "
-                              << group.numSegments() << " segment(s)\n");
-      for (size_t k = 0; k < group.numSegments(); ++k) {
-        const UseUnit &firstUnit = group.units[group.cuts[k]];
-        Operation *firstOp = firstUnit.operands.front()->getOwner();
-        for (OpOperand *operand : firstUnit.operands)
+  void rewrite(ArrayRef<GatheredCopy> copies) {
+    for (const GatheredCopy &copy : copies) {
+      if (!isPlaced(copy))
+        continue;
+      auto oldWait = llvm::cast<zero::GatherWaitOp>(copy.source);
+      zero::GatherStartOp oldStart = oldWait.getStart();
+      LLVM_DEBUG(llvm::dbgs() << "@" << zero::GroupOp(copy.group).getSymName()
+                              << ": " << copy.numSegments() << " segment(s)\n");
+      for (size_t k = 0; k < copy.numSegments(); ++k) {
+        const CopyRead &firstRead = copy.reads[copy.cuts[k]];
+        Operation *firstOp = firstRead.operands.front()->getOwner();
+        for (OpOperand *operand : firstRead.operands)
           if (operand->getOwner()->isBeforeInBlock(firstOp))
             firstOp = operand->getOwner();
         OpBuilder builder(firstOp);
         auto start = builder.create<zero::GatherStartOp>(
-            group.start.getLoc(), group.start.getToken().getType(),
-            group.start.getShards(), group.start.getGroupAttr());
+            oldStart.getLoc(), oldStart.getToken().getType(),
+            oldStart.getShards(), oldStart.getGroupAttr());
         auto wait = builder.create<zero::GatherWaitOp>(
-            group.wait.getLoc(), group.wait.getResultTypes(), start);
+            oldWait.getLoc(), oldWait.getResultTypes(), start);
         // Redirect this segment's reads and find its last one.
         Operation *lastOp = firstOp;
-        for (size_t u = group.cuts[k]; u < group.cuts[k + 1]; ++u)
-          for (OpOperand *operand : group.units[u].operands) {
+        for (size_t u = copy.cuts[k]; u < copy.cuts[k + 1]; ++u)
+          for (OpOperand *operand : copy.reads[u].operands) {
             unsigned index =
                 llvm::cast<OpResult>(operand->get()).getResultNumber();
             operand->set(wait.getResult(index));
@@ -261,10 +174,10 @@ struct InsertGathersPass : zplan::impl::InsertGathersBase<InsertGathersPass> {
         if (llvm::isa<func::ReturnOp>(lastOp))
           continue; // Returned parameters outlive the program.
         builder.setInsertionPointAfter(lastOp);
-        builder.create<zero::ReleaseOp>(group.wait.getLoc(), wait.getResults());
+        builder.create<zero::ReleaseOp>(oldWait.getLoc(), wait.getResults());
       }
-      group.wait->erase();
-      group.start->erase();
+      oldWait->erase();
+      oldStart->erase();
     }
   }
 };

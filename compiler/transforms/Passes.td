@@ -310,9 +310,15 @@ def Residency : Pass<"zplan-residency", "::mlir::ModuleOp"> {
        gather time per token (cost model of `hardware`) per byte first, a
        group is made resident while the per-rank memory still fits: shards,
        persistent groups, the KV cache (every `nn.kv_cache`), the resident
-       copies, plus the larger best-case working set of `@prefill` and
-       `@decode` (activations, and each streamed group's copy while an op
-       reads it).
+       copies, plus the larger working set of `@prefill` and `@decode`:
+       activations, and each streamed group's copy; in `@decode` over each
+       run of its uses that no other group's use (a resident one's
+       included) interrupts, as `jit` holds it, so that zplan-insert-gathers
+       fits by splitting only where `jit` splits too and no group is
+       gathered per token more often than under `jit` at the same budget
+       (charging a copy only while an op reads it let a resident group force
+       splits that re-gathered more per token than the resident copy saved);
+       in `@prefill`, which runs once, only while an op reads it.
     4. The chosen groups get the `resident` flag; `@generate_begin` gets
        one `zero.resident_gather` and `@generate_end` one
        `zero.resident_release` per resident group (the functions are
@@ -335,7 +341,8 @@ def Residency : Pass<"zplan-residency", "::mlir::ModuleOp"> {
     %w:2 = zero.resident_read %s0, %s1 {group = @group0} : ... -> tensor<64x64xf32>, tensor<64xf32>
     func.func @generate_end() { zero.resident_release {group = @group0} ... }
     ```
-    Tests: test/transforms/residency.mlir.
+    Tests: test/transforms/residency.mlir, residency-jit-bound.test (the
+    bound against jit over a sweep of budgets).
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"default\"",
@@ -452,9 +459,12 @@ def InsertGathers : Pass<"zplan-insert-gathers", "::mlir::ModuleOp"> {
        If the memory budget is exceeded at some op, the segment holding the
        most bytes across a gap over that op is split there: released after
        the use before the gap, gathered again before the use after it
-       (GPT-2's tied wte/LM head under a tight budget). Repeat until the
-       budget holds; if no split helps, compilation fails with the peak op,
-       its live buffers and the bytes over.
+       (GPT-2's tied wte/LM head under a tight budget). A gap `jit` splits
+       too (another group, resident or not, used in between) goes first:
+       then a group is never gathered more often than under `jit`, and
+       whenever `jit`'s segments fit, such gaps alone suffice. Repeat until
+       the budget holds; if no split helps, compilation fails with the peak
+       op, its live buffers and the bytes over.
     3. `policy=jit` mimics hook-based ZeRO-3: a new segment whenever another
        group is used in between.
     4. Each segment gets `zero.gather_start` + `zero.gather_wait` right

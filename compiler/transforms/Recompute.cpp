@@ -133,47 +133,11 @@ collectBlocks(func::FuncOp func, const llvm::DenseSet<Operation *> &forward) {
 /// gathers can help and only recomputation lowers the peak.
 static uint64_t bestCasePeak(func::FuncOp func) {
   LivenessAnalysis live(func);
-  size_t count = live.ops().size();
-  std::vector<uint64_t> bytes(count + 1, 0);
-  for (const LivenessAnalysis::Buffer &buffer : live.buffers())
-    if (buffer.kind != LivenessAnalysis::BufferKind::Gathered) {
-      bytes[buffer.start] += buffer.bytes;
-      bytes[buffer.end + 1] -= buffer.bytes;
-    }
-  for (size_t i = 1; i < bytes.size(); ++i)
-    bytes[i] += bytes[i - 1];
-  bytes.pop_back();
-
-  SymbolTable symbols(func->getParentOfType<ModuleOp>());
-  for (auto wait : func.getOps<zero::GatherWaitOp>()) {
-    zero::GatherStartOp start = wait.getStart();
-    uint64_t copyBytes = 0;
-    if (auto name = start.getGroupAttr()) {
-      auto group = symbols.lookup<zero::GroupOp>(name.getAttr());
-      if (!group || group.getPersistent())
-        continue; // Counted whole in residentBytes().
-      copyBytes = groupBytes(group);
-    } else {
-      for (Value tensor : wait.getTensors())
-        copyBytes += tensorBytes(tensor.getType());
-    }
-    std::vector<bool> read(count, false);
-    for (Value tensor : wait.getTensors())
-      for (Operation *user : tensor.getUsers()) {
-        int64_t first = live.indexOf(user), last = first;
-        if (llvm::isa<nn::ReshapeOp>(user))
-          for (Operation *reader : collectUsesThroughViews(user->getResult(0)))
-            last = std::max(last, live.indexOf(reader));
-        for (int64_t i = first; i <= last; ++i)
-          read[i] = true;
-      }
-    for (size_t i = 0; i < count; ++i)
-      if (read[i])
-        bytes[i] += copyBytes;
-  }
-  uint64_t peak = 0;
-  for (uint64_t value : bytes)
-    peak = std::max(peak, value);
+  std::vector<GatheredCopy> copies = collectGatheredCopies(live);
+  for (GatheredCopy &copy : copies)
+    copy.cuts = cutsAtEveryGap(copy);
+  std::vector<uint64_t> bytes = liveBytesWithCopies(live, copies);
+  uint64_t peak = bytes.empty() ? 0 : *llvm::max_element(bytes);
   return live.residentBytes() + peak;
 }
 

@@ -10,6 +10,9 @@
 // RUN: zcc-opt %t/jit.mlir -zplan-insert-gathers="policy=jit" | FileCheck %t/jit.mlir --check-prefix=JIT
 // RUN: zcc-opt %t/jit.mlir -zplan-insert-gathers | FileCheck %t/jit.mlir --check-prefix=DEFAULT
 // RUN: zcc-opt %t/invalid.mlir -zplan-insert-gathers="memory-budget=2943" -verify-diagnostics
+// RUN: zcc-opt %t/hooks-first.mlir -zplan-insert-gathers="memory-budget=3391" -zplan-verify-schedule="memory-budget=3391" | FileCheck %t/hooks-first.mlir --check-prefix=HOOK-GAP
+// RUN: zcc-opt %t/hooks-first.mlir -zplan-insert-gathers="policy=jit memory-budget=3391" | FileCheck %t/hooks-first.mlir --check-prefix=HOOK-GAP
+// RUN: zcc-opt %t/hooks-first.mlir -zplan-insert-gathers="memory-budget=3135" -zplan-verify-schedule="memory-budget=3135" | FileCheck %t/hooks-first.mlir --check-prefix=BOTH
 
 //--- place.mlir
 
@@ -271,4 +274,43 @@ func.func @tied(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %2 = nn.matmul %1, %m2 : (tensor<2x32xf32>, tensor<32x8xf32>) -> tensor<2x8xf32>
   %3 = nn.matmul %2, %e {transpose_rhs = true} : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
   return %3 : tensor<2x8xf32>
+}
+
+//--- hooks-first.mlir
+
+// Over budget at the relu (576 B of shards + 2816 B live: both copies, the
+// relu's operand and result), two gaps cover it: @gm's (2048 B), which no
+// other group's use interrupts, and @ge's, which @gm's uses do. Splitting
+// either fits 3391 B; the default policy splits @ge's, as jit does, although
+// @gm's saves more: splitting @gm would gather it twice where jit gathers it
+// once (2 x 2048 + 256 B against jit's 2048 + 2 x 256 B).
+// HOOK-GAP-LABEL: func.func @hook_gaps_first
+// HOOK-GAP: zero.gather_start %{{.*}} {group = @ge}
+// HOOK-GAP: zero.gather_start %{{.*}}, %{{.*}} {group = @gm}
+// HOOK-GAP: nn.relu
+// HOOK-GAP: zero.release
+// HOOK-GAP: zero.gather_start %{{.*}} {group = @ge}
+// HOOK-GAP-NOT: zero.gather_start
+// At 3135 B splitting @ge is not enough: @gm's gap is split too.
+// BOTH-LABEL: func.func @hook_gaps_first
+// BOTH-COUNT-2: zero.gather_start %{{.*}}, %{{.*}} {group = @gm}
+nn.parameter @e : tensor<8x8xf32>
+nn.parameter @m1 : tensor<8x32xf32>
+nn.parameter @m2 : tensor<32x8xf32>
+zero.group @ge {params = [@e], padded_elements = 64 : i64, world_size = 4 : i64}
+zero.group @gm {params = [@m1, @m2], padded_elements = 512 : i64, world_size = 4 : i64}
+func.func @hook_gaps_first(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %se = zero.shard @e : !zero.shard<tensor<8x8xf32>>
+  %te = zero.gather_start %se {group = @ge} : !zero.shard<tensor<8x8xf32>>
+  %e = zero.gather_wait %te : tensor<8x8xf32>
+  %s1 = zero.shard @m1 : !zero.shard<tensor<8x32xf32>>
+  %s2 = zero.shard @m2 : !zero.shard<tensor<32x8xf32>>
+  %tm = zero.gather_start %s1, %s2 {group = @gm} : !zero.shard<tensor<8x32xf32>>, !zero.shard<tensor<32x8xf32>>
+  %m1, %m2 = zero.gather_wait %tm : tensor<8x32xf32>, tensor<32x8xf32>
+  %0 = nn.matmul %x, %e : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+  %1 = nn.matmul %0, %m1 : (tensor<2x8xf32>, tensor<8x32xf32>) -> tensor<2x32xf32>
+  %2 = nn.relu %1 : tensor<2x32xf32>
+  %3 = nn.matmul %2, %m2 : (tensor<2x32xf32>, tensor<32x8xf32>) -> tensor<2x8xf32>
+  %4 = nn.matmul %3, %e {transpose_rhs = true} : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+  return %4 : tensor<2x8xf32>
 }
