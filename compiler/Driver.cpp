@@ -595,6 +595,7 @@ scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
   schedule.maxInFlight = options.maxInFlight;
   schedule.maxInFlightBytes = options.maxInFlightBytes;
   schedule.optimizer = options.optimizer;
+  crossStepPrefetch = crossStepPrefetch && options.crossStepPrefetch;
   schedule.crossStepPrefetch = crossStepPrefetch;
   buildSchedulePipeline(pm, schedule);
   diagnostics.clear();

@@ -84,6 +84,10 @@ struct CompileOptions {
   int64_t persistenceThreshold = 100000;
   int64_t maxInFlight = 2;
   int64_t maxInFlightBytes = 0;
+  /// Generation: may the default policy carry decode's first streamed
+  /// gather over from the previous token (docs/generation.md section 6)?
+  /// --cross-step-prefetch=false turns it off, to measure what it gains.
+  bool crossStepPrefetch = true;
   /// --mode train (alone or combined): what is minimised ("causal-lm", or
   /// "output:NAME" for a model that outputs its own scalar loss) and by what
   /// ("adamw", "sgd").

@@ -76,6 +76,11 @@ static cl::opt<std::string> maxInFlightBytes(
     "max-in-flight-bytes", cl::init("0"),
     cl::desc("Most bytes being gathered at once (0: no limit)"),
     cl::cat(zccCategory));
+static cl::opt<bool> crossStepPrefetch(
+    "cross-step-prefetch", cl::init(true),
+    cl::desc("Generation: start decode's first streamed gather in the "
+             "previous token's tail when that shortens a step (=false: off)"),
+    cl::cat(zccCategory));
 
 static cl::opt<std::string>
     loss("loss", cl::init("causal-lm"),
@@ -254,6 +259,7 @@ int main(int argc, char **argv) {
   options.policy = policy;
   options.persistenceThreshold = persistenceThreshold;
   options.maxInFlight = maxInFlight;
+  options.crossStepPrefetch = crossStepPrefetch;
   options.loss = loss;
   options.optimizer = optimizer;
   // Given or not is what validateOptions checks, so unset stays unset.
