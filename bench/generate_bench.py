@@ -35,7 +35,8 @@ threads 1), B rows of a P-token random prompt, M new tokens, greedy, no EOS:
   fsdp2        fully_shard on every decoder layer and the root (gloo, torch
                of bench/.venv-fsdp2), model.generate(...) on N ranks.
   zrun-*       zcc --mode generate (resident: no budget; streamed: a budget
-               that holds only part of the model; jit: --policy jit), then
+               that holds only part of the model; streamed-nocarry: the same
+               budget with --cross-step-prefetch=false; jit: --policy jit), then
                mpirun -np N zrun PLAN generate --stats. Skipped, with the
                reason, when zcc refuses --mode generate.
 
@@ -524,9 +525,12 @@ def run_zrun(args, manifest, world, variant):
                    f"--prompt-len={args.prompt_len}", f"--world-size={world}",
                    "--hardware=cpu", "--dump=report", "-o", plan]
     budget = None
-    if variant == "streamed":
+    if variant in ("streamed", "streamed-nocarry"):
         budget = zrun_budget(args, manifest, world)
         compile_cmd.append(f"--memory-budget={budget}")
+    if variant == "streamed-nocarry":
+        # The same budget without the cross-step prefetch: what it gains.
+        compile_cmd.append("--cross-step-prefetch=false")
     if variant == "jit":
         compile_cmd.append("--policy=jit")
     done = subprocess.run(compile_cmd, capture_output=True, text=True, timeout=args.timeout)
@@ -687,7 +691,8 @@ def main():
     parser.add_argument("--prompt-len", type=int, default=32, help="P: prompt tokens per row")
     parser.add_argument("--new-tokens", type=int, default=64, help="M: tokens generated")
     parser.add_argument("--peers", default="ort-kv,ort-full,deepspeed,fsdp2,zrun")
-    parser.add_argument("--zrun-variants", default="resident,streamed,jit")
+    parser.add_argument("--zrun-variants",
+                        default="resident,streamed,streamed-nocarry,jit")
     parser.add_argument("--streamed-fraction", type=float, default=0.4,
                         help="streamed row's budget: shards + KV cache + this fraction of "
                              "the model + --activation-allowance")
@@ -817,6 +822,11 @@ def main():
     if resident and ort and decode_rate(resident, args) and decode_rate(ort, args):
         print(f"  goal: ort-kv / zrun resident (N=2) <= 1.3: "
               f"{decode_rate(ort, args) / decode_rate(resident, args):.2f}")
+    carry = rows.get(("zrun-streamed", 2))
+    nocarry = rows.get(("zrun-streamed-nocarry", 2))
+    if carry and nocarry and decode_rate(carry, args) and decode_rate(nocarry, args):
+        print(f"  cross-step prefetch (streamed / streamed-nocarry, N=2, same budget): "
+              f"{decode_rate(carry, args) / decode_rate(nocarry, args):.3f}x tokens/s")
     for skip in skips:
         print(f"note: skipped {skip}")
     for failure in failures:
