@@ -247,22 +247,31 @@ ResidentReleaseOp::verifySymbolUses(SymbolTableCollection &table) {
   return verifyResidentGroup(*this, table, getGroupAttr());
 }
 
-LogicalResult ResidentReadOp::verify() {
-  if (getShards().empty())
-    return emitOpError("must read at least one shard");
-  if (getShards().size() != getTensors().size())
-    return emitOpError() << "has " << getTensors().size() << " results for "
-                         << getShards().size() << " shards";
-  for (auto [index, shard, tensor] :
-       llvm::enumerate(getShards(), getTensors())) {
+/// An op that turns shards into their parameters without a token
+/// (resident_read, carry_wait; `verb` says how: "read", "complete") has one
+/// result per shard, of the parameter's full type.
+static LogicalResult verifyTensorsOfShards(Operation *op, StringRef verb,
+                                           ValueRange shards,
+                                           ValueRange tensors) {
+  if (shards.empty())
+    return op->emitOpError() << "must " << verb << " at least one shard";
+  if (shards.size() != tensors.size())
+    return op->emitOpError() << "has " << tensors.size() << " results for "
+                             << shards.size() << " shards";
+  for (auto [index, shard, tensor] : llvm::enumerate(shards, tensors)) {
     RankedTensorType expected =
         llvm::cast<ShardType>(shard.getType()).getTensorType();
     if (tensor.getType() != expected)
-      return emitOpError() << "result " << index << " has type "
-                           << tensor.getType() << ", expected " << expected
-                           << " (the parameter of shard " << index << ")";
+      return op->emitOpError()
+             << "result " << index << " has type " << tensor.getType()
+             << ", expected " << expected << " (the parameter of shard "
+             << index << ")";
   }
   return success();
+}
+
+LogicalResult ResidentReadOp::verify() {
+  return verifyTensorsOfShards(*this, "read", getShards(), getTensors());
 }
 
 LogicalResult ResidentReadOp::verifySymbolUses(SymbolTableCollection &table) {
@@ -307,21 +316,7 @@ LogicalResult CarryStartOp::verifySymbolUses(SymbolTableCollection &table) {
 }
 
 LogicalResult CarryWaitOp::verify() {
-  if (getShards().empty())
-    return emitOpError("must complete at least one shard");
-  if (getShards().size() != getTensors().size())
-    return emitOpError() << "has " << getTensors().size() << " results for "
-                         << getShards().size() << " shards";
-  for (auto [index, shard, tensor] :
-       llvm::enumerate(getShards(), getTensors())) {
-    RankedTensorType expected =
-        llvm::cast<ShardType>(shard.getType()).getTensorType();
-    if (tensor.getType() != expected)
-      return emitOpError() << "result " << index << " has type "
-                           << tensor.getType() << ", expected " << expected
-                           << " (the parameter of shard " << index << ")";
-  }
-  return success();
+  return verifyTensorsOfShards(*this, "complete", getShards(), getTensors());
 }
 
 LogicalResult CarryWaitOp::verifySymbolUses(SymbolTableCollection &table) {
