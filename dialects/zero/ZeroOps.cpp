@@ -262,10 +262,9 @@ static LogicalResult verifyTensorsOfShards(Operation *op, StringRef verb,
     RankedTensorType expected =
         llvm::cast<ShardType>(shard.getType()).getTensorType();
     if (tensor.getType() != expected)
-      return op->emitOpError()
-             << "result " << index << " has type " << tensor.getType()
-             << ", expected " << expected << " (the parameter of shard "
-             << index << ")";
+      return op->emitOpError() << "result " << index << " has type "
+                               << tensor.getType() << ", expected " << expected
+                               << " (the parameter of shard " << index << ")";
   }
   return success();
 }
