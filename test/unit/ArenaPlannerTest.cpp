@@ -261,8 +261,9 @@ TEST(ArenaPlanner, PinnedRequestsKeepTheirOffsetAcrossPrograms) {
     EXPECT_EQ(verifyError(*requests, plan), "");
     expectNoSharedBytes(*requests, plan, 64);
     for (size_t index = 0; index < requests->size(); ++index) {
-      if ((*requests)[index].fixedOffset)
+      if ((*requests)[index].fixedOffset) {
         EXPECT_EQ(plan.offsets[index], 0u);
+      }
     }
   }
   // In the second program buffer 1 meets the copy's first stretch, so it
@@ -304,8 +305,9 @@ TEST(ArenaPlanner, RandomSetsAroundAPinnedBuffer) {
     EXPECT_EQ(verifyError(requests, plan), "") << "seed " << seed;
     expectNoSharedBytes(requests, plan, 64);
     for (size_t index = 0; index < requests.size(); ++index) {
-      if (requests[index].fixedOffset)
+      if (requests[index].fixedOffset) {
         EXPECT_EQ(plan.offsets[index], 128u) << "seed " << seed;
+      }
     }
   }
 }
