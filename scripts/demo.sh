@@ -101,3 +101,23 @@ OPENBLAS_NUM_THREADS=1 "${mpi[@]}" ./build/bin/zrun "$out/gen.zplan" generate \
 python3 test/generate/reference.py "$model" --prompts "$out/prompts.npy" \
   --prompt-lengths "$out/lens.npy" --max-new-tokens 12 \
   --compare "$out/tokens.npy" "$out/logits.npy"
+
+echo
+echo "== one plan for training and generation on 4 ranks: 2 optimizer steps of 4 micro-steps,"
+echo "   generating after micro-step 6 (inside step 2's accumulation window); the loss log"
+echo "   equals training without generation, and the memory returns to its training level"
+./build/bin/zcc "$model" --mode train,generate --input-shape input_ids=2x16 --batch 2 \
+  --max-seq-len 16 --prompt-len 8 --world-size 4 --persistence-threshold 0 \
+  -o "$out/one.zplan" --dump report --dump-dir "$out/one-dumps" > /dev/null
+sed -n '/^timeline:/,$p' "$out/one-dumps/report.txt"
+for generate in yes no; do
+  extra=()
+  if [ "$generate" = yes ]; then
+    extra=(--generate-every 6 --prompt "$out/prompts.npy" --prompt-lengths "$out/lens.npy" \
+      --max-new-tokens 8 --stats)
+  fi
+  OPENBLAS_NUM_THREADS=1 "${mpi[@]}" ./build/bin/zrun "$out/one.zplan" train \
+    --data data/gpl-3.0.bin --steps 2 --grad-accum 4 --lr 3e-3 \
+    --loss-log "$out/loss-$generate.tsv" "${extra[@]}" | grep -v "^zrun: step" || true
+done
+cmp "$out/loss-yes.tsv" "$out/loss-no.tsv" && echo "loss logs with and without generation: identical"
