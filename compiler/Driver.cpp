@@ -38,6 +38,7 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -691,6 +692,12 @@ searchModulePlan(mlir::ModuleOp module, const CompileOptions &options,
     measure.arenaBytes = emitted->arena.arenaBytes;
     measure.lowerBound = emitted->arena.lowerBound;
     measure.peakIndex = emitted->arena.peakIndex;
+    for (const EmittedProgram &program : emitted->programs) {
+      const ArenaPlan &arena = program.arena;
+      uint64_t excess =
+          arena.arenaBytes - std::min(arena.lowerBound, arena.arenaBytes);
+      measure.arenaExcess = std::max(measure.arenaExcess, excess);
+    }
     measure.simulatedSeconds =
         simulate(emitted->plan.programs(emitted->primary), emitted->seconds)
             .totalSeconds;

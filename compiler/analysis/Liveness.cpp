@@ -80,6 +80,8 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
   // parameter and group, and this analysis is rebuilt often (zplan-prefetch
   // builds one per gather it moves).
   SymbolTable symbols(module);
+  // Each gradient a reduce-scatter reads: the index of its wait.
+  llvm::DenseMap<Value, int64_t> gradientEnds;
   for (Operation *op : opsInOrder) {
     int64_t index = opIndex.lookup(op);
     if (auto start = llvm::dyn_cast<zero::GatherStartOp>(op)) {
@@ -110,6 +112,37 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
         waitIndex = opIndex.lookup(user);
       allBuffers.push_back({BufferKind::Gathered, start.getToken(), bytes,
                             index, end, start, group, op, waitIndex});
+      continue;
+    }
+    // A reduce-scatter packs its gradients into a staging copy of the whole
+    // group (plus one shard to receive into; an all-reduce for a persistent
+    // group needs no room), which the plan's arena holds until the
+    // reduce_scatter_wait, together with the gradients themselves
+    // (PlanEmitter's emitReduceScatter/emitReduceScatterWait).
+    if (auto start = llvm::dyn_cast<zero::ReduceScatterStartOp>(op)) {
+      int64_t end = index;
+      for (Operation *user : start.getToken().getUsers())
+        end = std::max(end, opIndex.lookup(user));
+      uint64_t bytes = 0;
+      zero::GroupOp group;
+      if (auto name = start.getGroupAttr())
+        group = symbols.lookup<zero::GroupOp>(name.getAttr());
+      if (group && !start.getGradients().empty()) {
+        auto element =
+            llvm::cast<RankedTensorType>(start.getGradients()[0].getType())
+                .getElementType();
+        uint64_t padded = static_cast<uint64_t>(group.getPaddedElements());
+        if (!group.getPersistent())
+          padded += padded / static_cast<uint64_t>(group.getWorldSize());
+        bytes = padded * (element.getIntOrFloatBitWidth() / 8);
+      } else {
+        for (Value gradient : start.getGradients())
+          bytes += tensorBytes(gradient.getType());
+      }
+      allBuffers.push_back({BufferKind::Activation, start.getToken(), bytes,
+                            index, end, nullptr, nullptr});
+      for (Value gradient : start.getGradients())
+        gradientEnds[viewSource(gradient)] = end;
       continue;
     }
     // Cross-step prefetch: the carried copy the previous program gathered
@@ -143,6 +176,9 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
                               lastUse(result, index), nullptr, nullptr});
     }
   }
+  for (Buffer &buffer : allBuffers)
+    if (auto end = gradientEnds.find(buffer.value); end != gradientEnds.end())
+      buffer.end = std::max(buffer.end, end->second);
   // Function results are read after the last op.
   for (Buffer &buffer : allBuffers)
     for (Operation *user : buffer.value ? collectUsesThroughViews(buffer.value)

@@ -55,8 +55,10 @@ public:
   struct Buffer {
     BufferKind kind;
     /// The value that owns the storage: a block argument, an nn op result,
-    /// (Gathered) the token of the gather_start or the carry_wait's first
-    /// result; null for a Carried buffer (a carry_start has no result).
+    /// the token of a reduce_scatter_start (its staging copy, an
+    /// Activation until the reduce_scatter_wait), (Gathered) the token of
+    /// the gather_start or the carry_wait's first result; null for a
+    /// Carried buffer (a carry_start has no result).
     mlir::Value value;
     uint64_t bytes = 0;
     /// Op indices, inclusive.

@@ -14,6 +14,8 @@
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/ErrorHandling.h"
 
+#include <algorithm>
+
 using namespace zplan;
 
 static llvm::Error makeError(const llvm::Twine &message) {
@@ -100,9 +102,15 @@ searchBudget(SchedulePolicy policy, uint64_t budget,
                     " B over, also when rescheduled under tighter budgets")
                        .str();
     }
-    if (retry == kMaxBudgetRetries || over >= target)
+    // The passes keep each program's live bytes under the target; the
+    // arena planner adds its excess over that live peak on top. Lowering
+    // the target by the overshoot alone gives back whatever room the passes
+    // could not use, and the same schedule comes back over budget again; so
+    // the retry also leaves room for the excess as measured.
+    uint64_t excess = measure->arenaExcess;
+    if (retry == kMaxBudgetRetries || over >= target || excess >= budget)
       return makeError(overBudget);
-    target -= over;
+    target = std::min(target - over, budget - excess);
   }
 }
 

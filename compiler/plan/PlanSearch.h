@@ -61,6 +61,9 @@ struct PlanMeasure {
   /// The arena's lower bound and where it peaks, for the over-budget message.
   uint64_t lowerBound = 0;
   int64_t peakIndex = -1;
+  /// The most any program's arena placement exceeds its own live peak
+  /// (fragmentation), which the scheduling passes do not see.
+  uint64_t arenaExcess = 0;
   /// The simulated time of the plan's program on the hardware profile.
   double simulatedSeconds = 0;
 };

@@ -318,7 +318,11 @@ def Residency : Pass<"zplan-residency", "::mlir::ModuleOp"> {
        gathered per token more often than under `jit` at the same budget
        (charging a copy only while an op reads it let a resident group force
        splits that re-gathered more per token than the resident copy saved);
-       in `@prefill`, which runs once, only while an op reads it.
+       in `@prefill`, which runs once, only while an op reads it. In a
+       `--mode train,generate` module the arena is one allocation at the
+       largest program's peak, so the working set is the larger of that
+       and the best case of `@forward`, `@train_micro_step` and
+       `@optimizer_step` (which gather every group, resident or not).
     4. The chosen groups get the `resident` flag; `@generate_begin` gets
        one `zero.resident_gather` and `@generate_end` one
        `zero.resident_release` per resident group (the functions are
@@ -327,7 +331,8 @@ def Residency : Pass<"zplan-residency", "::mlir::ModuleOp"> {
        `zero.resident_read` of the same shards.
     5. The module records the decision in `zplan.residency` (a dictionary:
        resident and streamed group counts and bytes, KV cache bytes, the
-       budget), which the report shows.
+       budget; `shared_arena_bytes`, the other programs' working set, when
+       there are any), which the report shows.
 
     Before:
     ```mlir

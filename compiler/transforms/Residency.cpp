@@ -120,7 +120,8 @@ struct ResidencyPass : zplan::impl::ResidencyBase<ResidencyPass> {
     std::vector<Candidate> candidates = collectCandidates(programs, cost);
     llvm::SmallPtrSet<Operation *, 16> chosen;
     uint64_t fixedBytes = LivenessAnalysis(decode).residentBytes();
-    uint64_t workingSet = choose(programs, candidates, chosen);
+    uint64_t sharedArena = otherProgramsWorkingSet(module);
+    uint64_t workingSet = choose(programs, candidates, sharedArena, chosen);
     uint64_t residentBytes = 0, streamedBytes = 0;
     int64_t residentCount = 0;
     for (const Candidate &candidate : candidates) {
@@ -129,7 +130,7 @@ struct ResidencyPass : zplan::impl::ResidencyBase<ResidencyPass> {
       residentCount += isResident;
     }
     recordDecision(module, candidates.size(), residentCount, residentBytes,
-                   streamedBytes, fixedBytes, workingSet);
+                   streamedBytes, fixedBytes, workingSet, sharedArena);
     rewrite(module, programs, candidates, chosen);
   }
 
@@ -170,10 +171,29 @@ struct ResidencyPass : zplan::impl::ResidencyBase<ResidencyPass> {
     return candidates;
   }
 
+  /// The best-case working set of the module's other programs (@forward,
+  /// @train_micro_step, @optimizer_step in a `--mode train,generate`
+  /// module; 0 in a generation module). They share the one arena with
+  /// @prefill/@decode, which is allocated once at the largest program's
+  /// peak, so during generation a rank holds the resident copies beside
+  /// that peak, not just beside @decode's. They gather every group like
+  /// any other (no resident copy exists outside the generation window), so
+  /// the resident choice does not change their working set.
+  static uint64_t otherProgramsWorkingSet(ModuleOp module) {
+    llvm::SmallPtrSet<Operation *, 1> none;
+    uint64_t most = 0;
+    for (StringRef name : {kForwardName, kTrainStepName, kOptimizerStepName})
+      if (auto func = module.lookupSymbol<func::FuncOp>(name))
+        most = std::max(most, streamedWorkingSet(func, none, false));
+    return most;
+  }
+
   /// Steps 2-3. Returns the working set the choice leaves (the larger of
-  /// the programs' working sets).
+  /// the programs' working sets). `sharedArena`: the other programs'
+  /// working set, which the arena holds during generation whatever is
+  /// chosen.
   uint64_t choose(ArrayRef<func::FuncOp> programs,
-                  ArrayRef<Candidate> candidates,
+                  ArrayRef<Candidate> candidates, uint64_t sharedArena,
                   llvm::SmallPtrSetImpl<Operation *> &chosen) {
     // @decode's streamed copies are charged as jit holds them. A choice that
     // fits only the best case would leave zplan-insert-gathers splitting a
@@ -216,7 +236,8 @@ struct ResidencyPass : zplan::impl::ResidencyBase<ResidencyPass> {
     uint64_t residentBytes = 0;
     for (const Candidate *candidate : order) {
       chosen.insert(candidate->group);
-      uint64_t total = fixed + residentBytes + candidate->bytes + workingSet();
+      uint64_t total = fixed + residentBytes + candidate->bytes +
+                       std::max(workingSet(), sharedArena);
       if (total <= budget) {
         residentBytes += candidate->bytes;
         LLVM_DEBUG(llvm::dbgs()
@@ -234,7 +255,8 @@ struct ResidencyPass : zplan::impl::ResidencyBase<ResidencyPass> {
   /// Step 5.
   void recordDecision(ModuleOp module, int64_t groups, int64_t residentGroups,
                       uint64_t residentBytes, uint64_t streamedBytes,
-                      uint64_t fixedBytes, uint64_t workingSet) {
+                      uint64_t fixedBytes, uint64_t workingSet,
+                      uint64_t sharedArena) {
     Builder builder(&getContext());
     auto i64 = [&](uint64_t value) {
       return builder.getI64IntegerAttr(static_cast<int64_t>(value));
@@ -254,6 +276,11 @@ struct ResidencyPass : zplan::impl::ResidencyBase<ResidencyPass> {
         builder.getNamedAttr("fixed_bytes", i64(fixedBytes)),
         builder.getNamedAttr("working_set_bytes", i64(workingSet)),
     };
+    // `--mode train,generate`: the other programs' working set, which the
+    // same arena holds.
+    if (sharedArena > 0)
+      fields.push_back(
+          builder.getNamedAttr("shared_arena_bytes", i64(sharedArena)));
     module->setAttr("zplan.residency", builder.getDictionaryAttr(fields));
   }
 
