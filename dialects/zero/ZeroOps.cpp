@@ -222,20 +222,33 @@ LogicalResult ReleaseOp::verify() {
 // Residency
 //===----------------------------------------------------------------------===//
 
-/// The resident ops name a group that must exist and be marked `resident`:
-/// a non-resident group's copy is not kept across programs.
+/// The group a residency or carry op names: it must exist, and be marked
+/// `resident` exactly when `resident` is true. A non-resident group's copy
+/// is not kept across programs (the resident ops); a resident group is never
+/// gathered per token, so there is nothing to carry (the carry ops).
+static LogicalResult verifyGroupResidency(Operation *op,
+                                          SymbolTableCollection &table,
+                                          FlatSymbolRefAttr name,
+                                          bool resident,
+                                          GroupOp *found = nullptr) {
+  auto group = table.lookupNearestSymbolFrom<GroupOp>(op, name);
+  if (!group)
+    return op->emitOpError() << "group " << name << " is not a zero.group";
+  if (resident && !group.getResident())
+    return op->emitOpError() << "group " << name << " is not resident";
+  if (!resident && group.getResident())
+    return op->emitOpError() << "group " << name
+                             << " is resident: it is never gathered per token";
+  if (found)
+    *found = group;
+  return success();
+}
+
 static LogicalResult verifyResidentGroup(Operation *op,
                                          SymbolTableCollection &table,
                                          FlatSymbolRefAttr name,
                                          GroupOp *found = nullptr) {
-  auto group = table.lookupNearestSymbolFrom<GroupOp>(op, name);
-  if (!group)
-    return op->emitOpError() << "group " << name << " is not a zero.group";
-  if (!group.getResident())
-    return op->emitOpError() << "group " << name << " is not resident";
-  if (found)
-    *found = group;
-  return success();
+  return verifyGroupResidency(op, table, name, /*resident=*/true, found);
 }
 
 LogicalResult ResidentGatherOp::verifySymbolUses(SymbolTableCollection &table) {
@@ -284,21 +297,11 @@ LogicalResult ResidentReadOp::verifySymbolUses(SymbolTableCollection &table) {
 // Cross-step prefetch
 //===----------------------------------------------------------------------===//
 
-/// The carry ops name an existing group that is not resident: a resident
-/// group is never gathered per token, so there is nothing to carry.
 static LogicalResult verifyCarriedGroup(Operation *op,
                                         SymbolTableCollection &table,
                                         FlatSymbolRefAttr name,
                                         GroupOp *found = nullptr) {
-  auto group = table.lookupNearestSymbolFrom<GroupOp>(op, name);
-  if (!group)
-    return op->emitOpError() << "group " << name << " is not a zero.group";
-  if (group.getResident())
-    return op->emitOpError() << "group " << name
-                             << " is resident: it is never gathered per token";
-  if (found)
-    *found = group;
-  return success();
+  return verifyGroupResidency(op, table, name, /*resident=*/false, found);
 }
 
 LogicalResult CarryStartOp::verify() {
