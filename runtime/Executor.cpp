@@ -18,6 +18,7 @@
 
 #include "runtime/Executor.h"
 
+#include "runtime/plan/CheckedSizes.h"
 #include "runtime/plan/Opcodes.h"
 
 #include <algorithm>
@@ -34,10 +35,6 @@ std::string groupName(const plan::Plan &plan, uint32_t group) {
 
 constexpr int64_t kNotGathered = -1;
 constexpr int64_t kAvailable = -2;
-
-uint64_t groupBytes(const plan::Group &group) {
-  return group.padded_elements() * plan::dataTypeSize(group.dtype());
-}
 
 } // namespace
 
@@ -171,7 +168,7 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
                               : carry  ? plan::Buffer::CARRY
                                        : plan::Buffer::ARENA;
     if (copy.kind() != kind || copy.view_of() != 0 ||
-        copy.bytes() < groupBytes(group) ||
+        copy.bytes() < plan::groupBytes(group) ||
         ((resident || carry) && copy.group() != instruction.group()))
       return failure(subject, " gathers into buffer ", copy.id(), " ",
                      inQuotes(copy.name()), " (", copy.bytes(),
@@ -179,7 +176,7 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
                      resident ? "the resident copy"
                      : carry  ? "the carried copy"
                               : "an arena buffer",
-                     " of at least the ", groupBytes(group), " bytes of group ",
+                     " of at least the ", plan::groupBytes(group), " bytes of group ",
                      groupName(plan, instruction.group()));
   }
   return Status::success();

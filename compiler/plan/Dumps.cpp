@@ -3,6 +3,7 @@
 #include "compiler/plan/Dumps.h"
 
 #include "compiler/plan/Simulator.h"
+#include "runtime/plan/CheckedSizes.h"
 #include "runtime/plan/Opcodes.h"
 #include "runtime/plan/PlanLoader.h"
 
@@ -99,7 +100,7 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
         // A group's gradients reduced (their full size), or its shard
         // updated.
         const plan::Group &group = plan.groups(instruction.group());
-        bytes = group.padded_elements() * plan::dataTypeSize(group.dtype());
+        bytes = plan::groupBytes(group);
         if (opcode == plan::OPCODE_ADAMW || opcode == plan::OPCODE_SGD)
           bytes = plan.buffers(instruction.operands(0) - 1).bytes();
         operands = describeGroup(plan, instruction.group());
@@ -209,9 +210,7 @@ std::string zplan::formatReport(
             instruction.opcode() == plan::OPCODE_CARRY_GATHER)
           gathered += plan.buffers(instruction.results(0) - 1).bytes();
         else
-          reduced +=
-              plan.groups(instruction.group()).padded_elements() *
-              plan::dataTypeSize(plan.groups(instruction.group()).dtype());
+          reduced += plan::groupBytes(plan.groups(instruction.group()));
       }
       const EmittedProgram *data =
           emitted->programs.size() > p ? &emitted->programs[p] : nullptr;
@@ -261,8 +260,7 @@ std::string zplan::formatReport(
   os << "groups (" << policies.front().first << " policy):\n";
   for (int g = 0; g < chosen.plan.groups_size(); ++g) {
     const plan::Group &group = chosen.plan.groups(g);
-    uint64_t bytes =
-        group.padded_elements() * plan::dataTypeSize(group.dtype());
+    uint64_t bytes = plan::groupBytes(group);
     os << "  @" << group.name() << ": " << group.parameters_size()
        << " parameter(s), " << formatSize(bytes) << ", ";
     if (group.persistent()) {

@@ -43,6 +43,12 @@ inline bool checkedGroupBytes(const Group &group, uint64_t &bytes) {
                          bytes);
 }
 
+/// Bytes of a whole group (its gathered copy), for a plan that
+/// validatePlan() accepted (checkedGroupBytes did not overflow).
+inline uint64_t groupBytes(const Group &group) {
+  return group.padded_elements() * dataTypeSize(group.dtype());
+}
+
 /// Bytes of one rank's shard of `group` (no larger than the whole group).
 inline uint64_t shardBytes(const Group &group, uint32_t worldSize) {
   return worldSize == 0 ? 0

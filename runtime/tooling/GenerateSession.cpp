@@ -4,6 +4,7 @@
 
 #include "runtime/Memory.h"
 #include "runtime/generate/GenerateProgress.h"
+#include "runtime/plan/CheckedSizes.h"
 #include "runtime/plan/PlanLoader.h"
 #include "runtime/session/Session.h"
 #include "runtime/tooling/Files.h"
@@ -122,7 +123,7 @@ uint64_t plannedGatherBytes(const plan::Plan &plan) {
         if (instruction.opcode() == plan::OPCODE_ALL_GATHER ||
             instruction.opcode() == plan::OPCODE_CARRY_GATHER) {
           const plan::Group &group = plan.groups(instruction.group());
-          bytes += group.padded_elements() * plan::dataTypeSize(group.dtype());
+          bytes += plan::groupBytes(group);
         }
   return bytes;
 }
