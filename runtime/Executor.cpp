@@ -176,8 +176,8 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
                      resident ? "the resident copy"
                      : carry  ? "the carried copy"
                               : "an arena buffer",
-                     " of at least the ", plan::groupBytes(group), " bytes of group ",
-                     groupName(plan, instruction.group()));
+                     " of at least the ", plan::groupBytes(group),
+                     " bytes of group ", groupName(plan, instruction.group()));
   }
   return Status::success();
 }
