@@ -1,0 +1,101 @@
+//===- KernelTable.cpp - compute opcodes to CUDA entry points -------------===//
+//
+// The CUDA twin of runtime/cpu/Kernels.cpp's table, and the shared host
+// pieces of every entry point (launch and library error checks, grid
+// sizes, the texts of device-reported errors). A CUDA build must have an
+// entry for every opcode the CPU backend has: test/unit/CudaCoverageTest.cpp
+// says which are missing, on any machine.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/CudaKernels.h"
+
+#include "runtime/plan/Opcodes.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+#include <vector>
+
+using namespace zplan;
+using namespace zplan::cuda;
+
+namespace {
+
+/// Opcodes of compute ops are below this (plan.proto numbers them so).
+constexpr size_t kKernelTableSize = 100;
+
+const std::array<KernelFunction, kKernelTableSize> &kernelTable() {
+  static const std::array<KernelFunction, kKernelTableSize> table = [] {
+    const std::vector<std::pair<plan::Opcode, KernelFunction>> kernels = {
+        // Elementwise.cu
+        // ELEMENTWISE-BEGIN
+        // ELEMENTWISE-END
+        // Matmul.cpp, Attention.cu, AttentionGrad.cu, KvCache.cu
+        // ATTENTION-BEGIN
+        // ATTENTION-END
+        // Normalization.cu, NormalizationGrad.cu, Loss.cu, Optimizers.cu,
+        // ActivationGrad.cu
+        // NORMALIZATION-BEGIN
+        // NORMALIZATION-END
+        // Reductions.cu, DataMovement.cu, ScatterGrad.cu
+        // MOVEMENT-BEGIN
+        // MOVEMENT-END
+    };
+    std::array<KernelFunction, kKernelTableSize> byOpcode{};
+    for (const auto &[opcode, function] : kernels)
+      if (static_cast<size_t>(opcode) < kKernelTableSize)
+        byOpcode[opcode] = function;
+    return byOpcode;
+  }();
+  return table;
+}
+
+} // namespace
+
+KernelFunction zplan::cuda::findKernel(plan::Opcode opcode) {
+  auto index = static_cast<size_t>(opcode);
+  return index < kKernelTableSize ? kernelTable()[index] : nullptr;
+}
+
+const char *zplan::cuda::kernelErrorText(KernelError error) {
+  switch (error) {
+  case KernelError::None:
+    return "no error";
+  case KernelError::IndexOutOfRange:
+    return "an index is outside the table it selects from";
+  case KernelError::LabelOutOfRange:
+    return "a label is outside [0, classes) and is not ignore_index";
+  case KernelError::PositionOutOfRange:
+    return "a cache position is outside [0, max_seq_len)";
+  }
+  return "an unknown device-side error";
+}
+
+Status zplan::cuda::launched(const KernelCall &call) {
+  return checkCuda(call, cudaGetLastError(), "kernel launch");
+}
+
+Status zplan::cuda::checkCuda(const KernelCall &call, cudaError_t status,
+                              const char *what) {
+  if (status == cudaSuccess)
+    return Status::success();
+  return call.error(std::string(what) + " failed: " +
+                    cudaGetErrorString(status));
+}
+
+Status zplan::cuda::checkCublas(const KernelCall &call, cublasStatus_t status,
+                                const char *what) {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return Status::success();
+  return call.error(std::string(what) + " failed: " +
+                    cublasGetStatusString(status));
+}
+
+unsigned zplan::cuda::gridFor(int64_t count, unsigned threads,
+                              const DeviceContext &device) {
+  int64_t needed = (count + threads - 1) / threads;
+  // A few waves of full occupancy; a grid-stride loop covers the rest.
+  int64_t cap = std::max(1, device.properties.multiProcessorCount) * 32;
+  return static_cast<unsigned>(std::clamp<int64_t>(needed, 1, cap));
+}
