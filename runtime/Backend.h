@@ -130,6 +130,11 @@ public:
   /// Copies `bytes` host bytes at `source` to backend memory at `target`.
   virtual Status copyFromHost(void *target, const void *source,
                               uint64_t bytes) = 0;
+  /// Copies `bytes` bytes of backend memory at `source` to host memory at
+  /// `target`, after everything issued before on either queue completed
+  /// (outputs, the loss, logits the sampler reads).
+  virtual Status copyToHost(void *target, const void *source,
+                            uint64_t bytes) = 0;
 
   //===--------------------------------------------------------------------===//
   // Kernels

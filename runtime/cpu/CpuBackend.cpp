@@ -111,6 +111,13 @@ Status CpuBackend::copyFromHost(void *target, const void *source,
   return Status::success();
 }
 
+Status CpuBackend::copyToHost(void *target, const void *source,
+                              uint64_t bytes) {
+  if (bytes != 0)
+    std::memcpy(target, source, bytes);
+  return Status::success();
+}
+
 bool CpuBackend::hasKernel(plan::Opcode opcode) const {
   return cpu::detail::findKernel(opcode) != nullptr;
 }
