@@ -31,15 +31,18 @@ TEST(CudaCoverage, EveryCpuOpcodeHasACudaKernel) {
       missing += (missing.empty() ? "" : ", ") + std::string(info->name);
   }
   EXPECT_GE(kernels, 50) << "the CPU table looks empty";
-  EXPECT_EQ(missing, "") << "opcodes with a CPU kernel but no CUDA kernel";
+  EXPECT_TRUE(missing.empty())
+      << "opcodes with a CPU kernel but no CUDA kernel: " << missing;
 }
 
 TEST(CudaCoverage, NoCudaKernelWithoutACpuReference) {
   // A CUDA kernel the CPU lacks could not be checked by KernelDiffTest.
   for (const plan::OpcodeInfo *info = plan::opcodesBegin();
-       info != plan::opcodesEnd(); ++info)
-    if (cuda::hasCudaKernel(info->opcode))
-      EXPECT_TRUE(cpu::hasKernel(info->opcode)) << info->name;
+       info != plan::opcodesEnd(); ++info) {
+    EXPECT_TRUE(!cuda::hasCudaKernel(info->opcode) ||
+                cpu::hasKernel(info->opcode))
+        << info->name;
+  }
 }
 
 } // namespace

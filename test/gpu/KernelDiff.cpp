@@ -223,7 +223,7 @@ private:
 /// device kernel's data error surfaces only at synchronize).
 Status runAndSynchronize(Backend &backend, PreparedKernel &kernel) {
   std::unique_ptr<Queues> queues;
-  ZR_RETURN_IF_ERROR(backend.createQueues(1, queues));
+  ZR_RETURN_IF_ERROR(backend.createQueues(1, /*timing=*/false, queues));
   Status issued = kernel.run();
   if (issued.ok())
     issued = queues->recordCompletion(plan::COMPUTE, 0);
@@ -242,7 +242,8 @@ Status runInto(Backend &backend, const DiffCase &diffCase, DiffRun &run) {
   std::vector<TensorRef> operands, results;
   for (const HostTensor &operand : diffCase.operands) {
     TensorRef ref{nullptr, operand.shape, operand.dtype};
-    ZR_RETURN_IF_ERROR(memory.place(operand.dtype, operand.bytes.size(), ref.data));
+    ZR_RETURN_IF_ERROR(
+        memory.place(operand.dtype, operand.bytes.size(), ref.data));
     ZR_RETURN_IF_ERROR(backend.copyFromHost(ref.data, operand.bytes.data(),
                                             operand.bytes.size()));
     operands.push_back(std::move(ref));
@@ -261,8 +262,8 @@ Status runInto(Backend &backend, const DiffCase &diffCase, DiffRun &run) {
   }
 
   std::unique_ptr<PreparedKernel> kernel;
-  ZR_RETURN_IF_ERROR(backend.prepareKernel(diffCase.instruction, operands,
-                                           results, kernel));
+  ZR_RETURN_IF_ERROR(
+      backend.prepareKernel(diffCase.instruction, operands, results, kernel));
   ZR_RETURN_IF_ERROR(runAndSynchronize(backend, *kernel));
 
   run.operands.resize(operands.size());
@@ -286,8 +287,7 @@ DiffRun runCase(Backend &backend, const DiffCase &diffCase) {
   return run;
 }
 
-std::string compareTensors(const std::string &what,
-                           const HostTensor &reference,
+std::string compareTensors(const std::string &what, const HostTensor &reference,
                            const HostTensor &tested, Tolerance tolerance) {
   std::ostringstream message;
   const char *typeName = elementTypeInfo(reference.dtype).name.data();
@@ -301,8 +301,9 @@ std::string compareTensors(const std::string &what,
   bool floats = isFloat(reference.dtype);
   int64_t count = reference.numElements(), mismatches = 0, first = -1;
   for (int64_t i = 0; i < count; ++i) {
-    bool agree = floats ? floatsAgree(reference.get(i), tested.get(i), tolerance)
-                        : reference.getInt(i) == tested.getInt(i);
+    bool agree = floats
+                     ? floatsAgree(reference.get(i), tested.get(i), tolerance)
+                     : reference.getInt(i) == tested.getInt(i);
     if (agree)
       continue;
     if (mismatches++ == 0)
@@ -408,8 +409,8 @@ CaseBuilder &CaseBuilder::text(const std::string &name,
   return *this;
 }
 
-CaseBuilder &CaseBuilder::uniform(std::vector<int64_t> shape,
-                                  ElementType dtype, double low, double high) {
+CaseBuilder &CaseBuilder::uniform(std::vector<int64_t> shape, ElementType dtype,
+                                  double low, double high) {
   HostTensor tensor(std::move(shape), dtype);
   int64_t count = tensor.numElements();
   if (isFloat(dtype)) {
@@ -422,7 +423,7 @@ CaseBuilder &CaseBuilder::uniform(std::vector<int64_t> shape,
       tensor.setInt(i, dist(generator) ? 1 : 0);
   } else {
     std::uniform_int_distribution<int64_t> dist(std::llround(low),
-                                                 std::llround(high));
+                                                std::llround(high));
     for (int64_t i = 0; i < count; ++i)
       tensor.setInt(i, dist(generator));
   }

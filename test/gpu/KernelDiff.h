@@ -105,8 +105,7 @@ DiffRun runCase(Backend &backend, const DiffCase &diffCase);
 /// Compares `tested` with `reference` (`what` names the tensor in the
 /// message): "" when they agree, else a message with the shapes, the first
 /// mismatching element's index and both values, and how many differ.
-std::string compareTensors(const std::string &what,
-                           const HostTensor &reference,
+std::string compareTensors(const std::string &what, const HostTensor &reference,
                            const HostTensor &tested, Tolerance tolerance);
 
 /// Compares the two runs of `diffCase` (statuses, every result, every
