@@ -250,7 +250,8 @@ Status runInto(Backend &backend, const DiffCase &diffCase, DiffRun &run) {
   }
   for (const ResultSpec &spec : diffCase.results) {
     if (spec.aliasOf >= 0) {
-      results.push_back(operands.at(spec.aliasOf));
+      results.push_back(
+          TensorRef{operands.at(spec.aliasOf).data, spec.shape, spec.dtype});
       continue;
     }
     TensorRef ref{nullptr, spec.shape, spec.dtype};
@@ -456,8 +457,13 @@ CaseBuilder &CaseBuilder::result(std::vector<int64_t> shape,
 }
 
 CaseBuilder &CaseBuilder::resultAliasing(int operand) {
-  const HostTensor &aliased = diffCase.operands.at(operand);
-  diffCase.results.push_back(ResultSpec{aliased.shape, aliased.dtype, operand});
+  return resultAliasing(operand, diffCase.operands.at(operand).shape);
+}
+
+CaseBuilder &CaseBuilder::resultAliasing(int operand,
+                                         std::vector<int64_t> shape) {
+  ElementType dtype = diffCase.operands.at(operand).dtype;
+  diffCase.results.push_back(ResultSpec{std::move(shape), dtype, operand});
   return *this;
 }
 

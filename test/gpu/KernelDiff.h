@@ -145,6 +145,9 @@ public:
                       ElementType dtype = ElementType::F32);
   /// A result that is operand `operand`'s storage, of its shape and type.
   CaseBuilder &resultAliasing(int operand);
+  /// A result that is operand `operand`'s storage seen with `shape` (a
+  /// reshape in place).
+  CaseBuilder &resultAliasing(int operand, std::vector<int64_t> shape);
 
   CaseBuilder &tolerance(double rtol, double atol);
   CaseBuilder &misaligned();

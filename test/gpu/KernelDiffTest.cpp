@@ -197,8 +197,10 @@ void addUnaryFloatCases() {
       c.uniform({1000}, type, -40, 40).result({1000}, type);
       floatTolerance(c, type, 1e-5, 1e-30);
     });
-  for (const char *op : {"exp", "gelu", "neg"})
+  for (const char *op : {"exp", "gelu", "neg"}) {
     add(op, "empty", [](CaseBuilder &c) { c.uniform({0, 5}).result({0, 5}); });
+    add(op, "scalar", [](CaseBuilder &c) { c.uniform({}).result({}); });
+  }
   // More elements than one grid covers: the grid-stride loop's second lap.
   add("exp", "beyond_one_grid", [](CaseBuilder &c) {
     Shape shape{(1 << 22) + 7};
@@ -243,6 +245,7 @@ const std::vector<BroadcastShapes> &broadcastShapes() {
       {"scalar_lhs", {}, {7}, {7}},
       {"rank4", {2, 3, 4, 5}, {3, 1, 5}, {2, 3, 4, 5}},
       {"rank4_both", {2, 1, 4, 1}, {1, 3, 1, 5}, {2, 3, 4, 5}},
+      {"hidden_both_sides", {2, 1, 64}, {1, 5, 1}, {2, 5, 64}},
   };
   return shapes;
 }
@@ -283,6 +286,18 @@ void addBinaryCases() {
   };
   for (const char *op : {"add", "sub", "mul"})
     addBinaryCases(op, fullRanges, numbers);
+  add("add", "beyond_one_grid_rows", [](CaseBuilder &c) {
+    c.uniform({1100, 1024}).uniform({1024}).result({1100, 1024});
+  });
+  add("add", "i8_wraps", [](CaseBuilder &c) {
+    c.values({4}, I8, {127, -128, 100, -100})
+        .values({4}, I8, {1, -1, 100, -100});
+    c.result({4}, I8);
+  });
+  // Arithmetic refuses bool (comparisons take it): the same check on both.
+  add("add", "bool_refused", [](CaseBuilder &c) {
+    c.uniform({5}, Bool).uniform({5}, Bool).result({5}, Bool).expectError();
+  });
 
   // Divisors: never 0, some -1 against the type's minimum (the one
   // overflowing quotient, which wraps).
@@ -474,6 +489,11 @@ void addMatmulCases() {
       {"empty_k_bias", {3, 0}, {0, 4}, {3, 4}, false, Shape{4}},
       {"empty_k", {3, 0}, {0, 4}, {3, 4}},
       {"long_k", {4, 4096}, {4096, 3}, {4, 3}},
+      {"batches_both_sides", {2, 1, 7, 16}, {1, 3, 16, 9}, {2, 3, 7, 9}},
+      {"batches_nonuniform", {2, 1, 3, 5, 8}, {3, 1, 8, 6}, {2, 3, 3, 5, 6}},
+      {"empty_m", {0, 5}, {5, 4}, {0, 4}},
+      {"empty_n", {3, 5}, {5, 0}, {3, 0}},
+      {"vectors_batched_rhs", {16}, {3, 16, 4}, {3, 4}},
       {"tall", {1100, 24}, {24, 70}, {1100, 70}},
   };
   for (const Matmul &m : cases)
@@ -527,6 +547,7 @@ struct AttentionCase {
   /// Adds the mask operand and its attributes (nothing when null).
   std::function<void(CaseBuilder &, const AttentionCase &)> mask;
   double range = 1; // q and k uniform in [-range, range)
+  double scale = 0; // 0: 1/sqrt(D)
 };
 
 const std::vector<AttentionCase> &attentionCases() {
@@ -556,6 +577,27 @@ const std::vector<AttentionCase> &attentionCases() {
       mask.setInt(2 * a.t + col, 0);
     c.operand(std::move(mask));
   };
+  // An additive mask [T] over the keys, broadcast to every row and head.
+  auto additiveKeys = [](CaseBuilder &c, const AttentionCase &a) {
+    c.uniform({a.t}, F32, -3, 0);
+  };
+  // Additive -inf over a whole row: NaN, as the CPU defines it.
+  auto additiveRowMasked = [](CaseBuilder &c, const AttentionCase &a) {
+    HostTensor mask = causalAdditive(a.s, a.t);
+    for (int64_t col = 0; col < a.t; ++col)
+      mask.set(a.t + col, -kInf);
+    c.operand(std::move(mask));
+  };
+  // Row s sees only keys >= 64 + s: an online softmax starts from a tile
+  // that is masked throughout.
+  auto selectFirstTile = [](CaseBuilder &c, const AttentionCase &a) {
+    c.text("mask_kind", "select").real("masked_value", -kInf);
+    HostTensor mask({a.s, a.t}, Bool);
+    for (int64_t row = 0; row < a.s; ++row)
+      for (int64_t col = 0; col < a.t; ++col)
+        mask.setInt(row * a.t + col, col >= 64 + row);
+    c.operand(std::move(mask));
+  };
   // An additive bias [B, 1, S, T] broadcast over heads.
   auto additiveBias = [](CaseBuilder &c, const AttentionCase &a) {
     c.uniform({a.batch[0], 1, a.s, a.t}, F32, -2, 2);
@@ -575,6 +617,17 @@ const std::vector<AttentionCase> &attentionCases() {
       {"long_causal", {1, 1}, 1100, 1100, 64, 64, additiveCausal},
       {"head_dim_128", {1, 2}, 70, 70, 128, 128, additiveCausal},
       {"large_scores", {1, 2}, 12, 40, 64, 64, nullptr, 3},
+      {"scale_10", {1, 2}, 9, 70, 32, 32, additiveCausal, 1, 10},
+      {"one_query_65_keys", {2, 2}, 1, 65, 64, 64, nullptr},
+      {"tiles_63_130", {1, 2}, 63, 130, 64, 64, additiveCausal},
+      {"wide_heads", {1, 2}, 20, 33, 160, 257, nullptr},
+      {"head_dim_0", {1, 2}, 5, 7, 0, 16, nullptr},
+      {"no_queries", {1, 2}, 0, 7, 16, 16, nullptr},
+      {"value_width_0", {1, 2}, 5, 7, 16, 0, nullptr},
+      {"empty_keys", {1, 2}, 4, 0, 8, 8, nullptr},
+      {"mask_over_keys", {2, 2}, 6, 45, 16, 16, additiveKeys},
+      {"additive_fully_masked", {1, 2}, 6, 20, 16, 16, additiveRowMasked},
+      {"first_tile_masked", {1, 1}, 8, 200, 32, 32, selectFirstTile},
   };
   return cases;
 }
@@ -586,7 +639,9 @@ void fillAttention(CaseBuilder &c, const AttentionCase &a, bool gradient) {
     return result;
   };
   c.real("scale",
-         1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(a.d, 1))));
+         a.scale
+             ? a.scale
+             : 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(a.d, 1))));
   if (gradient)
     c.uniform(shape(a.s, a.dv));
   c.uniform(shape(a.s, a.d), F32, -a.range, a.range)
@@ -608,10 +663,6 @@ void addAttentionCases() {
     add("attention_grad", a.label,
         [a](CaseBuilder &c) { fillAttention(c, a, /*gradient=*/true); });
   }
-  add("attention", "empty_keys", [](CaseBuilder &c) {
-    c.real("scale", 0.5).uniform({1, 2, 4, 8}).uniform({1, 2, 0, 8});
-    c.uniform({1, 2, 0, 8}).result({1, 2, 4, 8});
-  });
   add("attention", "misaligned", [](CaseBuilder &c) {
     fillAttention(c, attentionCases()[0], false);
     c.misaligned();
@@ -682,6 +733,8 @@ void addCachedAttentionCases() {
       {"value_width_i32", 2, 3, 2, 40, 64, 40, I32, {5, 30}},
       {"prefill_short_rows", 2, 2, 3, 50, 32, 32, I64, {0, 20}},
       {"head_dim_odd", 1, 3, 1, 33, 72, 72, I64, {32}},
+      {"cache_4100", 2, 1, 1, 4100, 64, 64, I64, {4099, 2500}},
+      {"prefill_long", 1, 2, 5, 3000, 64, 32, I32, {2100}},
   };
   for (const Cached &a : cases)
     add("cached_attention", a.label, [a](CaseBuilder &c) {
@@ -958,6 +1011,9 @@ void addReductionCases() {
       {"long_column", {5000, 3}, {0}, false},
       {"rank4_mixed", {2, 3, 4, 5}, {1, 3}, true},
       {"empty_axis", {3, 0}, {1}, false},
+      {"single_output", {64, 1024}, {0, 1}, false},
+      {"bias_gradient", {4, 33, 300}, {0, 1}, false},
+      {"middle_axis", {5, 300, 7}, {1}, true},
   };
   auto resultShape = [](const Reduce &r) {
     Shape result;
@@ -1246,6 +1302,9 @@ void addExpandAndReshapeCases() {
       fullRange(c, r.input, r.type);
       c.result(r.result, r.type);
     });
+  // The result is the input's own buffer: nothing to move.
+  add("reshape", "in_place",
+      [](CaseBuilder &c) { c.uniform({6, 35}).resultAliasing(0, {5, 42}); });
 }
 
 //===----------------------------------------------------------------------===//
