@@ -122,9 +122,21 @@ void store(std::vector<uint8_t> &bytes, int64_t i, T value) {
   std::memcpy(bytes.data() + i * sizeof(T), &value, sizeof(T));
 }
 
+/// An element index outside the tensor is a bug in a case, not a finding.
+void checkIndex(const HostTensor &tensor, int64_t i) {
+  if (i < 0 || i >= tensor.numElements()) {
+    std::fprintf(stderr,
+                 "KernelDiff: element %lld of a tensor of %lld elements\n",
+                 static_cast<long long>(i),
+                 static_cast<long long>(tensor.numElements()));
+    std::abort();
+  }
+}
+
 } // namespace
 
 double HostTensor::get(int64_t i) const {
+  checkIndex(*this, i);
   switch (dtype) {
   case ElementType::F32:
     return load<float>(bytes, i);
@@ -136,6 +148,7 @@ double HostTensor::get(int64_t i) const {
 }
 
 int64_t HostTensor::getInt(int64_t i) const {
+  checkIndex(*this, i);
   switch (dtype) {
   case ElementType::F32:
     return static_cast<int64_t>(load<float>(bytes, i));
@@ -156,6 +169,7 @@ int64_t HostTensor::getInt(int64_t i) const {
 }
 
 void HostTensor::set(int64_t i, double value) {
+  checkIndex(*this, i);
   switch (dtype) {
   case ElementType::F32:
     return store(bytes, i, static_cast<float>(value));
@@ -169,6 +183,7 @@ void HostTensor::set(int64_t i, double value) {
 }
 
 void HostTensor::setInt(int64_t i, int64_t value) {
+  checkIndex(*this, i);
   switch (dtype) {
   case ElementType::F32:
     return store(bytes, i, static_cast<float>(value));

@@ -24,6 +24,11 @@
 // and their gradients, weight gradients summed over many rows), whose
 // float accumulation order differs by design. f64 cases allow 1e-12.
 //
+// Grouped-query attention has no kernel of its own: nn.attention takes keys
+// and values with the query's leading dimensions, and the importer expands
+// them first, so GQA is covered by expand's grouped_keys case and
+// attention's rank-5 grouped case.
+//
 //===----------------------------------------------------------------------===//
 
 #include "test/gpu/KernelDiff.h"
@@ -106,35 +111,41 @@ void floatTolerance(CaseBuilder &c, ElementType type, double rtol,
 
 /// Random values of `type` across its range: [-3, 3) for floats, every
 /// value for the narrow integers, wide ones for i32/i64, with the extremes
-/// at the front (wrapping arithmetic is part of the semantics).
+/// at the front where there is room (wrapping arithmetic is part of the
+/// semantics).
 void fullRange(CaseBuilder &c, Shape shape, ElementType type) {
+  std::vector<int64_t> extremes;
   switch (type) {
   case ElementType::I64:
     c.uniform(shape, type, -4e18, 4e18);
-    c.lastOperand().setInt(0, std::numeric_limits<int64_t>::min());
-    c.lastOperand().setInt(1, std::numeric_limits<int64_t>::max());
-    return;
+    extremes = {std::numeric_limits<int64_t>::min(),
+                std::numeric_limits<int64_t>::max()};
+    break;
   case ElementType::I32:
     c.uniform(shape, type, -2147483648.0, 2147483647.0);
-    c.lastOperand().setInt(0, std::numeric_limits<int32_t>::min());
-    return;
+    extremes = {std::numeric_limits<int32_t>::min(),
+                std::numeric_limits<int32_t>::max()};
+    break;
   case ElementType::I8:
     c.uniform(shape, type, -128, 127);
-    c.lastOperand().setInt(0, -128);
-    return;
+    extremes = {-128, 127};
+    break;
   case ElementType::U8:
     c.uniform(shape, type, 0, 255);
-    c.lastOperand().setInt(0, 255);
-    return;
+    extremes = {255, 0};
+    break;
   default:
     c.uniform(shape, type, -3, 3);
   }
+  HostTensor &drawn = c.lastOperand();
+  for (size_t i = 0; i < extremes.size() && int64_t(i) < drawn.numElements();
+       ++i)
+    drawn.setInt(static_cast<int64_t>(i), extremes[i]);
 }
 
 /// Indices in [-extent, extent) (negative ones count from the end).
-void indices(CaseBuilder &c, Shape shape, ElementType type, int64_t extent,
-             bool negative = true) {
-  c.uniform(std::move(shape), type, negative ? -extent : 0, extent - 1);
+void indices(CaseBuilder &c, Shape shape, ElementType type, int64_t extent) {
+  c.uniform(std::move(shape), type, -extent, extent - 1);
 }
 
 //===----------------------------------------------------------------------===//
