@@ -47,9 +47,9 @@ __device__ int64_t countedTarget(const Index *targets, int64_t row,
   return target;
 }
 
-/// The row's maximum (in T) and sum of exp(x - maximum) (each exp in T,
-/// the sum in double); `each(i, e)` sees every exp, for the gradient that
-/// keeps them.
+/// The sum over the team's row of exp(x - maximum), each exp in T, the sum
+/// in double; `each(i, e)` sees every exp, for the gradient that keeps
+/// them.
 template <Team kTeam, typename T, typename Each>
 __device__ double sumShiftedExp(const T *x, int64_t classes, T maximum,
                                 double *scratch, Each &&each) {
