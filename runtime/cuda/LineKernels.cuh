@@ -13,9 +13,10 @@
 //     threads take neighbouring lines, so each step of the line loop reads
 //     consecutive addresses.
 // A kernel is written once against LineTeam<kTeam> and instantiated for
-// the three; chooseLineLaunch() picks the team and the grid, and
-// launchLines() instantiates the kernel for it. Every team loops over its
-// lines grid-stride, so any grid covers any number of lines, and a team's
+// the three; chooseLineLaunch() picks the team and the grid,
+// launchLines() instantiates the kernel for it, and issueOnLines() adds the
+// element-type dispatch an entry point needs around both. Every team loops over
+// its lines grid-stride, so any grid covers any number of lines, and a team's
 // threads enter and leave the loop together (the reductions need them all).
 //
 //===----------------------------------------------------------------------===//
@@ -23,6 +24,7 @@
 #ifndef ZPLAN_RUNTIME_CUDA_LINEKERNELS_CUH
 #define ZPLAN_RUNTIME_CUDA_LINEKERNELS_CUH
 
+#include "runtime/cpu/NormalizationSupport.h"
 #include "runtime/cuda/DeviceSupport.cuh"
 
 #include <algorithm>
@@ -145,6 +147,27 @@ void launchLines(const LineLaunch &launch, Launch &&issue) {
     issue(std::integral_constant<Team, Team::Block>{});
     break;
   }
+}
+
+/// What most row-wise entry points do after their checks: for the float
+/// type `type` (of the tensor called `what`), unless there is no element,
+/// pick the launch for `shape` and call issue(TypeTag<T>{}, team, launch)
+/// to launch kernel<team, T> with it.
+template <typename Issue>
+Status issueOnLines(const KernelCall &call, const char *what, ElementType type,
+                    const LineShape &shape, Issue &&issue) {
+  return cpu::detail::dispatchFloatType(call.host, what, type, [&](auto tag) {
+    if (shape.lines == 0 || shape.length == 0)
+      return Status::success();
+    LineLaunch launch = chooseLineLaunch(shape, call.device);
+    launchLines(launch, [&](auto team) { issue(tag, team, launch); });
+    return launched(call);
+  });
+}
+
+/// The lines a softmax (and softmax_grad) runs along.
+inline LineShape softmaxLineShape(const cpu::detail::SoftmaxLines &lines) {
+  return {lines.outer * lines.inner, lines.length, lines.inner};
 }
 
 /// exp in the element's own type (expf for float), as the CPU's std::exp

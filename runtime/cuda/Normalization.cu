@@ -51,22 +51,16 @@ Status normalizeRows(const KernelCall &call, const NormRows &norm,
                      bool center) {
   const TensorRef &input = call.host.operands[0],
                   &result = call.host.results[0];
-  return cpu::detail::dispatchFloatType(
-      call.host, "input", input.dtype, [&](auto tag) {
+  return issueOnLines(
+      call, "input", input.dtype, {norm.rows, norm.width, 1},
+      [&](auto tag, auto team, const LineLaunch &launch) {
         using T = typename decltype(tag)::type;
-        if (norm.rows == 0 || norm.width == 0)
-          return Status::success();
-        LineShape shape{norm.rows, norm.width, 1};
-        LineLaunch launch = chooseLineLaunch(shape, call.device);
-        const T *weight = norm.weight ? norm.weight->as<T>() : nullptr;
-        const T *bias = norm.bias ? norm.bias->as<T>() : nullptr;
-        launchLines(launch, [&](auto team) {
-          normalizeRowsKernel<decltype(team)::value, T>
-              <<<launch.blocks, launch.threads, 0, call.device.stream>>>(
-                  input.as<T>(), result.as<T>(), weight, bias, norm.rows,
-                  norm.width, norm.epsilon, center);
-        });
-        return launched(call);
+        normalizeRowsKernel<decltype(team)::value, T>
+            <<<launch.blocks, launch.threads, 0, call.device.stream>>>(
+                input.as<T>(), result.as<T>(),
+                norm.weight ? norm.weight->as<T>() : nullptr,
+                norm.bias ? norm.bias->as<T>() : nullptr, norm.rows, norm.width,
+                norm.epsilon, center);
       });
 }
 
@@ -118,19 +112,14 @@ Status runSoftmax(const KernelCall &call) {
     return status;
   const TensorRef &input = call.host.operands[0],
                   &result = call.host.results[0];
-  return cpu::detail::dispatchFloatType(
-      call.host, "input", input.dtype, [&](auto tag) {
+  LineShape shape = softmaxLineShape(lines);
+  return issueOnLines(
+      call, "input", input.dtype, shape,
+      [&](auto tag, auto team, const LineLaunch &launch) {
         using T = typename decltype(tag)::type;
-        LineShape shape{lines.outer * lines.inner, lines.length, lines.inner};
-        if (shape.lines == 0 || shape.length == 0)
-          return Status::success();
-        LineLaunch launch = chooseLineLaunch(shape, call.device);
-        launchLines(launch, [&](auto team) {
-          softmaxKernel<decltype(team)::value, T>
-              <<<launch.blocks, launch.threads, 0, call.device.stream>>>(
-                  input.as<T>(), result.as<T>(), shape);
-        });
-        return launched(call);
+        softmaxKernel<decltype(team)::value, T>
+            <<<launch.blocks, launch.threads, 0, call.device.stream>>>(
+                input.as<T>(), result.as<T>(), shape);
       });
 }
 

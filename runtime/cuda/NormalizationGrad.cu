@@ -227,19 +227,14 @@ Status runSoftmaxGrad(const KernelCall &call) {
     return status;
   const TensorRef &dy = call.host.operands[0], &y = call.host.operands[1],
                   &dinput = call.host.results[0];
-  return cpu::detail::dispatchFloatType(
-      call.host, "dy", dy.dtype, [&](auto tag) {
+  LineShape shape = softmaxLineShape(lines);
+  return issueOnLines(
+      call, "dy", dy.dtype, shape,
+      [&](auto tag, auto team, const LineLaunch &launch) {
         using T = typename decltype(tag)::type;
-        LineShape shape{lines.outer * lines.inner, lines.length, lines.inner};
-        if (shape.lines == 0 || shape.length == 0)
-          return Status::success();
-        LineLaunch launch = chooseLineLaunch(shape, call.device);
-        launchLines(launch, [&](auto team) {
-          softmaxBackwardKernel<decltype(team)::value, T>
-              <<<launch.blocks, launch.threads, 0, call.device.stream>>>(
-                  dy.as<T>(), y.as<T>(), dinput.as<T>(), shape);
-        });
-        return launched(call);
+        softmaxBackwardKernel<decltype(team)::value, T>
+            <<<launch.blocks, launch.threads, 0, call.device.stream>>>(
+                dy.as<T>(), y.as<T>(), dinput.as<T>(), shape);
       });
 }
 
