@@ -24,7 +24,8 @@ constexpr double kGeluTanhCubic = 0.044715;
 Status readGeluApproximation(const KernelCall &call, bool &tanhForm);
 
 /// u = sqrt(2/pi) (x + 0.044715 x^3) of the tanh form.
-inline double geluTanhArgument(double x) {
+/// constexpr: the CUDA kernels call it in device code too.
+constexpr double geluTanhArgument(double x) {
   return kSqrtTwoOverPi * (x + kGeluTanhCubic * x * x * x);
 }
 

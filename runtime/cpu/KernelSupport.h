@@ -19,6 +19,14 @@
 #include <string_view>
 #include <vector>
 
+/// Marks the element functions both backends evaluate (ElementwiseSupport.h,
+/// NormalizationSupport.h): device code too when nvcc compiles them.
+#ifdef __CUDACC__
+#define ZPLAN_HOST_DEVICE __host__ __device__
+#else
+#define ZPLAN_HOST_DEVICE
+#endif
+
 namespace zplan::cpu::detail {
 
 using zplan::Status;
@@ -228,6 +236,13 @@ public:
         steps[i].push_back(strides[i][d]);
     }
   }
+
+  /// The merged walk, for a backend that indexes it itself (the CUDA
+  /// kernels): isEmpty() when some extent is 0; the merged extents,
+  /// outermost first (none when every extent is 1), and input i's steps.
+  bool isEmpty() const { return empty; }
+  const std::vector<int64_t> &mergedExtents() const { return extents; }
+  const std::vector<int64_t> &mergedSteps(size_t i) const { return steps[i]; }
 
   template <typename Fn>
   void run(const std::array<int64_t, N> &bases, Fn &&fn) const {
