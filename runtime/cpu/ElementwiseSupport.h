@@ -107,7 +107,10 @@ struct AbsFn {
 struct ReluFn {
   template <typename T> ZPLAN_HOST_DEVICE T operator()(T x) const {
     // NaN stays NaN, as in ONNX Relu (max(x, 0) with x NaN).
-    return x < T(0) ? T(0) : x;
+    if constexpr (std::is_unsigned_v<T>)
+      return x;
+    else
+      return x < T(0) ? T(0) : x;
   }
 };
 

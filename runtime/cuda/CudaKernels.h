@@ -44,6 +44,8 @@ enum class KernelError : uint32_t {
   LabelOutOfRange = 2,
   /// A KV-cache position outside [0, max_seq_len).
   PositionOutOfRange = 3,
+  /// An integer div whose divisor element is 0.
+  DivisionByZero = 4,
 };
 
 /// "an index is outside its table", ...
