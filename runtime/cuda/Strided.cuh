@@ -51,9 +51,10 @@ template <int N> struct StridedLayout {
   /// grid-stride step past the end cannot overflow either).
   bool fits32 = false;
 
-  /// The offsets of output element `i` in each tensor.
+  /// The offsets of output element `i` in each tensor (host code too, so
+  /// that a host test can check it against the CPU's walk).
   template <typename Index>
-  __device__ void locate(Index i, Index (&offsets)[N]) const {
+  __host__ __device__ void locate(Index i, Index (&offsets)[N]) const {
     for (int k = 0; k < N; ++k)
       offsets[k] = static_cast<Index>(bases[k]);
     if (contiguous) {
