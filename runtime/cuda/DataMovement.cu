@@ -4,7 +4,10 @@
 // (IndexingSupport.h). These kernels move elements without computing on
 // them, so they dispatch on the element width only. Transpose, slice and
 // expand are one strided read each (Strided.cuh: a thread per result
-// element, the input offset from the merged strides); concat writes each
+// element, the input offset from the merged strides), or, when the read
+// moves the innermost dimension (a [M, N] -> [N, M] transpose), a tiled
+// copy through shared memory so that reads and writes both coalesce; concat
+// writes each
 // input as a strided block of the result; gather and embedding give each
 // result element a thread that looks its row up through the index tensor.
 // The indices are device data: one out of range is reported
@@ -20,8 +23,41 @@ namespace zplan::cuda {
 
 namespace {
 
+constexpr unsigned kTransposeRowsPerPass = 8;
+
+/// One block per tile (grid-stride over the tiles), 32 x 8 threads: each
+/// thread loads 4 elements of the tile with x along the input's contiguous
+/// rows, then stores 4 with x along the output's contiguous columns.
+template <typename T>
+__global__ void transposeTilesKernel(TransposeTiles tiles, const T *input,
+                                     T *output) {
+  // +1: the store pass reads a column of the tile; keep it off one bank.
+  __shared__ T tile[kTransposeTile][kTransposeTile + 1];
+  for (int64_t t = blockIdx.x; t < tiles.tiles; t += gridDim.x) {
+    int64_t inputBase, outputBase, row0, column0;
+    tiles.origin(t, inputBase, outputBase, row0, column0);
+    int64_t row = row0 + threadIdx.x;
+    for (int j = threadIdx.y; j < kTransposeTile; j += kTransposeRowsPerPass) {
+      int64_t column = column0 + j;
+      if (row < tiles.rows && column < tiles.columns)
+        tile[j][threadIdx.x] =
+            input[inputBase + row + column * tiles.inputColumnStride];
+    }
+    __syncthreads();
+    int64_t column = column0 + threadIdx.x;
+    for (int j = threadIdx.y; j < kTransposeTile; j += kTransposeRowsPerPass) {
+      int64_t row = row0 + j;
+      if (row < tiles.rows && column < tiles.columns)
+        output[outputBase + row * tiles.outputRowStride + column] =
+            tile[threadIdx.x][j];
+    }
+    __syncthreads(); // the tile is refilled for the next t
+  }
+}
+
 /// Copies operand 0 into result 0 reading it at element `base` with element
-/// `strides` (aligned to the result's rank).
+/// `strides` (aligned to the result's rank): by tiles when the read moves
+/// the innermost dimension, else a thread per element.
 Status stridedMove(const KernelCall &call, int64_t base,
                    const std::vector<int64_t> &strides) {
   const TensorRef &input = call.host.operands[0],
@@ -31,11 +67,19 @@ Status stridedMove(const KernelCall &call, int64_t base,
           makeStridedLayout<1>(call, result.shape, {strides}, {base}, layout);
       !status.ok())
     return status;
+  TransposeTiles tiles;
+  bool tiled = makeTransposeTiles(layout, tiles);
   return cpu::detail::dispatchBySize(
       call.host, "input", input.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        return launchStrided(call, layout,
-                             StridedReadBody<T>{input.as<T>(), result.as<T>()});
+        if (!tiled)
+          return launchStrided(
+              call, layout, StridedReadBody<T>{input.as<T>(), result.as<T>()});
+        transposeTilesKernel<T>
+            <<<gridFor(tiles.tiles, 1, call.device),
+               dim3(kTransposeTile, kTransposeRowsPerPass), 0,
+               call.device.stream>>>(tiles, input.as<T>(), result.as<T>());
+        return launched(call);
       });
 }
 

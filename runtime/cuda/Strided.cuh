@@ -180,6 +180,85 @@ template <typename T> struct StridedReadBody {
   }
 };
 
+/// A strided read whose innermost output dimension q is strided in the
+/// input while another output dimension p is contiguous in it (a transpose
+/// that moves the innermost dimension): read thread by thread, one of the
+/// two sides would be uncoalesced. Instead it is cut into tiles of
+/// kTransposeTile x kTransposeTile (rows along p, columns along q), each
+/// read along p and written along q through shared memory; the other
+/// dimensions ("batch") are walked tile by tile.
+constexpr int kTransposeTile = 32;
+
+struct TransposeTiles {
+  /// Over the dimensions other than p and q: the input (0) and output (1)
+  /// offsets of each batch entry.
+  StridedLayout<2> batch;
+  int64_t rows = 0, columns = 0;
+  /// The input's stride along q (along p it is 1) and the output's along p
+  /// (along q it is 1).
+  int64_t inputColumnStride = 0, outputRowStride = 0;
+  int64_t rowTiles = 0, columnTiles = 0, tiles = 0;
+
+  /// Tile t's batch offsets and its first row and column.
+  __host__ __device__ void origin(int64_t t, int64_t &inputBase,
+                                  int64_t &outputBase, int64_t &row,
+                                  int64_t &column) const {
+    column = t % columnTiles * kTransposeTile;
+    t /= columnTiles;
+    row = t % rowTiles * kTransposeTile;
+    t /= rowTiles;
+    int64_t offsets[2];
+    batch.locate(t, offsets);
+    inputBase = offsets[0];
+    outputBase = offsets[1];
+  }
+};
+
+/// The tiles of the strided read `layout` (tensor 0 the input), or false
+/// when it is not such a read, or its tiles would be mostly empty (fewer
+/// than 16 rows or columns).
+inline bool makeTransposeTiles(const StridedLayout<1> &layout,
+                               TransposeTiles &tiles) {
+  int q = layout.rank - 1;
+  if (q < 1 || layout.strides[0][q] == 1)
+    return false;
+  int p = -1;
+  for (int d = 0; d < q && p < 0; ++d)
+    if (layout.strides[0][d] == 1)
+      p = d;
+  if (p < 0 || layout.extents[p] < 16 || layout.extents[q] < 16)
+    return false;
+  tiles = TransposeTiles();
+  tiles.rows = layout.extents[p];
+  tiles.columns = layout.extents[q];
+  tiles.inputColumnStride = layout.strides[0][q];
+  // The output is contiguous: its stride along d is the product of the
+  // extents inside d.
+  int64_t outputStrides[kMaxStridedRank];
+  int64_t stride = 1;
+  for (int d = q; d >= 0; --d) {
+    outputStrides[d] = stride;
+    stride *= layout.extents[d];
+  }
+  tiles.outputRowStride = outputStrides[p];
+  StridedLayout<2> &batch = tiles.batch;
+  batch.count = 1;
+  batch.bases[0] = layout.bases[0];
+  for (int d = 0; d < q; ++d) {
+    if (d == p)
+      continue;
+    batch.extents[batch.rank] = layout.extents[d];
+    batch.strides[0][batch.rank] = layout.strides[0][d];
+    batch.strides[1][batch.rank] = outputStrides[d];
+    batch.count *= layout.extents[d];
+    ++batch.rank;
+  }
+  tiles.rowTiles = (tiles.rows + kTransposeTile - 1) / kTransposeTile;
+  tiles.columnTiles = (tiles.columns + kTransposeTile - 1) / kTransposeTile;
+  tiles.tiles = batch.count * tiles.rowTiles * tiles.columnTiles;
+  return true;
+}
+
 /// output[offsets[0]] = input[i]: a strided write (concat's blocks,
 /// slice_grad).
 template <typename T> struct StridedWriteBody {
