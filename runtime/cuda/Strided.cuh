@@ -11,6 +11,10 @@
 // every offset fits (integer division is much cheaper), and no division at
 // all when every tensor is walked contiguously (same-shape operands).
 //
+// A strided read that moves the innermost dimension (a transpose of the
+// last two) is also described here as tiles (TransposeTiles), copied
+// through shared memory by DataMovement.cu so both sides coalesce.
+//
 // Also the row lookup of gather, embedding and their gradients: an output
 // element is (outer, row, inner), and row picks a table row through an
 // index tensor, checked on the device (reportKernelError), since the
