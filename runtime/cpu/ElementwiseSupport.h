@@ -5,7 +5,7 @@
 // exactly these, so that a CUDA result can only differ from the CPU's by
 // the last ulps of a libm function: the checks are defined in
 // Elementwise.cpp, and the element functions are here as functors callable
-// from host and device code (ZPLAN_HOST_DEVICE).
+// from host and device code (ZPLAN_HOST_DEVICE, HostDevice.h).
 // Composite float functions (sigmoid, silu, gelu) are evaluated in double
 // and rounded once; integer arithmetic wraps (computed unsigned) instead of
 // invoking undefined behaviour. Private to runtime/cpu and runtime/cuda.
@@ -16,6 +16,7 @@
 #define ZPLAN_RUNTIME_CPU_ELEMENTWISESUPPORT_H
 
 #include "runtime/cpu/ActivationSupport.h"
+#include "runtime/cpu/HostDevice.h"
 
 #include <cmath>
 #include <limits>

@@ -19,14 +19,6 @@
 #include <string_view>
 #include <vector>
 
-/// Marks the element functions both backends evaluate (ElementwiseSupport.h,
-/// NormalizationSupport.h): device code too when nvcc compiles them.
-#ifdef __CUDACC__
-#define ZPLAN_HOST_DEVICE __host__ __device__
-#else
-#define ZPLAN_HOST_DEVICE
-#endif
-
 namespace zplan::cpu::detail {
 
 using zplan::Status;

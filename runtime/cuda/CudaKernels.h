@@ -44,8 +44,10 @@ enum class KernelError : uint32_t {
   LabelOutOfRange = 2,
   /// A KV-cache position outside [0, max_seq_len).
   PositionOutOfRange = 3,
+  /// adamw's hyper-parameter bias corrections outside (0, 1].
+  HyperParameterOutOfRange = 4,
   /// An integer div whose divisor element is 0.
-  DivisionByZero = 4,
+  DivisionByZero = 5,
 };
 
 /// "an index is outside its table", ...
