@@ -15,14 +15,13 @@
 
 namespace zplan::cpu::detail {
 
-namespace {
-
-/// One operand and one result of the same element type.
 Status checkMove(const KernelCall &call) {
   if (Status status = expectArity(call, 1, 1); !status.ok())
     return status;
   return expectType(call, "result", call.results[0], call.operands[0].dtype);
 }
+
+namespace {
 
 /// Copies operand 0 into result 0 reading it at element `base` with element
 /// `strides` (aligned to the result's rank).
@@ -133,7 +132,7 @@ Status sliceView(const KernelCall &call, const std::vector<int64_t> &starts,
   return Status::success();
 }
 
-Status runTranspose(const KernelCall &call) {
+Status readTranspose(const KernelCall &call, std::vector<int64_t> &strides) {
   if (Status status = checkMove(call); !status.ok())
     return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
@@ -146,7 +145,8 @@ Status runTranspose(const KernelCall &call) {
                       " entries, expected the input rank " +
                       std::to_string(rank));
   std::vector<int64_t> inputStrides = contiguousStrides(input.shape);
-  std::vector<int64_t> expected, strides;
+  std::vector<int64_t> expected;
+  strides.clear();
   std::vector<bool> seen(rank, false);
   for (int64_t axis : perm) {
     if (axis < 0 || axis >= static_cast<int64_t>(rank) || seen[axis])
@@ -157,13 +157,18 @@ Status runTranspose(const KernelCall &call) {
     expected.push_back(input.shape[axis]);
     strides.push_back(inputStrides[axis]);
   }
-  if (Status status = expectShape(call, "result", result, expected);
-      !status.ok())
+  return expectShape(call, "result", result, expected);
+}
+
+Status runTranspose(const KernelCall &call) {
+  std::vector<int64_t> strides;
+  if (Status status = readTranspose(call, strides); !status.ok())
     return status;
   return stridedMove(call, 0, strides);
 }
 
-Status runSlice(const KernelCall &call) {
+Status readSlice(const KernelCall &call, int64_t &base,
+                 std::vector<int64_t> &strides) {
   if (Status status = checkMove(call); !status.ok())
     return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
@@ -174,29 +179,38 @@ Status runSlice(const KernelCall &call) {
     return status;
   // Element j of dimension d reads start + j * step: the slice is a strided
   // view whose base is the starts and whose strides are the steps.
+  return sliceView(call, starts, steps, input.shape, result.shape, "reads",
+                   base, strides);
+}
+
+Status runSlice(const KernelCall &call) {
   int64_t base;
   std::vector<int64_t> strides;
-  if (Status status = sliceView(call, starts, steps, input.shape, result.shape,
-                                "reads", base, strides);
-      !status.ok())
+  if (Status status = readSlice(call, base, strides); !status.ok())
     return status;
-  if (result.numElements() == 0)
+  if (call.results[0].numElements() == 0)
     return Status::success();
   return stridedMove(call, base, strides);
 }
 
-Status runExpand(const KernelCall &call) {
+Status readExpand(const KernelCall &call, std::vector<int64_t> &strides) {
   if (Status status = checkMove(call); !status.ok())
     return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
-  std::vector<int64_t> strides;
   if (!broadcastStrides(input.shape, result.shape, strides))
     return call.error("cannot expand " + formatShape(input.shape) + " to " +
                       formatShape(result.shape));
+  return Status::success();
+}
+
+Status runExpand(const KernelCall &call) {
+  std::vector<int64_t> strides;
+  if (Status status = readExpand(call, strides); !status.ok())
+    return status;
   return stridedMove(call, 0, strides);
 }
 
-Status runReshape(const KernelCall &call) {
+Status checkReshape(const KernelCall &call) {
   if (Status status = checkMove(call); !status.ok())
     return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
@@ -205,6 +219,13 @@ Status runReshape(const KernelCall &call) {
                       std::to_string(input.numElements()) + " elements) into " +
                       formatShape(result.shape) + " (" +
                       std::to_string(result.numElements()) + " elements)");
+  return Status::success();
+}
+
+Status runReshape(const KernelCall &call) {
+  if (Status status = checkReshape(call); !status.ok())
+    return status;
+  const TensorRef &input = call.operands[0], &result = call.results[0];
   // Normally a view that never runs; when it does, the row-major data is
   // the same, so a copy (memmove: the two may be one buffer).
   if (input.data != result.data && input.numElements() > 0)
@@ -214,13 +235,12 @@ Status runReshape(const KernelCall &call) {
   return Status::success();
 }
 
-Status runConcat(const KernelCall &call) {
+Status readConcat(const KernelCall &call, int64_t &axis, int64_t &bytes) {
   if (call.operands.empty())
     return call.error("needs at least one input");
   if (Status status = expectArity(call, 1, call.operands.size()); !status.ok())
     return status;
   const TensorRef &first = call.operands[0], &result = call.results[0];
-  int64_t axis;
   if (Status status = dataAxisAttribute(
           call, static_cast<int64_t>(first.shape.size()), axis);
       !status.ok())
@@ -249,15 +269,19 @@ Status runConcat(const KernelCall &call) {
   if (Status status = expectShape(call, "result", result, expected);
       !status.ok())
     return status;
-  int64_t bytes;
-  if (Status status = movableElementBytes(call, "input 0", first.dtype, bytes);
-      !status.ok())
+  return movableElementBytes(call, "input 0", first.dtype, bytes);
+}
+
+Status runConcat(const KernelCall &call) {
+  int64_t axis, bytes;
+  if (Status status = readConcat(call, axis, bytes); !status.ok())
     return status;
+  const TensorRef &first = call.operands[0], &result = call.results[0];
   // [outer, axis extent * inner]: each input contributes one block per
   // outer index, the blocks laid side by side.
   int64_t outer = product(first.shape, 0, axis);
   int64_t inner = product(first.shape, axis + 1) * bytes;
-  int64_t resultBlock = expected[axis] * inner;
+  int64_t resultBlock = result.shape[axis] * inner;
   uint8_t *target = static_cast<uint8_t *>(result.data);
   int64_t column = 0;
   for (const TensorRef &operand : call.operands) {
@@ -272,7 +296,7 @@ Status runConcat(const KernelCall &call) {
   return Status::success();
 }
 
-Status runGather(const KernelCall &call) {
+Status checkGather(const KernelCall &call, int64_t &axis, int64_t &bytes) {
   if (Status status = expectArity(call, 2, 2); !status.ok())
     return status;
   const TensorRef &data = call.operands[0], &indices = call.operands[1],
@@ -282,15 +306,19 @@ Status runGather(const KernelCall &call) {
   if (Status status = expectType(call, "result", result, data.dtype);
       !status.ok())
     return status;
-  int64_t axis;
   if (Status status =
           readGatherAxis(call, data.shape, indices, "result", result, axis);
       !status.ok())
     return status;
-  int64_t bytes;
-  if (Status status = movableElementBytes(call, "data", data.dtype, bytes);
-      !status.ok())
+  return movableElementBytes(call, "data", data.dtype, bytes);
+}
+
+Status runGather(const KernelCall &call) {
+  int64_t axis, bytes;
+  if (Status status = checkGather(call, axis, bytes); !status.ok())
     return status;
+  const TensorRef &data = call.operands[0], &indices = call.operands[1],
+                  &result = call.results[0];
   int64_t extent = data.shape[axis];
   if (Status status = checkGatherIndices(call, indices, axis, extent);
       !status.ok())
@@ -309,7 +337,7 @@ Status runGather(const KernelCall &call) {
   return Status::success();
 }
 
-Status runEmbedding(const KernelCall &call) {
+Status checkEmbedding(const KernelCall &call, int64_t &bytes) {
   if (Status status = expectArity(call, 2, 2); !status.ok())
     return status;
   const TensorRef &table = call.operands[0], &ids = call.operands[1],
@@ -327,10 +355,15 @@ Status runEmbedding(const KernelCall &call) {
   if (Status status = expectShape(call, "result", result, expected);
       !status.ok())
     return status;
+  return movableElementBytes(call, "table", table.dtype, bytes);
+}
+
+Status runEmbedding(const KernelCall &call) {
   int64_t bytes;
-  if (Status status = movableElementBytes(call, "table", table.dtype, bytes);
-      !status.ok())
+  if (Status status = checkEmbedding(call, bytes); !status.ok())
     return status;
+  const TensorRef &table = call.operands[0], &ids = call.operands[1],
+                  &result = call.results[0];
   // An embedding is formed from an ONNX Gather along axis 0, so negative
   // ids keep Gather's meaning (counted from the end); anything outside
   // [-rows, rows) is an error.

@@ -4,43 +4,22 @@
 // broadcast their operands to the result shape with numpy rules, through
 // forEachRun, whose innermost run is as long as the operands allow (a whole
 // row for a bias add). Transcendental functions of f32 use the f32 libm
-// functions (within an ulp or two); the composite ones (sigmoid, silu, gelu)
-// are evaluated in double and rounded once. Integer arithmetic wraps
-// (computed unsigned) instead of invoking undefined behaviour; integer
-// division by zero is an error, found before anything is written.
+// functions (within an ulp or two). The function of one element is a
+// functor of ElementwiseSupport.h, shared with the CUDA kernels, as are the
+// checks defined here; integer division by zero is an error, found before
+// anything is written.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/ActivationSupport.h"
-
-#include <cmath>
-#include <limits>
-#include <optional>
-#include <type_traits>
+#include "runtime/cpu/ElementwiseSupport.h"
 
 namespace zplan::cpu::detail {
-
-namespace {
-
-/// The type composite float functions are evaluated in.
-template <typename T> using Wide = double;
-
-/// Wrapping integer arithmetic: computed in the unsigned type of the same
-/// width, so that overflow wraps (two's complement) and is never undefined.
-template <typename T, typename Fn> T wrapping(T a, T b, Fn fn) {
-  using Unsigned = std::make_unsigned_t<T>;
-  return static_cast<T>(fn(static_cast<Unsigned>(a), static_cast<Unsigned>(b)));
-}
 
 //===----------------------------------------------------------------------===//
 // Unary
 //===----------------------------------------------------------------------===//
 
-/// Which element types a unary op takes.
-enum class Domain { FloatOnly, Numeric };
-
-template <Domain domain, typename Fn>
-Status unary(const KernelCall &call, Fn fn) {
+Status checkUnary(const KernelCall &call, Domain domain) {
   if (Status status = expectArity(call, 1, 1); !status.ok())
     return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
@@ -52,6 +31,16 @@ Status unary(const KernelCall &call, Fn fn) {
     return status;
   if (domain == Domain::Numeric && input.dtype == ElementType::Bool)
     return call.error("input has element type bool, expected a number");
+  return Status::success();
+}
+
+namespace {
+
+template <Domain domain, typename Fn>
+Status unary(const KernelCall &call, Fn fn) {
+  if (Status status = checkUnary(call, domain); !status.ok())
+    return status;
+  const TensorRef &input = call.operands[0], &result = call.results[0];
   int64_t count = input.numElements();
   auto body = [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
@@ -71,90 +60,58 @@ Status unary(const KernelCall &call, Fn fn) {
     return dispatchType(call, "input", input.dtype, body);
 }
 
-template <typename T> T sigmoidOf(T x) {
-  Wide<T> wide = x;
-  return static_cast<T>(1.0 / (1.0 + std::exp(-wide)));
-}
-
 } // namespace
 
 Status runNeg(const KernelCall &call) {
-  return unary<Domain::Numeric>(call, [](auto x) {
-    using T = decltype(x);
-    if constexpr (std::is_floating_point_v<T>)
-      return -x;
-    else
-      return wrapping<T>(0, x, [](auto a, auto b) { return a - b; });
-  });
+  return unary<Domain::Numeric>(call, NegFn{});
 }
 
 Status runAbs(const KernelCall &call) {
-  return unary<Domain::Numeric>(call, [](auto x) {
-    using T = decltype(x);
-    if constexpr (std::is_floating_point_v<T>)
-      return std::abs(x);
-    else if constexpr (std::is_unsigned_v<T>)
-      return x;
-    else
-      return x < 0 ? wrapping<T>(
-                         0, x, [](auto a, auto b) { return a - b; })
-                   : x;
-  });
+  return unary<Domain::Numeric>(call, AbsFn{});
 }
 
 Status runRelu(const KernelCall &call) {
-  return unary<Domain::Numeric>(call, [](auto x) {
-    using T = decltype(x);
-    // NaN stays NaN, as in ONNX Relu (max(x, 0) with x NaN).
-    return x < T(0) ? T(0) : x;
-  });
+  return unary<Domain::Numeric>(call, ReluFn{});
 }
 
 Status runSqrt(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, [](auto x) { return std::sqrt(x); });
+  return unary<Domain::FloatOnly>(call, SqrtFn{});
 }
 
 Status runReciprocal(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, [](auto x) {
-    using T = decltype(x);
-    return T(1) / x;
-  });
+  return unary<Domain::FloatOnly>(call, ReciprocalFn{});
 }
 
 Status runExp(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, [](auto x) { return std::exp(x); });
+  return unary<Domain::FloatOnly>(call, ExpFn{});
 }
 
 Status runLog(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, [](auto x) { return std::log(x); });
+  return unary<Domain::FloatOnly>(call, LogFn{});
 }
 
 Status runErf(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, [](auto x) { return std::erf(x); });
+  return unary<Domain::FloatOnly>(call, ErfFn{});
 }
 
 Status runTanh(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, [](auto x) { return std::tanh(x); });
+  return unary<Domain::FloatOnly>(call, TanhFn{});
 }
 
 Status runCos(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, [](auto x) { return std::cos(x); });
+  return unary<Domain::FloatOnly>(call, CosFn{});
 }
 
 Status runSin(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, [](auto x) { return std::sin(x); });
+  return unary<Domain::FloatOnly>(call, SinFn{});
 }
 
 Status runSigmoid(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, [](auto x) { return sigmoidOf(x); });
+  return unary<Domain::FloatOnly>(call, SigmoidFn{});
 }
 
 Status runSilu(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, [](auto x) {
-    using T = decltype(x);
-    Wide<T> wide = x;
-    return static_cast<T>(wide / (1.0 + std::exp(-wide)));
-  });
+  return unary<Domain::FloatOnly>(call, SiluFn{});
 }
 
 Status readGeluApproximation(const KernelCall &call, bool &tanhForm) {
@@ -170,21 +127,9 @@ Status runGelu(const KernelCall &call) {
   bool tanhForm;
   if (Status status = readGeluApproximation(call, tanhForm); !status.ok())
     return status;
-  if (!tanhForm) {
-    // x/2 (1 + erf(x/sqrt 2)), written with erfc so that the tail for
-    // large negative x keeps its digits instead of cancelling to 0.
-    return unary<Domain::FloatOnly>(call, [](auto x) {
-      using T = decltype(x);
-      Wide<T> wide = x;
-      return static_cast<T>(0.5 * wide * std::erfc(-wide * kSqrtHalf));
-    });
-  }
-  return unary<Domain::FloatOnly>(call, [](auto x) {
-    using T = decltype(x);
-    Wide<T> wide = x;
-    return static_cast<T>(0.5 * wide *
-                          (1.0 + std::tanh(geluTanhArgument(wide))));
-  });
+  if (!tanhForm)
+    return unary<Domain::FloatOnly>(call, GeluErfFn{});
+  return unary<Domain::FloatOnly>(call, GeluTanhFn{});
 }
 
 //===----------------------------------------------------------------------===//
@@ -236,8 +181,8 @@ void broadcastBinary(const In *a, const std::vector<int64_t> &aStrides,
                 });
 }
 
-/// Checks a binary op: two operands of one element type that broadcast to
-/// the result; the result has `resultType` (the operands' type if none).
+} // namespace
+
 Status checkBinary(const KernelCall &call,
                    std::optional<ElementType> resultType,
                    std::vector<int64_t> &lhsStrides,
@@ -256,25 +201,34 @@ Status checkBinary(const KernelCall &call,
   return operandStrides(call, 1, "rhs", rhsStrides);
 }
 
+Status checkArithmetic(const KernelCall &call, std::vector<int64_t> &lhsStrides,
+                       std::vector<int64_t> &rhsStrides) {
+  if (Status status = checkBinary(call, std::nullopt, lhsStrides, rhsStrides);
+      !status.ok())
+    return status;
+  if (call.operands[0].dtype == ElementType::Bool)
+    return call.error("operands have element type bool, expected numbers");
+  return Status::success();
+}
+
+namespace {
+
 /// An arithmetic binary op: `fn(a, b)` for every numeric type (bool is
 /// refused). `check(tag)` may refuse the operands before any work.
 template <typename Fn, typename Check>
 Status arithmetic(const KernelCall &call, Fn fn, Check check) {
   std::vector<int64_t> lhsStrides, rhsStrides;
-  if (Status status = checkBinary(call, std::nullopt, lhsStrides, rhsStrides);
+  if (Status status = checkArithmetic(call, lhsStrides, rhsStrides);
       !status.ok())
     return status;
   const TensorRef &lhs = call.operands[0], &rhs = call.operands[1],
                   &result = call.results[0];
-  if (lhs.dtype == ElementType::Bool)
-    return call.error("operands have element type bool, expected numbers");
   return dispatchType(call, "lhs", lhs.dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     if (Status status = check(tag); !status.ok())
       return status;
     broadcastBinary(lhs.as<T>(), lhsStrides, rhs.as<T>(), rhsStrides,
-                    result.shape, result.as<T>(),
-                    [&](T a, T b) -> T { return fn(a, b); });
+                    result.shape, result.as<T>(), fn);
     return Status::success();
   });
 }
@@ -295,65 +249,18 @@ template <typename Fn> Status compare(const KernelCall &call, Fn fn) {
   return dispatchType(call, "lhs", lhs.dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     broadcastBinary(lhs.as<T>(), lhsStrides, rhs.as<T>(), rhsStrides,
-                    result.shape, result.as<uint8_t>(),
-                    [&](T a, T b) -> uint8_t { return fn(a, b) ? 1 : 0; });
+                    result.shape, result.as<uint8_t>(), fn);
     return Status::success();
   });
 }
 
-/// Integer power by squaring (wrapping); a negative exponent truncates
-/// 1/base^n toward zero as integer division would.
-template <typename T> T integerPower(T base, T exponent) {
-  if constexpr (std::is_signed_v<T>) {
-    if (exponent < 0) {
-      if (base == 1)
-        return 1;
-      if (base == -1)
-        return (exponent % 2) ? T(-1) : T(1);
-      return 0;
-    }
-  }
-  using Unsigned = std::make_unsigned_t<T>;
-  Unsigned result = 1, factor = static_cast<Unsigned>(base);
-  for (auto n = static_cast<Unsigned>(exponent); n; n >>= 1) {
-    if (n & 1)
-      result = static_cast<Unsigned>(result * factor);
-    factor = static_cast<Unsigned>(factor * factor);
-  }
-  return static_cast<T>(result);
-}
-
 } // namespace
 
-Status runAdd(const KernelCall &call) {
-  return arithmetic(call, [](auto a, auto b) {
-    using T = decltype(a);
-    if constexpr (std::is_floating_point_v<T>)
-      return a + b;
-    else
-      return wrapping<T>(a, b, [](auto x, auto y) { return x + y; });
-  });
-}
+Status runAdd(const KernelCall &call) { return arithmetic(call, AddFn{}); }
 
-Status runSub(const KernelCall &call) {
-  return arithmetic(call, [](auto a, auto b) {
-    using T = decltype(a);
-    if constexpr (std::is_floating_point_v<T>)
-      return a - b;
-    else
-      return wrapping<T>(a, b, [](auto x, auto y) { return x - y; });
-  });
-}
+Status runSub(const KernelCall &call) { return arithmetic(call, SubFn{}); }
 
-Status runMul(const KernelCall &call) {
-  return arithmetic(call, [](auto a, auto b) {
-    using T = decltype(a);
-    if constexpr (std::is_floating_point_v<T>)
-      return a * b;
-    else
-      return wrapping<T>(a, b, [](auto x, auto y) { return x * y; });
-  });
-}
+Status runMul(const KernelCall &call) { return arithmetic(call, MulFn{}); }
 
 Status runDiv(const KernelCall &call) {
   auto noZeroDivisor = [&](auto tag) -> Status {
@@ -368,67 +275,23 @@ Status runDiv(const KernelCall &call) {
     }
     return Status::success();
   };
-  return arithmetic(
-      call,
-      [](auto a, auto b) {
-        using T = decltype(a);
-        if constexpr (std::is_floating_point_v<T>) {
-          return a / b;
-        } else if constexpr (std::is_signed_v<T>) {
-          // The one overflowing quotient, min / -1, wraps to min.
-          if (b == -1)
-            return wrapping<T>(0, a, [](auto x, auto y) { return x - y; });
-          return static_cast<T>(a / b); // C++ truncates toward zero
-        } else {
-          return static_cast<T>(a / b);
-        }
-      },
-      noZeroDivisor);
+  return arithmetic(call, DivFn{}, noZeroDivisor);
 }
 
-Status runPow(const KernelCall &call) {
-  return arithmetic(call, [](auto a, auto b) {
-    using T = decltype(a);
-    if constexpr (std::is_floating_point_v<T>)
-      return std::pow(a, b);
-    else
-      return integerPower<T>(a, b);
-  });
-}
+Status runPow(const KernelCall &call) { return arithmetic(call, PowFn{}); }
 
-Status runMax(const KernelCall &call) {
-  return arithmetic(call, [](auto a, auto b) {
-    using T = decltype(a);
-    if constexpr (std::is_floating_point_v<T>)
-      if (std::isnan(a) || std::isnan(b))
-        return std::numeric_limits<T>::quiet_NaN();
-    return a < b ? b : a;
-  });
-}
+Status runMax(const KernelCall &call) { return arithmetic(call, MaxFn{}); }
 
-Status runMin(const KernelCall &call) {
-  return arithmetic(call, [](auto a, auto b) {
-    using T = decltype(a);
-    if constexpr (std::is_floating_point_v<T>)
-      if (std::isnan(a) || std::isnan(b))
-        return std::numeric_limits<T>::quiet_NaN();
-    return b < a ? b : a;
-  });
-}
+Status runMin(const KernelCall &call) { return arithmetic(call, MinFn{}); }
 
-Status runEqual(const KernelCall &call) {
-  return compare(call, [](auto a, auto b) { return a == b; });
-}
+Status runEqual(const KernelCall &call) { return compare(call, EqualFn{}); }
 
-Status runLess(const KernelCall &call) {
-  return compare(call, [](auto a, auto b) { return a < b; });
-}
+Status runLess(const KernelCall &call) { return compare(call, LessFn{}); }
 
-Status runGreater(const KernelCall &call) {
-  return compare(call, [](auto a, auto b) { return a > b; });
-}
+Status runGreater(const KernelCall &call) { return compare(call, GreaterFn{}); }
 
-Status runWhere(const KernelCall &call) {
+Status checkWhere(const KernelCall &call,
+                  std::array<std::vector<int64_t>, 3> &strides) {
   if (Status status = expectArity(call, 3, 3); !status.ok())
     return status;
   const TensorRef &condition = call.operands[0], &onTrue = call.operands[1],
@@ -443,12 +306,20 @@ Status runWhere(const KernelCall &call) {
   if (Status status = expectType(call, "result", result, onTrue.dtype);
       !status.ok())
     return status;
-  std::array<std::vector<int64_t>, 3> strides;
   const char *names[] = {"condition", "on_true", "on_false"};
   for (size_t i = 0; i < 3; ++i)
     if (Status status = operandStrides(call, i, names[i], strides[i]);
         !status.ok())
       return status;
+  return Status::success();
+}
+
+Status runWhere(const KernelCall &call) {
+  std::array<std::vector<int64_t>, 3> strides;
+  if (Status status = checkWhere(call, strides); !status.ok())
+    return status;
+  const TensorRef &condition = call.operands[0], &onTrue = call.operands[1],
+                  &onFalse = call.operands[2], &result = call.results[0];
   // A select moves elements: only their width matters.
   return dispatchBySize(call, "on_true", onTrue.dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
@@ -472,36 +343,16 @@ Status runWhere(const KernelCall &call) {
 // Cast
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-/// One element from From to To: float to integer truncates toward zero
-/// (saturating, NaN to 0, where C++ would be undefined); to bool is x != 0.
-template <typename To, typename From> To convert(From x, bool toBool) {
-  if (toBool)
-    return x != From(0) ? To(1) : To(0);
-  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
-    if (std::isnan(x))
-      return 0;
-    double truncated = std::trunc(static_cast<double>(x));
-    if (truncated <= static_cast<double>(std::numeric_limits<To>::min()))
-      return std::numeric_limits<To>::min();
-    if (truncated >= static_cast<double>(std::numeric_limits<To>::max()))
-      return std::numeric_limits<To>::max();
-    return static_cast<To>(truncated);
-  } else {
-    return static_cast<To>(x);
-  }
-}
-
-} // namespace
-
-Status runCast(const KernelCall &call) {
+Status checkCast(const KernelCall &call) {
   if (Status status = expectArity(call, 1, 1); !status.ok())
     return status;
-  const TensorRef &input = call.operands[0], &result = call.results[0];
-  if (Status status = expectShape(call, "result", result, input.shape);
-      !status.ok())
+  return expectShape(call, "result", call.results[0], call.operands[0].shape);
+}
+
+Status runCast(const KernelCall &call) {
+  if (Status status = checkCast(call); !status.ok())
     return status;
+  const TensorRef &input = call.operands[0], &result = call.results[0];
   bool toBool = result.dtype == ElementType::Bool;
   int64_t count = input.numElements();
   return dispatchType(call, "input", input.dtype, [&](auto fromTag) -> Status {

@@ -4,8 +4,12 @@
 // elements the forward kernels of DataMovement.cpp read, so both read index
 // tensors, the gather axis and the slice attributes by one set of rules
 // (negative indices count from the end; every index checked before anything
-// is written) and phrase their errors alike. Defined in DataMovement.cpp
-// (the index walks here, inline); private to runtime/cpu.
+// is written) and phrase their errors alike. The CUDA kernels
+// (runtime/cuda/DataMovement.cu, ScatterGrad.cu) run the same checks, from
+// the read*/check* functions below, before they issue their copies; they
+// check the index *values* on the device. Defined in DataMovement.cpp and
+// ScatterGrad.cpp (the index walks here, inline); private to runtime/cpu
+// and runtime/cuda.
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,6 +83,50 @@ Status sliceView(const KernelCall &call, const std::vector<int64_t> &starts,
                  const std::vector<int64_t> &input,
                  const std::vector<int64_t> &sliced, const char *verb,
                  int64_t &base, std::vector<int64_t> &strides);
+
+//===----------------------------------------------------------------------===//
+// The checks of each data-movement kernel and gradient, everything but the
+// index values (DataMovement.cpp, ScatterGrad.cpp)
+//===----------------------------------------------------------------------===//
+
+/// One operand and one result of the same element type.
+Status checkMove(const KernelCall &call);
+
+/// transpose: the input's strides permuted by "perm", aligned to the result.
+Status readTranspose(const KernelCall &call, std::vector<int64_t> &strides);
+
+/// slice: the result as a strided view of the input (sliceView).
+Status readSlice(const KernelCall &call, int64_t &base,
+                 std::vector<int64_t> &strides);
+
+/// expand: the input's broadcast strides to the result shape.
+Status readExpand(const KernelCall &call, std::vector<int64_t> &strides);
+
+/// reshape: as many elements in the result as in the input.
+Status checkReshape(const KernelCall &call);
+
+/// concat: the normalised axis, and the bytes of one element.
+Status readConcat(const KernelCall &call, int64_t &axis, int64_t &bytes);
+
+/// gather: the normalised axis and the bytes of one element, every shape
+/// and type checked (not the indices' values: checkGatherIndices).
+Status checkGather(const KernelCall &call, int64_t &axis, int64_t &bytes);
+
+/// embedding: the bytes of one element, every shape and type checked (not
+/// the ids' values).
+Status checkEmbedding(const KernelCall &call, int64_t &bytes);
+
+/// embedding_grad: every shape and type checked (not the ids' values).
+Status checkEmbeddingGrad(const KernelCall &call);
+
+/// gather_grad: the normalised axis, every shape and type checked (not the
+/// indices' values).
+Status checkGatherGrad(const KernelCall &call, int64_t &axis);
+
+/// slice_grad: dy as a strided view written into the result (sliceView),
+/// and the bytes of one element.
+Status readSliceGrad(const KernelCall &call, int64_t &base,
+                     std::vector<int64_t> &strides, int64_t &bytes);
 
 } // namespace zplan::cpu::detail
 

@@ -229,6 +229,13 @@ public:
     }
   }
 
+  /// The merged walk, for a backend that indexes it itself (the CUDA
+  /// kernels): isEmpty() when some extent is 0; the merged extents,
+  /// outermost first (none when every extent is 1), and input i's steps.
+  bool isEmpty() const { return empty; }
+  const std::vector<int64_t> &mergedExtents() const { return extents; }
+  const std::vector<int64_t> &mergedSteps(size_t i) const { return steps[i]; }
+
   template <typename Fn>
   void run(const std::array<int64_t, N> &bases, Fn &&fn) const {
     if (empty)

@@ -226,11 +226,7 @@ Status runSoftmax(const KernelCall &call) {
 // reduce_mean, reduce_sum, reduce_max
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-enum class Reduction { Mean, Sum, Max };
-
-Status reduce(const KernelCall &call, Reduction reduction) {
+Status readReduction(const KernelCall &call, ReductionLayout &layout) {
   if (Status status = expectArity(call, 1, 1); !status.ok())
     return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
@@ -254,51 +250,49 @@ Status reduce(const KernelCall &call, Reduction reduction) {
       return call.error("axes must be sorted and unique");
   }
 
-  // Kept dimensions walk the result; reduced ones are walked per result
-  // element, both with the input's strides.
   std::vector<int64_t> strides = contiguousStrides(input.shape);
-  std::vector<int64_t> keptShape, keptStrides, reducedShape, reducedStrides,
-      expected;
+  std::vector<int64_t> expected;
+  layout = ReductionLayout();
   size_t next = 0;
   for (int64_t d = 0; d < rank; ++d) {
     if (next < axes.size() && axes[next] == d) {
       ++next;
-      reducedShape.push_back(input.shape[d]);
-      reducedStrides.push_back(strides[d]);
+      layout.reducedShape.push_back(input.shape[d]);
+      layout.reducedStrides.push_back(strides[d]);
       if (keepdims)
         expected.push_back(1);
     } else {
-      keptShape.push_back(input.shape[d]);
-      keptStrides.push_back(strides[d]);
+      layout.keptShape.push_back(input.shape[d]);
+      layout.keptStrides.push_back(strides[d]);
       expected.push_back(input.shape[d]);
     }
   }
-  if (Status status = expectShape(call, "result", result, expected);
-      !status.ok())
+  layout.reducedCount = product(layout.reducedShape);
+  return expectShape(call, "result", result, expected);
+}
+
+namespace {
+
+Status reduce(const KernelCall &call, Reduction reduction) {
+  ReductionLayout layout;
+  if (Status status = readReduction(call, layout); !status.ok())
     return status;
-  int64_t reducedCount = product(reducedShape);
-  StridedWalk<1> reducedWalk(reducedShape, {reducedStrides});
+  const TensorRef &input = call.operands[0], &result = call.results[0];
+  StridedWalk<1> reducedWalk(layout.reducedShape, {layout.reducedStrides});
 
   return dispatchType(call, "input", input.dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    // Floats sum in double, integers in int64 (wrapping, computed unsigned).
-    using Sum =
-        std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
+    using Sum = ReductionSum<T>;
     const T *x = input.as<T>();
     T *y = result.as<T>();
     auto reduceAt = [&](int64_t base) -> T {
       if (reduction == Reduction::Max) {
-        T best = std::is_floating_point_v<T>
-                     ? -std::numeric_limits<T>::infinity()
-                     : std::numeric_limits<T>::lowest();
+        T best = reductionLowest<T>();
         reducedWalk.run({base},
                         [&](int64_t, const std::array<int64_t, 1> &at,
                             const std::array<int64_t, 1> &step, int64_t count) {
                           for (int64_t j = 0; j < count; ++j) {
-                            T value = x[at[0] + j * step[0]];
-                            // NaN wins, as in numpy's max.
-                            if (value > best || value != value)
-                              best = value;
+                            best = maxKeepingNan(best, x[at[0] + j * step[0]]);
                             if (best != best)
                               return;
                           }
@@ -312,18 +306,10 @@ Status reduce(const KernelCall &call, Reduction reduction) {
                         for (int64_t j = 0; j < count; ++j)
                           sum += static_cast<Sum>(x[at[0] + j * step[0]]);
                       });
-      if (reduction == Reduction::Sum)
-        return static_cast<T>(sum);
-      if constexpr (std::is_floating_point_v<T>) {
-        return static_cast<T>(sum / static_cast<double>(reducedCount));
-      } else {
-        if (reducedCount == 0)
-          return 0;
-        // The mean of signed integers truncates toward zero.
-        return static_cast<T>(static_cast<int64_t>(sum) / reducedCount);
-      }
+      return finishSum<T>(sum, reduction == Reduction::Mean,
+                          layout.reducedCount);
     };
-    forEachRun<1>(keptShape, {keptStrides}, {0},
+    forEachRun<1>(layout.keptShape, {layout.keptStrides}, {0},
                   [&](int64_t out, const std::array<int64_t, 1> &at,
                       const std::array<int64_t, 1> &step, int64_t count) {
                     for (int64_t j = 0; j < count; ++j)

@@ -56,11 +56,7 @@ Status scatterAddRows(const KernelCall &call, int64_t outer, int64_t extent,
 
 } // namespace
 
-/// embedding_grad(dy [ids..., D], ids [...] i64/i32) -> dtable [R, D]
-/// (R from the result type): zeroed, then dy's row for each id (in the
-/// order of the ids; negative ids count from the end, as in embedding)
-/// added into row id. An id outside [-R, R) is an error.
-Status runEmbeddingGrad(const KernelCall &call) {
+Status checkEmbeddingGrad(const KernelCall &call) {
   if (Status status = expectArity(call, 2, 2); !status.ok())
     return status;
   if (Status status = checkFloatGradient(call); !status.ok())
@@ -74,8 +70,17 @@ Status runEmbeddingGrad(const KernelCall &call) {
                       ", expected rank 2 (rows x width)");
   std::vector<int64_t> expected = ids.shape;
   expected.push_back(table.shape[1]);
-  if (Status status = expectShape(call, "dy", dy, expected); !status.ok())
+  return expectShape(call, "dy", dy, expected);
+}
+
+/// embedding_grad(dy [ids..., D], ids [...] i64/i32) -> dtable [R, D]
+/// (R from the result type): zeroed, then dy's row for each id (in the
+/// order of the ids; negative ids count from the end, as in embedding)
+/// added into row id. An id outside [-R, R) is an error.
+Status runEmbeddingGrad(const KernelCall &call) {
+  if (Status status = checkEmbeddingGrad(call); !status.ok())
     return status;
+  const TensorRef &ids = call.operands[1], &table = call.results[0];
   int64_t rows = table.shape[0];
   if (Status status = checkIndices(
           call, ids, rows, "id", "the ids",
@@ -86,12 +91,7 @@ Status runEmbeddingGrad(const KernelCall &call) {
                         table.shape[1], ids);
 }
 
-/// gather_grad(dy, indices i64/i32; axis) -> ddata (the gathered data's
-/// shape, from the result type; dy's shape is data.shape[:axis] +
-/// indices.shape + data.shape[axis+1:]): zeroed, then every dy slice added
-/// at the index it was gathered from, in index order. An index outside
-/// [-extent, extent) is an error.
-Status runGatherGrad(const KernelCall &call) {
+Status checkGatherGrad(const KernelCall &call, int64_t &axis) {
   if (Status status = expectArity(call, 2, 2); !status.ok())
     return status;
   if (Status status = checkFloatGradient(call); !status.ok())
@@ -100,10 +100,19 @@ Status runGatherGrad(const KernelCall &call) {
                   &data = call.results[0];
   if (Status status = checkIndexType(call, "indices", indices); !status.ok())
     return status;
+  return readGatherAxis(call, data.shape, indices, "dy", dy, axis);
+}
+
+/// gather_grad(dy, indices i64/i32; axis) -> ddata (the gathered data's
+/// shape, from the result type; dy's shape is data.shape[:axis] +
+/// indices.shape + data.shape[axis+1:]): zeroed, then every dy slice added
+/// at the index it was gathered from, in index order. An index outside
+/// [-extent, extent) is an error.
+Status runGatherGrad(const KernelCall &call) {
   int64_t axis;
-  if (Status status = readGatherAxis(call, data.shape, indices, "dy", dy, axis);
-      !status.ok())
+  if (Status status = checkGatherGrad(call, axis); !status.ok())
     return status;
+  const TensorRef &indices = call.operands[1], &data = call.results[0];
   int64_t extent = data.shape[axis];
   if (Status status = checkGatherIndices(call, indices, axis, extent);
       !status.ok())
@@ -113,11 +122,8 @@ Status runGatherGrad(const KernelCall &call) {
                         indices);
 }
 
-/// slice_grad(dy; starts, steps) -> dinput (the sliced input's shape, from
-/// the result type): zero, except dinput[starts + j * steps] = dy[j]. starts
-/// and steps hold one entry per input dimension, as nn.slice's; dy's shape
-/// is the slice's result shape, every position it covers inside the input.
-Status runSliceGrad(const KernelCall &call) {
+Status readSliceGrad(const KernelCall &call, int64_t &base,
+                     std::vector<int64_t> &strides, int64_t &bytes) {
   if (Status status = expectArity(call, 1, 1); !status.ok())
     return status;
   const TensorRef &dy = call.operands[0], &dinput = call.results[0];
@@ -129,17 +135,24 @@ Status runSliceGrad(const KernelCall &call) {
                                           dy.shape, starts, steps);
       !status.ok())
     return status;
-  int64_t bytes;
   if (Status status = movableElementBytes(call, "dy", dy.dtype, bytes);
       !status.ok())
     return status;
   // The forward's strided view, written through instead of read.
-  int64_t base;
+  return sliceView(call, starts, steps, dinput.shape, dy.shape, "writes", base,
+                   strides);
+}
+
+/// slice_grad(dy; starts, steps) -> dinput (the sliced input's shape, from
+/// the result type): zero, except dinput[starts + j * steps] = dy[j]. starts
+/// and steps hold one entry per input dimension, as nn.slice's; dy's shape
+/// is the slice's result shape, every position it covers inside the input.
+Status runSliceGrad(const KernelCall &call) {
+  int64_t base, bytes;
   std::vector<int64_t> strides;
-  if (Status status = sliceView(call, starts, steps, dinput.shape, dy.shape,
-                                "writes", base, strides);
-      !status.ok())
+  if (Status status = readSliceGrad(call, base, strides, bytes); !status.ok())
     return status;
+  const TensorRef &dy = call.operands[0], &dinput = call.results[0];
   std::memset(dinput.data, 0,
               static_cast<size_t>(dinput.numElements() * bytes));
   if (dy.numElements() == 0)

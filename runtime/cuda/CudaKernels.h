@@ -46,6 +46,8 @@ enum class KernelError : uint32_t {
   PositionOutOfRange = 3,
   /// adamw's hyper-parameter bias corrections outside (0, 1].
   HyperParameterOutOfRange = 4,
+  /// An integer div whose divisor element is 0.
+  DivisionByZero = 5,
 };
 
 /// "an index is outside its table", ...

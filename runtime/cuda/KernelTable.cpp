@@ -30,6 +30,32 @@ const std::array<KernelFunction, kKernelTableSize> &kernelTable() {
     const std::vector<std::pair<plan::Opcode, KernelFunction>> kernels = {
         // Elementwise.cu
         // ELEMENTWISE-BEGIN
+        {plan::OPCODE_NEG, runNeg},
+        {plan::OPCODE_ABS, runAbs},
+        {plan::OPCODE_SQRT, runSqrt},
+        {plan::OPCODE_RECIPROCAL, runReciprocal},
+        {plan::OPCODE_EXP, runExp},
+        {plan::OPCODE_LOG, runLog},
+        {plan::OPCODE_ERF, runErf},
+        {plan::OPCODE_TANH, runTanh},
+        {plan::OPCODE_SIGMOID, runSigmoid},
+        {plan::OPCODE_RELU, runRelu},
+        {plan::OPCODE_COS, runCos},
+        {plan::OPCODE_SIN, runSin},
+        {plan::OPCODE_SILU, runSilu},
+        {plan::OPCODE_GELU, runGelu},
+        {plan::OPCODE_ADD, runAdd},
+        {plan::OPCODE_SUB, runSub},
+        {plan::OPCODE_MUL, runMul},
+        {plan::OPCODE_DIV, runDiv},
+        {plan::OPCODE_POW, runPow},
+        {plan::OPCODE_MAX, runMax},
+        {plan::OPCODE_MIN, runMin},
+        {plan::OPCODE_EQUAL, runEqual},
+        {plan::OPCODE_LESS, runLess},
+        {plan::OPCODE_GREATER, runGreater},
+        {plan::OPCODE_WHERE, runWhere},
+        {plan::OPCODE_CAST, runCast},
         // ELEMENTWISE-END
         // Matmul.cpp, Attention.cu, AttentionGrad.cu, KvCache.cu
         // ATTENTION-BEGIN
@@ -51,6 +77,19 @@ const std::array<KernelFunction, kKernelTableSize> &kernelTable() {
         // NORMALIZATION-END
         // Reductions.cu, DataMovement.cu, ScatterGrad.cu
         // MOVEMENT-BEGIN
+        {plan::OPCODE_REDUCE_MEAN, runReduceMean},
+        {plan::OPCODE_REDUCE_SUM, runReduceSum},
+        {plan::OPCODE_REDUCE_MAX, runReduceMax},
+        {plan::OPCODE_TRANSPOSE, runTranspose},
+        {plan::OPCODE_SLICE, runSlice},
+        {plan::OPCODE_CONCAT, runConcat},
+        {plan::OPCODE_GATHER, runGather},
+        {plan::OPCODE_EMBEDDING, runEmbedding},
+        {plan::OPCODE_EXPAND, runExpand},
+        {plan::OPCODE_RESHAPE, runReshape},
+        {plan::OPCODE_EMBEDDING_GRAD, runEmbeddingGrad},
+        {plan::OPCODE_GATHER_GRAD, runGatherGrad},
+        {plan::OPCODE_SLICE_GRAD, runSliceGrad},
         // MOVEMENT-END
     };
     std::array<KernelFunction, kKernelTableSize> byOpcode{};
@@ -82,6 +121,8 @@ const char *zplan::cuda::kernelErrorText(KernelError error) {
   case KernelError::HyperParameterOutOfRange:
     return "hyper bias corrections [6] and [7] must be in (0, 1] "
            "(1 - beta^t, t >= 1)";
+  case KernelError::DivisionByZero:
+    return "integer division by zero";
   }
   return "an unknown device-side error";
 }

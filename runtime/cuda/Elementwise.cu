@@ -1,0 +1,346 @@
+//===- Elementwise.cu - unary, binary, compare, where and cast on CUDA ----===//
+//
+// The CUDA twin of runtime/cpu/Elementwise.cpp. The checks and the function
+// of one element are the CPU's own (ElementwiseSupport.h), so only the walk
+// is new: one thread per output element (Strided.cuh), operands read with
+// the broadcast strides the CPU computes, merged as the CPU merges them.
+// Same-shape operands take the walk's contiguous path (no index
+// arithmetic beyond i), and a broadcast one costs one division per merged
+// dimension. The one data check, integer division by zero, cannot happen
+// before the writes as on the CPU: the element is skipped and reported
+// (KernelError::DivisionByZero), and the run fails at synchronize.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/ElementwiseSupport.h"
+#include "runtime/cuda/Strided.cuh"
+
+namespace zplan::cuda {
+
+using cpu::detail::Domain;
+
+namespace {
+
+template <typename T, typename Fn> struct UnaryBody {
+  const T *input;
+  T *output;
+  Fn fn;
+  template <typename Index>
+  __device__ void operator()(Index i, const Index (&)[1]) const {
+    output[i] = fn(input[i]);
+  }
+};
+
+template <Domain domain, typename Fn>
+Status unary(const KernelCall &call, Fn fn) {
+  if (Status status = cpu::detail::checkUnary(call.host, domain); !status.ok())
+    return status;
+  const TensorRef &input = call.host.operands[0],
+                  &result = call.host.results[0];
+  auto layout = contiguousLayout<1>(input.numElements());
+  auto body = [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (domain == Domain::FloatOnly && !std::is_floating_point_v<T>)
+      return Status::success(); // unreachable: dispatchFloatType
+    else
+      return launchStrided(call, layout,
+                           UnaryBody<T, Fn>{input.as<T>(), result.as<T>(), fn});
+  };
+  if constexpr (domain == Domain::FloatOnly)
+    return cpu::detail::dispatchFloatType(call.host, "input", input.dtype,
+                                          body);
+  else
+    return cpu::detail::dispatchType(call.host, "input", input.dtype, body);
+}
+
+} // namespace
+
+Status runNeg(const KernelCall &call) {
+  return unary<Domain::Numeric>(call, cpu::detail::NegFn{});
+}
+
+Status runAbs(const KernelCall &call) {
+  return unary<Domain::Numeric>(call, cpu::detail::AbsFn{});
+}
+
+Status runRelu(const KernelCall &call) {
+  return unary<Domain::Numeric>(call, cpu::detail::ReluFn{});
+}
+
+Status runSqrt(const KernelCall &call) {
+  return unary<Domain::FloatOnly>(call, cpu::detail::SqrtFn{});
+}
+
+Status runReciprocal(const KernelCall &call) {
+  return unary<Domain::FloatOnly>(call, cpu::detail::ReciprocalFn{});
+}
+
+Status runExp(const KernelCall &call) {
+  return unary<Domain::FloatOnly>(call, cpu::detail::ExpFn{});
+}
+
+Status runLog(const KernelCall &call) {
+  return unary<Domain::FloatOnly>(call, cpu::detail::LogFn{});
+}
+
+Status runErf(const KernelCall &call) {
+  return unary<Domain::FloatOnly>(call, cpu::detail::ErfFn{});
+}
+
+Status runTanh(const KernelCall &call) {
+  return unary<Domain::FloatOnly>(call, cpu::detail::TanhFn{});
+}
+
+Status runCos(const KernelCall &call) {
+  return unary<Domain::FloatOnly>(call, cpu::detail::CosFn{});
+}
+
+Status runSin(const KernelCall &call) {
+  return unary<Domain::FloatOnly>(call, cpu::detail::SinFn{});
+}
+
+Status runSigmoid(const KernelCall &call) {
+  return unary<Domain::FloatOnly>(call, cpu::detail::SigmoidFn{});
+}
+
+Status runSilu(const KernelCall &call) {
+  return unary<Domain::FloatOnly>(call, cpu::detail::SiluFn{});
+}
+
+Status runGelu(const KernelCall &call) {
+  bool tanhForm;
+  if (Status status = cpu::detail::readGeluApproximation(call.host, tanhForm);
+      !status.ok())
+    return status;
+  if (!tanhForm)
+    return unary<Domain::FloatOnly>(call, cpu::detail::GeluErfFn{});
+  return unary<Domain::FloatOnly>(call, cpu::detail::GeluTanhFn{});
+}
+
+//===----------------------------------------------------------------------===//
+// Binary, compare, where
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+template <typename In, typename Out, typename Fn> struct BinaryBody {
+  const In *lhs, *rhs;
+  Out *output;
+  Fn fn;
+  template <typename Index>
+  __device__ void operator()(Index i, const Index (&at)[2]) const {
+    output[i] = fn(lhs[at[0]], rhs[at[1]]);
+  }
+};
+
+/// Integer division: a zero divisor is reported and its element skipped.
+template <typename T> struct IntegerDivBody {
+  const T *lhs, *rhs;
+  T *output;
+  uint32_t *errorWord;
+  uint32_t errorTag;
+  template <typename Index>
+  __device__ void operator()(Index i, const Index (&at)[2]) const {
+    T divisor = rhs[at[1]];
+    if (divisor == 0) {
+      reportKernelError(errorWord, errorTag, KernelError::DivisionByZero);
+      return;
+    }
+    output[i] = cpu::detail::DivFn{}(lhs[at[0]], divisor);
+  }
+};
+
+/// The walk of a binary op over the result: lhs and rhs at their broadcast
+/// strides.
+Status binaryLayout(const KernelCall &call,
+                    const std::vector<int64_t> &lhsStrides,
+                    const std::vector<int64_t> &rhsStrides,
+                    StridedLayout<2> &layout) {
+  return makeStridedLayout<2>(call, call.host.results[0].shape,
+                              {lhsStrides, rhsStrides}, {0, 0}, layout);
+}
+
+/// An arithmetic op: `makeBody(tag, lhs, rhs, output)` is its body for the
+/// element type of `tag`.
+template <typename MakeBody>
+Status arithmetic(const KernelCall &call, MakeBody makeBody) {
+  std::vector<int64_t> lhsStrides, rhsStrides;
+  if (Status status =
+          cpu::detail::checkArithmetic(call.host, lhsStrides, rhsStrides);
+      !status.ok())
+    return status;
+  StridedLayout<2> layout;
+  if (Status status = binaryLayout(call, lhsStrides, rhsStrides, layout);
+      !status.ok())
+    return status;
+  const TensorRef &lhs = call.host.operands[0], &rhs = call.host.operands[1],
+                  &result = call.host.results[0];
+  return cpu::detail::dispatchType(
+      call.host, "lhs", lhs.dtype, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        return launchStrided(
+            call, layout,
+            makeBody(tag, lhs.as<T>(), rhs.as<T>(), result.as<T>()));
+      });
+}
+
+/// An arithmetic op whose element function is `Fn` for every type.
+template <typename Fn> Status arithmetic(const KernelCall &call) {
+  return arithmetic(call, [](auto tag, auto lhs, auto rhs, auto output) {
+    using T = typename decltype(tag)::type;
+    return BinaryBody<T, T, Fn>{lhs, rhs, output, Fn{}};
+  });
+}
+
+/// A comparison: bool result (0 or 1), operands of any type (bool too).
+template <typename Fn> Status compare(const KernelCall &call) {
+  std::vector<int64_t> lhsStrides, rhsStrides;
+  if (Status status = cpu::detail::checkBinary(call.host, ElementType::Bool,
+                                               lhsStrides, rhsStrides);
+      !status.ok())
+    return status;
+  StridedLayout<2> layout;
+  if (Status status = binaryLayout(call, lhsStrides, rhsStrides, layout);
+      !status.ok())
+    return status;
+  const TensorRef &lhs = call.host.operands[0], &rhs = call.host.operands[1],
+                  &result = call.host.results[0];
+  return cpu::detail::dispatchType(
+      call.host, "lhs", lhs.dtype, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        return launchStrided(
+            call, layout,
+            BinaryBody<T, uint8_t, Fn>{lhs.as<T>(), rhs.as<T>(),
+                                       result.as<uint8_t>(), Fn{}});
+      });
+}
+
+} // namespace
+
+Status runAdd(const KernelCall &call) {
+  return arithmetic<cpu::detail::AddFn>(call);
+}
+
+Status runSub(const KernelCall &call) {
+  return arithmetic<cpu::detail::SubFn>(call);
+}
+
+Status runMul(const KernelCall &call) {
+  return arithmetic<cpu::detail::MulFn>(call);
+}
+
+Status runDiv(const KernelCall &call) {
+  // Two body types, one per kind of T: a generic lambda returning either
+  // is fine, each instantiation returns one.
+  return arithmetic(call, [&](auto tag, auto lhs, auto rhs, auto output) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<T>)
+      return IntegerDivBody<T>{lhs, rhs, output, call.device.errorWord,
+                               call.errorTag()};
+    else
+      return BinaryBody<T, T, cpu::detail::DivFn>{lhs, rhs, output,
+                                                  cpu::detail::DivFn{}};
+  });
+}
+
+Status runPow(const KernelCall &call) {
+  return arithmetic<cpu::detail::PowFn>(call);
+}
+
+Status runMax(const KernelCall &call) {
+  return arithmetic<cpu::detail::MaxFn>(call);
+}
+
+Status runMin(const KernelCall &call) {
+  return arithmetic<cpu::detail::MinFn>(call);
+}
+
+Status runEqual(const KernelCall &call) {
+  return compare<cpu::detail::EqualFn>(call);
+}
+
+Status runLess(const KernelCall &call) {
+  return compare<cpu::detail::LessFn>(call);
+}
+
+Status runGreater(const KernelCall &call) {
+  return compare<cpu::detail::GreaterFn>(call);
+}
+
+namespace {
+
+template <typename T> struct WhereBody {
+  const uint8_t *condition;
+  const T *onTrue, *onFalse;
+  T *output;
+  template <typename Index>
+  __device__ void operator()(Index i, const Index (&at)[3]) const {
+    output[i] = condition[at[0]] ? onTrue[at[1]] : onFalse[at[2]];
+  }
+};
+
+} // namespace
+
+Status runWhere(const KernelCall &call) {
+  std::array<std::vector<int64_t>, 3> strides;
+  if (Status status = cpu::detail::checkWhere(call.host, strides); !status.ok())
+    return status;
+  const TensorRef &condition = call.host.operands[0],
+                  &onTrue = call.host.operands[1],
+                  &onFalse = call.host.operands[2],
+                  &result = call.host.results[0];
+  StridedLayout<3> layout;
+  if (Status status =
+          makeStridedLayout<3>(call, result.shape, strides, {0, 0, 0}, layout);
+      !status.ok())
+    return status;
+  // A select moves elements: only their width matters.
+  return cpu::detail::dispatchBySize(
+      call.host, "on_true", onTrue.dtype, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        return launchStrided(call, layout,
+                             WhereBody<T>{condition.as<uint8_t>(),
+                                          onTrue.as<T>(), onFalse.as<T>(),
+                                          result.as<T>()});
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// Cast
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+template <typename From, typename To> struct CastBody {
+  const From *input;
+  To *output;
+  bool toBool;
+  template <typename Index>
+  __device__ void operator()(Index i, const Index (&)[1]) const {
+    output[i] = cpu::detail::convert<To>(input[i], toBool);
+  }
+};
+
+} // namespace
+
+Status runCast(const KernelCall &call) {
+  if (Status status = cpu::detail::checkCast(call.host); !status.ok())
+    return status;
+  const TensorRef &input = call.host.operands[0],
+                  &result = call.host.results[0];
+  bool toBool = result.dtype == ElementType::Bool;
+  auto layout = contiguousLayout<1>(input.numElements());
+  return cpu::detail::dispatchType(
+      call.host, "input", input.dtype, [&](auto fromTag) -> Status {
+        using From = typename decltype(fromTag)::type;
+        return cpu::detail::dispatchType(
+            call.host, "result", result.dtype, [&](auto toTag) -> Status {
+              using To = typename decltype(toTag)::type;
+              return launchStrided(call, layout,
+                                   CastBody<From, To>{input.as<From>(),
+                                                      result.as<To>(), toBool});
+            });
+      });
+}
+
+} // namespace zplan::cuda
