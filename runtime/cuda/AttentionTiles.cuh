@@ -163,8 +163,8 @@ __device__ inline void dotTile(const float *__restrict__ a, int64_t aRows,
   }
 }
 
-/// Turns the raw dot products of the tile at (q0, k0) of entry `entry`
-/// into the masked scores the CPU softmaxes: scale * dot, then the
+/// Turns the raw dot products of the tile at (q0, k0) of the entry whose
+/// mask elements start at `maskBase` into the masked scores the CPU softmaxes: scale * dot, then the
 /// additive mask added, or masked_value where a select mask is false
 /// (`kept` says where it is not, and is false past T: attention_grad
 /// zeroes dS there). Columns past T become -inf (no weight, no effect on a
@@ -201,14 +201,6 @@ __device__ inline void maskScores(const AttentionParams &p, int64_t maskBase,
   }
 }
 
-/// A value reduced over the 16 threads of one tile row (consecutive lanes).
-template <typename T, typename Op>
-__device__ inline T rowReduce(T value, Op op) {
-  for (int offset = 8; offset > 0; offset /= 2)
-    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  return value;
-}
-
 /// Shared memory of accumulateTile: a 64 x 64 weight tile (padded) and
 /// kStage rows of X.
 template <int COLS> struct AccumulateStage {
@@ -220,7 +212,9 @@ template <int COLS> struct AccumulateStage {
 /// tile's 64 r, w(o, r) = weights[o][r], or weights[r][o] when TRANSPOSED;
 /// x is row-major [xRows, width], rows past xRows and columns past width
 /// read as 0 (never garbage: 0 * NaN would be NaN). Every thread must call
-/// it; the caller has synchronized after writing `weights`.
+/// it, with x0 < xRows (so that it synchronizes at least once before
+/// returning: `stage` is then free again); the caller has synchronized
+/// after writing `weights`.
 template <int COLS, bool TRANSPOSED>
 __device__ inline void accumulateTile(AccumulateStage<COLS> &stage,
                                       const float *__restrict__ x,
