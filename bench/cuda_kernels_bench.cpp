@@ -12,7 +12,11 @@
 // rhs is compared with the CPU reference kernel, so a wrong answer cannot
 // hide behind a good number.
 //
-// Exits 0 with "no CUDA device: ..." where there is none. About 5 s on an
+// For scale, the flash-style attention kernels (FP32 CUDA cores, so they
+// are compared with the same SGEMM peak) and the fused decode kernel
+// (memory-bound: GB/s of cache read) are timed too.
+//
+// Exits 0 with "no CUDA device: ..." where there is none. About 10 s on an
 // H200.
 //
 //===----------------------------------------------------------------------===//
@@ -123,16 +127,27 @@ plan::Instruction matmulInstruction(bool transposeRhs) {
   return instruction;
 }
 
-/// One nn.matmul, issued through the CUDA entry point.
-struct Matmul {
+/// One instruction, issued through its CUDA entry point.
+struct Call {
   plan::Instruction instruction;
   std::vector<TensorRef> operands, results;
 
   Status issue(Device &device) const {
     cpu::detail::KernelCall host{instruction, operands, results};
-    return cuda::runMatmul(cuda::KernelCall{host, device.context});
+    return cuda::findKernel(instruction.opcode())(
+        cuda::KernelCall{host, device.context});
   }
 };
+
+plan::Instruction scaledInstruction(plan::Opcode opcode, double scale) {
+  plan::Instruction instruction;
+  instruction.set_opcode(opcode);
+  instruction.set_queue(plan::COMPUTE);
+  plan::Attribute *attribute = instruction.add_attributes();
+  attribute->set_name("scale");
+  attribute->add_floats(scale);
+  return instruction;
+}
 
 /// Median milliseconds of `run` over `repeats` timed runs after warm-up.
 template <typename Run>
@@ -163,7 +178,7 @@ double timeMilliseconds(Device &device, int repeats, Run &&run) {
 void checkAgainstCpu(Device &device) {
   DeviceTensor lhs({3, 37, 53}, true), rhs({3, 29, 53}, true),
       bias({37, 1}, true), result({3, 37, 29});
-  Matmul matmul{
+  Call matmul{
       matmulInstruction(true), {lhs.ref, rhs.ref, bias.ref}, {result.ref}};
   check(matmul.issue(device));
   std::vector<float> gpu(result.ref.numElements());
@@ -262,7 +277,7 @@ int main() {
     resultShape.push_back(n);
     DeviceTensor result(resultShape);
     std::unique_ptr<DeviceTensor> bias;
-    Matmul matmul{matmulInstruction(shape.transposeRhs),
+    Call matmul{matmulInstruction(shape.transposeRhs),
                   {lhs.ref, rhs.ref},
                   {result.ref}};
     if (shape.bias) {
@@ -279,6 +294,57 @@ int main() {
     std::printf("%-26s %-34s %10.3f %10.1f %7.0f%%\n", shape.name, dims.c_str(),
                 ms, tflops, 100 * tflops / peak);
   }
+
+  // Attention of 2 x 32 heads, S = T = 2048, D = 128, no mask.
+  {
+    std::vector<int64_t> shape = {2, 32, 2048, 128};
+    DeviceTensor q(shape), k(shape), v(shape), out(shape), dout(shape),
+        dq(shape), dk(shape), dv(shape);
+    double scale = 1 / std::sqrt(128.0);
+    Call forward{scaledInstruction(plan::OPCODE_ATTENTION, scale),
+                 {q.ref, k.ref, v.ref},
+                 {out.ref}};
+    Call backward{scaledInstruction(plan::OPCODE_ATTENTION_GRAD, scale),
+                  {dout.ref, q.ref, k.ref, v.ref},
+                  {dq.ref, dk.ref, dv.ref}};
+    // Two S x T x D products forward; five backward (the usual counts,
+    // not counting recomputation).
+    double forwardFlops = 2.0 * 2 * 64 * 2048 * 2048 * 128;
+    double ms = timeMilliseconds(device, 5,
+                                 [&] { check(forward.issue(device)); });
+    double tflops = forwardFlops / (ms * 1e9);
+    std::printf("%-26s %-34s %10.3f %10.1f %7.0f%%\n", "attention",
+                "[2,32,2048,128] x3", ms, tflops, 100 * tflops / peak);
+    ms = timeMilliseconds(device, 5, [&] { check(backward.issue(device)); });
+    tflops = 2.5 * forwardFlops / (ms * 1e9);
+    std::printf("%-26s %-34s %10.3f %10.1f %7.0f%%\n", "attention_grad",
+                "[2,32,2048,128] x4", ms, tflops, 100 * tflops / peak);
+  }
+
+  // Decode: 8 sequences x 32 heads, one token each at position 4095 of a
+  // 4096-slot cache, D = 128: every K and V row is read once.
+  {
+    DeviceTensor q({8, 32, 1, 128}), k({8, 32, 4096, 128}),
+        v({8, 32, 4096, 128}), out({8, 32, 1, 128});
+    std::vector<int64_t> last(8, 4095);
+    TensorRef positions{nullptr, {8, 1}, ElementType::I64};
+    check(cudaMalloc(&positions.data, last.size() * sizeof(int64_t)),
+          "cudaMalloc");
+    check(cudaMemcpy(positions.data, last.data(),
+                     last.size() * sizeof(int64_t), cudaMemcpyHostToDevice),
+          "cudaMemcpy");
+    Call decode{scaledInstruction(plan::OPCODE_CACHED_ATTENTION, 0.088),
+                {q.ref, k.ref, v.ref, positions},
+                {out.ref}};
+    double ms =
+        timeMilliseconds(device, 10, [&] { check(decode.issue(device)); });
+    double bytes = 2.0 * k.ref.numElements() * sizeof(float);
+    std::printf("%-26s %-34s %10.3f %8.0f GB/s of K and V\n",
+                "cached_attention (decode)", "[8,32,1,128], cache 4096",
+                ms, bytes / (ms * 1e6));
+    cudaFree(positions.data);
+  }
+
   uint32_t error = 0;
   check(cudaMemcpy(&error, device.context.errorWord, sizeof(error),
                    cudaMemcpyDeviceToHost),
