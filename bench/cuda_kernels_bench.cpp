@@ -278,8 +278,8 @@ int main() {
     DeviceTensor result(resultShape);
     std::unique_ptr<DeviceTensor> bias;
     Call matmul{matmulInstruction(shape.transposeRhs),
-                  {lhs.ref, rhs.ref},
-                  {result.ref}};
+                {lhs.ref, rhs.ref},
+                {result.ref}};
     if (shape.bias) {
       bias = std::make_unique<DeviceTensor>(std::vector<int64_t>{n});
       matmul.operands.push_back(bias->ref);
@@ -310,8 +310,8 @@ int main() {
     // Two S x T x D products forward; five backward (the usual counts,
     // not counting recomputation).
     double forwardFlops = 2.0 * 2 * 64 * 2048 * 2048 * 128;
-    double ms = timeMilliseconds(device, 5,
-                                 [&] { check(forward.issue(device)); });
+    double ms =
+        timeMilliseconds(device, 5, [&] { check(forward.issue(device)); });
     double tflops = forwardFlops / (ms * 1e9);
     std::printf("%-26s %-34s %10.3f %10.1f %7.0f%%\n", "attention",
                 "[2,32,2048,128] x3", ms, tflops, 100 * tflops / peak);
@@ -330,8 +330,8 @@ int main() {
     TensorRef positions{nullptr, {8, 1}, ElementType::I64};
     check(cudaMalloc(&positions.data, last.size() * sizeof(int64_t)),
           "cudaMalloc");
-    check(cudaMemcpy(positions.data, last.data(),
-                     last.size() * sizeof(int64_t), cudaMemcpyHostToDevice),
+    check(cudaMemcpy(positions.data, last.data(), last.size() * sizeof(int64_t),
+                     cudaMemcpyHostToDevice),
           "cudaMemcpy");
     Call decode{scaledInstruction(plan::OPCODE_CACHED_ATTENTION, 0.088),
                 {q.ref, k.ref, v.ref, positions},
@@ -340,8 +340,8 @@ int main() {
         timeMilliseconds(device, 10, [&] { check(decode.issue(device)); });
     double bytes = 2.0 * k.ref.numElements() * sizeof(float);
     std::printf("%-26s %-34s %10.3f %8.0f GB/s of K and V\n",
-                "cached_attention (decode)", "[8,32,1,128], cache 4096",
-                ms, bytes / (ms * 1e6));
+                "cached_attention (decode)", "[8,32,1,128], cache 4096", ms,
+                bytes / (ms * 1e6));
     cudaFree(positions.data);
   }
 

@@ -164,8 +164,9 @@ __device__ inline void dotTile(const float *__restrict__ a, int64_t aRows,
 }
 
 /// Turns the raw dot products of the tile at (q0, k0) of the entry whose
-/// mask elements start at `maskBase` into the masked scores the CPU softmaxes: scale * dot, then the
-/// additive mask added, or masked_value where a select mask is false
+/// mask elements start at `maskBase` into the masked scores the CPU softmaxes:
+/// scale * dot, then the additive mask added, or masked_value where a select
+/// mask is false
 /// (`kept` says where it is not, and is false past T: attention_grad
 /// zeroes dS there). Columns past T become -inf (no weight, no effect on a
 /// row's maximum); rows past S are left as they are (never written).
