@@ -41,25 +41,17 @@ __device__ inline float rowSumReduce(float value) {
   return value;
 }
 
-/// Blocks are (entry, query tile, output chunk), the chunk fastest so that
-/// the blocks of one query tile run together and share its q and k in L2.
+/// Blocks are (entry, query tile, output chunk): tileBlock().
 template <int COLS, bool STATS>
 __global__ __launch_bounds__(kThreads, 2) void attentionForward(
     AttentionParams p, float *__restrict__ out, AttentionStats stats,
     int64_t queryTiles, int64_t chunks) {
   __shared__ DotStage dot;
   __shared__ AccumulateStage<COLS> accumulate;
-  int64_t block = blockIdx.x;
-  int64_t chunk = block % chunks;
-  block /= chunks;
-  int64_t q0 = (block % queryTiles) * kTile;
-  int64_t entry = block / queryTiles;
-  int64_t c0 = chunk * 16 * COLS;
-  const float *q = p.q + entry * p.s * p.d;
-  const float *k = p.k + entry * p.t * p.d;
-  const float *v = p.v + entry * p.t * p.dv;
-  int64_t maskBase =
-      p.additive || p.select ? p.maskBatch.offset(entry) : int64_t(0);
+  TileBlock tile = tileBlock<COLS>(p, queryTiles, chunks);
+  int64_t entry = tile.entry, q0 = tile.row0, c0 = tile.column0;
+  const float *q = tile.q, *k = tile.k, *v = tile.v;
+  int64_t maskBase = tile.maskBase;
   int ty = tileRow(), tx = tileColumn();
 
   float rowMax[kPerThread];
@@ -129,7 +121,7 @@ __global__ __launch_bounds__(kThreads, 2) void attentionForward(
       if (inside && tx == 0) {
         int64_t index = entry * p.s + row;
         atomicAdd(stats.delta + index, static_cast<double>(partial));
-        if (chunk == 0) {
+        if (c0 == 0) { // once per row
           stats.rowMax[index] = rowMax[i];
           stats.rowInverse[index] = static_cast<float>(1.0 / rowSum[i]);
         }
@@ -144,20 +136,16 @@ Status launchForward(const KernelCall &call, const AttentionParams &params,
   int64_t queryTiles = (params.s + kTile - 1) / kTile;
   // The statistics need one chunk even without value columns.
   int64_t chunks = std::max<int64_t>(chunkCount(params.dv), STATS ? 1 : 0);
-  int64_t blocks = params.entries * queryTiles * chunks;
-  if (blocks == 0)
-    return Status::success();
-  if (Status status = checkBlocks(call, blocks); !status.ok())
-    return status;
-  auto grid = static_cast<unsigned>(blocks);
   cudaStream_t stream = call.device.stream;
-  if (chunkColumns(params.dv) == 64)
-    attentionForward<4, STATS>
-        <<<grid, kThreads, 0, stream>>>(params, out, stats, queryTiles, chunks);
-  else
-    attentionForward<8, STATS>
-        <<<grid, kThreads, 0, stream>>>(params, out, stats, queryTiles, chunks);
-  return launched(call);
+  return launchBlocks(
+      call, params.entries * queryTiles * chunks, [&](unsigned grid) {
+        if (chunkColumns(params.dv) == 64)
+          attentionForward<4, STATS><<<grid, kThreads, 0, stream>>>(
+              params, out, stats, queryTiles, chunks);
+        else
+          attentionForward<8, STATS><<<grid, kThreads, 0, stream>>>(
+              params, out, stats, queryTiles, chunks);
+      });
 }
 
 } // namespace
@@ -173,25 +161,16 @@ Status attention::launchAttentionForward(const KernelCall &call,
 
 Status runAttention(const KernelCall &call) {
   cpu::detail::AttentionShape shape;
-  float scale;
-  cpu::detail::AttentionMask mask;
+  AttentionParams params;
   if (Status status =
-          cpu::detail::checkAttention(call.host, shape, scale, mask);
+          readAttention(call, cpu::detail::checkAttention, 0, shape, params);
       !status.ok())
     return status;
   const TensorRef &result = call.host.results[0];
-  if (shape.s == 0 || shape.dv == 0 || cpu::detail::product(shape.batch) == 0)
+  if (shape.s == 0 || shape.dv == 0 || params.entries == 0)
     return Status::success();
   if (shape.t == 0) // softmax over nothing: the empty sum of values
-    return checkCuda(call,
-                     cudaMemsetAsync(result.data, 0,
-                                     result.numElements() * sizeof(float),
-                                     call.device.stream),
-                     "cudaMemsetAsync");
-  AttentionParams params;
-  if (Status status = makeAttentionParams(call, shape, scale, mask, 0, params);
-      !status.ok())
-    return status;
+    return zeroFill(call, result);
   return launchAttentionForward(call, params, result.as<float>(), nullptr);
 }
 

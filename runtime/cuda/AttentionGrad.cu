@@ -38,8 +38,8 @@ namespace {
 /// Which gradient a launch computes.
 enum class Gradient { Query, Key, Value };
 
-/// Blocks are (entry, tile of the gradient's rows, output chunk), the chunk
-/// fastest. `grad` is [entries, rows, width]: dq [.., S, D], dk [.., T, D],
+/// Blocks are (entry, tile of the gradient's rows, output chunk):
+/// tileBlock(). `grad` is [entries, rows, width]: dq [.., S, D], dk [.., T, D],
 /// dv [.., T, Dv].
 template <int COLS, Gradient GRADIENT>
 __global__ __launch_bounds__(kThreads, 2) void attentionBackward(
@@ -48,20 +48,13 @@ __global__ __launch_bounds__(kThreads, 2) void attentionBackward(
   __shared__ DotStage dot;
   __shared__ AccumulateStage<COLS> accumulate;
   constexpr bool kByQuery = GRADIENT == Gradient::Query;
-  int64_t block = blockIdx.x;
-  int64_t chunk = block % chunks;
-  block /= chunks;
-  int64_t fixed0 = (block % rowTiles) * kTile;
-  int64_t entry = block / rowTiles;
-  int64_t c0 = chunk * 16 * COLS;
+  TileBlock tile = tileBlock<COLS>(p, rowTiles, chunks);
+  int64_t entry = tile.entry, fixed0 = tile.row0, c0 = tile.column0;
   int64_t rows = kByQuery ? p.s : p.t;
   int64_t width = GRADIENT == Gradient::Value ? p.dv : p.d;
-  const float *q = p.q + entry * p.s * p.d;
-  const float *k = p.k + entry * p.t * p.d;
-  const float *v = p.v + entry * p.t * p.dv;
+  const float *q = tile.q, *k = tile.k, *v = tile.v;
   const float *g = dout + entry * p.s * p.dv;
-  int64_t maskBase =
-      p.additive || p.select ? p.maskBatch.offset(entry) : int64_t(0);
+  int64_t maskBase = tile.maskBase;
   int ty = tileRow(), tx = tileColumn();
 
   float acc[kPerThread][COLS];
@@ -138,43 +131,31 @@ Status launchBackward(const KernelCall &call, const AttentionParams &params,
   int64_t width = GRADIENT == Gradient::Value ? params.dv : params.d;
   int64_t rowTiles = (rows + kTile - 1) / kTile;
   int64_t chunks = chunkCount(width);
-  int64_t blocks = params.entries * rowTiles * chunks;
-  if (blocks == 0) // an empty gradient
-    return Status::success();
-  if (Status status = checkBlocks(call, blocks); !status.ok())
-    return status;
-  auto grid = static_cast<unsigned>(blocks);
   const float *dout = call.host.operands[0].as<float>();
   cudaStream_t stream = call.device.stream;
-  if (chunkColumns(width) == 64)
-    attentionBackward<4, GRADIENT><<<grid, kThreads, 0, stream>>>(
-        params, dout, stats, grad, rowTiles, chunks);
-  else
-    attentionBackward<8, GRADIENT><<<grid, kThreads, 0, stream>>>(
-        params, dout, stats, grad, rowTiles, chunks);
-  return launched(call);
-}
-
-Status zeroFill(const KernelCall &call, const TensorRef &tensor) {
-  return checkCuda(call,
-                   cudaMemsetAsync(tensor.data, 0,
-                                   tensor.numElements() * sizeof(float),
-                                   call.device.stream),
-                   "cudaMemsetAsync");
+  // No blocks for an empty gradient.
+  return launchBlocks(
+      call, params.entries * rowTiles * chunks, [&](unsigned grid) {
+        if (chunkColumns(width) == 64)
+          attentionBackward<4, GRADIENT><<<grid, kThreads, 0, stream>>>(
+              params, dout, stats, grad, rowTiles, chunks);
+        else
+          attentionBackward<8, GRADIENT><<<grid, kThreads, 0, stream>>>(
+              params, dout, stats, grad, rowTiles, chunks);
+      });
 }
 
 } // namespace
 
 Status runAttentionGrad(const KernelCall &call) {
   cpu::detail::AttentionShape shape;
-  float scale;
-  cpu::detail::AttentionMask mask;
-  if (Status status =
-          cpu::detail::checkAttentionGrad(call.host, shape, scale, mask);
+  AttentionParams params;
+  if (Status status = readAttention(call, cpu::detail::checkAttentionGrad, 1,
+                                    shape, params);
       !status.ok())
     return status;
   const std::vector<TensorRef> &results = call.host.results;
-  int64_t entries = cpu::detail::product(shape.batch);
+  int64_t entries = params.entries;
   // Nothing reaches an empty dimension's partners: their gradients are 0.
   if (shape.s == 0 || shape.t == 0 || entries == 0) {
     for (const TensorRef &result : results)
@@ -182,10 +163,6 @@ Status runAttentionGrad(const KernelCall &call) {
         return status;
     return Status::success();
   }
-  AttentionParams params;
-  if (Status status = makeAttentionParams(call, shape, scale, mask, 1, params);
-      !status.ok())
-    return status;
 
   // The row statistics in the workspace: delta (double) first, then the
   // maxima and inverse denominators.

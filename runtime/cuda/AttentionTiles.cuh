@@ -66,13 +66,22 @@ struct AttentionParams {
   int64_t maskRowStride = 0, maskColumnStride = 0;
 };
 
-/// Fills `params` from the CPU's checked shape, scale and mask (q, k, v:
-/// the call's operands `first`, `first + 1`, `first + 2`).
-inline Status makeAttentionParams(const KernelCall &call,
-                                  const cpu::detail::AttentionShape &shape,
-                                  float scale,
-                                  const cpu::detail::AttentionMask &mask,
-                                  size_t first, AttentionParams &params) {
+/// The CPU's checks of an attention call (cpu::detail::checkAttention or
+/// checkAttentionGrad): arity, types, shapes, scale and mask.
+using AttentionCheck = Status (*)(const cpu::detail::KernelCall &,
+                                  cpu::detail::AttentionShape &, float &,
+                                  cpu::detail::AttentionMask &);
+
+/// Runs `check` on the call, then fills `params` from the checked shape,
+/// scale and mask (q, k, v: the call's operands `first`, `first + 1`,
+/// `first + 2`).
+inline Status readAttention(const KernelCall &call, AttentionCheck check,
+                            size_t first, cpu::detail::AttentionShape &shape,
+                            AttentionParams &params) {
+  float scale;
+  cpu::detail::AttentionMask mask;
+  if (Status status = check(call.host, shape, scale, mask); !status.ok())
+    return status;
   const std::vector<TensorRef> &operands = call.host.operands;
   params.q = operands[first].as<float>();
   params.k = operands[first + 1].as<float>();
@@ -96,6 +105,15 @@ inline Status makeAttentionParams(const KernelCall &call,
   return Status::success();
 }
 
+/// Issues zeros into f32 `tensor` (an output an empty dimension leaves 0).
+inline Status zeroFill(const KernelCall &call, const TensorRef &tensor) {
+  return checkCuda(call,
+                   cudaMemsetAsync(tensor.data, 0,
+                                   tensor.numElements() * sizeof(float),
+                                   call.device.stream),
+                   "cudaMemsetAsync");
+}
+
 /// Columns per output chunk: 64, or 128 for a wider dimension.
 inline int chunkColumns(int64_t width) { return width <= 64 ? 64 : 128; }
 
@@ -105,12 +123,44 @@ inline int64_t chunkCount(int64_t width) {
   return (width + columns - 1) / columns;
 }
 
-/// A 1-D grid of `blocks`, refused when it exceeds gridDim.x's limit.
-inline Status checkBlocks(const KernelCall &call, int64_t blocks) {
+/// Calls launch(grid) for a 1-D grid of `blocks` (nothing when there are
+/// none; an error past gridDim.x's limit), then checks the launch.
+template <typename Launch>
+Status launchBlocks(const KernelCall &call, int64_t blocks, Launch &&launch) {
+  if (blocks == 0)
+    return Status::success();
   if (blocks > INT_MAX)
     return call.error("needs " + std::to_string(blocks) +
                       " thread blocks, more than one launch holds");
-  return Status::success();
+  launch(static_cast<unsigned>(blocks));
+  return launched(call);
+}
+
+/// What one block of a 1-D grid of (entry, row tile, output chunk) -- the
+/// chunk fastest, so that the blocks of one tile run together and share
+/// their q and k in L2 -- works on: its (batch, head) entry and that
+/// entry's q, k, v and first mask element, the first of its 64 rows (query
+/// rows, or key rows for dk and dv), and its first output column.
+struct TileBlock {
+  int64_t entry = 0, row0 = 0, column0 = 0, maskBase = 0;
+  const float *q = nullptr, *k = nullptr, *v = nullptr;
+};
+
+template <int COLS>
+__device__ inline TileBlock tileBlock(const AttentionParams &p,
+                                      int64_t rowTiles, int64_t chunks) {
+  TileBlock tile;
+  int64_t block = blockIdx.x;
+  tile.column0 = block % chunks * 16 * COLS;
+  block /= chunks;
+  tile.row0 = block % rowTiles * kTile;
+  tile.entry = block / rowTiles;
+  tile.q = p.q + tile.entry * p.s * p.d;
+  tile.k = p.k + tile.entry * p.t * p.d;
+  tile.v = p.v + tile.entry * p.t * p.dv;
+  if (p.additive || p.select)
+    tile.maskBase = p.maskBatch.offset(tile.entry);
+  return tile;
 }
 
 /// Shared memory of dotTile: one 64 x kInner slice of each operand, padded
