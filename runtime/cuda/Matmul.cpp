@@ -21,10 +21,12 @@
 //    (attention-style [B, H] batches), a broadcast operand stepping with
 //    stride 0 inside a run.
 //
-// Precision: CUBLAS_COMPUTE_32F for f32 (64F for f64), which never rounds
-// the inputs to TF32: the CPU oracle is plain fp32 and the diff test's
-// tolerance is fp32's. (TF32 would be CUBLAS_COMPUTE_32F_FAST_TF32, an
-// explicit choice this kernel does not make.)
+// Precision: CUBLAS_COMPUTE_32F for f32 (64F for f64), not
+// CUBLAS_COMPUTE_32F_FAST_TF32: the CPU oracle is plain fp32 and the diff
+// test's tolerance is fp32's. cuBLAS could still round to TF32 if the
+// handle's math mode allowed it (CUBLAS_TF32_TENSOR_OP_MATH); the backend
+// leaves it at the default, which does not. alpha and beta are passed by
+// host pointer: the handle is in the default CUBLAS_POINTER_MODE_HOST.
 //
 //===----------------------------------------------------------------------===//
 
