@@ -231,13 +231,15 @@ std::set<PySession *> openSessions;
 class PySession {
 public:
   PySession(const std::string &planPath, bool check, int threads,
-            const py::kwargs &trainOptions) {
+            const std::string &backend, const py::kwargs &trainOptions) {
     session::SessionOptions options;
     options.check = check;
     options.threads = threads;
     Status local = threads >= 1
                        ? trainConfigOf(trainOptions, options.train)
                        : failure("threads must be at least 1, got ", threads);
+    if (local.ok())
+      local = parseBackendChoice(backend, options.backend);
     if (local.ok())
       local = session::Session::open(planPath, theWorld(), options, session);
     agreeOrRaise(local);
@@ -467,9 +469,12 @@ PYBIND11_MODULE(zplan, module) {
 
   py::class_<PySession>(module, "Session",
                         "One rank's session over a plan written by zcc.")
-      .def(py::init<const std::string &, bool, int, const py::kwargs &>(),
+      .def(py::init<const std::string &, bool, int, const std::string &,
+                    const py::kwargs &>(),
            py::arg("plan"), py::arg("check") = false, py::arg("threads") = 1,
-           "Opens PLAN on this rank. Keyword options are zrun train's "
+           py::arg("backend") = "auto",
+           "Opens PLAN on this rank, on backend 'cpu', 'cuda' or 'auto' "
+           "(zrun --backend). Keyword options are zrun train's "
            "optimizer and schedule flags: lr, warmup, lr_schedule, min_lr, "
            "steps, grad_accum, weight_decay, beta1, beta2, eps.")
       .def("train_step", &PySession::trainStep, py::arg("input_ids"),

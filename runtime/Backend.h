@@ -49,6 +49,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -103,8 +104,45 @@ public:
   /// The next instruction issued on `queue` must start after instruction
   /// `index` (of the other queue, already issued) completes.
   virtual Status waitFor(plan::Queue queue, uint32_t index) = 0;
-  /// Returns when everything issued on both queues has completed.
+  /// Returns when everything issued on both queues has completed; fails
+  /// with what a kernel reported on the device since the last call ("<op>:
+  /// <what was wrong>"), where the backend's kernels report asynchronously.
   virtual Status synchronize() = 0;
+
+  // Data movement the executor itself issues (the packing and accumulation
+  // around a gradient reduction), in `queue`'s order: host loops on the
+  // CPU, asynchronous copies and a kernel on a device.
+
+  /// Copies `bytes` bytes from `source` to `target` (backend memory).
+  virtual Status copy(plan::Queue queue, void *target, const void *source,
+                      uint64_t bytes) = 0;
+  /// Zeroes `bytes` bytes at `target`.
+  virtual Status zero(plan::Queue queue, void *target, uint64_t bytes) = 0;
+  /// target[i] += source[i] for i < count (f32).
+  virtual Status accumulate(plan::Queue queue, float *target,
+                            const float *source, uint64_t count) = 0;
+
+  // Device timings for --trace. A backend whose queues run asynchronously
+  // times each instruction on the device: the executor then calls
+  // beginRun() before the run, recordStart() before issuing each
+  // instruction, and after synchronize() reads each instruction's times
+  // with timesOf(); the host-side times would only say when it was issued.
+
+  /// Whether this backend's queues time instructions on the device (only
+  /// when created with timing requested).
+  virtual bool timesOnDevice() const { return false; }
+  /// Marks time zero of a run's device times.
+  virtual Status beginRun() { return Status::success(); }
+  /// Instruction `index` is about to be issued on `queue`.
+  virtual Status recordStart(plan::Queue, uint32_t) {
+    return Status::success();
+  }
+  /// After synchronize(): instruction `index`'s start and end, in
+  /// nanoseconds since beginRun().
+  virtual Status timesOf(uint32_t, uint64_t &startNs, uint64_t &endNs) {
+    startNs = endNs = 0;
+    return Status::success();
+  }
 };
 
 class Backend {
@@ -113,6 +151,9 @@ public:
 
   /// "cpu", "cuda": for messages.
   virtual std::string_view name() const = 0;
+  /// What `zrun --stats` says a rank runs on: the name, and for a device
+  /// which one ("cuda device 0 (NVIDIA H200, 139.8 GiB)").
+  virtual std::string description() const { return std::string(name()); }
 
   //===--------------------------------------------------------------------===//
   // Memory
@@ -155,9 +196,14 @@ public:
   // Queues and events
   //===--------------------------------------------------------------------===//
 
-  /// The queues and `instructionCount` completion events of one executor.
-  virtual Status createQueues(uint32_t instructionCount,
+  /// The queues and `instructionCount` completion events of one executor;
+  /// `timing` asks for device times of every instruction (--trace).
+  virtual Status createQueues(uint32_t instructionCount, bool timing,
                               std::unique_ptr<Queues> &out) = 0;
+  /// Makes the calling thread ready to issue work on this backend (the
+  /// executor's comm thread calls it first: a device backend makes its
+  /// device current there).
+  virtual Status bindThread() { return Status::success(); }
 
   //===--------------------------------------------------------------------===//
   // --check

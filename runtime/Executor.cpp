@@ -249,7 +249,9 @@ Status Executor::prepare() {
   }
   if (!commQueue.empty())
     awaited[commQueue.back()] = true;
-  if (Status status = backend.createQueues(count, queues); !status.ok())
+  if (Status status = backend.createQueues(count, options.trace != nullptr,
+                                           queues);
+      !status.ok())
     return status;
 
   int buffers = plan.buffers_size();
@@ -327,6 +329,12 @@ Status Executor::run() {
     if (Status status = takeResidentChecksums(); !status.ok())
       return status;
   }
+  bool deviceTimes = options.trace && queues->timesOnDevice();
+  uint64_t deviceOrigin = 0;
+  if (deviceTimes) {
+    ZR_RETURN_IF_ERROR(queues->beginRun());
+    deviceOrigin = options.trace->now();
+  }
   {
     std::lock_guard<std::mutex> lock(mutex);
     startedRun = epoch;
@@ -341,6 +349,9 @@ Status Executor::run() {
   if (!failed.load(std::memory_order_acquire))
     if (Status status = queues->synchronize(); !status.ok())
       fail(status);
+  if (!failed.load(std::memory_order_acquire) && deviceTimes)
+    if (Status status = recordDeviceTimes(epoch, deviceOrigin); !status.ok())
+      fail(status);
   if (!failed.load(std::memory_order_acquire) && options.check)
     if (Status status = checkResidentData(); !status.ok())
       fail(status);
@@ -352,6 +363,9 @@ Status Executor::run() {
 }
 
 void Executor::commThreadMain() {
+  // A device backend makes its device current on this thread; a failure
+  // fails every run instead of ending the thread (run() waits for it).
+  Status bound = backend.bindThread();
   uint32_t handled = 0;
   while (true) {
     uint32_t epoch;
@@ -362,7 +376,10 @@ void Executor::commThreadMain() {
         return;
       epoch = startedRun;
     }
-    runQueue(plan::COMM, epoch);
+    if (bound.ok())
+      runQueue(plan::COMM, epoch);
+    else
+      fail(bound);
     handled = epoch;
   }
 }
@@ -374,7 +391,10 @@ void Executor::runQueue(plan::Queue queue, uint32_t epoch) {
     // comm queue (a `wait` lasts as long as the exposed part of its
     // gather); a collective's starts when it can start, so that its length
     // is the collective's.
-    bool traceBlocking = queue == plan::COMPUTE && options.trace;
+    // Device-timed queues are traced from their events after the run
+    // (recordDeviceTimes); here the host only says when it issued.
+    bool traceHost = options.trace && !queues->timesOnDevice();
+    bool traceBlocking = queue == plan::COMPUTE && traceHost;
     uint64_t start = traceBlocking ? options.trace->now() : 0;
     // The host-side event says the instruction waited for was issued (and,
     // on the CPU, done); the backend's queue then waits for its completion
@@ -389,8 +409,13 @@ void Executor::runQueue(plan::Queue queue, uint32_t epoch) {
     }
     if (failed.load(std::memory_order_acquire))
       return;
-    if (options.trace && !traceBlocking)
+    if (traceHost && !traceBlocking)
       start = options.trace->now();
+    if (options.trace && !traceHost)
+      if (Status status = queues->recordStart(queue, index); !status.ok()) {
+        fail(status);
+        return;
+      }
     if (Status status = execute(index); !status.ok()) {
       fail(status);
       return;
@@ -399,10 +424,21 @@ void Executor::runQueue(plan::Queue queue, uint32_t epoch) {
       fail(status);
       return;
     }
-    if (options.trace)
+    if (traceHost)
       options.trace->record(queue, index, epoch, start, options.trace->now());
     markComplete(index, epoch);
   }
+}
+
+Status Executor::recordDeviceTimes(uint32_t epoch, uint64_t originNs) {
+  for (plan::Queue queue : {plan::COMPUTE, plan::COMM})
+    for (uint32_t index : queue == plan::COMM ? commQueue : computeQueue) {
+      uint64_t startNs, endNs;
+      ZR_RETURN_IF_ERROR(queues->timesOf(index, startNs, endNs));
+      options.trace->record(queue, index, epoch, originNs + startNs,
+                            originNs + endNs);
+    }
+  return Status::success();
 }
 
 bool Executor::waitComplete(uint32_t index, uint32_t epoch) {
@@ -521,8 +557,9 @@ Status Executor::executeAllGather(const plan::Instruction &instruction) {
   return Status::success();
 }
 
-// The packing and the accumulation run on the host: this is the CPU
-// backend's memory. A device backend packs on its comm stream instead.
+// The packing and the accumulation are issued on the comm queue, where the
+// collective runs: host loops on the CPU, copies and a kernel on the comm
+// stream of a device.
 Status
 Executor::executeGradientReduction(const plan::Instruction &instruction) {
   uint32_t group = instruction.group();
@@ -534,12 +571,13 @@ Executor::executeGradientReduction(const plan::Instruction &instruction) {
       reinterpret_cast<float *>(memory.address(instruction.results(1)));
   // The gradients at their parameters' offsets; alignment gaps and the
   // padding are zero, so they stay zero in every shard.
-  std::fill(staging, staging + padded, 0.0f);
+  ZR_RETURN_IF_ERROR(queues->zero(plan::COMM, staging, padded * sizeof(float)));
   for (int i = 0; i < instruction.operands_size(); ++i) {
     const plan::Parameter &parameter = plan.parameters(entry.parameters(i));
-    std::memcpy(staging + parameter.offset_elements(),
-                memory.address(instruction.operands(i)),
-                parameter.num_elements() * sizeof(float));
+    ZR_RETURN_IF_ERROR(queues->copy(plan::COMM,
+                                    staging + parameter.offset_elements(),
+                                    memory.address(instruction.operands(i)),
+                                    parameter.num_elements() * sizeof(float)));
   }
   const float *sum = staging;
   uint64_t count = padded;
@@ -555,9 +593,7 @@ Executor::executeGradientReduction(const plan::Instruction &instruction) {
   if (!status.ok())
     return failure(describeInstruction(instruction), " (group ",
                    groupName(plan, group), "): ", status.message());
-  for (uint64_t i = 0; i < count; ++i)
-    accumulator[i] += sum[i];
-  return Status::success();
+  return queues->accumulate(plan::COMM, accumulator, sum, count);
 }
 
 Status Executor::executeRelease(const plan::Instruction &instruction) {

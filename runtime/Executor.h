@@ -160,6 +160,9 @@ private:
   /// gathered copy: "parameter 'w' (group @group3)" or "group @group3".
   std::string describeCopyRead(uint32_t id) const;
 
+  /// --trace on device-timed queues: every instruction's device times of
+  /// run `epoch`, shifted to the trace's clock at `originNs` (beginRun()).
+  Status recordDeviceTimes(uint32_t epoch, uint64_t originNs);
   /// Blocks until instruction `index` completed in run `epoch`; false when
   /// the run failed instead.
   bool waitComplete(uint32_t index, uint32_t epoch);

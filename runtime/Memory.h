@@ -86,6 +86,16 @@ public:
   /// The address of buffer `id` (1 .. buffers_size()).
   uint8_t *address(uint32_t id) const { return addresses[id]; }
 
+  /// Host code reads and writes buffers only through these (inputs before
+  /// a run, outputs, the loss and logits after one): on a device backend
+  /// the address is a device address. `bytes` from the buffer's start.
+  Status read(uint32_t id, void *host, uint64_t bytes) const {
+    return owner->copyToHost(host, addresses[id], bytes);
+  }
+  Status write(uint32_t id, const void *host, uint64_t bytes) {
+    return owner->copyFromHost(addresses[id], host, bytes);
+  }
+
   /// The buffer that owns `id`'s storage: `id` itself unless it is a view.
   uint32_t rootOf(uint32_t id) const { return roots[id]; }
   /// The byte offset of buffer `id` inside rootOf(id).

@@ -29,3 +29,22 @@ llvm_config.with_environment(
 llvm_config.use_default_substitutions()
 tool_dirs = [config.zplan_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["zcc", "zcc-opt", "zrun"], tool_dirs)
+
+# Whether this machine has an NVIDIA GPU (nvidia-smi lists one): tests of
+# how zrun refuses --backend cuda without a device require its absence.
+import shutil
+import subprocess
+
+def _has_cuda_device():
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        listed = subprocess.run([smi, "-L"], capture_output=True, text=True,
+                                timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return listed.returncode == 0 and "GPU" in listed.stdout
+
+config.available_features.add(
+    "cuda-device" if _has_cuda_device() else "no-cuda-device")

@@ -82,6 +82,23 @@ public:
   }
   Status waitFor(plan::Queue, uint32_t) override { return Status::success(); }
   Status synchronize() override { return Status::success(); }
+  Status copy(plan::Queue, void *target, const void *source,
+              uint64_t bytes) override {
+    if (bytes != 0)
+      std::memcpy(target, source, bytes);
+    return Status::success();
+  }
+  Status zero(plan::Queue, void *target, uint64_t bytes) override {
+    if (bytes != 0)
+      std::memset(target, 0, bytes);
+    return Status::success();
+  }
+  Status accumulate(plan::Queue, float *target, const float *source,
+                    uint64_t count) override {
+    for (uint64_t i = 0; i < count; ++i)
+      target[i] += source[i];
+    return Status::success();
+  }
 };
 
 } // namespace
@@ -137,7 +154,8 @@ Status CpuBackend::prepareKernel(const plan::Instruction &instruction,
   return Status::success();
 }
 
-Status CpuBackend::createQueues(uint32_t, std::unique_ptr<Queues> &out) {
+Status CpuBackend::createQueues(uint32_t, bool,
+                                std::unique_ptr<Queues> &out) {
   out = std::make_unique<CpuQueues>();
   return Status::success();
 }

@@ -36,7 +36,7 @@ public:
                        std::vector<TensorRef> results,
                        std::unique_ptr<PreparedKernel> &out) override;
 
-  Status createQueues(uint32_t instructionCount,
+  Status createQueues(uint32_t instructionCount, bool timing,
                       std::unique_ptr<Queues> &out) override;
 
   Status poison(void *data, uint64_t bytes, ElementType type) override;

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/IndexingSupport.h"
+#include "runtime/cpu/LossSupport.h"
 
 #include <algorithm>
 #include <cmath>
@@ -27,11 +28,9 @@ constexpr int64_t kDefaultIgnoreIndex = -100;
 
 /// What both ops read: `operands` operands, the first two logits [..., V]
 /// of a float type and targets [...] (logits' shape without V) of i64 or
-/// i32, every target in [0, V) or ignore_index. Sets `rows`, `classes`,
-/// `counted` (rows not ignored) and `ignoreIndex`.
+/// i32. Sets `rows` (ignoreIndex included).
 Status checkLogitsAndTargets(const KernelCall &call, size_t operands,
-                             int64_t &rows, int64_t &classes, int64_t &counted,
-                             int64_t &ignoreIndex) {
+                             CrossEntropyRows &rows) {
   if (Status status = expectArity(call, operands, operands); !status.ok())
     return status;
   const TensorRef &logits = call.operands[0], &targets = call.operands[1];
@@ -45,20 +44,28 @@ Status checkLogitsAndTargets(const KernelCall &call, size_t operands,
   if (Status status = expectShape(call, "targets", targets, expected);
       !status.ok())
     return status;
-  ignoreIndex = intAttributeOr(call, "ignore_index", kDefaultIgnoreIndex);
-  classes = logits.shape.back();
-  rows = targets.numElements();
+  rows.ignoreIndex = intAttributeOr(call, "ignore_index", kDefaultIgnoreIndex);
+  rows.classes = logits.shape.back();
+  rows.rows = targets.numElements();
+  return Status::success();
+}
+
+/// Every target in [0, V) or ignore_index, checked before anything is
+/// written; `counted` is the number of rows not ignored.
+Status countTargets(const KernelCall &call, const CrossEntropyRows &rows,
+                    int64_t &counted) {
+  const TensorRef &targets = call.operands[1];
   counted = 0;
-  for (int64_t row = 0; row < rows; ++row) {
+  for (int64_t row = 0; row < rows.rows; ++row) {
     int64_t target = indexAt(targets, row);
-    if (target == ignoreIndex)
+    if (target == rows.ignoreIndex)
       continue;
-    if (target < 0 || target >= classes)
-      return call.error("target " + std::to_string(target) + " (element " +
-                        std::to_string(row) +
-                        " of the targets) is out of range for " +
-                        std::to_string(classes) + " classes (ignore_index " +
-                        std::to_string(ignoreIndex) + ")");
+    if (target < 0 || target >= rows.classes)
+      return call.error(
+          "target " + std::to_string(target) + " (element " +
+          std::to_string(row) + " of the targets) is out of range for " +
+          std::to_string(rows.classes) + " classes (ignore_index " +
+          std::to_string(rows.ignoreIndex) + ")");
     ++counted;
   }
   return Status::success();
@@ -96,23 +103,32 @@ double sumShiftedExp(const T *row, int64_t length, T maximum, Each &&each) {
 
 } // namespace
 
+Status readCrossEntropy(const KernelCall &call, CrossEntropyRows &rows) {
+  if (Status status = checkLogitsAndTargets(call, /*operands=*/2, rows);
+      !status.ok())
+    return status;
+  const TensorRef &logits = call.operands[0], &loss = call.results[0];
+  if (Status status = expectType(call, "loss", loss, logits.dtype);
+      !status.ok())
+    return status;
+  return expectShape(call, "loss", loss, {});
+}
+
 /// cross_entropy(logits [..., V], targets [...]) -> loss [] (logits' type):
 /// mean over rows whose target != ignore_index (attribute, default -100) of
 /// logsumexp(row) - row[target]; 0 when every row is ignored. A target
 /// outside [0, V) that is not ignore_index is an error.
 Status runCrossEntropy(const KernelCall &call) {
-  int64_t rows, classes, counted, ignoreIndex;
-  if (Status status = checkLogitsAndTargets(call, /*operands=*/2, rows, classes,
-                                            counted, ignoreIndex);
-      !status.ok())
+  CrossEntropyRows shape;
+  int64_t counted;
+  if (Status status = readCrossEntropy(call, shape); !status.ok())
     return status;
+  if (Status status = countTargets(call, shape, counted); !status.ok())
+    return status;
+  int64_t rows = shape.rows, classes = shape.classes,
+          ignoreIndex = shape.ignoreIndex;
   const TensorRef &logits = call.operands[0], &targets = call.operands[1],
                   &loss = call.results[0];
-  if (Status status = expectType(call, "loss", loss, logits.dtype);
-      !status.ok())
-    return status;
-  if (Status status = expectShape(call, "loss", loss, {}); !status.ok())
-    return status;
   return dispatchFloatType(call, "logits", logits.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     double total = 0;
@@ -133,18 +149,12 @@ Status runCrossEntropy(const KernelCall &call) {
   });
 }
 
-/// cross_entropy_grad(logits [..., V], targets [...], dloss []) -> dlogits
-/// [..., V]: dloss * (softmax(row) - onehot(target)) / counted for rows
-/// whose target != ignore_index, 0 for ignored rows (all of them 0 when
-/// every row is ignored). Targets are checked as cross_entropy checks them.
-Status runCrossEntropyGrad(const KernelCall &call) {
-  int64_t rows, classes, counted, ignoreIndex;
-  if (Status status = checkLogitsAndTargets(call, /*operands=*/3, rows, classes,
-                                            counted, ignoreIndex);
+Status readCrossEntropyGrad(const KernelCall &call, CrossEntropyRows &rows) {
+  if (Status status = checkLogitsAndTargets(call, /*operands=*/3, rows);
       !status.ok())
     return status;
-  const TensorRef &logits = call.operands[0], &targets = call.operands[1],
-                  &dloss = call.operands[2], &dlogits = call.results[0];
+  const TensorRef &logits = call.operands[0], &dloss = call.operands[2],
+                  &dlogits = call.results[0];
   if (Status status = expectType(call, "dloss", dloss, logits.dtype);
       !status.ok())
     return status;
@@ -153,9 +163,24 @@ Status runCrossEntropyGrad(const KernelCall &call) {
   if (Status status = expectType(call, "dlogits", dlogits, logits.dtype);
       !status.ok())
     return status;
-  if (Status status = expectShape(call, "dlogits", dlogits, logits.shape);
-      !status.ok())
+  return expectShape(call, "dlogits", dlogits, logits.shape);
+}
+
+/// cross_entropy_grad(logits [..., V], targets [...], dloss []) -> dlogits
+/// [..., V]: dloss * (softmax(row) - onehot(target)) / counted for rows
+/// whose target != ignore_index, 0 for ignored rows (all of them 0 when
+/// every row is ignored). Targets are checked as cross_entropy checks them.
+Status runCrossEntropyGrad(const KernelCall &call) {
+  CrossEntropyRows shape;
+  int64_t counted;
+  if (Status status = readCrossEntropyGrad(call, shape); !status.ok())
     return status;
+  if (Status status = countTargets(call, shape, counted); !status.ok())
+    return status;
+  int64_t rows = shape.rows, classes = shape.classes,
+          ignoreIndex = shape.ignoreIndex;
+  const TensorRef &logits = call.operands[0], &targets = call.operands[1],
+                  &dloss = call.operands[2], &dlogits = call.results[0];
   return dispatchFloatType(call, "logits", logits.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     double scale = counted == 0 ? 0.0

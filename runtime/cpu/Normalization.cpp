@@ -86,7 +86,7 @@ static Status normalizeRows(const KernelCall &call, const TensorRef &input,
   });
 }
 
-Status runLayerNorm(const KernelCall &call) {
+Status readLayerNorm(const KernelCall &call, NormRows &norm) {
   if (Status status = expectArity(call, 1, 3); !status.ok())
     return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
@@ -96,8 +96,8 @@ Status runLayerNorm(const KernelCall &call) {
   if (Status status = axisAttribute(call, input.shape.size(), axis);
       !status.ok())
     return status;
-  double epsilon;
-  if (Status status = floatAttribute(call, "epsilon", epsilon); !status.ok())
+  if (Status status = floatAttribute(call, "epsilon", norm.epsilon);
+      !status.ok())
     return status;
 
   // The plan lists only the present operands; operandSegmentSizes
@@ -123,25 +123,33 @@ Status runLayerNorm(const KernelCall &call) {
   } else {
     hasWeight = hasBias = count == 3;
   }
-  const TensorRef *weight = hasWeight ? &call.operands[1] : nullptr;
-  const TensorRef *bias = hasBias ? &call.operands[hasWeight ? 2 : 1] : nullptr;
-  if (weight)
-    if (Status status =
-            expectNormalizedParameter(call, "weight", *weight, input, axis);
+  norm.weight = hasWeight ? &call.operands[1] : nullptr;
+  norm.bias = hasBias ? &call.operands[hasWeight ? 2 : 1] : nullptr;
+  if (norm.weight)
+    if (Status status = expectNormalizedParameter(call, "weight", *norm.weight,
+                                                  input, axis);
         !status.ok())
       return status;
-  if (bias)
+  if (norm.bias)
     if (Status status =
-            expectNormalizedParameter(call, "bias", *bias, input, axis);
+            expectNormalizedParameter(call, "bias", *norm.bias, input, axis);
         !status.ok())
       return status;
+  norm.rows = product(input.shape, 0, axis);
+  norm.width = product(input.shape, axis);
+  return Status::success();
+}
 
-  return normalizeRows(call, input, result, product(input.shape, 0, axis),
-                       product(input.shape, axis), epsilon, weight, bias,
+Status runLayerNorm(const KernelCall &call) {
+  NormRows norm;
+  if (Status status = readLayerNorm(call, norm); !status.ok())
+    return status;
+  return normalizeRows(call, call.operands[0], call.results[0], norm.rows,
+                       norm.width, norm.epsilon, norm.weight, norm.bias,
                        /*center=*/true);
 }
 
-Status runRmsNorm(const KernelCall &call) {
+Status readRmsNorm(const KernelCall &call, NormRows &norm) {
   if (Status status = expectArity(call, 1, 2); !status.ok())
     return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
@@ -150,20 +158,26 @@ Status runRmsNorm(const KernelCall &call) {
   if (input.shape.empty())
     return call.error("input must have rank >= 1");
   size_t axis = input.shape.size() - 1;
-  double epsilon;
-  if (Status status = floatAttribute(call, "epsilon", epsilon); !status.ok())
+  if (Status status = floatAttribute(call, "epsilon", norm.epsilon);
+      !status.ok())
     return status;
-  const TensorRef *weight =
-      call.operands.size() == 2 ? &call.operands[1] : nullptr;
-  if (weight)
-    if (Status status =
-            expectNormalizedParameter(call, "weight", *weight, input, axis);
+  norm.weight = call.operands.size() == 2 ? &call.operands[1] : nullptr;
+  if (norm.weight)
+    if (Status status = expectNormalizedParameter(call, "weight", *norm.weight,
+                                                  input, axis);
         !status.ok())
       return status;
+  norm.width = input.shape.back();
+  norm.rows = norm.width == 0 ? 0 : input.numElements() / norm.width;
+  return Status::success();
+}
 
-  int64_t width = input.shape.back();
-  int64_t rows = width == 0 ? 0 : input.numElements() / width;
-  return normalizeRows(call, input, result, rows, width, epsilon, weight,
+Status runRmsNorm(const KernelCall &call) {
+  NormRows norm;
+  if (Status status = readRmsNorm(call, norm); !status.ok())
+    return status;
+  return normalizeRows(call, call.operands[0], call.results[0], norm.rows,
+                       norm.width, norm.epsilon, norm.weight,
                        /*bias=*/nullptr, /*center=*/false);
 }
 
@@ -171,15 +185,20 @@ Status runRmsNorm(const KernelCall &call) {
 // softmax
 //===----------------------------------------------------------------------===//
 
-Status runSoftmax(const KernelCall &call) {
+Status readSoftmax(const KernelCall &call, SoftmaxLines &lines) {
   if (Status status = expectArity(call, 1, 1); !status.ok())
     return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
   if (Status status = expectLike(call, "result", result, input); !status.ok())
     return status;
+  return readSoftmaxLines(call, input.shape, lines);
+}
+
+Status runSoftmax(const KernelCall &call) {
   SoftmaxLines lines;
-  if (Status status = readSoftmaxLines(call, input.shape, lines); !status.ok())
+  if (Status status = readSoftmax(call, lines); !status.ok())
     return status;
+  const TensorRef &input = call.operands[0], &result = call.results[0];
   int64_t length = lines.length, inner = lines.inner;
   return dispatchFloatType(call, "input", input.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -98,11 +98,7 @@ Status normalizeRowsBackward(const KernelCall &call, int64_t rows,
 
 } // namespace
 
-/// layer_norm_grad(dy, input, weight; axis, epsilon) -> dinput (input's
-/// shape), dweight, dbias (weight's shape = input.shape[axis:]). The
-/// derivative of layer_norm with that weight and any bias; the forward's
-/// absent weight is a ones tensor here (autodiff passes one).
-Status runLayerNormGrad(const KernelCall &call) {
+Status readLayerNormGrad(const KernelCall &call, NormRows &norm) {
   if (Status status = expectArity(call, 3, 3, 3); !status.ok())
     return status;
   if (Status status = checkGradientAndInput(call, "input"); !status.ok())
@@ -112,23 +108,33 @@ Status runLayerNormGrad(const KernelCall &call) {
   if (Status status = axisAttribute(call, input.shape.size(), axis);
       !status.ok())
     return status;
-  double epsilon;
-  if (Status status = floatAttribute(call, "epsilon", epsilon); !status.ok())
+  if (Status status = floatAttribute(call, "epsilon", norm.epsilon);
+      !status.ok())
     return status;
   if (Status status = checkWeightAndGradients(call, axis); !status.ok())
     return status;
   if (Status status = expectLike(call, "dbias", call.results[2], weight);
       !status.ok())
     return status;
-  return normalizeRowsBackward(call, product(input.shape, 0, axis),
-                               product(input.shape, axis), epsilon,
+  norm.rows = product(input.shape, 0, axis);
+  norm.width = product(input.shape, axis);
+  norm.weight = &weight;
+  return Status::success();
+}
+
+/// layer_norm_grad(dy, input, weight; axis, epsilon) -> dinput (input's
+/// shape), dweight, dbias (weight's shape = input.shape[axis:]). The
+/// derivative of layer_norm with that weight and any bias; the forward's
+/// absent weight is a ones tensor here (autodiff passes one).
+Status runLayerNormGrad(const KernelCall &call) {
+  NormRows norm;
+  if (Status status = readLayerNormGrad(call, norm); !status.ok())
+    return status;
+  return normalizeRowsBackward(call, norm.rows, norm.width, norm.epsilon,
                                /*center=*/true, &call.results[2]);
 }
 
-/// rms_norm_grad(dy, input, weight; epsilon) -> dinput (input's shape),
-/// dweight (weight's shape = [input.shape[-1]]): the derivative of rms_norm
-/// over the last axis with that weight.
-Status runRmsNormGrad(const KernelCall &call) {
+Status readRmsNormGrad(const KernelCall &call, NormRows &norm) {
   if (Status status = expectArity(call, 3, 3, 2); !status.ok())
     return status;
   if (Status status = checkGradientAndInput(call, "input"); !status.ok())
@@ -136,34 +142,51 @@ Status runRmsNormGrad(const KernelCall &call) {
   const TensorRef &input = call.operands[1];
   if (input.shape.empty())
     return call.error("input must have rank >= 1");
-  double epsilon;
-  if (Status status = floatAttribute(call, "epsilon", epsilon); !status.ok())
+  if (Status status = floatAttribute(call, "epsilon", norm.epsilon);
+      !status.ok())
     return status;
   if (Status status =
           checkWeightAndGradients(call, /*axis=*/input.shape.size() - 1);
       !status.ok())
     return status;
-  int64_t width = input.shape.back();
-  int64_t rows = width == 0 ? 0 : input.numElements() / width;
-  return normalizeRowsBackward(call, rows, width, epsilon, /*center=*/false,
-                               /*dbias=*/nullptr);
+  norm.width = input.shape.back();
+  norm.rows = norm.width == 0 ? 0 : input.numElements() / norm.width;
+  norm.weight = &call.operands[2];
+  return Status::success();
+}
+
+/// rms_norm_grad(dy, input, weight; epsilon) -> dinput (input's shape),
+/// dweight (weight's shape = [input.shape[-1]]): the derivative of rms_norm
+/// over the last axis with that weight.
+Status runRmsNormGrad(const KernelCall &call) {
+  NormRows norm;
+  if (Status status = readRmsNormGrad(call, norm); !status.ok())
+    return status;
+  return normalizeRowsBackward(call, norm.rows, norm.width, norm.epsilon,
+                               /*center=*/false, /*dbias=*/nullptr);
+}
+
+Status readSoftmaxGrad(const KernelCall &call, SoftmaxLines &lines) {
+  if (Status status = expectArity(call, 2, 2); !status.ok())
+    return status;
+  if (Status status = checkGradientAndInput(call, "y"); !status.ok())
+    return status;
+  const TensorRef &y = call.operands[1];
+  if (Status status = expectLike(call, "dinput", call.results[0], y);
+      !status.ok())
+    return status;
+  // The lines the forward softmax walked.
+  return readSoftmaxLines(call, y.shape, lines);
 }
 
 /// softmax_grad(dy, y; axis) -> dinput = y * (dy - sum(dy * y, axis)), y
 /// being the softmax's OUTPUT; the sum in double.
 Status runSoftmaxGrad(const KernelCall &call) {
-  if (Status status = expectArity(call, 2, 2); !status.ok())
-    return status;
-  if (Status status = checkGradientAndInput(call, "y"); !status.ok())
+  SoftmaxLines lines;
+  if (Status status = readSoftmaxGrad(call, lines); !status.ok())
     return status;
   const TensorRef &dy = call.operands[0], &y = call.operands[1],
                   &dinput = call.results[0];
-  if (Status status = expectLike(call, "dinput", dinput, y); !status.ok())
-    return status;
-  // The lines the forward softmax walked.
-  SoftmaxLines lines;
-  if (Status status = readSoftmaxLines(call, y.shape, lines); !status.ok())
-    return status;
   int64_t length = lines.length, inner = lines.inner;
   return dispatchFloatType(call, "dy", dy.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -3,9 +3,11 @@
 // The gradient kernels (NormalizationGrad.cpp) differentiate exactly the
 // functions the forward kernels (Normalization.cpp) evaluate, so both read
 // the axis and check a weight by one set of rules and take a row's mean and
-// 1/sqrt(variance + epsilon) with one function. Defined in
-// Normalization.cpp (rowStatistics here, inline: it runs once per row of
-// the hot loops); private to runtime/cpu.
+// 1/sqrt(variance + epsilon) with one function. The read* functions check
+// an op's operands, results and attributes without reading an element, so
+// the CUDA kernels (runtime/cuda) check with them too. Defined in
+// Normalization.cpp and NormalizationGrad.cpp (rowStatistics here, inline:
+// it runs once per row of the hot loops); private to the kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,6 +49,33 @@ Status readSoftmaxLines(const KernelCall &call,
 Status expectNormalizedParameter(const KernelCall &call, const char *what,
                                  const TensorRef &parameter,
                                  const TensorRef &input, size_t axis);
+
+/// What layer_norm, rms_norm and their gradients read before touching any
+/// element: `rows` rows of `width` elements (input.shape[axis:]), epsilon,
+/// and the weight and bias, null when the op has none.
+struct NormRows {
+  int64_t rows = 0, width = 0;
+  double epsilon = 0;
+  const TensorRef *weight = nullptr, *bias = nullptr;
+};
+
+/// Checks layer_norm's operands (input, optional weight and bias, told
+/// apart by operandSegmentSizes), result and attributes; reads `norm`.
+Status readLayerNorm(const KernelCall &call, NormRows &norm);
+/// Checks rms_norm's operands (input, optional weight), result and
+/// epsilon; reads `norm` (the last axis).
+Status readRmsNorm(const KernelCall &call, NormRows &norm);
+/// Checks softmax's operand, result and axis; reads the lines.
+Status readSoftmax(const KernelCall &call, SoftmaxLines &lines);
+
+/// Checks layer_norm_grad's operands (dy, input, weight), results (dinput,
+/// dweight, dbias) and attributes; reads `norm` (weight is operand 2, bias
+/// null: dbias is results[2]). Defined in NormalizationGrad.cpp.
+Status readLayerNormGrad(const KernelCall &call, NormRows &norm);
+/// As readLayerNormGrad, for rms_norm_grad (results dinput, dweight).
+Status readRmsNormGrad(const KernelCall &call, NormRows &norm);
+/// Checks softmax_grad's operands (dy, y), result and axis; reads the lines.
+Status readSoftmaxGrad(const KernelCall &call, SoftmaxLines &lines);
 
 /// What a norm divides a row by, and subtracts from it first.
 struct RowStatistics {

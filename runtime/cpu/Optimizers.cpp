@@ -13,30 +13,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/OptimizerSupport.h"
 
 #include <algorithm>
 #include <cmath>
 
 namespace zplan::cpu::detail {
 
-namespace {
-
-/// The hyper tensor's layout (TRAIN_SPEC.md section 1).
-enum Hyper {
-  kLearningRate = 0,
-  kBeta1OrMomentum = 1,
-  kBeta2 = 2,
-  kEpsilon = 3,
-  kWeightDecay = 4,
-  kGradScale = 5,
-  kBiasCorrection1 = 6,
-  kBiasCorrection2 = 7,
-  kHyperCount = 8,
-};
-
-/// `count` operands, the last the f32[8] hyper tensor, the others f32 of
-/// the parameter's shape (named by `names`); no results.
 Status checkOptimizerOperands(const KernelCall &call,
                               const std::vector<const char *> &names) {
   if (Status status = expectArity(call, names.size() + 1, names.size() + 1, 0);
@@ -60,8 +43,6 @@ Status checkOptimizerOperands(const KernelCall &call,
   return expectShape(call, "hyper", hyper, {kHyperCount});
 }
 
-} // namespace
-
 /// adamw(param, grad, m, v, hyper f32[8]) -> (): torch.optim.AdamW
 /// (foreach=False) on each element, g = grad * grad_scale:
 ///   p *= 1 - lr * wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
@@ -73,34 +54,18 @@ Status runAdamW(const KernelCall &call) {
       !status.ok())
     return status;
   const float *hyper = call.operands[4].as<float>();
-  double lr = hyper[kLearningRate], beta1 = hyper[kBeta1OrMomentum],
-         beta2 = hyper[kBeta2], epsilon = hyper[kEpsilon],
-         weightDecay = hyper[kWeightDecay], gradScale = hyper[kGradScale],
-         correction1 = hyper[kBiasCorrection1],
-         correction2 = hyper[kBiasCorrection2];
-  if (!(correction1 > 0 && correction1 <= 1) ||
-      !(correction2 > 0 && correction2 <= 1))
-    return call.error(
-        "hyper bias corrections [6] = " + std::to_string(correction1) +
-        " and [7] = " + std::to_string(correction2) +
-        " must be in (0, 1] (1 - beta^t, t >= 1)");
+  AdamWStep step = adamwStep(hyper);
+  if (!step.valid)
+    return call.error("hyper bias corrections [6] = " +
+                      std::to_string(hyper[kBiasCorrection1]) +
+                      " and [7] = " + std::to_string(hyper[kBiasCorrection2]) +
+                      " must be in (0, 1] (1 - beta^t, t >= 1)");
   float *param = call.operands[0].as<float>(),
         *grad = call.operands[1].as<float>(), *m = call.operands[2].as<float>(),
         *v = call.operands[3].as<float>();
-  double stepSize = lr / correction1;
-  double correction2Root = std::sqrt(correction2);
-  double decay = 1.0 - lr * weightDecay;
   int64_t count = call.operands[0].numElements();
-  for (int64_t i = 0; i < count; ++i) {
-    double g = static_cast<double>(grad[i]) * gradScale;
-    double p = static_cast<double>(param[i]) * decay;
-    double first = beta1 * m[i] + (1.0 - beta1) * g;
-    double second = beta2 * v[i] + (1.0 - beta2) * g * g;
-    p -= stepSize * first / (std::sqrt(second) / correction2Root + epsilon);
-    param[i] = static_cast<float>(p);
-    m[i] = static_cast<float>(first);
-    v[i] = static_cast<float>(second);
-  }
+  for (int64_t i = 0; i < count; ++i)
+    adamwUpdate(step, param[i], grad[i], m[i], v[i]);
   std::fill(grad, grad + count, 0.0f);
   return Status::success();
 }
@@ -116,22 +81,13 @@ Status runSgd(const KernelCall &call) {
           checkOptimizerOperands(call, {"param", "grad", "momentum_buffer"});
       !status.ok())
     return status;
-  const float *hyper = call.operands[3].as<float>();
-  double lr = hyper[kLearningRate], momentum = hyper[kBeta1OrMomentum],
-         weightDecay = hyper[kWeightDecay], gradScale = hyper[kGradScale];
+  SgdStep step = sgdStep(call.operands[3].as<float>());
   float *param = call.operands[0].as<float>(),
         *grad = call.operands[1].as<float>(),
         *buffer = call.operands[2].as<float>();
   int64_t count = call.operands[0].numElements();
-  for (int64_t i = 0; i < count; ++i) {
-    double p = param[i];
-    double g = static_cast<double>(grad[i]) * gradScale + weightDecay * p;
-    if (momentum != 0) {
-      g = momentum * buffer[i] + g;
-      buffer[i] = static_cast<float>(g);
-    }
-    param[i] = static_cast<float>(p - lr * g);
-  }
+  for (int64_t i = 0; i < count; ++i)
+    sgdUpdate(step, param[i], grad[i], buffer[i]);
   std::fill(grad, grad + count, 0.0f);
   return Status::success();
 }

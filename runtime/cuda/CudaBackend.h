@@ -14,6 +14,8 @@
 
 #include "runtime/Backend.h"
 
+#include <cuda_runtime.h>
+
 #include <memory>
 #include <string>
 
@@ -27,14 +29,31 @@ int deviceCount();
 /// CUDA runtime's own words ("no CUDA-capable device is detected").
 std::string noDeviceReason();
 
-/// Creates the backend on device `device` (made current for the calling
-/// thread and every thread the backend starts). Fails, naming the device,
-/// when it cannot be used.
-Status createCudaBackend(int device, std::unique_ptr<Backend> &out);
-
 /// Whether CUDA has a kernel for `opcode` (no device needed): the answer
 /// CudaBackend::hasKernel gives.
 bool hasCudaKernel(plan::Opcode opcode);
+
+/// The backend's state beyond the Backend interface, for the NCCL
+/// communicator that issues its collectives on the comm stream.
+class CudaDevice {
+public:
+  virtual ~CudaDevice() = default;
+  /// The device ordinal every thread of the backend uses.
+  virtual int device() const = 0;
+  /// The stream of `queue`'s work.
+  virtual cudaStream_t stream(plan::Queue queue) const = 0;
+  /// "cuda device 0 (NVIDIA H200, 139.8 GiB)".
+  virtual std::string describe() const = 0;
+};
+
+/// Creates the backend on device `device` (made current for the calling
+/// thread; the executor binds its comm thread through bindThread()).
+/// Fails, naming the device, when it cannot be used.
+Status createCudaBackend(int device, std::unique_ptr<Backend> &out);
+
+/// The CudaDevice of a backend createCudaBackend() made; null for another
+/// backend.
+CudaDevice *asCudaDevice(Backend &backend);
 
 } // namespace zplan::cuda
 

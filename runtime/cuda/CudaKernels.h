@@ -44,6 +44,8 @@ enum class KernelError : uint32_t {
   LabelOutOfRange = 2,
   /// A KV-cache position outside [0, max_seq_len).
   PositionOutOfRange = 3,
+  /// adamw's hyper-parameter bias corrections outside (0, 1].
+  HyperParameterOutOfRange = 4,
 };
 
 /// "an index is outside its table", ...

@@ -42,6 +42,17 @@ const std::array<KernelFunction, kKernelTableSize> &kernelTable() {
         // Normalization.cu, NormalizationGrad.cu, Loss.cu, Optimizers.cu,
         // ActivationGrad.cu
         // NORMALIZATION-BEGIN
+        {plan::OPCODE_LAYER_NORM, runLayerNorm},
+        {plan::OPCODE_RMS_NORM, runRmsNorm},
+        {plan::OPCODE_SOFTMAX, runSoftmax},
+        {plan::OPCODE_LAYER_NORM_GRAD, runLayerNormGrad},
+        {plan::OPCODE_RMS_NORM_GRAD, runRmsNormGrad},
+        {plan::OPCODE_SOFTMAX_GRAD, runSoftmaxGrad},
+        {plan::OPCODE_CROSS_ENTROPY, runCrossEntropy},
+        {plan::OPCODE_CROSS_ENTROPY_GRAD, runCrossEntropyGrad},
+        {plan::OPCODE_GELU_GRAD, runGeluGrad},
+        {plan::OPCODE_ADAMW, runAdamW},
+        {plan::OPCODE_SGD, runSgd},
         // NORMALIZATION-END
         // Reductions.cu, DataMovement.cu, ScatterGrad.cu
         // MOVEMENT-BEGIN
@@ -73,6 +84,9 @@ const char *zplan::cuda::kernelErrorText(KernelError error) {
     return "a label is outside [0, classes) and is not ignore_index";
   case KernelError::PositionOutOfRange:
     return "a cache position is outside [0, max_seq_len)";
+  case KernelError::HyperParameterOutOfRange:
+    return "hyper bias corrections [6] and [7] must be in (0, 1] "
+           "(1 - beta^t, t >= 1)";
   }
   return "an unknown device-side error";
 }

@@ -8,6 +8,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/plan/Opcodes.h"
 #include "runtime/plan/PlanLoader.h"
+#include "runtime/session/RankDevice.h"
 #include "runtime/tooling/CountingCommunicator.h"
 #include "runtime/tooling/PlanQueries.h"
 
@@ -55,12 +56,15 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 /// Everything the session holds; Session.h's comments describe the parts.
 struct Session::State {
   State(comm::Communicator &communicator, const SessionOptions &options)
-      : communicator(communicator), counting(communicator), options(options) {}
+      : communicator(communicator), options(options) {}
 
   std::string planPath;
+  /// The host communicator (MPI): host data, agreement, broadcasts.
   comm::Communicator &communicator;
+  /// The backend and the executors' collectives (NCCL on CUDA).
+  std::unique_ptr<RankDevice> device;
   /// What every executor talks through: counts the bytes they gather.
-  tooling::CountingCommunicator counting;
+  std::unique_ptr<tooling::CountingCommunicator> counting;
   SessionOptions options;
   plan::Plan plan;
   std::unique_ptr<RankMemory> memory;
@@ -132,7 +136,15 @@ struct Session::State {
   Status chooseTokens(generate::GenerationState &generation,
                       generate::Sampler &sampler, const plan::Binding &logits,
                       std::vector<float> &history);
-  std::vector<train::CheckpointRegion> checkpointRegions() const;
+  /// The regions a checkpoint saves and loads, in host memory: the
+  /// sections themselves on the CPU, copies staged in `staging` on a
+  /// device (syncCheckpointRegions() writes them back after a load).
+  std::vector<train::CheckpointRegion>
+  checkpointRegions(std::vector<std::vector<uint8_t>> &staging) const;
+  Status syncCheckpointRegions(
+      const std::vector<std::vector<uint8_t>> &staging) const;
+  /// The last step's logits, copied to the host (kept across steps).
+  std::vector<float> logitsOnHost;
 };
 
 //===----------------------------------------------------------------------===//
@@ -277,6 +289,11 @@ Status Session::open(const std::string &planPath,
                    options.threads);
   auto state = std::make_unique<State>(communicator, options);
   state->planPath = planPath;
+  ZR_RETURN_IF_ERROR(
+      RankDevice::open(options.backend, communicator, state->device));
+  Backend &backend = state->device->backend();
+  state->counting = std::make_unique<tooling::CountingCommunicator>(
+      state->device->collectives());
   plan::Plan &plan = state->plan;
   ZR_RETURN_IF_ERROR(plan::loadPlan(planPath, plan));
   ZR_RETURN_IF_ERROR(
@@ -288,7 +305,8 @@ Status Session::open(const std::string &planPath,
         failure("the plan has no program ", inQuotes(kOptimizerProgram),
                 ": compile the model with zcc --mode train");
   if (state->trainProblem.ok()) {
-    ZR_RETURN_IF_ERROR(checkProgramSupported(plan, *state->optimizer));
+    ZR_RETURN_IF_ERROR(
+        checkProgramSupported(plan, *state->optimizer, backend));
     for (const plan::Instruction &instruction :
          state->optimizer->instructions())
       state->sgd |= instruction.opcode() == plan::OPCODE_SGD;
@@ -303,17 +321,17 @@ Status Session::open(const std::string &planPath,
 
   // The generation state is held only while a generation runs (generate()).
   ZR_RETURN_IF_ERROR(RankMemory::load(
-      planPath, plan, static_cast<uint32_t>(communicator.rank()), state->memory,
-      RankMemory::GenerationState::Deferred));
+      planPath, plan, static_cast<uint32_t>(communicator.rank()), backend,
+      state->memory, RankMemory::GenerationState::Deferred));
   ExecutorOptions executorOptions;
   executorOptions.check = options.check;
   if (state->stepProblem.ok())
     ZR_RETURN_IF_ERROR(Executor::create(plan, *state->step, *state->memory,
-                                        state->counting, executorOptions,
+                                        *state->counting, executorOptions,
                                         state->stepExecutor));
   if (state->trainProblem.ok())
     ZR_RETURN_IF_ERROR(Executor::create(plan, *state->optimizer, *state->memory,
-                                        state->counting, executorOptions,
+                                        *state->counting, executorOptions,
                                         state->optimizerExecutor));
   cpu::setBlasThreads(options.threads);
   out.reset(new Session(std::move(state)));
@@ -438,28 +456,30 @@ Status Session::State::runMicroStep(const std::vector<ProgramInput> &inputs,
   // The arena reuses the inputs' bytes once they are dead: refill them
   // before every run.
   for (const ProgramInput &input : inputs)
-    std::memcpy(
-        memory->address(findBinding(step->inputs(), input.name)->buffer()),
-        input.data, input.bytes);
+    ZR_RETURN_IF_ERROR(memory->write(
+        findBinding(step->inputs(), input.name)->buffer(), input.data,
+        input.bytes));
   ZR_RETURN_IF_ERROR(stepExecutor->run());
-  std::memcpy(&localLoss, memory->address(loss->buffer()), sizeof(localLoss));
-  return Status::success();
+  return memory->read(loss->buffer(), &localLoss, sizeof(localLoss));
 }
 
 /// The global L2 norm of the step's mean gradient (the accumulators times
 /// `gradScale`): each rank sums the squares of its gradient shards, and of
 /// the persistent groups (whole on every rank) only rank 0 does; one scalar
-/// all-reduce adds them up. Read on the host: the CPU backend's memory.
+/// all-reduce adds them up. Summed on the host, in double, from a copy of
+/// each accumulator (backend memory may be a device's).
 Status Session::State::gradientNorm(double gradScale, double &norm) {
   double squares = 0;
+  std::vector<float> gradient;
   for (int group = 0; group < plan.groups_size(); ++group) {
     if (plan.groups(group).persistent() && communicator.rank() != 0)
       continue;
     const plan::Buffer &buffer = bufferOf(plan, gradientOf[group]);
-    const auto *gradient =
-        reinterpret_cast<const float *>(memory->address(gradientOf[group]));
-    for (uint64_t i = 0, n = elementCount(buffer); i < n; ++i)
-      squares += static_cast<double>(gradient[i]) * gradient[i];
+    gradient.resize(elementCount(buffer));
+    ZR_RETURN_IF_ERROR(memory->read(gradientOf[group], gradient.data(),
+                                    gradient.size() * sizeof(float)));
+    for (float value : gradient)
+      squares += static_cast<double>(value) * value;
   }
   ZR_RETURN_IF_ERROR(communicator.allReduce(&squares, 1, ElementType::F64));
   norm = std::sqrt(squares) * gradScale;
@@ -482,8 +502,8 @@ Status Session::State::runOptimizer(double lr) {
   }
   std::array<float, 8> hyperValues =
       train::optimizerHyper(settings, lr, gradScale, optimizerSteps + 1);
-  std::memcpy(memory->address(hyper->buffer()), hyperValues.data(),
-              sizeof(float) * hyperValues.size());
+  ZR_RETURN_IF_ERROR(memory->write(hyper->buffer(), hyperValues.data(),
+                                   sizeof(float) * hyperValues.size()));
   return optimizerExecutor->run();
 }
 
@@ -552,13 +572,17 @@ Session::State::gatherGradients(const std::vector<ProgramInput> &inputs,
     const plan::Group &entry = s.plan.groups(group);
     std::vector<float> &whole = groups[group];
     whole.resize(entry.padded_elements());
-    const void *gradient = s.memory->address(s.gradientOf[group]);
-    if (entry.persistent())
-      std::memcpy(whole.data(), gradient, whole.size() * sizeof(float));
-    else
+    // Copied to the host first, then gathered over the host communicator.
+    if (entry.persistent()) {
+      ZR_RETURN_IF_ERROR(s.memory->read(s.gradientOf[group], whole.data(),
+                                        whole.size() * sizeof(float)));
+    } else {
+      std::vector<float> shard(entry.padded_elements() / s.communicator.size());
+      ZR_RETURN_IF_ERROR(s.memory->read(s.gradientOf[group], shard.data(),
+                                        shard.size() * sizeof(float)));
       ZR_RETURN_IF_ERROR(s.communicator.allGather(
-          gradient, whole.data(),
-          entry.padded_elements() / s.communicator.size(), ElementType::F32));
+          shard.data(), whole.data(), shard.size(), ElementType::F32));
+    }
     for (float &value : whole)
       value /= ranks;
   }
@@ -606,8 +630,12 @@ Status Session::State::chooseTokens(generate::GenerationState &generation,
                                     const plan::Binding &logitsBinding,
                                     std::vector<float> &history) {
   uint64_t step = generation.steps();
-  const auto *logits =
-      reinterpret_cast<const float *>(memory->address(logitsBinding.buffer()));
+  // A host copy of the step's logits (backend memory may be a device's),
+  // into storage kept across steps.
+  logitsOnHost.resize(shape.batch * shape.vocabulary);
+  ZR_RETURN_IF_ERROR(memory->read(logitsBinding.buffer(), logitsOnHost.data(),
+                                  logitsOnHost.size() * sizeof(float)));
+  const float *logits = logitsOnHost.data();
   std::vector<int64_t> tokens(shape.batch, 0);
   for (uint64_t row = 0; row < shape.batch; ++row) {
     if (generation.finished(row))
@@ -643,8 +671,24 @@ uint64_t activeRows(const generate::GenerationState &generation) {
   return active;
 }
 
-int64_t *int64At(RankMemory &memory, const plan::Binding &binding) {
-  return reinterpret_cast<int64_t *>(memory.address(binding.buffer()));
+/// Host storage for the int64 input `binding`, written to the buffer by
+/// writeInputs() after the generation state filled it.
+struct HostInput {
+  const plan::Binding *binding;
+  std::vector<int64_t> values;
+};
+
+HostInput hostInputFor(const plan::Plan &plan, const plan::Binding &binding) {
+  return {&binding,
+          std::vector<int64_t>(elementCount(bufferOf(plan, binding.buffer())))};
+}
+
+Status writeInputs(RankMemory &memory, std::initializer_list<HostInput *> inputs) {
+  for (HostInput *input : inputs)
+    ZR_RETURN_IF_ERROR(memory.write(input->binding->buffer(),
+                                    input->values.data(),
+                                    input->values.size() * sizeof(int64_t)));
+  return Status::success();
 }
 
 } // namespace
@@ -686,8 +730,9 @@ Status Session::generate(const GenerateRequest &request, GenerateResult &result,
                    static_cast<uint64_t>(program.instructions_size()) * runs)));
       options.trace = &s.traces[index];
     }
-    if (Status status = Executor::create(s.plan, program, *s.memory, s.counting,
-                                         options, executors[index]);
+    if (Status status = Executor::create(s.plan, program, *s.memory,
+                                         *s.counting, options,
+                                         executors[index]);
         !status.ok())
       return s.stopOn(status);
   }
@@ -707,25 +752,35 @@ Status Session::generate(const GenerateRequest &request, GenerateResult &result,
                         generation.generatedTokens() - before,
                         activeRows(generation));
   };
+  HostInput prefillIds = hostInputFor(s.plan, *s.prefillIds);
+  HostInput prefillPositions = hostInputFor(s.plan, *s.prefillPositions);
+  HostInput lastIndex = hostInputFor(s.plan, *s.lastIndex);
+  HostInput decodeIds = hostInputFor(s.plan, *s.decodeIds);
+  HostInput decodePositions = hostInputFor(s.plan, *s.decodePositions);
   Status status = run(kBegin);
   if (status.ok()) {
-    generation.fillPrefill(int64At(*s.memory, *s.prefillIds),
-                           int64At(*s.memory, *s.prefillPositions),
-                           int64At(*s.memory, *s.lastIndex));
-    status = run(kPrefill);
+    generation.fillPrefill(prefillIds.values.data(),
+                           prefillPositions.values.data(),
+                           lastIndex.values.data());
+    status = writeInputs(*s.memory, {&prefillIds, &prefillPositions,
+                                     &lastIndex});
   }
+  if (status.ok())
+    status = run(kPrefill);
   if (status.ok())
     status =
         s.chooseTokens(generation, sampler, *s.prefillLogits, result.logits);
   if (status.ok())
     stepDone(0);
-  s.counting.reset();
+  s.counting->reset();
   while (status.ok() && !generation.allFinished()) {
     // The arena reuses the inputs' bytes once they are dead: refill them
     // before every run.
-    generation.fillDecode(int64At(*s.memory, *s.decodeIds),
-                          int64At(*s.memory, *s.decodePositions));
-    status = run(kDecode);
+    generation.fillDecode(decodeIds.values.data(),
+                          decodePositions.values.data());
+    status = writeInputs(*s.memory, {&decodeIds, &decodePositions});
+    if (status.ok())
+      status = run(kDecode);
     uint64_t before = generation.generatedTokens();
     if (status.ok())
       status =
@@ -735,7 +790,7 @@ Status Session::generate(const GenerateRequest &request, GenerateResult &result,
       stepDone(before);
     }
   }
-  result.decodeGatheredBytes = s.counting.gatheredBytes();
+  result.decodeGatheredBytes = s.counting->gatheredBytes();
   if (status.ok())
     status = run(kEnd);
   if (!status.ok())
@@ -771,16 +826,46 @@ std::string Session::generationTrace() const {
 // Checkpoints and memory
 //===----------------------------------------------------------------------===//
 
-/// The regions a checkpoint holds for this rank: its shards, the persistent
-/// groups and the training state.
-std::vector<train::CheckpointRegion> Session::State::checkpointRegions() const {
+namespace {
+
+/// The sections a checkpoint holds for a rank, in file order: its shards,
+/// the persistent groups and the training state.
+std::array<std::pair<const char *, BackendMemory *>, 3>
+checkpointSections(const RankMemory &memory) {
+  return {std::pair{"shards", &memory.shardSection()},
+          std::pair{"persistent", &memory.persistentSection()},
+          std::pair{"state", &memory.stateSection()}};
+}
+
+} // namespace
+
+std::vector<train::CheckpointRegion> Session::State::checkpointRegions(
+    std::vector<std::vector<uint8_t>> &staging) const {
   std::vector<train::CheckpointRegion> regions;
-  for (auto [name, section] :
-       {std::pair{"shards", &memory->shardSection()},
-        std::pair{"persistent", &memory->persistentSection()},
-        std::pair{"state", &memory->stateSection()}})
-    regions.push_back({name, section->data(), section->bytes()});
+  bool onHost = memory->backend().name() == "cpu";
+  staging.clear();
+  for (auto [name, section] : checkpointSections(*memory)) {
+    if (onHost) {
+      regions.push_back({name, section->data(), section->bytes()});
+      continue;
+    }
+    std::vector<uint8_t> &copy = staging.emplace_back(section->bytes());
+    regions.push_back({name, copy.data(), copy.size()});
+  }
   return regions;
+}
+
+Status Session::State::syncCheckpointRegions(
+    const std::vector<std::vector<uint8_t>> &staging) const {
+  size_t index = 0;
+  for (auto [name, section] : checkpointSections(*memory)) {
+    (void)name;
+    if (index < staging.size())
+      ZR_RETURN_IF_ERROR(memory->backend().copyFromHost(
+          section->data(), staging[index].data(), staging[index].size()));
+    ++index;
+  }
+  return Status::success();
 }
 
 Status Session::save(const std::string &root,
@@ -797,8 +882,14 @@ Status Session::save(const std::string &root,
   info.planIdentity = tooling::planIdentity(s.plan);
   info.step = s.optimizerSteps;
   info.values = values;
-  return train::saveCheckpoint(root, info, s.checkpointRegions(),
-                               s.communicator, result, options);
+  std::vector<std::vector<uint8_t>> staging;
+  std::vector<train::CheckpointRegion> regions = s.checkpointRegions(staging);
+  for (size_t i = 0; i < staging.size(); ++i)
+    ZR_RETURN_IF_ERROR(s.memory->backend().copyToHost(
+        regions[i].data, checkpointSections(*s.memory)[i].second->data(),
+        regions[i].bytes));
+  return train::saveCheckpoint(root, info, regions, s.communicator, result,
+                               options);
 }
 
 Status Session::save(const std::string &root) {
@@ -811,9 +902,11 @@ Status Session::save(const std::string &root) {
 Status Session::load(const std::string &path, train::LoadedCheckpoint &loaded) {
   State &s = *state;
   ZR_RETURN_IF_ERROR(s.usable());
+  std::vector<std::vector<uint8_t>> staging;
   ZR_RETURN_IF_ERROR(train::loadCheckpoint(path, tooling::planIdentity(s.plan),
-                                           s.checkpointRegions(),
+                                           s.checkpointRegions(staging),
                                            s.communicator, loaded));
+  ZR_RETURN_IF_ERROR(s.syncCheckpointRegions(staging));
   s.optimizerSteps = loaded.step;
   s.microInWindow = 0;
   s.windowLossSum = 0;

@@ -40,6 +40,7 @@
 #include "runtime/generate/GenerationState.h"
 #include "runtime/generate/Sampler.h"
 #include "runtime/plan/plan.pb.h"
+#include "runtime/session/RankDevice.h"
 #include "runtime/support/Status.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/LrSchedule.h"
@@ -80,6 +81,9 @@ struct TrainConfig {
 TrainConfig trainConfigOf(const train::TrainOptions &options);
 
 struct SessionOptions {
+  /// --backend: where the programs run (RankDevice.h); auto is CUDA when
+  /// every rank has a GPU, the CPU otherwise.
+  BackendChoice backend = BackendChoice::Auto;
   /// --check: poison released copies, check reads and shard checksums.
   bool check = false;
   /// BLAS threads of this rank.

@@ -17,6 +17,7 @@ const char *const zplan::tooling::kUsage =
     "...]\n"
     "                     [--program NAME] [--check] [--trace FILE.json]\n"
     "                     [--repeat K] [--stats] [--threads T]\n"
+    "                     [--backend cpu|cuda|auto]\n"
     "       zrun PLAN gradients --input NAME=FILE.npy ... --output-dir DIR\n"
     "       zrun PLAN inspect [--program NAME]\n"
     "       zrun PLAN train --data TOKENS [options below]\n"
@@ -40,6 +41,10 @@ const char *const zplan::tooling::kUsage =
     "  --repeat K              run K times; print the last run's time\n"
     "  --stats                 print each rank's peak RSS and memory layout\n"
     "  --threads T             BLAS threads per rank (default 1)\n"
+    "  --backend cpu|cuda|auto where programs run: one GPU per rank over\n"
+    "                          NCCL, or the CPU over MPI (default auto: cuda\n"
+    "                          when every rank has a GPU; also for train,\n"
+    "                          gradients and generate)\n"
     "gradients:\n"
     "  --input NAME=FILE.npy   the micro-batch (the same on every rank)\n"
     "  --output-dir DIR        loss.npy and one .npy per parameter gradient\n"
@@ -124,6 +129,7 @@ constexpr Flag kFlags[] = {
     {"--repeat", true, Run},
     {"--threads", true, Run | Train | Gradients | Generate},
     {"--check", false, Run | Train | Gradients | Generate},
+    {"--backend", true, Run | Train | Gradients | Generate},
     {"--stats", false, Run | Train | Generate},
     {"--output-dir", true, Gradients},
     {"--momentum", true, Train},
@@ -180,6 +186,8 @@ Status applyFlag(const std::string &flag, const std::string &value,
     return status;
   } else if (flag == "--check")
     arguments.check = true;
+  else if (flag == "--backend")
+    return parseBackendChoice(value, arguments.backend);
   else if (flag == "--stats")
     arguments.stats = true;
   else if (flag == "--output-dir")

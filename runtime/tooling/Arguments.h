@@ -13,6 +13,7 @@
 #define ZPLAN_RUNTIME_TOOLING_ARGUMENTS_H
 
 #include "runtime/generate/GenerateOptions.h"
+#include "runtime/session/RankDevice.h"
 #include "runtime/support/Status.h"
 #include "runtime/train/TrainOptions.h"
 
@@ -36,6 +37,8 @@ struct Arguments {
   std::vector<FileBinding> outputs;
   std::string program;
   bool check = false;
+  /// --backend: where the programs run (runtime/session/RankDevice.h).
+  BackendChoice backend = BackendChoice::Auto;
   std::string tracePath;
   int64_t repeat = 1;
   bool repeatGiven = false;

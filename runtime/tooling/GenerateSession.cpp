@@ -82,6 +82,7 @@ Status checkGeneration(Generation &generation) {
   const Arguments &arguments = generation.arguments;
   session::SessionOptions options;
   options.check = arguments.check;
+  options.backend = arguments.backend;
   options.threads = arguments.threads;
   options.traceGeneration = !arguments.tracePath.empty();
   ZR_RETURN_IF_ERROR(session::Session::open(arguments.planPath,

@@ -9,6 +9,7 @@
 #include "runtime/comm/Agreement.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/plan/PlanLoader.h"
+#include "runtime/session/RankDevice.h"
 #include "runtime/tooling/Diagnostics.h"
 #include "runtime/tooling/Files.h"
 #include "runtime/tooling/Npy.h"
@@ -37,6 +38,8 @@ struct RunSession {
 
   const Arguments &arguments;
   comm::Communicator &communicator;
+  /// The backend (--backend) and the executor's collectives.
+  std::unique_ptr<RankDevice> device;
   plan::Plan plan;
   const plan::Program *program = nullptr;
   /// Input arrays, in the program's input order.
@@ -255,9 +258,14 @@ Status checkRun(RunSession &session) {
 /// This rank's weights, the arena, the executor.
 Status loadRun(RunSession &session) {
   comm::Communicator &communicator = session.communicator;
+  ZR_RETURN_IF_ERROR(RankDevice::open(session.arguments.backend, communicator,
+                                      session.device));
+  Backend &backend = session.device->backend();
+  ZR_RETURN_IF_ERROR(checkProgramSupported(session.plan, *session.program,
+                                           backend));
   ZR_RETURN_IF_ERROR(RankMemory::load(
       session.arguments.planPath, session.plan,
-      static_cast<uint32_t>(communicator.rank()), session.memory));
+      static_cast<uint32_t>(communicator.rank()), backend, session.memory));
   ExecutorOptions options;
   options.check = session.arguments.check;
   if (!session.arguments.tracePath.empty()) {
@@ -270,7 +278,8 @@ Status loadRun(RunSession &session) {
     options.trace = &session.trace;
   }
   return Executor::create(session.plan, *session.program, *session.memory,
-                          communicator, options, session.executor);
+                          session.device->collectives(), options,
+                          session.executor);
 }
 
 //===----------------------------------------------------------------------===//
@@ -285,10 +294,12 @@ Status stageOutputs(RunSession &session) {
     const plan::Binding &binding = *findBinding(program.outputs(), output.name);
     const plan::Buffer &buffer = bufferOf(session.plan, binding.buffer());
     uint64_t bytes = elementCount(buffer) * plan::dataTypeSize(buffer.dtype());
+    std::vector<uint8_t> values(bytes);
+    ZR_RETURN_IF_ERROR(
+        session.memory->read(binding.buffer(), values.data(), bytes));
     std::string encoded;
-    if (Status status = npy::encodeNpy(
-            buffer.dtype(), shapeOf(buffer),
-            session.memory->address(binding.buffer()), bytes, encoded);
+    if (Status status = npy::encodeNpy(buffer.dtype(), shapeOf(buffer),
+                                       values.data(), bytes, encoded);
         !status.ok())
       return failure("output ", inQuotes(output.name), ": ", status.message());
     ZR_RETURN_IF_ERROR(session.staged.stage(
@@ -351,10 +362,19 @@ bool zplan::tooling::printStats(comm::Communicator &communicator,
     line << ", generation state " << generation << " B, held "
          << memory.heldBytes() << " B, peak " << memory.peakBytes() << " B";
   line << "\n";
-  std::vector<std::string> lines;
-  Status status = communicator.gatherText(line.str(), lines);
+  // Every rank's backend first, then every rank's memory: rank order in
+  // each block.
+  std::vector<std::string> backends, lines;
+  Status status = communicator.gatherText(
+      "zrun: rank " + std::to_string(communicator.rank()) + ": backend " +
+          memory.backend().description() + "\n",
+      backends);
+  if (status.ok())
+    status = communicator.gatherText(line.str(), lines);
   if (!agree(communicator, status))
     return false;
+  for (const std::string &text : backends)
+    std::cout << text;
   for (const std::string &text : lines)
     std::cout << text;
   std::cout << std::flush;
@@ -397,8 +417,11 @@ int zplan::tooling::runPlan(const Arguments &arguments,
     // copy them in before every run.
     for (int i = 0; i < program.inputs_size(); ++i) {
       const npy::Array &input = session.inputs[i];
-      std::memcpy(session.memory->address(program.inputs(i).buffer()),
-                  input.data.data(), input.data.size());
+      if (Status status =
+              session.memory->write(program.inputs(i).buffer(),
+                                    input.data.data(), input.data.size());
+          !status.ok())
+        abortRun(communicator, status);
     }
     if (repetition > 0)
       if (Status status = communicator.barrier(); !status.ok())

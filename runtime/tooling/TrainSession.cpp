@@ -32,6 +32,7 @@ Status openSession(const Arguments &arguments, comm::Communicator &communicator,
                    std::unique_ptr<session::Session> &out) {
   session::SessionOptions options;
   options.check = arguments.check;
+  options.backend = arguments.backend;
   options.threads = arguments.threads;
   options.train = session::trainConfigOf(arguments.train);
   options.train.momentum = arguments.momentum;

@@ -137,8 +137,9 @@ public:
     return backend().prepareKernel(instruction, std::move(operands),
                                    std::move(results), out);
   }
-  Status createQueues(uint32_t count, std::unique_ptr<Queues> &out) override {
-    return backend().createQueues(count, out);
+  Status createQueues(uint32_t count, bool timing,
+                      std::unique_ptr<Queues> &out) override {
+    return backend().createQueues(count, timing, out);
   }
   Status poison(void *data, uint64_t bytes, ElementType type) override {
     return backend().poison(data, bytes, type);

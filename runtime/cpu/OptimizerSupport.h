@@ -1,0 +1,110 @@
+//===- OptimizerSupport.h - adamw and sgd, element by element -------------===//
+//
+// The update of one parameter element by adamw and by sgd, in double with
+// torch.optim's formulas and order, written once for both backends
+// (HostDevice.h): the CPU kernels (Optimizers.cpp) loop over the elements
+// with the hyper-parameters read on the host, the CUDA kernels
+// (runtime/cuda/Optimizers.cu) run one thread per element with them read
+// from the device buffer zrun writes. The operand checks are shared too
+// (defined in Optimizers.cpp); private to the kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_CPU_OPTIMIZERSUPPORT_H
+#define ZPLAN_RUNTIME_CPU_OPTIMIZERSUPPORT_H
+
+#include "runtime/cpu/HostDevice.h"
+#include "runtime/cpu/KernelSupport.h"
+
+#include <cmath>
+
+namespace zplan::cpu::detail {
+
+/// The hyper tensor's layout (TRAIN_SPEC.md section 1).
+enum Hyper {
+  kLearningRate = 0,
+  kBeta1OrMomentum = 1,
+  kBeta2 = 2,
+  kEpsilon = 3,
+  kWeightDecay = 4,
+  kGradScale = 5,
+  kBiasCorrection1 = 6,
+  kBiasCorrection2 = 7,
+  kHyperCount = 8,
+};
+
+/// `names.size() + 1` operands, the last the f32[8] hyper tensor, the
+/// others f32 of the parameter's shape (named by `names`); no results.
+Status checkOptimizerOperands(const KernelCall &call,
+                              const std::vector<const char *> &names);
+
+/// One adamw step's constants, derived from the hyper tensor once.
+struct AdamWStep {
+  double beta1, beta2, epsilon, gradScale;
+  /// lr / bc1, sqrt(bc2), 1 - lr * wd.
+  double stepSize, correction2Root, decay;
+  /// bc1 and bc2 in (0, 1] (t >= 1): otherwise the step is refused.
+  bool valid;
+};
+
+ZPLAN_HOST_DEVICE inline AdamWStep adamwStep(const float *hyper) {
+  AdamWStep step;
+  double lr = hyper[kLearningRate], correction1 = hyper[kBiasCorrection1],
+         correction2 = hyper[kBiasCorrection2];
+  step.beta1 = hyper[kBeta1OrMomentum];
+  step.beta2 = hyper[kBeta2];
+  step.epsilon = hyper[kEpsilon];
+  step.gradScale = hyper[kGradScale];
+  step.valid = correction1 > 0 && correction1 <= 1 && correction2 > 0 &&
+               correction2 <= 1;
+  step.stepSize = lr / correction1;
+  step.correction2Root = std::sqrt(correction2);
+  step.decay = 1.0 - lr * hyper[kWeightDecay];
+  return step;
+}
+
+/// torch.optim.AdamW (foreach=False) on one element, g = grad * grad_scale:
+///   p *= 1 - lr * wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+///   p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps).
+/// The caller zeroes the gradient.
+ZPLAN_HOST_DEVICE inline void adamwUpdate(const AdamWStep &step, float &param,
+                                          float grad, float &m, float &v) {
+  double g = static_cast<double>(grad) * step.gradScale;
+  double p = static_cast<double>(param) * step.decay;
+  double first = step.beta1 * m + (1.0 - step.beta1) * g;
+  double second = step.beta2 * v + (1.0 - step.beta2) * g * g;
+  p -= step.stepSize * first /
+       (std::sqrt(second) / step.correction2Root + step.epsilon);
+  param = static_cast<float>(p);
+  m = static_cast<float>(first);
+  v = static_cast<float>(second);
+}
+
+/// One sgd step's constants.
+struct SgdStep {
+  double lr, momentum, weightDecay, gradScale;
+};
+
+ZPLAN_HOST_DEVICE inline SgdStep sgdStep(const float *hyper) {
+  return {hyper[kLearningRate], hyper[kBeta1OrMomentum], hyper[kWeightDecay],
+          hyper[kGradScale]};
+}
+
+/// torch.optim.SGD (dampening 0, no nesterov) on one element:
+///   g = grad * grad_scale + wd * p; if momentum != 0 { buf = momentum buf
+///   + g; g = buf }; p -= lr g.
+/// The caller zeroes the gradient.
+ZPLAN_HOST_DEVICE inline void sgdUpdate(const SgdStep &step, float &param,
+                                        float grad, float &buffer) {
+  double p = param;
+  double g = static_cast<double>(grad) * step.gradScale + step.weightDecay * p;
+  if (step.momentum != 0) {
+    g = step.momentum * buffer + g;
+    buffer = static_cast<float>(g);
+  }
+  param = static_cast<float>(p - step.lr * g);
+}
+
+} // namespace zplan::cpu::detail
+
+#endif // ZPLAN_RUNTIME_CPU_OPTIMIZERSUPPORT_H
