@@ -194,14 +194,16 @@ void checkAgainstCpu(Device &device) {
                                      hostRef(bias.host, bias.ref)};
   std::vector<TensorRef> results = {hostRef(cpu, result.ref)};
   check(cpu::runKernel(matmul.instruction, operands, results));
+  // |gpu - cpu| <= 1e-5 + 1e-4 |cpu|: fp32 sums of 53 products in another
+  // order; an absolute floor for results that cancel to near 0.
   double worst = 0;
   for (size_t i = 0; i < cpu.size(); ++i)
     worst = std::max(worst, std::abs(double(gpu[i]) - cpu[i]) /
-                                (1e-6 + std::abs(double(cpu[i]))));
+                                (1e-5 + 1e-4 * std::abs(double(cpu[i]))));
   std::printf("check: [3,37,53] x [3,29,53]^T + bias[37,1] vs the CPU "
-              "kernel: max relative difference %.2e\n",
+              "kernel: worst difference %.3f of the tolerance\n",
               worst);
-  if (worst > 1e-4)
+  if (worst > 1)
     fail("the CUDA matmul disagrees with the CPU kernel");
 }
 
