@@ -15,7 +15,7 @@
 // row's own position and attending over exactly slots 0..position, never
 // past them (a stale slot may hold anything, even a non-finite value that
 // a zero weight would turn into NaN). The visible slots are walked in
-// chunks whose scores sit in shared memory: the warps compute one score
+// chunks whose scores sit in shared memory: the warps compute four scores
 // each at a time (lanes across D, coalesced key rows), the block takes the
 // chunk's maximum and exponentials (the sum in double, as the CPU's), and
 // each warp folds its share of slots into its own accumulator row in
@@ -71,6 +71,8 @@ __global__ void cacheAppend(T *__restrict__ cache,
 
 constexpr int kDecodeThreads = 256;
 constexpr int kDecodeWarps = kDecodeThreads / 32;
+/// Consecutive slots one warp scores together.
+constexpr int kSlotsPerWarp = 4;
 
 /// Shared memory of the decode kernel, in floats: the query row, a chunk of
 /// scores, and one accumulator row per warp.
@@ -118,15 +120,25 @@ __global__ __launch_bounds__(kDecodeThreads) void cachedAttention(
   for (int64_t first = 0; first < visible; first += layout.chunk) {
     int64_t count =
         visible - first < layout.chunk ? visible - first : layout.chunk;
-    // Scores: a warp per slot, its lanes across D.
-    for (int64_t j = warp; j < count; j += kDecodeWarps) {
-      const float *keyRow = keys + (first + j) * width;
-      float dot = 0.0f;
-      for (int64_t x = lane; x < width; x += 32)
-        dot = fmaf(queryRow[x], keyRow[x], dot);
-      dot = warpSum(dot);
-      if (lane == 0)
-        scores[j] = scale * dot;
+    // Scores: a warp per slot, its lanes across D, kSlotsPerWarp slots at
+    // a time so that each lane has that many independent loads in flight
+    // before the warp reductions (decode is bound by these reads).
+    for (int64_t j0 = warp * kSlotsPerWarp; j0 < count;
+         j0 += kDecodeWarps * kSlotsPerWarp) {
+      float dots[kSlotsPerWarp] = {};
+      for (int64_t x = lane; x < width; x += 32) {
+        float q = queryRow[x];
+#pragma unroll
+        for (int u = 0; u < kSlotsPerWarp; ++u)
+          if (j0 + u < count)
+            dots[u] = fmaf(q, keys[(first + j0 + u) * width + x], dots[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kSlotsPerWarp; ++u) {
+        float dot = warpSum(dots[u]);
+        if (lane == 0 && j0 + u < count)
+          scores[j0 + u] = scale * dot;
+      }
     }
     __syncthreads();
     float localMax = -INFINITY;
@@ -151,6 +163,7 @@ __global__ __launch_bounds__(kDecodeThreads) void cachedAttention(
     float *mine = accumulators + warp * valueWidth;
     for (int64_t c = lane; c < valueWidth; c += 32) {
       float sum = mine[c] * rescale;
+#pragma unroll 4
       for (int64_t j = warp; j < count; j += kDecodeWarps)
         sum = fmaf(scores[j], values[(first + j) * valueWidth + c], sum);
       mine[c] = sum;
