@@ -24,7 +24,9 @@
 // threadIdx.x % 16) owns rows ty + 16 i and columns tx + 16 j (i, j < 4),
 // so the 16 threads of one row are 16 consecutive lanes of one warp (row
 // reductions are 4 xor-shuffles) and shared-memory reads are conflict-free
-// (a row's value is broadcast; 16 consecutive columns hit 16 banks).
+// (a row's values are broadcast; 16 consecutive columns hit distinct
+// banks), two consecutive elements at a time (float2) along the
+// contracted dimension.
 // Output chunks are W = 16 * COLS columns wide (COLS = 4 or 8); a wider
 // value/head dimension is covered by more blocks, each recomputing its
 // scores.
@@ -163,12 +165,21 @@ __device__ inline TileBlock tileBlock(const AttentionParams &p,
   return tile;
 }
 
-/// Shared memory of dotTile: one 64 x kInner slice of each operand, padded
-/// by one column so that a column walk does not hit one bank.
+/// Shared memory of dotTile: one 64 x kInner slice of each operand. A row
+/// is kInner + 2 floats: 8-byte aligned, so a thread reads two consecutive
+/// x as one float2 (half the shared-memory instructions of scalar reads,
+/// which bound the tile otherwise), and 16 consecutive rows -- the 16
+/// columns of one tile row -- then cover 32 distinct banks.
+constexpr int kStageRow = kInner + 2;
 struct DotStage {
-  float a[kTile][kInner + 1];
-  float b[kTile][kInner + 1];
+  alignas(8) float a[kTile][kStageRow];
+  alignas(8) float b[kTile][kStageRow];
 };
+
+/// fmaf over the two pairs, in order: the sum of scalar steps.
+__device__ inline float fma2(float2 a, float2 b, float acc) {
+  return fmaf(a.y, b.y, fmaf(a.x, b.x, acc));
+}
 
 __device__ inline int tileRow() { return threadIdx.x / 16; }
 __device__ inline int tileColumn() { return threadIdx.x % 16; }
@@ -198,16 +209,16 @@ __device__ inline void dotTile(const float *__restrict__ a, int64_t aRows,
           inside && b0 + row < bRows ? b[(b0 + row) * n + x0 + x] : 0.0f;
     }
     __syncthreads();
-#pragma unroll 8
-    for (int x = 0; x < kInner; ++x) {
-      float av[kPerThread], bv[kPerThread];
+#pragma unroll 4
+    for (int x = 0; x < kInner; x += 2) {
+      float2 av[kPerThread], bv[kPerThread];
       for (int i = 0; i < kPerThread; ++i)
-        av[i] = stage.a[ty + 16 * i][x];
+        av[i] = *reinterpret_cast<const float2 *>(&stage.a[ty + 16 * i][x]);
       for (int j = 0; j < kPerThread; ++j)
-        bv[j] = stage.b[tx + 16 * j][x];
+        bv[j] = *reinterpret_cast<const float2 *>(&stage.b[tx + 16 * j][x]);
       for (int i = 0; i < kPerThread; ++i)
         for (int j = 0; j < kPerThread; ++j)
-          acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+          acc[i][j] = fma2(av[i], bv[j], acc[i][j]);
     }
     __syncthreads();
   }
@@ -253,9 +264,11 @@ __device__ inline void maskScores(const AttentionParams &p, int64_t maskBase,
 }
 
 /// Shared memory of accumulateTile: a 64 x 64 weight tile (padded) and
-/// kStage rows of X.
+/// kStage (even) rows of X.
 template <int COLS> struct AccumulateStage {
-  float weights[kTile][kTile + 1];
+  /// Rows of 66 floats: float2 reads along a row (as DotStage's), and the
+  /// two tile rows of a warp 2 banks apart.
+  alignas(8) float weights[kTile][kTile + 2];
   float x[kStage][16 * COLS];
 };
 
@@ -283,17 +296,21 @@ __device__ inline void accumulateTile(AccumulateStage<COLS> &stage,
                           : 0.0f;
     }
     __syncthreads();
-#pragma unroll 4
-    for (int r = 0; r < kStage; ++r) {
-      float w[kPerThread], xv[COLS];
+#pragma unroll 2
+    for (int r = 0; r < kStage; r += 2) {
+      float2 w[kPerThread], xv[COLS];
       for (int i = 0; i < kPerThread; ++i)
-        w[i] = TRANSPOSED ? stage.weights[r0 + r][ty + 16 * i]
-                          : stage.weights[ty + 16 * i][r0 + r];
+        w[i] = TRANSPOSED
+                   ? make_float2(stage.weights[r0 + r][ty + 16 * i],
+                                 stage.weights[r0 + r + 1][ty + 16 * i])
+                   : *reinterpret_cast<const float2 *>(
+                         &stage.weights[ty + 16 * i][r0 + r]);
       for (int c = 0; c < COLS; ++c)
-        xv[c] = stage.x[r][tx + 16 * c];
+        xv[c] = make_float2(stage.x[r][tx + 16 * c],
+                            stage.x[r + 1][tx + 16 * c]);
       for (int i = 0; i < kPerThread; ++i)
         for (int c = 0; c < COLS; ++c)
-          acc[i][c] = fmaf(w[i], xv[c], acc[i][c]);
+          acc[i][c] = fma2(w[i], xv[c], acc[i][c]);
     }
     __syncthreads();
   }
