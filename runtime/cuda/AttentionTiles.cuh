@@ -300,14 +300,13 @@ __device__ inline void accumulateTile(AccumulateStage<COLS> &stage,
     for (int r = 0; r < kStage; r += 2) {
       float2 w[kPerThread], xv[COLS];
       for (int i = 0; i < kPerThread; ++i)
-        w[i] = TRANSPOSED
-                   ? make_float2(stage.weights[r0 + r][ty + 16 * i],
-                                 stage.weights[r0 + r + 1][ty + 16 * i])
-                   : *reinterpret_cast<const float2 *>(
-                         &stage.weights[ty + 16 * i][r0 + r]);
+        w[i] = TRANSPOSED ? make_float2(stage.weights[r0 + r][ty + 16 * i],
+                                        stage.weights[r0 + r + 1][ty + 16 * i])
+                          : *reinterpret_cast<const float2 *>(
+                                &stage.weights[ty + 16 * i][r0 + r]);
       for (int c = 0; c < COLS; ++c)
-        xv[c] = make_float2(stage.x[r][tx + 16 * c],
-                            stage.x[r + 1][tx + 16 * c]);
+        xv[c] =
+            make_float2(stage.x[r][tx + 16 * c], stage.x[r + 1][tx + 16 * c]);
       for (int i = 0; i < kPerThread; ++i)
         for (int c = 0; c < COLS; ++c)
           acc[i][c] = fma2(w[i], xv[c], acc[i][c]);
