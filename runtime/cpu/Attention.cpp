@@ -154,7 +154,8 @@ void attentionProbabilities(const float *q, const float *k, float scale,
   }
 }
 
-Status runAttention(const KernelCall &call) {
+Status checkAttention(const KernelCall &call, AttentionShape &shape,
+                      float &scale, AttentionMask &mask) {
   if (Status status = expectArity(call, 3, 4); !status.ok())
     return status;
   const TensorRef &query = call.operands[0], &key = call.operands[1],
@@ -173,22 +174,26 @@ Status runAttention(const KernelCall &call) {
     return status;
 
   // Shapes: query [..., S, D], key [..., T, D], value [..., T, Dv].
-  AttentionShape shape;
   if (Status status = checkAttentionShapes(call, query, key, value, "result",
                                            result, shape);
       !status.ok())
     return status;
-  const std::vector<int64_t> &batch = shape.batch;
-  int64_t s = shape.s, d = shape.d, t = shape.t, dv = shape.dv;
-
   // The scale, and the mask broadcast to the scores [..., S, T].
+  return readAttentionAttributes(
+      call, call.operands.size() == 4 ? &call.operands[3] : nullptr, shape,
+      scale, mask);
+}
+
+Status runAttention(const KernelCall &call) {
+  AttentionShape shape;
   float scale;
   AttentionMask mask;
-  if (Status status = readAttentionAttributes(
-          call, call.operands.size() == 4 ? &call.operands[3] : nullptr, shape,
-          scale, mask);
-      !status.ok())
+  if (Status status = checkAttention(call, shape, scale, mask); !status.ok())
     return status;
+  const TensorRef &query = call.operands[0], &key = call.operands[1],
+                  &value = call.operands[2], &result = call.results[0];
+  const std::vector<int64_t> &batch = shape.batch;
+  int64_t s = shape.s, d = shape.d, t = shape.t, dv = shape.dv;
 
   if (s == 0 || dv == 0 || product(batch) == 0)
     return Status::success();

@@ -24,12 +24,8 @@
 
 namespace zplan::cpu::detail {
 
-/// attention_grad(dout [..., S, Dv], query [..., S, D], key [..., T, D],
-/// value [..., T, Dv], mask?; scale, mask_kind, masked_value) -> dquery,
-/// dkey, dvalue (the shapes of q, k, v): the gradient of nn.attention with
-/// the same operands and attributes (the mask broadcasts to [..., S, T]),
-/// f32 only.
-Status runAttentionGrad(const KernelCall &call) {
+Status checkAttentionGrad(const KernelCall &call, AttentionShape &shape,
+                          float &scale, AttentionMask &mask) {
   if (Status status = expectArity(call, 4, 5, 3); !status.ok())
     return status;
   const TensorRef &dout = call.operands[0], &query = call.operands[1],
@@ -41,13 +37,10 @@ Status runAttentionGrad(const KernelCall &call) {
         !status.ok())
       return status;
 
-  AttentionShape shape;
   if (Status status =
           checkAttentionShapes(call, query, key, value, "dout", dout, shape);
       !status.ok())
     return status;
-  const std::vector<int64_t> &batch = shape.batch;
-  int64_t s = shape.s, d = shape.d, t = shape.t, dv = shape.dv;
 
   const char *resultNames[] = {"dquery", "dkey", "dvalue"};
   for (size_t i = 0; i < 3; ++i) {
@@ -63,13 +56,27 @@ Status runAttentionGrad(const KernelCall &call) {
 
   // The scale, and the mask broadcast to the scores [..., S, T], read as
   // the forward reads them.
+  return readAttentionAttributes(
+      call, call.operands.size() == 5 ? &call.operands[4] : nullptr, shape,
+      scale, mask);
+}
+
+/// attention_grad(dout [..., S, Dv], query [..., S, D], key [..., T, D],
+/// value [..., T, Dv], mask?; scale, mask_kind, masked_value) -> dquery,
+/// dkey, dvalue (the shapes of q, k, v): the gradient of nn.attention with
+/// the same operands and attributes (the mask broadcasts to [..., S, T]),
+/// f32 only.
+Status runAttentionGrad(const KernelCall &call) {
+  AttentionShape shape;
   float scale;
   AttentionMask mask;
-  if (Status status = readAttentionAttributes(
-          call, call.operands.size() == 5 ? &call.operands[4] : nullptr, shape,
-          scale, mask);
+  if (Status status = checkAttentionGrad(call, shape, scale, mask);
       !status.ok())
     return status;
+  const TensorRef &dout = call.operands[0], &query = call.operands[1],
+                  &key = call.operands[2], &value = call.operands[3];
+  const std::vector<int64_t> &batch = shape.batch;
+  int64_t s = shape.s, d = shape.d, t = shape.t, dv = shape.dv;
 
   const float *q = query.as<float>(), *k = key.as<float>(),
               *v = value.as<float>(), *g = dout.as<float>();

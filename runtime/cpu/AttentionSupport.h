@@ -61,6 +61,18 @@ void forEachAttentionEntry(const AttentionShape &shape,
                 });
 }
 
+/// nn.attention's operands (query, key, value, mask?) and result: arity,
+/// f32 types, shapes, then the scale and mask attributes; fills `shape`,
+/// `scale` and `mask`. Both backends' forward kernels start here.
+Status checkAttention(const KernelCall &call, AttentionShape &shape,
+                      float &scale, AttentionMask &mask);
+
+/// nn.attention_grad's operands (dout, query, key, value, mask?) and
+/// results (dquery, dkey, dvalue), as checkAttention. Defined in
+/// AttentionGrad.cpp.
+Status checkAttentionGrad(const KernelCall &call, AttentionShape &shape,
+                          float &scale, AttentionMask &mask);
+
 /// Every extent of `shape` fits the BLAS integer (int) the GEMMs take.
 Status checkBlasRange(const KernelCall &call, const AttentionShape &shape);
 

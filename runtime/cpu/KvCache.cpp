@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/IndexingSupport.h"
+#include "runtime/cpu/KvCacheSupport.h"
 
 #include <cblas.h>
 
@@ -67,7 +68,7 @@ Status expectRank4(const KernelCall &call, const char *what,
 
 } // namespace
 
-Status runCacheAppend(const KernelCall &call) {
+Status checkCacheAppend(const KernelCall &call) {
   if (Status status = expectArity(call, 3, 3); !status.ok())
     return status;
   const TensorRef &cache = call.operands[0], &entries = call.operands[1],
@@ -78,7 +79,7 @@ Status runCacheAppend(const KernelCall &call) {
   if (Status status = expectFloatType(call, "cache", cache); !status.ok())
     return status;
   int64_t batch = cache.shape[0], heads = cache.shape[1],
-          slots = cache.shape[2], width = cache.shape[3];
+          width = cache.shape[3];
   if (Status status = expectType(call, "new", entries, cache.dtype);
       !status.ok())
     return status;
@@ -99,6 +100,17 @@ Status runCacheAppend(const KernelCall &call) {
   if (result.data != cache.data)
     return call.error("the result is not the cache itself; cache_append "
                       "writes in place");
+  return Status::success();
+}
+
+Status runCacheAppend(const KernelCall &call) {
+  if (Status status = checkCacheAppend(call); !status.ok())
+    return status;
+  const TensorRef &cache = call.operands[0], &entries = call.operands[1],
+                  &positions = call.operands[2];
+  int64_t batch = cache.shape[0], heads = cache.shape[1],
+          slots = cache.shape[2], width = cache.shape[3];
+  int64_t sequence = entries.shape[2];
   // Every position checked before anything is written.
   if (Status status = checkPositions(call, positions, sequence, slots);
       !status.ok())
@@ -118,7 +130,7 @@ Status runCacheAppend(const KernelCall &call) {
   return Status::success();
 }
 
-Status runCachedAttention(const KernelCall &call) {
+Status checkCachedAttention(const KernelCall &call, float &scale) {
   if (Status status = expectArity(call, 4, 4); !status.ok())
     return status;
   const TensorRef &query = call.operands[0], &key = call.operands[1],
@@ -163,7 +175,20 @@ Status runCachedAttention(const KernelCall &call) {
   double scaleValue;
   if (Status status = floatAttribute(call, "scale", scaleValue); !status.ok())
     return status;
-  auto scale = static_cast<float>(scaleValue);
+  scale = static_cast<float>(scaleValue);
+  return Status::success();
+}
+
+Status runCachedAttention(const KernelCall &call) {
+  float scale;
+  if (Status status = checkCachedAttention(call, scale); !status.ok())
+    return status;
+  const TensorRef &query = call.operands[0], &key = call.operands[1],
+                  &value = call.operands[2], &positions = call.operands[3],
+                  &result = call.results[0];
+  int64_t batch = query.shape[0], heads = query.shape[1],
+          sequence = query.shape[2], width = query.shape[3];
+  int64_t slots = key.shape[2], valueWidth = value.shape[3];
   if (Status status = checkPositions(call, positions, sequence, slots);
       !status.ok())
     return status;

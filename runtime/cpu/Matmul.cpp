@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/MatmulSupport.h"
 
 #include <cblas.h>
 
@@ -21,6 +21,8 @@
 #include <climits>
 
 namespace zplan::cpu::detail {
+
+bool fitsBlas(int64_t value) { return value >= 0 && value <= INT_MAX; }
 
 namespace {
 
@@ -60,59 +62,6 @@ void gemv(bool transposeB, int n, int k, const double *b, int ldb,
     cblas_dgemv(CblasRowMajor, CblasTrans, k, n, 1.0, b, ldb, x, 1, beta, y, 1);
 }
 
-bool fitsBlas(int64_t value) { return value >= 0 && value <= INT_MAX; }
-
-/// The shapes of one matmul, after rank-1 promotion.
-struct MatmulShape {
-  int64_t m = 0, n = 0, k = 0;
-  bool transposeRhs = false, rhsVector = false;
-  std::vector<int64_t> lhsBatch, rhsBatch, batch;
-};
-
-Status inferShape(const KernelCall &call, MatmulShape &shape) {
-  const std::vector<int64_t> &lhs = call.operands[0].shape;
-  const std::vector<int64_t> &rhs = call.operands[1].shape;
-  if (lhs.empty() || rhs.empty())
-    return call.error("operands must have rank >= 1, got lhs " +
-                      formatShape(lhs) + " and rhs " + formatShape(rhs));
-  shape.transposeRhs = intAttributeOr(call, "transpose_rhs", 0) != 0;
-  if (shape.transposeRhs && rhs.size() < 2)
-    return call.error("transpose_rhs needs rhs of rank >= 2, got " +
-                      formatShape(rhs));
-  bool lhsVector = lhs.size() == 1;
-  shape.rhsVector = rhs.size() == 1;
-  shape.m = lhsVector ? 1 : lhs[lhs.size() - 2];
-  shape.k = lhs.back();
-  int64_t rhsK;
-  if (shape.rhsVector) {
-    rhsK = rhs[0];
-    shape.n = 1;
-  } else if (shape.transposeRhs) {
-    shape.n = rhs[rhs.size() - 2];
-    rhsK = rhs.back();
-  } else {
-    rhsK = rhs[rhs.size() - 2];
-    shape.n = rhs.back();
-  }
-  if (shape.k != rhsK)
-    return call.error("contraction dimensions differ: lhs " + formatShape(lhs) +
-                      " has " + std::to_string(shape.k) + ", rhs " +
-                      formatShape(rhs) + " has " + std::to_string(rhsK));
-  if (!lhsVector)
-    shape.lhsBatch.assign(lhs.begin(), lhs.end() - 2);
-  if (!shape.rhsVector)
-    shape.rhsBatch.assign(rhs.begin(), rhs.end() - 2);
-  if (!broadcastShapes(shape.lhsBatch, shape.rhsBatch, shape.batch))
-    return call.error("batch dimensions do not broadcast: " + formatShape(lhs) +
-                      " and " + formatShape(rhs));
-  std::vector<int64_t> expected = shape.batch;
-  if (!lhsVector)
-    expected.push_back(shape.m);
-  if (!shape.rhsVector)
-    expected.push_back(shape.n);
-  return expectShape(call, "result", call.results[0], expected);
-}
-
 template <typename T>
 Status multiply(const KernelCall &call, const MatmulShape &shape) {
   const TensorRef &lhsRef = call.operands[0], &rhsRef = call.operands[1],
@@ -125,13 +74,10 @@ Status multiply(const KernelCall &call, const MatmulShape &shape) {
 
   T beta = 0;
   if (call.operands.size() == 3) {
-    const TensorRef &bias = call.operands[2];
     std::vector<int64_t> strides;
-    if (!broadcastStrides(bias.shape, resultRef.shape, strides))
-      return call.error("bias of shape " + formatShape(bias.shape) +
-                        " does not broadcast to the result shape " +
-                        formatShape(resultRef.shape));
-    stridedCopy(bias.as<T>(), 0, strides, resultRef.shape, result);
+    if (Status status = matmulBiasStrides(call, strides); !status.ok())
+      return status;
+    stridedCopy(call.operands[2].as<T>(), 0, strides, resultRef.shape, result);
     beta = 1;
   }
   if (m == 0 || n == 0 || batchCount == 0)
@@ -185,9 +131,53 @@ Status multiply(const KernelCall &call, const MatmulShape &shape) {
   return Status::success();
 }
 
+Status inferShape(const KernelCall &call, MatmulShape &shape) {
+  const std::vector<int64_t> &lhs = call.operands[0].shape;
+  const std::vector<int64_t> &rhs = call.operands[1].shape;
+  if (lhs.empty() || rhs.empty())
+    return call.error("operands must have rank >= 1, got lhs " +
+                      formatShape(lhs) + " and rhs " + formatShape(rhs));
+  shape.transposeRhs = intAttributeOr(call, "transpose_rhs", 0) != 0;
+  if (shape.transposeRhs && rhs.size() < 2)
+    return call.error("transpose_rhs needs rhs of rank >= 2, got " +
+                      formatShape(rhs));
+  bool lhsVector = lhs.size() == 1;
+  shape.rhsVector = rhs.size() == 1;
+  shape.m = lhsVector ? 1 : lhs[lhs.size() - 2];
+  shape.k = lhs.back();
+  int64_t rhsK;
+  if (shape.rhsVector) {
+    rhsK = rhs[0];
+    shape.n = 1;
+  } else if (shape.transposeRhs) {
+    shape.n = rhs[rhs.size() - 2];
+    rhsK = rhs.back();
+  } else {
+    rhsK = rhs[rhs.size() - 2];
+    shape.n = rhs.back();
+  }
+  if (shape.k != rhsK)
+    return call.error("contraction dimensions differ: lhs " + formatShape(lhs) +
+                      " has " + std::to_string(shape.k) + ", rhs " +
+                      formatShape(rhs) + " has " + std::to_string(rhsK));
+  if (!lhsVector)
+    shape.lhsBatch.assign(lhs.begin(), lhs.end() - 2);
+  if (!shape.rhsVector)
+    shape.rhsBatch.assign(rhs.begin(), rhs.end() - 2);
+  if (!broadcastShapes(shape.lhsBatch, shape.rhsBatch, shape.batch))
+    return call.error("batch dimensions do not broadcast: " + formatShape(lhs) +
+                      " and " + formatShape(rhs));
+  std::vector<int64_t> expected = shape.batch;
+  if (!lhsVector)
+    expected.push_back(shape.m);
+  if (!shape.rhsVector)
+    expected.push_back(shape.n);
+  return expectShape(call, "result", call.results[0], expected);
+}
+
 } // namespace
 
-Status runMatmul(const KernelCall &call) {
+Status checkMatmul(const KernelCall &call, MatmulShape &shape) {
   if (Status status = expectArity(call, 2, 3); !status.ok())
     return status;
   const TensorRef &lhs = call.operands[0];
@@ -200,10 +190,24 @@ Status runMatmul(const KernelCall &call) {
   if (Status status = expectType(call, "result", call.results[0], lhs.dtype);
       !status.ok())
     return status;
+  return inferShape(call, shape);
+}
+
+Status matmulBiasStrides(const KernelCall &call,
+                         std::vector<int64_t> &strides) {
+  const TensorRef &bias = call.operands[2], &result = call.results[0];
+  if (!broadcastStrides(bias.shape, result.shape, strides))
+    return call.error("bias of shape " + formatShape(bias.shape) +
+                      " does not broadcast to the result shape " +
+                      formatShape(result.shape));
+  return Status::success();
+}
+
+Status runMatmul(const KernelCall &call) {
   MatmulShape shape;
-  if (Status status = inferShape(call, shape); !status.ok())
+  if (Status status = checkMatmul(call, shape); !status.ok())
     return status;
-  return dispatchFloatType(call, "lhs", lhs.dtype, [&](auto tag) {
+  return dispatchFloatType(call, "lhs", call.operands[0].dtype, [&](auto tag) {
     return multiply<typename decltype(tag)::type>(call, shape);
   });
 }

@@ -59,6 +59,11 @@ const std::array<KernelFunction, kKernelTableSize> &kernelTable() {
         // ELEMENTWISE-END
         // Matmul.cpp, Attention.cu, AttentionGrad.cu, KvCache.cu
         // ATTENTION-BEGIN
+        {plan::OPCODE_MATMUL, runMatmul},
+        {plan::OPCODE_ATTENTION, runAttention},
+        {plan::OPCODE_ATTENTION_GRAD, runAttentionGrad},
+        {plan::OPCODE_CACHE_APPEND, runCacheAppend},
+        {plan::OPCODE_CACHED_ATTENTION, runCachedAttention},
         // ATTENTION-END
         // Normalization.cu, NormalizationGrad.cu, Loss.cu, Optimizers.cu,
         // ActivationGrad.cu
