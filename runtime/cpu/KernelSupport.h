@@ -324,83 +324,13 @@ void stridedCopy(const T *input, int64_t base,
 // Kernel entry points, one family per file
 //===----------------------------------------------------------------------===//
 
-// Elementwise.cpp
-Status runNeg(const KernelCall &call);
-Status runAbs(const KernelCall &call);
-Status runSqrt(const KernelCall &call);
-Status runReciprocal(const KernelCall &call);
-Status runExp(const KernelCall &call);
-Status runLog(const KernelCall &call);
-Status runErf(const KernelCall &call);
-Status runTanh(const KernelCall &call);
-Status runSigmoid(const KernelCall &call);
-Status runRelu(const KernelCall &call);
-Status runCos(const KernelCall &call);
-Status runSin(const KernelCall &call);
-Status runSilu(const KernelCall &call);
-Status runGelu(const KernelCall &call);
-Status runAdd(const KernelCall &call);
-Status runSub(const KernelCall &call);
-Status runMul(const KernelCall &call);
-Status runDiv(const KernelCall &call);
-Status runPow(const KernelCall &call);
-Status runMax(const KernelCall &call);
-Status runMin(const KernelCall &call);
-Status runEqual(const KernelCall &call);
-Status runLess(const KernelCall &call);
-Status runGreater(const KernelCall &call);
-Status runWhere(const KernelCall &call);
-Status runCast(const KernelCall &call);
-
-// Matmul.cpp
-Status runMatmul(const KernelCall &call);
-
-// Attention.cpp
-Status runAttention(const KernelCall &call);
-
-// Normalization.cpp
-Status runLayerNorm(const KernelCall &call);
-Status runRmsNorm(const KernelCall &call);
-Status runSoftmax(const KernelCall &call);
-Status runReduceMean(const KernelCall &call);
-Status runReduceSum(const KernelCall &call);
-Status runReduceMax(const KernelCall &call);
-
-// DataMovement.cpp
-Status runTranspose(const KernelCall &call);
-Status runSlice(const KernelCall &call);
-Status runConcat(const KernelCall &call);
-Status runGather(const KernelCall &call);
-Status runEmbedding(const KernelCall &call);
-Status runExpand(const KernelCall &call);
-Status runReshape(const KernelCall &call);
-
-// Loss.cpp (training)
-Status runCrossEntropy(const KernelCall &call);
-Status runCrossEntropyGrad(const KernelCall &call);
-
-// ScatterGrad.cpp (training)
-Status runEmbeddingGrad(const KernelCall &call);
-Status runGatherGrad(const KernelCall &call);
-Status runSliceGrad(const KernelCall &call);
-
-// NormalizationGrad.cpp (training)
-Status runLayerNormGrad(const KernelCall &call);
-Status runRmsNormGrad(const KernelCall &call);
-Status runSoftmaxGrad(const KernelCall &call);
-
-// AttentionGrad.cpp, ActivationGrad.cpp (training)
-Status runAttentionGrad(const KernelCall &call);
-Status runGeluGrad(const KernelCall &call);
-
-// Optimizers.cpp (training): no results, operands updated in place
-Status runAdamW(const KernelCall &call);
-Status runSgd(const KernelCall &call);
-
-// KvCache.cpp (generation): cache_append writes its cache operand in place
-// (its result is that same storage)
-Status runCacheAppend(const KernelCall &call);
-Status runCachedAttention(const KernelCall &call);
+// One per compute opcode, in the file of its family (ComputeKernels.def).
+// The training ops' kernels update operands in place where the op says so:
+// the optimizers have no results and update their operands; cache_append
+// writes its cache operand (its result is that same storage).
+#define ZPLAN_COMPUTE_KERNEL(opcode, function)                                 \
+  Status function(const KernelCall &call);
+#include "runtime/plan/ComputeKernels.def"
 
 } // namespace zplan::cpu::detail
 

@@ -45,71 +45,8 @@ constexpr int kKernelTableSize = 100;
 const std::array<KernelFunction, kKernelTableSize> &kernelTable() {
   static const std::array<KernelFunction, kKernelTableSize> table = [] {
     const std::pair<plan::Opcode, KernelFunction> kernels[] = {
-        // Elementwise.cpp
-        {plan::OPCODE_NEG, runNeg},
-        {plan::OPCODE_ABS, runAbs},
-        {plan::OPCODE_SQRT, runSqrt},
-        {plan::OPCODE_RECIPROCAL, runReciprocal},
-        {plan::OPCODE_EXP, runExp},
-        {plan::OPCODE_LOG, runLog},
-        {plan::OPCODE_ERF, runErf},
-        {plan::OPCODE_TANH, runTanh},
-        {plan::OPCODE_SIGMOID, runSigmoid},
-        {plan::OPCODE_RELU, runRelu},
-        {plan::OPCODE_COS, runCos},
-        {plan::OPCODE_SIN, runSin},
-        {plan::OPCODE_SILU, runSilu},
-        {plan::OPCODE_GELU, runGelu},
-        {plan::OPCODE_ADD, runAdd},
-        {plan::OPCODE_SUB, runSub},
-        {plan::OPCODE_MUL, runMul},
-        {plan::OPCODE_DIV, runDiv},
-        {plan::OPCODE_POW, runPow},
-        {plan::OPCODE_MAX, runMax},
-        {plan::OPCODE_MIN, runMin},
-        {plan::OPCODE_EQUAL, runEqual},
-        {plan::OPCODE_LESS, runLess},
-        {plan::OPCODE_GREATER, runGreater},
-        {plan::OPCODE_WHERE, runWhere},
-        {plan::OPCODE_CAST, runCast},
-        // Matmul.cpp, Attention.cpp
-        {plan::OPCODE_MATMUL, runMatmul},
-        {plan::OPCODE_ATTENTION, runAttention},
-        // Normalization.cpp
-        {plan::OPCODE_LAYER_NORM, runLayerNorm},
-        {plan::OPCODE_RMS_NORM, runRmsNorm},
-        {plan::OPCODE_SOFTMAX, runSoftmax},
-        {plan::OPCODE_REDUCE_MEAN, runReduceMean},
-        {plan::OPCODE_REDUCE_SUM, runReduceSum},
-        {plan::OPCODE_REDUCE_MAX, runReduceMax},
-        // DataMovement.cpp
-        {plan::OPCODE_TRANSPOSE, runTranspose},
-        {plan::OPCODE_SLICE, runSlice},
-        {plan::OPCODE_CONCAT, runConcat},
-        {plan::OPCODE_GATHER, runGather},
-        {plan::OPCODE_EMBEDDING, runEmbedding},
-        {plan::OPCODE_EXPAND, runExpand},
-        {plan::OPCODE_RESHAPE, runReshape},
-        // Loss.cpp
-        {plan::OPCODE_CROSS_ENTROPY, runCrossEntropy},
-        {plan::OPCODE_CROSS_ENTROPY_GRAD, runCrossEntropyGrad},
-        // ScatterGrad.cpp
-        {plan::OPCODE_EMBEDDING_GRAD, runEmbeddingGrad},
-        {plan::OPCODE_GATHER_GRAD, runGatherGrad},
-        {plan::OPCODE_SLICE_GRAD, runSliceGrad},
-        // NormalizationGrad.cpp
-        {plan::OPCODE_LAYER_NORM_GRAD, runLayerNormGrad},
-        {plan::OPCODE_RMS_NORM_GRAD, runRmsNormGrad},
-        {plan::OPCODE_SOFTMAX_GRAD, runSoftmaxGrad},
-        // AttentionGrad.cpp, ActivationGrad.cpp
-        {plan::OPCODE_ATTENTION_GRAD, runAttentionGrad},
-        {plan::OPCODE_GELU_GRAD, runGeluGrad},
-        // Optimizers.cpp
-        {plan::OPCODE_ADAMW, runAdamW},
-        {plan::OPCODE_SGD, runSgd},
-        // KvCache.cpp (generation)
-        {plan::OPCODE_CACHE_APPEND, runCacheAppend},
-        {plan::OPCODE_CACHED_ATTENTION, runCachedAttention},
+#define ZPLAN_COMPUTE_KERNEL(opcode, function) {plan::opcode, function},
+#include "runtime/plan/ComputeKernels.def"
     };
     std::array<KernelFunction, kKernelTableSize> byOpcode{};
     // Compute opcodes are numbered below kKernelTableSize in plan.proto;

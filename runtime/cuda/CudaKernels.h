@@ -112,85 +112,13 @@ unsigned gridFor(int64_t count, unsigned threads, const DeviceContext &device);
 // Entry points, one family per file (the CPU's families)
 //===----------------------------------------------------------------------===//
 
-// Elementwise.cu
-Status runNeg(const KernelCall &call);
-Status runAbs(const KernelCall &call);
-Status runSqrt(const KernelCall &call);
-Status runReciprocal(const KernelCall &call);
-Status runExp(const KernelCall &call);
-Status runLog(const KernelCall &call);
-Status runErf(const KernelCall &call);
-Status runTanh(const KernelCall &call);
-Status runSigmoid(const KernelCall &call);
-Status runRelu(const KernelCall &call);
-Status runCos(const KernelCall &call);
-Status runSin(const KernelCall &call);
-Status runSilu(const KernelCall &call);
-Status runGelu(const KernelCall &call);
-Status runAdd(const KernelCall &call);
-Status runSub(const KernelCall &call);
-Status runMul(const KernelCall &call);
-Status runDiv(const KernelCall &call);
-Status runPow(const KernelCall &call);
-Status runMax(const KernelCall &call);
-Status runMin(const KernelCall &call);
-Status runEqual(const KernelCall &call);
-Status runLess(const KernelCall &call);
-Status runGreater(const KernelCall &call);
-Status runWhere(const KernelCall &call);
-Status runCast(const KernelCall &call);
-
-// Matmul.cpp (cuBLAS / cuBLASLt)
-Status runMatmul(const KernelCall &call);
-
-// Attention.cu
-Status runAttention(const KernelCall &call);
-
-// Normalization.cu
-Status runLayerNorm(const KernelCall &call);
-Status runRmsNorm(const KernelCall &call);
-Status runSoftmax(const KernelCall &call);
-
-// Reductions.cu
-Status runReduceMean(const KernelCall &call);
-Status runReduceSum(const KernelCall &call);
-Status runReduceMax(const KernelCall &call);
-
-// DataMovement.cu
-Status runTranspose(const KernelCall &call);
-Status runSlice(const KernelCall &call);
-Status runConcat(const KernelCall &call);
-Status runGather(const KernelCall &call);
-Status runEmbedding(const KernelCall &call);
-Status runExpand(const KernelCall &call);
-Status runReshape(const KernelCall &call);
-
-// Loss.cu (training)
-Status runCrossEntropy(const KernelCall &call);
-Status runCrossEntropyGrad(const KernelCall &call);
-
-// ScatterGrad.cu (training)
-Status runEmbeddingGrad(const KernelCall &call);
-Status runGatherGrad(const KernelCall &call);
-Status runSliceGrad(const KernelCall &call);
-
-// NormalizationGrad.cu (training)
-Status runLayerNormGrad(const KernelCall &call);
-Status runRmsNormGrad(const KernelCall &call);
-Status runSoftmaxGrad(const KernelCall &call);
-
-// AttentionGrad.cu, ActivationGrad.cu (training)
-Status runAttentionGrad(const KernelCall &call);
-Status runGeluGrad(const KernelCall &call);
-
-// Optimizers.cu (training): no results, operands updated in place
-Status runAdamW(const KernelCall &call);
-Status runSgd(const KernelCall &call);
-
-// KvCache.cu (generation): cache_append writes its cache operand in place;
-// cached_attention is the fused decode kernel
-Status runCacheAppend(const KernelCall &call);
-Status runCachedAttention(const KernelCall &call);
+// One per compute opcode (ComputeKernels.def), each in the file of its
+// family, as on the CPU (Elementwise.cpp there is Elementwise.cu here; the
+// reductions have Reductions.cu; GEMMs are cuBLAS calls in Matmul.cpp;
+// cached_attention is the fused decode kernel).
+#define ZPLAN_COMPUTE_KERNEL(opcode, function)                                 \
+  Status function(const KernelCall &call);
+#include "runtime/plan/ComputeKernels.def"
 
 } // namespace zplan::cuda
 

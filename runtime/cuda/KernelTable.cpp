@@ -1,10 +1,10 @@
 //===- KernelTable.cpp - compute opcodes to CUDA entry points -------------===//
 //
-// The CUDA twin of runtime/cpu/Kernels.cpp's table, and the shared host
-// pieces of every entry point (launch and library error checks, grid
-// sizes, the texts of device-reported errors). A CUDA build must have an
-// entry for every opcode the CPU backend has: test/unit/CudaCoverageTest.cpp
-// says which are missing, on any machine.
+// The CUDA twin of runtime/cpu/Kernels.cpp's table -- both are built from
+// runtime/plan/ComputeKernels.def, so CUDA has an entry point for every
+// opcode the CPU has (test/gpu/CudaCoverageTest.cpp checks the tables) --
+// and the shared host pieces of every entry point (launch and library
+// error checks, grid sizes, the texts of device-reported errors).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <array>
 #include <utility>
-#include <vector>
 
 using namespace zplan;
 using namespace zplan::cuda;
@@ -27,75 +26,9 @@ constexpr size_t kKernelTableSize = 100;
 
 const std::array<KernelFunction, kKernelTableSize> &kernelTable() {
   static const std::array<KernelFunction, kKernelTableSize> table = [] {
-    const std::vector<std::pair<plan::Opcode, KernelFunction>> kernels = {
-        // Elementwise.cu
-        // ELEMENTWISE-BEGIN
-        {plan::OPCODE_NEG, runNeg},
-        {plan::OPCODE_ABS, runAbs},
-        {plan::OPCODE_SQRT, runSqrt},
-        {plan::OPCODE_RECIPROCAL, runReciprocal},
-        {plan::OPCODE_EXP, runExp},
-        {plan::OPCODE_LOG, runLog},
-        {plan::OPCODE_ERF, runErf},
-        {plan::OPCODE_TANH, runTanh},
-        {plan::OPCODE_SIGMOID, runSigmoid},
-        {plan::OPCODE_RELU, runRelu},
-        {plan::OPCODE_COS, runCos},
-        {plan::OPCODE_SIN, runSin},
-        {plan::OPCODE_SILU, runSilu},
-        {plan::OPCODE_GELU, runGelu},
-        {plan::OPCODE_ADD, runAdd},
-        {plan::OPCODE_SUB, runSub},
-        {plan::OPCODE_MUL, runMul},
-        {plan::OPCODE_DIV, runDiv},
-        {plan::OPCODE_POW, runPow},
-        {plan::OPCODE_MAX, runMax},
-        {plan::OPCODE_MIN, runMin},
-        {plan::OPCODE_EQUAL, runEqual},
-        {plan::OPCODE_LESS, runLess},
-        {plan::OPCODE_GREATER, runGreater},
-        {plan::OPCODE_WHERE, runWhere},
-        {plan::OPCODE_CAST, runCast},
-        // ELEMENTWISE-END
-        // Matmul.cpp, Attention.cu, AttentionGrad.cu, KvCache.cu
-        // ATTENTION-BEGIN
-        {plan::OPCODE_MATMUL, runMatmul},
-        {plan::OPCODE_ATTENTION, runAttention},
-        {plan::OPCODE_ATTENTION_GRAD, runAttentionGrad},
-        {plan::OPCODE_CACHE_APPEND, runCacheAppend},
-        {plan::OPCODE_CACHED_ATTENTION, runCachedAttention},
-        // ATTENTION-END
-        // Normalization.cu, NormalizationGrad.cu, Loss.cu, Optimizers.cu,
-        // ActivationGrad.cu
-        // NORMALIZATION-BEGIN
-        {plan::OPCODE_LAYER_NORM, runLayerNorm},
-        {plan::OPCODE_RMS_NORM, runRmsNorm},
-        {plan::OPCODE_SOFTMAX, runSoftmax},
-        {plan::OPCODE_LAYER_NORM_GRAD, runLayerNormGrad},
-        {plan::OPCODE_RMS_NORM_GRAD, runRmsNormGrad},
-        {plan::OPCODE_SOFTMAX_GRAD, runSoftmaxGrad},
-        {plan::OPCODE_CROSS_ENTROPY, runCrossEntropy},
-        {plan::OPCODE_CROSS_ENTROPY_GRAD, runCrossEntropyGrad},
-        {plan::OPCODE_GELU_GRAD, runGeluGrad},
-        {plan::OPCODE_ADAMW, runAdamW},
-        {plan::OPCODE_SGD, runSgd},
-        // NORMALIZATION-END
-        // Reductions.cu, DataMovement.cu, ScatterGrad.cu
-        // MOVEMENT-BEGIN
-        {plan::OPCODE_REDUCE_MEAN, runReduceMean},
-        {plan::OPCODE_REDUCE_SUM, runReduceSum},
-        {plan::OPCODE_REDUCE_MAX, runReduceMax},
-        {plan::OPCODE_TRANSPOSE, runTranspose},
-        {plan::OPCODE_SLICE, runSlice},
-        {plan::OPCODE_CONCAT, runConcat},
-        {plan::OPCODE_GATHER, runGather},
-        {plan::OPCODE_EMBEDDING, runEmbedding},
-        {plan::OPCODE_EXPAND, runExpand},
-        {plan::OPCODE_RESHAPE, runReshape},
-        {plan::OPCODE_EMBEDDING_GRAD, runEmbeddingGrad},
-        {plan::OPCODE_GATHER_GRAD, runGatherGrad},
-        {plan::OPCODE_SLICE_GRAD, runSliceGrad},
-        // MOVEMENT-END
+    const std::pair<plan::Opcode, KernelFunction> kernels[] = {
+#define ZPLAN_COMPUTE_KERNEL(opcode, function) {plan::opcode, function},
+#include "runtime/plan/ComputeKernels.def"
     };
     std::array<KernelFunction, kKernelTableSize> byOpcode{};
     for (const auto &[opcode, function] : kernels)
