@@ -249,8 +249,8 @@ Status Executor::prepare() {
   }
   if (!commQueue.empty())
     awaited[commQueue.back()] = true;
-  if (Status status = backend.createQueues(count, options.trace != nullptr,
-                                           queues);
+  if (Status status =
+          backend.createQueues(count, options.trace != nullptr, queues);
       !status.ok())
     return status;
 

@@ -154,8 +154,7 @@ Status CpuBackend::prepareKernel(const plan::Instruction &instruction,
   return Status::success();
 }
 
-Status CpuBackend::createQueues(uint32_t, bool,
-                                std::unique_ptr<Queues> &out) {
+Status CpuBackend::createQueues(uint32_t, bool, std::unique_ptr<Queues> &out) {
   out = std::make_unique<CpuQueues>();
   return Status::success();
 }

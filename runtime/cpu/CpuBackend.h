@@ -27,8 +27,7 @@ public:
                std::unique_ptr<BackendMemory> &out) override;
   Status copyFromHost(void *target, const void *source,
                       uint64_t bytes) override;
-  Status copyToHost(void *target, const void *source,
-                    uint64_t bytes) override;
+  Status copyToHost(void *target, const void *source, uint64_t bytes) override;
 
   bool hasKernel(plan::Opcode opcode) const override;
   Status prepareKernel(const plan::Instruction &instruction,

@@ -115,8 +115,7 @@ public:
                std::unique_ptr<BackendMemory> &out) override;
   Status copyFromHost(void *target, const void *source,
                       uint64_t bytes) override;
-  Status copyToHost(void *target, const void *source,
-                    uint64_t bytes) override;
+  Status copyToHost(void *target, const void *source, uint64_t bytes) override;
 
   bool hasKernel(plan::Opcode opcode) const override {
     return findKernel(opcode) != nullptr;
@@ -269,8 +268,8 @@ CudaBackend::~CudaBackend() {
 }
 
 Status CudaBackend::initialize(int device) {
-  ZR_CUDA(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) +
-                                     ")");
+  ZR_CUDA(cudaSetDevice(device),
+          "cudaSetDevice(" + std::to_string(device) + ")");
   ordinal = device;
   ZR_CUDA(cudaGetDeviceProperties(&context.properties, device),
           "cudaGetDeviceProperties");
@@ -317,7 +316,8 @@ Status CudaBackend::allocate(uint64_t bytes, std::string_view what,
   if (cudaError_t error = cudaMalloc(&memory, size); error != cudaSuccess) {
     cudaGetLastError(); // an out-of-memory is not sticky: clear it
     return failure("cannot allocate ", bytes, " bytes for ", what,
-                   " on cuda device ", ordinal, ": ", cudaGetErrorString(error));
+                   " on cuda device ", ordinal, ": ",
+                   cudaGetErrorString(error));
   }
   out = std::make_unique<DeviceMemory>(static_cast<uint8_t *>(memory), bytes);
   ZR_CUDA(cudaMemset(memory, 0, size), "cudaMemset");

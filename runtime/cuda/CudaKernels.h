@@ -79,9 +79,7 @@ struct KernelCall {
 
   std::string op() const { return host.op(); }
   /// "<op>: <message>".
-  Status error(const std::string &message) const {
-    return host.error(message);
-  }
+  Status error(const std::string &message) const { return host.error(message); }
   /// The word device kernels pass to reportKernelError():
   /// (opcode << 8), to be or'ed with a KernelError.
   uint32_t errorTag() const {

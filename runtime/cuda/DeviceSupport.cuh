@@ -1,4 +1,5 @@
-//===- DeviceSupport.cuh - device-side helpers the CUDA kernels share ------===//
+//===- DeviceSupport.cuh - device-side helpers the CUDA kernels share
+//------===//
 //
 // Included by .cu files only: grid-stride loops, warp and block reductions
 // (sums in float or double, maxima), and reportKernelError(), the device
@@ -46,8 +47,7 @@ template <typename T> __device__ inline T warpMax(T value) {
 
 /// The sum of `value` over the block, returned to every thread. `scratch`
 /// is 32 elements of shared memory, free again when this returns.
-template <typename T>
-__device__ inline T blockSum(T value, T *scratch) {
+template <typename T> __device__ inline T blockSum(T value, T *scratch) {
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int warps = (blockDim.x + 31) / 32;
   value = warpSum(value);
@@ -61,8 +61,7 @@ __device__ inline T blockSum(T value, T *scratch) {
 
 /// The maximum of `value` over the block (NaN-unaware: -inf is the
 /// identity), returned to every thread; `scratch` as blockSum's.
-template <typename T>
-__device__ inline T blockMax(T value, T *scratch) {
+template <typename T> __device__ inline T blockMax(T value, T *scratch) {
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int warps = (blockDim.x + 31) / 32;
   value = warpMax(value);

@@ -73,16 +73,16 @@ Status zplan::cuda::checkCuda(const KernelCall &call, cudaError_t status,
                               const char *what) {
   if (status == cudaSuccess)
     return Status::success();
-  return call.error(std::string(what) + " failed: " +
-                    cudaGetErrorString(status));
+  return call.error(std::string(what) +
+                    " failed: " + cudaGetErrorString(status));
 }
 
 Status zplan::cuda::checkCublas(const KernelCall &call, cublasStatus_t status,
                                 const char *what) {
   if (status == CUBLAS_STATUS_SUCCESS)
     return Status::success();
-  return call.error(std::string(what) + " failed: " +
-                    cublasGetStatusString(status));
+  return call.error(std::string(what) +
+                    " failed: " + cublasGetStatusString(status));
 }
 
 unsigned zplan::cuda::gridFor(int64_t count, unsigned threads,

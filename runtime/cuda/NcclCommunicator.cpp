@@ -75,9 +75,9 @@ public:
   using comm::Communicator::allReduce;
   Status allReduce(void *data, uint64_t count, ElementType type) override {
     ZR_RETURN_IF_ERROR(summable(type, "allReduce"));
-    return check("ncclAllReduce", ncclAllReduce(data, data, count,
-                                                *ncclTypeOf(type), ncclSum,
-                                                comm, stream()));
+    return check("ncclAllReduce",
+                 ncclAllReduce(data, data, count, *ncclTypeOf(type), ncclSum,
+                               comm, stream()));
   }
 
   // Host data: the bootstrap communicator's.
@@ -121,9 +121,10 @@ private:
 
 } // namespace
 
-Status zplan::cuda::createNcclCommunicator(
-    comm::Communicator &host, CudaDevice &device,
-    std::unique_ptr<comm::Communicator> &out) {
+Status
+zplan::cuda::createNcclCommunicator(comm::Communicator &host,
+                                    CudaDevice &device,
+                                    std::unique_ptr<comm::Communicator> &out) {
   ncclUniqueId id{};
   if (host.rank() == 0)
     if (ncclResult_t result = ncclGetUniqueId(&id); result != ncclSuccess)

@@ -84,8 +84,8 @@ Status RankDevice::open(BackendChoice choice, comm::Communicator &host,
       if (lacking == host.rank())
         reason = ": " + cuda::noDeviceReason();
 #endif
-      return failure("--backend cuda: rank ", lacking,
-                     " has no CUDA device", reason);
+      return failure("--backend cuda: rank ", lacking, " has no CUDA device",
+                     reason);
     }
     useCuda = lacking < 0;
   }

@@ -141,8 +141,8 @@ struct Session::State {
   /// device (syncCheckpointRegions() writes them back after a load).
   std::vector<train::CheckpointRegion>
   checkpointRegions(std::vector<std::vector<uint8_t>> &staging) const;
-  Status syncCheckpointRegions(
-      const std::vector<std::vector<uint8_t>> &staging) const;
+  Status
+  syncCheckpointRegions(const std::vector<std::vector<uint8_t>> &staging) const;
   /// The last step's logits, copied to the host (kept across steps).
   std::vector<float> logitsOnHost;
 };
@@ -305,8 +305,7 @@ Status Session::open(const std::string &planPath,
         failure("the plan has no program ", inQuotes(kOptimizerProgram),
                 ": compile the model with zcc --mode train");
   if (state->trainProblem.ok()) {
-    ZR_RETURN_IF_ERROR(
-        checkProgramSupported(plan, *state->optimizer, backend));
+    ZR_RETURN_IF_ERROR(checkProgramSupported(plan, *state->optimizer, backend));
     for (const plan::Instruction &instruction :
          state->optimizer->instructions())
       state->sgd |= instruction.opcode() == plan::OPCODE_SGD;
@@ -456,9 +455,9 @@ Status Session::State::runMicroStep(const std::vector<ProgramInput> &inputs,
   // The arena reuses the inputs' bytes once they are dead: refill them
   // before every run.
   for (const ProgramInput &input : inputs)
-    ZR_RETURN_IF_ERROR(memory->write(
-        findBinding(step->inputs(), input.name)->buffer(), input.data,
-        input.bytes));
+    ZR_RETURN_IF_ERROR(
+        memory->write(findBinding(step->inputs(), input.name)->buffer(),
+                      input.data, input.bytes));
   ZR_RETURN_IF_ERROR(stepExecutor->run());
   return memory->read(loss->buffer(), &localLoss, sizeof(localLoss));
 }
@@ -683,7 +682,8 @@ HostInput hostInputFor(const plan::Plan &plan, const plan::Binding &binding) {
           std::vector<int64_t>(elementCount(bufferOf(plan, binding.buffer())))};
 }
 
-Status writeInputs(RankMemory &memory, std::initializer_list<HostInput *> inputs) {
+Status writeInputs(RankMemory &memory,
+                   std::initializer_list<HostInput *> inputs) {
   for (HostInput *input : inputs)
     ZR_RETURN_IF_ERROR(memory.write(input->binding->buffer(),
                                     input->values.data(),
@@ -730,9 +730,8 @@ Status Session::generate(const GenerateRequest &request, GenerateResult &result,
                    static_cast<uint64_t>(program.instructions_size()) * runs)));
       options.trace = &s.traces[index];
     }
-    if (Status status = Executor::create(s.plan, program, *s.memory,
-                                         *s.counting, options,
-                                         executors[index]);
+    if (Status status = Executor::create(
+            s.plan, program, *s.memory, *s.counting, options, executors[index]);
         !status.ok())
       return s.stopOn(status);
   }
@@ -762,8 +761,8 @@ Status Session::generate(const GenerateRequest &request, GenerateResult &result,
     generation.fillPrefill(prefillIds.values.data(),
                            prefillPositions.values.data(),
                            lastIndex.values.data());
-    status = writeInputs(*s.memory, {&prefillIds, &prefillPositions,
-                                     &lastIndex});
+    status =
+        writeInputs(*s.memory, {&prefillIds, &prefillPositions, &lastIndex});
   }
   if (status.ok())
     status = run(kPrefill);

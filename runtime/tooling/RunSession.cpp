@@ -261,8 +261,8 @@ Status loadRun(RunSession &session) {
   ZR_RETURN_IF_ERROR(RankDevice::open(session.arguments.backend, communicator,
                                       session.device));
   Backend &backend = session.device->backend();
-  ZR_RETURN_IF_ERROR(checkProgramSupported(session.plan, *session.program,
-                                           backend));
+  ZR_RETURN_IF_ERROR(
+      checkProgramSupported(session.plan, *session.program, backend));
   ZR_RETURN_IF_ERROR(RankMemory::load(
       session.arguments.planPath, session.plan,
       static_cast<uint32_t>(communicator.rank()), backend, session.memory));
@@ -417,9 +417,8 @@ int zplan::tooling::runPlan(const Arguments &arguments,
     // copy them in before every run.
     for (int i = 0; i < program.inputs_size(); ++i) {
       const npy::Array &input = session.inputs[i];
-      if (Status status =
-              session.memory->write(program.inputs(i).buffer(),
-                                    input.data.data(), input.data.size());
+      if (Status status = session.memory->write(
+              program.inputs(i).buffer(), input.data.data(), input.data.size());
           !status.ok())
         abortRun(communicator, status);
     }

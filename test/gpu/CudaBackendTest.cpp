@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/CpuBackend.h"
 #include "runtime/cuda/CudaBackend.h"
+#include "runtime/cpu/CpuBackend.h"
 
 #include <gtest/gtest.h>
 
@@ -42,7 +42,8 @@ protected:
 
   std::vector<uint8_t> read(const BackendMemory &memory) {
     std::vector<uint8_t> host(memory.bytes());
-    Status status = backend->copyToHost(host.data(), memory.data(), host.size());
+    Status status =
+        backend->copyToHost(host.data(), memory.data(), host.size());
     EXPECT_TRUE(status.ok()) << status.message();
     return host;
   }
@@ -72,15 +73,14 @@ TEST_F(CudaBackendTest, AdoptCopiesWeightsToTheDevice) {
 }
 
 TEST_F(CudaBackendTest, PoisonWritesTheCpuBackendsBytes) {
-  for (ElementType type : {ElementType::F32, ElementType::BF16,
-                           ElementType::F64, ElementType::I64,
-                           ElementType::I32, ElementType::Bool})
+  for (ElementType type :
+       {ElementType::F32, ElementType::BF16, ElementType::F64, ElementType::I64,
+        ElementType::I32, ElementType::Bool})
     for (uint64_t bytes : {uint64_t(8), uint64_t(1000), uint64_t(100003)}) {
       auto memory = allocate(bytes);
       ASSERT_TRUE(backend->poison(memory->data(), bytes, type).ok());
       std::vector<uint8_t> expected(bytes, 0);
-      ASSERT_TRUE(
-          cpu::cpuBackend().poison(expected.data(), bytes, type).ok());
+      ASSERT_TRUE(cpu::cpuBackend().poison(expected.data(), bytes, type).ok());
       EXPECT_EQ(read(*memory), expected)
           << elementTypeInfo(type).name << ", " << bytes << " bytes";
     }
@@ -107,10 +107,10 @@ TEST_F(CudaBackendTest, QueuesCopyZeroAndAccumulate) {
     values[i] = 0.5f * static_cast<float>(i % 97);
   auto source = allocate(count * sizeof(float));
   auto target = allocate(count * sizeof(float));
-  ASSERT_TRUE(backend
-                  ->copyFromHost(source->data(), values.data(),
-                                 count * sizeof(float))
-                  .ok());
+  ASSERT_TRUE(
+      backend
+          ->copyFromHost(source->data(), values.data(), count * sizeof(float))
+          .ok());
   std::unique_ptr<Queues> queues;
   ASSERT_TRUE(backend->createQueues(1, false, queues).ok());
   auto *sum = reinterpret_cast<float *>(target->data());
@@ -143,10 +143,9 @@ TEST_F(CudaBackendTest, AnEventOrdersTheOtherQueue) {
   auto source = allocate(count * sizeof(float));
   auto sumMemory = allocate(count * sizeof(float));
   auto copyMemory = allocate(count * sizeof(float));
-  ASSERT_TRUE(backend
-                  ->copyFromHost(source->data(), ones.data(),
-                                 count * sizeof(float))
-                  .ok());
+  ASSERT_TRUE(
+      backend->copyFromHost(source->data(), ones.data(), count * sizeof(float))
+          .ok());
   auto *sum = reinterpret_cast<float *>(sumMemory->data());
   std::unique_ptr<Queues> queues;
   ASSERT_TRUE(backend->createQueues(2, false, queues).ok());
@@ -158,17 +157,17 @@ TEST_F(CudaBackendTest, AnEventOrdersTheOtherQueue) {
                     .ok());
   ASSERT_TRUE(queues->recordCompletion(plan::COMM, 0).ok());
   ASSERT_TRUE(queues->waitFor(plan::COMPUTE, 0).ok());
-  ASSERT_TRUE(queues
-                  ->copy(plan::COMPUTE, copyMemory->data(), sum,
-                         count * sizeof(float))
-                  .ok());
+  ASSERT_TRUE(
+      queues
+          ->copy(plan::COMPUTE, copyMemory->data(), sum, count * sizeof(float))
+          .ok());
   ASSERT_TRUE(queues->recordCompletion(plan::COMPUTE, 1).ok());
   ASSERT_TRUE(queues->synchronize().ok());
   std::vector<float> copied(count);
-  ASSERT_TRUE(backend
-                  ->copyToHost(copied.data(), copyMemory->data(),
-                               count * sizeof(float))
-                  .ok());
+  ASSERT_TRUE(
+      backend
+          ->copyToHost(copied.data(), copyMemory->data(), count * sizeof(float))
+          .ok());
   for (uint64_t i = 0; i < count; i += 4099)
     ASSERT_EQ(copied[i], static_cast<float>(rounds)) << "element " << i;
 }

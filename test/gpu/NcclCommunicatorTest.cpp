@@ -86,9 +86,9 @@ TEST_F(Nccl, AllGathersF32AndBf16) {
   auto receive = upload(zeros.data(), perRank * size() * 4);
   auto receiveBf16 = upload(zeros.data(), perRank * size() * 2);
   comm::Communicator &nccl = device->collectives();
-  ASSERT_TRUE(nccl.allGather(send->data(), receive->data(), perRank,
-                             ElementType::F32)
-                  .ok());
+  ASSERT_TRUE(
+      nccl.allGather(send->data(), receive->data(), perRank, ElementType::F32)
+          .ok());
   ASSERT_TRUE(nccl.allGather(sendBf16->data(), receiveBf16->data(), perRank,
                              ElementType::BF16)
                   .ok());
@@ -119,9 +119,9 @@ TEST_F(Nccl, ReduceScattersAndAllReducesF32AndBf16) {
   auto send = upload(mine.data(), total * 4);
   std::vector<uint8_t> zeros(total * 4, 0);
   auto shard = upload(zeros.data(), perRank * 4);
-  ASSERT_TRUE(nccl.reduceScatter(send->data(), shard->data(), perRank,
-                                 ElementType::F32)
-                  .ok());
+  ASSERT_TRUE(
+      nccl.reduceScatter(send->data(), shard->data(), perRank, ElementType::F32)
+          .ok());
   std::vector<float> reduced = download<float>(*shard);
   for (uint64_t i = 0; i < perRank; ++i)
     ASSERT_EQ(reduced[i], ranks * float((rank() * perRank + i) % 7)) << i;
@@ -148,7 +148,8 @@ TEST_F(Nccl, ReduceScattersAndAllReducesF32AndBf16) {
 }
 
 TEST_F(Nccl, RefusesToSumATypeNcclLacks) {
-  Status status = device->collectives().allReduce(nullptr, 0, ElementType::Bool);
+  Status status =
+      device->collectives().allReduce(nullptr, 0, ElementType::Bool);
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("NCCL cannot sum"), std::string::npos)
       << status.message();

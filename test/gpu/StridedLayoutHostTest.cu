@@ -1,4 +1,5 @@
-//===- StridedLayoutHostTest.cu - the CUDA kernels' index math, on the host ===//
+//===- StridedLayoutHostTest.cu - the CUDA kernels' index math, on the host
+//===//
 //
 // Every elementwise, movement and scatter kernel of runtime/cuda finds the
 // elements of a thread through StridedLayout::locate (Strided.cuh), which is
@@ -77,17 +78,17 @@ template <int N> void expectLocateMatchesTheCpuWalk(uint32_t seed) {
     Status made = makeStridedLayout<N>(call, shape, strides, bases, layout);
     ASSERT_TRUE(made.ok()) << made.message();
     std::vector<std::array<int64_t, N>> expected;
-    cpu::detail::forEachRun<N>(
-        shape, strides, bases,
-        [&](int64_t, const std::array<int64_t, N> &at,
-            const std::array<int64_t, N> &step, int64_t count) {
-          for (int64_t j = 0; j < count; ++j) {
-            std::array<int64_t, N> offsets;
-            for (int k = 0; k < N; ++k)
-              offsets[k] = at[k] + j * step[k];
-            expected.push_back(offsets);
-          }
-        });
+    cpu::detail::forEachRun<N>(shape, strides, bases,
+                               [&](int64_t, const std::array<int64_t, N> &at,
+                                   const std::array<int64_t, N> &step,
+                                   int64_t count) {
+                                 for (int64_t j = 0; j < count; ++j) {
+                                   std::array<int64_t, N> offsets;
+                                   for (int k = 0; k < N; ++k)
+                                     offsets[k] = at[k] + j * step[k];
+                                   expected.push_back(offsets);
+                                 }
+                               });
     ASSERT_EQ(static_cast<int64_t>(expected.size()), layout.count)
         << "view " << view;
     for (int64_t i = 0; i < layout.count; ++i) {

@@ -123,8 +123,7 @@ public:
                       uint64_t bytes) override {
     return backend().copyFromHost(target, source, bytes);
   }
-  Status copyToHost(void *target, const void *source,
-                    uint64_t bytes) override {
+  Status copyToHost(void *target, const void *source, uint64_t bytes) override {
     return backend().copyToHost(target, source, bytes);
   }
   bool hasKernel(plan::Opcode opcode) const override {
