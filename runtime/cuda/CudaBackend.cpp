@@ -48,7 +48,7 @@ using namespace zplan::cuda;
 
 namespace {
 
-/// cuBLAS(Lt) and kernels that need more than shared memory share this;
+/// cuBLAS and kernels that need more than shared memory share this;
 /// every kernel runs on the compute stream, so one at a time.
 constexpr size_t kWorkspaceBytes = size_t(64) << 20;
 
@@ -255,8 +255,6 @@ CudaBackend::~CudaBackend() {
     return;
   cudaSetDevice(ordinal);
   cudaDeviceSynchronize();
-  if (context.cublasLt)
-    cublasLtDestroy(context.cublasLt);
   if (context.cublas)
     cublasDestroy(context.cublas);
   cudaFree(context.workspace);
@@ -295,8 +293,6 @@ Status CudaBackend::initialize(int device) {
       cublasSetMathMode(context.cublas, CUBLAS_DEFAULT_MATH) !=
           CUBLAS_STATUS_SUCCESS)
     return failure("cuda: configuring cuBLAS failed on device ", device);
-  if (cublasLtCreate(&context.cublasLt) != CUBLAS_STATUS_SUCCESS)
-    return failure("cuda: cublasLtCreate failed on device ", device);
   return Status::success();
 }
 

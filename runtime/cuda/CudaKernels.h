@@ -24,7 +24,6 @@
 
 #include "runtime/cpu/KernelSupport.h"
 
-#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -58,8 +57,7 @@ struct DeviceContext {
   /// The compute stream: every kernel is issued on it.
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
-  cublasLtHandle_t cublasLt = nullptr;
-  /// Device scratch of workspaceBytes for cuBLAS(Lt) and any kernel that
+  /// Device scratch of workspaceBytes for cuBLAS and any kernel that
   /// needs more than shared memory; used by one kernel at a time (they are
   /// all on `stream`).
   void *workspace = nullptr;
