@@ -13,9 +13,9 @@
 //    stream wait on it (cudaStreamWaitEvent) before issuing a dependant.
 //    Same-queue order is the stream's. With --trace, a second event before
 //    each instruction gives its device start; times are read after the run.
-//  - copyFromHost() is called only between runs (weights at load, inputs
-//    before a run), when no stream has work: a plain cudaMemcpy suffices.
-//    copyToHost() waits for both streams first.
+//  - copyFromHost() and copyToHost() wait for both streams, then make a
+//    plain cudaMemcpy: host code touches device memory between runs
+//    (weights at load, inputs before a run, outputs after one).
 //  - A kernel that finds bad data (an index out of range) cannot return an
 //    error: it writes the first one into a device word, which synchronize()
 //    reads and clears, so the run still fails with the op named.
@@ -70,7 +70,8 @@ class DeviceMemory final : public BackendMemory {
 public:
   DeviceMemory(uint8_t *data, uint64_t bytes) : address(data), size(bytes) {}
   ~DeviceMemory() override { cudaFree(address); }
-  uint8_t *data() const override { return size ? address : nullptr; }
+  // Never null, as the CPU's: an empty arena still has an address.
+  uint8_t *data() const override { return address; }
   uint64_t bytes() const override { return size; }
 
 private:
@@ -329,6 +330,10 @@ Status CudaBackend::adopt(std::vector<uint8_t> &&host,
 
 Status CudaBackend::copyFromHost(void *target, const void *source,
                                  uint64_t bytes) {
+  // Callers write between runs, when the streams are idle; waiting for
+  // them anyway costs nothing then, and keeps a write from racing a kernel
+  // still reading the old bytes if one ever is not.
+  ZR_RETURN_IF_ERROR(drain());
   if (bytes != 0)
     ZR_CUDA(cudaMemcpy(target, source, bytes, cudaMemcpyHostToDevice),
             "cudaMemcpy to the device");
