@@ -78,7 +78,7 @@ Status RankDevice::open(BackendChoice choice, comm::Communicator &host,
     if (choice == BackendChoice::Cuda && lacking >= 0) {
       if (!cudaBackendBuilt())
         return failure("--backend cuda: this zrun was built without CUDA ",
-                       "(nvcc was not found when it was configured)");
+                       "(configured without nvcc, or with ZPLAN_ENABLE_CUDA=OFF)");
       std::string reason;
 #if ZPLAN_HAVE_CUDA
       if (lacking == host.rank())
