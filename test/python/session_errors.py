@@ -34,6 +34,7 @@ def main():
     expect_error("bad option", lambda: zplan.Session(train_plan, lr=-1.0))
     expect_error("not a session option", lambda: zplan.Session(train_plan, data="x.bin"))
     expect_error("threads", lambda: zplan.Session(train_plan, threads=0))
+    expect_error("backend", lambda: zplan.Session(train_plan, backend="gpu"))
 
     session = zplan.Session(train_plan, lr=1e-3)
     good = np.arange(32, dtype=np.int64).reshape(2, 16)
