@@ -1,0 +1,280 @@
+//===- Runtime.cpp - the SIMT emulator behind Prelude.h -------------------===//
+//
+// One block at a time; its threads are fibers on this OS thread. A fiber
+// runs until it finishes or waits (block barrier, warp exchange); the
+// scheduler then resumes the next runnable one, and releases a barrier when
+// every live thread it covers waits at it. Fibers are created once (up to
+// 1024, CUDA's block limit) and reused by every block: a switch is a
+// _setjmp/_longjmp pair, not a kernel call, so a launch of a few thousand
+// threads costs milliseconds.
+//
+// Compiled without _FORTIFY_SOURCE: its longjmp check refuses jumps between
+// stacks, which is what a fiber switch is.
+//
+//===----------------------------------------------------------------------===//
+
+#include "test/emulation/Prelude.h"
+
+#include <csetjmp>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <vector>
+
+namespace emu {
+
+Dim threadIndex, blockIndex, blockDimension, gridDimension;
+
+namespace {
+
+constexpr unsigned kMaxThreads = 1024;
+constexpr size_t kStackBytes = 256 * 1024;
+constexpr size_t kStaticSharedLimit = 48 * 1024;
+
+enum class State { Runnable, AtBarrier, AtWarp, Done };
+
+struct Fiber {
+  jmp_buf context;
+  ucontext_t start;
+  char *stack = nullptr;
+  bool started = false;
+  State state = State::Done;
+  Dim index;
+  uint64_t exchange = 0;
+};
+
+struct Scheduler {
+  Fiber fibers[kMaxThreads];
+  unsigned count = 0; // threads in the running block
+  unsigned current = 0;
+  jmp_buf scheduler;
+  void (*body)(void *) = nullptr;
+  void *context = nullptr;
+  std::vector<char> dynamic;
+  int maxDynamicShared = 0;
+  cudaError_t lastError = cudaSuccess;
+};
+
+Scheduler &scheduler() {
+  static auto *s = new Scheduler; // fibers' stacks live for the process
+  return *s;
+}
+
+void yieldToScheduler() {
+  Scheduler &s = scheduler();
+  if (!_setjmp(s.fibers[s.current].context))
+    _longjmp(s.scheduler, 1);
+}
+
+void fiberMain(int index) {
+  Scheduler &s = scheduler();
+  for (;;) {
+    s.body(s.context);
+    s.fibers[index].state = State::Done;
+    yieldToScheduler();
+  }
+}
+
+void resume(unsigned t) {
+  Scheduler &s = scheduler();
+  Fiber &f = s.fibers[t];
+  s.current = t;
+  threadIndex = f.index;
+  if (_setjmp(s.scheduler))
+    return;
+  if (f.started)
+    _longjmp(f.context, 1);
+  f.started = true;
+  f.stack = static_cast<char *>(mmap(nullptr, kStackBytes,
+                                     PROT_READ | PROT_WRITE,
+                                     MAP_PRIVATE | MAP_ANONYMOUS |
+                                         MAP_NORESERVE,
+                                     -1, 0));
+  if (f.stack == MAP_FAILED) {
+    std::fprintf(stderr, "emulation: cannot map a fiber stack\n");
+    std::abort();
+  }
+  getcontext(&f.start);
+  f.start.uc_stack.ss_sp = f.stack;
+  f.start.uc_stack.ss_size = kStackBytes;
+  f.start.uc_link = nullptr;
+  makecontext(&f.start, reinterpret_cast<void (*)()>(fiberMain), 1,
+              static_cast<int>(t));
+  setcontext(&f.start);
+}
+
+/// Runs the current block to completion.
+void runBlock() {
+  Scheduler &s = scheduler();
+  unsigned warps = (s.count + 31) / 32;
+  for (unsigned t = 0; t < s.count; ++t)
+    s.fibers[t].state = State::Runnable;
+  for (;;) {
+    bool ran = false;
+    for (unsigned t = 0; t < s.count; ++t)
+      if (s.fibers[t].state == State::Runnable) {
+        resume(t);
+        ran = true;
+      }
+    // Release warps whose live threads all wait at the exchange, and the
+    // block when every live thread waits at __syncthreads.
+    bool released = false, allDone = true, allAtBarrier = true;
+    for (unsigned w = 0; w < warps; ++w) {
+      unsigned end = std::min(s.count, 32 * (w + 1)), waiting = 0, live = 0;
+      for (unsigned t = 32 * w; t < end; ++t) {
+        State state = s.fibers[t].state;
+        live += state != State::Done;
+        waiting += state == State::AtWarp;
+        allDone &= state == State::Done;
+        allAtBarrier &= state == State::Done || state == State::AtBarrier;
+      }
+      if (live && waiting == live) {
+        for (unsigned t = 32 * w; t < end; ++t)
+          if (s.fibers[t].state == State::AtWarp)
+            s.fibers[t].state = State::Runnable;
+        released = true;
+      }
+    }
+    if (allDone)
+      return;
+    if (allAtBarrier) {
+      for (unsigned t = 0; t < s.count; ++t)
+        if (s.fibers[t].state == State::AtBarrier)
+          s.fibers[t].state = State::Runnable;
+      released = true;
+    }
+    if (!released && !ran) {
+      std::fprintf(stderr,
+                   "emulation: deadlock in block (%u,%u,%u): some threads "
+                   "wait at __syncthreads while others wait at a warp "
+                   "shuffle (a barrier not every thread reaches)\n",
+                   blockIndex.x, blockIndex.y, blockIndex.z);
+      std::abort();
+    }
+  }
+}
+
+} // namespace
+
+cudaError_t runGrid(Dim grid, Dim block, size_t dynamicBytes,
+                    void (*body)(void *), void *context) {
+  Scheduler &s = scheduler();
+  uint64_t threads = uint64_t(block.x) * block.y * block.z;
+  if (threads == 0 || threads > kMaxThreads || block.z > 64 ||
+      grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
+      grid.z > 65535 || grid.x > 0x7fffffffu)
+    return cudaErrorInvalidConfiguration;
+  if (dynamicBytes > kStaticSharedLimit &&
+      dynamicBytes > size_t(s.maxDynamicShared))
+    return cudaErrorInvalidValue;
+  s.body = body;
+  s.context = context;
+  s.count = static_cast<unsigned>(threads);
+  // Poisoned: a kernel that reads shared memory it never wrote sees NaN
+  // patterns, as it would see garbage on a device.
+  s.dynamic.assign(dynamicBytes + 16, char(0xff));
+  blockDimension = block;
+  gridDimension = grid;
+  for (unsigned t = 0; t < threads; ++t)
+    s.fibers[t].index = {t % block.x, (t / block.x) % block.y,
+                         unsigned(t / (uint64_t(block.x) * block.y))};
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        blockIndex = {x, y, z};
+        runBlock();
+      }
+  return cudaSuccess;
+}
+
+void recordLaunchError(cudaError_t error) {
+  if (error != cudaSuccess)
+    scheduler().lastError = error;
+}
+
+cudaError_t takeLastError() {
+  cudaError_t error = scheduler().lastError;
+  scheduler().lastError = cudaSuccess;
+  return error;
+}
+
+void *dynamicSharedBuffer() { return scheduler().dynamic.data(); }
+
+void syncThreads() {
+  Scheduler &s = scheduler();
+  s.fibers[s.current].state = State::AtBarrier;
+  yieldToScheduler();
+}
+
+int laneId() { return scheduler().current % 32; }
+
+uint64_t warpExchange(uint64_t bits, int source) {
+  Scheduler &s = scheduler();
+  unsigned self = s.current, base = self - self % 32;
+  s.fibers[self].exchange = bits;
+  s.fibers[self].state = State::AtWarp;
+  yieldToScheduler();
+  unsigned from = base + unsigned(source);
+  uint64_t result = source >= 0 && source < 32 && from < s.count &&
+                            s.fibers[from].state != State::Done
+                        ? s.fibers[from].exchange
+                        : bits;
+  s.fibers[self].state = State::AtWarp;
+  yieldToScheduler();
+  return result;
+}
+
+void setMaxDynamicShared(int bytes) {
+  scheduler().maxDynamicShared = std::max(scheduler().maxDynamicShared, bytes);
+}
+
+cudaError_t memsetAsync(void *target, int value, size_t bytes, cudaStream_t) {
+  std::memset(target, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t memcpyAsync(void *target, const void *source, size_t bytes,
+                        cudaMemcpyKind, cudaStream_t) {
+  std::memmove(target, source, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t funcSetAttribute(cudaFuncAttribute attribute, int value) {
+  if (attribute == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    // An H100/H200 allows 227 KiB per block.
+    if (value < 0 || value > 227 * 1024)
+      return cudaErrorInvalidValue;
+    setMaxDynamicShared(value);
+  }
+  return cudaSuccess;
+}
+
+const char *errorString(cudaError_t error) {
+  switch (error) {
+  case cudaSuccess:
+    return "no error";
+  case cudaErrorInvalidConfiguration:
+    return "invalid configuration argument";
+  case cudaErrorInvalidValue:
+    return "invalid argument";
+  default:
+    return "unknown error (emulated)";
+  }
+}
+
+const char *cublasStatusString(cublasStatus_t status) {
+  switch (status) {
+  case CUBLAS_STATUS_SUCCESS:
+    return "the operation completed successfully";
+  case CUBLAS_STATUS_INVALID_VALUE:
+    return "an unsupported value or parameter was passed to the function";
+  case CUBLAS_STATUS_NOT_SUPPORTED:
+    return "the functionality requested is not supported";
+  default:
+    return "unknown cuBLAS status (emulated)";
+  }
+}
+
+} // namespace emu
