@@ -55,8 +55,12 @@ public:
         results(std::move(results)), function(function) {}
 
   Status run() override {
+    // The workspace holds whatever the previous kernel left: poison it so
+    // that a kernel reading scratch it did not write fails the diff.
+    cuda::DeviceContext &device = deviceContext();
+    std::memset(device.workspace, 0xff, device.workspaceBytes);
     cpu::detail::KernelCall host{instruction, operands, results};
-    return function(cuda::KernelCall{host, deviceContext()});
+    return function(cuda::KernelCall{host, device});
   }
 
 private:

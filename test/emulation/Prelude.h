@@ -7,11 +7,16 @@
 //  - every CUDA thread of a block is a fiber (its own stack, switched with
 //    _setjmp/_longjmp on one OS thread); the blocks of a grid run one after
 //    another, each block's threads interleaved only at __syncthreads and
-//    warp shuffles, so a barrier that not every thread reaches is a
-//    deadlock the emulator reports (a kernel bug on hardware too);
+//    warp shuffles, in an order shuffled at every such point (a kernel
+//    that is right only in one order -- a missing barrier -- differs from
+//    the CPU), and a barrier that not every thread reaches is a deadlock
+//    the emulator reports (a kernel bug on hardware too);
 //  - static __shared__ variables are function statics (one block at a time
 //    runs, so one copy is the block's), dynamic `extern __shared__` arrays
-//    (rewritten by transform.py) one buffer of the launch's size;
+//    (rewritten by transform.py) one buffer of the launch's size; both are
+//    filled with 0xff bytes (NaN, -1) at each block's start, as shared
+//    memory starts undefined on a device (EmulatedBackend.cpp poisons the
+//    workspace before each kernel likewise);
 //  - atomics are plain read-modify-writes (fibers never preempt);
 //  - cudaMemsetAsync/cudaMemcpyAsync act at once on host memory, which
 //    stands for device memory; cuBLAS GEMMs are a reference loop with
@@ -62,6 +67,8 @@ cudaError_t runGrid(Dim grid, Dim block, size_t dynamicBytes,
 void recordLaunchError(cudaError_t error);
 cudaError_t takeLastError();
 void *dynamicSharedBuffer();
+/// Fills a static __shared__ variable with 0xff bytes once per block.
+void poisonShared(void *variable, size_t bytes);
 void setMaxDynamicShared(int bytes);
 
 /// __syncthreads: waits until every live thread of the block is here.

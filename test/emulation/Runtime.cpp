@@ -19,6 +19,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <random>
+#include <unordered_map>
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <vector>
@@ -53,7 +55,16 @@ struct Scheduler {
   void (*body)(void *) = nullptr;
   void *context = nullptr;
   std::vector<char> dynamic;
+  size_t dynamicBytes = 0;
   int maxDynamicShared = 0;
+  /// Counts blocks run; a static shared variable last poisoned in an
+  /// earlier block is poisoned again when the running one declares it.
+  uint64_t blockEpoch = 0;
+  std::unordered_map<void *, uint64_t> poisonedIn;
+  /// The order threads are resumed in, shuffled before every pass: a
+  /// kernel correct only in one order (a missing barrier) differs.
+  std::vector<unsigned> order;
+  std::mt19937 shuffle{20261201};
   cudaError_t lastError = cudaSuccess;
 };
 
@@ -109,11 +120,17 @@ void resume(unsigned t) {
 void runBlock() {
   Scheduler &s = scheduler();
   unsigned warps = (s.count + 31) / 32;
-  for (unsigned t = 0; t < s.count; ++t)
+  ++s.blockEpoch;
+  std::memset(s.dynamic.data(), 0xff, s.dynamicBytes);
+  s.order.resize(s.count);
+  for (unsigned t = 0; t < s.count; ++t) {
     s.fibers[t].state = State::Runnable;
+    s.order[t] = t;
+  }
   for (;;) {
     bool ran = false;
-    for (unsigned t = 0; t < s.count; ++t)
+    std::shuffle(s.order.begin(), s.order.end(), s.shuffle);
+    for (unsigned t : s.order)
       if (s.fibers[t].state == State::Runnable) {
         resume(t);
         ran = true;
@@ -172,9 +189,10 @@ cudaError_t runGrid(Dim grid, Dim block, size_t dynamicBytes,
   s.body = body;
   s.context = context;
   s.count = static_cast<unsigned>(threads);
-  // Poisoned: a kernel that reads shared memory it never wrote sees NaN
-  // patterns, as it would see garbage on a device.
-  s.dynamic.assign(dynamicBytes + 16, char(0xff));
+  // Poisoned at each block (runBlock): a kernel that reads shared memory
+  // it never wrote sees NaN patterns, as it would see garbage on a device.
+  s.dynamic.resize(dynamicBytes + 16);
+  s.dynamicBytes = dynamicBytes;
   blockDimension = block;
   gridDimension = grid;
   for (unsigned t = 0; t < threads; ++t)
@@ -201,6 +219,15 @@ cudaError_t takeLastError() {
 }
 
 void *dynamicSharedBuffer() { return scheduler().dynamic.data(); }
+
+void poisonShared(void *variable, size_t bytes) {
+  Scheduler &s = scheduler();
+  uint64_t &epoch = s.poisonedIn[variable];
+  if (epoch == s.blockEpoch)
+    return;
+  epoch = s.blockEpoch;
+  std::memset(variable, 0xff, bytes);
+}
 
 void syncThreads() {
   Scheduler &s = scheduler();

@@ -10,7 +10,10 @@ Two source rewrites; everything else is done by macros in Prelude.h:
     whose trailing parameters are deduced from the arguments (Strided.cuh's
     body functors) be launched as nvcc would;
   - `extern __shared__ T name[];` (dynamic shared memory of any type)
-    becomes `T *name = emu::dynamicShared<T>();`.
+    becomes `T *name = emu::dynamicShared<T>();`;
+  - `__shared__ T name[N]...;` (static shared memory) becomes a function
+    static that the first thread of each block to declare it poisons
+    (0xff bytes: NaN, -1), as shared memory starts undefined on a device.
 Run by CMake at build time on every runtime/cuda/*.cu and *.cuh into the
 build tree (test/emulation/CMakeLists.txt); nothing transformed is committed.
 
@@ -86,12 +89,18 @@ DYNAMIC_SHARED = re.compile(
     r'extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?([\w:<>\s]+?)\s+(\w+)\s*\[\s*\]\s*;')
 
 
+STATIC_SHARED = re.compile(
+    r'^(\s*)__shared__\s+([^;\n]+?)\s+(\w+)((?:\s*\[[^\]\n]+\])*)\s*;', re.M)
+
+
 def main():
     source, target = sys.argv[1], sys.argv[2]
     with open(source) as f:
         src = f.read()
     src = rewrite_launches(src)
     src = DYNAMIC_SHARED.sub(r'\1 *\2 = emu::dynamicShared<\1>();', src)
+    src = STATIC_SHARED.sub(
+        r'\1static \2 \3\4; emu::poisonShared(&\3, sizeof(\3));', src)
     with open(target, 'w') as f:
         f.write('// Generated from %s by test/emulation/transform.py.\n' % source)
         f.write('#line 1 "%s"\n' % source)
