@@ -65,6 +65,9 @@ extern Dim threadIndex, blockIndex, blockDimension, gridDimension;
 cudaError_t runGrid(Dim grid, Dim block, size_t dynamicBytes,
                     void (*body)(void *), void *context);
 void recordLaunchError(cudaError_t error);
+/// Notes that the launch at `site` ("File.cu:line kernel", transform.py)
+/// ran; written at exit to $ZPLAN_EMULATION_LAUNCHES (launch_coverage.py).
+void recordLaunchSite(const char *site);
 cudaError_t takeLastError();
 void *dynamicSharedBuffer();
 /// Fills a static __shared__ variable with 0xff bytes once per block.
@@ -85,8 +88,9 @@ template <typename T> T *dynamicShared() {
 }
 
 template <typename G, typename B, typename F, typename... A>
-void launch(G grid, B block, size_t shared, cudaStream_t, F kernel,
-            A... args) {
+void launch(const char *site, G grid, B block, size_t shared, cudaStream_t,
+            F kernel, A... args) {
+  recordLaunchSite(site);
   struct Context {
     F &kernel;
     std::tuple<A...> &args;

@@ -5,10 +5,11 @@ Usage: transform.py INPUT OUTPUT
 
 Two source rewrites; everything else is done by macros in Prelude.h:
   - `kernel<T...><<<grid, block[, shared[, stream]]>>>(args...)` becomes
-    `emu::launch(grid, block, shared, stream, [&](auto &...a) {
-    kernel<T...>(a...); }, args...)`; the lambda lets a kernel template
-    whose trailing parameters are deduced from the arguments (Strided.cuh's
-    body functors) be launched as nvcc would;
+    `emu::launch("File.cu:line kernel<T...>", grid, block, shared, stream,
+    [&](auto &...a) { kernel<T...>(a...); }, args...)`; the lambda lets a
+    kernel template whose trailing parameters are deduced from the
+    arguments (Strided.cuh's body functors) be launched as nvcc would; the
+    site names the launch for launch_coverage.py;
   - `extern __shared__ T name[];` (dynamic shared memory of any type)
     becomes `T *name = emu::dynamicShared<T>();`;
   - `__shared__ T name[N]...;` (static shared memory) becomes a function
@@ -19,6 +20,7 @@ build tree (test/emulation/CMakeLists.txt); nothing transformed is committed.
 
 After helper B's private emulator (/work/wt/B_emu/transform.py), generalized.
 """
+import os
 import re
 import sys
 
@@ -61,7 +63,22 @@ def kernel_start(src, end):
     return i
 
 
-def rewrite_launches(src):
+def launch_sites(src, name):
+    """The launch sites of a source, as `name:line kernel` (what the
+    emulator records for each launch it runs)."""
+    sites, pos = [], 0
+    while True:
+        open_ = src.find('<<<', pos)
+        if open_ < 0:
+            return sites
+        start = kernel_start(src, open_)
+        kernel = ' '.join(src[start:open_].split())
+        sites.append('%s:%d %s' % (name, src.count('\n', 0, start) + 1, kernel))
+        pos = open_ + 3
+
+
+def rewrite_launches(src, name):
+    sites = iter(launch_sites(src, name))
     out, pos = [], 0
     while True:
         open_ = src.find('<<<', pos)
@@ -76,8 +93,8 @@ def rewrite_launches(src):
         while len(config) < 4:
             config.append('0')
         out.append(src[pos:start])
-        out.append('emu::launch(%s, [&](auto &...a) { %s(a...); }, ' %
-                   (', '.join(config), kernel))
+        out.append('emu::launch("%s", %s, [&](auto &...a) { %s(a...); }, ' %
+                   (next(sites), ', '.join(config), kernel))
         # Keep the line numbers of the original (#line below).
         out.append('\n' * src.count('\n', start, close + 4))
         pos = close + 4
@@ -97,7 +114,7 @@ def main():
     source, target = sys.argv[1], sys.argv[2]
     with open(source) as f:
         src = f.read()
-    src = rewrite_launches(src)
+    src = rewrite_launches(src, os.path.basename(source))
     src = DYNAMIC_SHARED.sub(r'\1 *\2 = emu::dynamicShared<\1>();', src)
     src = STATIC_SHARED.sub(
         r'\1static \2 \3\4; emu::poisonShared(&\3, sizeof(\3));', src)
