@@ -9,7 +9,7 @@
 // like CudaBackend's: the 64 MiB workspace, the error word (reported at
 // synchronize as CudaBackend::takeKernelError words it), and a device of
 // two SMs, so that gridFor's grids stay small and the grid-stride loops
-// wrap. An opcode without a CUDA kernel fails to prepare, as on CUDA.
+// wrap ($ZPLAN_EMULATION_SMS sets another count). An opcode without a CUDA kernel fails to prepare, as on CUDA.
 // Poison and accumulate go through QueueKernels.cu's kernels too.
 //
 //===----------------------------------------------------------------------===//
@@ -24,6 +24,9 @@
 #include "runtime/plan/Opcodes.h"
 #include "runtime/support/ElementType.h"
 
+#include <cstdlib>
+#include <cstring>
+
 using namespace zplan;
 
 namespace {
@@ -36,7 +39,9 @@ cuda::DeviceContext &deviceContext() {
     d.workspace = workspace.data();
     d.workspaceBytes = workspace.size();
     d.errorWord = &errorWord;
-    d.properties.multiProcessorCount = 2;
+    // $ZPLAN_EMULATION_SMS: a device of another size (132 is an H100's).
+    const char *sms = std::getenv("ZPLAN_EMULATION_SMS");
+    d.properties.multiProcessorCount = sms ? std::atoi(sms) : 2;
     d.properties.sharedMemPerBlock = 48 * 1024;
     d.properties.sharedMemPerBlockOptin = 227 * 1024;
     d.properties.maxThreadsPerBlock = 1024;
@@ -45,6 +50,29 @@ cuda::DeviceContext &deviceContext() {
   }();
   return device;
 }
+
+/// Device memory of exactly the bytes asked for (64-byte aligned as
+/// cudaMalloc's), zeroed as the CPU backend's: under ASan a kernel that
+/// reads or writes past a tensor's end is reported, where the CPU
+/// backend's 64-byte rounding would hide it.
+class ExactMemory final : public BackendMemory {
+public:
+  explicit ExactMemory(uint64_t bytes) : size(bytes) {
+    // posix_memalign: aligned_alloc wants a multiple of the alignment.
+    void *raw = nullptr;
+    if (bytes && posix_memalign(&raw, 64, bytes) == 0) {
+      memory = static_cast<uint8_t *>(raw);
+      std::memset(memory, 0, size);
+    }
+  }
+  ~ExactMemory() override { std::free(memory); }
+  uint8_t *data() const override { return memory; }
+  uint64_t bytes() const override { return size; }
+
+private:
+  uint8_t *memory = nullptr;
+  uint64_t size;
+};
 
 class EmulatedKernel final : public PreparedKernel {
 public:
@@ -118,7 +146,12 @@ public:
   std::string_view name() const override { return "cuda (emulated)"; }
   Status allocate(uint64_t bytes, std::string_view what,
                   std::unique_ptr<BackendMemory> &out) override {
-    return cpu.allocate(bytes, what, out);
+    auto memory = std::make_unique<ExactMemory>(bytes);
+    if (bytes && !memory->data())
+      return Status::error("cannot allocate " + std::to_string(bytes) +
+                           " bytes for " + std::string(what));
+    out = std::move(memory);
+    return Status::success();
   }
   Status adopt(std::vector<uint8_t> &&host,
                std::unique_ptr<BackendMemory> &out) override {
