@@ -330,13 +330,15 @@ void setMaxDynamicShared(int bytes) {
 }
 
 cudaError_t memsetAsync(void *target, int value, size_t bytes, cudaStream_t) {
-  std::memset(target, value, bytes);
+  if (bytes) // CUDA accepts a null pointer for 0 bytes; memset does not
+    std::memset(target, value, bytes);
   return cudaSuccess;
 }
 
 cudaError_t memcpyAsync(void *target, const void *source, size_t bytes,
                         cudaMemcpyKind, cudaStream_t) {
-  std::memmove(target, source, bytes);
+  if (bytes)
+    std::memmove(target, source, bytes);
   return cudaSuccess;
 }
 
