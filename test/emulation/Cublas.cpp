@@ -50,14 +50,13 @@ cublasStatus_t gemmStridedBatchedEx(
     cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m,
     int n, int k, const void *alpha, const void *A, cudaDataType_t Atype,
     int lda, long long strideA, const void *B, cudaDataType_t Btype, int ldb,
-    long long strideB, const void *beta, void *C, cudaDataType_t Ctype,
-    int ldc, long long strideC, int batchCount, cublasComputeType_t compute,
+    long long strideB, const void *beta, void *C, cudaDataType_t Ctype, int ldc,
+    long long strideC, int batchCount, cublasComputeType_t compute,
     cublasGemmAlgo_t) {
   if (m < 0 || n < 0 || k < 0 || batchCount < 0 || !knownOperation(transa) ||
       !knownOperation(transb) ||
       lda < std::max(1, transa == CUBLAS_OP_N ? m : k) ||
-      ldb < std::max(1, transb == CUBLAS_OP_N ? k : n) ||
-      ldc < std::max(1, m))
+      ldb < std::max(1, transb == CUBLAS_OP_N ? k : n) || ldc < std::max(1, m))
     return CUBLAS_STATUS_INVALID_VALUE;
   bool f32 = Atype == CUDA_R_32F && Btype == CUDA_R_32F &&
              Ctype == CUDA_R_32F && compute == CUBLAS_COMPUTE_32F;
@@ -73,8 +72,7 @@ cublasStatus_t gemmStridedBatchedEx(
                   *static_cast<const float *>(beta),
                   static_cast<float *>(C) + e * strideC, ldc);
     else
-      gemm<double>(transa, transb, m, n, k,
-                   *static_cast<const double *>(alpha),
+      gemm<double>(transa, transb, m, n, k, *static_cast<const double *>(alpha),
                    static_cast<const double *>(A) + e * strideA, lda,
                    static_cast<const double *>(B) + e * strideB, ldb,
                    *static_cast<const double *>(beta),

@@ -9,8 +9,9 @@
 // like CudaBackend's: the 64 MiB workspace, the error word (reported at
 // synchronize as CudaBackend::takeKernelError words it), and a device of
 // two SMs, so that gridFor's grids stay small and the grid-stride loops
-// wrap ($ZPLAN_EMULATION_SMS sets another count). An opcode without a CUDA kernel fails to prepare, as on CUDA.
-// Poison and accumulate go through QueueKernels.cu's kernels too.
+// wrap ($ZPLAN_EMULATION_SMS sets another count). An opcode without a CUDA
+// kernel fails to prepare, as on CUDA. Poison and accumulate go through
+// QueueKernels.cu's kernels too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -161,8 +162,7 @@ public:
                       uint64_t bytes) override {
     return cpu.copyFromHost(target, source, bytes);
   }
-  Status copyToHost(void *target, const void *source,
-                    uint64_t bytes) override {
+  Status copyToHost(void *target, const void *source, uint64_t bytes) override {
     return cpu.copyToHost(target, source, bytes);
   }
   bool hasKernel(plan::Opcode opcode) const override {

@@ -120,15 +120,13 @@ template <typename T> T shflSync(T v, int lane, int width = 32) {
 template <typename T> T shflXorSync(T v, int mask, int width = 32) {
   int lane = laneId();
   int source = lane ^ mask;
-  return shuffleTo(v, (source & ~(width - 1)) == (lane & ~(width - 1))
-                          ? source
-                          : lane);
+  return shuffleTo(v, (source & ~(width - 1)) == (lane & ~(width - 1)) ? source
+                                                                       : lane);
 }
 template <typename T> T shflDownSync(T v, unsigned delta, int width = 32) {
   int lane = laneId(), source = lane + static_cast<int>(delta);
-  return shuffleTo(v, (source & ~(width - 1)) == (lane & ~(width - 1))
-                          ? source
-                          : lane);
+  return shuffleTo(v, (source & ~(width - 1)) == (lane & ~(width - 1)) ? source
+                                                                       : lane);
 }
 template <typename T> T shflUpSync(T v, unsigned delta, int width = 32) {
   int lane = laneId(), source = lane - static_cast<int>(delta);
@@ -186,8 +184,8 @@ cublasStatus_t gemmStridedBatchedEx(
     cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m,
     int n, int k, const void *alpha, const void *A, cudaDataType_t Atype,
     int lda, long long strideA, const void *B, cudaDataType_t Btype, int ldb,
-    long long strideB, const void *beta, void *C, cudaDataType_t Ctype,
-    int ldc, long long strideC, int batchCount, cublasComputeType_t compute,
+    long long strideB, const void *beta, void *C, cudaDataType_t Ctype, int ldc,
+    long long strideC, int batchCount, cublasComputeType_t compute,
     cublasGemmAlgo_t);
 cublasStatus_t gemmEx(cublasHandle_t, cublasOperation_t transa,
                       cublasOperation_t transb, int m, int n, int k,

@@ -37,8 +37,8 @@ TEST(EmulatedQueueKernels, PoisonMatchesTheCpuBackend) {
       std::vector<uint8_t> expected(bytes, 0), actual(bytes, 0);
       ASSERT_TRUE(cpu::cpuBackend().poison(expected.data(), bytes, type).ok());
       ASSERT_TRUE(emulated().poison(actual.data(), bytes, type).ok());
-      EXPECT_EQ(expected, actual) << elementTypeInfo(type).name << ", "
-                                  << bytes << " bytes";
+      EXPECT_EQ(expected, actual)
+          << elementTypeInfo(type).name << ", " << bytes << " bytes";
     }
 }
 
@@ -52,10 +52,9 @@ TEST(EmulatedQueueKernels, AccumulateAddsEveryElement) {
       source[i] = float(i % 13) - 6.0f;
       expected[i] = target[i] + source[i];
     }
-    ASSERT_TRUE(queues
-                    ->accumulate(plan::COMPUTE, target.data(), source.data(),
-                                 count)
-                    .ok());
+    ASSERT_TRUE(
+        queues->accumulate(plan::COMPUTE, target.data(), source.data(), count)
+            .ok());
     ASSERT_TRUE(queues->synchronize().ok());
     EXPECT_EQ(expected, target) << count << " elements";
   }

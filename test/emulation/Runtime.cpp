@@ -24,9 +24,9 @@
 #include <random>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <sys/mman.h>
 #include <ucontext.h>
+#include <unordered_map>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
@@ -73,13 +73,18 @@ struct Scheduler {
   /// earlier block is poisoned again when the running one declares it.
   uint64_t blockEpoch = 0;
   std::unordered_map<void *, uint64_t> poisonedIn;
+  /// The static shared memory the running block declared (a lower bound of
+  /// nvcc's allocation, which counts branches not taken too).
+  size_t staticSharedBytes = 0;
+  const char *site = "";
   /// The order threads are resumed in, shuffled before every pass: a
   /// kernel correct only in one order (a missing barrier) differs.
   std::vector<unsigned> order;
   /// $ZPLAN_EMULATION_SEED picks another order (to hunt a race).
-  std::mt19937 shuffle{std::getenv("ZPLAN_EMULATION_SEED")
-                           ? unsigned(std::atoi(std::getenv("ZPLAN_EMULATION_SEED")))
-                           : 20261201u};
+  std::mt19937 shuffle{
+      std::getenv("ZPLAN_EMULATION_SEED")
+          ? unsigned(std::atoi(std::getenv("ZPLAN_EMULATION_SEED")))
+          : 20261201u};
   cudaError_t lastError = cudaSuccess;
 };
 
@@ -146,11 +151,9 @@ void resume(unsigned t) {
     _longjmp(f.context, 1);
   }
   f.started = true;
-  f.stack = static_cast<char *>(mmap(nullptr, kStackBytes,
-                                     PROT_READ | PROT_WRITE,
-                                     MAP_PRIVATE | MAP_ANONYMOUS |
-                                         MAP_NORESERVE,
-                                     -1, 0));
+  f.stack = static_cast<char *>(
+      mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
   if (f.stack == MAP_FAILED) {
     std::fprintf(stderr, "emulation: cannot map a fiber stack\n");
     std::abort();
@@ -170,6 +173,7 @@ void runBlock() {
   Scheduler &s = scheduler();
   unsigned warps = (s.count + 31) / 32;
   ++s.blockEpoch;
+  s.staticSharedBytes = 0;
   std::memset(s.dynamic.data(), 0xff, s.dynamicBytes);
   s.order.resize(s.count);
   for (unsigned t = 0; t < s.count; ++t) {
@@ -203,8 +207,20 @@ void runBlock() {
         released = true;
       }
     }
-    if (allDone)
+    if (allDone) {
+      // A device refuses these at compile or launch time.
+      size_t total = s.staticSharedBytes + s.dynamicBytes;
+      if (s.staticSharedBytes > kStaticSharedLimit ||
+          total > size_t(227 * 1024)) {
+        std::fprintf(stderr,
+                     "emulation: %s uses %zu bytes of static and %zu of "
+                     "dynamic shared memory: more than a block may have "
+                     "(48 KiB static, 227 KiB in all)\n",
+                     s.site, s.staticSharedBytes, s.dynamicBytes);
+        std::abort();
+      }
       return;
+    }
     if (allAtBarrier) {
       for (unsigned t = 0; t < s.count; ++t)
         if (s.fibers[t].state == State::AtBarrier)
@@ -213,10 +229,10 @@ void runBlock() {
     }
     if (!released && !ran) {
       std::fprintf(stderr,
-                   "emulation: deadlock in block (%u,%u,%u): some threads "
-                   "wait at __syncthreads while others wait at a warp "
-                   "shuffle (a barrier not every thread reaches)\n",
-                   blockIndex.x, blockIndex.y, blockIndex.z);
+                   "emulation: deadlock in %s, block (%u,%u,%u): some "
+                   "threads wait at __syncthreads while others wait at a "
+                   "warp shuffle (a barrier not every thread reaches)\n",
+                   s.site, blockIndex.x, blockIndex.y, blockIndex.z);
       std::abort();
     }
   }
@@ -228,9 +244,9 @@ cudaError_t runGrid(Dim grid, Dim block, size_t dynamicBytes,
                     void (*body)(void *), void *context) {
   Scheduler &s = scheduler();
   uint64_t threads = uint64_t(block.x) * block.y * block.z;
-  if (threads == 0 || threads > kMaxThreads || block.z > 64 ||
-      grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
-      grid.z > 65535 || grid.x > 0x7fffffffu)
+  if (threads == 0 || threads > kMaxThreads || block.z > 64 || grid.x == 0 ||
+      grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535 ||
+      grid.x > 0x7fffffffu)
     return cudaErrorInvalidConfiguration;
   if (dynamicBytes > kStaticSharedLimit &&
       dynamicBytes > size_t(s.maxDynamicShared))
@@ -277,7 +293,10 @@ struct LaunchSites {
 LaunchSites launchSites;
 } // namespace
 
-void recordLaunchSite(const char *site) { launchSites.sites.insert(site); }
+void recordLaunchSite(const char *site) {
+  scheduler().site = site;
+  launchSites.sites.insert(site);
+}
 
 void recordLaunchError(cudaError_t error) {
   if (error != cudaSuccess)
@@ -298,6 +317,7 @@ void poisonShared(void *variable, size_t bytes) {
   if (epoch == s.blockEpoch)
     return;
   epoch = s.blockEpoch;
+  s.staticSharedBytes += bytes;
   std::memset(variable, 0xff, bytes);
 }
 
