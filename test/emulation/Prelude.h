@@ -72,7 +72,6 @@ cudaError_t takeLastError();
 void *dynamicSharedBuffer();
 /// Fills a static __shared__ variable with 0xff bytes once per block.
 void poisonShared(void *variable, size_t bytes);
-void setMaxDynamicShared(int bytes);
 
 /// __syncthreads: waits until every live thread of the block is here.
 void syncThreads();
@@ -176,7 +175,15 @@ template <typename To, typename From> To bitCast(From from) {
 cudaError_t memsetAsync(void *target, int value, size_t bytes, cudaStream_t);
 cudaError_t memcpyAsync(void *target, const void *source, size_t bytes,
                         cudaMemcpyKind, cudaStream_t);
-cudaError_t funcSetAttribute(cudaFuncAttribute attribute, int value);
+/// cudaFuncSetAttribute(kernel, attribute, value), with `arguments` its
+/// three arguments' source text (the kernel's names it).
+cudaError_t setAttribute(const char *arguments, cudaFuncAttribute attribute,
+                         int value);
+template <typename F>
+cudaError_t funcSetAttribute(const char *arguments, F, cudaFuncAttribute a,
+                             int value) {
+  return setAttribute(arguments, a, value);
+}
 const char *errorString(cudaError_t error);
 const char *cublasStatusString(cublasStatus_t status);
 
@@ -251,8 +258,8 @@ inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 #define cudaMemsetAsync emu::memsetAsync
 #define cudaMemcpyAsync emu::memcpyAsync
 #define cudaGetLastError() emu::takeLastError()
-#define cudaFuncSetAttribute(kernel, attribute, value)                         \
-  emu::funcSetAttribute(attribute, value)
+#define cudaFuncSetAttribute(...)                                              \
+  emu::funcSetAttribute(#__VA_ARGS__, __VA_ARGS__)
 #define cudaGetErrorString emu::errorString
 #define cublasGetStatusString emu::cublasStatusString
 #define cublasGemmEx emu::gemmEx

@@ -68,7 +68,10 @@ struct Scheduler {
   void *context = nullptr;
   std::vector<char> dynamic;
   size_t dynamicBytes = 0;
-  int maxDynamicShared = 0;
+  /// cudaFuncAttributeMaxDynamicSharedMemorySize by kernel, keyed by the
+  /// kernel's source text ("cachedAttention<Index>": the launch site's and
+  /// cudaFuncSetAttribute's first argument), as the attribute persists.
+  std::unordered_map<std::string, int> maxDynamicShared;
   /// Counts blocks run; a static shared variable last poisoned in an
   /// earlier block is poisoned again when the running one declares it.
   uint64_t blockEpoch = 0;
@@ -248,9 +251,13 @@ cudaError_t runGrid(Dim grid, Dim block, size_t dynamicBytes,
       grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535 ||
       grid.x > 0x7fffffffu)
     return cudaErrorInvalidConfiguration;
-  if (dynamicBytes > kStaticSharedLimit &&
-      dynamicBytes > size_t(s.maxDynamicShared))
-    return cudaErrorInvalidValue;
+  if (dynamicBytes > kStaticSharedLimit) {
+    const char *kernel = std::strchr(s.site, ' ');
+    auto allowed = s.maxDynamicShared.find(kernel ? kernel + 1 : "");
+    if (allowed == s.maxDynamicShared.end() ||
+        dynamicBytes > size_t(allowed->second))
+      return cudaErrorInvalidValue;
+  }
   s.body = body;
   s.context = context;
   s.count = static_cast<unsigned>(threads);
@@ -345,10 +352,6 @@ uint64_t warpExchange(uint64_t bits, int source) {
   return result;
 }
 
-void setMaxDynamicShared(int bytes) {
-  scheduler().maxDynamicShared = std::max(scheduler().maxDynamicShared, bytes);
-}
-
 cudaError_t memsetAsync(void *target, int value, size_t bytes, cudaStream_t) {
   if (bytes) // CUDA accepts a null pointer for 0 bytes; memset does not
     std::memset(target, value, bytes);
@@ -362,12 +365,27 @@ cudaError_t memcpyAsync(void *target, const void *source, size_t bytes,
   return cudaSuccess;
 }
 
-cudaError_t funcSetAttribute(cudaFuncAttribute attribute, int value) {
+cudaError_t setAttribute(const char *arguments, cudaFuncAttribute attribute,
+                         int value) {
   if (attribute == cudaFuncAttributeMaxDynamicSharedMemorySize) {
     // An H100/H200 allows 227 KiB per block.
     if (value < 0 || value > 227 * 1024)
       return cudaErrorInvalidValue;
-    setMaxDynamicShared(value);
+    // The kernel is the text before the last two top-level commas (the
+    // preprocessor spells it with single spaces, as transform.py does).
+    std::string text = arguments;
+    std::vector<size_t> commas;
+    int depth = 0;
+    for (size_t i = 0; i < text.size(); ++i) {
+      depth += text[i] == '<' || text[i] == '(';
+      depth -= text[i] == '>' || text[i] == ')';
+      if (text[i] == ',' && depth == 0)
+        commas.push_back(i);
+    }
+    if (commas.size() < 2)
+      return cudaErrorInvalidValue;
+    scheduler().maxDynamicShared[text.substr(0, commas[commas.size() - 2])] =
+        value;
   }
   return cudaSuccess;
 }
