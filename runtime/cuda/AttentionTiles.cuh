@@ -38,7 +38,7 @@
 
 #include "runtime/cpu/AttentionSupport.h"
 #include "runtime/cuda/DeviceSupport.cuh"
-#include "runtime/cuda/StridedIndex.cuh"
+#include "runtime/cuda/Strided.cuh"
 
 #include <climits>
 
@@ -64,7 +64,7 @@ struct AttentionParams {
   float maskedValue = 0;
   /// Entry -> where its mask elements start; then s and t step with the
   /// row and column strides (0 where the mask broadcasts).
-  StridedIndex maskBatch;
+  StridedLayout<1> maskBatch;
   int64_t maskRowStride = 0, maskColumnStride = 0;
 };
 
@@ -99,12 +99,8 @@ inline Status readAttention(const KernelCall &call, AttentionCheck check,
   params.maskedValue = mask.maskedValue;
   params.maskRowStride = mask.rowStride;
   params.maskColumnStride = mask.columnStride;
-  if (!makeStridedIndex(shape.batch, mask.batchStrides, params.maskBatch))
-    return call.error("the mask broadcasts over more than " +
-                      std::to_string(StridedIndex::kMaxRank) +
-                      " leading dimensions, more than the CUDA kernel "
-                      "supports");
-  return Status::success();
+  return makeStridedLayout<1>(call, shape.batch, {mask.batchStrides}, {0},
+                              params.maskBatch);
 }
 
 /// Issues zeros into f32 `tensor` (an output an empty dimension leaves 0).
@@ -160,8 +156,11 @@ __device__ inline TileBlock tileBlock(const AttentionParams &p,
   tile.q = p.q + tile.entry * p.s * p.d;
   tile.k = p.k + tile.entry * p.t * p.d;
   tile.v = p.v + tile.entry * p.t * p.dv;
-  if (p.additive || p.select)
-    tile.maskBase = p.maskBatch.offset(tile.entry);
+  if (p.additive || p.select) {
+    int64_t offset[1];
+    p.maskBatch.locate(tile.entry, offset);
+    tile.maskBase = offset[0];
+  }
   return tile;
 }
 

@@ -11,39 +11,24 @@
 
 #include "runtime/cuda/MatmulBias.h"
 
-#include "runtime/cuda/DeviceSupport.cuh"
-#include "runtime/cuda/StridedIndex.cuh"
+#include "runtime/cuda/Strided.cuh"
 
 namespace zplan::cuda {
-
-namespace {
-
-template <typename T>
-__global__ void broadcastBias(const T *__restrict__ bias, StridedIndex index,
-                              T *__restrict__ result, int64_t count) {
-  ZPLAN_GRID_STRIDE(i, count) { result[i] = bias[index.offset(i)]; }
-}
-
-} // namespace
 
 template <typename T>
 Status writeMatmulBias(const KernelCall &call,
                        const std::vector<int64_t> &strides) {
   const TensorRef &bias = call.host.operands[2], &result = call.host.results[0];
-  int64_t count = result.numElements();
-  if (count == 0)
-    return Status::success();
-  StridedIndex index;
-  if (!makeStridedIndex(result.shape, strides, index))
-    return call.error("bias of shape " + cpu::detail::formatShape(bias.shape) +
-                      " broadcasts over more than " +
-                      std::to_string(StridedIndex::kMaxRank) +
-                      " dimensions, more than the CUDA kernel supports");
-  constexpr unsigned kThreads = 256;
-  broadcastBias<T>
-      <<<gridFor(count, kThreads, call.device), kThreads, 0,
-         call.device.stream>>>(bias.as<T>(), index, result.as<T>(), count);
-  return launched(call);
+  // The strided read of the elementwise and movement kernels: result[i] =
+  // bias[offset of i], the bias's broadcast dimensions merged away (a [N]
+  // bias under [B, S, N] is one modulo per element).
+  StridedLayout<1> layout;
+  if (Status status =
+          makeStridedLayout<1>(call, result.shape, {strides}, {0}, layout);
+      !status.ok())
+    return status;
+  return launchStrided(call, layout,
+                       StridedReadBody<T>{bias.as<T>(), result.as<T>()});
 }
 
 template Status writeMatmulBias<float>(const KernelCall &,

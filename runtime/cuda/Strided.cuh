@@ -15,6 +15,10 @@
 // last two) is also described here as tiles (TransposeTiles), copied
 // through shared memory by DataMovement.cu so both sides coalesce.
 //
+// The matmul bias (MatmulBias.cu) is such a strided read, and the
+// attention kernels find each (batch, head) entry's first mask element
+// with locate() (AttentionTiles.cuh).
+//
 // Also the row lookup of gather, embedding and their gradients: an output
 // element is (outer, row, inner), and row picks a table row through an
 // index tensor, checked on the device (reportKernelError), since the

@@ -12,6 +12,7 @@ UNREACHABLE below with the reason no test can reach it.
 """
 import glob
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -19,13 +20,14 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from transform import launch_sites  # noqa: E402
 
-# Sites no test can reach, with why.
+# Sites no test can reach, with why: by file and kernel, without the line
+# (an edit above a site moves it; the file holds one such launch).
 UNREACHABLE = {
     # Taken only when a layout's count or an offset reaches 2^30 elements
     # (Strided.cuh's fits32): a 1 GiB tensor at least, too big to fill,
     # copy and emulate in CI. Same template body as the int32_t launch
     # above it; StridedLayoutHostTest checks the int64 index math.
-    'Strided.cuh:172 stridedKernel<N, int64_t>':
+    'Strided.cuh stridedKernel<N, int64_t>':
         'needs a tensor of >= 2^30 elements',
 }
 
@@ -49,8 +51,11 @@ def main():
             return 1
         with open(log) as f:
             ran = set(line.strip() for line in f if line.strip())
-    missing = sorted(expected - ran - set(UNREACHABLE))
-    stale = sorted(set(UNREACHABLE) - expected)
+    def unlined(site):
+        return re.sub(r':\d+ ', ' ', site, count=1)
+    missing = sorted(site for site in expected - ran
+                     if unlined(site) not in UNREACHABLE)
+    stale = sorted(set(UNREACHABLE) - set(map(unlined, expected)))
     print('launch_coverage: %d launch sites, %d run, %d unreachable (listed)'
           % (len(expected), len(expected & ran), len(UNREACHABLE)))
     for site in missing:
