@@ -8,6 +8,7 @@
 
 #include "runtime/cpu/KernelSupport.h"
 
+#include "runtime/plan/KernelTable.h"
 #include "runtime/plan/Opcodes.h"
 
 #include <cblas.h>
@@ -37,34 +38,12 @@ void detail::chooseDefaultBlasThreads() {
     openblas_set_num_threads(1);
 }
 
-namespace {
-
-/// Opcodes of compute ops are below this (plan.proto numbers them so).
-constexpr int kKernelTableSize = 100;
-
-const std::array<KernelFunction, kKernelTableSize> &kernelTable() {
-  static const std::array<KernelFunction, kKernelTableSize> table = [] {
-    const std::pair<plan::Opcode, KernelFunction> kernels[] = {
+KernelFunction detail::findKernel(plan::Opcode opcode) {
+  static const plan::KernelTable<KernelFunction> table({
 #define ZPLAN_COMPUTE_KERNEL(opcode, function) {plan::opcode, function},
 #include "runtime/plan/ComputeKernels.def"
-    };
-    std::array<KernelFunction, kKernelTableSize> byOpcode{};
-    // Compute opcodes are numbered below kKernelTableSize in plan.proto;
-    // CpuKernels.EveryNnComputeOpHasAKernel notices one that is not.
-    for (const auto &[opcode, function] : kernels)
-      if (opcode >= 0 && opcode < kKernelTableSize)
-        byOpcode[opcode] = function;
-    return byOpcode;
-  }();
-  return table;
-}
-
-} // namespace
-
-KernelFunction detail::findKernel(plan::Opcode opcode) {
-  if (opcode < 0 || opcode >= kKernelTableSize)
-    return nullptr;
-  return kernelTable()[opcode];
+  });
+  return table.find(opcode);
 }
 
 Status runKernel(const plan::Instruction &instruction,

@@ -10,6 +10,7 @@
 
 #include "runtime/cuda/CudaKernels.h"
 
+#include "runtime/plan/KernelTable.h"
 #include "runtime/plan/Opcodes.h"
 
 #include <algorithm>
@@ -19,31 +20,12 @@
 using namespace zplan;
 using namespace zplan::cuda;
 
-namespace {
-
-/// Opcodes of compute ops are below this (plan.proto numbers them so).
-constexpr size_t kKernelTableSize = 100;
-
-const std::array<KernelFunction, kKernelTableSize> &kernelTable() {
-  static const std::array<KernelFunction, kKernelTableSize> table = [] {
-    const std::pair<plan::Opcode, KernelFunction> kernels[] = {
+KernelFunction zplan::cuda::findKernel(plan::Opcode opcode) {
+  static const plan::KernelTable<KernelFunction> table({
 #define ZPLAN_COMPUTE_KERNEL(opcode, function) {plan::opcode, function},
 #include "runtime/plan/ComputeKernels.def"
-    };
-    std::array<KernelFunction, kKernelTableSize> byOpcode{};
-    for (const auto &[opcode, function] : kernels)
-      if (static_cast<size_t>(opcode) < kKernelTableSize)
-        byOpcode[opcode] = function;
-    return byOpcode;
-  }();
-  return table;
-}
-
-} // namespace
-
-KernelFunction zplan::cuda::findKernel(plan::Opcode opcode) {
-  auto index = static_cast<size_t>(opcode);
-  return index < kKernelTableSize ? kernelTable()[index] : nullptr;
+  });
+  return table.find(opcode);
 }
 
 const char *zplan::cuda::kernelErrorText(KernelError error) {
