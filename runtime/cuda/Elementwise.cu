@@ -150,18 +150,29 @@ template <typename T> struct IntegerDivBody {
   }
 };
 
-/// The walk of a binary op over the result: lhs and rhs at their broadcast
-/// strides.
-Status binaryLayout(const KernelCall &call,
-                    const std::vector<int64_t> &lhsStrides,
-                    const std::vector<int64_t> &rhsStrides,
-                    StridedLayout<2> &layout) {
-  return makeStridedLayout<2>(call, call.host.results[0].shape,
-                              {lhsStrides, rhsStrides}, {0, 0}, layout);
+/// A binary op whose operands passed its check, which gave their broadcast
+/// strides: walks the result reading lhs and rhs at those strides, with
+/// `makeBody(tag, lhs, rhs, result)` the body for lhs's element type.
+template <typename MakeBody>
+Status binary(const KernelCall &call, const std::vector<int64_t> &lhsStrides,
+              const std::vector<int64_t> &rhsStrides, MakeBody makeBody) {
+  const TensorRef &lhs = call.host.operands[0], &rhs = call.host.operands[1],
+                  &result = call.host.results[0];
+  StridedLayout<2> layout;
+  if (Status status = makeStridedLayout<2>(
+          call, result.shape, {lhsStrides, rhsStrides}, {0, 0}, layout);
+      !status.ok())
+    return status;
+  return cpu::detail::dispatchType(
+      call.host, "lhs", lhs.dtype, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        return launchStrided(call, layout,
+                             makeBody(tag, lhs.as<T>(), rhs.as<T>(), result));
+      });
 }
 
 /// An arithmetic op: `makeBody(tag, lhs, rhs, output)` is its body for the
-/// element type of `tag`.
+/// element type of `tag` (the result's too).
 template <typename MakeBody>
 Status arithmetic(const KernelCall &call, MakeBody makeBody) {
   std::vector<int64_t> lhsStrides, rhsStrides;
@@ -169,19 +180,11 @@ Status arithmetic(const KernelCall &call, MakeBody makeBody) {
           cpu::detail::checkArithmetic(call.host, lhsStrides, rhsStrides);
       !status.ok())
     return status;
-  StridedLayout<2> layout;
-  if (Status status = binaryLayout(call, lhsStrides, rhsStrides, layout);
-      !status.ok())
-    return status;
-  const TensorRef &lhs = call.host.operands[0], &rhs = call.host.operands[1],
-                  &result = call.host.results[0];
-  return cpu::detail::dispatchType(
-      call.host, "lhs", lhs.dtype, [&](auto tag) -> Status {
-        using T = typename decltype(tag)::type;
-        return launchStrided(
-            call, layout,
-            makeBody(tag, lhs.as<T>(), rhs.as<T>(), result.as<T>()));
-      });
+  return binary(call, lhsStrides, rhsStrides,
+                [&](auto tag, auto lhs, auto rhs, const TensorRef &result) {
+                  using T = typename decltype(tag)::type;
+                  return makeBody(tag, lhs, rhs, result.as<T>());
+                });
 }
 
 /// An arithmetic op whose element function is `Fn` for every type.
@@ -199,20 +202,12 @@ template <typename Fn> Status compare(const KernelCall &call) {
                                                lhsStrides, rhsStrides);
       !status.ok())
     return status;
-  StridedLayout<2> layout;
-  if (Status status = binaryLayout(call, lhsStrides, rhsStrides, layout);
-      !status.ok())
-    return status;
-  const TensorRef &lhs = call.host.operands[0], &rhs = call.host.operands[1],
-                  &result = call.host.results[0];
-  return cpu::detail::dispatchType(
-      call.host, "lhs", lhs.dtype, [&](auto tag) -> Status {
-        using T = typename decltype(tag)::type;
-        return launchStrided(
-            call, layout,
-            BinaryBody<T, uint8_t, Fn>{lhs.as<T>(), rhs.as<T>(),
-                                       result.as<uint8_t>(), Fn{}});
-      });
+  return binary(call, lhsStrides, rhsStrides,
+                [](auto tag, auto lhs, auto rhs, const TensorRef &result) {
+                  using T = typename decltype(tag)::type;
+                  return BinaryBody<T, uint8_t, Fn>{lhs, rhs,
+                                                    result.as<uint8_t>(), Fn{}};
+                });
 }
 
 } // namespace
