@@ -23,10 +23,11 @@
 // the reference: memory is aligned host memory, a kernel runs to completion
 // on the calling thread, so its Queues do nothing.
 //
-// How a CUDA backend maps onto this interface (runtime/cuda): allocate() is
-// cudaMalloc + cudaMemset; adopt() copies the host bytes to the device with
-// cudaMemcpy and frees them; createQueues() creates two streams (compute,
-// comm) and one cudaEvent (timing disabled) per instruction. The executor's
+// How the CUDA backend maps onto this interface (runtime/cuda/CudaBackend.h):
+// allocate() is cudaMalloc + cudaMemset; adopt() copies the host bytes to
+// the device with cudaMemcpy and frees them; the backend holds two streams
+// (compute, comm), and createQueues() creates one cudaEvent per instruction
+// (a second one per instruction when --trace times them). The executor's
 // threads then only *issue* work: after issuing instruction i on queue q it
 // calls recordCompletion(q, i) (cudaEventRecord(event[i], stream[q])), and
 // before issuing an instruction that waits for instruction j of the other
@@ -35,8 +36,8 @@
 // event[j])): the device sees exactly the plan's cross-queue edges, and
 // same-queue order is the stream's. synchronize() (cudaStreamSynchronize on
 // both) ends a run. The communicator (NCCL) issues its collectives on the
-// comm stream. poison() and checksum() are the kernels of
-// runtime/cuda/Poison.h.
+// comm stream. poison() fills on the device (runtime/cuda/QueueKernels.h);
+// checksum() sums a host copy with the CPU's function.
 //
 //===----------------------------------------------------------------------===//
 
@@ -151,6 +152,10 @@ public:
 
   /// "cpu", "cuda": for messages.
   virtual std::string_view name() const = 0;
+  /// Whether this backend's addresses are host addresses (the CPU's): host
+  /// code may then read backend memory in place instead of copying it out
+  /// (RankMemory::view).
+  virtual bool hostAddressable() const { return false; }
   /// What `zrun --stats` says a rank runs on: the name, and for a device
   /// which one ("cuda device 0 (NVIDIA H200, 139.8 GiB)").
   virtual std::string description() const { return std::string(name()); }

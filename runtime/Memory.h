@@ -95,6 +95,20 @@ public:
   Status write(uint32_t id, const void *host, uint64_t bytes) {
     return owner->copyFromHost(addresses[id], host, bytes);
   }
+  /// The first `count` elements (of T) of buffer `id`, readable on the
+  /// host: the buffer itself where the backend's memory is the host's, else
+  /// a copy in `scratch`, which the caller may keep across calls.
+  template <typename T>
+  Status view(uint32_t id, size_t count, std::vector<T> &scratch,
+              const T *&out) const {
+    if (owner->hostAddressable()) {
+      out = reinterpret_cast<const T *>(addresses[id]);
+      return Status::success();
+    }
+    scratch.resize(count);
+    out = scratch.data();
+    return read(id, scratch.data(), count * sizeof(T));
+  }
 
   /// The buffer that owns `id`'s storage: `id` itself unless it is a view.
   uint32_t rootOf(uint32_t id) const { return roots[id]; }

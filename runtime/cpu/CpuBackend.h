@@ -20,6 +20,7 @@ namespace zplan::cpu {
 class CpuBackend final : public Backend {
 public:
   std::string_view name() const override { return "cpu"; }
+  bool hostAddressable() const override { return true; }
 
   Status allocate(uint64_t bytes, std::string_view what,
                   std::unique_ptr<BackendMemory> &out) override;

@@ -136,14 +136,8 @@ struct Session::State {
   Status chooseTokens(generate::GenerationState &generation,
                       generate::Sampler &sampler, const plan::Binding &logits,
                       std::vector<float> &history);
-  /// The regions a checkpoint saves and loads, in host memory: the
-  /// sections themselves on the CPU, copies staged in `staging` on a
-  /// device (syncCheckpointRegions() writes them back after a load).
-  std::vector<train::CheckpointRegion>
-  checkpointRegions(std::vector<std::vector<uint8_t>> &staging) const;
-  Status
-  syncCheckpointRegions(const std::vector<std::vector<uint8_t>> &staging) const;
-  /// The last step's logits, copied to the host (kept across steps).
+  /// Where the last step's logits are copied on a backend whose memory is
+  /// not the host's (kept across steps).
   std::vector<float> logitsOnHost;
 };
 
@@ -465,20 +459,19 @@ Status Session::State::runMicroStep(const std::vector<ProgramInput> &inputs,
 /// The global L2 norm of the step's mean gradient (the accumulators times
 /// `gradScale`): each rank sums the squares of its gradient shards, and of
 /// the persistent groups (whole on every rank) only rank 0 does; one scalar
-/// all-reduce adds them up. Summed on the host, in double, from a copy of
-/// each accumulator (backend memory may be a device's).
+/// all-reduce adds them up. Summed on the host, in double (from a copy of
+/// each accumulator where backend memory is a device's).
 Status Session::State::gradientNorm(double gradScale, double &norm) {
   double squares = 0;
-  std::vector<float> gradient;
+  std::vector<float> copy;
   for (int group = 0; group < plan.groups_size(); ++group) {
     if (plan.groups(group).persistent() && communicator.rank() != 0)
       continue;
-    const plan::Buffer &buffer = bufferOf(plan, gradientOf[group]);
-    gradient.resize(elementCount(buffer));
-    ZR_RETURN_IF_ERROR(memory->read(gradientOf[group], gradient.data(),
-                                    gradient.size() * sizeof(float)));
-    for (float value : gradient)
-      squares += static_cast<double>(value) * value;
+    uint64_t count = elementCount(bufferOf(plan, gradientOf[group]));
+    const float *gradient;
+    ZR_RETURN_IF_ERROR(memory->view(gradientOf[group], count, copy, gradient));
+    for (uint64_t i = 0; i < count; ++i)
+      squares += static_cast<double>(gradient[i]) * gradient[i];
   }
   ZR_RETURN_IF_ERROR(communicator.allReduce(&squares, 1, ElementType::F64));
   norm = std::sqrt(squares) * gradScale;
@@ -571,16 +564,18 @@ Session::State::gatherGradients(const std::vector<ProgramInput> &inputs,
     const plan::Group &entry = s.plan.groups(group);
     std::vector<float> &whole = groups[group];
     whole.resize(entry.padded_elements());
-    // Copied to the host first, then gathered over the host communicator.
+    // Gathered on the host, over the host communicator.
     if (entry.persistent()) {
       ZR_RETURN_IF_ERROR(s.memory->read(s.gradientOf[group], whole.data(),
                                         whole.size() * sizeof(float)));
     } else {
-      std::vector<float> shard(entry.padded_elements() / s.communicator.size());
-      ZR_RETURN_IF_ERROR(s.memory->read(s.gradientOf[group], shard.data(),
-                                        shard.size() * sizeof(float)));
-      ZR_RETURN_IF_ERROR(s.communicator.allGather(
-          shard.data(), whole.data(), shard.size(), ElementType::F32));
+      uint64_t count = entry.padded_elements() / s.communicator.size();
+      std::vector<float> copy;
+      const float *shard;
+      ZR_RETURN_IF_ERROR(
+          s.memory->view(s.gradientOf[group], count, copy, shard));
+      ZR_RETURN_IF_ERROR(s.communicator.allGather(shard, whole.data(), count,
+                                                  ElementType::F32));
     }
     for (float &value : whole)
       value /= ranks;
@@ -629,12 +624,10 @@ Status Session::State::chooseTokens(generate::GenerationState &generation,
                                     const plan::Binding &logitsBinding,
                                     std::vector<float> &history) {
   uint64_t step = generation.steps();
-  // A host copy of the step's logits (backend memory may be a device's),
-  // into storage kept across steps.
-  logitsOnHost.resize(shape.batch * shape.vocabulary);
-  ZR_RETURN_IF_ERROR(memory->read(logitsBinding.buffer(), logitsOnHost.data(),
-                                  logitsOnHost.size() * sizeof(float)));
-  const float *logits = logitsOnHost.data();
+  const float *logits;
+  ZR_RETURN_IF_ERROR(memory->view(logitsBinding.buffer(),
+                                  shape.batch * shape.vocabulary, logitsOnHost,
+                                  logits));
   std::vector<int64_t> tokens(shape.batch, 0);
   for (uint64_t row = 0; row < shape.batch; ++row) {
     if (generation.finished(row))
@@ -827,45 +820,52 @@ std::string Session::generationTrace() const {
 
 namespace {
 
-/// The sections a checkpoint holds for a rank, in file order: its shards,
-/// the persistent groups and the training state.
-std::array<std::pair<const char *, BackendMemory *>, 3>
-checkpointSections(const RankMemory &memory) {
-  return {std::pair{"shards", &memory.shardSection()},
-          std::pair{"persistent", &memory.persistentSection()},
-          std::pair{"state", &memory.stateSection()}};
-}
+/// A rank's checkpoint regions in host memory -- its shards, the persistent
+/// groups and the training state, in file order: the sections themselves
+/// where the backend's memory is the host's, else host copies that
+/// fromBackend() fills before a save and toBackend() writes back after a
+/// load.
+class CheckpointStaging {
+public:
+  explicit CheckpointStaging(const RankMemory &memory)
+      : backend(memory.backend()),
+        sections{&memory.shardSection(), &memory.persistentSection(),
+                 &memory.stateSection()} {
+    const char *names[] = {"shards", "persistent", "state"};
+    bool inPlace = backend.hostAddressable();
+    copies.resize(inPlace ? 0 : sections.size());
+    for (size_t i = 0; i < sections.size(); ++i) {
+      if (!inPlace)
+        copies[i].resize(sections[i]->bytes());
+      regions.push_back({names[i],
+                         inPlace ? sections[i]->data() : copies[i].data(),
+                         sections[i]->bytes()});
+    }
+  }
+
+  Status fromBackend() {
+    for (size_t i = 0; i < copies.size(); ++i)
+      ZR_RETURN_IF_ERROR(backend.copyToHost(
+          copies[i].data(), sections[i]->data(), copies[i].size()));
+    return Status::success();
+  }
+  Status toBackend() {
+    for (size_t i = 0; i < copies.size(); ++i)
+      ZR_RETURN_IF_ERROR(backend.copyFromHost(
+          sections[i]->data(), copies[i].data(), copies[i].size()));
+    return Status::success();
+  }
+
+  std::vector<train::CheckpointRegion> regions;
+
+private:
+  Backend &backend;
+  std::array<BackendMemory *, 3> sections;
+  /// Empty where the regions are the sections themselves.
+  std::vector<std::vector<uint8_t>> copies;
+};
 
 } // namespace
-
-std::vector<train::CheckpointRegion> Session::State::checkpointRegions(
-    std::vector<std::vector<uint8_t>> &staging) const {
-  std::vector<train::CheckpointRegion> regions;
-  bool onHost = memory->backend().name() == "cpu";
-  staging.clear();
-  for (auto [name, section] : checkpointSections(*memory)) {
-    if (onHost) {
-      regions.push_back({name, section->data(), section->bytes()});
-      continue;
-    }
-    std::vector<uint8_t> &copy = staging.emplace_back(section->bytes());
-    regions.push_back({name, copy.data(), copy.size()});
-  }
-  return regions;
-}
-
-Status Session::State::syncCheckpointRegions(
-    const std::vector<std::vector<uint8_t>> &staging) const {
-  size_t index = 0;
-  for (auto [name, section] : checkpointSections(*memory)) {
-    (void)name;
-    if (index < staging.size())
-      ZR_RETURN_IF_ERROR(memory->backend().copyFromHost(
-          section->data(), staging[index].data(), staging[index].size()));
-    ++index;
-  }
-  return Status::success();
-}
 
 Status Session::save(const std::string &root,
                      const train::CheckpointValues &values,
@@ -881,14 +881,10 @@ Status Session::save(const std::string &root,
   info.planIdentity = tooling::planIdentity(s.plan);
   info.step = s.optimizerSteps;
   info.values = values;
-  std::vector<std::vector<uint8_t>> staging;
-  std::vector<train::CheckpointRegion> regions = s.checkpointRegions(staging);
-  for (size_t i = 0; i < staging.size(); ++i)
-    ZR_RETURN_IF_ERROR(s.memory->backend().copyToHost(
-        regions[i].data, checkpointSections(*s.memory)[i].second->data(),
-        regions[i].bytes));
-  return train::saveCheckpoint(root, info, regions, s.communicator, result,
-                               options);
+  CheckpointStaging staging(*s.memory);
+  ZR_RETURN_IF_ERROR(staging.fromBackend());
+  return train::saveCheckpoint(root, info, staging.regions, s.communicator,
+                               result, options);
 }
 
 Status Session::save(const std::string &root) {
@@ -901,11 +897,11 @@ Status Session::save(const std::string &root) {
 Status Session::load(const std::string &path, train::LoadedCheckpoint &loaded) {
   State &s = *state;
   ZR_RETURN_IF_ERROR(s.usable());
-  std::vector<std::vector<uint8_t>> staging;
+  CheckpointStaging staging(*s.memory);
   ZR_RETURN_IF_ERROR(train::loadCheckpoint(path, tooling::planIdentity(s.plan),
-                                           s.checkpointRegions(staging),
-                                           s.communicator, loaded));
-  ZR_RETURN_IF_ERROR(s.syncCheckpointRegions(staging));
+                                           staging.regions, s.communicator,
+                                           loaded));
+  ZR_RETURN_IF_ERROR(staging.toBackend());
   s.optimizerSteps = loaded.step;
   s.microInWindow = 0;
   s.windowLossSum = 0;
