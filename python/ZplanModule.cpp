@@ -27,10 +27,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/comm/Agreement.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/generate/GenerateOptions.h"
 #include "runtime/session/Session.h"
-#include "runtime/tooling/Npy.h"
+#include "runtime/support/ShapeText.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/TrainOptions.h"
 
@@ -75,7 +76,7 @@ void raiseIfFailed(const Status &status) {
 /// failed (the lowest failing rank's message), so that none goes on alone
 /// into the collectives of a call the others refused.
 void agreeOrRaise(const Status &local) {
-  raiseIfFailed(train::agreeOnStatus(local, theWorld()));
+  raiseIfFailed(comm::agreeOnStatus(local, theWorld()));
 }
 
 /// A failure while programs ran: the other ranks may be blocked in a
@@ -268,12 +269,12 @@ public:
     std::vector<int64_t> expected =
         local.ok() ? open.trainInputShape() : std::vector<int64_t>();
     if (local.ok() && shapeOf(ids) != expected)
-      local = failure("input_ids is ", npy::shapeText(shapeOf(ids)),
-                      ", the plan's micro-batch is ", npy::shapeText(expected));
+      local = failure("input_ids is ", shapeText(shapeOf(ids)),
+                      ", the plan's micro-batch is ", shapeText(expected));
     bool hasLabels = !labels.is_none();
     if (local.ok() && hasLabels && shapeOf(labelIds) != expected)
-      local = failure("labels is ", npy::shapeText(shapeOf(labelIds)),
-                      ", the plan's micro-batch is ", npy::shapeText(expected));
+      local = failure("labels is ", shapeText(shapeOf(labelIds)),
+                      ", the plan's micro-batch is ", shapeText(expected));
     agreeOrRaise(local);
 
     session::TrainBatch batch;

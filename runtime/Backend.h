@@ -1,7 +1,7 @@
 //===- Backend.h - kernels, memory, queues and events behind the executor -===//
 //
-// The executor (runtime/Executor.h) owns what every backend shares: the two
-// instruction queues, the dependencies between them, and --check's
+// The executor (runtime/exec/Executor.h) owns what every backend shares: the
+// two instruction queues, the dependencies between them, and --check's
 // bookkeeping. What depends on the hardware sits behind this interface:
 //
 //  - memory: the arena, this rank's shards, the persistent groups and the
@@ -19,25 +19,14 @@
 //  - --check: poisoning a released buffer and checksumming resident data
 //    run where the data lives.
 //
-// The CPU backend (runtime/cpu/CpuBackend.h) is the first implementation and
-// the reference: memory is aligned host memory, a kernel runs to completion
-// on the calling thread, so its Queues do nothing.
-//
-// How the CUDA backend maps onto this interface (runtime/cuda/CudaBackend.h):
-// allocate() is cudaMalloc + cudaMemset; adopt() copies the host bytes to
-// the device with cudaMemcpy and frees them; the backend holds two streams
-// (compute, comm), and createQueues() creates one cudaEvent per instruction
-// (a second one per instruction when --trace times them). The executor's
-// threads then only *issue* work: after issuing instruction i on queue q it
-// calls recordCompletion(q, i) (cudaEventRecord(event[i], stream[q])), and
-// before issuing an instruction that waits for instruction j of the other
-// queue it first waits for j's host-side event (j was issued, so event[j]
-// is recorded) and then calls waitFor(q, j) (cudaStreamWaitEvent(stream[q],
-// event[j])): the device sees exactly the plan's cross-queue edges, and
-// same-queue order is the stream's. synchronize() (cudaStreamSynchronize on
-// both) ends a run. The communicator (NCCL) issues its collectives on the
-// comm stream. poison() fills on the device (runtime/cuda/QueueKernels.h);
-// checksum() sums a host copy with the CPU's function.
+// A backend whose work is asynchronous (a GPU) maps the queues onto its
+// streams and the completion events onto its own: the executor's threads
+// only *issue* work, recordCompletion(q, i) after issuing instruction i on
+// queue q, waitFor(q, j) before issuing one that waits for instruction j of
+// the other queue, synchronize() at the end of a run; the device then sees
+// exactly the plan's cross-queue edges. Each implementation says how in its
+// own header (runtime/cpu/CpuBackend.h, the reference, whose queues do
+// nothing; runtime/cuda/CudaBackend.h).
 //
 //===----------------------------------------------------------------------===//
 

@@ -624,7 +624,7 @@ def produce_kv(name, arch, opset, out_dir):
 #                        repository), its token count and SHA-256, seed, steps,
 #                        T (train_seq_len), rows per optimizer step R = K*N*B,
 #                        the reference split B/K/N (4/1/1), and train_offsets
-#                        int64 [steps, R], the rows' token offsets (TRAIN_SPEC 4)
+#                        int64 [steps, R], the rows' token offsets (BatchSampler.h)
 #   curve:<name>         float64 [steps], the loss logged at each optimizer step
 #   curve_lr:<name>      float64 [steps], the lr used at each step
 #   curve_optimizer:<name>  "sgd" or "adamw"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plot the loss curves of `zrun PLAN train --loss-log FILE` runs as one SVG.
 
-Each log has one line per optimizer step, `step<TAB>loss<TAB>lr` (TRAIN_SPEC 4);
+Each log has one line per optimizer step, `step<TAB>loss<TAB>lr` (zrun train --loss-log);
 each file becomes one line of the plot, named in the legend by --label (in
 order) or by the file's name. The plot has axes, "nice" ticks (1, 2 or 5 times
 a power of ten), grid lines, a legend and a title. Standard library only.

@@ -17,6 +17,8 @@ debian_packages=(
   python3-pybind11
   # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes.
   clang-19 libclang-rt-19-dev
+  # scripts/check_format.sh (ctest `format`): the project's formatter.
+  clang-format-19
 )
 # module:package pairs (the test suite reads plans from Python through
 # protobuf's generated classes).

@@ -17,6 +17,7 @@ config.test_exec_root = os.path.join(config.zplan_obj_root, "test")
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 config.substitutions.append(("%models", os.path.join(config.zplan_src_root, "test", "models")))
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%zplan_src", config.zplan_src_root))
 
 llvm_config.with_system_environment(["HOME", "TMPDIR"])
 # `not` and `split-file` are called by name at the start of RUN lines, where

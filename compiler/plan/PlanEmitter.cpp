@@ -9,6 +9,7 @@
 #include "dialects/zero/ZeroDialect.h"
 #include "runtime/plan/Opcodes.h"
 #include "runtime/plan/PlanLoader.h"
+#include "runtime/plan/ProgramContracts.h"
 #include "runtime/support/ElementType.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -16,6 +17,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace zplan;
@@ -36,6 +38,48 @@ plan::DataType dataTypeOf(Type type) {
   std::optional<ElementType> element = elementTypeFromName(os.str());
   return element ? static_cast<plan::DataType>(elementTypeInfo(*element).plan)
                  : plan::DATA_TYPE_UNSPECIFIED;
+}
+
+static_assert(zero::kHyperParameterCount == plan::HyperParameter_ARRAYSIZE,
+              "zero.optimizer_update's hyper operand holds the plan's "
+              "HyperParameter slots");
+
+/// What the program function `function` is (Programs.h names them).
+plan::ProgramKind programKindOf(llvm::StringRef function) {
+  return llvm::StringSwitch<plan::ProgramKind>(function)
+      .Case(kForwardName, plan::PROGRAM_KIND_INFER)
+      .Case(kTrainStepName, plan::PROGRAM_KIND_TRAIN_MICRO_STEP)
+      .Case(kOptimizerStepName, plan::PROGRAM_KIND_OPTIMIZER_STEP)
+      .Case(kGenerateBeginName, plan::PROGRAM_KIND_GENERATE_BEGIN)
+      .Case(kPrefillName, plan::PROGRAM_KIND_PREFILL)
+      .Case(kDecodeName, plan::PROGRAM_KIND_DECODE)
+      .Case(kGenerateEndName, plan::PROGRAM_KIND_GENERATE_END)
+      .Default(plan::PROGRAM_KIND_UNSPECIFIED);
+}
+
+/// What a binding of a `kind` program carries, from the nn.name the pass
+/// that made the argument or result gave it: the import keeps the ONNX
+/// graph's names (input_ids, labels, logits), zplan-autodiff names the loss,
+/// zplan-optimizer-step the hyper-parameters, the generation front end the
+/// positions and last index. An infer program's own inputs are the model's,
+/// bound by name; its logits, when it has them, tell the vocabulary.
+plan::BindingRole bindingRoleOf(plan::ProgramKind kind, llvm::StringRef name,
+                                bool input, RankedTensorType type) {
+  if (kind == plan::PROGRAM_KIND_INFER)
+    return !input && name == "logits" &&
+                   llvm::isa<FloatType>(type.getElementType()) &&
+                   type.getRank() > 0
+               ? plan::BINDING_ROLE_LOGITS
+               : plan::BINDING_ROLE_DATA;
+  return llvm::StringSwitch<plan::BindingRole>(name)
+      .Case("input_ids", plan::BINDING_ROLE_INPUT_IDS)
+      .Case("labels", plan::BINDING_ROLE_LABELS)
+      .Case("positions", plan::BINDING_ROLE_POSITIONS)
+      .Case("last_index", plan::BINDING_ROLE_LAST_INDEX)
+      .Case("logits", plan::BINDING_ROLE_LOGITS)
+      .Case("loss", plan::BINDING_ROLE_LOSS)
+      .Case("hyper", plan::BINDING_ROLE_HYPER_PARAMETERS)
+      .Default(plan::BINDING_ROLE_DATA);
 }
 
 uint64_t elementBytes(Type type) {
@@ -402,6 +446,9 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
     plan::Binding *binding = program->add_inputs();
     binding->set_name(text);
     binding->set_buffer(id);
+    binding->set_role(
+        bindingRoleOf(program->kind(), text, /*input=*/true,
+                      llvm::cast<RankedTensorType>(argument.getType())));
   }
 
   for (Operation &op : body) {
@@ -541,6 +588,9 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
         plan::Binding *binding = program->add_outputs();
         binding->set_name(name ? name.str() : "output" + std::to_string(index));
         binding->set_buffer(valueBuffer.lookup(value));
+        binding->set_role(
+            bindingRoleOf(program->kind(), binding->name(), /*input=*/false,
+                          llvm::cast<RankedTensorType>(value.getType())));
       }
       continue;
     }
@@ -980,6 +1030,7 @@ llvm::Expected<EmittedPlan> Emitter::run() {
     current = &result.programs.back();
     program = out.add_programs();
     program->set_name(programNameOf(name).str());
+    program->set_kind(programKindOf(name));
     lastCompute = -1;
     carryHeld.clear();
     if (llvm::Error error = emitOps(func))
@@ -990,6 +1041,11 @@ llvm::Expected<EmittedPlan> Emitter::run() {
   result.arena = result.programs[result.primary].arena;
   result.arena.arenaBytes = out.arena_bytes();
   result.seconds = result.programs[result.primary].seconds;
+  // zrun finds programs and bindings by kind and role: a plan that breaks
+  // their contract (a generation model whose prefill takes an input the
+  // session cannot feed) is refused here, naming it, not on N ranks.
+  if (Status status = plan::checkProgramContracts(out); !status.ok())
+    return makeError("the plan cannot run: " + status.message());
   // The plan is complete: zrun refuses a constant that fails its checksum.
   plan::stampConstantChecksums(out);
   return std::move(result);

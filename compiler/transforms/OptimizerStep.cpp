@@ -50,7 +50,8 @@ struct OptimizerStepPass : zplan::impl::OptimizerStepBase<OptimizerStepPass> {
     }
     OpBuilder builder(module.getBodyRegion());
     builder.setInsertionPointAfter(train);
-    auto hyperType = RankedTensorType::get({8}, builder.getF32Type());
+    auto hyperType = RankedTensorType::get({zero::kHyperParameterCount},
+                                           builder.getF32Type());
     auto func =
         builder.create<func::FuncOp>(train.getLoc(), kOptimizerStepName,
                                      builder.getFunctionType({hyperType}, {}));

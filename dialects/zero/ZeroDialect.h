@@ -17,6 +17,13 @@
 
 #include "dialects/zero/ZeroDialect.h.inc"
 
+namespace zplan::zero {
+/// The elements of zero.optimizer_update's hyper operand (tensor<8xf32>):
+/// the slots plan.proto's HyperParameter enum lists, which zrun writes before
+/// every optimizer step. The plan emitter asserts that the two agree.
+inline constexpr int64_t kHyperParameterCount = 8;
+} // namespace zplan::zero
+
 #define GET_TYPEDEF_CLASSES
 #include "dialects/zero/ZeroTypes.h.inc"
 

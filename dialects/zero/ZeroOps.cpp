@@ -228,8 +228,7 @@ LogicalResult ReleaseOp::verify() {
 /// gathered per token, so there is nothing to carry (the carry ops).
 static LogicalResult verifyGroupResidency(Operation *op,
                                           SymbolTableCollection &table,
-                                          FlatSymbolRefAttr name,
-                                          bool resident,
+                                          FlatSymbolRefAttr name, bool resident,
                                           GroupOp *found = nullptr) {
   auto group = table.lookupNearestSymbolFrom<GroupOp>(op, name);
   if (!group)
@@ -383,8 +382,9 @@ LogicalResult OptimizerUpdateOp::verify() {
     return emitOpError() << "unknown optimizer '" << getOptimizer()
                          << "' (expected adamw or sgd)";
   auto type = llvm::cast<RankedTensorType>(getHyper().getType());
-  if (type.getRank() != 1 || type.getDimSize(0) != 8)
-    return emitOpError() << "hyper must be tensor<8xf32>, got " << type;
+  if (type.getRank() != 1 || type.getDimSize(0) != kHyperParameterCount)
+    return emitOpError() << "hyper must be tensor<" << kHyperParameterCount
+                         << "xf32>, got " << type;
   return success();
 }
 

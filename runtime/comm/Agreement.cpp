@@ -23,3 +23,25 @@ Status comm::shareFailures(Communicator &communicator, bool failed,
     }
   return Status::success();
 }
+
+Status zplan::comm::agreeOnStatus(const Status &local,
+                                  Communicator &communicator) {
+  Failures failures;
+  ZR_RETURN_IF_ERROR(shareFailures(communicator, !local.ok(), failures));
+  if (failures.count == 0)
+    return Status::success();
+  int first = failures.first;
+  std::vector<std::string> messages;
+  ZR_RETURN_IF_ERROR(communicator.gatherText(local.message(), messages));
+  std::string message;
+  if (communicator.rank() == 0)
+    message = failures.count == communicator.size()
+                  ? messages[first]
+                  : "rank " + std::to_string(first) + ": " + messages[first];
+  uint64_t length = message.size();
+  ZR_RETURN_IF_ERROR(communicator.broadcast(&length, sizeof(length), 0));
+  message.resize(length);
+  if (length > 0)
+    ZR_RETURN_IF_ERROR(communicator.broadcast(message.data(), length, 0));
+  return Status::error(message);
+}

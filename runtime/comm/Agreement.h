@@ -3,8 +3,9 @@
 // Before a step that every rank must take together (loading, a checkpoint),
 // each rank's own success or failure is shared, so that all ranks stop
 // together and one message, the lowest failing rank's, is reported once.
-// zrun's agree() (runtime/tooling) and the checkpoint's agreeOnStatus()
-// (runtime/train) both start here.
+// zrun's agree() (runtime/tooling) prints the message of the lowest failing
+// rank; agreeOnStatus() hands it to every rank instead (the checkpoints of
+// runtime/train, the Python module, which raises it on every rank).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +28,11 @@ struct Failures {
 /// Failures. Fails only when the all-reduce itself does.
 Status shareFailures(Communicator &communicator, bool failed,
                      Failures &failures);
+
+/// Collective: every rank passes its status; all get success, or all get
+/// the same failure: the message of the lowest failing rank, prefixed with
+/// "rank R: " unless every rank failed.
+Status agreeOnStatus(const Status &local, Communicator &communicator);
 
 } // namespace zplan::comm
 

@@ -11,6 +11,7 @@
 #include "runtime/cpu/CpuBackend.h"
 
 #include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/Kernels.h"
 #include "runtime/plan/Opcodes.h"
 #include "runtime/support/Checksum.h"
 
@@ -179,6 +180,8 @@ Status CpuBackend::checksum(const void *data, uint64_t bytes, uint64_t &out) {
   out = zplan::checksum(data, bytes);
   return Status::success();
 }
+
+void CpuBackend::setThreads(int threads) { cpu::setBlasThreads(threads); }
 
 CpuBackend &zplan::cpu::cpuBackend() {
   static CpuBackend backend;

@@ -20,6 +20,10 @@ namespace zplan::cpu {
 class CpuBackend final : public Backend {
 public:
   std::string_view name() const override { return "cpu"; }
+
+  /// The BLAS threads each GEMM may use (OpenBLAS's own pool, one per
+  /// process): 1 unless set, or unless the environment names a count.
+  void setThreads(int threads);
   bool hostAddressable() const override { return true; }
 
   Status allocate(uint64_t bytes, std::string_view what,

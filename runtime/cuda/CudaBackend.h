@@ -3,9 +3,18 @@
 // One GPU per rank: device memory from cudaMalloc (the arena once, at the
 // plan's offsets), a compute and a comm stream with one cudaEvent per
 // instruction for the plan's cross-queue edges, the kernels of
-// CudaKernels.h, and --check's poison and checksums on the device. See
-// runtime/Backend.h for how the executor drives it and CudaBackend.cpp for
-// the choices made.
+// CudaKernels.h, and --check's poison and checksums on the device.
+//
+// How it maps onto the Backend interface: allocate() is cudaMalloc +
+// cudaMemset; adopt() copies the host bytes to the device and frees them;
+// createQueues() makes one cudaEvent per instruction (a second one when
+// --trace times them); recordCompletion(q, i) is cudaEventRecord(event[i],
+// stream[q]) and waitFor(q, j) cudaStreamWaitEvent(stream[q], event[j]),
+// so the device sees exactly the plan's cross-queue edges and same-queue
+// order is the stream's; synchronize() (both streams) ends a run. The NCCL
+// communicator issues its collectives on the comm stream. poison() fills on
+// the device (QueueKernels.h); checksum() sums a host copy with the CPU's
+// function. CudaBackend.cpp says why each choice was made.
 //
 //===----------------------------------------------------------------------===//
 

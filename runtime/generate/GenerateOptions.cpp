@@ -35,25 +35,6 @@ const char *const zplan::generate::kGenerateUsage =
     "  --logits-output FILE    f32 [M, B, V]: each step's logits (prefill's\n"
     "                          are step 0; zeros for finished rows)\n";
 
-namespace {
-
-/// A finite number in [low, high], or in (low, high] when `lowOpen`.
-Status parseNumber(const std::string &flag, const std::string &text, double low,
-                   bool lowOpen, double high, double &out) {
-  char *end = nullptr;
-  errno = 0;
-  double value = std::strtod(text.c_str(), &end);
-  bool inRange = std::isfinite(value) &&
-                 (lowOpen ? value > low : value >= low) && value <= high;
-  if (text.empty() || *end != '\0' || errno != 0 || !inRange)
-    return failure(flag, " takes a number in ", lowOpen ? "(" : "[", low, ", ",
-                   high, "], got ", inQuotes(text));
-  out = value;
-  return Status::success();
-}
-
-} // namespace
-
 Status
 zplan::generate::parseGenerateOptions(const std::vector<std::string> &words,
                                       GenerateOptions &options) {
@@ -62,18 +43,7 @@ zplan::generate::parseGenerateOptions(const std::vector<std::string> &words,
       "--temperature", "--top-k",          "--top-p",          "--seed",
       "--output",      "--logits-output"};
   std::set<std::string> seen;
-  for (size_t i = 0; i < words.size(); ++i) {
-    auto [flag, value, hasValue] = splitFlagWord(words[i]);
-    if (!kFlags.count(flag))
-      return failure("unknown option ", inQuotes(words[i]),
-                     " of 'generate'; see zrun --help");
-    if (!seen.insert(flag).second)
-      return failure(flag, " is given twice");
-    if (!hasValue) {
-      if (i + 1 >= words.size())
-        return failure(flag, " needs a value");
-      value = words[++i];
-    }
+  auto apply = [&](const std::string &flag, const std::string &value) {
     Status status = Status::success();
     uint64_t number = 0;
     if (flag == "--prompt" || flag == "--prompt-lengths" ||
@@ -91,18 +61,20 @@ zplan::generate::parseGenerateOptions(const std::vector<std::string> &words,
       status = parseFlagInteger(flag, value, 0, INT64_MAX, number);
       options.eos = static_cast<int64_t>(number);
     } else if (flag == "--temperature")
-      status =
-          parseNumber(flag, value, 0, false, 1e6, options.sampling.temperature);
+      status = parseFlagNumber(flag, value, {0, false, 1e6, false},
+                               options.sampling.temperature);
     else if (flag == "--top-k")
       status =
           parseFlagInteger(flag, value, 1, INT64_MAX, options.sampling.topK);
     else if (flag == "--top-p")
-      status = parseNumber(flag, value, 0, true, 1, options.sampling.topP);
+      status = parseFlagNumber(flag, value, {0, true, 1, false},
+                               options.sampling.topP);
     else if (flag == "--seed")
       status =
           parseFlagInteger(flag, value, 0, UINT64_MAX, options.sampling.seed);
-    ZR_RETURN_IF_ERROR(status);
-  }
+    return status;
+  };
+  ZR_RETURN_IF_ERROR(forEachFlag(words, kFlags, "generate", seen, apply));
   if (options.promptPath.empty())
     return failure("generate needs --prompt PROMPTS.npy (int64 [batch, "
                    "prompt length])");

@@ -4,7 +4,7 @@
 // numbers in range, no flag twice, dependent flags together), in the style of
 // `train`'s (runtime/train/TrainOptions.h): a one-line message naming the flag
 // and what it takes. Whether the prompt file exists and fits the plan is the
-// session's business (runtime/tooling/GenerateSession.h). The flags that
+// session's business (runtime/tooling/GenerateCommand.h). The flags that
 // every running command shares (--check, --stats, --trace, --threads) are
 // runtime/tooling/Arguments'; Cli hands this the other words after
 // `PLAN generate`.

@@ -11,7 +11,10 @@
 
 #include "runtime/plan/CheckedSizes.h"
 #include "runtime/plan/Opcodes.h"
+#include "runtime/plan/PlanQueries.h"
+#include "runtime/plan/ProgramContracts.h"
 #include "runtime/plan/Weights.h"
+#include "runtime/support/ShapeText.h"
 
 #include <algorithm>
 #include <string>
@@ -25,13 +28,6 @@ namespace {
 //===----------------------------------------------------------------------===//
 // Messages
 //===----------------------------------------------------------------------===//
-
-std::string shapeText(const google::protobuf::RepeatedField<int64_t> &shape) {
-  std::string text = "[";
-  for (int i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
 
 std::string describeBuffer(const Buffer &buffer) {
   return "buffer " + std::to_string(buffer.id()) + " " +
@@ -88,7 +84,7 @@ public:
           &PlanValidator::validatePrograms})
       if (Status status = (this->*step)(); !status.ok())
         return status;
-    return Status::success();
+    return checkProgramContracts(plan);
   }
 
 private:
@@ -300,7 +296,7 @@ private:
           return status;
         if (buffer.view_of() == buffer.id())
           return failure(subject, " views itself");
-        const Buffer &viewed = plan.buffers(buffer.view_of() - 1);
+        const Buffer &viewed = bufferOf(plan, buffer.view_of());
         uint64_t end;
         if (!checkedAdd(buffer.view_offset(), buffer.bytes(), end) ||
             end > viewed.bytes())
@@ -512,9 +508,9 @@ private:
 
   /// The buffer that owns `id`'s storage (view chains were checked).
   const Buffer &rootBuffer(uint32_t id) const {
-    while (plan.buffers(id - 1).view_of() != 0)
-      id = plan.buffers(id - 1).view_of();
-    return plan.buffers(id - 1);
+    while (bufferOf(plan, id).view_of() != 0)
+      id = bufferOf(plan, id).view_of();
+    return bufferOf(plan, id);
   }
 
   /// A gather's operand is (a view of) its group's SHARD.
@@ -546,7 +542,7 @@ private:
   Status validateGenerationInstruction(const Instruction &instruction,
                                        const std::string &subject) const {
     auto operand = [&](int i) -> const Buffer & {
-      return plan.buffers(instruction.operands(i) - 1);
+      return bufferOf(plan, instruction.operands(i));
     };
     auto checkPositions = [&](const Buffer &positions, int64_t batch,
                               int64_t sequence) -> Status {
@@ -570,7 +566,7 @@ private:
                        ", which is not a KV cache (a CACHE buffer)");
       if (rootBuffer(instruction.results(0)).id() != root.id())
         return failure(subject, ": its result ",
-                       describeBuffer(plan.buffers(instruction.results(0) - 1)),
+                       describeBuffer(bufferOf(plan, instruction.results(0))),
                        " is not its cache ", describeBuffer(root),
                        "; cache_append writes in place");
       if (cache.shape_size() != 4 || entries.shape_size() != 4 ||
@@ -670,12 +666,14 @@ private:
                        describeInstruction(program, lastComm),
                        "; a carry_gather must be its program's last ",
                        "collective");
-      if (opcode == OPCODE_CARRY_WAIT && program.name() != kDecodeProgram)
-        return failure(subject, ": only program ", inQuotes(kDecodeProgram),
-                       " may wait for a carried gather");
-      if (opcode == OPCODE_CARRY_DRAIN && program.name() != kGenerateEndProgram)
+      if (opcode == OPCODE_CARRY_WAIT && program.kind() != PROGRAM_KIND_DECODE)
         return failure(subject, ": only program ",
-                       inQuotes(kGenerateEndProgram),
+                       inQuotes(programKindName(PROGRAM_KIND_DECODE)),
+                       " may wait for a carried gather");
+      if (opcode == OPCODE_CARRY_DRAIN &&
+          program.kind() != PROGRAM_KIND_GENERATE_END)
+        return failure(subject, ": only program ",
+                       inQuotes(programKindName(PROGRAM_KIND_GENERATE_END)),
                        " may drain a carried gather");
     }
     return Status::success();

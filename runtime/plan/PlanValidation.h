@@ -18,12 +18,6 @@
 
 namespace zplan::plan {
 
-/// The generation programs that complete a carried gather
-/// (docs/generation.md sections 1 and 6): decode waits for it,
-/// generate_end drains it.
-inline constexpr std::string_view kDecodeProgram = "decode";
-inline constexpr std::string_view kGenerateEndProgram = "generate_end";
-
 /// Checks that `plan` is internally consistent and was compiled for
 /// `worldSize` ranks, so that the executor can index it without checks:
 ///  - version is kPlanVersion; world_size equals `worldSize`;
@@ -47,7 +41,8 @@ inline constexpr std::string_view kGenerateEndProgram = "generate_end";
 ///    instruction of its program's comm queue; carry_wait (result: the
 ///    CARRY buffer) runs only in decode, carry_drain (operand: the CARRY
 ///    buffer) only in generate_end;
-///  - input and output bindings name existing buffers.
+///  - input and output bindings name existing buffers;
+///  - every program keeps the contract of its kind (ProgramContracts.h).
 /// Stops at the first problem; the message names the buffer (id, name),
 /// parameter, group or instruction (program, index, op, location).
 Status validatePlan(const Plan &plan, uint32_t worldSize);

@@ -2,6 +2,7 @@
 
 #include "runtime/session/RankDevice.h"
 
+#include "runtime/comm/Launcher.h"
 #include "runtime/cpu/CpuBackend.h"
 
 #if ZPLAN_HAVE_CUDA
@@ -9,21 +10,11 @@
 #include "runtime/cuda/NcclCommunicator.h"
 #endif
 
-#include <cstdlib>
 #include <vector>
 
 using namespace zplan;
 
 namespace {
-
-/// The launcher's local rank, or -1 when it sets none.
-int localRankFromEnvironment() {
-  for (const char *name :
-       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
-    if (const char *value = std::getenv(name))
-      return std::atoi(value);
-  return -1;
-}
 
 /// The devices this rank sees (0 without CUDA or a driver).
 int visibleDevices() {
@@ -64,8 +55,12 @@ RankDevice::~RankDevice() {
   owned.reset();
 }
 
-Status RankDevice::open(BackendChoice choice, comm::Communicator &host,
+Status RankDevice::open(BackendChoice choice, const BackendOptions &options,
+                        comm::Communicator &host,
                         std::unique_ptr<RankDevice> &out) {
+  if (options.threads < 1)
+    return failure("the BLAS threads per rank must be at least 1, not ",
+                   options.threads);
   std::unique_ptr<RankDevice> device(new RankDevice());
   bool useCuda = false;
   if (choice != BackendChoice::Cpu) {
@@ -77,8 +72,9 @@ Status RankDevice::open(BackendChoice choice, comm::Communicator &host,
         lacking = static_cast<int>(rank);
     if (choice == BackendChoice::Cuda && lacking >= 0) {
       if (!cudaBackendBuilt())
-        return failure("--backend cuda: this zrun was built without CUDA ",
-                       "(configured without nvcc, or with ZPLAN_ENABLE_CUDA=OFF)");
+        return failure(
+            "--backend cuda: this zrun was built without CUDA ",
+            "(configured without nvcc, or with ZPLAN_ENABLE_CUDA=OFF)");
       std::string reason;
 #if ZPLAN_HAVE_CUDA
       if (lacking == host.rank())
@@ -91,7 +87,7 @@ Status RankDevice::open(BackendChoice choice, comm::Communicator &host,
   }
 #if ZPLAN_HAVE_CUDA
   if (useCuda) {
-    int local = localRankFromEnvironment();
+    int local = comm::launchedRank().localRank;
     int ordinal = (local >= 0 ? local : host.rank()) % visibleDevices();
     ZR_RETURN_IF_ERROR(cuda::createCudaBackend(ordinal, device->owned));
     cuda::CudaDevice &cudaDevice = *cuda::asCudaDevice(*device->owned);
@@ -106,7 +102,9 @@ Status RankDevice::open(BackendChoice choice, comm::Communicator &host,
 #else
   (void)useCuda;
 #endif
-  device->active = &cpu::cpuBackend();
+  cpu::CpuBackend &cpuBackend = cpu::cpuBackend();
+  cpuBackend.setThreads(options.threads);
+  device->active = &cpuBackend;
   device->collectiveComm = &host;
   device->text = "cpu";
   out = std::move(device);

@@ -9,9 +9,12 @@
 // CUDA only when every rank has a device, and `cuda` fails on every rank
 // when one rank has none, naming it.
 //
-// A rank's GPU is chosen from its local rank (the launcher's
-// OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or SLURM_LOCALID; the world
-// rank when none is set), modulo the devices the process sees.
+// A rank's GPU is chosen from its local rank (what the launcher says,
+// runtime/comm/Launcher.h; the world rank when it says nothing), modulo the
+// devices the process sees.
+//
+// This is the one place that names a concrete backend: everything below the
+// session works through the Backend interface.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,11 +39,19 @@ Status parseBackendChoice(std::string_view text, BackendChoice &out);
 /// Whether this build has the CUDA backend (nvcc was found).
 bool cudaBackendBuilt();
 
+/// The knobs of the backends, each applied by the backend it belongs to.
+struct BackendOptions {
+  /// CPU: BLAS threads per rank (zrun --threads; one per rank by default,
+  /// since ranks share the cores). The CUDA backend has no use for it.
+  int threads = 1;
+};
+
 class RankDevice {
 public:
   /// Opens the backend `choice` names on every rank of `host` (a collective
   /// call; see the file comment). `host` must outlive the device.
-  static Status open(BackendChoice choice, comm::Communicator &host,
+  static Status open(BackendChoice choice, const BackendOptions &options,
+                     comm::Communicator &host,
                      std::unique_ptr<RankDevice> &out);
   ~RankDevice();
 

@@ -1,11 +1,16 @@
-//===- Session.h - one rank's session over one plan: train and generate ---===//
+//===- Session.h - one rank's session over one plan -----------------------===//
 //
-// The runtime library behind `zrun train`, `zrun generate` and the Python
-// module (docs/one-plan.md): one object per rank over one plan of any mode
-// (infer, train, generate, or train,generate compiled into one plan). It
-// owns the plan, the rank's memory (RankMemory) and an executor per
-// program, and runs the programs in the orders the plan's modes define:
+// The one runtime API: every zrun command (`run`, `train`, `gradients`,
+// `generate`, and `inspect` and `export` through the plan queries) and the
+// Python module (docs/one-plan.md) open a plan through it. One object per
+// rank over one plan of any mode (infer, train, generate, or train,generate
+// compiled into one plan). It owns the plan, the rank's backend and memory
+// (RankMemory) and an executor per program, finds programs and bindings by
+// their kind and role (runtime/plan/ProgramContracts.h), and runs the
+// programs in the orders their kinds define:
 //
+//  - any program but generation's on its own: run() feeds its inputs by
+//    name and runs it once (`zrun run`), readOutput() reads a result;
 //  - training: trainStep() runs `train_micro_step` on a micro-batch, and
 //    after every K-th micro-step (K = TrainConfig::gradAccum) the
 //    `optimizer_step`; the optimizer step counter, the learning-rate
@@ -30,6 +35,10 @@
 // the rank that saw it, while the others may be blocked in a collective:
 // stopped() is then true, the caller aborts every rank (zrun does, through
 // abortRun; so does the Python module), and the session runs nothing more.
+//
+// The implementation is split by concern: Session.cpp (open, single runs,
+// traces, memory), Training.cpp, Generation.cpp, Checkpoints.cpp; the state
+// they share is SessionState.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,10 +95,10 @@ struct SessionOptions {
   BackendChoice backend = BackendChoice::Auto;
   /// --check: poison released copies, check reads and shard checksums.
   bool check = false;
-  /// BLAS threads of this rank.
+  /// BLAS threads of this rank (the CPU backend's knob, RankDevice.h).
   int threads = 1;
-  /// Record a trace of every generation program's runs (generationTrace()).
-  bool traceGeneration = false;
+  /// Record a trace of every program's runs (traceEvents()).
+  bool trace = false;
   TrainConfig train;
 };
 
@@ -102,7 +111,8 @@ struct TrainBatch {
   const int64_t *labels = nullptr;
 };
 
-/// One input of a program by name: its buffer's bytes, at `data`.
+/// One input of a program by name (zrun run and gradients feed whatever
+/// the model takes): its buffer's bytes, at `data`.
 struct ProgramInput {
   std::string name;
   const void *data = nullptr;
@@ -177,6 +187,13 @@ struct MemoryFigures {
   uint64_t arenaBytes = 0;
 };
 
+/// Reads the plan file at `planPath` and validates it for `worldSize` ranks
+/// (0: the world size it was compiled for): how every command opens a plan,
+/// Session::open included. `inspect` and `export`, which run no program,
+/// need no more.
+Status openPlan(const std::string &planPath, uint32_t worldSize,
+                plan::Plan &plan);
+
 class Session {
 public:
   /// Loads and validates the plan at `planPath` for this rank of
@@ -202,6 +219,30 @@ public:
   const std::string &planPath() const;
   int rank() const;
   int worldSize() const;
+  /// "cpu", or "cuda device 0 (...)": where the programs run.
+  const std::string &backendDescription() const;
+
+  //===--------------------------------------------------------------------===//
+  // One program on its own (zrun run)
+  //===--------------------------------------------------------------------===//
+
+  /// Feeds `inputs` (every input of `program`, by name, each exactly once
+  /// with its buffer's bytes) and runs `program` of plan() once; its outputs
+  /// stay for readOutput() until the next run. The executor is made at the
+  /// first run of a program and kept. Generation programs run only inside
+  /// generate(), which holds their state. Collective.
+  Status run(const plan::Program &program,
+             const std::vector<ProgramInput> &inputs);
+  /// What run() checks before it runs anything: a failure here leaves the
+  /// session usable, and is the same on every rank given the same inputs.
+  Status checkRun(const plan::Program &program,
+                  const std::vector<ProgramInput> &inputs) const;
+  /// The bytes of output `binding` of `program`'s last run.
+  Status readOutput(const plan::Binding &binding,
+                    std::vector<uint8_t> &bytes) const;
+  /// The bytes the collectives of `program`'s last run gathered on this
+  /// rank (0 before its first run).
+  uint64_t bytesGatheredLastRun(const plan::Program &program) const;
 
   //===--------------------------------------------------------------------===//
   // Training
@@ -260,10 +301,16 @@ public:
   /// were. Collective.
   Status generate(const GenerateRequest &request, GenerateResult &result,
                   const GenerateObserver &observer = {});
-  /// With SessionOptions::traceGeneration: this rank's trace events of the
-  /// generation programs (Chrome trace JSON objects, comma-separated), each
-  /// naming its program; empty otherwise.
-  std::string generationTrace() const;
+  //===--------------------------------------------------------------------===//
+  // Traces
+  //===--------------------------------------------------------------------===//
+
+  /// With SessionOptions::trace: this rank's trace events of every program
+  /// the session ran (Chrome trace JSON objects, comma-separated), each
+  /// naming its program; empty otherwise. The clock starts at the session's
+  /// first run or generation, after a barrier, so that the ranks' timelines
+  /// line up.
+  std::string traceEvents() const;
 
   //===--------------------------------------------------------------------===//
   // Checkpoints and memory

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <utility>
 
 using namespace zplan;
@@ -73,19 +74,6 @@ Status parseCount(const std::string &flag, const std::string &text, int64_t low,
   long long value = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || errno != 0 || value < low || value > high)
     return failure(flag, " takes an integer from ", low, " to ", high, ", got ",
-                   inQuotes(text));
-  out = value;
-  return Status::success();
-}
-
-Status parseNumber(const std::string &flag, const std::string &text, double low,
-                   double high, double &out) {
-  char *end = nullptr;
-  errno = 0;
-  double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno != 0 || !(value >= low) ||
-      !(value <= high))
-    return failure(flag, " takes a number from ", low, " to ", high, ", got ",
                    inQuotes(text));
   out = value;
   return Status::success();
@@ -193,9 +181,12 @@ Status applyFlag(const std::string &flag, const std::string &value,
   else if (flag == "--output-dir")
     arguments.outputDir = value;
   else if (flag == "--momentum")
-    return parseNumber(flag, value, 0, 0.999999, arguments.momentum);
+    return parseFlagNumber(flag, value, {0, false, 1, true},
+                           arguments.momentum);
   else if (flag == "--clip-grad-norm")
-    return parseNumber(flag, value, 0, 1e30, arguments.clipGradNorm);
+    return parseFlagNumber(
+        flag, value, {0, false, std::numeric_limits<double>::infinity(), true},
+        arguments.clipGradNorm);
   else if (flag == "--checkpoint")
     arguments.checkpointPath = value;
   else if (flag == "-o" || flag == "--output-file")
@@ -289,11 +280,9 @@ Status zplan::tooling::parseArguments(int argc, char **argv,
                      ", not of ", inQuotes(arguments.command));
     if (!spec->takesValue && hasValue)
       return failure(flag, " takes no value");
-    if (spec->takesValue && !hasValue) {
-      if (i + 1 >= words.size())
-        return failure(flag, " needs a value");
-      value = words[++i];
-    }
+    if (spec->takesValue)
+      ZR_RETURN_IF_ERROR(
+          takeFlagValue(words, i, {flag, value, hasValue}, value));
     if (Status status = applyFlag(flag, value, arguments); !status.ok())
       return status;
   }

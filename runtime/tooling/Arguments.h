@@ -4,7 +4,7 @@
 // What the user asked zrun to do, checked for form only (known options,
 // values in range, no name bound twice). What the plan makes of it (does
 // the input exist, does the file match) is the run's business
-// (RunSession.h); which files are the same file, too, since that needs the
+// (RunCommand.h); which files are the same file, too, since that needs the
 // file system.
 //
 //===----------------------------------------------------------------------===//

@@ -2,7 +2,7 @@
 //
 // Chooses how a command reports: `inspect`, `export` and usage errors need
 // no MPI, unless mpirun launched this process; `run` starts MPI and goes
-// through the ranks' agreement (RunSession.h) even for a usage error, so
+// through the ranks' agreement (Diagnostics.h) even for a usage error, so
 // that N ranks print one line. `export` reads every rank's checkpoint file
 // itself: launched on more than one rank it refuses, once, rather than
 // writing one model N times.
@@ -11,15 +11,16 @@
 
 #include "runtime/tooling/Cli.h"
 
+#include "runtime/comm/Launcher.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/generate/GenerateOptions.h"
 #include "runtime/tooling/Arguments.h"
 #include "runtime/tooling/Diagnostics.h"
-#include "runtime/tooling/Export.h"
-#include "runtime/tooling/GenerateSession.h"
-#include "runtime/tooling/Inspect.h"
-#include "runtime/tooling/RunSession.h"
-#include "runtime/tooling/TrainSession.h"
+#include "runtime/tooling/ExportCommand.h"
+#include "runtime/tooling/GenerateCommand.h"
+#include "runtime/tooling/InspectCommand.h"
+#include "runtime/tooling/RunCommand.h"
+#include "runtime/tooling/TrainCommand.h"
 #include "runtime/train/TrainOptions.h"
 
 #include <cstdlib>
@@ -42,7 +43,7 @@ int zplan::zrunMain(int argc, char **argv) {
   // gets mpirun to kill the others, perhaps before the one chosen to print
   // has printed: agree through MPI, as `run` does, so that the line is
   // printed before any rank exits.
-  bool launchedByMpirun = std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
+  bool launchedByMpirun = comm::launchedRank().launcher != nullptr;
   bool needsMpi = arguments.command == "run" || arguments.command == "train" ||
                   arguments.command == "gradients" ||
                   arguments.command == "generate";

@@ -9,12 +9,13 @@
 //   zrun PLAN inspect [--program NAME]
 //   mpirun -np N zrun PLAN generate --prompt P.npy --output T.npy ...
 //
-// This is the tooling layer above the runtime core (plan, executor, comm,
-// kernels), which holds no command-line code: Arguments.h parses, Inspect.h
-// prints a plan, RunSession.h runs one, Npy.h and Files.h read and write the
-// user's files. `run` checks everything it can before any work and fails
-// with one `zrun: error: ...` line and a non-zero exit on every rank; its
-// outputs appear complete, all of them, or none.
+// This is the tooling layer above the session (runtime/session), which holds
+// no command-line code: Arguments.h parses, each command has its file
+// (RunCommand.h, TrainCommand.h -- train and gradients --, GenerateCommand.h,
+// InspectCommand.h, ExportCommand.h), Npy.h and Files.h read and write the
+// user's files. Every command checks everything it can before any work and
+// fails with one `zrun: error: ...` line and a non-zero exit on every rank;
+// its outputs appear complete, all of them, or none.
 //
 //===----------------------------------------------------------------------===//
 

@@ -178,3 +178,29 @@ Status zplan::tooling::writeFileAtomically(const std::string &path,
     return status;
   return file.commit();
 }
+
+Status
+zplan::tooling::checkOverwritesNothing(const std::vector<NamedFile> &read,
+                                       const std::vector<NamedFile> &written) {
+  std::vector<FileIdentity> readIds, writtenIds;
+  for (const NamedFile &file : read)
+    readIds.push_back(FileIdentity::of(file.path));
+  for (const NamedFile &file : written)
+    writtenIds.push_back(FileIdentity::of(file.path));
+  for (size_t index = 0; index < written.size(); ++index) {
+    const NamedFile &output = written[index];
+    for (size_t input = 0; input < read.size(); ++input)
+      if (writtenIds[index].sameAs(readIds[input]))
+        return failure(output.what, " would overwrite ", read[input].what, ": ",
+                       inQuotes(output.path), " is ",
+                       inQuotes(read[input].path));
+    for (size_t other = 0; other < index; ++other)
+      if (writtenIds[index].sameAs(writtenIds[other]))
+        return failure(output.what, " and ", written[other].what,
+                       " are both written to ", inQuotes(output.path),
+                       output.path == written[other].path
+                           ? ""
+                           : " (as " + inQuotes(written[other].path) + ")");
+  }
+  return Status::success();
+}

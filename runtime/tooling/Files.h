@@ -40,6 +40,21 @@ struct FileIdentity {
   bool sameAs(const FileIdentity &other) const;
 };
 
+/// A file a command reads or writes, as its messages name it: "the plan
+/// file", "input 'ids'", "output 'logits'".
+struct NamedFile {
+  std::string what;
+  std::string path;
+};
+
+/// No file a command writes may be a file it reads, or another file it
+/// writes: rename() would replace the input (a run that reads logits.npy and
+/// writes logits.npy destroys its own input), and two outputs on one file
+/// leave only the last. Compared as files (FileIdentity), not as spellings;
+/// names both files when it fails.
+Status checkOverwritesNothing(const std::vector<NamedFile> &read,
+                              const std::vector<NamedFile> &written);
+
 /// Fails, naming `what` ("output 'logits'") and the reason, when a file
 /// cannot be created at `path`: its directory is missing or not writable, or
 /// `path` is a directory.

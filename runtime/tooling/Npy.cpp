@@ -11,6 +11,7 @@
 #include "runtime/tooling/Npy.h"
 
 #include "runtime/plan/ReadableFile.h"
+#include "runtime/support/ShapeText.h"
 #include "runtime/tooling/Files.h"
 
 #include <algorithm>
@@ -231,13 +232,6 @@ std::string zplan::npy::descrOf(plan::DataType type) {
     if (entry.type == type)
       return entry.descr;
   return "";
-}
-
-std::string zplan::npy::shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
 }
 
 namespace {

@@ -41,9 +41,6 @@ struct Array {
 /// written here cannot hold (F16 is '<f2'; BF16 has none).
 std::string descrOf(plan::DataType type);
 
-/// "[2, 16]", as zrun's messages print shapes.
-std::string shapeText(const std::vector<int64_t> &shape);
-
 /// Parses the bytes of a .npy file; `sourceName` only goes into messages.
 /// On failure `array` is left as it was.
 Status parseNpy(std::string_view bytes, std::string_view sourceName,

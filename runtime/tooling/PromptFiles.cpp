@@ -2,13 +2,15 @@
 
 #include "runtime/tooling/PromptFiles.h"
 
+#include "runtime/plan/PlanQueries.h"
+#include "runtime/support/ShapeText.h"
 #include "runtime/tooling/Npy.h"
-#include "runtime/tooling/PlanQueries.h"
 
 #include <cstring>
 
 using namespace zplan;
 using namespace zplan::tooling;
+using plan::typeName;
 
 namespace {
 
@@ -20,8 +22,7 @@ Status readIds(const std::string &path, const char *what, size_t rank,
     if ((declared.dtype != plan::I64 && declared.dtype != plan::I32) ||
         declared.shape.size() != rank)
       return failure(what, " ", inQuotes(path), " is ",
-                     npy::shapeText(declared.shape), " ",
-                     typeName(declared.dtype),
+                     shapeText(declared.shape), " ", typeName(declared.dtype),
                      "; generate reads int64 (or "
                      "int32) ",
                      rank == 2 ? "[batch, prompt length]" : "[batch]");
@@ -59,7 +60,7 @@ zplan::tooling::readGenerateRequest(const generate::GenerateOptions &options,
   rows.promptColumns = static_cast<uint64_t>(shape[1]);
   if (shape[0] == 0 || shape[1] == 0)
     return failure("prompt file ", inQuotes(options.promptPath), " is ",
-                   npy::shapeText(shape), ": no prompt to continue");
+                   shapeText(shape), ": no prompt to continue");
   if (!options.promptLengthsPath.empty()) {
     std::vector<int64_t> lengthsShape;
     ZR_RETURN_IF_ERROR(readIds(options.promptLengthsPath, "prompt lengths file",

@@ -1,9 +1,9 @@
 //===- BatchSampler.h - which token rows each rank reads at each step ----===//
 //
 // Batch selection is a pure function of the seed, the step and the row
-// number (TRAIN_SPEC 4), so that it does not depend on the number of ranks N
-// or of micro-steps K: K = 2 micro-steps of B = 2 rows read the rows that
-// K = 1 of B = 4 reads, and N = 1 with B = 4 what N = 2 with B = 2 read. The
+// number (the formula below), so that it does not depend on the number of ranks
+// N or of micro-steps K: K = 2 micro-steps of B = 2 rows read the rows that K =
+// 1 of B = 4 reads, and N = 1 with B = 4 what N = 2 with B = 2 read. The
 // formula, which the Python test oracle re-implements, is exactly:
 //
 //   splitmix64(x), the output of Vigna's SplitMix64 (Java's

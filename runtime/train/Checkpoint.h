@@ -41,6 +41,10 @@
 // manifest and checksum checks as load(), against a plan identity and world
 // size the caller names rather than a communicator's.
 //
+// The implementation: CheckpointWriter.cpp (save), CheckpointReader.cpp
+// (load and the reader), CheckpointManifest.h (names and the manifest),
+// DurableFiles.h (writes that survive a crash).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef ZPLAN_RUNTIME_TRAIN_CHECKPOINT_H
@@ -193,11 +197,6 @@ private:
   CheckpointValues savedValues;
   std::vector<std::vector<CheckpointRegionInfo>> ranks;
 };
-
-/// Collective: every rank passes its status; all get success, or all get
-/// the same failure: the message of the lowest failing rank, prefixed with
-/// "rank R: " unless every rank failed.
-Status agreeOnStatus(const Status &local, comm::Communicator &communicator);
 
 } // namespace zplan::train
 

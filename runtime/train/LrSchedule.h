@@ -1,10 +1,11 @@
 //===- LrSchedule.h - the learning rate of each optimizer step -----------===//
 //
-// TRAIN_SPEC 4: linear warmup from lr/W over W steps, then constant. Step s
-// (0-based) of W >= 1 warmup steps gets lr * (s + 1) / W, so the first step
-// takes lr / W and step W - 1 the full lr. `--lr-schedule cosine` then decays
-// from lr to `--min-lr` along half a cosine over the remaining steps, as
-// Hugging Face's get_cosine_schedule_with_warmup does (with a floor):
+// `zrun train --lr --warmup`: linear warmup from lr/W over W steps, then
+// constant. Step s (0-based) of W >= 1 warmup steps gets lr * (s + 1) / W, so
+// the first step takes lr / W and step W - 1 the full lr. `--lr-schedule
+// cosine` then decays from lr to `--min-lr` along half a cosine over the
+// remaining steps, as Hugging Face's get_cosine_schedule_with_warmup does (with
+// a floor):
 //   p = (s - W) / (S - W),  lr(s) = min + (lr - min) * (1 + cos(pi p)) / 2
 // for total steps S, so the last step is just above the floor. The schedule
 // is a pure function of the step, so a resumed run continues it exactly.

@@ -1,10 +1,10 @@
 //===- TokenData.h - the flat token file `zrun train --data` reads -------===//
 //
-// Training data is one flat array of token ids (TRAIN_SPEC 4): a raw `.bin`
-// of little-endian uint16 (the default) or uint32 (`--data-dtype uint32`),
-// or a 1-D `.npy` of uint16, uint32, int32 or int64. A run reads a few rows
-// of T tokens per micro-step at offsets spread over the whole file, so the
-// file is never read whole: open() checks its size and header only, and
+// Training data is one flat array of token ids (`zrun train --data`): a raw
+// `.bin` of little-endian uint16 (the default) or uint32 (`--data-dtype
+// uint32`), or a 1-D `.npy` of uint16, uint32, int32 or int64. A run reads a
+// few rows of T tokens per micro-step at offsets spread over the whole file, so
+// the file is never read whole: open() checks its size and header only, and
 // readRow() preads one row. The checks name the file and the offending
 // offset: a size that is not a whole number of tokens, fewer than T + 1
 // tokens (the sampler draws offsets in [0, count - T)), and, as rows are

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <set>
 
 using namespace zplan;
@@ -35,27 +36,6 @@ const char *const zplan::train::kTrainUsage =
     "  --resume DIR            continue from DIR's latest (or a step-N dir)\n"
     "  --log-every N           print every Nth step (rank 0)\n"
     "  --loss-log FILE         write step<TAB>loss<TAB>lr per step\n";
-
-namespace {
-
-/// A finite number within `range`: "(0, inf)" (positive), "[0, inf)"
-/// (non-negative) or "[0, 1)".
-Status parseNumber(const std::string &flag, const std::string &text,
-                   const std::string &range, double &out) {
-  char *end = nullptr;
-  errno = 0;
-  double value = std::strtod(text.c_str(), &end);
-  bool inRange = std::isfinite(value) &&
-                 (range[0] == '(' ? value > 0 : value >= 0) &&
-                 (range == "[0, 1)" ? value < 1 : true);
-  if (text.empty() || *end != '\0' || errno != 0 || !inRange)
-    return failure(flag, " takes a number in ", range, ", got ",
-                   inQuotes(text));
-  out = value;
-  return Status::success();
-}
-
-} // namespace
 
 LrSchedule TrainOptions::schedule() const {
   LrSchedule result;
@@ -137,26 +117,19 @@ Status TrainOptions::checkResume(const LoadedCheckpoint &loaded,
 Status zplan::train::parseTrainOptions(const std::vector<std::string> &words,
                                        TrainOptions &options) {
   constexpr uint64_t kMaxCount = 1000000000000ull;
+  static const std::set<std::string> kFlags = {
+      "--data",         "--data-dtype", "--steps",       "--grad-accum",
+      "--lr",           "--warmup",     "--lr-schedule", "--min-lr",
+      "--weight-decay", "--beta1",      "--beta2",       "--eps",
+      "--seed",         "--save",       "--save-every",  "--keep-last",
+      "--resume",       "--log-every",  "--loss-log"};
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  constexpr NumberRange kPositive{0, true, kInf, true};
+  constexpr NumberRange kNonNegative{0, false, kInf, true};
+  constexpr NumberRange kFraction{0, false, 1, true};
   std::set<std::string> seen;
   bool minLrGiven = false;
-  for (size_t i = 0; i < words.size(); ++i) {
-    auto [flag, value, hasValue] = splitFlagWord(words[i]);
-    static const std::set<std::string> kFlags = {
-        "--data",         "--data-dtype", "--steps",       "--grad-accum",
-        "--lr",           "--warmup",     "--lr-schedule", "--min-lr",
-        "--weight-decay", "--beta1",      "--beta2",       "--eps",
-        "--seed",         "--save",       "--save-every",  "--keep-last",
-        "--resume",       "--log-every",  "--loss-log"};
-    if (!kFlags.count(flag))
-      return failure("unknown option ", inQuotes(words[i]),
-                     " of 'train'; see zrun --help");
-    if (!seen.insert(flag).second)
-      return failure(flag, " is given twice");
-    if (!hasValue) {
-      if (i + 1 >= words.size())
-        return failure(flag, " needs a value");
-      value = words[++i];
-    }
+  auto apply = [&](const std::string &flag, const std::string &value) {
     Status status = Status::success();
     if (flag == "--data" || flag == "--save" || flag == "--resume" ||
         flag == "--loss-log") {
@@ -185,22 +158,23 @@ Status zplan::train::parseTrainOptions(const std::vector<std::string> &words,
     else if (flag == "--seed")
       status = parseFlagInteger(flag, value, 0, UINT64_MAX, options.seed);
     else if (flag == "--lr")
-      status = parseNumber(flag, value, "(0, inf)", options.lr);
+      status = parseFlagNumber(flag, value, kPositive, options.lr);
     else if (flag == "--min-lr") {
-      status = parseNumber(flag, value, "[0, inf)", options.minLr);
+      status = parseFlagNumber(flag, value, kNonNegative, options.minLr);
       minLrGiven = true;
     } else if (flag == "--lr-schedule")
       status = parseLrDecay(value, options.lrDecay);
     else if (flag == "--weight-decay")
-      status = parseNumber(flag, value, "[0, inf)", options.weightDecay);
+      status = parseFlagNumber(flag, value, kNonNegative, options.weightDecay);
     else if (flag == "--beta1")
-      status = parseNumber(flag, value, "[0, 1)", options.beta1);
+      status = parseFlagNumber(flag, value, kFraction, options.beta1);
     else if (flag == "--beta2")
-      status = parseNumber(flag, value, "[0, 1)", options.beta2);
+      status = parseFlagNumber(flag, value, kFraction, options.beta2);
     else if (flag == "--eps")
-      status = parseNumber(flag, value, "(0, inf)", options.eps);
-    ZR_RETURN_IF_ERROR(status);
-  }
+      status = parseFlagNumber(flag, value, kPositive, options.eps);
+    return status;
+  };
+  ZR_RETURN_IF_ERROR(forEachFlag(words, kFlags, "train", seen, apply));
   if (options.dataPath.empty())
     return failure("train needs --data TOKENS (a token file)");
   if ((seen.count("--save-every") || seen.count("--keep-last")) &&

@@ -1,9 +1,9 @@
 //===- TrainOptions.h - the flags of `zrun PLAN train`, parsed ------------===//
 //
-// TRAIN_SPEC 4's flags, checked for form only (known flags, numbers in
-// range, no flag twice, dependent flags together), in the style of zrun's
-// other commands (runtime/tooling/Arguments.h): a one-line message naming
-// the flag and what it takes. Whether the data file exists and fits the
+// `zrun train`'s flags (kTrainUsage below), checked for form only (known flags,
+// numbers in range, no flag twice, dependent flags together), in the style of
+// zrun's other commands (runtime/tooling/Arguments.h): a one-line message
+// naming the flag and what it takes. Whether the data file exists and fits the
 // plan is the run's business (TokenData). Cli calls this with the words
 // after `PLAN train`.
 //

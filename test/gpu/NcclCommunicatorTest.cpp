@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
   if (lacking > 0 && skipReason.empty())
     skipReason = "another rank has no CUDA device of its own";
   if (skipReason.empty()) {
-    Status status = RankDevice::open(BackendChoice::Cuda, *mpi, opened);
+    Status status = RankDevice::open(BackendChoice::Cuda, {}, *mpi, opened);
     if (!status.ok()) {
       std::fprintf(stderr, "NcclCommunicatorTest: %s\n",
                    status.message().c_str());

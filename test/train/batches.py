@@ -1,4 +1,4 @@
-"""The batch selection of `zrun PLAN train` (TRAIN_SPEC 4), re-implemented in Python.
+"""The batch selection of `zrun PLAN train` (runtime/train/BatchSampler.h), re-implemented in Python.
 
 The oracle side of the training tests uses this one helper: the golden curves
 made by scripts/export_fixtures.py --train-goldens read their rows through it,

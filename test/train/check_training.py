@@ -3,7 +3,7 @@
 The golden (scripts/export_fixtures.py --train-goldens) holds, per optimizer
 configuration, the loss at each of 3 steps of torch.optim.SGD / AdamW
 (foreach=False) on R = 4 rows of T = 16 tokens per step, picked from the corpus
-by TRAIN_SPEC 4's batch selection (re-implemented in batches.py). Because each
+by zrun's batch selection (runtime/train/BatchSampler.h, re-implemented in batches.py). Because each
 micro-batch's loss is a mean over the same number of targets, any split of the
 R rows into K micro-steps of B rows on N ranks (K*N*B = R) must give the same
 curve. This script:
@@ -30,8 +30,8 @@ curve. This script:
     .npy, an int64 .npy and a uint32 .bin (--data-dtype uint32);
  5. checkpoint and resume: adamw, B=2, N=2, --persistence-threshold 0 (m and
     v sharded): `--steps 1 --save DIR --save-every 1 --loss-log A`, then
-    `--steps 3 --resume DIR --loss-log B`. Decided here (TRAIN_SPEC 4 is
-    silent): --steps is the total number of optimizer steps, a resumed run
+    `--steps 3 --resume DIR --loss-log B`. Decided here (BatchSampler.h and TrainOptions.h
+    are silent): --steps is the total number of optimizer steps, a resumed run
     continues after the checkpoint's step, and its log numbers steps globally,
     so B holds steps 2 and 3; A + B must be torch's curve (1e-5 relative).
     Step 3's loss follows step 2's update, which reads the restored m and v.
@@ -214,7 +214,7 @@ def main():
             raise CheckFailure(f"{args.name} {curve} B={batch} K={k_steps} N={world}: curve "
                                f"{losses.tolist()} differs from one rank's "
                                f"{one_rank[curve].tolist()} by {difference:.3e} relative")
-    # The same tokens in the other token-file formats of TRAIN_SPEC 4.
+    # The same tokens in the other token-file formats of runtime/train/TokenData.h.
     tokens = np.fromfile(args.data, dtype="<u2")
     np.save(out / "tokens-u16.npy", tokens)
     np.save(out / "tokens-i64.npy", tokens.astype(np.int64))

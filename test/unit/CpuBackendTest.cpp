@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/CpuBackend.h"
-#include "runtime/Executor.h"
+#include "runtime/exec/Executor.h"
 
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>

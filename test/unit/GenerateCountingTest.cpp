@@ -1,13 +1,13 @@
 //===- GenerateCountingTest.cpp - bytes gathered, counted during a run ----===//
 //
 // `zrun generate --stats` reports the bytes the decode steps gathered as
-// counted by CountingCommunicator (runtime/tooling/CountingCommunicator.h):
+// counted by CountingCommunicator (runtime/comm/CountingCommunicator.h):
 // every all-gather's whole result, nothing for the other collectives, and
 // the calls still reach the communicator it wraps.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/tooling/CountingCommunicator.h"
+#include "runtime/comm/CountingCommunicator.h"
 
 #include "test/unit/SingleRankCommunicator.h"
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include <vector>
 
 using namespace zplan;
-using namespace zplan::tooling;
+using namespace zplan::comm;
 
 namespace {
 

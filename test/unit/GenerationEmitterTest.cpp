@@ -21,6 +21,7 @@
 #include "compiler/analysis/CostModel.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "runtime/plan/Opcodes.h"
+#include "runtime/plan/PlanQueries.h"
 #include "runtime/plan/PlanValidation.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -48,14 +49,33 @@ std::string generationModule(int worldSize, bool carry = false) {
       "zero.group @g1 {params = [@wo], padded_elements = 16 : i64, "
       "world_size = " +
       std::to_string(worldSize) + " : i64}\n";
-  // One token step over S tokens (prefill S = 3, decode S = 1).
+  // One token step over S tokens (prefill S = 3, decode S = 1), with the
+  // bindings a generation program has (runtime/plan/ProgramContracts.h):
+  // the token ids and positions [2, S], prefill's last index [2], the
+  // logits [2, 4]. The hidden state is a constant: the ids are not read.
   auto step = [carry](const std::string &name, int s) {
+    bool prefill = name == "prefill";
     std::string x = "tensor<2x1x" + std::to_string(s) + "x4xf32>";
     std::string pos = "tensor<2x" + std::to_string(s) + "xi64>";
-    return "func.func @" + name + "(%x: " + x +
+    std::string logits;
+    if (prefill)
+      logits = "  %l = nn.slice %y {starts = array<i64: 0, 0, " +
+               std::to_string(s - 1) +
+               ", 0>, steps = array<i64: 1, 1, 1, 1>} : " + x +
+               " -> tensor<2x1x1x4xf32> loc(\"/last\")\n"
+               "  %logits = nn.reshape %l : tensor<2x1x1x4xf32> -> "
+               "tensor<2x4xf32>\n";
+    else
+      logits = "  %logits = nn.reshape %y : " + x + " -> tensor<2x4xf32>\n";
+    return "func.func @" + name + "(%ids: " + pos +
            " {nn.name = \"input_ids\"}, %pos: " + pos +
-           " {nn.name = \"positions\"}) -> (" + x +
-           " {nn.name = \"logits\"}) {\n"
+           " {nn.name = \"positions\"}" +
+           (prefill ? ", %last: tensor<2xi64> {nn.name = \"last_index\"}"
+                    : "") +
+           ") -> (tensor<2x4xf32> {nn.name = \"logits\"}) {\n"
+           "  %x = nn.constant dense<1.0> : " +
+           x +
+           "\n"
            "  %s0 = zero.shard @wq : !zero.shard<tensor<4x4xf32>>\n"
            "  %wq = zero.resident_read %s0 {group = @g0} : "
            "!zero.shard<tensor<4x4xf32>> -> tensor<4x4xf32>\n"
@@ -78,12 +98,12 @@ std::string generationModule(int worldSize, bool carry = false) {
                   "!zero.shard<tensor<4x4xf32>>\n"
                   "  %wo = zero.gather_wait %t1 : tensor<4x4xf32>\n") +
            "  %y = nn.matmul %o, %wo : (" + x + ", tensor<4x4xf32>) -> " + x +
-           " loc(\"/o\")\n"
+           " loc(\"/o\")\n" + logits +
            "  zero.release %wo : tensor<4x4xf32>\n" +
            (carry ? "  zero.carry_start %s1 {group = @g1} : "
                     "!zero.shard<tensor<4x4xf32>>\n"
                   : "") +
-           "  return %y : " + x + "\n}\n";
+           "  return %logits : tensor<2x4xf32>\n}\n";
   };
   return "nn.parameter @wq : tensor<4x4xf32>\n"
          "nn.parameter @wo : tensor<4x4xf32>\n"
@@ -141,7 +161,7 @@ protected:
     return nullptr;
   }
   static const plan::Buffer &buffer(const plan::Plan &plan, uint32_t id) {
-    return plan.buffers(id - 1);
+    return plan::bufferOf(plan, id);
   }
   static const plan::Buffer &root(const plan::Plan &plan, uint32_t id) {
     while (buffer(plan, id).view_of() != 0)
@@ -310,8 +330,8 @@ namespace {
 bool touchesArenaAt(const plan::Plan &plan, const plan::Program &program,
                     const plan::Buffer &buffer, int64_t from, int64_t to) {
   auto rootId = [&](uint32_t id) {
-    while (plan.buffers(id - 1).view_of() != 0)
-      id = plan.buffers(id - 1).view_of();
+    while (plan::bufferOf(plan, id).view_of() != 0)
+      id = plan::bufferOf(plan, id).view_of();
     return id;
   };
   int64_t first = -1, last = -1;

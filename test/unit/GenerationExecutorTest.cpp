@@ -19,8 +19,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Executor.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/plan/PlanFormat.h"
+#include "runtime/plan/PlanQueries.h"
 #include "runtime/plan/PlanValidation.h"
 #include "runtime/plan/Weights.h"
 #include "runtime/support/Checksum.h"
@@ -140,14 +142,37 @@ plan::Plan makeGenerationPlan(bool carry = false) {
     carried->set_group(0);
   }
 
+  // What a generation program binds besides (ProgramContracts.h): token ids
+  // (unread here), prefill's last index, and the logits, a view of the sum.
+  uint32_t ids =
+      addBuffer(plan, "input_ids", plan::Buffer::ARENA, {1, 1}, plan::I64)
+          ->id();
+  plan.mutable_buffers(ids - 1)->set_offset(96);
+  plan::Buffer *last =
+      addBuffer(plan, "last_index", plan::Buffer::ARENA, {1}, plan::I64);
+  last->set_offset(104);
+  uint32_t lastIndex = last->id();
+  plan::Buffer *logits = addBuffer(plan, "logits", plan::Buffer::ARENA, {1, 8});
+  logits->set_view_of(kSum);
+  uint32_t logitsId = logits->id();
+  auto bind = [](google::protobuf::RepeatedPtrField<plan::Binding> *bindings,
+                 const char *name, uint32_t buffer, plan::BindingRole role) {
+    plan::Binding *binding = bindings->Add();
+    binding->set_name(name);
+    binding->set_buffer(buffer);
+    binding->set_role(role);
+  };
+
   plan::Program *begin = plan.add_programs();
   begin->set_name("generate_begin");
+  begin->set_kind(plan::PROGRAM_KIND_GENERATE_BEGIN);
   addInstruction(*begin, plan::OPCODE_RESIDENT_GATHER, {kShard}, {kResident});
   addInstruction(*begin, plan::OPCODE_GATHER_WAIT, {kResident}, {})
       ->add_wait_for(0);
 
   plan::Program *decode = plan.add_programs();
   decode->set_name("decode");
+  decode->set_kind(plan::PROGRAM_KIND_DECODE);
   decode->set_peak_arena_bytes(256);
   if (carry)
     addInstruction(*decode, plan::OPCODE_CARRY_WAIT, {}, {kCarry}, 0);
@@ -161,27 +186,34 @@ plan::Plan makeGenerationPlan(bool carry = false) {
     addInstruction(*decode, plan::OPCODE_CARRY_GATHER, {kShard}, {kCarry}, 0)
         ->add_wait_for(3);
   }
-  for (auto [name, id] :
-       {std::pair{"input_ids", kNew}, std::pair{"positions", kPositions}}) {
-    plan::Binding *binding = decode->add_inputs();
-    binding->set_name(name);
-    binding->set_buffer(id);
-  }
-  plan::Binding *output = decode->add_outputs();
-  output->set_name("sum");
-  output->set_buffer(kSum);
+  // The test writes `new` and the positions itself (feed()).
+  bind(decode->mutable_inputs(), "input_ids", ids,
+       plan::BINDING_ROLE_INPUT_IDS);
+  bind(decode->mutable_inputs(), "positions", kPositions,
+       plan::BINDING_ROLE_POSITIONS);
+  bind(decode->mutable_outputs(), "logits", logitsId,
+       plan::BINDING_ROLE_LOGITS);
 
   plan::Program *end = plan.add_programs();
   end->set_name("generate_end");
+  end->set_kind(plan::PROGRAM_KIND_GENERATE_END);
   if (carry)
     addInstruction(*end, plan::OPCODE_CARRY_DRAIN, {kCarry}, {}, 0);
   addInstruction(*end, plan::OPCODE_RESIDENT_RELEASE, {kResident}, {});
 
-  if (carry) {
-    plan::Program *prefill = plan.add_programs();
-    prefill->set_name("prefill");
+  plan::Program *prefill = plan.add_programs();
+  prefill->set_name("prefill");
+  prefill->set_kind(plan::PROGRAM_KIND_PREFILL);
+  if (carry)
     addInstruction(*prefill, plan::OPCODE_CARRY_GATHER, {kShard}, {kCarry}, 0);
-  }
+  bind(prefill->mutable_inputs(), "input_ids", ids,
+       plan::BINDING_ROLE_INPUT_IDS);
+  bind(prefill->mutable_inputs(), "positions", kPositions,
+       plan::BINDING_ROLE_POSITIONS);
+  bind(prefill->mutable_inputs(), "last_index", lastIndex,
+       plan::BINDING_ROLE_LAST_INDEX);
+  bind(prefill->mutable_outputs(), "logits", logitsId,
+       plan::BINDING_ROLE_LOGITS);
   return plan;
 }
 
@@ -213,13 +245,15 @@ protected:
     out << plan::encodeWeightsHeader(header);
     out.write(reinterpret_cast<const char *>(weights.data()), 32);
     out.close();
-    ASSERT_EQ(
-        errorOf(RankMemory::load(directory + "/gen.zplan", plan, 0, memory)),
-        "");
+    ASSERT_EQ(errorOf(RankMemory::load(directory + "/gen.zplan", plan, 0,
+                                       cpu::cpuBackend(), memory)),
+              "");
     ExecutorOptions options;
     options.check = true;
     for (int p = 0; p < plan.programs_size(); ++p)
-      ASSERT_EQ(errorOf(checkProgramSupported(plan, plan.programs(p))), "");
+      ASSERT_EQ(errorOf(checkProgramSupported(plan, plan.programs(p),
+                                              cpu::cpuBackend())),
+                "");
     for (int p = 0; p < plan.programs_size(); ++p)
       ASSERT_EQ(errorOf(Executor::create(plan, plan.programs(p), *memory,
                                          communicator, options, executors[p])),
@@ -230,7 +264,7 @@ protected:
   Executor &begin() { return *executors[0]; }
   Executor &decode() { return *executors[1]; }
   Executor &end() { return *executors[2]; }
-  Executor &prefill() { return *executors[3]; } // with the carry only
+  Executor &prefill() { return *executors[3]; } // carries with the carry only
 
   /// Sets decode's inputs: the new key row (all `value`) at `position`.
   void feed(float value, int64_t position) {
@@ -292,7 +326,7 @@ TEST_F(GenerationExecutor, GenerationStateIsHeldOnlyWhileAllocated) {
   // allocated, held throughout.
   uint64_t state = 0;
   for (uint32_t id : {kCache, kResident})
-    state += (plan.buffers(id - 1).bytes() + kMemoryAlignment - 1) /
+    state += (plan::bufferOf(plan, id).bytes() + kMemoryAlignment - 1) /
              kMemoryAlignment * kMemoryAlignment;
   EXPECT_EQ(memory->generationBytes(), state);
   uint64_t during = memory->heldBytes();

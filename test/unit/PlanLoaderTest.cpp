@@ -119,6 +119,7 @@ Plan makeValidPlan() {
 
   Program *program = plan.add_programs();
   program->set_name("infer");
+  program->set_kind(PROGRAM_KIND_INFER);
   addInstruction(*program, OPCODE_ALL_GATHER, {1}, {3})->set_group(0);
   addInstruction(*program, OPCODE_MATMUL, {5, 4}, {6}, {0})
       ->set_location("/MatMul");
@@ -127,9 +128,11 @@ Plan makeValidPlan() {
   Binding *input = program->add_inputs();
   input->set_name("x");
   input->set_buffer(5);
+  input->set_role(BINDING_ROLE_DATA);
   Binding *output = program->add_outputs();
   output->set_name("y");
   output->set_buffer(6);
+  output->set_role(BINDING_ROLE_DATA);
   program->set_peak_arena_bytes(56);
 
   plan.set_arena_bytes(64);
@@ -341,9 +344,9 @@ TEST_F(PlanLoaderTest, WrongVersion) {
   Plan plan = makeValidPlan();
   plan.set_version(7);
   EXPECT_TRUE(contains(loadError(writePlan(plan)),
-                       "plan version 7, this zrun reads version 2"));
+                       "plan version 7, this zrun reads version 3"));
   EXPECT_TRUE(contains(validationError(plan),
-                       "plan version 7, this zrun reads version 2"));
+                       "plan version 7, this zrun reads version 3"));
 }
 
 TEST_F(PlanLoaderTest, NoVersionOrNoPrograms) {
@@ -884,17 +887,20 @@ TEST_F(PlanLoaderTest, UnknownOpcodeSurvivesParsing) {
 
 TEST_F(PlanLoaderTest, KernelWithoutResultsValidates) {
   // adamw and sgd update their operands in place and have no results
-  // (TRAIN_SPEC.md): validation must accept such a compute instruction.
+  // (plan.proto, OPCODE_ADAMW): validation must accept such a compute
+  // instruction.
   Plan plan = makeValidPlan();
   Buffer *hyper = addBuffer(plan, "hyper", Buffer::ARENA, {8}, 32);
   hyper->set_offset(0);
   Program *program = plan.add_programs();
   program->set_name("optimizer_step");
+  program->set_kind(PROGRAM_KIND_OPTIMIZER_STEP);
   addInstruction(*program, OPCODE_ADAMW, {2, 2, 2, 2, hyper->id()}, {});
   addInstruction(*program, OPCODE_SGD, {2, 2, 2, hyper->id()}, {});
   Binding *input = program->add_inputs();
   input->set_name("hyper");
   input->set_buffer(hyper->id());
+  input->set_role(BINDING_ROLE_HYPER_PARAMETERS);
   EXPECT_EQ(validationError(plan), "");
 }
 

@@ -2,7 +2,7 @@
 //
 // TokenData reads rows of a flat token file (raw uint16/uint32 or a 1-D
 // .npy) and refuses, naming the file and offset, what cannot be training
-// data; BatchSampler picks rows by TRAIN_SPEC 4's formula, whose expected
+// data; BatchSampler picks rows by BatchSampler.h's formula, whose expected
 // values here were computed by an independent Python implementation, so a
 // change to the formula breaks this test, not only the Python oracle.
 //

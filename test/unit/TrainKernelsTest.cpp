@@ -1,15 +1,15 @@
 //===- TrainKernelsTest.cpp - training kernels vs finite differences ------===//
 //
-// Every gradient kernel of runtime/cpu (TRAIN_SPEC.md section 1) is checked
-// against central finite differences of its FORWARD kernel: with random
-// inputs and a random cotangent R (fixed seed), L(x) = sum(forward(x) * R)
-// is computed in double from the forward kernel's f32 outputs, and
-// (L(x + h e_i) - L(x - h e_i)) / 2h must match the grad kernel's element i
-// to a stated fraction of the largest gradient element. The step h is
-// chosen per op: large enough that the forward's f32 rounding (about 6e-8
-// of each output, summed over the outputs) divided by 2h stays far below the
-// tolerance, small enough that the truncation error (h^2 f''' / 6) does too.
-// cross_entropy's value is checked against a double log-sum-exp, and the
+// Every gradient kernel of runtime/cpu (the backward opcodes of
+// runtime/plan/plan.proto) is checked against central finite differences of its
+// FORWARD kernel: with random inputs and a random cotangent R (fixed seed),
+// L(x) = sum(forward(x) * R) is computed in double from the forward kernel's
+// f32 outputs, and (L(x + h e_i) - L(x - h e_i)) / 2h must match the grad
+// kernel's element i to a stated fraction of the largest gradient element. The
+// step h is chosen per op: large enough that the forward's f32 rounding (about
+// 6e-8 of each output, summed over the outputs) divided by 2h stays far below
+// the tolerance, small enough that the truncation error (h^2 f''' / 6) does
+// too. cross_entropy's value is checked against a double log-sum-exp, and the
 // optimizers against a double reference of torch.optim's AdamW and SGD.
 // Error paths are checked by their messages, which name the instruction.
 //

@@ -1,7 +1,8 @@
 //===- TrainOptionsTest.cpp - `zrun PLAN train` flags ---------------------===//
 //
-// Every flag of TRAIN_SPEC 4 lands in its field (both `--flag value` and
-// `--flag=value`), defaults are the spec's, and each malformed use is one
+// Every flag of `zrun train` (runtime/train/TrainOptions.h) lands in its field
+// (both `--flag value` and
+// `--flag=value`), defaults are TrainOptions.h's, and each malformed use is one
 // message naming the flag and what it takes.
 //
 //===----------------------------------------------------------------------===//

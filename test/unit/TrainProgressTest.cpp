@@ -1,6 +1,6 @@
 //===- TrainProgressTest.cpp - learning-rate schedule and progress lines -===//
 //
-// The schedule is TRAIN_SPEC 4's (linear warmup from lr/W, then constant),
+// The schedule is LrSchedule.h's (linear warmup from lr/W, then constant),
 // plus the optional cosine; the progress line and summary are checked
 // character for character under a fake clock.
 //

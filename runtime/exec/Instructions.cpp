@@ -1,0 +1,189 @@
+//===- Instructions.cpp - what each non-kernel instruction does ----------===//
+//
+// The executor's instruction semantics: collectives over a group (gathers
+// into an arena copy or a resident copy, gradient reductions into the
+// accumulators), the bookkeeping of gathered copies (wait, release), and the
+// dispatch of everything else to the backend's prepared kernel. The carry's
+// instructions are in Carry.cpp, the --check bookkeeping in ScheduleCheck.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/exec/Executor.h"
+
+#include "runtime/plan/Opcodes.h"
+#include "runtime/plan/PlanFormat.h"
+#include "runtime/plan/PlanQueries.h"
+
+#include <cstring>
+
+using namespace zplan;
+
+Status Executor::execute(uint32_t index) {
+  const plan::Instruction &instruction = program.instructions(index);
+  switch (instruction.opcode()) {
+  case plan::OPCODE_ALL_GATHER:
+  case plan::OPCODE_RESIDENT_GATHER:
+    return executeAllGather(instruction);
+  case plan::OPCODE_CARRY_GATHER:
+    return executeCarryGather(instruction);
+  case plan::OPCODE_CARRY_WAIT:
+  case plan::OPCODE_CARRY_DRAIN:
+    return executeCarryCompletion(instruction);
+  case plan::OPCODE_RELEASE:
+    return executeRelease(instruction);
+  case plan::OPCODE_RESIDENT_RELEASE:
+    return executeResidentRelease(instruction);
+  case plan::OPCODE_REDUCE_SCATTER:
+  case plan::OPCODE_ALL_REDUCE:
+    return executeGradientReduction(instruction);
+  case plan::OPCODE_REDUCE_SCATTER_WAIT:
+    // The dependency on the collective (wait_for) is the whole effect.
+    return Status::success();
+  case plan::OPCODE_GATHER_WAIT:
+    // The dependency on the all_gather (wait_for) is the whole effect. A
+    // resident copy stays gathered for the programs after this one.
+    for (uint32_t id : instruction.operands()) {
+      uint32_t root = memory.rootOf(id);
+      if (plan::bufferOf(plan, root).kind() == plan::Buffer::RESIDENT)
+        memory.residentCopy(root) = {RankMemory::ResidentCopy::State::Gathered,
+                                     std::string()};
+      else if (options.check && isGatheredCopy[root])
+        copyState[root].store(kAvailable, std::memory_order_relaxed);
+    }
+    return Status::success();
+  default:
+    break;
+  }
+  if (options.check)
+    if (Status status = checkReads(instruction); !status.ok())
+      return status;
+  Status status = kernels[index]->run();
+  if (!status.ok())
+    return failure(describeInstruction(instruction), ": ", status.message());
+  return Status::success();
+}
+
+Status Executor::executeAllGather(const plan::Instruction &instruction) {
+  uint32_t group = instruction.group();
+  const plan::Group &entry = plan.groups(group);
+  ElementType type = *elementTypeFromPlan(entry.dtype());
+  uint64_t countPerRank =
+      entry.padded_elements() / static_cast<uint64_t>(plan.world_size());
+  uint64_t shardBytes = countPerRank * elementTypeInfo(type).bytes;
+  const uint8_t *shard = memory.address(instruction.operands(0));
+  uint8_t *copy = memory.address(instruction.results(0));
+  if (options.check) {
+    uint64_t sum;
+    if (Status status = backend.checksum(shard, shardBytes, sum); !status.ok())
+      return status;
+    if (sum != shardChecksums[group])
+      return failure(describeInstruction(instruction), ": the shard of group ",
+                     groupName(group),
+                     " changed since the run started (checksum mismatch): an ",
+                     "instruction wrote into parameter storage");
+  }
+  if (Status status = communicator.allGather(shard, copy, countPerRank, type);
+      !status.ok())
+    return failure(describeInstruction(instruction), " (group ",
+                   groupName(group), "): ", status.message());
+  gatheredInRun.fetch_add(shardBytes * plan.world_size(),
+                          std::memory_order_relaxed);
+  if (options.check) {
+    // The shard's checksum was just compared with the load-time one.
+    uint64_t sum;
+    if (Status status = backend.checksum(copy + memory.rank() * shardBytes,
+                                         shardBytes, sum);
+        !status.ok())
+      return status;
+    if (sum != shardChecksums[group])
+      return failure(describeInstruction(instruction), ": this rank's ",
+                     "slice of the gathered copy of group ", groupName(group),
+                     " differs from its shard");
+  }
+  return Status::success();
+}
+
+// The packing and the accumulation are issued on the comm queue, where the
+// collective runs: host loops on the CPU, copies and a kernel on the comm
+// stream of a device.
+Status
+Executor::executeGradientReduction(const plan::Instruction &instruction) {
+  uint32_t group = instruction.group();
+  const plan::Group &entry = plan.groups(group);
+  uint64_t padded = entry.padded_elements();
+  auto *staging =
+      reinterpret_cast<float *>(memory.address(instruction.results(0)));
+  auto *accumulator =
+      reinterpret_cast<float *>(memory.address(instruction.results(1)));
+  // The gradients at their parameters' offsets; alignment gaps and the
+  // padding are zero, so they stay zero in every shard.
+  ZR_RETURN_IF_ERROR(queues->zero(plan::COMM, staging, padded * sizeof(float)));
+  for (int i = 0; i < instruction.operands_size(); ++i) {
+    const plan::Parameter &parameter = plan.parameters(entry.parameters(i));
+    ZR_RETURN_IF_ERROR(queues->copy(plan::COMM,
+                                    staging + parameter.offset_elements(),
+                                    memory.address(instruction.operands(i)),
+                                    parameter.num_elements() * sizeof(float)));
+  }
+  const float *sum = staging;
+  uint64_t count = padded;
+  Status status = Status::success();
+  if (instruction.opcode() == plan::OPCODE_ALL_REDUCE) {
+    status = communicator.allReduce(staging, padded, ElementType::F32);
+  } else {
+    count = padded / static_cast<uint64_t>(plan.world_size());
+    sum = staging + padded;
+    status = communicator.reduceScatter(staging, staging + padded, count,
+                                        ElementType::F32);
+  }
+  if (!status.ok())
+    return failure(describeInstruction(instruction), " (group ",
+                   groupName(group), "): ", status.message());
+  return queues->accumulate(plan::COMM, accumulator, sum, count);
+}
+
+Status Executor::executeRelease(const plan::Instruction &instruction) {
+  for (uint32_t id : instruction.operands()) {
+    uint32_t root = memory.rootOf(id);
+    const plan::Buffer &buffer = plan::bufferOf(plan, root);
+    // The copy a carry_wait handed over: its bytes are free again, for the
+    // arena's other buffers and this program's carry_gather.
+    if (buffer.kind() == plan::Buffer::CARRY) {
+      std::lock_guard<std::mutex> lock(mutex);
+      memory.carriedCopy(root) = {RankMemory::CarriedCopy::State::Empty,
+                                  describeHere(instruction), std::nullopt};
+    }
+    if (!options.check)
+      continue;
+    // Only the plan's ARENA (and carried) buffers are released; poisoning a
+    // shard or a constant would corrupt the next run.
+    if (buffer.kind() != plan::Buffer::ARENA &&
+        buffer.kind() != plan::Buffer::CARRY)
+      continue;
+    if (Status status = backend.poison(memory.address(root), buffer.bytes(),
+                                       elementTypeOf(root));
+        !status.ok())
+      return status;
+    if (isGatheredCopy[root])
+      copyState[root].store(instruction.index(), std::memory_order_relaxed);
+  }
+  return Status::success();
+}
+
+/// The end of a resident copy's life (generate_end): from here on until
+/// the next resident_gather, no program may read it; --check poisons it, so
+/// that a read the checks miss still shows as NaN.
+Status Executor::executeResidentRelease(const plan::Instruction &instruction) {
+  for (uint32_t id : instruction.operands()) {
+    uint32_t root = memory.rootOf(id);
+    const plan::Buffer &buffer = plan::bufferOf(plan, root);
+    memory.residentCopy(root) = {RankMemory::ResidentCopy::State::Released,
+                                 describeHere(instruction)};
+    if (options.check)
+      if (Status status = backend.poison(memory.address(root), buffer.bytes(),
+                                         elementTypeOf(root));
+          !status.ok())
+        return status;
+  }
+  return Status::success();
+}

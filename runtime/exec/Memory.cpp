@@ -1,0 +1,230 @@
+//===- Memory.cpp - one rank's memory for a plan --------------------------===//
+//
+// validatePlan() proved that ids, view chains and arena offsets are in range;
+// what it cannot know is the size of the sections read here, so a SHARD or
+// PERSISTENT buffer is checked against the section it points into before
+// its address is handed out.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/exec/Memory.h"
+
+#include "runtime/plan/PlanQueries.h"
+#include "runtime/plan/Weights.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+using namespace zplan;
+
+namespace {
+
+uint64_t roundUp(uint64_t bytes) {
+  return (bytes + kMemoryAlignment - 1) / kMemoryAlignment * kMemoryAlignment;
+}
+
+std::string describeBuffer(const plan::Buffer &buffer) {
+  return "buffer " + std::to_string(buffer.id()) + " '" + buffer.name() + "'";
+}
+
+} // namespace
+
+Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
+                        uint32_t rank, Backend &backend,
+                        std::unique_ptr<RankMemory> &out,
+                        GenerationState generation) {
+  std::unique_ptr<RankMemory> memory(new RankMemory(backend));
+  memory->rankIndex = rank;
+  std::vector<uint8_t> hostBytes;
+  if (Status status = plan::readRankWeights(planPath, plan, rank, hostBytes);
+      !status.ok())
+    return status;
+  if (Status status = backend.adopt(std::move(hostBytes), memory->shards);
+      !status.ok())
+    return status;
+  hostBytes.clear();
+  if (Status status = plan::readPersistentWeights(planPath, plan, hostBytes);
+      !status.ok())
+    return status;
+  if (Status status = backend.adopt(std::move(hostBytes), memory->persistent);
+      !status.ok())
+    return status;
+
+  uint64_t poolBytes = 0;
+  for (const plan::Constant &constant : plan.constants()) {
+    memory->constantOffsets.push_back(poolBytes);
+    poolBytes += roundUp(constant.data().size());
+  }
+  if (Status status =
+          backend.allocate(poolBytes, "the constants", memory->constantPool);
+      !status.ok())
+    return status;
+  for (int index = 0; index < plan.constants_size(); ++index) {
+    const std::string &data = plan.constants(index).data();
+    if (Status status = backend.copyFromHost(memory->constantPool->data() +
+                                                 memory->constantOffsets[index],
+                                             data.data(), data.size());
+        !status.ok())
+      return status;
+  }
+
+  // Training state (gradient accumulators, optimizer moments): zero at
+  // load, in one pool.
+  uint64_t stateBytes = 0;
+  for (const plan::Buffer &buffer : plan.buffers())
+    if (buffer.kind() == plan::Buffer::STATE && buffer.view_of() == 0) {
+      memory->stateOffsets[buffer.id()] = stateBytes;
+      stateBytes += roundUp(buffer.bytes());
+    }
+  if (Status status =
+          backend.allocate(stateBytes, "the training state", memory->statePool);
+      !status.ok())
+    return status;
+  if (stateBytes) {
+    std::vector<uint8_t> zeros(stateBytes, 0);
+    if (Status status = backend.copyFromHost(memory->statePool->data(),
+                                             zeros.data(), stateBytes);
+        !status.ok())
+      return status;
+  }
+
+  // Generation: the KV caches and the resident groups' copies, in one pool
+  // (allocateGeneration), now or when a generation begins.
+  for (const plan::Buffer &buffer : plan.buffers())
+    if ((buffer.kind() == plan::Buffer::CACHE ||
+         buffer.kind() == plan::Buffer::RESIDENT) &&
+        buffer.view_of() == 0) {
+      memory->generationOffsets[buffer.id()] = memory->generationSize;
+      memory->generationSize += roundUp(buffer.bytes());
+    }
+  memory->residentCopies.assign(plan.buffers_size() + 1, ResidentCopy());
+  memory->carriedCopies.assign(plan.buffers_size() + 1, CarriedCopy());
+
+  memory->arenaSize = plan.arena_bytes();
+  if (Status status = backend.allocate(memory->arenaSize, "the arena",
+                                       memory->arenaStorage);
+      !status.ok())
+    return status;
+  if (Status status = memory->resolve(plan); !status.ok())
+    return status;
+  for (const BackendMemory *section :
+       {memory->shards.get(), memory->persistent.get(),
+        memory->constantPool.get(), memory->statePool.get(),
+        memory->arenaStorage.get()})
+    memory->hold(section->bytes());
+  if (generation == GenerationState::AtLoad)
+    ZR_RETURN_IF_ERROR(memory->allocateGeneration());
+  out = std::move(memory);
+  return Status::success();
+}
+
+Status RankMemory::resolve(const plan::Plan &plan) {
+  int count = plan.buffers_size();
+  addresses.assign(count + 1, nullptr);
+  roots.assign(count + 1, 0);
+  rootOffsets.assign(count + 1, 0);
+  for (int index = 0; index < count; ++index) {
+    const plan::Buffer &buffer = plan.buffers(index);
+    uint32_t id = buffer.id();
+    // Follow the view chain (acyclic, checked by validatePlan) to the
+    // buffer that owns the storage; each view_offset is relative to the
+    // buffer it views.
+    uint32_t root = id;
+    uint64_t offset = 0;
+    while (plan::bufferOf(plan, root).view_of() != 0) {
+      offset += plan::bufferOf(plan, root).view_offset();
+      root = plan::bufferOf(plan, root).view_of();
+    }
+    roots[id] = root;
+    rootOffsets[id] = offset;
+  }
+
+  for (int index = 0; index < count; ++index) {
+    const plan::Buffer &buffer = plan.buffers(index);
+    if (buffer.view_of() != 0)
+      continue;
+    uint8_t *base = nullptr;
+    switch (buffer.kind()) {
+    case plan::Buffer::ARENA:
+    case plan::Buffer::CARRY:
+      base = arenaStorage->data() + buffer.offset();
+      break;
+    case plan::Buffer::CONSTANT:
+      base = constantPool->data() + constantOffsets[buffer.constant()];
+      break;
+    case plan::Buffer::SHARD:
+    case plan::Buffer::PERSISTENT: {
+      bool shard = buffer.kind() == plan::Buffer::SHARD;
+      const plan::Group &group = plan.groups(buffer.group());
+      const BackendMemory &section = shard ? *shards : *persistent;
+      uint64_t end;
+      if (__builtin_add_overflow(group.weights_offset(), buffer.bytes(),
+                                 &end) ||
+          end > section.bytes())
+        return failure(describeBuffer(buffer), " (", buffer.bytes(),
+                       " bytes at weights offset ", group.weights_offset(),
+                       ") ends past the ", shard ? "rank's" : "persistent",
+                       " weights section of ", section.bytes(), " bytes");
+      base = section.data() + group.weights_offset();
+      break;
+    }
+    case plan::Buffer::STATE:
+      base = statePool->data() + stateOffsets[buffer.id()];
+      break;
+    case plan::Buffer::CACHE:
+    case plan::Buffer::RESIDENT:
+      // Resolved by allocateGeneration().
+      break;
+    default:
+      return failure(describeBuffer(buffer), " has an unknown kind");
+    }
+    addresses[buffer.id()] = base;
+  }
+  for (int index = 0; index < count; ++index) {
+    uint32_t id = plan.buffers(index).id();
+    if (generationOffsets.count(roots[id]))
+      generationBuffers.push_back(id);
+    else
+      addresses[id] = addresses[roots[id]] + rootOffsets[id];
+  }
+  return Status::success();
+}
+
+void RankMemory::hold(uint64_t bytes) {
+  held += bytes;
+  peak = std::max(peak, held);
+}
+
+Status RankMemory::allocateGeneration() {
+  if (generationPool)
+    return failure("the generation state is already allocated: a generation "
+                   "began before the last one ended");
+  std::unique_ptr<BackendMemory> pool;
+  ZR_RETURN_IF_ERROR(owner->allocate(
+      generationSize, "the KV caches and resident copies", pool));
+  for (uint32_t id : generationBuffers)
+    addresses[id] =
+        pool->data() + generationOffsets.at(roots[id]) + rootOffsets[id];
+  std::fill(residentCopies.begin(), residentCopies.end(), ResidentCopy());
+  std::fill(carriedCopies.begin(), carriedCopies.end(), CarriedCopy());
+  hold(pool->bytes());
+  generationPool = std::move(pool);
+  return Status::success();
+}
+
+void RankMemory::releaseGeneration() {
+  if (!generationPool)
+    return;
+  held -= generationPool->bytes();
+  generationPool.reset();
+  for (uint32_t id : generationBuffers)
+    addresses[id] = nullptr;
+}
+
+uint32_t RankMemory::readyCarriedCopy() const {
+  for (size_t id = 0; id < carriedCopies.size(); ++id)
+    if (carriedCopies[id].state == CarriedCopy::State::Ready)
+      return static_cast<uint32_t>(id);
+  return 0;
+}

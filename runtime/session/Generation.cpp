@@ -1,0 +1,203 @@
+//===- Generation.cpp - the session's generations -------------------------===//
+//
+// One generation (docs/generation.md section 1): the generation state is
+// allocated, generate_begin gathers the resident groups, prefill fills the
+// KV cache from the prompts, decode runs once per new token until every row
+// finished, generate_end releases the resident copies, and the state is
+// freed, so that the rank's memory is its steady state again. Every rank
+// computes the same logits from the same inputs; rank 0's tokens are
+// broadcast, so the ranks' next inputs are equal by construction.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/plan/PlanQueries.h"
+#include "runtime/session/SessionState.h"
+
+#include <cstring>
+
+using namespace zplan;
+using namespace zplan::session;
+
+bool Session::canGenerate() const { return state->generateProblem.ok(); }
+Status Session::checkCanGenerate() const { return state->generateProblem; }
+const generate::GenerationShape &Session::generationShape() const {
+  return state->shape;
+}
+
+Status Session::checkGenerateRequest(const GenerateRequest &request) const {
+  generate::GenerationState generation;
+  return state->startGeneration(request, generation);
+}
+
+/// The rows' state before prefill, from `request` checked against the plan.
+Status
+Session::State::startGeneration(const GenerateRequest &request,
+                                generate::GenerationState &generation) const {
+  ZR_RETURN_IF_ERROR(generateProblem);
+  if (request.rows.maxNewTokens == 0)
+    return failure("a generation makes at least 1 new token per row "
+                   "(max_new_tokens 0)");
+  return generate::GenerationState::create(
+      shape, request.rows,
+      request.promptSource.empty() ? "the prompts" : request.promptSource,
+      request.lengthsSource.empty() ? "the prompt lengths"
+                                    : request.lengthsSource,
+      generation);
+}
+
+/// Picks every row's token of the next step from `logitsBinding` ([B, V])
+/// and makes rank 0's choice every rank's; keeps the logits of unfinished
+/// rows in `history` when it is not empty; accepts the step.
+Status Session::State::chooseTokens(generate::GenerationState &generation,
+                                    generate::Sampler &sampler,
+                                    const plan::Binding &logitsBinding,
+                                    std::vector<float> &history) {
+  uint64_t step = generation.steps();
+  const float *logits;
+  ZR_RETURN_IF_ERROR(memory->view(logitsBinding.buffer(),
+                                  shape.batch * shape.vocabulary, logitsOnHost,
+                                  logits));
+  std::vector<int64_t> tokens(shape.batch, 0);
+  for (uint64_t row = 0; row < shape.batch; ++row) {
+    if (generation.finished(row))
+      continue; // fed only to keep the batch whole; its logits are ignored
+    const float *rowLogits = logits + row * shape.vocabulary;
+    if (Status status =
+            sampler.next(rowLogits, shape.vocabulary, row, step, tokens[row]);
+        !status.ok())
+      return failure("program ",
+                     inQuotes(programs[step == 0 ? kPrefill : kDecode]->name()),
+                     " (generation step ", step, ") gave row ", row,
+                     " logits it cannot choose from: ", status.message());
+    if (!history.empty())
+      std::memcpy(history.data() +
+                      (step * shape.batch + row) * shape.vocabulary,
+                  rowLogits, shape.vocabulary * sizeof(float));
+  }
+  // Every rank computed the same logits from the same inputs; broadcasting
+  // rank 0's tokens makes the ranks' next inputs equal by construction.
+  ZR_RETURN_IF_ERROR(communicator.broadcast(
+      tokens.data(), tokens.size() * sizeof(int64_t), 0));
+  generation.acceptStep(tokens);
+  return Status::success();
+}
+
+namespace {
+
+uint64_t activeRows(const generate::GenerationState &generation) {
+  const generate::GenerationShape &shape = generation.generationShape();
+  uint64_t active = 0;
+  for (uint64_t row = 0; row < shape.batch; ++row)
+    active += !generation.finished(row);
+  return active;
+}
+
+/// Host storage for the int64 input `binding`, written to the buffer by
+/// writeHostInputs() after the generation state filled it.
+struct HostInput {
+  const plan::Binding *binding;
+  std::vector<int64_t> values;
+};
+
+HostInput hostInputFor(const plan::Plan &plan, const plan::Binding &binding) {
+  return {&binding, std::vector<int64_t>(plan::elementCount(
+                        plan::bufferOf(plan, binding.buffer())))};
+}
+
+Status writeHostInputs(RankMemory &memory,
+                       std::initializer_list<HostInput *> inputs) {
+  for (HostInput *input : inputs)
+    ZR_RETURN_IF_ERROR(memory.write(input->binding->buffer(),
+                                    input->values.data(),
+                                    input->values.size() * sizeof(int64_t)));
+  return Status::success();
+}
+
+} // namespace
+
+Status Session::generate(const GenerateRequest &request, GenerateResult &result,
+                         const GenerateObserver &observer) {
+  State &s = *state;
+  ZR_RETURN_IF_ERROR(s.usable());
+  generate::GenerationState generation;
+  ZR_RETURN_IF_ERROR(s.startGeneration(request, generation));
+  const generate::GenerationShape &shape = s.shape;
+  result = GenerateResult();
+  result.batch = shape.batch;
+  result.maxNewTokens = generation.maxNewTokens();
+  if (request.keepLogits)
+    result.logits.assign(
+        generation.maxNewTokens() * shape.batch * shape.vocabulary, 0.0f);
+
+  // From here on the ranks are in a generation: a failure on one stops the
+  // session (the others may be blocked in a collective), and the executors
+  // and the state they point into are kept for the caller's abort. The
+  // generation state exists from here to generate_end, and so do the
+  // executors that resolved its addresses (Memory.h).
+  ZR_RETURN_IF_ERROR(s.stopOn(s.memory->allocateGeneration()));
+  for (const plan::Program *program : s.programs)
+    if (Status status = s.prepare(*program); !status.ok())
+      return s.stopOn(status);
+  result.bytesDuring = s.memory->heldBytes();
+  if (Status status = s.communicator.barrier(); !status.ok())
+    return s.stopOn(status);
+  if (observer.started)
+    observer.started();
+
+  generate::Sampler sampler(request.sampling);
+  auto run = [&](int index) { return s.runPrepared(*s.programs[index]); };
+  auto stepDone = [&](uint64_t before) {
+    if (observer.stepDone)
+      observer.stepDone(generation.steps() - 1,
+                        generation.generatedTokens() - before,
+                        activeRows(generation));
+  };
+  HostInput prefillIds = hostInputFor(s.plan, *s.prefillIds);
+  HostInput prefillPositions = hostInputFor(s.plan, *s.prefillPositions);
+  HostInput lastIndex = hostInputFor(s.plan, *s.lastIndex);
+  HostInput decodeIds = hostInputFor(s.plan, *s.decodeIds);
+  HostInput decodePositions = hostInputFor(s.plan, *s.decodePositions);
+  Status status = run(kBegin);
+  if (status.ok()) {
+    generation.fillPrefill(prefillIds.values.data(),
+                           prefillPositions.values.data(),
+                           lastIndex.values.data());
+    status = writeHostInputs(*s.memory,
+                             {&prefillIds, &prefillPositions, &lastIndex});
+  }
+  if (status.ok())
+    status = run(kPrefill);
+  if (status.ok())
+    status =
+        s.chooseTokens(generation, sampler, *s.prefillLogits, result.logits);
+  if (status.ok())
+    stepDone(0);
+  s.counting->reset();
+  while (status.ok() && !generation.allFinished()) {
+    // The arena reuses the inputs' bytes once they are dead: refill them
+    // before every run.
+    generation.fillDecode(decodeIds.values.data(),
+                          decodePositions.values.data());
+    status = writeHostInputs(*s.memory, {&decodeIds, &decodePositions});
+    if (status.ok())
+      status = run(kDecode);
+    uint64_t before = generation.generatedTokens();
+    if (status.ok())
+      status =
+          s.chooseTokens(generation, sampler, *s.decodeLogits, result.logits);
+    if (status.ok()) {
+      ++result.decodeSteps;
+      stepDone(before);
+    }
+  }
+  result.decodeGatheredBytes = s.counting->gatheredBytes();
+  if (status.ok())
+    status = run(kEnd);
+  if (!status.ok())
+    return s.stopOn(status);
+  result.tokens = generation.outputTable();
+  for (const plan::Program *program : s.programs)
+    s.executors[s.indexOf(*program)].reset(); // Joins the comm threads.
+  s.memory->releaseGeneration();
+  return Status::success();
+}

@@ -1,0 +1,319 @@
+//===- TrainCommand.cpp - zrun PLAN train and zrun PLAN gradients ---------===//
+
+#include "runtime/tooling/TrainCommand.h"
+
+#include "runtime/exec/Memory.h"
+#include "runtime/plan/PlanQueries.h"
+#include "runtime/session/Session.h"
+#include "runtime/tooling/Diagnostics.h"
+#include "runtime/tooling/Files.h"
+#include "runtime/tooling/Npy.h"
+#include "runtime/tooling/ProgramInputs.h"
+#include "runtime/tooling/PromptFiles.h"
+#include "runtime/tooling/Stats.h"
+#include "runtime/train/BatchSampler.h"
+#include "runtime/train/Progress.h"
+#include "runtime/train/TokenData.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <sys/stat.h>
+
+using namespace zplan;
+using namespace zplan::tooling;
+
+namespace {
+
+/// The session `train` and `gradients` run on: zrun's flags as the
+/// session's options.
+Status openSession(const Arguments &arguments, comm::Communicator &communicator,
+                   std::unique_ptr<session::Session> &out) {
+  session::SessionOptions options;
+  options.check = arguments.check;
+  options.backend = arguments.backend;
+  options.threads = arguments.threads;
+  options.train = session::trainConfigOf(arguments.train);
+  options.train.momentum = arguments.momentum;
+  options.train.clipGradNorm = arguments.clipGradNorm;
+  return session::Session::open(arguments.planPath, communicator, options, out);
+}
+
+//===----------------------------------------------------------------------===//
+// gradients
+//===----------------------------------------------------------------------===//
+
+/// A file name for parameter `name`: '/' (a path separator) becomes '_'.
+std::string gradientFileName(const std::string &name) {
+  std::string file = name;
+  std::replace(file.begin(), file.end(), '/', '_');
+  return file + ".npy";
+}
+
+Status stageGradients(const plan::Plan &plan, const std::string &directory,
+                      const std::vector<std::vector<float>> &groups, float loss,
+                      StagedFiles &staged) {
+  std::string index;
+  std::string encoded;
+  ZR_RETURN_IF_ERROR(
+      npy::encodeNpy(plan::F32, {}, &loss, sizeof(loss), encoded));
+  ZR_RETURN_IF_ERROR(staged.stage(directory + "/loss.npy", encoded,
+                                  "the loss to " + inQuotes(directory)));
+  for (const plan::Parameter &parameter : plan.parameters()) {
+    const std::vector<float> &whole = groups[parameter.group()];
+    std::vector<int64_t> shape(parameter.shape().begin(),
+                               parameter.shape().end());
+    std::string file = gradientFileName(parameter.name());
+    ZR_RETURN_IF_ERROR(npy::encodeNpy(
+        plan::F32, shape, whole.data() + parameter.offset_elements(),
+        parameter.num_elements() * sizeof(float), encoded));
+    ZR_RETURN_IF_ERROR(
+        staged.stage(directory + "/" + file, encoded,
+                     "the gradient of " + inQuotes(parameter.name())));
+    index += parameter.name() + "\t" + file + "\n";
+  }
+  return staged.stage(directory + "/gradients.txt", index,
+                      "the gradient index in " + inQuotes(directory));
+}
+
+/// Reads the micro-batch of `gradients` from its --input files and checks
+/// that rank 0 can write --output-dir.
+Status checkGradientInputs(const Arguments &arguments,
+                           const session::Session &session, int rank,
+                           std::vector<npy::Array> &inputs,
+                           std::vector<session::ProgramInput> &fed) {
+  ZR_RETURN_IF_ERROR(session.checkCanStep());
+  const plan::Program &step =
+      *plan::findProgram(session.plan(), plan::PROGRAM_KIND_TRAIN_MICRO_STEP);
+  ZR_RETURN_IF_ERROR(checkInputNames(step, arguments.inputs));
+  ZR_RETURN_IF_ERROR(
+      readProgramInputs(session.plan(), step, arguments.inputs, inputs));
+  fed = asProgramInputs(step, inputs);
+  if (rank != 0)
+    return Status::success();
+  const std::string &directory = arguments.outputDir;
+  struct stat info;
+  if (stat(directory.c_str(), &info) != 0 && mkdir(directory.c_str(), 0777))
+    return failure("cannot create --output-dir ", inQuotes(directory), ": ",
+                   std::strerror(errno));
+  return checkWritable(directory + "/loss.npy", "--output-dir");
+}
+
+//===----------------------------------------------------------------------===//
+// train
+//===----------------------------------------------------------------------===//
+
+/// What `train` reads and writes besides the session: the token data and
+/// the batches drawn from it, the loss log, the generation it makes.
+struct TrainRun {
+  train::TokenData data;
+  std::unique_ptr<train::BatchSampler> sampler;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> ids;
+  uint64_t firstStep = 0;
+  std::ofstream lossLog;
+  /// --generate-every: the prompts.
+  session::GenerateRequest generation;
+};
+
+Status checkTrainInputs(const Arguments &arguments,
+                        const session::Session &session,
+                        comm::Communicator &communicator, TrainRun &run) {
+  const train::TrainOptions &options = arguments.train;
+  run.shape = session.trainInputShape();
+  if (run.shape.size() != 2)
+    return failure("program 'train_micro_step''s input 'input_ids' is not "
+                   "int64 [batch, sequence]");
+  run.ids.assign(static_cast<size_t>(run.shape[0] * run.shape[1]), 0);
+  train::TokenDataOptions dataOptions;
+  dataOptions.rawType = options.dataType;
+  dataOptions.rowTokens = static_cast<uint64_t>(run.shape[1]);
+  dataOptions.vocabSize = session.vocabulary();
+  ZR_RETURN_IF_ERROR(run.data.open(options.dataPath, dataOptions));
+  train::BatchShape shape;
+  shape.rows = static_cast<uint64_t>(run.shape[0]);
+  shape.rowTokens = static_cast<uint64_t>(run.shape[1]);
+  shape.ranks = static_cast<uint64_t>(communicator.size());
+  shape.microSteps = options.gradAccum;
+  run.sampler = std::make_unique<train::BatchSampler>(options.seed,
+                                                      run.data.size(), shape);
+  if (!options.lossLogPath.empty() && communicator.rank() == 0)
+    ZR_RETURN_IF_ERROR(checkWritable(options.lossLogPath, "--loss-log"));
+  if (arguments.generateEvery) {
+    if (!session.canGenerate())
+      return failure("--generate-every needs a plan compiled with zcc --mode "
+                     "train,generate (",
+                     session.checkCanGenerate().message(), ")");
+    ZR_RETURN_IF_ERROR(readGenerateRequest(arguments.generate, run.generation));
+    ZR_RETURN_IF_ERROR(session.checkGenerateRequest(run.generation));
+  }
+  return Status::success();
+}
+
+/// Resumes from --resume: the state and the step; the batch rows are a
+/// function of (seed, step), so a resumed run reads what an uninterrupted
+/// one would have.
+Status resume(const train::TrainOptions &options, session::Session &session,
+              TrainRun &run) {
+  train::LoadedCheckpoint loaded;
+  ZR_RETURN_IF_ERROR(session.load(options.resumeFrom, loaded));
+  ZR_RETURN_IF_ERROR(options.checkResume(loaded, run.data.size()));
+  run.firstStep = loaded.step;
+  return Status::success();
+}
+
+/// --generate-every: one generation after micro-step `micro` (counted from
+/// 1 over the whole run); rank 0 prints the tokens, and the memory the rank
+/// held before, during and after it.
+void generateDuringTraining(session::Session &session, TrainRun &run,
+                            uint64_t micro, uint64_t gradAccum,
+                            comm::Communicator &communicator) {
+  uint64_t before = session.memory().currentBytes;
+  session::GenerateResult result;
+  if (Status status = session.generate(run.generation, result); !status.ok())
+    abortRun(communicator, status);
+  if (communicator.rank() != 0)
+    return;
+  std::ostringstream text;
+  uint64_t inWindow = session.microStepsInWindow();
+  text << "zrun: generated after micro-step " << micro;
+  if (inWindow == 0)
+    text << " (after optimizer step " << session.optimizerSteps() << ")";
+  else
+    text << " (inside step " << session.optimizerSteps() + 1 << ", " << inWindow
+         << " of " << gradAccum << " micro-steps)";
+  text << ": " << result.batch << " rows x " << result.maxNewTokens
+       << " tokens; rank 0 held " << result.bytesDuring << " B during, "
+       << session.memory().currentBytes << " B after (training " << before
+       << " B)\n";
+  for (uint64_t row = 0; row < result.batch; ++row) {
+    text << "zrun:   row " << row << ":";
+    for (uint64_t k = 0; k < result.maxNewTokens; ++k)
+      text << " " << result.tokens[row * result.maxNewTokens + k];
+    text << "\n";
+  }
+  std::cout << text.str() << std::flush;
+}
+
+} // namespace
+
+int zplan::tooling::writeGradients(const Arguments &arguments,
+                                   comm::Communicator &communicator) {
+  std::unique_ptr<session::Session> session;
+  std::vector<npy::Array> inputs;
+  std::vector<session::ProgramInput> fed;
+  Status checked = openSession(arguments, communicator, session);
+  if (checked.ok())
+    checked = checkGradientInputs(arguments, *session, communicator.rank(),
+                                  inputs, fed);
+  if (!agree(communicator, checked))
+    return 1;
+  float loss = 0;
+  std::vector<std::vector<float>> groups;
+  if (Status status = session->gradients(fed, loss, groups); !status.ok())
+    abortRun(communicator, status);
+  StagedFiles staged;
+  bool rankZero = communicator.rank() == 0;
+  if (!agree(communicator,
+             rankZero ? stageGradients(session->plan(), arguments.outputDir,
+                                       groups, loss, staged)
+                      : Status::success()))
+    return 1;
+  return agree(communicator, rankZero ? staged.commitAll() : Status::success())
+             ? 0
+             : 1;
+}
+
+int zplan::tooling::trainPlan(const Arguments &arguments,
+                              comm::Communicator &communicator) {
+  const train::TrainOptions &options = arguments.train;
+  std::unique_ptr<session::Session> session;
+  TrainRun run;
+  Status checked = openSession(arguments, communicator, session);
+  if (checked.ok())
+    checked = session->checkCanTrain();
+  if (checked.ok())
+    checked = checkTrainInputs(arguments, *session, communicator, run);
+  if (!agree(communicator, checked))
+    return 1;
+  if (!options.resumeFrom.empty() &&
+      !agree(communicator, resume(options, *session, run)))
+    return 1;
+  bool rankZero = communicator.rank() == 0;
+  if (rankZero && !options.lossLogPath.empty()) {
+    // Written afresh by each run, line by line as it goes: a resumed run's
+    // log holds the steps it trained (numbered from the checkpoint's).
+    run.lossLog.open(options.lossLogPath, std::ios::trunc);
+    if (!run.lossLog)
+      abortRun(communicator, failure("cannot write --loss-log ",
+                                     inQuotes(options.lossLogPath)));
+  }
+
+  train::Progress progress(run.firstStep, options.steps, train::steadyClock());
+  uint64_t tokensPerStep = static_cast<uint64_t>(run.shape[0] * run.shape[1]) *
+                           options.gradAccum *
+                           static_cast<uint64_t>(communicator.size());
+  session::TrainBatch batch;
+  batch.inputIds = run.ids.data();
+  batch.shape = run.shape;
+  for (uint64_t step = run.firstStep; step < options.steps; ++step) {
+    for (uint64_t micro = 0; micro < options.gradAccum; ++micro) {
+      if (Status status = run.sampler->fill(
+              run.data, step, micro, static_cast<uint64_t>(communicator.rank()),
+              run.ids.data());
+          !status.ok())
+        abortRun(communicator, status);
+      double microLoss = 0;
+      if (Status status = session->trainStep(batch, microLoss); !status.ok())
+        abortRun(communicator, status);
+      const session::WindowResult &window = session->lastWindow();
+      if (window.optimizerStepped) {
+        std::string line = progress.stepDone(window.step, window.loss,
+                                             window.lr, tokensPerStep);
+        if (rankZero) {
+          if (window.step % options.logEvery == 0 ||
+              window.step == options.steps)
+            std::cout << "zrun: " << line << "\n" << std::flush;
+          if (run.lossLog.is_open())
+            run.lossLog << train::lossLogLine(window.step, window.loss,
+                                              window.lr)
+                        << std::flush;
+        }
+      }
+      // S counts micro-steps over the run (docs/one-plan.md): after one that
+      // closes a window the generation follows its optimizer step; after any
+      // other it runs inside the window, which it leaves untouched.
+      uint64_t micros = step * options.gradAccum + micro + 1;
+      if (arguments.generateEvery && micros % arguments.generateEvery == 0)
+        generateDuringTraining(*session, run, micros, options.gradAccum,
+                               communicator);
+    }
+    bool save = !options.saveDir.empty() &&
+                ((options.saveEvery && (step + 1) % options.saveEvery == 0) ||
+                 step + 1 == options.steps);
+    if (save) {
+      train::SaveResult saved;
+      train::CheckpointOptions checkpointOptions;
+      checkpointOptions.keepLast = options.keepLast;
+      Status status = session->save(options.saveDir,
+                                    options.checkpointValues(run.data.size()),
+                                    checkpointOptions, saved);
+      if (!status.ok())
+        abortRun(communicator, status);
+      if (rankZero) {
+        std::cout << "zrun: saved " << saved.directory << "\n";
+        for (const std::string &warning : saved.warnings)
+          std::cout << "zrun: warning: " << warning << "\n";
+        std::cout << std::flush;
+      }
+    }
+  }
+  if (rankZero)
+    std::cout << "zrun: " << progress.summary() << "\n" << std::flush;
+  if (arguments.stats && !printStats(communicator, session->rankMemory()))
+    return 1;
+  return 0;
+}

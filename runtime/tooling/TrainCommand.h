@@ -1,0 +1,46 @@
+//===- TrainCommand.h - zrun PLAN train and zrun PLAN gradients -----------===//
+//
+// The commands of a plan compiled with `zcc --mode train`. Its programs:
+// `train_micro_step` (inputs input_ids [B, T] and, optionally, labels;
+// output loss; it accumulates every group's gradient into this rank's
+// gradient shard) and `optimizer_step` (input hyper f32[8]; updates every
+// shard from its gradient and clears the gradient).
+//
+// `train` runs K micro-steps then one optimizer step per training step, on
+// batches read from a flat token file (runtime/train/BatchSampler.h: the
+// same rows for any N and K with the same global batch), logs progress on
+// rank 0, and saves and resumes sharded checkpoints
+// (runtime/train/Checkpoint.h). On a plan of `zcc --mode train,generate`,
+// `--generate-every S` generates from the prompts after every S-th
+// micro-step, inside an accumulation window or after its optimizer step, and
+// rank 0 prints the tokens and the bytes the rank held during and after
+// (docs/one-plan.md section 5). `gradients` runs one micro-step on the
+// same inputs on every rank and writes the loss and every parameter's
+// whole gradient (rank 0 gathers the shards), for tests against autograd.
+// Both run on the rank's session (runtime/session/Session.h), which owns
+// the training and generation loops.
+//
+// Failures before the first step are agreed among the ranks (one line,
+// exit 1), as `run`'s are; a failure during the steps prints one line and
+// aborts every rank.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_TOOLING_TRAINCOMMAND_H
+#define ZPLAN_RUNTIME_TOOLING_TRAINCOMMAND_H
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/tooling/Arguments.h"
+
+namespace zplan::tooling {
+
+/// `zrun PLAN train` on this rank; returns the exit status.
+int trainPlan(const Arguments &arguments, comm::Communicator &communicator);
+
+/// `zrun PLAN gradients` on this rank; returns the exit status.
+int writeGradients(const Arguments &arguments,
+                   comm::Communicator &communicator);
+
+} // namespace zplan::tooling
+
+#endif // ZPLAN_RUNTIME_TOOLING_TRAINCOMMAND_H
