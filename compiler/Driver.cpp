@@ -13,6 +13,7 @@
 #include "compiler/Driver.h"
 
 #include "compiler/CrashHandler.h"
+#include "compiler/Errors.h"
 #include "compiler/Pipeline.h"
 #include "compiler/Registration.h"
 #include "compiler/analysis/CostModel.h"
@@ -44,10 +45,6 @@
 #include <optional>
 
 using namespace zplan;
-
-static llvm::Error makeError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
 
 llvm::Expected<uint64_t> zplan::parseByteSize(llvm::StringRef text) {
   llvm::StringRef trimmed = text.trim();

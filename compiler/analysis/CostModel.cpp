@@ -9,6 +9,7 @@
 
 #include "compiler/analysis/CostModel.h"
 
+#include "compiler/Errors.h"
 #include "dialects/nn/NNDialect.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -24,10 +25,6 @@
 
 using namespace mlir;
 using namespace zplan;
-
-static llvm::Error makeError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
 
 //===----------------------------------------------------------------------===//
 // Hardware profiles

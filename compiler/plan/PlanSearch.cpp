@@ -8,6 +8,7 @@
 
 #include "compiler/plan/PlanSearch.h"
 
+#include "compiler/Errors.h"
 #include "compiler/plan/Dumps.h"
 
 #include "llvm/ADT/Twine.h"
@@ -17,10 +18,6 @@
 #include <algorithm>
 
 using namespace zplan;
-
-static llvm::Error makeError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
 
 static constexpr SchedulePolicySpelling kSchedulePolicySpellings[] = {
     {SchedulePolicy::Default, "default",
