@@ -585,9 +585,9 @@ scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
   mlir::PassManager pm(module.getContext());
   ScheduleOptions schedule;
   schedule.worldSize = options.worldSize;
-  schedule.policy = spell(policy).str();
+  schedule.policy = policy;
   schedule.memoryBudget = static_cast<int64_t>(budget);
-  schedule.hardware = spell(options.hardware).str();
+  schedule.hardware = options.hardware;
   schedule.bucketBytes = options.bucketBytes;
   schedule.persistenceThreshold = options.persistenceThreshold;
   schedule.maxInFlight = options.maxInFlight;
@@ -813,17 +813,17 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
                " policy: " + llvm::toString(otherSearch.takeError()) + "\n";
       setCrashPhase("writing the dumps");
     }
-    std::vector<std::pair<std::string, const EmittedPlan *>> policies{
-        {spell(options.policy).str(), &chosen}};
+    std::vector<std::pair<SchedulePolicy, const EmittedPlan *>> policies{
+        {options.policy, &chosen}};
     if (baseline)
-      policies.push_back({spell(other).str(), baseline});
+      policies.push_back({other, baseline});
     // Generation: per-token cost of each policy (GenerationCost.h).
     std::string generation;
     if (const auto &chosenCost = searched.generation[search->chosen]) {
-      std::vector<std::pair<std::string, const GenerationCost *>> costs{
-          {spell(options.policy).str(), &*chosenCost}};
+      std::vector<std::pair<SchedulePolicy, const GenerationCost *>> costs{
+          {options.policy, &*chosenCost}};
       if (baselineGeneration && *baselineGeneration)
-        costs.push_back({spell(other).str(), &**baselineGeneration});
+        costs.push_back({other, &**baselineGeneration});
       generation = formatGenerationReport(costs);
     }
     // A combined plan: the memory across train -> generate -> train.

@@ -61,24 +61,6 @@ static const NumericField kNumericFields[] = {
      true},
 };
 
-static constexpr HardwareSpelling kHardwareSpellings[] = {
-    {Hardware::H200, "h200", "NVIDIA H200 SXM"},
-    {Hardware::H100, "h100", "NVIDIA H100 SXM"},
-    {Hardware::A100, "a100", "NVIDIA A100 SXM 80GB"},
-    {Hardware::Cpu, "cpu", "a CPU host (the runtime's reference backend)"},
-};
-
-llvm::ArrayRef<HardwareSpelling> zplan::getHardwareSpellings() {
-  return kHardwareSpellings;
-}
-
-llvm::StringRef zplan::spell(Hardware hardware) {
-  for (const HardwareSpelling &spelling : kHardwareSpellings)
-    if (spelling.hardware == hardware)
-      return spelling.name;
-  llvm_unreachable("every Hardware value has a spelling");
-}
-
 llvm::Expected<HardwareProfile> zplan::getHardwareProfile(Hardware hardware) {
   return getHardwareProfile(spell(hardware));
 }

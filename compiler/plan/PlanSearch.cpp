@@ -19,24 +19,6 @@
 
 using namespace zplan;
 
-static constexpr SchedulePolicySpelling kSchedulePolicySpellings[] = {
-    {SchedulePolicy::Default, "default",
-     "the scheduler's placement: prefetch under the budget"},
-    {SchedulePolicy::Jit, "jit",
-     "hook-based ZeRO-3: gather just before use (the baseline)"},
-};
-
-llvm::ArrayRef<SchedulePolicySpelling> zplan::getSchedulePolicySpellings() {
-  return kSchedulePolicySpellings;
-}
-
-llvm::StringRef zplan::spell(SchedulePolicy policy) {
-  for (const SchedulePolicySpelling &spelling : kSchedulePolicySpellings)
-    if (spelling.policy == policy)
-      return spelling.name;
-  llvm_unreachable("every SchedulePolicy has a spelling");
-}
-
 namespace {
 
 /// The outcome of scheduling one policy under the budget, with retries.

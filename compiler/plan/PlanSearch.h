@@ -17,6 +17,8 @@
 #ifndef ZPLAN_COMPILER_PLAN_PLANSEARCH_H
 #define ZPLAN_COMPILER_PLAN_PLANSEARCH_H
 
+#include "compiler/ScheduleChoices.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -28,30 +30,6 @@
 #include <vector>
 
 namespace zplan {
-
-/// --policy: how gathers are placed.
-enum class SchedulePolicy {
-  /// The scheduler's: prefetch as early as the cost model needs, within the
-  /// budget and the in-flight limits.
-  Default,
-  /// Hook-based ZeRO-3: gather just before use, release right after, one
-  /// group prefetched. The report's baseline.
-  Jit,
-};
-
-/// One --policy value: its spelling and what the help text says of it.
-struct SchedulePolicySpelling {
-  SchedulePolicy policy;
-  llvm::StringLiteral name;
-  llvm::StringLiteral description;
-};
-
-/// Every SchedulePolicy with its spelling: the one table zcc's option and
-/// the pass options (which take the spelling) share.
-llvm::ArrayRef<SchedulePolicySpelling> getSchedulePolicySpellings();
-
-/// The spelling of `policy` ("default" or "jit").
-llvm::StringRef spell(SchedulePolicy policy);
 
 /// What the search needs to know of one scheduled and emitted plan.
 struct PlanMeasure {

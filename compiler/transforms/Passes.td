@@ -9,6 +9,29 @@
 
 include "mlir/Pass/PassBase.td"
 
+// The enumerated options of the schedule passes, declared once: the values
+// are compiler/ScheduleChoices.h's enums, spelt as zcc's --policy and
+// --hardware spell them.
+class SchedulePolicyOption<string description>
+    : Option<"policy", "policy", "::zplan::SchedulePolicy",
+             /*default=*/"::zplan::SchedulePolicy::Default", description,
+             [{::llvm::cl::values(
+               clEnumValN(::zplan::SchedulePolicy::Default, "default",
+                          "the scheduler's placement"),
+               clEnumValN(::zplan::SchedulePolicy::Jit, "jit",
+                          "hook-based ZeRO-3"))}]>;
+
+class HardwareOption
+    : Option<"hardware", "hardware", "::zplan::Hardware",
+             /*default=*/"::zplan::Hardware::Cpu",
+             "Hardware profile for the cost model",
+             [{::llvm::cl::values(
+               clEnumValN(::zplan::Hardware::H200, "h200", "NVIDIA H200 SXM"),
+               clEnumValN(::zplan::Hardware::H100, "h100", "NVIDIA H100 SXM"),
+               clEnumValN(::zplan::Hardware::A100, "a100",
+                          "NVIDIA A100 SXM 80GB"),
+               clEnumValN(::zplan::Hardware::Cpu, "cpu", "a CPU host"))}]>;
+
 def FormNNOps : Pass<"zplan-form-nn-ops", "::mlir::func::FuncOp"> {
   let summary = "Forms the high-level nn ops from the primitive chains "
                 "exporters emit";
@@ -350,12 +373,10 @@ def Residency : Pass<"zplan-residency", "::mlir::ModuleOp"> {
     bound against jit over a sweep of budgets).
   }];
   let options = [
-    Option<"policy", "policy", "std::string", /*default=*/"\"default\"",
-           "default | jit (nothing resident)">,
+    SchedulePolicyOption<"default | jit (nothing resident)">,
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Bytes per rank; 0 = none (every group resident)">,
-    Option<"hardware", "hardware", "std::string", /*default=*/"\"cpu\"",
-           "Hardware profile for the cost model">,
+    HardwareOption<>,
   ];
   let dependentDialects = ["::zplan::zero::ZeroDialect",
                            "::mlir::func::FuncDialect"];
@@ -480,8 +501,7 @@ def InsertGathers : Pass<"zplan-insert-gathers", "::mlir::ModuleOp"> {
     Tests: test/transforms/insert-gathers.mlir.
   }];
   let options = [
-    Option<"policy", "policy", "std::string", /*default=*/"\"default\"",
-           "default | jit">,
+    SchedulePolicyOption<"default | jit">,
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Bytes per rank (shards, persistent groups and arena); 0 = none">,
   ];
@@ -515,12 +535,10 @@ def Prefetch : Pass<"zplan-prefetch", "::mlir::ModuleOp"> {
     Tests: test/transforms/prefetch.mlir.
   }];
   let options = [
-    Option<"policy", "policy", "std::string", /*default=*/"\"default\"",
-           "default | jit">,
+    SchedulePolicyOption<"default | jit">,
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Bytes per rank; 0 = none">,
-    Option<"hardware", "hardware", "std::string", /*default=*/"\"cpu\"",
-           "Hardware profile for the cost model">,
+    HardwareOption<>,
     Option<"maxInFlight", "max-in-flight", "int64_t", /*default=*/"2",
            "Most gathers started and not yet waited for at any op">,
     Option<"maxInFlightBytes", "max-in-flight-bytes", "int64_t",
@@ -580,12 +598,10 @@ def CrossStepPrefetch : Pass<"zplan-cross-step-prefetch", "::mlir::ModuleOp"> {
     Tests: test/transforms/cross-step-prefetch.mlir.
   }];
   let options = [
-    Option<"policy", "policy", "std::string", /*default=*/"\"default\"",
-           "default | jit">,
+    SchedulePolicyOption<"default | jit">,
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Bytes per rank; 0 = none">,
-    Option<"hardware", "hardware", "std::string", /*default=*/"\"cpu\"",
-           "Hardware profile for the cost model">,
+    HardwareOption<>,
     Option<"maxInFlight", "max-in-flight", "int64_t", /*default=*/"2",
            "Most gathers started and not yet waited for at any op">,
     Option<"maxInFlightBytes", "max-in-flight-bytes", "int64_t",
