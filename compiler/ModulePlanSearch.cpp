@@ -26,15 +26,36 @@ ReportedPlan SearchedPlans::reported(size_t index,
   return {policy, &*plans[index], cost ? &*cost : nullptr};
 }
 
+/// What the search reads of `emitted`.
+static PlanMeasure measurePlan(const EmittedPlan &emitted, bool carried) {
+  PlanMeasure measure;
+  measure.residentBytes = emitted.residentBytes;
+  measure.arenaBytes = emitted.arena.arenaBytes;
+  measure.lowerBound = emitted.arena.lowerBound;
+  measure.peakIndex = emitted.arena.peakIndex;
+  for (const EmittedProgram &program : emitted.programs) {
+    const ArenaPlan &arena = program.arena;
+    uint64_t excess =
+        arena.arenaBytes - std::min(arena.lowerBound, arena.arenaBytes);
+    measure.arenaExcess = std::max(measure.arenaExcess, excess);
+  }
+  measure.simulatedSeconds =
+      simulate(emitted.plan.programs(emitted.primary), emitted.seconds)
+          .totalSeconds;
+  measure.carried = carried;
+  return measure;
+}
+
 /// Runs the schedule pipeline for `policy` under `budget` on a copy of
-/// `module` and emits its plan.
-static llvm::Expected<EmittedPlan>
-scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
-                    SchedulePolicy policy, uint64_t budget,
-                    const CostModel &cost, std::string &diagnostics,
-                    std::string *scheduledIr,
-                    std::optional<GenerationCost> *generation = nullptr,
-                    bool crossStepPrefetch = true) {
+/// `module`, emits its plan and appends it to `searched`.
+static llvm::Expected<PlanMeasure>
+scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
+                SchedulePolicy policy, uint64_t budget, bool crossStepPrefetch,
+                const CostModel &cost, std::string &diagnostics,
+                SearchedPlans &searched) {
+  searched.plans.emplace_back();
+  searched.scheduledIr.emplace_back();
+  searched.generation.emplace_back();
   mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
   mlir::PassManager pm(module.getContext());
   ScheduleOptions schedule;
@@ -47,18 +68,15 @@ scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
   schedule.maxInFlight = options.maxInFlight;
   schedule.maxInFlightBytes = options.maxInFlightBytes;
   schedule.optimizer = options.optimizer;
-  crossStepPrefetch = crossStepPrefetch && options.crossStepPrefetch;
-  schedule.crossStepPrefetch = crossStepPrefetch;
+  schedule.crossStepPrefetch = crossStepPrefetch && options.crossStepPrefetch;
   buildSchedulePipeline(pm, schedule);
   diagnostics.clear();
   if (mlir::failed(pm.run(*copy)))
     return makeError("scheduling (policy " + spell(policy) +
                      ") failed: " + llvm::StringRef(diagnostics).rtrim());
-  if (generation)
-    *generation = estimateGenerationCost(*copy, cost);
-  if (scheduledIr) {
-    scheduledIr->clear();
-    llvm::raw_string_ostream os(*scheduledIr);
+  searched.generation.back() = estimateGenerationCost(*copy, cost);
+  if (options.dumps.count("ir")) {
+    llvm::raw_string_ostream os(searched.scheduledIr.back());
     copy->print(os);
     os << "\n";
   }
@@ -70,77 +88,39 @@ scheduleAndEmitOnce(mlir::ModuleOp module, const CompileOptions &options,
     emit.weightsFile =
         llvm::sys::path::filename(options.outputPath).str() + ".weights";
   llvm::Expected<EmittedPlan> emitted = emitPlan(*copy, emit, cost);
-  // The carried copy sits at one arena offset in every program
-  // (docs/generation.md section 6), and under a tight budget the arena
-  // planned around it can exceed what the schedule's live bytes allowed for.
-  // The same schedule without the carry is kept then, when it fits.
-  uint64_t limit = options.memoryBudget.value_or(0);
-  if (!emitted || !crossStepPrefetch || limit == 0 ||
-      !(*copy)->hasAttr("zplan.carry") ||
-      emitted->residentBytes + emitted->arena.arenaBytes <= limit)
-    return emitted;
-  std::string withoutIr;
-  std::optional<GenerationCost> withoutCost;
-  llvm::Expected<EmittedPlan> without =
-      scheduleAndEmitOnce(module, options, policy, budget, cost, diagnostics,
-                          scheduledIr ? &withoutIr : nullptr, &withoutCost,
-                          /*crossStepPrefetch=*/false);
-  if (!without) {
-    llvm::consumeError(without.takeError());
-    return emitted;
-  }
-  if (without->residentBytes + without->arena.arenaBytes > limit)
-    return emitted;
-  if (scheduledIr)
-    *scheduledIr = std::move(withoutIr);
-  if (generation) {
-    if (withoutCost && *generation) {
-      withoutCost->carriedGroup = (*generation)->carriedGroup;
-      withoutCost->carriedBytes = (*generation)->carriedBytes;
-      withoutCost->carrySkipped =
-          "its copy, pinned at one arena offset, makes the arena exceed the "
-          "budget";
-    }
-    *generation = std::move(withoutCost);
-  }
-  return without;
+  if (!emitted)
+    return emitted.takeError();
+  PlanMeasure measure = measurePlan(*emitted, (*copy)->hasAttr("zplan.carry"));
+  searched.plans.back() = std::move(*emitted);
+  return measure;
 }
 
 llvm::Expected<PlanSearchResult>
 zplan::searchModulePlan(mlir::ModuleOp module, const CompileOptions &options,
                         SchedulePolicy policy, const CostModel &cost,
                         std::string &diagnostics, SearchedPlans &searched) {
-  bool wantIr = options.dumps.count("ir");
-  ScheduleAndEmitFn scheduleAndEmit =
-      [&](SchedulePolicy candidate,
-          uint64_t budget) -> llvm::Expected<PlanMeasure> {
-    searched.plans.emplace_back();
-    searched.scheduledIr.emplace_back();
-    searched.generation.emplace_back();
-    llvm::Expected<EmittedPlan> emitted = scheduleAndEmitOnce(
-        module, options, candidate, budget, cost, diagnostics,
-        wantIr ? &searched.scheduledIr.back() : nullptr,
-        &searched.generation.back());
-    if (!emitted)
-      return emitted.takeError();
-    PlanMeasure measure;
-    measure.residentBytes = emitted->residentBytes;
-    measure.arenaBytes = emitted->arena.arenaBytes;
-    measure.lowerBound = emitted->arena.lowerBound;
-    measure.peakIndex = emitted->arena.peakIndex;
-    for (const EmittedProgram &program : emitted->programs) {
-      const ArenaPlan &arena = program.arena;
-      uint64_t excess =
-          arena.arenaBytes - std::min(arena.lowerBound, arena.arenaBytes);
-      measure.arenaExcess = std::max(measure.arenaExcess, excess);
-    }
-    measure.simulatedSeconds =
-        simulate(emitted->plan.programs(emitted->primary), emitted->seconds)
-            .totalSeconds;
-    searched.plans.back() = std::move(*emitted);
-    return measure;
-  };
-  return searchPlan(policy, options.memoryBudget.value_or(0), scheduleAndEmit);
+  llvm::Expected<PlanSearchResult> result = searchPlan(
+      policy, options.memoryBudget.value_or(0),
+      [&](SchedulePolicy candidate, uint64_t budget,
+          bool crossStepPrefetch) -> llvm::Expected<PlanMeasure> {
+        return scheduleAndEmit(module, options, candidate, budget,
+                               crossStepPrefetch, cost, diagnostics, searched);
+      });
+  if (!result)
+    return result.takeError();
+  for (auto [index, attempt] : llvm::enumerate(result->attempts)) {
+    if (!attempt.carryDroppedFrom)
+      continue;
+    std::optional<GenerationCost> &without = searched.generation[index];
+    const std::optional<GenerationCost> &carried =
+        searched.generation[*attempt.carryDroppedFrom];
+    if (!without || !carried)
+      continue;
+    without->carriedGroup = carried->carriedGroup;
+    without->carriedBytes = carried->carriedBytes;
+    without->carrySkipped = kCarryOverBudget.str();
+  }
+  return result;
 }
 
 std::optional<ReportedPlan> zplan::findBaselinePlan(

@@ -41,7 +41,9 @@ struct SearchedPlans {
 };
 
 /// Searches for the plan of `policy` (PlanSearch.h), scheduling and emitting
-/// each candidate from `module` into `searched`.
+/// each candidate from `module` into `searched`. A plan the search kept
+/// without its carry reports, in its GenerationCost, the group the carried
+/// twin carried and why it was dropped.
 llvm::Expected<PlanSearchResult>
 searchModulePlan(mlir::ModuleOp module, const CompileOptions &options,
                  SchedulePolicy policy, const CostModel &cost,
