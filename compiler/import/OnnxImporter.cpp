@@ -14,7 +14,7 @@
 
 #include "compiler/Errors.h"
 #include "compiler/import/OnnxSemantics.h"
-#include "dialects/Diagnostics.h"
+#include "dialects/ShapeFormatting.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/zero/ZeroDialect.h"
 #include "onnx/onnx.pb.h"
