@@ -199,8 +199,8 @@ def Autodiff : Pass<"zplan-autodiff", "::mlir::ModuleOp"> {
                 "gradients and their reduce-scatters";
   let description = [{
     Reverse-mode automatic differentiation of `@forward` ahead of time
-    (TRAIN_SPEC section 2). The module keeps `@forward` and gains
-    `@train_micro_step`, which returns the loss:
+    (compiler/autodiff/; the loss is built by Loss.cpp). The module keeps
+    `@forward` and gains `@train_micro_step`, which returns the loss:
 
     1. Clone `@forward` into `@train_micro_step` and append the loss:
        `causal-lm` (cross-entropy of the `logits` output against the labels
@@ -401,7 +401,8 @@ def OptimizerStep : Pass<"zplan-optimizer-step", "::mlir::ModuleOp"> {
       return
     }
     ```
-    Tests: test/transforms/optimizer-step.mlir.
+    Tests: test/transforms/optimizer-step.mlir, shard-parameters-train.mlir
+    (after the sharding it follows in zcc).
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
@@ -683,8 +684,8 @@ def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
         tensor.
 
     Tests: test/transforms/verify-schedule.mlir,
-    verify-schedule-generate.mlir, verify-schedule-carry.mlir,
-    verify-schedule-oneplan.mlir.
+    verify-schedule-train.mlir (rules 7-9), verify-schedule-generate.mlir,
+    verify-schedule-carry.mlir, verify-schedule-oneplan.mlir.
   }];
   let options = [
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
