@@ -8,6 +8,7 @@
 #ifndef ZPLAN_COMPILER_PIPELINE_H
 #define ZPLAN_COMPILER_PIPELINE_H
 
+#include "compiler/ScheduleChoices.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <string>
@@ -35,11 +36,10 @@ void buildGeneratePipeline(mlir::OpPassManager &pm, bool plainExport,
 /// What the schedule stage is told (zcc's flags).
 struct ScheduleOptions {
   int64_t worldSize = 1;
-  /// default | jit.
-  std::string policy = "default";
+  SchedulePolicy policy = SchedulePolicy::Default;
   /// Bytes per rank; 0 = none.
   int64_t memoryBudget = 0;
-  std::string hardware = "cpu";
+  Hardware hardware = Hardware::Cpu;
   int64_t bucketBytes = 32 << 20;
   int64_t persistenceThreshold = 100000;
   int64_t alignment = 128;

@@ -10,6 +10,7 @@
 #ifndef ZPLAN_DIALECTS_DIAGNOSTICS_H
 #define ZPLAN_DIALECTS_DIAGNOSTICS_H
 
+#include "dialects/ShapeFormatting.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Operation.h"
@@ -18,17 +19,6 @@
 #include <string>
 
 namespace zplan {
-
-/// "2x16x64", or "scalar" for rank 0: how every message prints a shape.
-inline std::string formatShape(llvm::ArrayRef<int64_t> shape) {
-  if (shape.empty())
-    return "scalar";
-  std::string text;
-  llvm::interleave(
-      shape, [&](int64_t dim) { text += std::to_string(dim); },
-      [&] { text += "x"; });
-  return text;
-}
 
 /// Reports that `what` (an operand or result name) has `actual` shape where
 /// `expected` was required.

@@ -9,6 +9,7 @@
 
 #include "compiler/analysis/CostModel.h"
 
+#include "compiler/Errors.h"
 #include "dialects/nn/NNDialect.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -24,10 +25,6 @@
 
 using namespace mlir;
 using namespace zplan;
-
-static llvm::Error makeError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
 
 //===----------------------------------------------------------------------===//
 // Hardware profiles
@@ -63,24 +60,6 @@ static const NumericField kNumericFields[] = {
     {"collective_latency_seconds", &HardwareProfile::collectiveLatencySeconds,
      true},
 };
-
-static constexpr HardwareSpelling kHardwareSpellings[] = {
-    {Hardware::H200, "h200", "NVIDIA H200 SXM"},
-    {Hardware::H100, "h100", "NVIDIA H100 SXM"},
-    {Hardware::A100, "a100", "NVIDIA A100 SXM 80GB"},
-    {Hardware::Cpu, "cpu", "a CPU host (the runtime's reference backend)"},
-};
-
-llvm::ArrayRef<HardwareSpelling> zplan::getHardwareSpellings() {
-  return kHardwareSpellings;
-}
-
-llvm::StringRef zplan::spell(Hardware hardware) {
-  for (const HardwareSpelling &spelling : kHardwareSpellings)
-    if (spelling.hardware == hardware)
-      return spelling.name;
-  llvm_unreachable("every Hardware value has a spelling");
-}
 
 llvm::Expected<HardwareProfile> zplan::getHardwareProfile(Hardware hardware) {
   return getHardwareProfile(spell(hardware));

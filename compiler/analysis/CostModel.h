@@ -18,6 +18,8 @@
 #ifndef ZPLAN_COMPILER_ANALYSIS_COSTMODEL_H
 #define ZPLAN_COMPILER_ANALYSIS_COSTMODEL_H
 
+#include "compiler/ScheduleChoices.h"
+
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -51,24 +53,6 @@ struct HardwareProfile {
   /// is a datasheet peak or an estimate.
   std::map<std::string, std::string> sources;
 };
-
-/// The embedded profiles, as --hardware names them. The enum is what the
-/// driver holds; the spelling is the profile's name and its JSON file's.
-enum class Hardware { H200, H100, A100, Cpu };
-
-/// One --hardware value: its spelling and what the help text says of it.
-struct HardwareSpelling {
-  Hardware hardware;
-  llvm::StringLiteral name;
-  llvm::StringLiteral description;
-};
-
-/// Every Hardware value with its spelling, in the order --hardware documents
-/// them: the one table zcc's option, the plan and the profiles share.
-llvm::ArrayRef<HardwareSpelling> getHardwareSpellings();
-
-/// The spelling of `hardware` ("h200", ...).
-llvm::StringRef spell(Hardware hardware);
 
 /// The embedded profiles' names, in the order --hardware documents them.
 llvm::ArrayRef<llvm::StringRef> getHardwareProfileNames();

@@ -15,7 +15,7 @@
 #include "compiler/autodiff/Loss.h"
 
 #include "compiler/autodiff/GradientBuilder.h"
-#include "dialects/Diagnostics.h"
+#include "dialects/ShapeFormatting.h"
 #include "dialects/nn/NNDialect.h"
 
 using namespace mlir;

@@ -1,7 +1,7 @@
 //===- Loss.h - the training loss appended to train_micro_step ------------===//
 //
 // zplan-autodiff differentiates a scalar: the loss built here from the
-// forward's outputs (TRAIN_SPEC section 2).
+// forward's outputs (Passes.td, zplan-autodiff step 1).
 //
 //===----------------------------------------------------------------------===//
 

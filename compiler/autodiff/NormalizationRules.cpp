@@ -1,11 +1,11 @@
 //===- NormalizationRules.cpp - gradients of the fused nn ops -------------===//
 //
 // layer_norm, rms_norm, softmax and attention have one backward op each
-// (TRAIN_SPEC section 1), whose kernels recompute what they need from the
-// forward's inputs (or, for softmax, its output). The norm gradients take a
-// weight always: a forward without one passes a ones constant, so the
-// kernels have one form. The attention mask, a constant of the model, gets
-// no gradient.
+// (their math is in dialects/nn/NNOps.td), whose kernels recompute what they
+// need from the forward's inputs (or, for softmax, its output). The norm
+// gradients take a weight always: a forward without one passes a ones
+// constant, so the kernels have one form. The attention mask, a constant of
+// the model, gets no gradient.
 //
 //===----------------------------------------------------------------------===//
 

@@ -24,6 +24,7 @@
 #include "compiler/transforms/Passes.h"
 #include "compiler/transforms/PatternMatching.h"
 #include "compiler/transforms/Programs.h"
+#include "dialects/ShapeFormatting.h"
 #include "dialects/nn/NNDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -74,13 +75,6 @@ std::string describe(Operation *op) {
   if (std::optional<StringRef> name = findNodeName(op->getLoc()))
     text += " (ONNX node '" + name->str() + "')";
   return text;
-}
-
-std::string formatShape(ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  for (auto [index, dim] : llvm::enumerate(shape))
-    text += (index ? ", " : "") + std::to_string(dim);
-  return text + "]";
 }
 
 ArrayRef<int64_t> shapeOf(Value value) {
@@ -218,7 +212,7 @@ FailureOr<CacheSource> traceCacheSource(Operation *attention, Value operand,
   }
   if (!deepest) {
     attention->emitError() << describe(attention) << ": its " << role << " "
-                           << formatShape(shapeOf(operand))
+                           << formatShapeAsList(shapeOf(operand))
                            << " do not come from a [batch " << batch
                            << ", heads, tokens " << tokens
                            << ", head_dim] tensor through reshapes and "
@@ -242,8 +236,8 @@ FailureOr<CacheSource> traceCacheSource(Operation *attention, Value operand,
   if (!reachable.back().count(2)) {
     attention->emitError() << describe(attention)
                            << ": cannot follow the token axis of its " << role
-                           << " from " << formatShape(shapeOf(deepest))
-                           << " to " << formatShape(shapeOf(operand))
+                           << " from " << formatShapeAsList(shapeOf(deepest))
+                           << " to " << formatShapeAsList(shapeOf(operand))
                            << " through their reshapes and expands";
     return failure();
   }
@@ -307,7 +301,8 @@ LogicalResult checkCausalMask(Operation *user, Value mask, bool select,
   int64_t rank = shape.size();
   if (rank < 2 || (shape[rank - 2] != 1 && shape[rank - 2] != queries) ||
       (shape[rank - 1] != 1 && shape[rank - 1] != keys)) {
-    user->emitError() << describe(user) << ": its mask " << formatShape(shape)
+    user->emitError() << describe(user) << ": its mask "
+                      << formatShapeAsList(shape)
                       << " is not a [..., queries, keys] mask";
     return failure();
   }
@@ -581,7 +576,7 @@ LogicalResult CachedAttentionPass::rewritePlain(func::FuncOp func,
     if (shapeOf(attention.getQuery()).size() != 4) {
       return attention.emitError()
              << describe(attention) << ": its query "
-             << formatShape(shapeOf(attention.getQuery()))
+             << formatShapeAsList(shapeOf(attention.getQuery()))
              << " is not [batch, heads, tokens, head_dim]";
     }
     OpBuilder builder(attention);
@@ -641,7 +636,7 @@ LogicalResult CachedAttentionPass::rewriteCacheExport(func::FuncOp func,
       return concat.emitError()
              << describe(concat) << " joins '"
              << argumentName(func, past.getArgNumber()) << "' along axis "
-             << concat.getAxis() << " of " << formatShape(type.getShape())
+             << concat.getAxis() << " of " << formatShapeAsList(type.getShape())
              << "; expected [batch, heads, past + new, head_dim] along axis 2";
     }
     if (maxSeqLen > 0 && type.getDimSize(2) != maxSeqLen) {
@@ -743,7 +738,7 @@ LogicalResult CachedAttentionPass::selectLastPosition(func::FuncOp func,
       type.getDimSize(1) != tokens)
     return func.emitError()
            << "@" << func.getSymName() << ": logits "
-           << formatShape(type.getShape()) << " are not [batch " << batch
+           << formatShapeAsList(type.getShape()) << " are not [batch " << batch
            << ", tokens " << tokens << ", vocab]";
   int64_t vocab = type.getDimSize(2);
   OpBuilder builder(returnOp);
@@ -795,7 +790,7 @@ LogicalResult CachedAttentionPass::rewriteFunction(func::FuncOp func,
   if (idsShape.size() != 2)
     return func.emitError()
            << "@" << func.getSymName() << ": input_ids "
-           << formatShape(idsShape) << " is not [batch, tokens]";
+           << formatShapeAsList(idsShape) << " is not [batch, tokens]";
   int64_t batch = idsShape[0], tokens = idsShape[1];
   bool cacheExport = isCacheExport(func);
   auto positionsType = RankedTensorType::get(

@@ -10,6 +10,7 @@
 
 #include "compiler/generate/GenerateImport.h"
 
+#include "compiler/Errors.h"
 #include "compiler/generate/MergePrograms.h"
 
 #include "compiler/transforms/Programs.h"
@@ -22,10 +23,6 @@
 
 using namespace mlir;
 using namespace zplan;
-
-static llvm::Error makeError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
 
 static constexpr llvm::StringLiteral kPastPrefix = "past_key_values.";
 

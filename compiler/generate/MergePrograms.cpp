@@ -10,15 +10,12 @@
 
 #include "compiler/generate/MergePrograms.h"
 
+#include "compiler/Errors.h"
 #include "dialects/nn/NNDialect.h"
 #include "mlir/IR/SymbolTable.h"
 
 using namespace mlir;
 using namespace zplan;
-
-static llvm::Error makeError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
 
 /// The first parameter `module` declares that `other` does not.
 static nn::ParameterOp firstMissing(ModuleOp module, ModuleOp other) {

@@ -12,8 +12,9 @@
 
 #include "compiler/import/OnnxImporter.h"
 
+#include "compiler/Errors.h"
 #include "compiler/import/OnnxSemantics.h"
-#include "dialects/Diagnostics.h"
+#include "dialects/ShapeFormatting.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/zero/ZeroDialect.h"
 #include "onnx/onnx.pb.h"
@@ -57,10 +58,6 @@ constexpr int64_t kMaxOpset = 21;
 /// A floating-point initializer with more elements than this is a trainable
 /// parameter; smaller ones (scalars, epsilon, scales) are constants.
 constexpr int64_t kMaxConstantInitializerElements = 1;
-
-llvm::Error makeError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
 
 /// What the importer knows about an ONNX value: static type and shape, maybe
 /// its contents, and the IR value once one has been needed.

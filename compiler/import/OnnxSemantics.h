@@ -12,6 +12,7 @@
 #ifndef ZPLAN_COMPILER_IMPORT_ONNXSEMANTICS_H
 #define ZPLAN_COMPILER_IMPORT_ONNXSEMANTICS_H
 
+#include "dialects/ShapeFormatting.h"
 #include "runtime/support/ElementType.h"
 
 #include "llvm/Support/Error.h"
@@ -147,8 +148,9 @@ broadcastShapes(const std::vector<int64_t> &a, const std::vector<int64_t> &b);
 /// Normalises a possibly negative axis against `rank`; nullopt if out of range.
 std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 
-/// Renders a shape as "2x16" ("scalar" for rank 0), as diagnostics print it.
-std::string formatShape(const std::vector<int64_t> &shape);
+/// Renders a shape as "2x16" ("scalar" for rank 0), as every compiler
+/// message prints it.
+using ::zplan::formatShape;
 
 /// ScatterND (reduction "none") with known `indices`, for inference (which
 /// folds it) and the importer (which lowers a run-time one). checkScatterND

@@ -180,7 +180,7 @@ std::string zplan::formatMemoryDump(const EmittedPlan &emitted) {
 }
 
 std::string zplan::formatReport(
-    llvm::ArrayRef<std::pair<std::string, const EmittedPlan *>> policies) {
+    llvm::ArrayRef<std::pair<SchedulePolicy, const EmittedPlan *>> policies) {
   std::string text;
   llvm::raw_string_ostream os(text);
   if (policies.empty())
@@ -196,7 +196,8 @@ std::string zplan::formatReport(
     os << "  policy    gathered       collectives  peak/rank      "
           "simulated    exposed-comm\n";
     std::string traffic;
-    for (auto &[name, emitted] : policies) {
+    for (auto &[policy, emitted] : policies) {
+      std::string name = spell(policy).str();
       const plan::Plan &plan = emitted->plan;
       const plan::Program &program = plan.programs(p);
       uint64_t gathered = 0, reduced = 0;
@@ -213,7 +214,9 @@ std::string zplan::formatReport(
           reduced += plan::groupBytes(plan.groups(instruction.group()));
       }
       const EmittedProgram *data =
-          emitted->programs.size() > p ? &emitted->programs[p] : nullptr;
+          emitted->programs.size() > static_cast<size_t>(p)
+              ? &emitted->programs[p]
+              : nullptr;
       Timeline timeline =
           simulate(program, data ? data->seconds : emitted->seconds);
       uint64_t peak =
@@ -257,7 +260,7 @@ std::string zplan::formatReport(
   for (const plan::Buffer &buffer : chosen.plan.buffers())
     if (buffer.kind() == plan::Buffer::RESIDENT)
       resident.insert(buffer.group());
-  os << "groups (" << policies.front().first << " policy):\n";
+  os << "groups (" << spell(policies.front().first) << " policy):\n";
   for (int g = 0; g < chosen.plan.groups_size(); ++g) {
     const plan::Group &group = chosen.plan.groups(g);
     uint64_t bytes = plan::groupBytes(group);
@@ -276,7 +279,7 @@ std::string zplan::formatReport(
     int count = gathers[g];
     os << "gathered " << count << (count == 1 ? " time" : " times");
     if (count > 1)
-      os << (policies.front().first == "jit"
+      os << (policies.front().first == SchedulePolicy::Jit
                  ? " (hook-style: released when another group is used)"
                  : " (released between uses to stay within the budget)");
     os << "\n";
@@ -294,7 +297,8 @@ std::string zplan::formatReport(
 }
 
 std::string zplan::formatGenerationReport(
-    llvm::ArrayRef<std::pair<std::string, const GenerationCost *>> policies) {
+    llvm::ArrayRef<std::pair<SchedulePolicy, const GenerationCost *>>
+        policies) {
   std::string text;
   llvm::raw_string_ostream os(text);
   if (policies.empty())
@@ -305,7 +309,8 @@ std::string zplan::formatGenerationReport(
   os << "  policy    resident   resident-bytes  gathered/token  "
         "decode/token  tokens/s     exposed/token  prefill      "
         "first-token\n";
-  for (auto &[name, cost] : policies) {
+  for (auto &[policy, cost] : policies) {
+    std::string name = spell(policy).str();
     // Time to the first token: generate_begin's resident gathers, then
     // prefill.
     double firstToken = cost->begin.seconds + cost->prefill.seconds;
@@ -322,18 +327,18 @@ std::string zplan::formatGenerationReport(
         formatSeconds(cost->prefill.seconds).c_str(),
         formatSeconds(firstToken).c_str());
   }
-  for (auto &[name, cost] : policies.drop_front())
+  for (auto &[policy, cost] : policies.drop_front())
     if (cost->tokensPerSecond() > 0 && chosen.tokensPerSecond() > 0)
       os << llvm::formatv("  {0} / {1}: {2:F2}x tokens/s\n",
-                          policies.front().first, name,
+                          spell(policies.front().first), spell(policy),
                           chosen.tokensPerSecond() / cost->tokensPerSecond());
   // Cross-step prefetch (docs/generation.md section 6): what carrying the
   // first streamed group into the previous program's tail saves per token,
   // against the same schedule without it.
-  for (auto &[name, cost] : policies) {
+  for (auto &[policy, cost] : policies) {
     if (cost->carriedGroup.empty())
       continue;
-    os << "carried group (" << name << " policy): ";
+    os << "carried group (" << spell(policy) << " policy): ";
     if (!cost->carrySkipped.empty()) {
       os << "none: @" << cost->carriedGroup << " ("
          << formatSize(cost->carriedBytes) << ") " << cost->carrySkipped
@@ -351,7 +356,7 @@ std::string zplan::formatGenerationReport(
         formatSeconds(cost->decodeWithoutCarry.seconds),
         cost->tokensPerSecond(), cost->tokensPerSecondWithoutCarry());
   }
-  os << "residency (" << policies.front().first
+  os << "residency (" << spell(policies.front().first)
      << " policy): " << chosen.residentGroups << " of "
      << chosen.residentGroups + chosen.streamedGroups
      << " sharded groups resident";
@@ -362,7 +367,7 @@ std::string zplan::formatGenerationReport(
        << formatSize(chosen.residentBytes) << " resident copies + "
        << formatSize(chosen.workingSetBytes)
        << " working set of prefill/decode (activations, streamed copies)";
-  else if (policies.front().first == "jit")
+  else if (policies.front().first == SchedulePolicy::Jit)
     os << " (jit: every group gathered and released per use, per token)";
   else
     os << " (no budget: every group kept gathered across tokens)";

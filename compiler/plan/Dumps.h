@@ -1,14 +1,15 @@
 //===- Dumps.h - the schedule, memory and report text dumps ---------------===//
 //
-// The text forms DESIGN.md makes a primary interface. They are written from
-// the emitted plan (not from the IR), so they show exactly what zrun will
-// run. The formats are stable: lit tests check them with FileCheck.
+// The text forms docs/design.md (section 5) makes a primary interface. They are
+// written from the emitted plan (not from the IR), so they show exactly what
+// zrun will run. The formats are stable: lit tests check them with FileCheck.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef ZPLAN_COMPILER_PLAN_DUMPS_H
 #define ZPLAN_COMPILER_PLAN_DUMPS_H
 
+#include "compiler/ScheduleChoices.h"
 #include "compiler/analysis/GenerationCost.h"
 #include "compiler/plan/PlanEmitter.h"
 
@@ -33,14 +34,14 @@ std::string formatMemoryDump(const EmittedPlan &emitted);
 /// the first policy (what stays whole, what is gathered more than once,
 /// which blocks are recomputed).
 std::string formatReport(
-    llvm::ArrayRef<std::pair<std::string, const EmittedPlan *>> policies);
+    llvm::ArrayRef<std::pair<SchedulePolicy, const EmittedPlan *>> policies);
 
 /// The generation section of the report, per policy (the first is the
 /// chosen one): bytes gathered per decoded token, resident and KV cache
 /// bytes, simulated decode time per token and tokens/s, prefill time, and
 /// how the residency choice fits the budget.
 std::string formatGenerationReport(
-    llvm::ArrayRef<std::pair<std::string, const GenerationCost *>> policies);
+    llvm::ArrayRef<std::pair<SchedulePolicy, const GenerationCost *>> policies);
 
 /// "1.50 MiB"-style rendering used by every dump.
 std::string formatSize(uint64_t bytes);

@@ -2,6 +2,7 @@
 
 #include "compiler/plan/PlanEmitter.h"
 
+#include "compiler/Errors.h"
 #include "compiler/analysis/Liveness.h"
 #include "compiler/transforms/Programs.h"
 #include "compiler/transforms/ScheduleDiagnostics.h"
@@ -23,10 +24,6 @@ using namespace mlir;
 using namespace zplan;
 
 namespace {
-
-llvm::Error makeError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
 
 /// The plan's number for an MLIR element type: the element-type table's row
 /// of the type's MLIR spelling ("f32", "ui8", "i1"); unspecified for a type

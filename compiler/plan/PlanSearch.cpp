@@ -8,6 +8,7 @@
 
 #include "compiler/plan/PlanSearch.h"
 
+#include "compiler/Errors.h"
 #include "compiler/plan/Dumps.h"
 
 #include "llvm/ADT/Twine.h"
@@ -17,28 +18,6 @@
 #include <algorithm>
 
 using namespace zplan;
-
-static llvm::Error makeError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
-
-static constexpr SchedulePolicySpelling kSchedulePolicySpellings[] = {
-    {SchedulePolicy::Default, "default",
-     "the scheduler's placement: prefetch under the budget"},
-    {SchedulePolicy::Jit, "jit",
-     "hook-based ZeRO-3: gather just before use (the baseline)"},
-};
-
-llvm::ArrayRef<SchedulePolicySpelling> zplan::getSchedulePolicySpellings() {
-  return kSchedulePolicySpellings;
-}
-
-llvm::StringRef zplan::spell(SchedulePolicy policy) {
-  for (const SchedulePolicySpelling &spelling : kSchedulePolicySpellings)
-    if (spelling.policy == policy)
-      return spelling.name;
-  llvm_unreachable("every SchedulePolicy has a spelling");
-}
 
 namespace {
 
@@ -53,6 +32,45 @@ struct BudgetOutcome {
 
 } // namespace
 
+/// Per-rank bytes of `measure`; nullopt when the sum wraps.
+static std::optional<uint64_t> totalBytes(const PlanMeasure &measure) {
+  return llvm::checkedAddUnsigned(measure.residentBytes, measure.arenaBytes);
+}
+
+/// Schedules `policy` under `target` and returns the call whose plan is
+/// kept: the first one, unless it carries a gather across decode steps and
+/// exceeds `budget` while the same schedule without the carry fits it.
+static llvm::Expected<size_t>
+scheduleKeepingCarryWithinBudget(SchedulePolicy policy, uint64_t target,
+                                 uint64_t budget,
+                                 const ScheduleAndEmitFn &scheduleAndEmit,
+                                 std::vector<PlanAttempt> &attempts) {
+  llvm::Expected<PlanMeasure> measure =
+      scheduleAndEmit(policy, target, /*crossStepPrefetch=*/true);
+  attempts.push_back({policy, target, true, std::nullopt, std::nullopt});
+  if (!measure)
+    return measure.takeError();
+  size_t carried = attempts.size() - 1;
+  attempts.back().measure = *measure;
+  // A sum that wraps is searchBudget's to report.
+  std::optional<uint64_t> total = totalBytes(*measure);
+  if (!measure->carried || budget == 0 || !total || *total <= budget)
+    return carried;
+  llvm::Expected<PlanMeasure> without =
+      scheduleAndEmit(policy, target, /*crossStepPrefetch=*/false);
+  attempts.push_back({policy, target, false, std::nullopt, std::nullopt});
+  if (!without) {
+    llvm::consumeError(without.takeError());
+    return carried;
+  }
+  attempts.back().measure = *without;
+  std::optional<uint64_t> withoutTotal = totalBytes(*without);
+  if (!withoutTotal || *withoutTotal > budget)
+    return carried;
+  attempts.back().carryDroppedFrom = carried;
+  return attempts.size() - 1;
+}
+
 /// Schedules `policy` under `budget`; while the planned memory exceeds the
 /// budget, schedules again under a budget lowered by the overshoot.
 static llvm::Expected<BudgetOutcome>
@@ -63,28 +81,27 @@ searchBudget(SchedulePolicy policy, uint64_t budget,
   uint64_t target = budget;
   std::string overBudget;
   for (int retry = 0;; ++retry) {
-    llvm::Expected<PlanMeasure> measure = scheduleAndEmit(policy, target);
-    attempts.push_back({policy, target, std::nullopt});
-    if (!measure) {
+    llvm::Expected<size_t> kept = scheduleKeepingCarryWithinBudget(
+        policy, target, budget, scheduleAndEmit, attempts);
+    if (!kept) {
       // A tighter retry that cannot be scheduled: the first plan's overshoot
       // is the better explanation.
       if (retry > 0) {
-        llvm::consumeError(measure.takeError());
+        llvm::consumeError(kept.takeError());
         return makeError(overBudget);
       }
-      return measure.takeError();
+      return kept.takeError();
     }
-    attempts.back().measure = *measure;
-    std::optional<uint64_t> sum =
-        llvm::checkedAddUnsigned(measure->residentBytes, measure->arenaBytes);
+    const PlanMeasure measure = *attempts[*kept].measure;
+    std::optional<uint64_t> sum = totalBytes(measure);
     uint64_t total = sum.value_or(0);
     if (!sum)
       return makeError("the planned memory per rank (policy " + spell(policy) +
                        ") overflows 64 bits: shards and persistent groups " +
-                       llvm::Twine(measure->residentBytes) + " B + arena " +
-                       llvm::Twine(measure->arenaBytes) + " B");
+                       llvm::Twine(measure.residentBytes) + " B + arena " +
+                       llvm::Twine(measure.arenaBytes) + " B");
     if (budget == 0 || total <= budget) {
-      outcome.attempt = attempts.size() - 1;
+      outcome.attempt = *kept;
       outcome.retries = retry;
       return outcome;
     }
@@ -94,10 +111,10 @@ searchBudget(SchedulePolicy policy, uint64_t budget,
       overBudget = ("the planned memory does not fit the budget of " +
                     llvm::Twine(budget) + " B per rank (policy " +
                     spell(policy) + "): shards and persistent groups " +
-                    llvm::Twine(measure->residentBytes) + " B + arena " +
-                    llvm::Twine(measure->arenaBytes) + " B (live peak " +
-                    llvm::Twine(measure->lowerBound) + " B at instruction #" +
-                    llvm::Twine(measure->peakIndex) +
+                    llvm::Twine(measure.residentBytes) + " B + arena " +
+                    llvm::Twine(measure.arenaBytes) + " B (live peak " +
+                    llvm::Twine(measure.lowerBound) + " B at instruction #" +
+                    llvm::Twine(measure.peakIndex) +
                     ") = " + llvm::Twine(total) + " B, " + llvm::Twine(over) +
                     " B over, also when rescheduled under tighter budgets")
                        .str();
@@ -107,7 +124,7 @@ searchBudget(SchedulePolicy policy, uint64_t budget,
     // the target by the overshoot alone gives back whatever room the passes
     // could not use, and the same schedule comes back over budget again; so
     // the retry also leaves room for the excess as measured.
-    uint64_t excess = measure->arenaExcess;
+    uint64_t excess = measure.arenaExcess;
     if (retry == kMaxBudgetRetries || over >= target || excess >= budget)
       return makeError(overBudget);
     target = std::min(target - over, budget - excess);

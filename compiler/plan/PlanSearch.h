@@ -1,6 +1,6 @@
 //===- PlanSearch.h - which schedule zcc keeps, and why -------------------===//
 //
-// zcc does not emit the first schedule it makes. Two searches sit between
+// zcc does not emit the first schedule it makes. Three searches sit between
 // the passes and the plan file. (1) Budget retries: the schedule keeps the
 // live bytes within the memory budget, but the arena planned afterwards can
 // exceed them by its fragmentation; the schedule is then made again under a
@@ -8,14 +8,21 @@
 // default policy the prefetch pass moves one gather at a time in program
 // order, and under a tight budget the early ones can take the headroom the
 // later ones need, so the hook-distance (jit) placement is compiled too and
-// kept when the cost model simulates it faster. This component owns those
-// decisions; the step that schedules and emits is injected, so the decisions
-// are unit-tested on canned sizes and times without MLIR.
+// kept when the cost model simulates it faster. (3) The carry: the copy
+// zplan-cross-step-prefetch carries across decode steps sits at one arena
+// offset in every program (docs/generation.md section 6), and under a tight
+// budget the arena planned around it can exceed what the schedule's live
+// bytes allowed for; the same schedule without the carry is kept then, when
+// it fits. This component owns those decisions; the step that schedules and
+// emits is injected, so the decisions are unit-tested on canned sizes and
+// times without MLIR.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef ZPLAN_COMPILER_PLAN_PLANSEARCH_H
 #define ZPLAN_COMPILER_PLAN_PLANSEARCH_H
+
+#include "compiler/ScheduleChoices.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -28,30 +35,6 @@
 #include <vector>
 
 namespace zplan {
-
-/// --policy: how gathers are placed.
-enum class SchedulePolicy {
-  /// The scheduler's: prefetch as early as the cost model needs, within the
-  /// budget and the in-flight limits.
-  Default,
-  /// Hook-based ZeRO-3: gather just before use, release right after, one
-  /// group prefetched. The report's baseline.
-  Jit,
-};
-
-/// One --policy value: its spelling and what the help text says of it.
-struct SchedulePolicySpelling {
-  SchedulePolicy policy;
-  llvm::StringLiteral name;
-  llvm::StringLiteral description;
-};
-
-/// Every SchedulePolicy with its spelling: the one table zcc's option and
-/// the pass options (which take the spelling) share.
-llvm::ArrayRef<SchedulePolicySpelling> getSchedulePolicySpellings();
-
-/// The spelling of `policy` ("default" or "jit").
-llvm::StringRef spell(SchedulePolicy policy);
 
 /// What the search needs to know of one scheduled and emitted plan.
 struct PlanMeasure {
@@ -66,21 +49,35 @@ struct PlanMeasure {
   uint64_t arenaExcess = 0;
   /// The simulated time of the plan's program on the hardware profile.
   double simulatedSeconds = 0;
+  /// The plan carries a gather across decode steps (the module has
+  /// `zplan.carry`).
+  bool carried = false;
 };
 
 /// Schedules the module under `policy` with `budget` bytes per rank (0: no
-/// budget) and emits its plan. The caller keeps each plan it emits, in call
+/// budget) and emits its plan; with `crossStepPrefetch` false, without
+/// zplan-cross-step-prefetch. The caller keeps each plan it emits, in call
 /// order: PlanSearchResult refers to them by call index.
 using ScheduleAndEmitFn = std::function<llvm::Expected<PlanMeasure>(
-    SchedulePolicy policy, uint64_t budget)>;
+    SchedulePolicy policy, uint64_t budget, bool crossStepPrefetch)>;
+
+/// Why a plan kept instead of its carried twin has no carry (the report's
+/// "carried group" line).
+inline constexpr llvm::StringLiteral kCarryOverBudget =
+    "its copy, pinned at one arena offset, makes the arena exceed the budget";
 
 /// One call of the ScheduleAndEmitFn the search made.
 struct PlanAttempt {
   SchedulePolicy policy;
   /// The budget the schedule was given (lowered on a retry).
   uint64_t budget;
+  /// Whether zplan-cross-step-prefetch ran.
+  bool crossStepPrefetch = true;
   /// Empty when scheduling failed.
   std::optional<PlanMeasure> measure;
+  /// Set on a plan kept instead of a carried one that did not fit the
+  /// budget: the call of that carried plan, the same schedule otherwise.
+  std::optional<size_t> carryDroppedFrom;
 };
 
 struct PlanSearchResult {

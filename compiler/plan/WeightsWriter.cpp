@@ -2,6 +2,7 @@
 
 #include "compiler/plan/WeightsWriter.h"
 
+#include "compiler/Errors.h"
 #include "compiler/import/OnnxImporter.h"
 #include "onnx/onnx.pb.h"
 #include "runtime/plan/PlanLoader.h"
@@ -17,10 +18,6 @@
 #include <vector>
 
 using namespace zplan;
-
-static llvm::Error makeError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
 
 /// Checksums the sections of the data written at `dataAt` of the file at
 /// `path` (read back, mapped: no more of the model is held in memory than

@@ -100,7 +100,7 @@ struct FormAttention : OpRewritePattern<nn::MatmulOp> {
         !softmax->hasOneUse())
       return failure();
     auto scoresType = llvm::cast<RankedTensorType>(softmax.getType());
-    if (softmax.getAxis() != scoresType.getRank() - 1)
+    if (static_cast<int64_t>(softmax.getAxis()) != scoresType.getRank() - 1)
       return failure();
 
     // Peel the mask off the softmax input, then the scale.
@@ -193,7 +193,8 @@ struct FormClampedAttention : OpRewritePattern<nn::MatmulOp> {
       return failure();
     auto softmax = output.getLhs().getDefiningOp<nn::SoftmaxOp>();
     if (!softmax || !softmax->hasOneUse() ||
-        softmax.getAxis() != softmax.getType().getRank() - 1)
+        static_cast<int64_t>(softmax.getAxis()) !=
+            softmax.getType().getRank() - 1)
       return failure();
     auto unmerged = softmax.getInput().getDefiningOp<nn::ReshapeOp>();
     if (!unmerged)

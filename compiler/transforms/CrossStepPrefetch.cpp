@@ -82,12 +82,12 @@ struct CrossStepPrefetchPass
     auto decode = module.lookupSymbol<func::FuncOp>(kDecodeName);
     if (!decode)
       return; // Not a generation module.
-    FailureOr<CostModel> cost = hoistingCostModel(
-        module, "zplan-cross-step-prefetch", policy, hardware);
+    FailureOr<CostModel> cost =
+        hoistingCostModel(module, "zplan-cross-step-prefetch", hardware);
     if (failed(cost))
       return signalPassFailure();
     // jit is FSDP2's generate: no prefetch across tokens.
-    if (policy == "jit")
+    if (policy == SchedulePolicy::Jit)
       return;
 
     zero::GatherStartOp first;

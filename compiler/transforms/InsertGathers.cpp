@@ -35,11 +35,6 @@ struct InsertGathersPass : zplan::impl::InsertGathersBase<InsertGathersPass> {
   using InsertGathersBase::InsertGathersBase;
 
   void runOnOperation() override {
-    if (policy != "default" && policy != "jit") {
-      getOperation().emitError() << "zplan-insert-gathers: unknown policy '"
-                                 << policy << "' (expected default or jit)";
-      return signalPassFailure();
-    }
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (failed(placeGathers(func)))
         return signalPassFailure();
@@ -91,7 +86,7 @@ struct InsertGathersPass : zplan::impl::InsertGathersBase<InsertGathersPass> {
     for (size_t c = 0; c < copies.size(); ++c)
       hookCuts.push_back(cutsLikeHooks(copies, c));
     // jit: a new segment wherever another group is read in between.
-    if (policy == "jit")
+    if (policy == SchedulePolicy::Jit)
       for (auto [copy, hooks] : llvm::zip_equal(copies, hookCuts))
         if (isPlaced(copy))
           copy.cuts = hooks;

@@ -3,7 +3,7 @@
 // Adds @optimizer_step to a training module (see Passes.td). It is a
 // function like the others so that the verifier can prove what it touches
 // (rule 9: shards only) and the emitter lowers it as it lowers any program.
-// Tests: test/transforms/optimizer-step.mlir.
+// Tests: test/transforms/optimizer-step.mlir, shard-parameters-train.mlir.
 //
 //===----------------------------------------------------------------------===//
 

@@ -8,6 +8,7 @@
 #ifndef ZPLAN_COMPILER_TRANSFORMS_PASSES_H
 #define ZPLAN_COMPILER_TRANSFORMS_PASSES_H
 
+#include "compiler/ScheduleChoices.h"
 #include "dialects/nn/NNDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"

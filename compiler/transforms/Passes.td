@@ -9,6 +9,29 @@
 
 include "mlir/Pass/PassBase.td"
 
+// The enumerated options of the schedule passes, declared once: the values
+// are compiler/ScheduleChoices.h's enums, spelt as zcc's --policy and
+// --hardware spell them.
+class SchedulePolicyOption<string description>
+    : Option<"policy", "policy", "::zplan::SchedulePolicy",
+             /*default=*/"::zplan::SchedulePolicy::Default", description,
+             [{::llvm::cl::values(
+               clEnumValN(::zplan::SchedulePolicy::Default, "default",
+                          "the scheduler's placement"),
+               clEnumValN(::zplan::SchedulePolicy::Jit, "jit",
+                          "hook-based ZeRO-3"))}]>;
+
+class HardwareOption
+    : Option<"hardware", "hardware", "::zplan::Hardware",
+             /*default=*/"::zplan::Hardware::Cpu",
+             "Hardware profile for the cost model",
+             [{::llvm::cl::values(
+               clEnumValN(::zplan::Hardware::H200, "h200", "NVIDIA H200 SXM"),
+               clEnumValN(::zplan::Hardware::H100, "h100", "NVIDIA H100 SXM"),
+               clEnumValN(::zplan::Hardware::A100, "a100",
+                          "NVIDIA A100 SXM 80GB"),
+               clEnumValN(::zplan::Hardware::Cpu, "cpu", "a CPU host"))}]>;
+
 def FormNNOps : Pass<"zplan-form-nn-ops", "::mlir::func::FuncOp"> {
   let summary = "Forms the high-level nn ops from the primitive chains "
                 "exporters emit";
@@ -176,8 +199,8 @@ def Autodiff : Pass<"zplan-autodiff", "::mlir::ModuleOp"> {
                 "gradients and their reduce-scatters";
   let description = [{
     Reverse-mode automatic differentiation of `@forward` ahead of time
-    (TRAIN_SPEC section 2). The module keeps `@forward` and gains
-    `@train_micro_step`, which returns the loss:
+    (compiler/autodiff/; the loss is built by Loss.cpp). The module keeps
+    `@forward` and gains `@train_micro_step`, which returns the loss:
 
     1. Clone `@forward` into `@train_micro_step` and append the loss:
        `causal-lm` (cross-entropy of the `logits` output against the labels
@@ -350,12 +373,10 @@ def Residency : Pass<"zplan-residency", "::mlir::ModuleOp"> {
     bound against jit over a sweep of budgets).
   }];
   let options = [
-    Option<"policy", "policy", "std::string", /*default=*/"\"default\"",
-           "default | jit (nothing resident)">,
+    SchedulePolicyOption<"default | jit (nothing resident)">,
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Bytes per rank; 0 = none (every group resident)">,
-    Option<"hardware", "hardware", "std::string", /*default=*/"\"cpu\"",
-           "Hardware profile for the cost model">,
+    HardwareOption<>,
   ];
   let dependentDialects = ["::zplan::zero::ZeroDialect",
                            "::mlir::func::FuncDialect"];
@@ -380,7 +401,8 @@ def OptimizerStep : Pass<"zplan-optimizer-step", "::mlir::ModuleOp"> {
       return
     }
     ```
-    Tests: test/transforms/optimizer-step.mlir.
+    Tests: test/transforms/optimizer-step.mlir, shard-parameters-train.mlir
+    (after the sharding it follows in zcc).
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
@@ -480,8 +502,7 @@ def InsertGathers : Pass<"zplan-insert-gathers", "::mlir::ModuleOp"> {
     Tests: test/transforms/insert-gathers.mlir.
   }];
   let options = [
-    Option<"policy", "policy", "std::string", /*default=*/"\"default\"",
-           "default | jit">,
+    SchedulePolicyOption<"default | jit">,
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Bytes per rank (shards, persistent groups and arena); 0 = none">,
   ];
@@ -515,12 +536,10 @@ def Prefetch : Pass<"zplan-prefetch", "::mlir::ModuleOp"> {
     Tests: test/transforms/prefetch.mlir.
   }];
   let options = [
-    Option<"policy", "policy", "std::string", /*default=*/"\"default\"",
-           "default | jit">,
+    SchedulePolicyOption<"default | jit">,
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Bytes per rank; 0 = none">,
-    Option<"hardware", "hardware", "std::string", /*default=*/"\"cpu\"",
-           "Hardware profile for the cost model">,
+    HardwareOption<>,
     Option<"maxInFlight", "max-in-flight", "int64_t", /*default=*/"2",
            "Most gathers started and not yet waited for at any op">,
     Option<"maxInFlightBytes", "max-in-flight-bytes", "int64_t",
@@ -580,12 +599,10 @@ def CrossStepPrefetch : Pass<"zplan-cross-step-prefetch", "::mlir::ModuleOp"> {
     Tests: test/transforms/cross-step-prefetch.mlir.
   }];
   let options = [
-    Option<"policy", "policy", "std::string", /*default=*/"\"default\"",
-           "default | jit">,
+    SchedulePolicyOption<"default | jit">,
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Bytes per rank; 0 = none">,
-    Option<"hardware", "hardware", "std::string", /*default=*/"\"cpu\"",
-           "Hardware profile for the cost model">,
+    HardwareOption<>,
     Option<"maxInFlight", "max-in-flight", "int64_t", /*default=*/"2",
            "Most gathers started and not yet waited for at any op">,
     Option<"maxInFlightBytes", "max-in-flight-bytes", "int64_t",
@@ -667,8 +684,8 @@ def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
         tensor.
 
     Tests: test/transforms/verify-schedule.mlir,
-    verify-schedule-generate.mlir, verify-schedule-carry.mlir,
-    verify-schedule-oneplan.mlir.
+    verify-schedule-train.mlir (rules 7-9), verify-schedule-generate.mlir,
+    verify-schedule-carry.mlir, verify-schedule-oneplan.mlir.
   }];
   let options = [
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",

@@ -35,7 +35,7 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
 
   void runOnOperation() override {
     FailureOr<CostModel> cost =
-        hoistingCostModel(getOperation(), "zplan-prefetch", policy, hardware);
+        hoistingCostModel(getOperation(), "zplan-prefetch", hardware);
     if (failed(cost))
       return signalPassFailure();
     for (auto func : getOperation().getOps<func::FuncOp>())
@@ -58,8 +58,8 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
     auto group = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
         start, start.getGroupAttr());
     HoistLimits limits;
-    limits.stopWhenCovered = policy == "default";
-    limits.stopAtWait = policy == "jit";
+    limits.stopWhenCovered = policy == SchedulePolicy::Default;
+    limits.stopAtWait = policy == SchedulePolicy::Jit;
     limits.memoryBudget =
         memoryBudget > 0 ? static_cast<uint64_t>(memoryBudget) : 0;
     limits.maxInFlight = maxInFlight;

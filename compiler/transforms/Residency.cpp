@@ -99,11 +99,6 @@ struct ResidencyPass : zplan::impl::ResidencyBase<ResidencyPass> {
     auto decode = module.lookupSymbol<func::FuncOp>(kDecodeName);
     if (!decode)
       return; // Not a generation module.
-    if (policy != "default" && policy != "jit") {
-      module.emitError() << "zplan-residency: unknown policy '" << policy
-                         << "' (expected default or jit)";
-      return signalPassFailure();
-    }
     llvm::Expected<HardwareProfile> profile = getHardwareProfile(hardware);
     if (!profile) {
       module.emitError() << "zplan-residency: "
@@ -212,7 +207,7 @@ struct ResidencyPass : zplan::impl::ResidencyBase<ResidencyPass> {
             streamedWorkingSet(func, chosen, func.getSymName() == kDecodeName));
       return most;
     };
-    if (policy == "jit")
+    if (policy == SchedulePolicy::Jit)
       return workingSet();
     if (memoryBudget <= 0) {
       for (const Candidate &candidate : candidates)
@@ -265,7 +260,7 @@ struct ResidencyPass : zplan::impl::ResidencyBase<ResidencyPass> {
     for (auto cache : module.getOps<nn::KvCacheOp>())
       cacheBytes += tensorBytes(cache.getTensorType());
     SmallVector<NamedAttribute> fields{
-        builder.getNamedAttr("policy", builder.getStringAttr(policy)),
+        builder.getNamedAttr("policy", builder.getStringAttr(spell(policy))),
         builder.getNamedAttr("memory_budget", i64(memoryBudget)),
         builder.getNamedAttr("groups", i64(groups)),
         builder.getNamedAttr("resident_groups", i64(residentGroups)),

@@ -2,7 +2,7 @@
 //
 // Turns the import's one-gather-per-parameter form into parameter groups
 // (see Passes.td for the rules and before/after IR). Tests:
-// test/transforms/shard-parameters.mlir.
+// test/transforms/shard-parameters*.mlir.
 //
 //===----------------------------------------------------------------------===//
 

@@ -40,11 +40,7 @@ static void inFlightAt(const LivenessAnalysis &live, Operation *self,
 }
 
 FailureOr<CostModel> zplan::hoistingCostModel(Operation *op, StringRef pass,
-                                              StringRef policy,
-                                              StringRef hardware) {
-  if (policy != "default" && policy != "jit")
-    return op->emitError() << pass << ": unknown policy '" << policy
-                           << "' (expected default or jit)";
+                                              Hardware hardware) {
   llvm::Expected<HardwareProfile> profile = getHardwareProfile(hardware);
   if (!profile)
     return op->emitError() << pass << ": "

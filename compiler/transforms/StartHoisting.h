@@ -52,13 +52,11 @@ struct HoistResult {
   double neededSeconds = 0;
 };
 
-/// The cost model of a hoisting pass's `hardware` option, after checking
-/// its `policy` option (default or jit); on error, one diagnostic on `op`
-/// naming `pass`.
-mlir::FailureOr<CostModel> hoistingCostModel(mlir::Operation *op,
-                                             llvm::StringRef pass,
-                                             llvm::StringRef policy,
-                                             llvm::StringRef hardware);
+/// The cost model of a hoisting pass's `hardware` option; on error (an
+/// embedded profile that does not parse), one diagnostic on `op` naming
+/// `pass`.
+mlir::FailureOr<CostModel>
+hoistingCostModel(mlir::Operation *op, llvm::StringRef pass, Hardware hardware);
 
 /// Moves `start` (a zero.gather_start or zero.carry_start of `bytes`
 /// gathered over `worldSize` ranks) up op by op within its block. The

@@ -5,7 +5,7 @@
 // so a plan that reaches zrun cannot read a partitioned or released
 // parameter, leak a gathered copy, exceed its budget, or make ranks issue
 // different collectives. The numbered rules are in Passes.td. Tests:
-// test/transforms/verify-schedule.mlir.
+// test/transforms/verify-schedule*.mlir.
 //
 //===----------------------------------------------------------------------===//
 

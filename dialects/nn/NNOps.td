@@ -563,7 +563,9 @@ def NN_CachedAttentionOp : NN_Op<"cached_attention", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
-// Loss and backward ops (emitted by zplan-autodiff; TRAIN_SPEC section 1)
+// Loss and backward ops, emitted by zplan-autodiff. Each description is the
+// op's math: the CPU kernels and test/transforms/check_gradients.py's
+// references implement it.
 //===----------------------------------------------------------------------===//
 
 def NN_CrossEntropyOp : NN_Op<"cross_entropy", [Pure]> {

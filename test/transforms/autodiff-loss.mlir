@@ -1,4 +1,4 @@
-// The loss zplan-autodiff appends (TRAIN_SPEC section 2) and what the
+// The loss zplan-autodiff appends (compiler/autodiff/Loss.cpp) and what the
 // reduce-scatters look like: causal-lm shifts the labels (input_ids, the
 // model's own `labels` input, or an extra `labels` input), output:NAME
 // takes a one-element float output; a tied weight gets one reduce-scatter of

@@ -1,5 +1,5 @@
 // zplan-autodiff rules of the fused ops: layer_norm, rms_norm, softmax and
-// attention each map to their one backward op (TRAIN_SPEC section 1); a
+// attention each map to their one backward op (dialects/nn/NNOps.td); a
 // norm without a weight passes a ones constant.
 // RUN: zcc-opt %s -split-input-file -zplan-autodiff="loss=output:out" | FileCheck %s
 

@@ -2,8 +2,8 @@
 
 Reads the output of `zcc-opt -zplan-autodiff --mlir-print-op-generic`,
 interprets @train_micro_step in float64 numpy (the forward ops, the loss, the
-backward ops with reference implementations of the TRAIN_SPEC section 1
-kernels written from their math), and compares the gradient each
+backward ops with reference implementations written from the math their
+descriptions in dialects/nn/NNOps.td give), and compares the gradient each
 zero.reduce_scatter_start receives for a parameter with a central finite
 difference of the loss along a random direction:
     (L(p + eps d) - L(p - eps d)) / (2 eps)  ==  sum(grad_p * d).

@@ -77,7 +77,7 @@
 // JIT-LABEL: func.func @decode
 // JIT: zero.gather_start %{{.*}} {group = @ga}
 //
-// POLICY: zplan-cross-step-prefetch: unknown policy 'eager' (expected default or jit)
+// POLICY: for the --policy option: Cannot find option named 'eager'
 nn.parameter @a : tensor<90x125xf32>
 nn.parameter @b : tensor<90x125xf32>
 nn.parameter @p : tensor<4xf32>

@@ -103,7 +103,7 @@
 // SCHED: nn.matmul %{{.*}}, %[[LM2]]
 // SCHED-NEXT: zero.release %[[LM2]]
 
-// POLICY: zplan-residency: unknown policy 'eager' (expected default or jit)
+// POLICY: for the --policy option: Cannot find option named 'eager'
 
 nn.parameter @wte : tensor<16x8xf32>
 nn.parameter @wk : tensor<8x8xf32>

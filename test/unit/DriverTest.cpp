@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Driver.h"
+#include "compiler/analysis/CostModel.h"
 #include "compiler/import/OnnxImporter.h"
 
 #include <gtest/gtest.h>

@@ -99,7 +99,8 @@ TEST_F(GenerationCostTest, DecodeGathersOnlyStreamedGroups) {
   // generate_begin blocks on @r: 1 s + 64 * 3/4 ms.
   EXPECT_NEAR(cost->begin.seconds, 1.048, 1e-9);
 
-  std::string report = formatGenerationReport({{"default", &*cost}});
+  std::string report =
+      formatGenerationReport({{SchedulePolicy::Default, &*cost}});
   EXPECT_NE(report.find("generation: batch 2, KV cache 512 B per rank"),
             std::string::npos)
       << report;

@@ -295,8 +295,9 @@ TEST_F(GenerationEmitter, CachesAndResidentCopiesTakeNoArenaBytes) {
   EXPECT_LT(decode->peak_arena_bytes(), emitted.kvCacheBytes);
   for (const plan::Buffer &entry : plan.buffers())
     if (entry.kind() == plan::Buffer::CACHE ||
-        entry.kind() == plan::Buffer::RESIDENT)
+        entry.kind() == plan::Buffer::RESIDENT) {
       EXPECT_EQ(entry.offset(), 0u) << entry.name();
+    }
   // Outside the arena, but per-rank memory all the same.
   EXPECT_GE(emitted.residentBytes,
             emitted.kvCacheBytes + emitted.residentCopyBytes);

@@ -21,18 +21,24 @@ std::string errorText(llvm::Error error) {
   return error ? llvm::toString(std::move(error)) : "";
 }
 
-/// A canned scheduler: the answer for each (policy, budget); a pair not in
-/// the table cannot be scheduled. Records the calls.
+/// A canned scheduler: the answer for each (policy, budget), from
+/// `answers` when the carry may be made and `withoutCarry` when it may not;
+/// a pair not in the table cannot be scheduled. Records the calls.
 struct CannedScheduler {
   std::map<std::pair<SchedulePolicy, uint64_t>, PlanMeasure> answers;
+  std::map<std::pair<SchedulePolicy, uint64_t>, PlanMeasure> withoutCarry;
   std::vector<std::pair<SchedulePolicy, uint64_t>> calls;
+  /// Per call: whether it allowed cross-step prefetch.
+  std::vector<bool> carryAllowed;
 
   ScheduleAndEmitFn fn() {
-    return [this](SchedulePolicy policy,
-                  uint64_t budget) -> llvm::Expected<PlanMeasure> {
+    return [this](SchedulePolicy policy, uint64_t budget,
+                  bool crossStepPrefetch) -> llvm::Expected<PlanMeasure> {
       calls.push_back({policy, budget});
-      auto found = answers.find({policy, budget});
-      if (found == answers.end())
+      carryAllowed.push_back(crossStepPrefetch);
+      const auto &table = crossStepPrefetch ? answers : withoutCarry;
+      auto found = table.find({policy, budget});
+      if (found == table.end())
         return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                        "cannot schedule " +
                                            spell(policy).str() + " under " +
@@ -54,6 +60,13 @@ PlanMeasure measure(uint64_t resident, uint64_t arena, double seconds) {
   result.lowerBound = arena;
   result.peakIndex = 7;
   result.simulatedSeconds = seconds;
+  return result;
+}
+
+/// A plan that carries a gather across decode steps.
+PlanMeasure carrying(uint64_t resident, uint64_t arena, double seconds) {
+  PlanMeasure result = measure(resident, arena, seconds);
+  result.carried = true;
   return result;
 }
 
@@ -213,6 +226,83 @@ TEST(PlanSearch, NeitherPlacementFitsReportsTheDefaultPolicysError) {
   ASSERT_FALSE(static_cast<bool>(result));
   EXPECT_NE(errorText(result.takeError()).find("(policy default)"),
             std::string::npos);
+}
+
+// The carried copy pins its arena offset in every program: a carried plan
+// over the budget gives way to the same schedule without the carry, which
+// fits. The jit placement, which never carries, is searched as before.
+TEST(PlanSearch, CarryOverBudgetFallsBackToTheScheduleWithoutIt) {
+  CannedScheduler scheduler;
+  scheduler.answers[{SchedulePolicy::Default, 1000}] = carrying(100, 1000, 1.0);
+  scheduler.withoutCarry[{SchedulePolicy::Default, 1000}] =
+      measure(100, 800, 1.2);
+  scheduler.answers[{SchedulePolicy::Jit, 1000}] = measure(100, 850, 2.0);
+  llvm::Expected<PlanSearchResult> result =
+      searchPlan(SchedulePolicy::Default, 1000, scheduler.fn());
+  ASSERT_TRUE(static_cast<bool>(result)) << errorText(result.takeError());
+  ASSERT_EQ(scheduler.calls.size(), 3u);
+  EXPECT_EQ(scheduler.carryAllowed, (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(scheduler.attemptsOf(1),
+            std::make_pair(SchedulePolicy::Default, uint64_t(1000)));
+  EXPECT_EQ(result->chosen, 1u);
+  EXPECT_FALSE(result->attempts[1].crossStepPrefetch);
+  ASSERT_TRUE(result->attempts[1].carryDroppedFrom.has_value());
+  EXPECT_EQ(*result->attempts[1].carryDroppedFrom, 0u);
+  EXPECT_FALSE(result->attempts[0].carryDroppedFrom.has_value());
+  EXPECT_EQ(*result->jitPlan, 2u);
+  EXPECT_EQ(result->summary,
+            "plan search: default policy with the prefetch pass's placement "
+            "(simulated 1.200 s vs 2.000 s with hook-distance prefetch); no "
+            "budget retry");
+}
+
+TEST(PlanSearch, CarryWithinTheBudgetIsKept) {
+  CannedScheduler scheduler;
+  scheduler.answers[{SchedulePolicy::Default, 1000}] = carrying(100, 900, 1.0);
+  scheduler.withoutCarry[{SchedulePolicy::Default, 1000}] =
+      measure(100, 800, 1.2);
+  llvm::Expected<PlanSearchResult> result =
+      searchPlan(SchedulePolicy::Default, 1000, scheduler.fn());
+  ASSERT_TRUE(static_cast<bool>(result)) << errorText(result.takeError());
+  EXPECT_EQ(result->chosen, 0u);
+  EXPECT_FALSE(result->attempts[0].carryDroppedFrom.has_value());
+  // The default placement, then the jit one: never without the carry.
+  EXPECT_EQ(scheduler.carryAllowed, (std::vector<bool>{true, true}));
+}
+
+TEST(PlanSearch, CarryIsKeptWithoutABudget) {
+  CannedScheduler scheduler;
+  scheduler.answers[{SchedulePolicy::Default, 0}] = carrying(100, 5000, 1.0);
+  scheduler.answers[{SchedulePolicy::Jit, 0}] = measure(100, 900, 2.0);
+  llvm::Expected<PlanSearchResult> result =
+      searchPlan(SchedulePolicy::Default, 0, scheduler.fn());
+  ASSERT_TRUE(static_cast<bool>(result)) << errorText(result.takeError());
+  EXPECT_EQ(result->chosen, 0u);
+  EXPECT_EQ(scheduler.carryAllowed, (std::vector<bool>{true, true}));
+}
+
+// Without the carry the schedule is over the budget too: the carried plan
+// stays the candidate, and the budget retry reschedules it tighter.
+TEST(PlanSearch, CarryIsKeptWhenDroppingItDoesNotFitEither) {
+  CannedScheduler scheduler;
+  scheduler.answers[{SchedulePolicy::Default, 1000}] = carrying(100, 1100, 1.0);
+  scheduler.withoutCarry[{SchedulePolicy::Default, 1000}] =
+      measure(100, 1050, 1.0);
+  scheduler.answers[{SchedulePolicy::Default, 800}] = carrying(100, 880, 1.2);
+  llvm::Expected<PlanSearchResult> result =
+      searchPlan(SchedulePolicy::Default, 1000, scheduler.fn());
+  ASSERT_TRUE(static_cast<bool>(result)) << errorText(result.takeError());
+  // The default placement, without its carry, retried; then jit.
+  EXPECT_EQ(scheduler.carryAllowed,
+            (std::vector<bool>{true, false, true, true}));
+  // Lowered by the carried plan's 200 B overshoot, not the other's 150 B.
+  EXPECT_EQ(scheduler.calls[2].second, 800u);
+  EXPECT_EQ(result->chosen, 2u);
+  EXPECT_FALSE(result->attempts[2].carryDroppedFrom.has_value());
+  EXPECT_EQ(result->summary,
+            "plan search: default policy with the prefetch pass's placement "
+            "(hook-distance prefetch does not fit); 1 budget retry (arena "
+            "over by 200 B)");
 }
 
 } // namespace

@@ -1,11 +1,11 @@
 //===- zcc.cpp - the zplan compiler driver --------------------------------===//
 //
-// Parses the command line of DESIGN.md into CompileOptions and calls
-// compileModel(). Every failure is one `zcc: error: ...` line and exit 1:
-// LLVM's own command-line messages (several lines, ending in "!", some
-// written straight to stderr by the option that failed) are captured while
-// parsing and reflowed into that form, and crashes go through the crash
-// handler instead of LLVM's stack dump.
+// Parses the command line of docs/design.md (section 4) into CompileOptions
+// and calls compileModel(). Every failure is one `zcc: error: ...` line and
+// exit 1: LLVM's own command-line messages (several lines, ending in "!",
+// some written straight to stderr by the option that failed) are captured
+// while parsing and reflowed into that form, and crashes go through the
+// crash handler instead of LLVM's stack dump.
 //
 //===----------------------------------------------------------------------===//
 

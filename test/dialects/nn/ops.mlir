@@ -275,7 +275,7 @@ func.func @attention_one_head(%q: tensor<16x8xf16>, %m: tensor<16xf16>) {
 }
 
 //===----------------------------------------------------------------------===//
-// Loss and backward ops (TRAIN_SPEC section 1)
+// Loss and backward ops (their math: dialects/nn/NNOps.td)
 //===----------------------------------------------------------------------===//
 
 // CHECK-LABEL: func.func @loss_and_backward

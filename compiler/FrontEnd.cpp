@@ -1,0 +1,180 @@
+//===- FrontEnd.cpp - the module each --mode compiles ---------------------===//
+//
+// Each stage runs as a pass pipeline of Pipeline.h and names its phase for
+// the crash handler first, so that a crash says which stage it was in.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/FrontEnd.h"
+
+#include "compiler/CrashHandler.h"
+#include "compiler/Errors.h"
+#include "compiler/Pipeline.h"
+#include "compiler/generate/GenerateImport.h"
+#include "compiler/generate/MergePrograms.h"
+#include "dialects/nn/NNDialect.h"
+#include "mlir/Pass/PassManager.h"
+#include "onnx/onnx.pb.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/Path.h"
+
+using namespace zplan;
+
+llvm::StringRef zplan::describeFrontEnd(CompileMode mode) {
+  switch (mode) {
+  case CompileMode::Infer:
+  case CompileMode::Train:
+  case CompileMode::TrainInfer:
+    return "import and canonicalisation";
+  case CompileMode::Generate:
+    return "import and the KV-cache rewrite";
+  case CompileMode::TrainGenerate:
+    return "import, the KV-cache rewrite and the merge of the generation "
+           "programs into the training module";
+  }
+  llvm_unreachable("every CompileMode is handled");
+}
+
+/// Runs the passes `build` adds on `module`, with `phase` (what zcc is doing
+/// to the model) for the crash handler; a failure is `what` followed by the
+/// pass diagnostics.
+static llvm::Error
+runPasses(mlir::ModuleOp module, const llvm::Twine &phase, llvm::StringRef what,
+          llvm::function_ref<void(mlir::OpPassManager &)> build,
+          std::string &diagnostics) {
+  setCrashPhase(phase);
+  mlir::PassManager pm(module.getContext());
+  build(pm);
+  diagnostics.clear();
+  if (mlir::failed(pm.run(module)))
+    return makeError(what + ": " + llvm::StringRef(diagnostics).rtrim());
+  return llvm::Error::success();
+}
+
+/// The import pipeline, the same for every import.
+static llvm::Error runImportPipeline(mlir::ModuleOp module,
+                                     const CompileOptions &options,
+                                     std::string &diagnostics) {
+  return runPasses(
+      module, "running the import pipeline on '" + options.modelPath + "'",
+      "the import pipeline failed", buildImportPipeline, diagnostics);
+}
+
+/// The module of --mode infer or train (and the training half of a combined
+/// mode): the model imported at the --input-shape shapes, canonicalised,
+/// and when training, with @train_micro_step beside @forward.
+static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+buildModelModule(mlir::MLIRContext &context, const CompileOptions &options,
+                 std::string &diagnostics) {
+  // Training: `--input-shape labels=BxT` on a model without a labels input
+  // asks for Hugging Face labels (-100 ignored) as an extra input of the
+  // training step; the model itself never sees it.
+  ImportOptions import = options.import;
+  bool labelsInput = false;
+  if (trains(options.mode) && import.inputShapes.count("labels")) {
+    onnx::ModelProto model;
+    if (llvm::Error error = readOnnxModel(options.modelPath, model))
+      return std::move(error);
+    if (llvm::none_of(model.graph().input(),
+                      [](const onnx::ValueInfoProto &input) {
+                        return input.name() == "labels";
+                      })) {
+      std::vector<int64_t> labels = import.inputShapes["labels"];
+      auto ids = import.inputShapes.find("input_ids");
+      if (ids == import.inputShapes.end() || ids->second != labels)
+        return makeError("--input-shape labels must equal --input-shape "
+                         "input_ids: labels are one target per input token");
+      import.inputShapes.erase("labels");
+      labelsInput = true;
+    }
+  }
+  setCrashPhase("importing '" + options.modelPath + "'");
+  crashIfTestRequested("import");
+  auto module = importOnnxModel(context, options.modelPath, import);
+  if (!module)
+    return module.takeError();
+  if (llvm::Error error = runImportPipeline(**module, options, diagnostics))
+    return std::move(error);
+  if (trains(options.mode)) {
+    if (llvm::Error error = runPasses(
+            **module, "differentiating '" + options.modelPath + "'",
+            "building the training step failed",
+            [&](mlir::OpPassManager &pm) {
+              buildTrainPipeline(pm, options.loss, labelsInput);
+            },
+            diagnostics))
+      return std::move(error);
+  }
+  return module;
+}
+
+/// The module of --mode generate (and the generation half of
+/// train,generate): @generate_begin, @prefill, @decode and @generate_end
+/// over a static KV cache (docs/generation.md section 3).
+static llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+buildGenerationModule(mlir::MLIRContext &context, const CompileOptions &options,
+                      std::string &diagnostics) {
+  GenerateShape shape;
+  shape.batch = *options.batch;
+  shape.maxSeqLength = *options.maxSeqLength;
+  shape.promptLength = options.promptLength.value_or(*options.maxSeqLength / 2);
+  setCrashPhase("importing '" + options.modelPath + "' for generation");
+  crashIfTestRequested("import");
+  ExportKind exportKind = ExportKind::Plain;
+  auto module =
+      importGenerateModule(context, options.modelPath, shape, exportKind);
+  if (!module)
+    return module.takeError();
+  if (llvm::Error error = runImportPipeline(**module, options, diagnostics))
+    return std::move(error);
+  if (llvm::Error error = runPasses(
+          **module, "rewriting '" + options.modelPath + "' for generation",
+          "the generation rewrite failed",
+          [&](mlir::OpPassManager &pm) {
+            buildGeneratePipeline(pm, exportKind == ExportKind::Plain,
+                                  shape.maxSeqLength);
+          },
+          diagnostics))
+    return std::move(error);
+  return module;
+}
+
+// In train,generate the generation programs and their state (nn.kv_cache)
+// move into the training module, whose parameters they must share exactly
+// (MergePrograms.h): the schedule then groups, shards and plans them once.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+zplan::buildModule(mlir::MLIRContext &context, const CompileOptions &options,
+                   std::string &diagnostics) {
+  if (options.mode == CompileMode::Generate)
+    return buildGenerationModule(context, options, diagnostics);
+  auto module = buildModelModule(context, options, diagnostics);
+  if (!module || options.mode != CompileMode::TrainGenerate)
+    return module;
+  auto generation = buildGenerationModule(context, options, diagnostics);
+  if (!generation)
+    return generation.takeError();
+  setCrashPhase("merging the generation programs of '" + options.modelPath +
+                "' into its training module");
+  if (llvm::Error error =
+          mergePrograms(**module, "training", **generation, "generation"))
+    return makeError("--mode train,generate: " +
+                     llvm::toString(std::move(error)));
+  return module;
+}
+
+std::vector<std::string> zplan::collectInputFiles(const CompileOptions &options,
+                                                  mlir::ModuleOp module) {
+  std::vector<std::string> inputs{options.modelPath};
+  llvm::StringRef modelDir = llvm::sys::path::parent_path(options.modelPath);
+  module.walk([&](nn::ParameterOp parameter) {
+    std::optional<llvm::StringRef> file = parameter.getExternalFile();
+    if (!file)
+      return;
+    llvm::SmallString<256> path(modelDir);
+    llvm::sys::path::append(path, *file);
+    if (!llvm::is_contained(inputs, path.str()))
+      inputs.push_back(path.str().str());
+  });
+  return inputs;
+}

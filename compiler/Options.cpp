@@ -1,0 +1,197 @@
+//===- Options.cpp - what zcc is asked to do ------------------------------===//
+//
+// The parsers and checks of CompileOptions run before any work (zcc's main
+// parses, compileModel() validates first), so a bad flag is refused with
+// nothing written. Each message names the flag and the value it got.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Options.h"
+
+#include "compiler/Errors.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/ErrorHandling.h"
+
+#include <cmath>
+
+using namespace zplan;
+
+llvm::Expected<uint64_t> zplan::parseByteSize(llvm::StringRef text) {
+  llvm::StringRef trimmed = text.trim();
+  size_t unitStart = trimmed.find_first_not_of("0123456789.");
+  llvm::StringRef number = trimmed.substr(0, unitStart);
+  llvm::StringRef unit =
+      unitStart == llvm::StringRef::npos ? "" : trimmed.substr(unitStart);
+  std::optional<double> scale =
+      llvm::StringSwitch<std::optional<double>>(unit.lower())
+          .Cases("", "b", 1.0)
+          .Case("kib", 1024.0)
+          .Case("mib", 1024.0 * 1024)
+          .Case("gib", 1024.0 * 1024 * 1024)
+          .Case("tib", 1024.0 * 1024 * 1024 * 1024)
+          .Case("kb", 1e3)
+          .Case("mb", 1e6)
+          .Case("gb", 1e9)
+          .Case("tb", 1e12)
+          .Default(std::nullopt);
+  double value = 0;
+  if (number.empty() || number.getAsDouble(value) || !scale)
+    return makeError("malformed byte size '" + text +
+                     "': expected a number with an optional unit "
+                     "(B, KiB, MiB, GiB, TiB, KB, MB, GB, TB), e.g. 16GiB");
+  // Converting a double at or past 2^63 to an integer is undefined; no
+  // budget or bucket comes near it.
+  double bytes = std::round(value * *scale);
+  if (!(bytes < 0x1p63))
+    return makeError("byte size '" + text +
+                     "' is too large (at most 2^63-1 B)");
+  return static_cast<uint64_t>(bytes);
+}
+
+static constexpr CompileModeSpelling kCompileModeSpellings[] = {
+    {CompileMode::Infer, "infer", "one forward program"},
+    {CompileMode::Train, "train", "micro-steps and an optimizer step"},
+    {CompileMode::Generate, "generate", "prefill and decode programs"},
+    {CompileMode::TrainGenerate, "train,generate",
+     "training and generation programs over one set of shards"},
+    {CompileMode::TrainInfer, "train,infer",
+     "training and forward programs over one set of shards"},
+};
+
+llvm::ArrayRef<CompileModeSpelling> zplan::getCompileModeSpellings() {
+  return kCompileModeSpellings;
+}
+
+llvm::StringRef zplan::spell(CompileMode mode) {
+  for (const CompileModeSpelling &spelling : kCompileModeSpellings)
+    if (spelling.mode == mode)
+      return spelling.name;
+  llvm_unreachable("every CompileMode has a spelling");
+}
+
+llvm::Expected<CompileMode> zplan::parseCompileMode(llvm::StringRef text) {
+  for (const CompileModeSpelling &spelling : kCompileModeSpellings)
+    if (spelling.name == text)
+      return spelling.mode;
+  llvm::SmallVector<llvm::StringRef> words;
+  text.split(words, ',');
+  llvm::StringSet<> seen;
+  for (llvm::StringRef word : words) {
+    bool known = llvm::any_of(kCompileModeSpellings,
+                              [&](const CompileModeSpelling &spelling) {
+                                return spelling.name == word;
+                              });
+    if (!known || word.contains(','))
+      return makeError("unknown --mode '" + text +
+                       "'; expected infer, train, generate, train,generate "
+                       "or train,infer");
+    if (!seen.insert(word).second)
+      return makeError("--mode '" + text + "' names " + word + " twice");
+  }
+  // The same set in the other order.
+  if (words.size() == 2 && words[1] == "train")
+    return parseCompileMode((words[1] + "," + words[0]).str());
+  return makeError("--mode '" + text +
+                   "' is not a combination zcc compiles; combined modes are "
+                   "train,generate and train,infer");
+}
+
+bool zplan::trains(CompileMode mode) {
+  return mode == CompileMode::Train || mode == CompileMode::TrainGenerate ||
+         mode == CompileMode::TrainInfer;
+}
+
+bool zplan::generates(CompileMode mode) {
+  return mode == CompileMode::Generate || mode == CompileMode::TrainGenerate;
+}
+
+llvm::Error zplan::parseInputShapes(llvm::ArrayRef<std::string> texts,
+                                    ImportOptions &options) {
+  llvm::StringSet<> names;
+  for (const std::string &text : texts) {
+    llvm::StringRef name = llvm::StringRef(text).split('=').first.trim();
+    if (!name.empty() && !names.insert(name).second)
+      return makeError("--input-shape gives '" + name +
+                       "' twice; bind each input once");
+    if (llvm::Error error = parseInputShape(text, options))
+      return error;
+  }
+  return llvm::Error::success();
+}
+
+/// The generation shapes of docs/generation.md section 0: B >= 1, 1 <= P < L,
+/// and flags only --mode generate reads are refused elsewhere. With
+/// train,generate, --input-shape binds the training micro-batch.
+static llvm::Error validateGenerateOptions(const CompileOptions &options) {
+  if (!generates(options.mode)) {
+    if (options.batch || options.promptLength || options.maxSeqLength)
+      return makeError("--batch, --prompt-len and --max-seq-len apply to "
+                       "--mode generate only");
+    return llvm::Error::success();
+  }
+  if (!trains(options.mode) && !options.import.inputShapes.empty())
+    return makeError("--input-shape does not apply to --mode generate: the "
+                     "shapes come from --batch, --prompt-len and "
+                     "--max-seq-len");
+  if (!options.batch)
+    return makeError("--mode " + spell(options.mode) +
+                     " needs --batch B (the number of sequences generated "
+                     "together)");
+  if (*options.batch < 1)
+    return makeError("--batch must be at least 1, got " +
+                     llvm::Twine(*options.batch));
+  if (!options.maxSeqLength)
+    return makeError("--mode " + spell(options.mode) +
+                     " needs --max-seq-len L (prompt and generated tokens "
+                     "together, the KV cache length)");
+  int64_t length = *options.maxSeqLength;
+  if (!options.promptLength && length < 2)
+    return makeError("--max-seq-len must be at least 2 (a prompt token and "
+                     "a generated one), got " +
+                     llvm::Twine(length));
+  int64_t prompt = options.promptLength.value_or(length / 2);
+  if (prompt < 1 || prompt >= length)
+    return makeError("--prompt-len must be at least 1 and less than "
+                     "--max-seq-len, got --prompt-len " +
+                     llvm::Twine(prompt) + " and --max-seq-len " +
+                     llvm::Twine(length));
+  return llvm::Error::success();
+}
+
+llvm::Error zplan::validateOptions(const CompileOptions &options) {
+  if (options.worldSize < 1)
+    return makeError("--world-size must be at least 1, got " +
+                     llvm::Twine(options.worldSize));
+  if (options.worldSize > kMaxWorldSize)
+    return makeError("--world-size " + llvm::Twine(options.worldSize) +
+                     " is too large: at most " + llvm::Twine(kMaxWorldSize) +
+                     " ranks");
+  for (const std::string &dump : options.dumps)
+    if (llvm::none_of(kDumpKinds,
+                      [&](const DumpKind &kind) { return kind.name == dump; }))
+      return makeError("unknown --dump '" + dump +
+                       "'; expected ir, schedule, memory or report");
+  if (options.maxInFlight < 1)
+    return makeError("--max-in-flight must be at least 1, got " +
+                     llvm::Twine(options.maxInFlight));
+  if (options.persistenceThreshold < 0)
+    return makeError("--persistence-threshold must not be negative, got " +
+                     llvm::Twine(options.persistenceThreshold));
+  if (options.bucketBytes < 0 || options.maxInFlightBytes < 0)
+    return makeError("--bucket-size and --max-in-flight-bytes must not be "
+                     "negative");
+  if (llvm::Error error = validateGenerateOptions(options))
+    return error;
+  if (options.optimizer != "adamw" && options.optimizer != "sgd")
+    return makeError("unknown --optimizer '" + options.optimizer +
+                     "'; expected adamw or sgd");
+  llvm::StringRef loss = options.loss;
+  if (loss != "causal-lm" && !(loss.consume_front("output:") && !loss.empty()))
+    return makeError("unknown --loss '" + options.loss +
+                     "'; expected causal-lm or output:NAME");
+  return llvm::Error::success();
+}

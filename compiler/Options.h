@@ -1,0 +1,130 @@
+//===- Options.h - what zcc is asked to do --------------------------------===//
+//
+// CompileOptions is everything zcc's flags say, and the one input of
+// compileModel() (Driver.h). The values zcc parses itself (byte sizes,
+// --mode, --input-shape) and the checks of values and combinations made
+// before any work live here, so that a bad flag never leaves a half-done run
+// behind and each check is unit-tested (test/unit/DriverTest.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_COMPILER_OPTIONS_H
+#define ZPLAN_COMPILER_OPTIONS_H
+
+#include "compiler/ScheduleChoices.h"
+#include "compiler/import/OnnxImporter.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+
+namespace zplan {
+
+/// One --dump kind (docs/design.md, section 5) and the file it is written
+/// to in --dump-dir.
+struct DumpKind {
+  llvm::StringLiteral name;
+  llvm::StringLiteral fileName;
+};
+
+/// The dumps, in the order they are written.
+inline constexpr DumpKind kDumpKinds[] = {{"ir", "ir.mlir"},
+                                          {"schedule", "schedule.txt"},
+                                          {"memory", "memory.txt"},
+                                          {"report", "report.txt"}};
+
+/// --mode: what the plan runs. The combined modes put the programs of both
+/// in one plan over one set of shards (docs/one-plan.md).
+enum class CompileMode { Infer, Train, Generate, TrainGenerate, TrainInfer };
+
+/// One --mode value: its spelling and what the help text says of it.
+struct CompileModeSpelling {
+  CompileMode mode;
+  llvm::StringLiteral name;
+  llvm::StringLiteral description;
+};
+
+/// Every CompileMode with its spelling ("train,generate" for a combined
+/// one), the one table zcc's option uses.
+llvm::ArrayRef<CompileModeSpelling> getCompileModeSpellings();
+
+/// The spelling of `mode` ("infer", ..., "train,generate").
+llvm::StringRef spell(CompileMode mode);
+
+/// Parses --mode: one mode, or a comma-separated combination (train with
+/// generate or infer, in either order); an unknown, repeated or unsupported
+/// combination is an error naming it.
+llvm::Expected<CompileMode> parseCompileMode(llvm::StringRef text);
+
+/// Whether the plan holds the training programs (train_micro_step,
+/// optimizer_step).
+bool trains(CompileMode mode);
+
+/// Whether the plan holds the generation programs (generate_begin, prefill,
+/// decode, generate_end).
+bool generates(CompileMode mode);
+
+/// The largest --world-size. The largest jobs run ~10^5 ranks; 2^20 leaves
+/// room for them while every group, padded to N x the 128-byte alignment,
+/// stays far from 64-bit byte counts (the plan stores N as uint32).
+inline constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
+
+struct CompileOptions {
+  std::string modelPath;
+  /// The plan to write (-o); empty for none.
+  std::string outputPath;
+  int64_t worldSize = 1;
+  CompileMode mode = CompileMode::Infer;
+  /// The profile the cost model and the plan are tuned for.
+  Hardware hardware = Hardware::Cpu;
+  /// Bytes per rank; nullopt for no limit.
+  std::optional<uint64_t> memoryBudget;
+  ImportOptions import;
+  std::set<std::string> dumps;
+  /// Where dumps go as files; empty to print them on stdout.
+  std::string dumpDir;
+  /// The scheduler's or hook-based ZeRO-3 (the baseline); the report always
+  /// shows both.
+  SchedulePolicy policy = SchedulePolicy::Default;
+  int64_t bucketBytes = 32 << 20;
+  int64_t persistenceThreshold = 100000;
+  int64_t maxInFlight = 2;
+  int64_t maxInFlightBytes = 0;
+  /// Generation: may the default policy carry decode's first streamed
+  /// gather over from the previous token (docs/generation.md section 6)?
+  /// --cross-step-prefetch=false turns it off, to measure what it gains.
+  bool crossStepPrefetch = true;
+  /// --mode train (alone or combined): what is minimised ("causal-lm", or
+  /// "output:NAME" for a model that outputs its own scalar loss) and by what
+  /// ("adamw", "sgd").
+  std::string loss = "causal-lm";
+  std::string optimizer = "adamw";
+  /// --mode generate (alone or with train): B sequences, prompts of at most P
+  /// tokens (default L / 2), at most L tokens in all; unset when the flag is
+  /// not given.
+  std::optional<int64_t> batch;
+  std::optional<int64_t> promptLength;
+  std::optional<int64_t> maxSeqLength;
+};
+
+/// Parses a byte size: a non-negative number with an optional unit, B, KiB,
+/// MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000), e.g.
+/// "16GiB", "512MiB", "1.5GiB", "4096".
+llvm::Expected<uint64_t> parseByteSize(llvm::StringRef text);
+
+/// Binds every --input-shape NAME=DIMS into `options`; the same NAME given
+/// twice is an error that names it.
+llvm::Error parseInputShapes(llvm::ArrayRef<std::string> texts,
+                             ImportOptions &options);
+
+/// Checks option values and combinations before any work (world size,
+/// mode, dump kinds, limits, the generation shapes).
+llvm::Error validateOptions(const CompileOptions &options);
+
+} // namespace zplan
+
+#endif // ZPLAN_COMPILER_OPTIONS_H
