@@ -2,6 +2,8 @@
 
 #include "compiler/plan/Dumps.h"
 
+#include "runtime/plan/PlanQueries.h"
+
 #include "compiler/plan/Simulator.h"
 #include "runtime/plan/CheckedSizes.h"
 #include "runtime/plan/Opcodes.h"
@@ -102,19 +104,20 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
         const plan::Group &group = plan.groups(instruction.group());
         bytes = plan::groupBytes(group);
         if (opcode == plan::OPCODE_ADAMW || opcode == plan::OPCODE_SGD)
-          bytes = plan.buffers(instruction.operands(0) - 1).bytes();
+          bytes = plan::bufferOf(plan, instruction.operands(0)).bytes();
         operands = describeGroup(plan, instruction.group());
       } else if (opcode == plan::OPCODE_CACHE_APPEND) {
         // Written in place: the bytes are the new entries, not the cache.
-        bytes = plan.buffers(instruction.operands(1) - 1).bytes();
-        operands = plan.buffers(instruction.operands(0) - 1).name() + " <- " +
-                   plan.buffers(instruction.operands(1) - 1).name();
+        bytes = plan::bufferOf(plan, instruction.operands(1)).bytes();
+        operands = plan::bufferOf(plan, instruction.operands(0)).name() +
+                   " <- " +
+                   plan::bufferOf(plan, instruction.operands(1)).name();
       } else {
         for (uint32_t id : instruction.results())
-          bytes += plan.buffers(id - 1).bytes();
+          bytes += plan::bufferOf(plan, id).bytes();
         for (int i = 0; i < instruction.operands_size(); ++i)
           operands += (i ? ", " : "") +
-                      plan.buffers(instruction.operands(i) - 1).name();
+                      plan::bufferOf(plan, instruction.operands(i)).name();
         if (!instruction.location().empty())
           operands = instruction.location() + " (" + operands + ")";
       }
@@ -209,7 +212,7 @@ std::string zplan::formatReport(
         if (instruction.opcode() == plan::OPCODE_ALL_GATHER ||
             instruction.opcode() == plan::OPCODE_RESIDENT_GATHER ||
             instruction.opcode() == plan::OPCODE_CARRY_GATHER)
-          gathered += plan.buffers(instruction.results(0) - 1).bytes();
+          gathered += plan::bufferOf(plan, instruction.results(0)).bytes();
         else
           reduced += plan::groupBytes(plan.groups(instruction.group()));
       }

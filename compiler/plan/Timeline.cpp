@@ -13,6 +13,9 @@
 
 #include "compiler/plan/Timeline.h"
 
+#include "runtime/plan/PlanQueries.h"
+#include "runtime/plan/ProgramContracts.h"
+
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -60,12 +63,12 @@ static StateBytes stateBytes(const plan::Plan &plan) {
 /// free at generate_end, docs/one-plan.md section 5.)
 static uint64_t unreleasedResidentBytes(const plan::Plan &plan) {
   llvm::DenseSet<uint32_t> released;
-  for (const plan::Program &program : plan.programs())
-    if (program.name() == "generate_end")
-      for (const plan::Instruction &instruction : program.instructions())
-        if (instruction.opcode() == plan::OPCODE_RESIDENT_RELEASE)
-          released.insert(instruction.operands().begin(),
-                          instruction.operands().end());
+  if (const plan::Program *end =
+          plan::findProgram(plan, plan::PROGRAM_KIND_GENERATE_END))
+    for (const plan::Instruction &instruction : end->instructions())
+      if (instruction.opcode() == plan::OPCODE_RESIDENT_RELEASE)
+        released.insert(instruction.operands().begin(),
+                        instruction.operands().end());
   uint64_t bytes = 0;
   for (const plan::Buffer &buffer : plan.buffers())
     if (buffer.kind() == plan::Buffer::RESIDENT && buffer.view_of() == 0 &&
@@ -74,20 +77,21 @@ static uint64_t unreleasedResidentBytes(const plan::Plan &plan) {
   return bytes;
 }
 
-/// The arena peak of program `name`, if the plan has it.
+/// The arena peak of the program of `kind`, if the plan has one.
 static std::optional<uint64_t> arenaPeak(const plan::Plan &plan,
-                                         llvm::StringRef name) {
-  for (const plan::Program &program : plan.programs())
-    if (program.name() == name)
-      return program.peak_arena_bytes();
+                                         plan::ProgramKind kind) {
+  if (const plan::Program *program = plan::findProgram(plan, kind))
+    return program->peak_arena_bytes();
   return std::nullopt;
 }
 
 std::vector<TimelineStep> zplan::buildTimeline(const plan::Plan &plan) {
-  std::optional<uint64_t> train = arenaPeak(plan, "train_micro_step");
-  std::optional<uint64_t> optimizer = arenaPeak(plan, "optimizer_step");
-  bool generation = arenaPeak(plan, "decode").has_value();
-  std::optional<uint64_t> infer = arenaPeak(plan, "infer");
+  std::optional<uint64_t> train =
+      arenaPeak(plan, plan::PROGRAM_KIND_TRAIN_MICRO_STEP);
+  std::optional<uint64_t> optimizer =
+      arenaPeak(plan, plan::PROGRAM_KIND_OPTIMIZER_STEP);
+  bool generation = arenaPeak(plan, plan::PROGRAM_KIND_DECODE).has_value();
+  std::optional<uint64_t> infer = arenaPeak(plan, plan::PROGRAM_KIND_INFER);
   if (!train || !optimizer || (!generation && !infer))
     return {};
   StateBytes bytes = stateBytes(plan);
@@ -99,10 +103,12 @@ std::vector<TimelineStep> zplan::buildTimeline(const plan::Plan &plan) {
   add("train_micro_step x K", *train, false);
   add("optimizer_step", *optimizer, false);
   if (generation) {
-    for (llvm::StringRef name : {"generate_begin", "prefill", "decode"})
-      add(name == "decode" ? "decode x M" : name.str(),
-          arenaPeak(plan, name).value_or(0), true);
-    add("generate_end", arenaPeak(plan, "generate_end").value_or(0), true);
+    for (plan::ProgramKind kind :
+         {plan::PROGRAM_KIND_GENERATE_BEGIN, plan::PROGRAM_KIND_PREFILL,
+          plan::PROGRAM_KIND_DECODE, plan::PROGRAM_KIND_GENERATE_END})
+      add(kind == plan::PROGRAM_KIND_DECODE ? "decode x M"
+                                            : plan::programKindName(kind),
+          arenaPeak(plan, kind).value_or(0), true);
     add("after generate_end", 0, false);
     steps.back().generationBytes = unreleasedResidentBytes(plan);
   } else {

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/plan/Timeline.h"
+#include "runtime/plan/ProgramContracts.h"
 
 #include <gtest/gtest.h>
 
@@ -29,10 +30,14 @@ uint32_t addBuffer(plan::Plan &plan, plan::Buffer::Kind kind, uint64_t bytes,
   return buffer->id();
 }
 
+/// A program as zcc names it, of the kind of that name.
 plan::Program *addProgram(plan::Plan &plan, const std::string &name,
                           uint64_t peak) {
   plan::Program *program = plan.add_programs();
   program->set_name(name);
+  for (int kind = plan::ProgramKind_MIN; kind <= plan::ProgramKind_MAX; ++kind)
+    if (plan::programKindName(static_cast<plan::ProgramKind>(kind)) == name)
+      program->set_kind(static_cast<plan::ProgramKind>(kind));
   program->set_peak_arena_bytes(peak);
   return program;
 }
