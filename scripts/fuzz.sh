@@ -50,12 +50,14 @@ cmd_build() {
     local flags="-fsanitize=fuzzer-no-link,address,undefined"
     flags+=" -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
     flags+=" -gline-tables-only -O1 -DNDEBUG"
+    # -Werror is the main build's (g++, every target); clang's warnings
+    # here inform without failing the fuzzing.
     cmake -G Ninja -B "$build" \
       -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 \
       -DCMAKE_BUILD_TYPE=None \
       -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
       -DZPLAN_FUZZ=ON -DZPLAN_ENABLE_TESTS=OFF -DZPLAN_ENABLE_CUDA=OFF \
-      -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir
+      -DZPLAN_WERROR=OFF -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir
   fi
   ninja -C "$build" -j "${ZPLAN_JOBS:-2}" fuzzers
 }

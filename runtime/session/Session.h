@@ -1,12 +1,13 @@
 //===- Session.h - one rank's session over one plan -----------------------===//
 //
 // The one runtime API: every zrun command (`run`, `train`, `gradients`,
-// `generate`, and `inspect` and `export` through the plan queries) and the
-// Python module (docs/one-plan.md) open a plan through it. One object per
+// `generate`; `inspect` and `export`, which run no program, through
+// openPlan() alone) and the Python module (docs/one-plan.md) open a plan
+// through it. One object per
 // rank over one plan of any mode (infer, train, generate, or train,generate
 // compiled into one plan). It owns the plan, the rank's backend and memory
 // (RankMemory) and an executor per program, finds programs and bindings by
-// their kind and role (runtime/plan/ProgramContracts.h), and runs the
+// their kind and role (runtime/plan/PlanQueries.h), and runs the
 // programs in the orders their kinds define:
 //
 //  - any program but generation's on its own: run() feeds its inputs by
