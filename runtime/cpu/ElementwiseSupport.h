@@ -16,7 +16,7 @@
 #define ZPLAN_RUNTIME_CPU_ELEMENTWISESUPPORT_H
 
 #include "runtime/cpu/ActivationSupport.h"
-#include "runtime/cpu/HostDevice.h"
+#include "runtime/ops/HostDevice.h"
 
 #include <cmath>
 #include <limits>

@@ -14,7 +14,7 @@
 #ifndef ZPLAN_RUNTIME_CPU_NORMALIZATIONSUPPORT_H
 #define ZPLAN_RUNTIME_CPU_NORMALIZATIONSUPPORT_H
 
-#include "runtime/cpu/HostDevice.h"
+#include "runtime/ops/HostDevice.h"
 #include "runtime/cpu/KernelSupport.h"
 
 #include <cmath>

@@ -13,7 +13,7 @@
 #ifndef ZPLAN_RUNTIME_CPU_OPTIMIZERSUPPORT_H
 #define ZPLAN_RUNTIME_CPU_OPTIMIZERSUPPORT_H
 
-#include "runtime/cpu/HostDevice.h"
+#include "runtime/ops/HostDevice.h"
 #include "runtime/cpu/KernelSupport.h"
 
 #include <cmath>
