@@ -311,7 +311,7 @@ struct IndexedRows {
 };
 
 /// Calls fn(TypeTag<I>{}) for an index tensor's type (i64 or i32, already
-/// checked by cpu::detail::checkIndexType).
+/// checked by ops::checkIndexType).
 template <typename Fn> Status dispatchIndexType(ElementType type, Fn &&fn) {
   if (type == ElementType::I64)
     return fn(ops::TypeTag<int64_t>{});
