@@ -80,7 +80,7 @@ Status movableElementBytes(const KernelCall &call, const char *what,
   if (bytes != 0)
     return Status::success();
   return call.error(std::string(what) + " has element type " +
-                    dataTypeName(type) + ", which the CPU backend lacks");
+                    dataTypeName(type) + ", which the kernels lack");
 }
 
 } // namespace zplan::ops

@@ -45,7 +45,7 @@ Status dispatchType(const KernelCall &call, const char *what, ElementType type,
     return fn(TypeTag<uint8_t>{});
   default:
     return call.error(std::string(what) + " has element type " +
-                      dataTypeName(type) + ", which the CPU backend lacks");
+                      dataTypeName(type) + ", which the kernels lack");
   }
 }
 
@@ -80,7 +80,7 @@ Status dispatchBySize(const KernelCall &call, const char *what,
     return fn(TypeTag<uint64_t>{});
   default:
     return call.error(std::string(what) + " has element type " +
-                      dataTypeName(type) + ", which the CPU backend lacks");
+                      dataTypeName(type) + ", which the kernels lack");
   }
 }
 
