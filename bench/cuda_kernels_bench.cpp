@@ -21,8 +21,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/CudaKernels.h"
+#include "runtime/ops/Checks.h"
+#include "runtime/ops/KernelCall.h"
 #include "runtime/plan/Opcodes.h"
 
 #include <algorithm>
@@ -133,7 +135,7 @@ struct Call {
   std::vector<TensorRef> operands, results;
 
   Status issue(Device &device) const {
-    cpu::detail::KernelCall host{instruction, operands, results};
+    ops::KernelCall host{instruction, operands, results};
     return cuda::findKernel(instruction.opcode())(
         cuda::KernelCall{host, device.context});
   }
@@ -290,8 +292,8 @@ int main() {
         timeMilliseconds(device, 10, [&] { check(matmul.issue(device)); });
     double flops = 2.0 * (lhs.ref.numElements() / k) * n * k;
     double tflops = flops / (ms * 1e9);
-    std::string dims = cpu::detail::formatShape(shape.lhs) + " x " +
-                       cpu::detail::formatShape(shape.rhs) +
+    std::string dims = ops::formatShape(shape.lhs) + " x " +
+                       ops::formatShape(shape.rhs) +
                        (shape.transposeRhs ? "^T" : "");
     std::printf("%-26s %-34s %10.3f %10.1f %7.0f%%\n", shape.name, dims.c_str(),
                 ms, tflops, 100 * tflops / peak);

@@ -3,34 +3,17 @@
 // The backward of the activations whose derivative is not itself a few nn
 // ops. gelu's derivative is evaluated in double, from the same formula (and
 // the tanh form's argument and constants) as Elementwise.cpp's gelu, and
-// rounded once; the derivatives live in ActivationSupport.h, shared with
-// the CUDA kernel.
+// rounded once; the derivatives and the checks live in
+// runtime/ops/ActivationOps.h, shared with the CUDA kernel.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/ActivationSupport.h"
+#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/ActivationOps.h"
 
 #include <cmath>
 
 namespace zplan::cpu::detail {
-
-Status readGeluGrad(const KernelCall &call, bool &tanhForm) {
-  if (Status status = expectArity(call, 2, 2); !status.ok())
-    return status;
-  const TensorRef &dy = call.operands[0], &input = call.operands[1],
-                  &dinput = call.results[0];
-  if (Status status = readGeluApproximation(call, tanhForm); !status.ok())
-    return status;
-  for (const auto &[what, tensor] :
-       {std::pair{"input", &input}, std::pair{"result", &dinput}}) {
-    if (Status status = expectType(call, what, *tensor, dy.dtype); !status.ok())
-      return status;
-    if (Status status = expectShape(call, what, *tensor, dy.shape);
-        !status.ok())
-      return status;
-  }
-  return Status::success();
-}
 
 /// gelu_grad(dy, input; approximate "none"/"tanh") -> dinput = dy *
 /// gelu'(input), input being the gelu's INPUT; dy, input and the result of

@@ -24,43 +24,6 @@
 
 namespace zplan::cpu::detail {
 
-Status checkAttentionGrad(const KernelCall &call, AttentionShape &shape,
-                          float &scale, AttentionMask &mask) {
-  if (Status status = expectArity(call, 4, 5, 3); !status.ok())
-    return status;
-  const TensorRef &dout = call.operands[0], &query = call.operands[1],
-                  &key = call.operands[2], &value = call.operands[3];
-  const char *operandNames[] = {"dout", "query", "key", "value"};
-  for (size_t i = 0; i < 4; ++i)
-    if (Status status = expectType(call, operandNames[i], call.operands[i],
-                                   ElementType::F32);
-        !status.ok())
-      return status;
-
-  if (Status status =
-          checkAttentionShapes(call, query, key, value, "dout", dout, shape);
-      !status.ok())
-    return status;
-
-  const char *resultNames[] = {"dquery", "dkey", "dvalue"};
-  for (size_t i = 0; i < 3; ++i) {
-    const TensorRef &result = call.results[i], &like = call.operands[i + 1];
-    if (Status status =
-            expectType(call, resultNames[i], result, ElementType::F32);
-        !status.ok())
-      return status;
-    if (Status status = expectShape(call, resultNames[i], result, like.shape);
-        !status.ok())
-      return status;
-  }
-
-  // The scale, and the mask broadcast to the scores [..., S, T], read as
-  // the forward reads them.
-  return readAttentionAttributes(
-      call, call.operands.size() == 5 ? &call.operands[4] : nullptr, shape,
-      scale, mask);
-}
-
 /// attention_grad(dout [..., S, Dv], query [..., S, D], key [..., T, D],
 /// value [..., T, Dv], mask?; scale, mask_kind, masked_value) -> dquery,
 /// dkey, dvalue (the shapes of q, k, v): the gradient of nn.attention with

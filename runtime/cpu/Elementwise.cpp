@@ -5,34 +5,20 @@
 // forEachRun, whose innermost run is as long as the operands allow (a whole
 // row for a bias add). Transcendental functions of f32 use the f32 libm
 // functions (within an ulp or two). The function of one element is a
-// functor of ElementwiseSupport.h, shared with the CUDA kernels, as are the
-// checks defined here; integer division by zero is an error, found before
+// functor of runtime/ops/ElementwiseOps.h, shared with the CUDA kernels, as
+// are the checks; integer division by zero is an error, found before
 // anything is written.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/ElementwiseSupport.h"
+#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/ElementwiseOps.h"
 
 namespace zplan::cpu::detail {
 
 //===----------------------------------------------------------------------===//
 // Unary
 //===----------------------------------------------------------------------===//
-
-Status checkUnary(const KernelCall &call, Domain domain) {
-  if (Status status = expectArity(call, 1, 1); !status.ok())
-    return status;
-  const TensorRef &input = call.operands[0], &result = call.results[0];
-  if (Status status = expectType(call, "result", result, input.dtype);
-      !status.ok())
-    return status;
-  if (Status status = expectShape(call, "result", result, input.shape);
-      !status.ok())
-    return status;
-  if (domain == Domain::Numeric && input.dtype == ElementType::Bool)
-    return call.error("input has element type bool, expected a number");
-  return Status::success();
-}
 
 namespace {
 
@@ -114,15 +100,6 @@ Status runSilu(const KernelCall &call) {
   return unary<Domain::FloatOnly>(call, SiluFn{});
 }
 
-Status readGeluApproximation(const KernelCall &call, bool &tanhForm) {
-  std::string approximate = textAttributeOr(call, "approximate", "none");
-  if (approximate != "none" && approximate != "tanh")
-    return call.error("approximate is \"" + approximate +
-                      "\", expected \"none\" or \"tanh\"");
-  tanhForm = approximate == "tanh";
-  return Status::success();
-}
-
 Status runGelu(const KernelCall &call) {
   bool tanhForm;
   if (Status status = readGeluApproximation(call, tanhForm); !status.ok())
@@ -137,18 +114,6 @@ Status runGelu(const KernelCall &call) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-
-/// Broadcasts operand `index` (called `what`) to the result shape.
-Status operandStrides(const KernelCall &call, size_t index, const char *what,
-                      std::vector<int64_t> &strides) {
-  const TensorRef &operand = call.operands[index];
-  const std::vector<int64_t> &target = call.results[0].shape;
-  if (broadcastStrides(operand.shape, target, strides))
-    return Status::success();
-  return call.error(
-      std::string(what) + " of shape " + formatShape(operand.shape) +
-      " does not broadcast to the result shape " + formatShape(target));
-}
 
 /// out = fn(a, b) over the result shape; `a`, `b` read with broadcast
 /// strides. Inner runs are specialised for the contiguous and the
@@ -182,34 +147,6 @@ void broadcastBinary(const In *a, const std::vector<int64_t> &aStrides,
 }
 
 } // namespace
-
-Status checkBinary(const KernelCall &call,
-                   std::optional<ElementType> resultType,
-                   std::vector<int64_t> &lhsStrides,
-                   std::vector<int64_t> &rhsStrides) {
-  if (Status status = expectArity(call, 2, 2); !status.ok())
-    return status;
-  const TensorRef &lhs = call.operands[0], &rhs = call.operands[1];
-  if (Status status = expectType(call, "rhs", rhs, lhs.dtype); !status.ok())
-    return status;
-  if (Status status = expectType(call, "result", call.results[0],
-                                 resultType.value_or(lhs.dtype));
-      !status.ok())
-    return status;
-  if (Status status = operandStrides(call, 0, "lhs", lhsStrides); !status.ok())
-    return status;
-  return operandStrides(call, 1, "rhs", rhsStrides);
-}
-
-Status checkArithmetic(const KernelCall &call, std::vector<int64_t> &lhsStrides,
-                       std::vector<int64_t> &rhsStrides) {
-  if (Status status = checkBinary(call, std::nullopt, lhsStrides, rhsStrides);
-      !status.ok())
-    return status;
-  if (call.operands[0].dtype == ElementType::Bool)
-    return call.error("operands have element type bool, expected numbers");
-  return Status::success();
-}
 
 namespace {
 
@@ -290,30 +227,6 @@ Status runLess(const KernelCall &call) { return compare(call, LessFn{}); }
 
 Status runGreater(const KernelCall &call) { return compare(call, GreaterFn{}); }
 
-Status checkWhere(const KernelCall &call,
-                  std::array<std::vector<int64_t>, 3> &strides) {
-  if (Status status = expectArity(call, 3, 3); !status.ok())
-    return status;
-  const TensorRef &condition = call.operands[0], &onTrue = call.operands[1],
-                  &onFalse = call.operands[2], &result = call.results[0];
-  if (Status status =
-          expectType(call, "condition", condition, ElementType::Bool);
-      !status.ok())
-    return status;
-  if (Status status = expectType(call, "on_false", onFalse, onTrue.dtype);
-      !status.ok())
-    return status;
-  if (Status status = expectType(call, "result", result, onTrue.dtype);
-      !status.ok())
-    return status;
-  const char *names[] = {"condition", "on_true", "on_false"};
-  for (size_t i = 0; i < 3; ++i)
-    if (Status status = operandStrides(call, i, names[i], strides[i]);
-        !status.ok())
-      return status;
-  return Status::success();
-}
-
 Status runWhere(const KernelCall &call) {
   std::array<std::vector<int64_t>, 3> strides;
   if (Status status = checkWhere(call, strides); !status.ok())
@@ -342,12 +255,6 @@ Status runWhere(const KernelCall &call) {
 //===----------------------------------------------------------------------===//
 // Cast
 //===----------------------------------------------------------------------===//
-
-Status checkCast(const KernelCall &call) {
-  if (Status status = expectArity(call, 1, 1); !status.ok())
-    return status;
-  return expectShape(call, "result", call.results[0], call.operands[0].shape);
-}
 
 Status runCast(const KernelCall &call) {
   if (Status status = checkCast(call); !status.ok())

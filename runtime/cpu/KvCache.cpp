@@ -12,12 +12,14 @@
 // cache, so the scores and the weighted sum are two BLAS matrix-vector
 // products over exactly that block (decode: S = 1, one row per sequence,
 // where a GEMM would not pay). Probabilities are formed as in Attention.cpp:
-// the maximum subtracted, the sum kept in double.
+// the maximum subtracted, the sum kept in double. Every position is checked
+// here before anything is written; the other checks are the ops layer's
+// (runtime/ops/KvCacheOps.h), shared with the CUDA kernels.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/IndexingSupport.h"
-#include "runtime/cpu/KvCacheSupport.h"
+#include "runtime/ops/KvCacheOps.h"
 
 #include <cblas.h>
 
@@ -48,60 +50,7 @@ Status checkPositions(const KernelCall &call, const TensorRef &positions,
   return Status::success();
 }
 
-/// positions is an index tensor of shape [B, S].
-Status checkPositionsShape(const KernelCall &call, const TensorRef &positions,
-                           int64_t batch, int64_t sequence) {
-  if (Status status = checkIndexType(call, "positions", positions);
-      !status.ok())
-    return status;
-  return expectShape(call, "positions", positions, {batch, sequence});
-}
-
-Status expectRank4(const KernelCall &call, const char *what,
-                   const TensorRef &tensor, const char *layout) {
-  if (tensor.shape.size() == 4)
-    return Status::success();
-  return call.error(std::string(what) + " has shape " +
-                    formatShape(tensor.shape) + ", expected rank 4 (" + layout +
-                    ")");
-}
-
 } // namespace
-
-Status checkCacheAppend(const KernelCall &call) {
-  if (Status status = expectArity(call, 3, 3); !status.ok())
-    return status;
-  const TensorRef &cache = call.operands[0], &entries = call.operands[1],
-                  &positions = call.operands[2], &result = call.results[0];
-  if (Status status = expectRank4(call, "cache", cache, "[B, H, L, D]");
-      !status.ok())
-    return status;
-  if (Status status = expectFloatType(call, "cache", cache); !status.ok())
-    return status;
-  int64_t batch = cache.shape[0], heads = cache.shape[1],
-          width = cache.shape[3];
-  if (Status status = expectType(call, "new", entries, cache.dtype);
-      !status.ok())
-    return status;
-  if (Status status = expectRank4(call, "new", entries, "[B, H, S, D]");
-      !status.ok())
-    return status;
-  int64_t sequence = entries.shape[2];
-  if (Status status =
-          expectShape(call, "new", entries, {batch, heads, sequence, width});
-      !status.ok())
-    return status;
-  if (Status status = checkPositionsShape(call, positions, batch, sequence);
-      !status.ok())
-    return status;
-  // In place: the result is the cache (the same storage, any view of it).
-  if (Status status = expectLike(call, "result", result, cache); !status.ok())
-    return status;
-  if (result.data != cache.data)
-    return call.error("the result is not the cache itself; cache_append "
-                      "writes in place");
-  return Status::success();
-}
 
 Status runCacheAppend(const KernelCall &call) {
   if (Status status = checkCacheAppend(call); !status.ok())
@@ -127,55 +76,6 @@ Status runCacheAppend(const KernelCall &call) {
                     source + ((b * heads + h) * sequence + s) * rowBytes,
                     rowBytes);
     }
-  return Status::success();
-}
-
-Status checkCachedAttention(const KernelCall &call, float &scale) {
-  if (Status status = expectArity(call, 4, 4); !status.ok())
-    return status;
-  const TensorRef &query = call.operands[0], &key = call.operands[1],
-                  &value = call.operands[2], &positions = call.operands[3],
-                  &result = call.results[0];
-  const char *names[] = {"query", "key", "value"};
-  for (size_t i = 0; i < 3; ++i)
-    if (Status status =
-            expectType(call, names[i], call.operands[i], ElementType::F32);
-        !status.ok())
-      return status;
-  if (Status status = expectType(call, "result", result, ElementType::F32);
-      !status.ok())
-    return status;
-  if (Status status = expectRank4(call, "query", query, "[B, H, S, D]");
-      !status.ok())
-    return status;
-  if (Status status = expectRank4(call, "key", key, "[B, H, L, D]");
-      !status.ok())
-    return status;
-  if (Status status = expectRank4(call, "value", value, "[B, H, L, Dv]");
-      !status.ok())
-    return status;
-  int64_t batch = query.shape[0], heads = query.shape[1],
-          sequence = query.shape[2], width = query.shape[3];
-  int64_t slots = key.shape[2], valueWidth = value.shape[3];
-  if (Status status =
-          expectShape(call, "key", key, {batch, heads, slots, width});
-      !status.ok())
-    return status;
-  if (Status status =
-          expectShape(call, "value", value, {batch, heads, slots, valueWidth});
-      !status.ok())
-    return status;
-  if (Status status = expectShape(call, "result", result,
-                                  {batch, heads, sequence, valueWidth});
-      !status.ok())
-    return status;
-  if (Status status = checkPositionsShape(call, positions, batch, sequence);
-      !status.ok())
-    return status;
-  double scaleValue;
-  if (Status status = floatAttribute(call, "scale", scaleValue); !status.ok())
-    return status;
-  scale = static_cast<float>(scaleValue);
   return Status::success();
 }
 

@@ -1,6 +1,7 @@
 //===- Loss.cpp - cross_entropy and its gradient --------------------------===//
 //
-// The training loss of `zcc --mode train` (TRAIN_SPEC.md section 1): the
+// The training loss of `zcc --mode train` (nn.cross_entropy and
+// nn.cross_entropy_grad, dialects/nn/NNOps.td): the
 // mean, over the positions whose target is not ignore_index, of
 // logsumexp(logits row) - logits[target], and its gradient with respect to
 // the logits. Both subtract the row's max before exp (taken in the logits'
@@ -8,12 +9,13 @@
 // rounded once, one row after another: the loss is the same on every run
 // and rank. Every target is checked before anything
 // is written: a target outside [0, V) that is not ignore_index is an error
-// naming the op, never a read outside the row.
+// naming the op, never a read outside the row. The other checks are the
+// ops layer's (runtime/ops/LossOps.h), shared with the CUDA kernels.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/IndexingSupport.h"
-#include "runtime/cpu/LossSupport.h"
+#include "runtime/ops/LossOps.h"
 
 #include <algorithm>
 #include <cmath>
@@ -22,33 +24,6 @@
 namespace zplan::cpu::detail {
 
 namespace {
-
-/// Default of the nn ops' ignore_index (PyTorch's and Hugging Face's).
-constexpr int64_t kDefaultIgnoreIndex = -100;
-
-/// What both ops read: `operands` operands, the first two logits [..., V]
-/// of a float type and targets [...] (logits' shape without V) of i64 or
-/// i32. Sets `rows` (ignoreIndex included).
-Status checkLogitsAndTargets(const KernelCall &call, size_t operands,
-                             CrossEntropyRows &rows) {
-  if (Status status = expectArity(call, operands, operands); !status.ok())
-    return status;
-  const TensorRef &logits = call.operands[0], &targets = call.operands[1];
-  if (Status status = expectFloatType(call, "logits", logits); !status.ok())
-    return status;
-  if (Status status = checkIndexType(call, "targets", targets); !status.ok())
-    return status;
-  if (logits.shape.empty())
-    return call.error("logits has shape [], expected rank >= 1 ([..., V])");
-  std::vector<int64_t> expected(logits.shape.begin(), logits.shape.end() - 1);
-  if (Status status = expectShape(call, "targets", targets, expected);
-      !status.ok())
-    return status;
-  rows.ignoreIndex = intAttributeOr(call, "ignore_index", kDefaultIgnoreIndex);
-  rows.classes = logits.shape.back();
-  rows.rows = targets.numElements();
-  return Status::success();
-}
 
 /// Every target in [0, V) or ignore_index, checked before anything is
 /// written; `counted` is the number of rows not ignored.
@@ -103,17 +78,6 @@ double sumShiftedExp(const T *row, int64_t length, T maximum, Each &&each) {
 
 } // namespace
 
-Status readCrossEntropy(const KernelCall &call, CrossEntropyRows &rows) {
-  if (Status status = checkLogitsAndTargets(call, /*operands=*/2, rows);
-      !status.ok())
-    return status;
-  const TensorRef &logits = call.operands[0], &loss = call.results[0];
-  if (Status status = expectType(call, "loss", loss, logits.dtype);
-      !status.ok())
-    return status;
-  return expectShape(call, "loss", loss, {});
-}
-
 /// cross_entropy(logits [..., V], targets [...]) -> loss [] (logits' type):
 /// mean over rows whose target != ignore_index (attribute, default -100) of
 /// logsumexp(row) - row[target]; 0 when every row is ignored. A target
@@ -147,23 +111,6 @@ Status runCrossEntropy(const KernelCall &call) {
         counted == 0 ? 0.0 : total / static_cast<double>(counted));
     return Status::success();
   });
-}
-
-Status readCrossEntropyGrad(const KernelCall &call, CrossEntropyRows &rows) {
-  if (Status status = checkLogitsAndTargets(call, /*operands=*/3, rows);
-      !status.ok())
-    return status;
-  const TensorRef &logits = call.operands[0], &dloss = call.operands[2],
-                  &dlogits = call.results[0];
-  if (Status status = expectType(call, "dloss", dloss, logits.dtype);
-      !status.ok())
-    return status;
-  if (Status status = expectShape(call, "dloss", dloss, {}); !status.ok())
-    return status;
-  if (Status status = expectType(call, "dlogits", dlogits, logits.dtype);
-      !status.ok())
-    return status;
-  return expectShape(call, "dlogits", dlogits, logits.shape);
 }
 
 /// cross_entropy_grad(logits [..., V], targets [...], dloss []) -> dlogits

@@ -9,20 +9,20 @@
 // When the rhs has no batch of its own (a weight shared by every batch
 // entry), the lhs batch is contiguous rows of one [B*M, K] matrix and the
 // whole product is a single GEMM -- the case that dominates a transformer.
-// Otherwise one GEMM runs per result batch entry.
+// Otherwise one GEMM runs per result batch entry. The operand checks, the
+// shapes and the bias's broadcast are the ops layer's
+// (runtime/ops/MatmulOps.h), shared with the cuBLAS kernel.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/MatmulSupport.h"
+#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/MatmulOps.h"
 
 #include <cblas.h>
 
 #include <algorithm>
-#include <climits>
 
 namespace zplan::cpu::detail {
-
-bool fitsBlas(int64_t value) { return value >= 0 && value <= INT_MAX; }
 
 namespace {
 
@@ -131,77 +131,7 @@ Status multiply(const KernelCall &call, const MatmulShape &shape) {
   return Status::success();
 }
 
-Status inferShape(const KernelCall &call, MatmulShape &shape) {
-  const std::vector<int64_t> &lhs = call.operands[0].shape;
-  const std::vector<int64_t> &rhs = call.operands[1].shape;
-  if (lhs.empty() || rhs.empty())
-    return call.error("operands must have rank >= 1, got lhs " +
-                      formatShape(lhs) + " and rhs " + formatShape(rhs));
-  shape.transposeRhs = intAttributeOr(call, "transpose_rhs", 0) != 0;
-  if (shape.transposeRhs && rhs.size() < 2)
-    return call.error("transpose_rhs needs rhs of rank >= 2, got " +
-                      formatShape(rhs));
-  bool lhsVector = lhs.size() == 1;
-  shape.rhsVector = rhs.size() == 1;
-  shape.m = lhsVector ? 1 : lhs[lhs.size() - 2];
-  shape.k = lhs.back();
-  int64_t rhsK;
-  if (shape.rhsVector) {
-    rhsK = rhs[0];
-    shape.n = 1;
-  } else if (shape.transposeRhs) {
-    shape.n = rhs[rhs.size() - 2];
-    rhsK = rhs.back();
-  } else {
-    rhsK = rhs[rhs.size() - 2];
-    shape.n = rhs.back();
-  }
-  if (shape.k != rhsK)
-    return call.error("contraction dimensions differ: lhs " + formatShape(lhs) +
-                      " has " + std::to_string(shape.k) + ", rhs " +
-                      formatShape(rhs) + " has " + std::to_string(rhsK));
-  if (!lhsVector)
-    shape.lhsBatch.assign(lhs.begin(), lhs.end() - 2);
-  if (!shape.rhsVector)
-    shape.rhsBatch.assign(rhs.begin(), rhs.end() - 2);
-  if (!broadcastShapes(shape.lhsBatch, shape.rhsBatch, shape.batch))
-    return call.error("batch dimensions do not broadcast: " + formatShape(lhs) +
-                      " and " + formatShape(rhs));
-  std::vector<int64_t> expected = shape.batch;
-  if (!lhsVector)
-    expected.push_back(shape.m);
-  if (!shape.rhsVector)
-    expected.push_back(shape.n);
-  return expectShape(call, "result", call.results[0], expected);
-}
-
 } // namespace
-
-Status checkMatmul(const KernelCall &call, MatmulShape &shape) {
-  if (Status status = expectArity(call, 2, 3); !status.ok())
-    return status;
-  const TensorRef &lhs = call.operands[0];
-  const char *names[] = {"rhs", "bias"};
-  for (size_t i = 1; i < call.operands.size(); ++i)
-    if (Status status =
-            expectType(call, names[i - 1], call.operands[i], lhs.dtype);
-        !status.ok())
-      return status;
-  if (Status status = expectType(call, "result", call.results[0], lhs.dtype);
-      !status.ok())
-    return status;
-  return inferShape(call, shape);
-}
-
-Status matmulBiasStrides(const KernelCall &call,
-                         std::vector<int64_t> &strides) {
-  const TensorRef &bias = call.operands[2], &result = call.results[0];
-  if (!broadcastStrides(bias.shape, result.shape, strides))
-    return call.error("bias of shape " + formatShape(bias.shape) +
-                      " does not broadcast to the result shape " +
-                      formatShape(result.shape));
-  return Status::success();
-}
 
 Status runMatmul(const KernelCall &call) {
   MatmulShape shape;

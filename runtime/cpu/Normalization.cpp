@@ -10,47 +10,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/NormalizationSupport.h"
+#include "runtime/ops/ReductionOps.h"
 
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
 namespace zplan::cpu::detail {
-
-Status axisAttribute(const KernelCall &call, size_t rank, size_t &axis) {
-  int64_t value;
-  if (Status status = intAttribute(call, "axis", value); !status.ok())
-    return status;
-  int64_t normalized = value < 0 ? value + static_cast<int64_t>(rank) : value;
-  if (normalized < 0 || normalized >= static_cast<int64_t>(rank))
-    return call.error("axis " + std::to_string(value) +
-                      " is out of range for rank " + std::to_string(rank));
-  axis = static_cast<size_t>(normalized);
-  return Status::success();
-}
-
-Status expectNormalizedParameter(const KernelCall &call, const char *what,
-                                 const TensorRef &parameter,
-                                 const TensorRef &input, size_t axis) {
-  if (Status status = expectType(call, what, parameter, input.dtype);
-      !status.ok())
-    return status;
-  std::vector<int64_t> normalized(input.shape.begin() + axis,
-                                  input.shape.end());
-  return expectShape(call, what, parameter, normalized);
-}
-
-Status readSoftmaxLines(const KernelCall &call,
-                        const std::vector<int64_t> &shape,
-                        SoftmaxLines &lines) {
-  size_t axis;
-  if (Status status = axisAttribute(call, shape.size(), axis); !status.ok())
-    return status;
-  lines.outer = product(shape, 0, axis);
-  lines.length = shape[axis];
-  lines.inner = product(shape, axis + 1);
-  return Status::success();
-}
 
 //===----------------------------------------------------------------------===//
 // layer_norm, rms_norm
@@ -86,60 +52,6 @@ static Status normalizeRows(const KernelCall &call, const TensorRef &input,
   });
 }
 
-Status readLayerNorm(const KernelCall &call, NormRows &norm) {
-  if (Status status = expectArity(call, 1, 3); !status.ok())
-    return status;
-  const TensorRef &input = call.operands[0], &result = call.results[0];
-  if (Status status = expectLike(call, "result", result, input); !status.ok())
-    return status;
-  size_t axis;
-  if (Status status = axisAttribute(call, input.shape.size(), axis);
-      !status.ok())
-    return status;
-  if (Status status = floatAttribute(call, "epsilon", norm.epsilon);
-      !status.ok())
-    return status;
-
-  // The plan lists only the present operands; operandSegmentSizes
-  // (input, weight, bias) says which of the optional ones they are. Without
-  // it only the unambiguous counts can be read.
-  bool hasWeight, hasBias;
-  size_t count = call.operands.size();
-  const plan::Attribute *segments = findAttribute(call, "operandSegmentSizes");
-  if (segments && segments->ints_size() == 3) {
-    int64_t input = segments->ints(0), weight = segments->ints(1),
-            bias = segments->ints(2);
-    if (input != 1 || weight < 0 || weight > 1 || bias < 0 || bias > 1 ||
-        static_cast<size_t>(input + weight + bias) != count)
-      return call.error("operandSegmentSizes [" + std::to_string(input) + ", " +
-                        std::to_string(weight) + ", " + std::to_string(bias) +
-                        "] does not describe " + std::to_string(count) +
-                        " operands");
-    hasWeight = weight == 1;
-    hasBias = bias == 1;
-  } else if (count == 2) {
-    return call.error("2 operands but no operandSegmentSizes of 3 entries to "
-                      "tell whether the second is the weight or the bias");
-  } else {
-    hasWeight = hasBias = count == 3;
-  }
-  norm.weight = hasWeight ? &call.operands[1] : nullptr;
-  norm.bias = hasBias ? &call.operands[hasWeight ? 2 : 1] : nullptr;
-  if (norm.weight)
-    if (Status status = expectNormalizedParameter(call, "weight", *norm.weight,
-                                                  input, axis);
-        !status.ok())
-      return status;
-  if (norm.bias)
-    if (Status status =
-            expectNormalizedParameter(call, "bias", *norm.bias, input, axis);
-        !status.ok())
-      return status;
-  norm.rows = product(input.shape, 0, axis);
-  norm.width = product(input.shape, axis);
-  return Status::success();
-}
-
 Status runLayerNorm(const KernelCall &call) {
   NormRows norm;
   if (Status status = readLayerNorm(call, norm); !status.ok())
@@ -147,29 +59,6 @@ Status runLayerNorm(const KernelCall &call) {
   return normalizeRows(call, call.operands[0], call.results[0], norm.rows,
                        norm.width, norm.epsilon, norm.weight, norm.bias,
                        /*center=*/true);
-}
-
-Status readRmsNorm(const KernelCall &call, NormRows &norm) {
-  if (Status status = expectArity(call, 1, 2); !status.ok())
-    return status;
-  const TensorRef &input = call.operands[0], &result = call.results[0];
-  if (Status status = expectLike(call, "result", result, input); !status.ok())
-    return status;
-  if (input.shape.empty())
-    return call.error("input must have rank >= 1");
-  size_t axis = input.shape.size() - 1;
-  if (Status status = floatAttribute(call, "epsilon", norm.epsilon);
-      !status.ok())
-    return status;
-  norm.weight = call.operands.size() == 2 ? &call.operands[1] : nullptr;
-  if (norm.weight)
-    if (Status status = expectNormalizedParameter(call, "weight", *norm.weight,
-                                                  input, axis);
-        !status.ok())
-      return status;
-  norm.width = input.shape.back();
-  norm.rows = norm.width == 0 ? 0 : input.numElements() / norm.width;
-  return Status::success();
 }
 
 Status runRmsNorm(const KernelCall &call) {
@@ -184,15 +73,6 @@ Status runRmsNorm(const KernelCall &call) {
 //===----------------------------------------------------------------------===//
 // softmax
 //===----------------------------------------------------------------------===//
-
-Status readSoftmax(const KernelCall &call, SoftmaxLines &lines) {
-  if (Status status = expectArity(call, 1, 1); !status.ok())
-    return status;
-  const TensorRef &input = call.operands[0], &result = call.results[0];
-  if (Status status = expectLike(call, "result", result, input); !status.ok())
-    return status;
-  return readSoftmaxLines(call, input.shape, lines);
-}
 
 Status runSoftmax(const KernelCall &call) {
   SoftmaxLines lines;
@@ -225,51 +105,6 @@ Status runSoftmax(const KernelCall &call) {
 //===----------------------------------------------------------------------===//
 // reduce_mean, reduce_sum, reduce_max
 //===----------------------------------------------------------------------===//
-
-Status readReduction(const KernelCall &call, ReductionLayout &layout) {
-  if (Status status = expectArity(call, 1, 1); !status.ok())
-    return status;
-  const TensorRef &input = call.operands[0], &result = call.results[0];
-  if (Status status = expectType(call, "result", result, input.dtype);
-      !status.ok())
-    return status;
-  if (input.dtype == ElementType::Bool)
-    return call.error("input has element type bool, expected a number");
-  std::vector<int64_t> axes;
-  if (Status status = intsAttribute(call, "axes", axes); !status.ok())
-    return status;
-  int64_t keepdims;
-  if (Status status = intAttribute(call, "keepdims", keepdims); !status.ok())
-    return status;
-  int64_t rank = static_cast<int64_t>(input.shape.size());
-  for (size_t i = 0; i < axes.size(); ++i) {
-    if (axes[i] < 0 || axes[i] >= rank)
-      return call.error("axis " + std::to_string(axes[i]) +
-                        " is out of range for rank " + std::to_string(rank));
-    if (i > 0 && axes[i] <= axes[i - 1])
-      return call.error("axes must be sorted and unique");
-  }
-
-  std::vector<int64_t> strides = contiguousStrides(input.shape);
-  std::vector<int64_t> expected;
-  layout = ReductionLayout();
-  size_t next = 0;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (next < axes.size() && axes[next] == d) {
-      ++next;
-      layout.reducedShape.push_back(input.shape[d]);
-      layout.reducedStrides.push_back(strides[d]);
-      if (keepdims)
-        expected.push_back(1);
-    } else {
-      layout.keptShape.push_back(input.shape[d]);
-      layout.keptStrides.push_back(strides[d]);
-      expected.push_back(input.shape[d]);
-    }
-  }
-  layout.reducedCount = product(layout.reducedShape);
-  return expectShape(call, "result", result, expected);
-}
 
 namespace {
 

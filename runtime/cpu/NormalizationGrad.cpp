@@ -20,28 +20,6 @@ namespace zplan::cpu::detail {
 
 namespace {
 
-/// A float dy, and an input of its type and shape.
-Status checkGradientAndInput(const KernelCall &call, const char *inputName) {
-  const TensorRef &dy = call.operands[0], &input = call.operands[1];
-  if (Status status = expectFloatType(call, "dy", dy); !status.ok())
-    return status;
-  return expectLike(call, inputName, input, dy);
-}
-
-/// The weight (input.shape[axis:], input's type) and the dinput and dweight
-/// results both norm gradients have.
-Status checkWeightAndGradients(const KernelCall &call, size_t axis) {
-  const TensorRef &input = call.operands[1], &weight = call.operands[2];
-  if (Status status =
-          expectNormalizedParameter(call, "weight", weight, input, axis);
-      !status.ok())
-    return status;
-  if (Status status = expectLike(call, "dinput", call.results[0], input);
-      !status.ok())
-    return status;
-  return expectLike(call, "dweight", call.results[1], weight);
-}
-
 /// The rows loop of layer_norm_grad (center) and rms_norm_grad: with
 /// xhat = (x - mean?) * inverse and g = dy * weight,
 ///   dx = inverse * (g - mean(g)? - xhat * mean(g * xhat)),
@@ -98,30 +76,6 @@ Status normalizeRowsBackward(const KernelCall &call, int64_t rows,
 
 } // namespace
 
-Status readLayerNormGrad(const KernelCall &call, NormRows &norm) {
-  if (Status status = expectArity(call, 3, 3, 3); !status.ok())
-    return status;
-  if (Status status = checkGradientAndInput(call, "input"); !status.ok())
-    return status;
-  const TensorRef &input = call.operands[1], &weight = call.operands[2];
-  size_t axis;
-  if (Status status = axisAttribute(call, input.shape.size(), axis);
-      !status.ok())
-    return status;
-  if (Status status = floatAttribute(call, "epsilon", norm.epsilon);
-      !status.ok())
-    return status;
-  if (Status status = checkWeightAndGradients(call, axis); !status.ok())
-    return status;
-  if (Status status = expectLike(call, "dbias", call.results[2], weight);
-      !status.ok())
-    return status;
-  norm.rows = product(input.shape, 0, axis);
-  norm.width = product(input.shape, axis);
-  norm.weight = &weight;
-  return Status::success();
-}
-
 /// layer_norm_grad(dy, input, weight; axis, epsilon) -> dinput (input's
 /// shape), dweight, dbias (weight's shape = input.shape[axis:]). The
 /// derivative of layer_norm with that weight and any bias; the forward's
@@ -134,27 +88,6 @@ Status runLayerNormGrad(const KernelCall &call) {
                                /*center=*/true, &call.results[2]);
 }
 
-Status readRmsNormGrad(const KernelCall &call, NormRows &norm) {
-  if (Status status = expectArity(call, 3, 3, 2); !status.ok())
-    return status;
-  if (Status status = checkGradientAndInput(call, "input"); !status.ok())
-    return status;
-  const TensorRef &input = call.operands[1];
-  if (input.shape.empty())
-    return call.error("input must have rank >= 1");
-  if (Status status = floatAttribute(call, "epsilon", norm.epsilon);
-      !status.ok())
-    return status;
-  if (Status status =
-          checkWeightAndGradients(call, /*axis=*/input.shape.size() - 1);
-      !status.ok())
-    return status;
-  norm.width = input.shape.back();
-  norm.rows = norm.width == 0 ? 0 : input.numElements() / norm.width;
-  norm.weight = &call.operands[2];
-  return Status::success();
-}
-
 /// rms_norm_grad(dy, input, weight; epsilon) -> dinput (input's shape),
 /// dweight (weight's shape = [input.shape[-1]]): the derivative of rms_norm
 /// over the last axis with that weight.
@@ -164,19 +97,6 @@ Status runRmsNormGrad(const KernelCall &call) {
     return status;
   return normalizeRowsBackward(call, norm.rows, norm.width, norm.epsilon,
                                /*center=*/false, /*dbias=*/nullptr);
-}
-
-Status readSoftmaxGrad(const KernelCall &call, SoftmaxLines &lines) {
-  if (Status status = expectArity(call, 2, 2); !status.ok())
-    return status;
-  if (Status status = checkGradientAndInput(call, "y"); !status.ok())
-    return status;
-  const TensorRef &y = call.operands[1];
-  if (Status status = expectLike(call, "dinput", call.results[0], y);
-      !status.ok())
-    return status;
-  // The lines the forward softmax walked.
-  return readSoftmaxLines(call, y.shape, lines);
 }
 
 /// softmax_grad(dy, y; axis) -> dinput = y * (dy - sum(dy * y, axis)), y

@@ -5,43 +5,22 @@
 // group's STATE buffers. They have no results: the parameter and the
 // optimizer state are updated in place, and the accumulated gradient is set
 // to zero for the next step's micro-steps. The hyper-parameters come in an
-// f32[8] tensor zrun writes each step (TRAIN_SPEC.md: lr, beta1 or
-// momentum, beta2, eps, weight_decay, grad_scale, 1 - beta1^t,
+// f32[8] tensor zrun writes each step (runtime/train/OptimizerHyper.h: lr,
+// beta1 or momentum, beta2, eps, weight_decay, grad_scale, 1 - beta1^t,
 // 1 - beta2^t). Each element is updated on its own, in double, with
 // torch.optim's formulas and order, and rounded once to f32: the same on
-// every run and rank.
+// every run and rank. The checks and the element updates are the ops
+// layer's (runtime/ops/OptimizerOps.h), shared with the CUDA kernels.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/OptimizerSupport.h"
+#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/OptimizerOps.h"
 
 #include <algorithm>
 #include <cmath>
 
 namespace zplan::cpu::detail {
-
-Status checkOptimizerOperands(const KernelCall &call,
-                              const std::vector<const char *> &names) {
-  if (Status status = expectArity(call, names.size() + 1, names.size() + 1, 0);
-      !status.ok())
-    return status;
-  const TensorRef &param = call.operands[0];
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (Status status =
-            expectType(call, names[i], call.operands[i], ElementType::F32);
-        !status.ok())
-      return status;
-    if (Status status =
-            expectShape(call, names[i], call.operands[i], param.shape);
-        !status.ok())
-      return status;
-  }
-  const TensorRef &hyper = call.operands.back();
-  if (Status status = expectType(call, "hyper", hyper, ElementType::F32);
-      !status.ok())
-    return status;
-  return expectShape(call, "hyper", hyper, {kHyperCount});
-}
 
 /// adamw(param, grad, m, v, hyper f32[8]) -> (): torch.optim.AdamW
 /// (foreach=False) on each element, g = grad * grad_scale:

@@ -6,8 +6,9 @@
 // ADDS, one index after another in index order: the same sums in the same
 // order on every run and rank. Indices are checked, with the forward
 // kernels' rules (negative ones count from the end), before anything is
-// written. A slice reads each element at most once, so its gradient is a
-// plain strided copy into the zeroed input.
+// written; the other checks are the ops layer's (runtime/ops/IndexingOps.h),
+// shared with the CUDA kernels. A slice reads each element at most once, so its
+// gradient is a plain strided copy into the zeroed input.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,14 +20,6 @@
 namespace zplan::cpu::detail {
 
 namespace {
-
-/// dy and the result are of one float type.
-Status checkFloatGradient(const KernelCall &call) {
-  const TensorRef &dy = call.operands[0];
-  if (Status status = expectFloatType(call, "dy", dy); !status.ok())
-    return status;
-  return expectType(call, "result", call.results[0], dy.dtype);
-}
 
 /// Zeroes `outer` blocks of the result [outer, extent, width] and adds row
 /// r of dy [outer, count, width] into row index(r) of its block, for r in
@@ -56,23 +49,6 @@ Status scatterAddRows(const KernelCall &call, int64_t outer, int64_t extent,
 
 } // namespace
 
-Status checkEmbeddingGrad(const KernelCall &call) {
-  if (Status status = expectArity(call, 2, 2); !status.ok())
-    return status;
-  if (Status status = checkFloatGradient(call); !status.ok())
-    return status;
-  const TensorRef &dy = call.operands[0], &ids = call.operands[1],
-                  &table = call.results[0];
-  if (Status status = checkIndexType(call, "ids", ids); !status.ok())
-    return status;
-  if (table.shape.size() != 2)
-    return call.error("result has shape " + formatShape(table.shape) +
-                      ", expected rank 2 (rows x width)");
-  std::vector<int64_t> expected = ids.shape;
-  expected.push_back(table.shape[1]);
-  return expectShape(call, "dy", dy, expected);
-}
-
 /// embedding_grad(dy [ids..., D], ids [...] i64/i32) -> dtable [R, D]
 /// (R from the result type): zeroed, then dy's row for each id (in the
 /// order of the ids; negative ids count from the end, as in embedding)
@@ -89,18 +65,6 @@ Status runEmbeddingGrad(const KernelCall &call) {
     return status;
   return scatterAddRows(call, /*outer=*/1, rows, ids.numElements(),
                         table.shape[1], ids);
-}
-
-Status checkGatherGrad(const KernelCall &call, int64_t &axis) {
-  if (Status status = expectArity(call, 2, 2); !status.ok())
-    return status;
-  if (Status status = checkFloatGradient(call); !status.ok())
-    return status;
-  const TensorRef &dy = call.operands[0], &indices = call.operands[1],
-                  &data = call.results[0];
-  if (Status status = checkIndexType(call, "indices", indices); !status.ok())
-    return status;
-  return readGatherAxis(call, data.shape, indices, "dy", dy, axis);
 }
 
 /// gather_grad(dy, indices i64/i32; axis) -> ddata (the gathered data's
@@ -120,27 +84,6 @@ Status runGatherGrad(const KernelCall &call) {
   return scatterAddRows(call, product(data.shape, 0, axis), extent,
                         indices.numElements(), product(data.shape, axis + 1),
                         indices);
-}
-
-Status readSliceGrad(const KernelCall &call, int64_t &base,
-                     std::vector<int64_t> &strides, int64_t &bytes) {
-  if (Status status = expectArity(call, 1, 1); !status.ok())
-    return status;
-  const TensorRef &dy = call.operands[0], &dinput = call.results[0];
-  if (Status status = expectType(call, "result", dinput, dy.dtype);
-      !status.ok())
-    return status;
-  std::vector<int64_t> starts, steps;
-  if (Status status = readSliceAttributes(call, dinput.shape.size(), "dy",
-                                          dy.shape, starts, steps);
-      !status.ok())
-    return status;
-  if (Status status = movableElementBytes(call, "dy", dy.dtype, bytes);
-      !status.ok())
-    return status;
-  // The forward's strided view, written through instead of read.
-  return sliceView(call, starts, steps, dinput.shape, dy.shape, "writes", base,
-                   strides);
 }
 
 /// slice_grad(dy; starts, steps) -> dinput (the sliced input's shape, from

@@ -160,10 +160,10 @@ Status attention::launchAttentionForward(const KernelCall &call,
 }
 
 Status runAttention(const KernelCall &call) {
-  cpu::detail::AttentionShape shape;
+  ops::AttentionShape shape;
   AttentionParams params;
   if (Status status =
-          readAttention(call, cpu::detail::checkAttention, 0, shape, params);
+          readAttention(call, ops::checkAttention, 0, shape, params);
       !status.ok())
     return status;
   const TensorRef &result = call.host.results[0];

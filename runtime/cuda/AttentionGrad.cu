@@ -148,10 +148,10 @@ Status launchBackward(const KernelCall &call, const AttentionParams &params,
 } // namespace
 
 Status runAttentionGrad(const KernelCall &call) {
-  cpu::detail::AttentionShape shape;
+  ops::AttentionShape shape;
   AttentionParams params;
-  if (Status status = readAttention(call, cpu::detail::checkAttentionGrad, 1,
-                                    shape, params);
+  if (Status status =
+          readAttention(call, ops::checkAttentionGrad, 1, shape, params);
       !status.ok())
     return status;
   const std::vector<TensorRef> &results = call.host.results;

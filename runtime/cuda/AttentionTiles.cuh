@@ -7,8 +7,8 @@
 // both files build their kernels from are here:
 //
 //  - AttentionParams: the operands' device addresses, extents, scale and
-//    mask of one call, built on the host from the CPU's own checks
-//    (cpu::detail::checkAttention / checkAttentionGrad, AttentionSupport.h),
+//    mask of one call, built on the host from the checks the CPU runs too
+//    (ops::checkAttention / checkAttentionGrad, runtime/ops/AttentionOps.h),
 //    so shapes, mask rules and messages are the CPU's;
 //  - dotTile(): a 64 x 64 tile of A B^T for row-major A [rows, n],
 //    B [rows, n], staged through shared memory in 32-wide slices of n
@@ -36,9 +36,9 @@
 #ifndef ZPLAN_RUNTIME_CUDA_ATTENTIONTILES_CUH
 #define ZPLAN_RUNTIME_CUDA_ATTENTIONTILES_CUH
 
-#include "runtime/cpu/AttentionSupport.h"
 #include "runtime/cuda/DeviceSupport.cuh"
 #include "runtime/cuda/Strided.cuh"
+#include "runtime/ops/AttentionOps.h"
 
 #include <climits>
 
@@ -68,27 +68,27 @@ struct AttentionParams {
   int64_t maskRowStride = 0, maskColumnStride = 0;
 };
 
-/// The CPU's checks of an attention call (cpu::detail::checkAttention or
+/// The shared checks of an attention call (ops::checkAttention or
 /// checkAttentionGrad): arity, types, shapes, scale and mask.
-using AttentionCheck = Status (*)(const cpu::detail::KernelCall &,
-                                  cpu::detail::AttentionShape &, float &,
-                                  cpu::detail::AttentionMask &);
+using AttentionCheck = Status (*)(const ops::KernelCall &,
+                                  ops::AttentionShape &, float &,
+                                  ops::AttentionMask &);
 
 /// Runs `check` on the call, then fills `params` from the checked shape,
 /// scale and mask (q, k, v: the call's operands `first`, `first + 1`,
 /// `first + 2`).
 inline Status readAttention(const KernelCall &call, AttentionCheck check,
-                            size_t first, cpu::detail::AttentionShape &shape,
+                            size_t first, ops::AttentionShape &shape,
                             AttentionParams &params) {
   float scale;
-  cpu::detail::AttentionMask mask;
+  ops::AttentionMask mask;
   if (Status status = check(call.host, shape, scale, mask); !status.ok())
     return status;
   const std::vector<TensorRef> &operands = call.host.operands;
   params.q = operands[first].as<float>();
   params.k = operands[first + 1].as<float>();
   params.v = operands[first + 2].as<float>();
-  params.entries = cpu::detail::product(shape.batch);
+  params.entries = ops::product(shape.batch);
   params.s = shape.s;
   params.t = shape.t;
   params.d = shape.d;

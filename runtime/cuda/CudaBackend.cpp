@@ -90,7 +90,7 @@ public:
         results(std::move(results)), function(function), device(device) {}
 
   Status run() override {
-    cpu::detail::KernelCall host{instruction, operands, results};
+    ops::KernelCall host{instruction, operands, results};
     return function(KernelCall{host, device});
   }
 

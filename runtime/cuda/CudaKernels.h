@@ -1,12 +1,13 @@
 //===- CudaKernels.h - the CUDA kernels behind CudaBackend (private) ------===//
 //
 // One entry point per compute opcode, the CUDA twin of the CPU reference
-// kernels (runtime/cpu/KernelSupport.h): same operands, attributes, shapes,
+// kernels (runtime/cpu/Kernels.h): same operands, attributes, shapes,
 // element types and semantics, checked against them by
 // test/gpu/KernelDiffTest.cpp on a GPU. An entry point runs on the host: it
-// reads the attributes and checks shapes with the CPU kernels' helpers
-// (cpu::detail::intAttribute, expectShape, ...: the messages are the same
-// on both backends), then *issues* its kernels (or cuBLAS calls) on
+// reads the attributes and checks shapes with the ops layer's shared
+// validation, the CPU kernels' too (runtime/ops: ops::intAttribute,
+// expectShape, checkMatmul, ...: the messages are the same on both
+// backends), then *issues* its kernels (or cuBLAS calls) on
 // `call.device.stream` and returns without synchronizing. It never
 // allocates device memory: scratch comes from shared memory or from the
 // backend's fixed workspace.
@@ -22,7 +23,11 @@
 #ifndef ZPLAN_RUNTIME_CUDA_CUDAKERNELS_H
 #define ZPLAN_RUNTIME_CUDA_CUDAKERNELS_H
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/Attributes.h"
+#include "runtime/ops/Checks.h"
+#include "runtime/ops/KernelCall.h"
+#include "runtime/ops/Shapes.h"
+#include "runtime/ops/TypeDispatch.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -69,10 +74,10 @@ struct DeviceContext {
   cudaDeviceProp properties{};
 };
 
-/// One instruction being issued: the CPU kernels' call (op, attributes,
-/// tensors with device addresses) and the device it runs on.
+/// One instruction being issued: the call every backend's checks take (op,
+/// attributes, tensors with device addresses) and the device it runs on.
 struct KernelCall {
-  const cpu::detail::KernelCall &host;
+  const ops::KernelCall &host;
   DeviceContext &device;
 
   std::string op() const { return host.op(); }

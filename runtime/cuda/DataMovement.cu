@@ -1,7 +1,7 @@
 //===- DataMovement.cu - transpose, slice, concat, gather, ... on CUDA ----===//
 //
 // The CUDA twin of runtime/cpu/DataMovement.cpp, with its checks
-// (IndexingSupport.h). These kernels move elements without computing on
+// (runtime/ops/IndexingOps.h). These kernels move elements without computing on
 // them, so they dispatch on the element width only. Transpose, slice and
 // expand are one strided read each (Strided.cuh: a thread per result
 // element, the input offset from the merged strides), or, when the read
@@ -16,8 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/IndexingSupport.h"
 #include "runtime/cuda/Strided.cuh"
+#include "runtime/ops/IndexingOps.h"
 
 namespace zplan::cuda {
 
@@ -69,26 +69,24 @@ Status stridedMove(const KernelCall &call, int64_t base,
     return status;
   TransposeTiles tiles;
   bool tiled = makeTransposeTiles(layout, tiles);
-  return cpu::detail::dispatchBySize(
-      call.host, "input", input.dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        if (!tiled)
-          return launchStrided(
-              call, layout, StridedReadBody<T>{input.as<T>(), result.as<T>()});
-        transposeTilesKernel<T>
-            <<<gridFor(tiles.tiles, 1, call.device),
-               dim3(kTransposeTile, kTransposeRowsPerPass), 0,
-               call.device.stream>>>(tiles, input.as<T>(), result.as<T>());
-        return launched(call);
-      });
+  return ops::dispatchBySize(call.host, "input", input.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (!tiled)
+      return launchStrided(call, layout,
+                           StridedReadBody<T>{input.as<T>(), result.as<T>()});
+    transposeTilesKernel<T>
+        <<<gridFor(tiles.tiles, 1, call.device),
+           dim3(kTransposeTile, kTransposeRowsPerPass), 0,
+           call.device.stream>>>(tiles, input.as<T>(), result.as<T>());
+    return launched(call);
+  });
 }
 
 } // namespace
 
 Status runTranspose(const KernelCall &call) {
   std::vector<int64_t> strides;
-  if (Status status = cpu::detail::readTranspose(call.host, strides);
-      !status.ok())
+  if (Status status = ops::readTranspose(call.host, strides); !status.ok())
     return status;
   return stridedMove(call, 0, strides);
 }
@@ -96,8 +94,7 @@ Status runTranspose(const KernelCall &call) {
 Status runSlice(const KernelCall &call) {
   int64_t base;
   std::vector<int64_t> strides;
-  if (Status status = cpu::detail::readSlice(call.host, base, strides);
-      !status.ok())
+  if (Status status = ops::readSlice(call.host, base, strides); !status.ok())
     return status;
   if (call.host.results[0].numElements() == 0)
     return Status::success();
@@ -106,13 +103,13 @@ Status runSlice(const KernelCall &call) {
 
 Status runExpand(const KernelCall &call) {
   std::vector<int64_t> strides;
-  if (Status status = cpu::detail::readExpand(call.host, strides); !status.ok())
+  if (Status status = ops::readExpand(call.host, strides); !status.ok())
     return status;
   return stridedMove(call, 0, strides);
 }
 
 Status runReshape(const KernelCall &call) {
-  if (Status status = cpu::detail::checkReshape(call.host); !status.ok())
+  if (Status status = ops::checkReshape(call.host); !status.ok())
     return status;
   const TensorRef &input = call.host.operands[0],
                   &result = call.host.results[0];
@@ -120,8 +117,8 @@ Status runReshape(const KernelCall &call) {
   // the same, so a copy, or nothing when the two are one buffer.
   if (input.data == result.data || input.numElements() == 0)
     return Status::success();
-  size_t bytes = static_cast<size_t>(input.numElements() *
-                                     cpu::detail::elementBytes(input.dtype));
+  size_t bytes =
+      static_cast<size_t>(input.numElements() * ops::elementBytes(input.dtype));
   return checkCuda(call,
                    cudaMemcpyAsync(result.data, input.data, bytes,
                                    cudaMemcpyDeviceToDevice,
@@ -131,17 +128,16 @@ Status runReshape(const KernelCall &call) {
 
 Status runConcat(const KernelCall &call) {
   int64_t axis, bytes;
-  if (Status status = cpu::detail::readConcat(call.host, axis, bytes);
-      !status.ok())
+  if (Status status = ops::readConcat(call.host, axis, bytes); !status.ok())
     return status;
   const TensorRef &first = call.host.operands[0],
                   &result = call.host.results[0];
   // [outer, axis extent * inner]: each input is a block [outer, its extent
   // * inner] of the result, written at its column (one launch per input).
-  int64_t outer = cpu::detail::product(first.shape, 0, axis);
-  int64_t inner = cpu::detail::product(first.shape, axis + 1);
+  int64_t outer = ops::product(first.shape, 0, axis);
+  int64_t inner = ops::product(first.shape, axis + 1);
   int64_t resultRow = result.shape[axis] * inner;
-  return cpu::detail::dispatchBySize(
+  return ops::dispatchBySize(
       call.host, "input 0", first.dtype, [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         int64_t column = 0;
@@ -189,35 +185,32 @@ Status gatherRows(const KernelCall &call, const TensorRef &indices,
   IndexedRows rows{indices.numElements(), extent, inner, call.device.errorWord,
                    call.errorTag()};
   auto layout = contiguousLayout<1>(result.numElements());
-  return cpu::detail::dispatchBySize(
-      call.host, "data", table.dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        return dispatchIndexType(indices.dtype, [&](auto indexTag) {
-          using IndexT = typename decltype(indexTag)::type;
-          return launchStrided(call, layout,
-                               GatherBody<T, IndexT>{table.as<T>(),
-                                                     indices.as<IndexT>(),
-                                                     result.as<T>(), rows});
-        });
-      });
+  return ops::dispatchBySize(call.host, "data", table.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return dispatchIndexType(indices.dtype, [&](auto indexTag) {
+      using IndexT = typename decltype(indexTag)::type;
+      return launchStrided(call, layout,
+                           GatherBody<T, IndexT>{table.as<T>(),
+                                                 indices.as<IndexT>(),
+                                                 result.as<T>(), rows});
+    });
+  });
 }
 
 } // namespace
 
 Status runGather(const KernelCall &call) {
   int64_t axis, bytes;
-  if (Status status = cpu::detail::checkGather(call.host, axis, bytes);
-      !status.ok())
+  if (Status status = ops::checkGather(call.host, axis, bytes); !status.ok())
     return status;
   const TensorRef &data = call.host.operands[0];
   return gatherRows(call, call.host.operands[1], data.shape[axis],
-                    cpu::detail::product(data.shape, axis + 1));
+                    ops::product(data.shape, axis + 1));
 }
 
 Status runEmbedding(const KernelCall &call) {
   int64_t bytes;
-  if (Status status = cpu::detail::checkEmbedding(call.host, bytes);
-      !status.ok())
+  if (Status status = ops::checkEmbedding(call.host, bytes); !status.ok())
     return status;
   // Negative ids count from the end, as in gather along axis 0.
   const TensorRef &table = call.host.operands[0];

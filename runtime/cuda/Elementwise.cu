@@ -1,9 +1,10 @@
 //===- Elementwise.cu - unary, binary, compare, where and cast on CUDA ----===//
 //
 // The CUDA twin of runtime/cpu/Elementwise.cpp. The checks and the function
-// of one element are the CPU's own (ElementwiseSupport.h), so only the walk
-// is new: one thread per output element (Strided.cuh), operands read with
-// the broadcast strides the CPU computes, merged as the CPU merges them.
+// of one element are the ops layer's (runtime/ops/ElementwiseOps.h), the
+// CPU's too, so only the walk is new: one thread per output element
+// (Strided.cuh), operands read with the broadcast strides the checks
+// return, merged as the CPU merges them.
 // Same-shape operands take the walk's contiguous path (no index
 // arithmetic beyond i), and a broadcast one costs one division per merged
 // dimension. The one data check, integer division by zero, cannot happen
@@ -12,12 +13,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/ElementwiseSupport.h"
 #include "runtime/cuda/Strided.cuh"
+#include "runtime/ops/ElementwiseOps.h"
 
 namespace zplan::cuda {
 
-using cpu::detail::Domain;
+using ops::Domain;
 
 namespace {
 
@@ -33,7 +34,7 @@ template <typename T, typename Fn> struct UnaryBody {
 
 template <Domain domain, typename Fn>
 Status unary(const KernelCall &call, Fn fn) {
-  if (Status status = cpu::detail::checkUnary(call.host, domain); !status.ok())
+  if (Status status = ops::checkUnary(call.host, domain); !status.ok())
     return status;
   const TensorRef &input = call.host.operands[0],
                   &result = call.host.results[0];
@@ -47,74 +48,73 @@ Status unary(const KernelCall &call, Fn fn) {
                            UnaryBody<T, Fn>{input.as<T>(), result.as<T>(), fn});
   };
   if constexpr (domain == Domain::FloatOnly)
-    return cpu::detail::dispatchFloatType(call.host, "input", input.dtype,
-                                          body);
+    return ops::dispatchFloatType(call.host, "input", input.dtype, body);
   else
-    return cpu::detail::dispatchType(call.host, "input", input.dtype, body);
+    return ops::dispatchType(call.host, "input", input.dtype, body);
 }
 
 } // namespace
 
 Status runNeg(const KernelCall &call) {
-  return unary<Domain::Numeric>(call, cpu::detail::NegFn{});
+  return unary<Domain::Numeric>(call, ops::NegFn{});
 }
 
 Status runAbs(const KernelCall &call) {
-  return unary<Domain::Numeric>(call, cpu::detail::AbsFn{});
+  return unary<Domain::Numeric>(call, ops::AbsFn{});
 }
 
 Status runRelu(const KernelCall &call) {
-  return unary<Domain::Numeric>(call, cpu::detail::ReluFn{});
+  return unary<Domain::Numeric>(call, ops::ReluFn{});
 }
 
 Status runSqrt(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, cpu::detail::SqrtFn{});
+  return unary<Domain::FloatOnly>(call, ops::SqrtFn{});
 }
 
 Status runReciprocal(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, cpu::detail::ReciprocalFn{});
+  return unary<Domain::FloatOnly>(call, ops::ReciprocalFn{});
 }
 
 Status runExp(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, cpu::detail::ExpFn{});
+  return unary<Domain::FloatOnly>(call, ops::ExpFn{});
 }
 
 Status runLog(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, cpu::detail::LogFn{});
+  return unary<Domain::FloatOnly>(call, ops::LogFn{});
 }
 
 Status runErf(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, cpu::detail::ErfFn{});
+  return unary<Domain::FloatOnly>(call, ops::ErfFn{});
 }
 
 Status runTanh(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, cpu::detail::TanhFn{});
+  return unary<Domain::FloatOnly>(call, ops::TanhFn{});
 }
 
 Status runCos(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, cpu::detail::CosFn{});
+  return unary<Domain::FloatOnly>(call, ops::CosFn{});
 }
 
 Status runSin(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, cpu::detail::SinFn{});
+  return unary<Domain::FloatOnly>(call, ops::SinFn{});
 }
 
 Status runSigmoid(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, cpu::detail::SigmoidFn{});
+  return unary<Domain::FloatOnly>(call, ops::SigmoidFn{});
 }
 
 Status runSilu(const KernelCall &call) {
-  return unary<Domain::FloatOnly>(call, cpu::detail::SiluFn{});
+  return unary<Domain::FloatOnly>(call, ops::SiluFn{});
 }
 
 Status runGelu(const KernelCall &call) {
   bool tanhForm;
-  if (Status status = cpu::detail::readGeluApproximation(call.host, tanhForm);
+  if (Status status = ops::readGeluApproximation(call.host, tanhForm);
       !status.ok())
     return status;
   if (!tanhForm)
-    return unary<Domain::FloatOnly>(call, cpu::detail::GeluErfFn{});
-  return unary<Domain::FloatOnly>(call, cpu::detail::GeluTanhFn{});
+    return unary<Domain::FloatOnly>(call, ops::GeluErfFn{});
+  return unary<Domain::FloatOnly>(call, ops::GeluTanhFn{});
 }
 
 //===----------------------------------------------------------------------===//
@@ -146,7 +146,7 @@ template <typename T> struct IntegerDivBody {
       reportKernelError(errorWord, errorTag, KernelError::DivisionByZero);
       return;
     }
-    output[i] = cpu::detail::DivFn{}(lhs[at[0]], divisor);
+    output[i] = ops::DivFn{}(lhs[at[0]], divisor);
   }
 };
 
@@ -163,7 +163,7 @@ Status binary(const KernelCall &call, const std::vector<int64_t> &lhsStrides,
           call, result.shape, {lhsStrides, rhsStrides}, {0, 0}, layout);
       !status.ok())
     return status;
-  return cpu::detail::dispatchType(
+  return ops::dispatchType(
       call.host, "lhs", lhs.dtype, [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         return launchStrided(call, layout,
@@ -176,8 +176,7 @@ Status binary(const KernelCall &call, const std::vector<int64_t> &lhsStrides,
 template <typename MakeBody>
 Status arithmetic(const KernelCall &call, MakeBody makeBody) {
   std::vector<int64_t> lhsStrides, rhsStrides;
-  if (Status status =
-          cpu::detail::checkArithmetic(call.host, lhsStrides, rhsStrides);
+  if (Status status = ops::checkArithmetic(call.host, lhsStrides, rhsStrides);
       !status.ok())
     return status;
   return binary(call, lhsStrides, rhsStrides,
@@ -198,8 +197,8 @@ template <typename Fn> Status arithmetic(const KernelCall &call) {
 /// A comparison: bool result (0 or 1), operands of any type (bool too).
 template <typename Fn> Status compare(const KernelCall &call) {
   std::vector<int64_t> lhsStrides, rhsStrides;
-  if (Status status = cpu::detail::checkBinary(call.host, ElementType::Bool,
-                                               lhsStrides, rhsStrides);
+  if (Status status = ops::checkBinary(call.host, ElementType::Bool, lhsStrides,
+                                       rhsStrides);
       !status.ok())
     return status;
   return binary(call, lhsStrides, rhsStrides,
@@ -212,17 +211,11 @@ template <typename Fn> Status compare(const KernelCall &call) {
 
 } // namespace
 
-Status runAdd(const KernelCall &call) {
-  return arithmetic<cpu::detail::AddFn>(call);
-}
+Status runAdd(const KernelCall &call) { return arithmetic<ops::AddFn>(call); }
 
-Status runSub(const KernelCall &call) {
-  return arithmetic<cpu::detail::SubFn>(call);
-}
+Status runSub(const KernelCall &call) { return arithmetic<ops::SubFn>(call); }
 
-Status runMul(const KernelCall &call) {
-  return arithmetic<cpu::detail::MulFn>(call);
-}
+Status runMul(const KernelCall &call) { return arithmetic<ops::MulFn>(call); }
 
 Status runDiv(const KernelCall &call) {
   // Two body types, one per kind of T: a generic lambda returning either
@@ -233,33 +226,22 @@ Status runDiv(const KernelCall &call) {
       return IntegerDivBody<T>{lhs, rhs, output, call.device.errorWord,
                                call.errorTag()};
     else
-      return BinaryBody<T, T, cpu::detail::DivFn>{lhs, rhs, output,
-                                                  cpu::detail::DivFn{}};
+      return BinaryBody<T, T, ops::DivFn>{lhs, rhs, output, ops::DivFn{}};
   });
 }
 
-Status runPow(const KernelCall &call) {
-  return arithmetic<cpu::detail::PowFn>(call);
-}
+Status runPow(const KernelCall &call) { return arithmetic<ops::PowFn>(call); }
 
-Status runMax(const KernelCall &call) {
-  return arithmetic<cpu::detail::MaxFn>(call);
-}
+Status runMax(const KernelCall &call) { return arithmetic<ops::MaxFn>(call); }
 
-Status runMin(const KernelCall &call) {
-  return arithmetic<cpu::detail::MinFn>(call);
-}
+Status runMin(const KernelCall &call) { return arithmetic<ops::MinFn>(call); }
 
-Status runEqual(const KernelCall &call) {
-  return compare<cpu::detail::EqualFn>(call);
-}
+Status runEqual(const KernelCall &call) { return compare<ops::EqualFn>(call); }
 
-Status runLess(const KernelCall &call) {
-  return compare<cpu::detail::LessFn>(call);
-}
+Status runLess(const KernelCall &call) { return compare<ops::LessFn>(call); }
 
 Status runGreater(const KernelCall &call) {
-  return compare<cpu::detail::GreaterFn>(call);
+  return compare<ops::GreaterFn>(call);
 }
 
 namespace {
@@ -278,7 +260,7 @@ template <typename T> struct WhereBody {
 
 Status runWhere(const KernelCall &call) {
   std::array<std::vector<int64_t>, 3> strides;
-  if (Status status = cpu::detail::checkWhere(call.host, strides); !status.ok())
+  if (Status status = ops::checkWhere(call.host, strides); !status.ok())
     return status;
   const TensorRef &condition = call.host.operands[0],
                   &onTrue = call.host.operands[1],
@@ -290,7 +272,7 @@ Status runWhere(const KernelCall &call) {
       !status.ok())
     return status;
   // A select moves elements: only their width matters.
-  return cpu::detail::dispatchBySize(
+  return ops::dispatchBySize(
       call.host, "on_true", onTrue.dtype, [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         return launchStrided(call, layout,
@@ -312,23 +294,23 @@ template <typename From, typename To> struct CastBody {
   bool toBool;
   template <typename Index>
   __device__ void operator()(Index i, const Index (&)[1]) const {
-    output[i] = cpu::detail::convert<To>(input[i], toBool);
+    output[i] = ops::convert<To>(input[i], toBool);
   }
 };
 
 } // namespace
 
 Status runCast(const KernelCall &call) {
-  if (Status status = cpu::detail::checkCast(call.host); !status.ok())
+  if (Status status = ops::checkCast(call.host); !status.ok())
     return status;
   const TensorRef &input = call.host.operands[0],
                   &result = call.host.results[0];
   bool toBool = result.dtype == ElementType::Bool;
   auto layout = contiguousLayout<1>(input.numElements());
-  return cpu::detail::dispatchType(
+  return ops::dispatchType(
       call.host, "input", input.dtype, [&](auto fromTag) -> Status {
         using From = typename decltype(fromTag)::type;
-        return cpu::detail::dispatchType(
+        return ops::dispatchType(
             call.host, "result", result.dtype, [&](auto toTag) -> Status {
               using To = typename decltype(toTag)::type;
               return launchStrided(call, layout,

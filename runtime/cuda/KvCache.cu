@@ -1,9 +1,9 @@
 //===- KvCache.cu - the static KV cache of generation: append, attend -----===//
 //
 // The CUDA twins of runtime/cpu/KvCache.cpp (nn.cache_append,
-// nn.cached_attention), checked by the CPU's own functions
-// (KvCacheSupport.h). The cache of one layer is [B, H, L, D]; sequence b's
-// token at absolute position p lives in slot p. The host cannot read the
+// nn.cached_attention), checked by the functions the CPU calls too
+// (runtime/ops/KvCacheOps.h). The cache of one layer is [B, H, L, D]; sequence
+// b's token at absolute position p lives in slot p. The host cannot read the
 // positions (device memory), so a position outside [0, L) is reported by
 // the kernel (KernelError::PositionOutOfRange, the backend names the op at
 // synchronize) and its row is skipped. Unlike the CPU, which checks every
@@ -25,8 +25,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/KvCacheSupport.h"
 #include "runtime/cuda/DeviceSupport.cuh"
+#include "runtime/ops/KvCacheOps.h"
 
 #include <algorithm>
 #include <climits>
@@ -186,14 +186,14 @@ __global__ __launch_bounds__(kDecodeThreads) void cachedAttention(
 template <typename Fn>
 Status dispatchIndex(const TensorRef &positions, Fn &&fn) {
   if (positions.dtype == ElementType::I64)
-    return fn(cpu::detail::TypeTag<int64_t>{});
-  return fn(cpu::detail::TypeTag<int32_t>{});
+    return fn(ops::TypeTag<int64_t>{});
+  return fn(ops::TypeTag<int32_t>{});
 }
 
 } // namespace
 
 Status runCacheAppend(const KernelCall &call) {
-  if (Status status = cpu::detail::checkCacheAppend(call.host); !status.ok())
+  if (Status status = ops::checkCacheAppend(call.host); !status.ok())
     return status;
   const TensorRef &cache = call.host.operands[0],
                   &entries = call.host.operands[1],
@@ -203,7 +203,7 @@ Status runCacheAppend(const KernelCall &call) {
   int64_t count = entries.numElements();
   if (count == 0)
     return Status::success();
-  return cpu::detail::dispatchBySize(
+  return ops::dispatchBySize(
       call.host, "cache", cache.dtype, [&](auto element) {
         using T = typename decltype(element)::type;
         return dispatchIndex(positions, [&](auto index) {
@@ -221,8 +221,7 @@ Status runCacheAppend(const KernelCall &call) {
 
 Status runCachedAttention(const KernelCall &call) {
   float scale;
-  if (Status status = cpu::detail::checkCachedAttention(call.host, scale);
-      !status.ok())
+  if (Status status = ops::checkCachedAttention(call.host, scale); !status.ok())
     return status;
   const TensorRef &query = call.host.operands[0], &key = call.host.operands[1],
                   &value = call.host.operands[2],

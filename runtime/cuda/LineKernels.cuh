@@ -24,8 +24,8 @@
 #ifndef ZPLAN_RUNTIME_CUDA_LINEKERNELS_CUH
 #define ZPLAN_RUNTIME_CUDA_LINEKERNELS_CUH
 
-#include "runtime/cpu/NormalizationSupport.h"
 #include "runtime/cuda/DeviceSupport.cuh"
+#include "runtime/ops/NormalizationOps.h"
 
 #include <algorithm>
 #include <type_traits>
@@ -156,7 +156,7 @@ void launchLines(const LineLaunch &launch, Launch &&issue) {
 template <typename Issue>
 Status issueOnLines(const KernelCall &call, const char *what, ElementType type,
                     const LineShape &shape, Issue &&issue) {
-  return cpu::detail::dispatchFloatType(call.host, what, type, [&](auto tag) {
+  return ops::dispatchFloatType(call.host, what, type, [&](auto tag) {
     if (shape.lines == 0 || shape.length == 0)
       return Status::success();
     LineLaunch launch = chooseLineLaunch(shape, call.device);
@@ -166,7 +166,7 @@ Status issueOnLines(const KernelCall &call, const char *what, ElementType type,
 }
 
 /// The lines a softmax (and softmax_grad) runs along.
-inline LineShape softmaxLineShape(const cpu::detail::SoftmaxLines &lines) {
+inline LineShape softmaxLineShape(const ops::SoftmaxLines &lines) {
   return {lines.outer * lines.inner, lines.length, lines.inner};
 }
 

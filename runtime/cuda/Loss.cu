@@ -1,6 +1,7 @@
 //===- Loss.cu - cross_entropy and its gradient on the device -------------===//
 //
-// The CUDA twins of runtime/cpu/Loss.cpp: the row's maximum and its exps in
+// The CUDA twins of runtime/cpu/Loss.cpp, checked by the functions the CPU
+// calls too (runtime/ops/LossOps.h): the row's maximum and its exps in
 // the logits' type, every sum in double. The CPU checks every target before
 // it writes anything; here the targets live on the device, so a kernel that
 // meets a target outside [0, V) that is not ignore_index reports
@@ -18,12 +19,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/LossSupport.h"
 #include "runtime/cuda/LineKernels.cuh"
+#include "runtime/ops/LossOps.h"
 
 namespace zplan::cuda {
 
-using cpu::detail::CrossEntropyRows;
+using ops::CrossEntropyRows;
 
 namespace {
 
@@ -169,16 +170,15 @@ __global__ void rowGradientKernel(const T *logits, const Index *targets,
 /// readCrossEntropy checked).
 template <typename Fn> Status dispatchIndex(const TensorRef &targets, Fn &&fn) {
   if (targets.dtype == ElementType::I64)
-    return fn(cpu::detail::TypeTag<int64_t>{});
-  return fn(cpu::detail::TypeTag<int32_t>{});
+    return fn(ops::TypeTag<int64_t>{});
+  return fn(ops::TypeTag<int32_t>{});
 }
 
 } // namespace
 
 Status runCrossEntropy(const KernelCall &call) {
   CrossEntropyRows rows;
-  if (Status status = cpu::detail::readCrossEntropy(call.host, rows);
-      !status.ok())
+  if (Status status = ops::readCrossEntropy(call.host, rows); !status.ok())
     return status;
   const TensorRef &logits = call.host.operands[0],
                   &targets = call.host.operands[1],
@@ -191,7 +191,7 @@ Status runCrossEntropy(const KernelCall &call) {
                       " bytes of workspace, more than its " +
                       std::to_string(device.workspaceBytes));
   auto *lossPerRow = static_cast<double *>(device.workspace);
-  return cpu::detail::dispatchFloatType(
+  return ops::dispatchFloatType(
       call.host, "logits", logits.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         return dispatchIndex(targets, [&](auto indexTag) {
@@ -215,8 +215,7 @@ Status runCrossEntropy(const KernelCall &call) {
 
 Status runCrossEntropyGrad(const KernelCall &call) {
   CrossEntropyRows rows;
-  if (Status status = cpu::detail::readCrossEntropyGrad(call.host, rows);
-      !status.ok())
+  if (Status status = ops::readCrossEntropyGrad(call.host, rows); !status.ok())
     return status;
   const TensorRef &logits = call.host.operands[0],
                   &targets = call.host.operands[1],
@@ -226,7 +225,7 @@ Status runCrossEntropyGrad(const KernelCall &call) {
   if (rows.rows == 0) // no targets to check, no gradient to write
     return Status::success();
   auto *scale = static_cast<double *>(device.workspace);
-  return cpu::detail::dispatchFloatType(
+  return ops::dispatchFloatType(
       call.host, "logits", logits.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         return dispatchIndex(targets, [&](auto indexTag) {

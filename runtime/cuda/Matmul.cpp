@@ -1,7 +1,7 @@
 //===- Matmul.cpp - nn.matmul through cuBLAS ------------------------------===//
 //
 // The CUDA twin of runtime/cpu/Matmul.cpp, with the same rules read by the
-// same functions (MatmulSupport.h): numpy batch broadcasting, rank-1
+// same functions (runtime/ops/MatmulOps.h): numpy batch broadcasting, rank-1
 // promotion, `transpose_rhs` read by the GEMM itself, and the optional bias
 // written into the result first (MatmulBias.cu) so that the GEMM
 // accumulates onto it (beta = 1).
@@ -16,7 +16,7 @@
 //    the case that dominates a transformer): the lhs batch is the
 //    consecutive row blocks of one [batch * M, K] matrix, one GEMM;
 //  - otherwise the batch is walked as runs of entries at uniform strides
-//    (cpu::detail::StridedWalk merges what it can): one strided-batched
+//    (ops::StridedWalk merges what it can): one strided-batched
 //    GEMM per run -- a single call when the batch dimensions are uniform
 //    (attention-style [B, H] batches), a broadcast operand stepping with
 //    stride 0 inside a run.
@@ -30,15 +30,16 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/MatmulSupport.h"
 #include "runtime/cuda/MatmulBias.h"
+#include "runtime/ops/MatmulOps.h"
+#include "runtime/ops/StridedWalk.h"
 
 #include <algorithm>
 #include <climits>
 
 namespace zplan::cuda {
 
-using namespace zplan::cpu::detail;
+using namespace zplan::ops;
 
 namespace {
 

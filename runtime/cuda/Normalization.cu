@@ -1,16 +1,16 @@
 //===- Normalization.cu - layer_norm, rms_norm, softmax on the device -----===//
 //
 // The CUDA twins of runtime/cpu/Normalization.cpp's row kernels, with the
-// same arithmetic: every sum of a row is kept in double (the CPU's sums
-// are), the variance is a second pass over the centred row, softmax takes
-// the row's maximum and its exps in the element type and sums them in
-// double. A row is reduced by one team of threads (LineKernels.cuh: a warp
-// for rows up to 1024 elements, a block for longer ones, a thread per line
-// for a softmax over a strided axis), which re-reads the row from global
-// memory for each pass: rows are at most a few tens of KiB, so the second
-// and third reads hit L1/L2, and no shared-memory cache limits the width.
-// Loads are scalar: a view may start at any element, so float4 is not
-// known to be aligned.
+// same checks (runtime/ops/NormalizationOps.h) and the same arithmetic: every
+// sum of a row is kept in double (the CPU's sums are), the variance is a second
+// pass over the centred row, softmax takes the row's maximum and its exps in
+// the element type and sums them in double. A row is reduced by one team of
+// threads (LineKernels.cuh: a warp for rows up to 1024 elements, a block for
+// longer ones, a thread per line for a softmax over a strided axis), which
+// re-reads the row from global memory for each pass: rows are at most a few
+// tens of KiB, so the second and third reads hit L1/L2, and no shared-memory
+// cache limits the width. Loads are scalar: a view may start at any element, so
+// float4 is not known to be aligned.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,7 +18,7 @@
 
 namespace zplan::cuda {
 
-using cpu::detail::NormRows;
+using ops::NormRows;
 
 namespace {
 
@@ -94,21 +94,21 @@ __global__ void softmaxKernel(const T *input, T *result, LineShape shape) {
 
 Status runLayerNorm(const KernelCall &call) {
   NormRows norm;
-  if (Status status = cpu::detail::readLayerNorm(call.host, norm); !status.ok())
+  if (Status status = ops::readLayerNorm(call.host, norm); !status.ok())
     return status;
   return normalizeRows(call, norm, /*center=*/true);
 }
 
 Status runRmsNorm(const KernelCall &call) {
   NormRows norm;
-  if (Status status = cpu::detail::readRmsNorm(call.host, norm); !status.ok())
+  if (Status status = ops::readRmsNorm(call.host, norm); !status.ok())
     return status;
   return normalizeRows(call, norm, /*center=*/false);
 }
 
 Status runSoftmax(const KernelCall &call) {
-  cpu::detail::SoftmaxLines lines;
-  if (Status status = cpu::detail::readSoftmax(call.host, lines); !status.ok())
+  ops::SoftmaxLines lines;
+  if (Status status = ops::readSoftmax(call.host, lines); !status.ok())
     return status;
   const TensorRef &input = call.host.operands[0],
                   &result = call.host.results[0];

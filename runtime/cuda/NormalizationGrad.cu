@@ -1,9 +1,10 @@
 //===- NormalizationGrad.cu - norm and softmax gradients on the device ----===//
 //
-// The CUDA twins of runtime/cpu/NormalizationGrad.cpp, with its formulas
-// and its sums in double. The input gradient is row-wise: one team per row
-// (LineKernels.cuh) recomputes the forward's statistics with the forward's
-// own function (NormalizationSupport.cuh) and writes dx.
+// The CUDA twins of runtime/cpu/NormalizationGrad.cpp, with its checks
+// (runtime/ops/NormalizationOps.h), its formulas and its sums in double. The
+// input gradient is row-wise: one team per row (LineKernels.cuh) recomputes the
+// forward's statistics with the forward's own function
+// (NormalizationSupport.cuh) and writes dx.
 //
 // The weight and bias gradients sum over rows, column by column. Atomics
 // would make them depend on the order blocks run in; instead a fixed
@@ -22,7 +23,7 @@
 
 namespace zplan::cuda {
 
-using cpu::detail::NormRows;
+using ops::NormRows;
 
 namespace {
 
@@ -151,31 +152,28 @@ Status normalizeRowsBackward(const KernelCall &call, const NormRows &norm,
   double *weightPartials = statistics + 2 * rows;
   double *biasPartials = weightPartials + chunks * width;
 
-  return cpu::detail::dispatchFloatType(
-      call.host, "dy", dy.dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        if (rows > 0) {
-          LineLaunch launch = chooseLineLaunch({rows, width, 1}, device);
-          launchLines(launch, [&](auto team) {
-            normalizeRowsBackwardKernel<decltype(team)::value, T>
-                <<<launch.blocks, launch.threads, 0, device.stream>>>(
-                    dy.as<T>(), input.as<T>(), norm.weight->as<T>(),
-                    dinput.as<T>(), statistics, rows, width, norm.epsilon,
-                    center);
-          });
-        }
-        dim3 partialGrid(static_cast<unsigned>(columnBlocks),
-                         static_cast<unsigned>(chunks));
-        columnPartialsKernel<T>
-            <<<partialGrid, kColumnThreads, 0, device.stream>>>(
-                dy.as<T>(), input.as<T>(), statistics, rows, width, chunkRows,
-                weightPartials, biasPartials);
-        columnTotalsKernel<T><<<gridFor(width, kColumnThreads, device),
-                                kColumnThreads, 0, device.stream>>>(
-            weightPartials, biasPartials, chunks, width, dweight.as<T>(),
-            dbias ? dbias->as<T>() : nullptr);
-        return launched(call);
+  return ops::dispatchFloatType(call.host, "dy", dy.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (rows > 0) {
+      LineLaunch launch = chooseLineLaunch({rows, width, 1}, device);
+      launchLines(launch, [&](auto team) {
+        normalizeRowsBackwardKernel<decltype(team)::value, T>
+            <<<launch.blocks, launch.threads, 0, device.stream>>>(
+                dy.as<T>(), input.as<T>(), norm.weight->as<T>(), dinput.as<T>(),
+                statistics, rows, width, norm.epsilon, center);
       });
+    }
+    dim3 partialGrid(static_cast<unsigned>(columnBlocks),
+                     static_cast<unsigned>(chunks));
+    columnPartialsKernel<T><<<partialGrid, kColumnThreads, 0, device.stream>>>(
+        dy.as<T>(), input.as<T>(), statistics, rows, width, chunkRows,
+        weightPartials, biasPartials);
+    columnTotalsKernel<T>
+        <<<gridFor(width, kColumnThreads, device), kColumnThreads, 0,
+           device.stream>>>(weightPartials, biasPartials, chunks, width,
+                            dweight.as<T>(), dbias ? dbias->as<T>() : nullptr);
+    return launched(call);
+  });
 }
 
 /// dx = y * (dy - sum(dy * y)) along each line, the sum in double.
@@ -204,8 +202,7 @@ __global__ void softmaxBackwardKernel(const T *dy, const T *y, T *dinput,
 
 Status runLayerNormGrad(const KernelCall &call) {
   NormRows norm;
-  if (Status status = cpu::detail::readLayerNormGrad(call.host, norm);
-      !status.ok())
+  if (Status status = ops::readLayerNormGrad(call.host, norm); !status.ok())
     return status;
   return normalizeRowsBackward(call, norm, /*center=*/true,
                                &call.host.results[2]);
@@ -213,17 +210,15 @@ Status runLayerNormGrad(const KernelCall &call) {
 
 Status runRmsNormGrad(const KernelCall &call) {
   NormRows norm;
-  if (Status status = cpu::detail::readRmsNormGrad(call.host, norm);
-      !status.ok())
+  if (Status status = ops::readRmsNormGrad(call.host, norm); !status.ok())
     return status;
   return normalizeRowsBackward(call, norm, /*center=*/false,
                                /*dbias=*/nullptr);
 }
 
 Status runSoftmaxGrad(const KernelCall &call) {
-  cpu::detail::SoftmaxLines lines;
-  if (Status status = cpu::detail::readSoftmaxGrad(call.host, lines);
-      !status.ok())
+  ops::SoftmaxLines lines;
+  if (Status status = ops::readSoftmaxGrad(call.host, lines); !status.ok())
     return status;
   const TensorRef &dy = call.host.operands[0], &y = call.host.operands[1],
                   &dinput = call.host.results[0];

@@ -2,23 +2,25 @@
 //
 // The forward norms (Normalization.cu) and their gradients
 // (NormalizationGrad.cu) divide by the same statistics, so both take them
-// with one function: the device form of cpu::detail::rowStatistics, the
-// sums spread over a team of threads (LineKernels.cuh) and kept in double.
+// with one function: the device form of the CPU's rowStatistics
+// (runtime/cpu/NormalizationSupport.h), the sums spread over a team of
+// threads (LineKernels.cuh) and kept in double, into the RowStatistics both
+// backends share (runtime/ops/NormalizationOps.h).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef ZPLAN_RUNTIME_CUDA_NORMALIZATIONSUPPORT_CUH
 #define ZPLAN_RUNTIME_CUDA_NORMALIZATIONSUPPORT_CUH
 
-#include "runtime/cpu/NormalizationSupport.h"
 #include "runtime/cuda/LineKernels.cuh"
+#include "runtime/ops/NormalizationOps.h"
 
 namespace zplan::cuda {
 
-using cpu::detail::RowStatistics;
+using ops::RowStatistics;
 
 /// The row's mean (centred norms) and 1 / sqrt(mean square + epsilon), in
-/// double, as cpu::detail::rowStatistics computes them; returned to every
+/// double, as the CPU's rowStatistics computes them; returned to every
 /// thread of the team.
 template <Team kTeam, typename T>
 __device__ RowStatistics teamRowStatistics(const T *x, int64_t width,

@@ -2,7 +2,7 @@
 //
 // The CUDA twins of runtime/cpu/Optimizers.cpp: one thread per element
 // (grid-stride) applies the same per-element update, in double, written
-// once in runtime/cpu/OptimizerSupport.h, and zeroes the gradient
+// once in runtime/ops/OptimizerOps.h, and zeroes the gradient
 // accumulator as the CPU kernel does. The hyper-parameters are an f32[8]
 // device buffer that zrun writes each step: every thread reads them there
 // (eight cached loads), never the host, so a step's instruction can be
@@ -12,18 +12,18 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/OptimizerSupport.h"
 #include "runtime/cuda/DeviceSupport.cuh"
+#include "runtime/ops/OptimizerOps.h"
 
 namespace zplan::cuda {
 
-using cpu::detail::AdamWStep;
-using cpu::detail::adamwStep;
-using cpu::detail::adamwUpdate;
-using cpu::detail::checkOptimizerOperands;
-using cpu::detail::SgdStep;
-using cpu::detail::sgdStep;
-using cpu::detail::sgdUpdate;
+using ops::AdamWStep;
+using ops::adamwStep;
+using ops::adamwUpdate;
+using ops::checkOptimizerOperands;
+using ops::SgdStep;
+using ops::sgdStep;
+using ops::sgdUpdate;
 
 namespace {
 

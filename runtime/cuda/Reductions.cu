@@ -4,7 +4,7 @@
 // same checks and layout (readReduction: kept dimensions walk the result,
 // reduced ones are walked per result element), the same accumulators
 // (floats sum in double, integers in wrapping uint64; max lets NaN win)
-// and the same final step (finishSum), from NormalizationSupport.h. Only
+// and the same final step (finishSum), from runtime/ops/ReductionOps.h. Only
 // the order of the additions differs (a tree instead of a running sum).
 //
 // Which threads share a result element depends on where the reduced
@@ -21,14 +21,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/NormalizationSupport.h"
 #include "runtime/cuda/Strided.cuh"
+#include "runtime/ops/ReductionOps.h"
 
 #include <algorithm>
 
 namespace zplan::cuda {
 
-using cpu::detail::Reduction;
+using ops::Reduction;
 
 namespace {
 
@@ -36,17 +36,17 @@ namespace {
 /// partial results combine.
 template <typename T, Reduction R> struct Accumulator {
   using Value =
-      std::conditional_t<R == Reduction::Max, T, cpu::detail::ReductionSum<T>>;
+      std::conditional_t<R == Reduction::Max, T, ops::ReductionSum<T>>;
 
   __device__ static Value identity() {
     if constexpr (R == Reduction::Max)
-      return cpu::detail::reductionLowest<T>();
+      return ops::reductionLowest<T>();
     else
       return Value(0);
   }
   __device__ static Value combine(Value a, Value b) {
     if constexpr (R == Reduction::Max)
-      return cpu::detail::maxKeepingNan(a, b);
+      return ops::maxKeepingNan(a, b);
     else
       return a + b;
   }
@@ -57,7 +57,7 @@ template <typename T, Reduction R> struct Accumulator {
     if constexpr (R == Reduction::Max)
       return value;
     else
-      return cpu::detail::finishSum<T>(value, R == Reduction::Mean, count);
+      return ops::finishSum<T>(value, R == Reduction::Mean, count);
   }
 };
 
@@ -204,9 +204,8 @@ Status launchReduction(const KernelCall &call, const ReductionArgs<T> &args) {
 }
 
 Status reduce(const KernelCall &call, Reduction reduction) {
-  cpu::detail::ReductionLayout layout;
-  if (Status status = cpu::detail::readReduction(call.host, layout);
-      !status.ok())
+  ops::ReductionLayout layout;
+  if (Status status = ops::readReduction(call.host, layout); !status.ok())
     return status;
   const TensorRef &input = call.host.operands[0],
                   &result = call.host.results[0];
@@ -223,7 +222,7 @@ Status reduce(const KernelCall &call, Reduction reduction) {
     return Status::success(); // no result elements
   // An empty reduced walk (count 0) still writes every result element: the
   // identity, finished (0, NaN for a float mean, -inf, lowest).
-  return cpu::detail::dispatchType(
+  return ops::dispatchType(
       call.host, "input", input.dtype, [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         ReductionArgs<T> args{input.as<T>(), result.as<T>(), kept, reduced};

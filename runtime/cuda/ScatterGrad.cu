@@ -1,7 +1,7 @@
 //===- ScatterGrad.cu - embedding_grad, gather_grad, slice_grad on CUDA ---===//
 //
 // The CUDA twin of runtime/cpu/ScatterGrad.cpp, with its checks
-// (IndexingSupport.h): the result is zeroed (cudaMemsetAsync on the
+// (runtime/ops/IndexingOps.h): the result is zeroed (cudaMemsetAsync on the
 // stream), then dy is scattered back to where the forward read it. A
 // thread per dy element: embedding and gather may read one row many times
 // (a repeated token), so their gradient adds with atomicAdd, f32 and f64
@@ -14,8 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/IndexingSupport.h"
 #include "runtime/cuda/Strided.cuh"
+#include "runtime/ops/IndexingOps.h"
 
 namespace zplan::cuda {
 
@@ -49,7 +49,7 @@ template <typename T, typename IndexT> struct ScatterAddBody {
 Status scatterAddRows(const KernelCall &call, int64_t extent, int64_t inner,
                       const TensorRef &indices) {
   const TensorRef &dy = call.host.operands[0], &result = call.host.results[0];
-  return cpu::detail::dispatchFloatType(
+  return ops::dispatchFloatType(
       call.host, "dy", dy.dtype, [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         if (Status status = zeroResult(
@@ -73,7 +73,7 @@ Status scatterAddRows(const KernelCall &call, int64_t extent, int64_t inner,
 } // namespace
 
 Status runEmbeddingGrad(const KernelCall &call) {
-  if (Status status = cpu::detail::checkEmbeddingGrad(call.host); !status.ok())
+  if (Status status = ops::checkEmbeddingGrad(call.host); !status.ok())
     return status;
   const TensorRef &table = call.host.results[0];
   return scatterAddRows(call, table.shape[0], table.shape[1],
@@ -82,20 +82,18 @@ Status runEmbeddingGrad(const KernelCall &call) {
 
 Status runGatherGrad(const KernelCall &call) {
   int64_t axis;
-  if (Status status = cpu::detail::checkGatherGrad(call.host, axis);
-      !status.ok())
+  if (Status status = ops::checkGatherGrad(call.host, axis); !status.ok())
     return status;
   const TensorRef &data = call.host.results[0];
   return scatterAddRows(call, data.shape[axis],
-                        cpu::detail::product(data.shape, axis + 1),
+                        ops::product(data.shape, axis + 1),
                         call.host.operands[1]);
 }
 
 Status runSliceGrad(const KernelCall &call) {
   int64_t base, bytes;
   std::vector<int64_t> strides;
-  if (Status status =
-          cpu::detail::readSliceGrad(call.host, base, strides, bytes);
+  if (Status status = ops::readSliceGrad(call.host, base, strides, bytes);
       !status.ok())
     return status;
   const TensorRef &dy = call.host.operands[0], &dinput = call.host.results[0];
@@ -112,7 +110,7 @@ Status runSliceGrad(const KernelCall &call) {
           makeStridedLayout<1>(call, dy.shape, {strides}, {base}, layout);
       !status.ok())
     return status;
-  return cpu::detail::dispatchBySize(call.host, "dy", dy.dtype, [&](auto tag) {
+  return ops::dispatchBySize(call.host, "dy", dy.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return launchStrided(call, layout,
                          StridedWriteBody<T>{dy.as<T>(), dinput.as<T>()});

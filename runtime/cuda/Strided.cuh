@@ -4,7 +4,8 @@
 // over a contiguous output whose elements are read from (or written to) N
 // tensors at strided offsets, which is broadcasting, transpose, slice,
 // expand, concat and slice_grad alike. The layout is built on the host from
-// the CPU's StridedWalk, so dimensions merge exactly as on the CPU (a bias
+// the ops layer's StridedWalk (runtime/ops/StridedWalk.h), the walk the CPU
+// kernels run, so dimensions merge exactly as on the CPU (a bias
 // add over [B, S, H] is a rank-2 walk), and passed to the kernel by value:
 // one thread per output element, a grid-stride loop, the element's offsets
 // found by dividing its index by the merged extents. 32-bit indices where
@@ -30,6 +31,7 @@
 #define ZPLAN_RUNTIME_CUDA_STRIDED_CUH
 
 #include "runtime/cuda/DeviceSupport.cuh"
+#include "runtime/ops/StridedWalk.h"
 
 #include <array>
 #include <climits>
@@ -110,13 +112,13 @@ Status makeStridedLayout(const KernelCall &call,
                          const std::array<std::vector<int64_t>, N> &strides,
                          const std::array<int64_t, N> &bases,
                          StridedLayout<N> &layout) {
-  cpu::detail::StridedWalk<N> walk(shape, strides);
+  ops::StridedWalk<N> walk(shape, strides);
   layout = StridedLayout<N>();
   if (walk.isEmpty())
     return Status::success(); // count 0: nothing to launch
   const std::vector<int64_t> &extents = walk.mergedExtents();
   if (extents.size() > static_cast<size_t>(kMaxStridedRank))
-    return call.error("walks " + cpu::detail::formatShape(shape) + " as " +
+    return call.error("walks " + ops::formatShape(shape) + " as " +
                       std::to_string(extents.size()) +
                       " dimensions that do not merge, more than the " +
                       std::to_string(kMaxStridedRank) +
@@ -309,11 +311,11 @@ struct IndexedRows {
 };
 
 /// Calls fn(TypeTag<I>{}) for an index tensor's type (i64 or i32, already
-/// checked by cpu::detail::checkIndexType).
+/// checked by ops::checkIndexType).
 template <typename Fn> Status dispatchIndexType(ElementType type, Fn &&fn) {
   if (type == ElementType::I64)
-    return fn(cpu::detail::TypeTag<int64_t>{});
-  return fn(cpu::detail::TypeTag<int32_t>{});
+    return fn(ops::TypeTag<int64_t>{});
+  return fn(ops::TypeTag<int32_t>{});
 }
 
 } // namespace zplan::cuda

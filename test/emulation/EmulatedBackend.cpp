@@ -18,10 +18,10 @@
 #include "test/emulation/Prelude.h"
 
 #include "runtime/cpu/CpuBackend.h"
-#include "runtime/cpu/KernelSupport.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/cuda/QueueKernels.h"
+#include "runtime/ops/KernelCall.h"
 #include "runtime/plan/Opcodes.h"
 #include "runtime/support/ElementType.h"
 
@@ -88,7 +88,7 @@ public:
     // that a kernel reading scratch it did not write fails the diff.
     cuda::DeviceContext &device = deviceContext();
     std::memset(device.workspace, 0xff, device.workspaceBytes);
-    cpu::detail::KernelCall host{instruction, operands, results};
+    ops::KernelCall host{instruction, operands, results};
     return function(cuda::KernelCall{host, device});
   }
 

@@ -4,15 +4,18 @@
 // Every elementwise, movement and scatter kernel of runtime/cuda finds the
 // elements of a thread through StridedLayout::locate (Strided.cuh), which is
 // host-device code: this test runs it on the host, on any machine, against
-// the CPU kernels' StridedWalk -- the walk the CPU reference reads with --
-// for random views (broadcast, reversed and permuted strides, unit and
-// merged dimensions, rank 0), with 32- and 64-bit indices. Compiled by nvcc
+// ops::StridedWalk (runtime/ops/StridedWalk.h) -- the walk the CPU
+// reference reads with -- for random views (broadcast, reversed and
+// permuted strides, unit and merged dimensions, rank 0), with 32- and
+// 64-bit indices. Compiled by nvcc
 // (Strided.cuh holds device code too); needs no GPU, so it runs in the
 // default label.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/Strided.cuh"
+#include "runtime/ops/Shapes.h"
+#include "runtime/ops/StridedWalk.h"
 
 #include <gtest/gtest.h>
 
@@ -46,7 +49,7 @@ void randomViews(std::mt19937 &rng, std::vector<int64_t> &shape,
     std::vector<int64_t> permuted(rank);
     for (int d = 0; d < rank; ++d)
       permuted[d] = shape[order[d]];
-    std::vector<int64_t> contiguous = cpu::detail::contiguousStrides(permuted);
+    std::vector<int64_t> contiguous = ops::contiguousStrides(permuted);
     strides[k].assign(rank, 0);
     for (int d = 0; d < rank; ++d)
       strides[k][order[d]] = contiguous[d];
@@ -66,7 +69,7 @@ template <int N> void expectLocateMatchesTheCpuWalk(uint32_t seed) {
   std::mt19937 rng(seed);
   plan::Instruction instruction;
   std::vector<TensorRef> none;
-  cpu::detail::KernelCall host{instruction, none, none};
+  ops::KernelCall host{instruction, none, none};
   DeviceContext device;
   KernelCall call{host, device};
   for (int view = 0; view < 3000; ++view) {
@@ -78,17 +81,16 @@ template <int N> void expectLocateMatchesTheCpuWalk(uint32_t seed) {
     Status made = makeStridedLayout<N>(call, shape, strides, bases, layout);
     ASSERT_TRUE(made.ok()) << made.message();
     std::vector<std::array<int64_t, N>> expected;
-    cpu::detail::forEachRun<N>(shape, strides, bases,
-                               [&](int64_t, const std::array<int64_t, N> &at,
-                                   const std::array<int64_t, N> &step,
-                                   int64_t count) {
-                                 for (int64_t j = 0; j < count; ++j) {
-                                   std::array<int64_t, N> offsets;
-                                   for (int k = 0; k < N; ++k)
-                                     offsets[k] = at[k] + j * step[k];
-                                   expected.push_back(offsets);
-                                 }
-                               });
+    ops::forEachRun<N>(shape, strides, bases,
+                       [&](int64_t, const std::array<int64_t, N> &at,
+                           const std::array<int64_t, N> &step, int64_t count) {
+                         for (int64_t j = 0; j < count; ++j) {
+                           std::array<int64_t, N> offsets;
+                           for (int k = 0; k < N; ++k)
+                             offsets[k] = at[k] + j * step[k];
+                           expected.push_back(offsets);
+                         }
+                       });
     ASSERT_EQ(static_cast<int64_t>(expected.size()), layout.count)
         << "view " << view;
     for (int64_t i = 0; i < layout.count; ++i) {

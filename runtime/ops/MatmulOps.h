@@ -1,19 +1,23 @@
-//===- MatmulSupport.h - the rules of nn.matmul both backends read --------===//
+//===- MatmulOps.h - nn.matmul's checks and shapes ------------------------===//
 //
-// The CPU kernel (Matmul.cpp, BLAS) and the CUDA kernel
-// (runtime/cuda/Matmul.cpp, cuBLAS) multiply by the same numpy rules, so
-// they check their operands, infer the shapes and read the bias's
-// broadcast with these functions, and their messages are the same words.
-// Defined in Matmul.cpp.
+// Shared validation for every backend to call: every backend multiplies by
+// the same numpy rules (the CPU through BLAS, runtime/cpu/Matmul.cpp; CUDA
+// through cuBLAS, runtime/cuda/Matmul.cpp), so each checks its operands,
+// infers the shapes and reads the bias's broadcast with these functions,
+// and their messages are the same words. Both libraries take int extents:
+// fitsBlas says whether one does.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZPLAN_RUNTIME_CPU_MATMULSUPPORT_H
-#define ZPLAN_RUNTIME_CPU_MATMULSUPPORT_H
+#ifndef ZPLAN_RUNTIME_OPS_MATMULOPS_H
+#define ZPLAN_RUNTIME_OPS_MATMULOPS_H
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelCall.h"
 
-namespace zplan::cpu::detail {
+#include <cstdint>
+#include <vector>
+
+namespace zplan::ops {
 
 /// The shapes of one matmul, after rank-1 promotion.
 struct MatmulShape {
@@ -35,6 +39,6 @@ Status matmulBiasStrides(const KernelCall &call, std::vector<int64_t> &strides);
 /// Whether `value` fits the BLAS integer (int) GEMMs take.
 bool fitsBlas(int64_t value);
 
-} // namespace zplan::cpu::detail
+} // namespace zplan::ops
 
-#endif // ZPLAN_RUNTIME_CPU_MATMULSUPPORT_H
+#endif // ZPLAN_RUNTIME_OPS_MATMULOPS_H

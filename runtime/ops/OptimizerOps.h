@@ -1,26 +1,30 @@
-//===- OptimizerSupport.h - adamw and sgd, element by element -------------===//
+//===- OptimizerOps.h - adamw and sgd: checks, and the element updates ----===//
 //
-// The update of one parameter element by adamw and by sgd, in double with
-// torch.optim's formulas and order, written once for both backends
-// (HostDevice.h): the CPU kernels (Optimizers.cpp) loop over the elements
-// with the hyper-parameters read on the host, the CUDA kernels
+// Shared validation for every backend to call, and the formulas every
+// backend compiles (HostDevice.h): the operand checks of adamw and sgd, and
+// the update of one parameter element by each, in double with torch.optim's
+// formulas and order, written once. The CPU kernels
+// (runtime/cpu/Optimizers.cpp) loop over the elements with the
+// hyper-parameters read on the host, the CUDA kernels
 // (runtime/cuda/Optimizers.cu) run one thread per element with them read
-// from the device buffer zrun writes. The operand checks are shared too
-// (defined in Optimizers.cpp); private to the kernels.
+// from the device buffer zrun writes.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZPLAN_RUNTIME_CPU_OPTIMIZERSUPPORT_H
-#define ZPLAN_RUNTIME_CPU_OPTIMIZERSUPPORT_H
+#ifndef ZPLAN_RUNTIME_OPS_OPTIMIZEROPS_H
+#define ZPLAN_RUNTIME_OPS_OPTIMIZEROPS_H
 
-#include "runtime/cpu/HostDevice.h"
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/HostDevice.h"
+#include "runtime/ops/KernelCall.h"
 
 #include <cmath>
+#include <vector>
 
-namespace zplan::cpu::detail {
+namespace zplan::ops {
 
-/// The hyper tensor's layout (TRAIN_SPEC.md section 1).
+/// The hyper tensor's layout: written by zrun before each optimizer step
+/// (runtime/train/OptimizerHyper.h, optimizerHyper()), read here by every
+/// backend's optimizer kernels.
 enum Hyper {
   kLearningRate = 0,
   kBeta1OrMomentum = 1,
@@ -105,6 +109,6 @@ ZPLAN_HOST_DEVICE inline void sgdUpdate(const SgdStep &step, float &param,
   param = static_cast<float>(p - step.lr * g);
 }
 
-} // namespace zplan::cpu::detail
+} // namespace zplan::ops
 
-#endif // ZPLAN_RUNTIME_CPU_OPTIMIZERSUPPORT_H
+#endif // ZPLAN_RUNTIME_OPS_OPTIMIZEROPS_H

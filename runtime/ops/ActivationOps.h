@@ -1,24 +1,23 @@
-//===- ActivationSupport.h - what gelu and gelu_grad share ----------------===//
+//===- ActivationOps.h - gelu's rules and derivatives, for every backend --===//
 //
-// gelu_grad (ActivationGrad.cpp) differentiates exactly the function gelu
-// (Elementwise.cpp) evaluates, so both read the approximate attribute by
-// one rule and take the tanh form's argument and the constants from here.
-// The derivatives are here too, compiled for both backends (HostDevice.h):
-// gelu_grad's CPU and CUDA kernels evaluate one definition.
-// readGeluApproximation is defined in Elementwise.cpp; private to the
-// kernels.
+// Shared validation for every backend to call, and the formulas every
+// backend compiles: gelu_grad differentiates exactly the function gelu
+// evaluates, so every backend's gelu and gelu_grad read the approximate
+// attribute by one rule and take the tanh form's argument, the constants
+// and the derivatives from here (HostDevice.h: the CPU and CUDA kernels
+// evaluate one definition).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZPLAN_RUNTIME_CPU_ACTIVATIONSUPPORT_H
-#define ZPLAN_RUNTIME_CPU_ACTIVATIONSUPPORT_H
+#ifndef ZPLAN_RUNTIME_OPS_ACTIVATIONOPS_H
+#define ZPLAN_RUNTIME_OPS_ACTIVATIONOPS_H
 
-#include "runtime/cpu/HostDevice.h"
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/HostDevice.h"
+#include "runtime/ops/KernelCall.h"
 
 #include <cmath>
 
-namespace zplan::cpu::detail {
+namespace zplan::ops {
 
 constexpr double kSqrtHalf = 0.70710678118654752440;      // 1/sqrt(2)
 constexpr double kSqrtTwoOverPi = 0.79788456080286535588; // sqrt(2/pi)
@@ -30,7 +29,7 @@ constexpr double kInverseSqrtTwoPi = 0.39894228040143267794; // 1/sqrt(2 pi)
 Status readGeluApproximation(const KernelCall &call, bool &tanhForm);
 
 /// Checks gelu_grad's operands (dy, input), result and attribute; reads
-/// the form. Defined in ActivationGrad.cpp.
+/// the form.
 Status readGeluGrad(const KernelCall &call, bool &tanhForm);
 
 /// u = sqrt(2/pi) (x + 0.044715 x^3) of the tanh form.
@@ -52,6 +51,6 @@ ZPLAN_HOST_DEVICE inline double geluTanhDerivative(double x) {
   return 0.5 * (1.0 + tanhU) + 0.5 * x * (1.0 - tanhU * tanhU) * du;
 }
 
-} // namespace zplan::cpu::detail
+} // namespace zplan::ops
 
-#endif // ZPLAN_RUNTIME_CPU_ACTIVATIONSUPPORT_H
+#endif // ZPLAN_RUNTIME_OPS_ACTIVATIONOPS_H

@@ -1,19 +1,21 @@
-//===- LossSupport.h - what both backends' cross_entropy kernels read -----===//
+//===- LossOps.h - cross_entropy's and its gradient's checks --------------===//
 //
-// cross_entropy and cross_entropy_grad check their operands, results and
-// attributes by one set of rules on every backend, without reading an
-// element: the CPU kernels (Loss.cpp) then check every target on the host,
-// the CUDA kernels (runtime/cuda/Loss.cu) on the device. Defined in
-// Loss.cpp; private to the kernels.
+// Shared validation for every backend to call: cross_entropy and
+// cross_entropy_grad check their operands, results and attributes by one
+// set of rules on every backend, without reading an element. The CPU
+// kernels then check every target on the host (runtime/cpu/Loss.cpp), the
+// CUDA kernels on the device (runtime/cuda/Loss.cu).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZPLAN_RUNTIME_CPU_LOSSSUPPORT_H
-#define ZPLAN_RUNTIME_CPU_LOSSSUPPORT_H
+#ifndef ZPLAN_RUNTIME_OPS_LOSSOPS_H
+#define ZPLAN_RUNTIME_OPS_LOSSOPS_H
 
-#include "runtime/cpu/KernelSupport.h"
+#include "runtime/ops/KernelCall.h"
 
-namespace zplan::cpu::detail {
+#include <cstdint>
+
+namespace zplan::ops {
 
 /// The logits [..., V] seen as `rows` rows of `classes`, and the target
 /// value that leaves a row out of the loss (attribute ignore_index, default
@@ -29,6 +31,6 @@ Status readCrossEntropy(const KernelCall &call, CrossEntropyRows &rows);
 /// (logits' type and shape); reads `rows`.
 Status readCrossEntropyGrad(const KernelCall &call, CrossEntropyRows &rows);
 
-} // namespace zplan::cpu::detail
+} // namespace zplan::ops
 
-#endif // ZPLAN_RUNTIME_CPU_LOSSSUPPORT_H
+#endif // ZPLAN_RUNTIME_OPS_LOSSOPS_H

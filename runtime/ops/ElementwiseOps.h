@@ -1,32 +1,37 @@
-//===- ElementwiseSupport.h - what the CPU and CUDA elementwise ops share -===//
+//===- ElementwiseOps.h - elementwise checks and element functions --------===//
 //
-// An elementwise op is two things: the checks on its operands (types,
-// shapes, broadcasting) and the function of one element. Both backends run
-// exactly these, so that a CUDA result can only differ from the CPU's by
-// the last ulps of a libm function: the checks are defined in
-// Elementwise.cpp, and the element functions are here as functors callable
-// from host and device code (ZPLAN_HOST_DEVICE, HostDevice.h).
-// Composite float functions (sigmoid, silu, gelu) are evaluated in double
-// and rounded once; integer arithmetic wraps (computed unsigned) instead of
-// invoking undefined behaviour. Private to runtime/cpu and runtime/cuda.
+// Shared validation for every backend to call, and the formulas every
+// backend compiles: an elementwise op is two things, the checks on its
+// operands (types, shapes, broadcasting) and the function of one element.
+// Every backend runs exactly these, so that a CUDA result can only differ
+// from the CPU's by the last ulps of a libm function: the checks are
+// defined in ElementwiseOps.cpp, and the element functions are here as
+// functors callable from host and device code (ZPLAN_HOST_DEVICE,
+// HostDevice.h). Composite float functions (sigmoid, silu, gelu) are
+// evaluated in double and rounded once; integer arithmetic wraps (computed
+// unsigned) instead of invoking undefined behaviour.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZPLAN_RUNTIME_CPU_ELEMENTWISESUPPORT_H
-#define ZPLAN_RUNTIME_CPU_ELEMENTWISESUPPORT_H
+#ifndef ZPLAN_RUNTIME_OPS_ELEMENTWISEOPS_H
+#define ZPLAN_RUNTIME_OPS_ELEMENTWISEOPS_H
 
-#include "runtime/cpu/ActivationSupport.h"
-#include "runtime/cpu/HostDevice.h"
+#include "runtime/ops/ActivationOps.h"
+#include "runtime/ops/HostDevice.h"
+#include "runtime/ops/KernelCall.h"
 
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <type_traits>
+#include <vector>
 
-namespace zplan::cpu::detail {
+namespace zplan::ops {
 
 //===----------------------------------------------------------------------===//
-// Checks (Elementwise.cpp)
+// Checks
 //===----------------------------------------------------------------------===//
 
 /// Which element types a unary op takes.
@@ -329,6 +334,6 @@ ZPLAN_HOST_DEVICE To convert(From x, bool toBool) {
   }
 }
 
-} // namespace zplan::cpu::detail
+} // namespace zplan::ops
 
-#endif // ZPLAN_RUNTIME_CPU_ELEMENTWISESUPPORT_H
+#endif // ZPLAN_RUNTIME_OPS_ELEMENTWISEOPS_H

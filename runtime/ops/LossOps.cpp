@@ -1,0 +1,77 @@
+//===- LossOps.cpp - cross_entropy's and its gradient's checks ------------===//
+//
+// logits [..., V] of a float type, targets [...] (the logits' shape without
+// V) of i64 or i32, and a loss (and dloss) scalar of the logits' type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/ops/LossOps.h"
+
+#include "runtime/ops/Attributes.h"
+#include "runtime/ops/Checks.h"
+#include "runtime/ops/IndexingOps.h"
+
+#include <vector>
+
+namespace zplan::ops {
+
+namespace {
+
+/// Default of the nn ops' ignore_index (PyTorch's and Hugging Face's).
+constexpr int64_t kDefaultIgnoreIndex = -100;
+
+/// What both ops read: `operands` operands, the first two logits [..., V]
+/// of a float type and targets [...] (logits' shape without V) of i64 or
+/// i32. Sets `rows` (ignoreIndex included).
+Status checkLogitsAndTargets(const KernelCall &call, size_t operands,
+                             CrossEntropyRows &rows) {
+  if (Status status = expectArity(call, operands, operands); !status.ok())
+    return status;
+  const TensorRef &logits = call.operands[0], &targets = call.operands[1];
+  if (Status status = expectFloatType(call, "logits", logits); !status.ok())
+    return status;
+  if (Status status = checkIndexType(call, "targets", targets); !status.ok())
+    return status;
+  if (logits.shape.empty())
+    return call.error("logits has shape [], expected rank >= 1 ([..., V])");
+  std::vector<int64_t> expected(logits.shape.begin(), logits.shape.end() - 1);
+  if (Status status = expectShape(call, "targets", targets, expected);
+      !status.ok())
+    return status;
+  rows.ignoreIndex = intAttributeOr(call, "ignore_index", kDefaultIgnoreIndex);
+  rows.classes = logits.shape.back();
+  rows.rows = targets.numElements();
+  return Status::success();
+}
+
+} // namespace
+
+Status readCrossEntropy(const KernelCall &call, CrossEntropyRows &rows) {
+  if (Status status = checkLogitsAndTargets(call, /*operands=*/2, rows);
+      !status.ok())
+    return status;
+  const TensorRef &logits = call.operands[0], &loss = call.results[0];
+  if (Status status = expectType(call, "loss", loss, logits.dtype);
+      !status.ok())
+    return status;
+  return expectShape(call, "loss", loss, {});
+}
+
+Status readCrossEntropyGrad(const KernelCall &call, CrossEntropyRows &rows) {
+  if (Status status = checkLogitsAndTargets(call, /*operands=*/3, rows);
+      !status.ok())
+    return status;
+  const TensorRef &logits = call.operands[0], &dloss = call.operands[2],
+                  &dlogits = call.results[0];
+  if (Status status = expectType(call, "dloss", dloss, logits.dtype);
+      !status.ok())
+    return status;
+  if (Status status = expectShape(call, "dloss", dloss, {}); !status.ok())
+    return status;
+  if (Status status = expectType(call, "dlogits", dlogits, logits.dtype);
+      !status.ok())
+    return status;
+  return expectShape(call, "dlogits", dlogits, logits.shape);
+}
+
+} // namespace zplan::ops
