@@ -26,6 +26,7 @@
 #include "runtime/ops/Checks.h"
 #include "runtime/ops/KernelCall.h"
 #include "runtime/plan/Opcodes.h"
+#include "runtime/support/ShapeText.h"
 
 #include <algorithm>
 #include <cmath>
@@ -292,8 +293,7 @@ int main() {
         timeMilliseconds(device, 10, [&] { check(matmul.issue(device)); });
     double flops = 2.0 * (lhs.ref.numElements() / k) * n * k;
     double tflops = flops / (ms * 1e9);
-    std::string dims = ops::formatShape(shape.lhs) + " x " +
-                       ops::formatShape(shape.rhs) +
+    std::string dims = shapeText(shape.lhs) + " x " + shapeText(shape.rhs) +
                        (shape.transposeRhs ? "^T" : "");
     std::printf("%-26s %-34s %10.3f %10.1f %7.0f%%\n", shape.name, dims.c_str(),
                 ms, tflops, 100 * tflops / peak);

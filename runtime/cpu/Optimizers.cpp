@@ -35,10 +35,13 @@ Status runAdamW(const KernelCall &call) {
   const float *hyper = call.operands[4].as<float>();
   AdamWStep step = adamwStep(hyper);
   if (!step.valid)
-    return call.error("hyper bias corrections [6] = " +
-                      std::to_string(hyper[kBiasCorrection1]) +
-                      " and [7] = " + std::to_string(hyper[kBiasCorrection2]) +
-                      " must be in (0, 1] (1 - beta^t, t >= 1)");
+    return call.error(
+        "hyper bias corrections [" +
+        std::to_string(plan::HYPER_BIAS_CORRECTION1) +
+        "] = " + std::to_string(hyper[plan::HYPER_BIAS_CORRECTION1]) +
+        " and [" + std::to_string(plan::HYPER_BIAS_CORRECTION2) +
+        "] = " + std::to_string(hyper[plan::HYPER_BIAS_CORRECTION2]) +
+        " must be in (0, 1] (1 - beta^t, t >= 1)");
   float *param = call.operands[0].as<float>(),
         *grad = call.operands[1].as<float>(), *m = call.operands[2].as<float>(),
         *v = call.operands[3].as<float>();

@@ -13,8 +13,9 @@
 // so the device sees exactly the plan's cross-queue edges and same-queue
 // order is the stream's; synchronize() (both streams) ends a run. The NCCL
 // communicator issues its collectives on the comm stream. poison() fills on
-// the device (QueueKernels.h); checksum() sums a host copy with the CPU's
-// function. CudaBackend.cpp says why each choice was made.
+// the device (QueueKernels.h); checksum() sums a host copy with
+// runtime/support/Checksum.h, as the CPU does. CudaBackend.cpp says why
+// each choice was made.
 //
 //===----------------------------------------------------------------------===//
 

@@ -32,6 +32,7 @@
 
 #include "runtime/cuda/DeviceSupport.cuh"
 #include "runtime/ops/StridedWalk.h"
+#include "runtime/support/ShapeText.h"
 
 #include <array>
 #include <climits>
@@ -118,11 +119,10 @@ Status makeStridedLayout(const KernelCall &call,
     return Status::success(); // count 0: nothing to launch
   const std::vector<int64_t> &extents = walk.mergedExtents();
   if (extents.size() > static_cast<size_t>(kMaxStridedRank))
-    return call.error("walks " + ops::formatShape(shape) + " as " +
-                      std::to_string(extents.size()) +
-                      " dimensions that do not merge, more than the " +
-                      std::to_string(kMaxStridedRank) +
-                      " the CUDA kernels index");
+    return call.error(
+        "walks " + shapeText(shape) + " as " + std::to_string(extents.size()) +
+        " dimensions that do not merge, more than the " +
+        std::to_string(kMaxStridedRank) + " the CUDA kernels index");
   layout.rank = static_cast<int>(extents.size());
   layout.count = 1;
   for (int d = 0; d < layout.rank; ++d) {

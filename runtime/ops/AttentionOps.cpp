@@ -11,6 +11,7 @@
 #include "runtime/ops/Attributes.h"
 #include "runtime/ops/Checks.h"
 #include "runtime/ops/Shapes.h"
+#include "runtime/support/ShapeText.h"
 
 #include <string>
 
@@ -27,7 +28,7 @@ Status checkAttentionShapes(const KernelCall &call, const TensorRef &query,
                             const char *outputName, const TensorRef &output,
                             AttentionShape &shape) {
   if (query.shape.size() < 2)
-    return call.error("query has shape " + formatShape(query.shape) +
+    return call.error("query has shape " + shapeText(query.shape) +
                       ", expected rank >= 2 ([..., S, D])");
   size_t rank = query.shape.size();
   shape.batch.assign(query.shape.begin(), query.shape.end() - 2);
@@ -84,9 +85,8 @@ Status readAttentionAttributes(const KernelCall &call,
   scores.insert(scores.end(), {shape.s, shape.t});
   std::vector<int64_t> strides;
   if (!broadcastStrides(maskOperand->shape, scores, strides))
-    return call.error("mask of shape " + formatShape(maskOperand->shape) +
-                      " does not broadcast to the scores " +
-                      formatShape(scores));
+    return call.error("mask of shape " + shapeText(maskOperand->shape) +
+                      " does not broadcast to the scores " + shapeText(scores));
   size_t rank = scores.size();
   mask.rowStride = strides[rank - 2];
   mask.columnStride = strides[rank - 1];

@@ -6,15 +6,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/ops/Checks.h"
+#include "runtime/support/ShapeText.h"
 
 namespace zplan::ops {
-
-std::string formatShape(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t d = 0; d < shape.size(); ++d)
-    text += (d ? ", " : "") + std::to_string(shape[d]);
-  return text + "]";
-}
 
 const char *dataTypeName(ElementType type) {
   // The table's names are literals, so their data is null-terminated.
@@ -55,8 +49,7 @@ Status expectShape(const KernelCall &call, const char *what,
   if (tensor.shape == shape)
     return Status::success();
   return call.error(std::string(what) + " has shape " +
-                    formatShape(tensor.shape) + ", expected " +
-                    formatShape(shape));
+                    shapeText(tensor.shape) + ", expected " + shapeText(shape));
 }
 
 Status expectLike(const KernelCall &call, const char *what,

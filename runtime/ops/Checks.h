@@ -14,6 +14,7 @@
 #define ZPLAN_RUNTIME_OPS_CHECKS_H
 
 #include "runtime/ops/KernelCall.h"
+#include "runtime/support/ShapeText.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -22,8 +23,6 @@
 
 namespace zplan::ops {
 
-/// "[2, 16, 64]".
-std::string formatShape(const std::vector<int64_t> &shape);
 /// "f32", "i64", "i1", ...: the element-type table's (MLIR) names.
 const char *dataTypeName(ElementType type);
 /// Bytes per element, from the element-type table.

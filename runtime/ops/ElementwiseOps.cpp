@@ -10,6 +10,7 @@
 
 #include "runtime/ops/Checks.h"
 #include "runtime/ops/Shapes.h"
+#include "runtime/support/ShapeText.h"
 
 #include <string>
 
@@ -40,8 +41,8 @@ Status operandStrides(const KernelCall &call, size_t index, const char *what,
   if (broadcastStrides(operand.shape, target, strides))
     return Status::success();
   return call.error(
-      std::string(what) + " of shape " + formatShape(operand.shape) +
-      " does not broadcast to the result shape " + formatShape(target));
+      std::string(what) + " of shape " + shapeText(operand.shape) +
+      " does not broadcast to the result shape " + shapeText(target));
 }
 
 } // namespace

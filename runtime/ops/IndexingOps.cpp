@@ -13,6 +13,7 @@
 #include "runtime/ops/Attributes.h"
 #include "runtime/ops/Checks.h"
 #include "runtime/ops/Shapes.h"
+#include "runtime/support/ShapeText.h"
 
 #include <string>
 
@@ -79,8 +80,8 @@ Status readSliceAttributes(const KernelCall &call, size_t rank,
     return status;
   if (starts.size() != rank || steps.size() != rank || sliced.size() != rank)
     return call.error(
-        "starts " + formatShape(starts) + ", steps " + formatShape(steps) +
-        " and " + slicedName + " " + formatShape(sliced) +
+        "starts " + shapeText(starts) + ", steps " + shapeText(steps) +
+        " and " + slicedName + " " + shapeText(sliced) +
         " need one entry per input dimension (" + std::to_string(rank) + ")");
   return Status::success();
 }
@@ -131,7 +132,7 @@ Status readTranspose(const KernelCall &call, std::vector<int64_t> &strides) {
   std::vector<bool> seen(rank, false);
   for (int64_t axis : perm) {
     if (axis < 0 || axis >= static_cast<int64_t>(rank) || seen[axis])
-      return call.error("perm " + formatShape(perm) +
+      return call.error("perm " + shapeText(perm) +
                         " is not a permutation of the input rank " +
                         std::to_string(rank));
     seen[axis] = true;
@@ -162,8 +163,8 @@ Status readExpand(const KernelCall &call, std::vector<int64_t> &strides) {
     return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
   if (!broadcastStrides(input.shape, result.shape, strides))
-    return call.error("cannot expand " + formatShape(input.shape) + " to " +
-                      formatShape(result.shape));
+    return call.error("cannot expand " + shapeText(input.shape) + " to " +
+                      shapeText(result.shape));
   return Status::success();
 }
 
@@ -172,9 +173,9 @@ Status checkReshape(const KernelCall &call) {
     return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
   if (input.numElements() != result.numElements())
-    return call.error("cannot reshape " + formatShape(input.shape) + " (" +
+    return call.error("cannot reshape " + shapeText(input.shape) + " (" +
                       std::to_string(input.numElements()) + " elements) into " +
-                      formatShape(result.shape) + " (" +
+                      shapeText(result.shape) + " (" +
                       std::to_string(result.numElements()) + " elements)");
   return Status::success();
 }
@@ -201,9 +202,9 @@ Status readConcat(const KernelCall &call, int64_t &axis, int64_t &bytes) {
     if (shape.size() == first.shape.size())
       shape[axis] = first.shape[axis];
     if (shape != first.shape)
-      return call.error(what + " of shape " + formatShape(operand.shape) +
+      return call.error(what + " of shape " + shapeText(operand.shape) +
                         " differs from input 0 of shape " +
-                        formatShape(first.shape) + " outside axis " +
+                        shapeText(first.shape) + " outside axis " +
                         std::to_string(axis));
     expected[axis] += operand.shape[axis];
   }
@@ -244,7 +245,7 @@ Status checkEmbedding(const KernelCall &call, int64_t &bytes) {
       !status.ok())
     return status;
   if (table.shape.size() != 2)
-    return call.error("table has shape " + formatShape(table.shape) +
+    return call.error("table has shape " + shapeText(table.shape) +
                       ", expected rank 2 (rows x width)");
   std::vector<int64_t> expected = ids.shape;
   expected.push_back(table.shape[1]);
@@ -264,7 +265,7 @@ Status checkEmbeddingGrad(const KernelCall &call) {
   if (Status status = checkIndexType(call, "ids", ids); !status.ok())
     return status;
   if (table.shape.size() != 2)
-    return call.error("result has shape " + formatShape(table.shape) +
+    return call.error("result has shape " + shapeText(table.shape) +
                       ", expected rank 2 (rows x width)");
   std::vector<int64_t> expected = ids.shape;
   expected.push_back(table.shape[1]);

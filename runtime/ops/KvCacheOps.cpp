@@ -11,6 +11,7 @@
 #include "runtime/ops/Attributes.h"
 #include "runtime/ops/Checks.h"
 #include "runtime/ops/IndexingOps.h"
+#include "runtime/support/ShapeText.h"
 
 #include <string>
 
@@ -32,7 +33,7 @@ Status expectRank4(const KernelCall &call, const char *what,
   if (tensor.shape.size() == 4)
     return Status::success();
   return call.error(std::string(what) + " has shape " +
-                    formatShape(tensor.shape) + ", expected rank 4 (" + layout +
+                    shapeText(tensor.shape) + ", expected rank 4 (" + layout +
                     ")");
 }
 

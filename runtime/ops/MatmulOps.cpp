@@ -11,6 +11,7 @@
 #include "runtime/ops/Attributes.h"
 #include "runtime/ops/Checks.h"
 #include "runtime/ops/Shapes.h"
+#include "runtime/support/ShapeText.h"
 
 #include <climits>
 #include <string>
@@ -26,11 +27,11 @@ Status inferShape(const KernelCall &call, MatmulShape &shape) {
   const std::vector<int64_t> &rhs = call.operands[1].shape;
   if (lhs.empty() || rhs.empty())
     return call.error("operands must have rank >= 1, got lhs " +
-                      formatShape(lhs) + " and rhs " + formatShape(rhs));
+                      shapeText(lhs) + " and rhs " + shapeText(rhs));
   shape.transposeRhs = intAttributeOr(call, "transpose_rhs", 0) != 0;
   if (shape.transposeRhs && rhs.size() < 2)
     return call.error("transpose_rhs needs rhs of rank >= 2, got " +
-                      formatShape(rhs));
+                      shapeText(rhs));
   bool lhsVector = lhs.size() == 1;
   shape.rhsVector = rhs.size() == 1;
   shape.m = lhsVector ? 1 : lhs[lhs.size() - 2];
@@ -47,16 +48,16 @@ Status inferShape(const KernelCall &call, MatmulShape &shape) {
     shape.n = rhs.back();
   }
   if (shape.k != rhsK)
-    return call.error("contraction dimensions differ: lhs " + formatShape(lhs) +
+    return call.error("contraction dimensions differ: lhs " + shapeText(lhs) +
                       " has " + std::to_string(shape.k) + ", rhs " +
-                      formatShape(rhs) + " has " + std::to_string(rhsK));
+                      shapeText(rhs) + " has " + std::to_string(rhsK));
   if (!lhsVector)
     shape.lhsBatch.assign(lhs.begin(), lhs.end() - 2);
   if (!shape.rhsVector)
     shape.rhsBatch.assign(rhs.begin(), rhs.end() - 2);
   if (!broadcastShapes(shape.lhsBatch, shape.rhsBatch, shape.batch))
-    return call.error("batch dimensions do not broadcast: " + formatShape(lhs) +
-                      " and " + formatShape(rhs));
+    return call.error("batch dimensions do not broadcast: " + shapeText(lhs) +
+                      " and " + shapeText(rhs));
   std::vector<int64_t> expected = shape.batch;
   if (!lhsVector)
     expected.push_back(shape.m);
@@ -87,9 +88,9 @@ Status matmulBiasStrides(const KernelCall &call,
                          std::vector<int64_t> &strides) {
   const TensorRef &bias = call.operands[2], &result = call.results[0];
   if (!broadcastStrides(bias.shape, result.shape, strides))
-    return call.error("bias of shape " + formatShape(bias.shape) +
+    return call.error("bias of shape " + shapeText(bias.shape) +
                       " does not broadcast to the result shape " +
-                      formatShape(result.shape));
+                      shapeText(result.shape));
   return Status::success();
 }
 

@@ -32,7 +32,7 @@ Status checkOptimizerOperands(const KernelCall &call,
   if (Status status = expectType(call, "hyper", hyper, ElementType::F32);
       !status.ok())
     return status;
-  return expectShape(call, "hyper", hyper, {kHyperCount});
+  return expectShape(call, "hyper", hyper, {plan::HyperParameter_ARRAYSIZE});
 }
 
 } // namespace zplan::ops

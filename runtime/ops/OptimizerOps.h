@@ -22,22 +22,12 @@
 
 namespace zplan::ops {
 
-/// The hyper tensor's layout: written by zrun before each optimizer step
-/// (runtime/train/OptimizerHyper.h, optimizerHyper()), read here by every
-/// backend's optimizer kernels.
-enum Hyper {
-  kLearningRate = 0,
-  kBeta1OrMomentum = 1,
-  kBeta2 = 2,
-  kEpsilon = 3,
-  kWeightDecay = 4,
-  kGradScale = 5,
-  kBiasCorrection1 = 6,
-  kBiasCorrection2 = 7,
-  kHyperCount = 8,
-};
+// The hyper tensor's slots are plan.proto's HyperParameter enum: zrun
+// writes them before each optimizer step (runtime/train/OptimizerHyper.h),
+// every backend's optimizer kernels read them here.
 
-/// `names.size() + 1` operands, the last the f32[8] hyper tensor, the
+/// `names.size() + 1` operands, the last the f32 hyper tensor (one element
+/// per plan::HyperParameter), the
 /// others f32 of the parameter's shape (named by `names`); no results.
 Status checkOptimizerOperands(const KernelCall &call,
                               const std::vector<const char *> &names);
@@ -53,17 +43,18 @@ struct AdamWStep {
 
 ZPLAN_HOST_DEVICE inline AdamWStep adamwStep(const float *hyper) {
   AdamWStep step;
-  double lr = hyper[kLearningRate], correction1 = hyper[kBiasCorrection1],
-         correction2 = hyper[kBiasCorrection2];
-  step.beta1 = hyper[kBeta1OrMomentum];
-  step.beta2 = hyper[kBeta2];
-  step.epsilon = hyper[kEpsilon];
-  step.gradScale = hyper[kGradScale];
+  double lr = hyper[plan::HYPER_LEARNING_RATE],
+         correction1 = hyper[plan::HYPER_BIAS_CORRECTION1],
+         correction2 = hyper[plan::HYPER_BIAS_CORRECTION2];
+  step.beta1 = hyper[plan::HYPER_BETA1];
+  step.beta2 = hyper[plan::HYPER_BETA2];
+  step.epsilon = hyper[plan::HYPER_EPSILON];
+  step.gradScale = hyper[plan::HYPER_GRADIENT_SCALE];
   step.valid = correction1 > 0 && correction1 <= 1 && correction2 > 0 &&
                correction2 <= 1;
   step.stepSize = lr / correction1;
   step.correction2Root = std::sqrt(correction2);
-  step.decay = 1.0 - lr * hyper[kWeightDecay];
+  step.decay = 1.0 - lr * hyper[plan::HYPER_WEIGHT_DECAY];
   return step;
 }
 
@@ -90,8 +81,8 @@ struct SgdStep {
 };
 
 ZPLAN_HOST_DEVICE inline SgdStep sgdStep(const float *hyper) {
-  return {hyper[kLearningRate], hyper[kBeta1OrMomentum], hyper[kWeightDecay],
-          hyper[kGradScale]};
+  return {hyper[plan::HYPER_LEARNING_RATE], hyper[plan::HYPER_BETA1],
+          hyper[plan::HYPER_WEIGHT_DECAY], hyper[plan::HYPER_GRADIENT_SCALE]};
 }
 
 /// torch.optim.SGD (dampening 0, no nesterov) on one element:

@@ -8,6 +8,7 @@
 #include "test/gpu/KernelDiff.h"
 
 #include "runtime/plan/Opcodes.h"
+#include "runtime/support/ShapeText.h"
 
 #include <cmath>
 #include <cstdio>
@@ -30,13 +31,6 @@ namespace {
 
 bool isFloat(ElementType type) {
   return type == ElementType::F32 || type == ElementType::F64;
-}
-
-std::string formatShape(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t d = 0; d < shape.size(); ++d)
-    text += (d ? ", " : "") + std::to_string(shape[d]);
-  return text + "]";
 }
 
 /// The multi-index of flat element `flat` of a row-major tensor of `shape`.
@@ -309,9 +303,9 @@ std::string compareTensors(const std::string &what, const HostTensor &reference,
   const char *typeName = elementTypeInfo(reference.dtype).name.data();
   if (reference.shape != tested.shape || reference.dtype != tested.dtype) {
     message << what << ": reference is " << typeName << " "
-            << formatShape(reference.shape) << ", tested is "
+            << shapeText(reference.shape) << ", tested is "
             << elementTypeInfo(tested.dtype).name.data() << " "
-            << formatShape(tested.shape);
+            << shapeText(tested.shape);
     return message.str();
   }
   bool floats = isFloat(reference.dtype);
@@ -327,9 +321,9 @@ std::string compareTensors(const std::string &what, const HostTensor &reference,
   }
   if (mismatches == 0)
     return "";
-  message << what << " (" << typeName << " " << formatShape(reference.shape)
+  message << what << " (" << typeName << " " << shapeText(reference.shape)
           << "): element " << first << " "
-          << formatShape(unravel(first, reference.shape)) << ": reference "
+          << shapeText(unravel(first, reference.shape)) << ": reference "
           << formatElement(reference, first) << ", tested "
           << formatElement(tested, first);
   if (floats)

@@ -19,9 +19,12 @@ using zplan::comm::launchedRank;
 
 namespace {
 
-const char *const kVariables[] = {
-    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK",
-    "MPI_LOCALRANKID",      "SLURM_PROCID",               "SLURM_LOCALID"};
+const char *const kVariables[] = {"OMPI_COMM_WORLD_RANK",
+                                  "OMPI_COMM_WORLD_LOCAL_RANK",
+                                  "PMI_RANK",
+                                  "MPI_LOCALRANKID",
+                                  "SLURM_PROCID",
+                                  "SLURM_LOCALID"};
 
 /// Clears every launcher variable for the test and restores them after.
 class Launcher : public ::testing::Test {
@@ -29,8 +32,8 @@ protected:
   void SetUp() override {
     for (const char *name : kVariables) {
       const char *value = std::getenv(name);
-      saved.push_back({name, value ? std::string(value) : std::string(),
-                       value != nullptr});
+      saved.push_back(
+          {name, value ? std::string(value) : std::string(), value != nullptr});
       ::unsetenv(name);
     }
   }
