@@ -142,6 +142,10 @@ private:
   Status executeGradientReduction(const plan::Instruction &instruction);
   /// --check: the checksums of shards, persistent groups and constants now.
   Status takeResidentChecksums();
+  /// Where the checksum of `buffer` is kept when it is a shard, a
+  /// persistent group or a constant (not a view), with `what` it is; null
+  /// for every other buffer.
+  uint64_t *checksumSlot(const plan::Buffer &buffer, const char *&what);
   Status checkReads(const plan::Instruction &instruction) const;
   Status checkResidentData();
   /// The element type of buffer `id`'s elements (validated plans have one).

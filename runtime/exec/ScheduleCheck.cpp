@@ -14,28 +14,34 @@
 
 using namespace zplan;
 
+uint64_t *Executor::checksumSlot(const plan::Buffer &buffer,
+                                 const char *&what) {
+  if (buffer.view_of() != 0)
+    return nullptr;
+  switch (buffer.kind()) {
+  case plan::Buffer::SHARD:
+    what = "shard";
+    return &shardChecksums[buffer.group()];
+  case plan::Buffer::PERSISTENT:
+    what = "persistent group";
+    return &persistentChecksums[buffer.group()];
+  case plan::Buffer::CONSTANT:
+    what = "constant";
+    return &constantChecksums[buffer.id()];
+  default:
+    return nullptr;
+  }
+}
+
 Status Executor::takeResidentChecksums() {
   shardChecksums.assign(plan.groups_size(), 0);
   persistentChecksums.assign(plan.groups_size(), 0);
   constantChecksums.assign(plan.buffers_size() + 1, 0);
   for (const plan::Buffer &buffer : plan.buffers()) {
-    if (buffer.view_of() != 0)
-      continue;
-    if (buffer.kind() != plan::Buffer::SHARD &&
-        buffer.kind() != plan::Buffer::PERSISTENT &&
-        buffer.kind() != plan::Buffer::CONSTANT)
-      continue;
-    uint64_t sum;
-    if (Status status =
-            backend.checksum(memory.address(buffer.id()), buffer.bytes(), sum);
-        !status.ok())
-      return status;
-    if (buffer.kind() == plan::Buffer::SHARD)
-      shardChecksums[buffer.group()] = sum;
-    else if (buffer.kind() == plan::Buffer::PERSISTENT)
-      persistentChecksums[buffer.group()] = sum;
-    else
-      constantChecksums[buffer.id()] = sum;
+    const char *what;
+    if (uint64_t *slot = checksumSlot(buffer, what))
+      ZR_RETURN_IF_ERROR(
+          backend.checksum(memory.address(buffer.id()), buffer.bytes(), *slot));
   }
   return Status::success();
 }
@@ -97,31 +103,18 @@ Status Executor::checkReads(const plan::Instruction &instruction) const {
 
 Status Executor::checkResidentData() {
   for (const plan::Buffer &buffer : plan.buffers()) {
-    if (buffer.view_of() != 0)
-      continue;
-    const std::vector<uint64_t> *expected = nullptr;
-    uint64_t key = 0;
-    const char *what = nullptr;
     if ((buffer.kind() == plan::Buffer::SHARD ||
          buffer.kind() == plan::Buffer::PERSISTENT) &&
         updatedGroups[buffer.group()])
       continue; // This program's optimizer step updates it.
-    if (buffer.kind() == plan::Buffer::SHARD) {
-      expected = &shardChecksums, key = buffer.group(), what = "shard";
-    } else if (buffer.kind() == plan::Buffer::PERSISTENT) {
-      expected = &persistentChecksums, key = buffer.group(),
-      what = "persistent group";
-    } else if (buffer.kind() == plan::Buffer::CONSTANT) {
-      expected = &constantChecksums, key = buffer.id(), what = "constant";
-    } else {
+    const char *what;
+    uint64_t *expected = checksumSlot(buffer, what);
+    if (!expected)
       continue;
-    }
     uint64_t sum;
-    if (Status status =
-            backend.checksum(memory.address(buffer.id()), buffer.bytes(), sum);
-        !status.ok())
-      return status;
-    if (sum != (*expected)[key])
+    ZR_RETURN_IF_ERROR(
+        backend.checksum(memory.address(buffer.id()), buffer.bytes(), sum));
+    if (sum != *expected)
       return failure("after the run of program ", inQuotes(program.name()),
                      ": ", what, " buffer ", buffer.id(), " ",
                      inQuotes(buffer.name()),

@@ -27,6 +27,7 @@
 #include "runtime/plan/Weights.h"
 #include "runtime/support/Checksum.h"
 
+#include "test/unit/PlanBuilder.h"
 #include "test/unit/SingleRankCommunicator.h"
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
@@ -41,6 +42,8 @@
 #include <vector>
 
 using namespace zplan;
+using zplan::testing::addBuffer;
+using zplan::testing::bind;
 using zplan::testing::contains;
 using zplan::testing::errorOf;
 namespace fs = std::filesystem;
@@ -62,23 +65,6 @@ enum : uint32_t {
 };
 
 constexpr int64_t kSlots = 4, kWidth = 4;
-
-plan::Buffer *addBuffer(plan::Plan &plan, const std::string &name,
-                        plan::Buffer::Kind kind, std::vector<int64_t> shape,
-                        plan::DataType dtype = plan::F32) {
-  plan::Buffer *buffer = plan.add_buffers();
-  buffer->set_id(plan.buffers_size());
-  buffer->set_name(name);
-  buffer->set_kind(kind);
-  uint64_t elements = 1;
-  for (int64_t extent : shape) {
-    buffer->add_shape(extent);
-    elements *= extent;
-  }
-  buffer->set_dtype(dtype);
-  buffer->set_bytes(elements * plan::dataTypeSize(dtype));
-  return buffer;
-}
 
 plan::Instruction *addInstruction(plan::Program &program, plan::Opcode opcode,
                                   std::vector<uint32_t> operands,
@@ -155,13 +141,6 @@ plan::Plan makeGenerationPlan(bool carry = false) {
   plan::Buffer *logits = addBuffer(plan, "logits", plan::Buffer::ARENA, {1, 8});
   logits->set_view_of(kSum);
   uint32_t logitsId = logits->id();
-  auto bind = [](google::protobuf::RepeatedPtrField<plan::Binding> *bindings,
-                 const char *name, uint32_t buffer, plan::BindingRole role) {
-    plan::Binding *binding = bindings->Add();
-    binding->set_name(name);
-    binding->set_buffer(buffer);
-    binding->set_role(role);
-  };
 
   plan::Program *begin = plan.add_programs();
   begin->set_name("generate_begin");

@@ -17,6 +17,7 @@
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/plan/PlanQueries.h"
 
+#include "test/unit/PlanBuilder.h"
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
 
@@ -25,33 +26,17 @@
 #include <vector>
 
 using namespace zplan::plan;
+using zplan::testing::bind;
 using zplan::testing::contains;
 using zplan::testing::errorOf;
 
 namespace {
 
+/// A buffer's id, for the bindings below.
 uint32_t addBuffer(Plan &plan, const std::string &name, Buffer::Kind kind,
                    std::vector<int64_t> shape, DataType dtype = F32) {
-  Buffer *buffer = plan.add_buffers();
-  buffer->set_id(plan.buffers_size());
-  buffer->set_name(name);
-  buffer->set_kind(kind);
-  uint64_t elements = 1;
-  for (int64_t extent : shape) {
-    buffer->add_shape(extent);
-    elements *= static_cast<uint64_t>(extent);
-  }
-  buffer->set_dtype(dtype);
-  buffer->set_bytes(elements * dataTypeSize(dtype));
-  return buffer->id();
-}
-
-void bind(google::protobuf::RepeatedPtrField<Binding> *bindings,
-          const std::string &name, uint32_t buffer, BindingRole role) {
-  Binding *binding = bindings->Add();
-  binding->set_name(name);
-  binding->set_buffer(buffer);
-  binding->set_role(role);
+  return zplan::testing::addBuffer(plan, name, kind, std::move(shape), dtype)
+      ->id();
 }
 
 Program *addProgram(Plan &plan, const std::string &name, ProgramKind kind) {
