@@ -229,7 +229,6 @@ private:
   llvm::Error importGatherND(const onnx::NodeProto &node);
   llvm::Error importIsNaN(const onnx::NodeProto &node);
   llvm::Error importGelu(const onnx::NodeProto &node);
-  Value floatConstant(double value, ElementType type, Location location);
   template <typename OpT> llvm::Error importReduce(const onnx::NodeProto &node);
   llvm::Error importSoftmax(const onnx::NodeProto &node);
   llvm::Error importLayerNorm(const onnx::NodeProto &node);
@@ -1540,41 +1539,17 @@ llvm::Error OnnxImporter::importIsNaN(const onnx::NodeProto &node) {
   return llvm::Error::success();
 }
 
-Value OnnxImporter::floatConstant(double value, ElementType type,
-                                  Location location) {
-  return materializeConstant(HostTensor::fromFloats(type, {}, {value}),
-                             location);
-}
-
-/// Gelu (opset 20) in the ops nn has, so that autodiff and both backends
-/// need nothing new: 0.5 x (1 + erf(x / sqrt 2)), or with approximate
-/// "tanh" 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), the formulas
-/// the ONNX specification gives.
+/// Gelu (opset 20) is nn.gelu, the op zplan-form-nn-ops forms from the
+/// primitive chains older opsets export; the approximate attribute carries
+/// over ("none": erf, "tanh": GPT-2's gelu_new; inference checked it).
 llvm::Error OnnxImporter::importGelu(const onnx::NodeProto &node) {
-  Location location = loc(node);
-  Value x = input(node, 0);
-  RankedTensorType type = outputType(0);
-  auto scalar = [&](double value) {
-    return floatConstant(value, outputs[0].type, location);
-  };
-  auto mul = [&](Value a, Value b) -> Value {
-    return builder.create<nn::MulOp>(location, type, a, b);
-  };
-  auto add = [&](Value a, Value b) -> Value {
-    return builder.create<nn::AddOp>(location, type, a, b);
-  };
   const onnx::AttributeProto *approximate = findAttribute(node, "approximate");
-  Value phi; // 1 + erf(...) or 1 + tanh(...)
-  if (approximate && approximate->s() == "tanh") {
-    Value cube = mul(mul(x, x), x);
-    Value inner = mul(add(x, mul(cube, scalar(0.044715))),
-                      scalar(std::sqrt(2.0 / 3.14159265358979323846)));
-    phi = add(builder.create<nn::TanhOp>(location, type, inner), scalar(1.0));
-  } else {
-    Value scaled = mul(x, scalar(1.0 / std::sqrt(2.0)));
-    phi = add(builder.create<nn::ErfOp>(location, type, scaled), scalar(1.0));
-  }
-  setOutputs(node, mul(mul(x, scalar(0.5)), phi));
+  setOutputs(node, builder
+                       .create<nn::GeluOp>(
+                           loc(node), outputType(0), input(node, 0),
+                           builder.getStringAttr(approximate ? approximate->s()
+                                                             : "none"))
+                       ->getResults());
   return llvm::Error::success();
 }
 
@@ -1694,6 +1669,13 @@ zplan::importOnnxModel(MLIRContext &context, StringRef path,
   onnx::ModelProto model;
   if (llvm::Error error = readModel(path, model))
     return std::move(error);
+  return importOnnxModel(context, model, path, options);
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+zplan::importOnnxModel(MLIRContext &context, const onnx::ModelProto &model,
+                       StringRef path, const ImportOptions &options) {
+  context.loadDialect<nn::NNDialect, zero::ZeroDialect, func::FuncDialect>();
   OnnxImporter importer(context, model, path, options);
   return importer.import();
 }

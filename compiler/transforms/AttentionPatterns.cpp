@@ -193,11 +193,8 @@ static Value matchNaNGuard(Value value) {
 /// True when `mask` is a constant in which every row (every index but the
 /// last, the keys) shows at least one key: true for a select mask, above
 /// -inf for an additive one. Then no row's softmax is NaN.
-static bool everyRowSeesAKey(Value mask, StringRef maskKind) {
-  auto constant = mask.getDefiningOp<nn::ConstantOp>();
-  if (!constant)
-    return false;
-  auto type = llvm::cast<RankedTensorType>(mask.getType());
+static bool everyRowSeesAKey(DenseElementsAttr values, StringRef maskKind) {
+  auto type = llvm::cast<RankedTensorType>(values.getType());
   if (type.getRank() == 0)
     return false;
   int64_t keys = type.getShape().back();
@@ -205,20 +202,18 @@ static bool everyRowSeesAKey(Value mask, StringRef maskKind) {
     return false;
   std::vector<bool> visible;
   if (maskKind == "select") {
-    auto dense = llvm::dyn_cast<DenseIntElementsAttr>(constant.getValue());
+    auto dense = llvm::dyn_cast<DenseIntElementsAttr>(values);
     if (!dense)
       return false;
     for (bool shown : dense.getValues<bool>())
       visible.push_back(shown);
   } else {
-    auto dense = llvm::dyn_cast<DenseFPElementsAttr>(constant.getValue());
+    auto dense = llvm::dyn_cast<DenseFPElementsAttr>(values);
     if (!dense)
       return false;
     for (const APFloat &added : dense.getValues<APFloat>())
       visible.push_back(!(added.isInfinity() && added.isNegative()));
   }
-  if (visible.size() == 1)
-    return visible[0];
   for (size_t row = 0; row < visible.size(); row += keys)
     if (std::none_of(visible.begin() + row, visible.begin() + row + keys,
                      [](bool shown) { return shown; }))
@@ -226,8 +221,95 @@ static bool everyRowSeesAKey(Value mask, StringRef maskKind) {
   return true;
 }
 
+static bool everyRowSeesAKey(Value mask, StringRef maskKind) {
+  auto constant = mask.getDefiningOp<nn::ConstantOp>();
+  auto values = constant
+                    ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue())
+                    : DenseElementsAttr();
+  return values && everyRowSeesAKey(values, maskKind);
+}
+
+/// GPT-2's eager attention in transformers 4.5x masks twice, both times with
+/// a constant when the export has no attention_mask input:
+///   Where(causal, s, min) + padding      padding 0 or min per element.
+/// Where padding is min, the sum is s + min or 2 min, which a softmax that
+/// sees any key turns into a zero probability, as if the key were masked.
+/// So the two are one select mask, causal && padding == 0, with `min` as
+/// the masked value. Returns that mask's values, or null when `add` is not
+/// this shape or the padding holds any other value (a bias).
+static DenseElementsAttr combineMasks(nn::AddOp add) {
+  auto where = add.getLhs().getDefiningOp<nn::WhereOp>();
+  Value padding = add.getRhs();
+  if (!where) {
+    where = add.getRhs().getDefiningOp<nn::WhereOp>();
+    padding = add.getLhs();
+  }
+  if (!where)
+    return {};
+  std::optional<double> fill = getSplatFloat(where.getOnFalse());
+  auto causalConstant = where.getCondition().getDefiningOp<nn::ConstantOp>();
+  auto paddingConstant = padding.getDefiningOp<nn::ConstantOp>();
+  if (!fill || *fill > -1e30 || !causalConstant || !paddingConstant)
+    return {};
+  auto causal = llvm::dyn_cast<DenseIntElementsAttr>(causalConstant.getValue());
+  auto pad = llvm::dyn_cast<DenseFPElementsAttr>(paddingConstant.getValue());
+  if (!causal || !pad)
+    return {};
+  ArrayRef<int64_t> causalShape = causal.getType().getShape();
+  ArrayRef<int64_t> padShape = pad.getType().getShape();
+  // The scores' shape: both masks broadcast to it, aligned at the right.
+  ArrayRef<int64_t> shape =
+      llvm::cast<RankedTensorType>(add.getType()).getShape();
+  int64_t rank = shape.size();
+  if (int64_t(causalShape.size()) > rank || int64_t(padShape.size()) > rank)
+    return {};
+  SmallVector<bool> causalBits(causal.getValues<bool>());
+  SmallVector<double> padValues;
+  for (const APFloat &value : pad.getValues<APFloat>()) {
+    double v = value.convertToDouble();
+    if (v != 0 && v > -1e30)
+      return {};
+    padValues.push_back(v);
+  }
+  // Offset of the scores' element `index` in a mask of `maskShape`.
+  auto offsetIn = [&](ArrayRef<int64_t> maskShape, ArrayRef<int64_t> index) {
+    int64_t offset = 0, skip = rank - maskShape.size();
+    for (int64_t d = skip; d < rank; ++d)
+      offset = offset * maskShape[d - skip] +
+               (maskShape[d - skip] == 1 ? 0 : index[d]);
+    return offset;
+  };
+  int64_t count = 1;
+  for (int64_t extent : shape)
+    count *= extent;
+  if (count > (int64_t(1) << 24))
+    return {};
+  SmallVector<bool> combined(count);
+  SmallVector<int64_t> index(rank, 0);
+  for (int64_t flat = 0; flat < count; ++flat) {
+    bool causalBit = causal.isSplat()
+                         ? causalBits[0]
+                         : causalBits[offsetIn(causalShape, index)];
+    double padValue =
+        pad.isSplat() ? padValues[0] : padValues[offsetIn(padShape, index)];
+    combined[flat] = causalBit && padValue == 0;
+    for (int64_t d = rank - 1; d >= 0 && ++index[d] == shape[d]; --d)
+      index[d] = 0;
+  }
+  auto type =
+      RankedTensorType::get(shape, IntegerType::get(add.getContext(), 1));
+  auto mask = DenseElementsAttr::get(type, ArrayRef<bool>(combined));
+  // A row the padding hides whole would be uniform (s + min) in one and
+  // uniform (min) in the other only up to rounding: keep to rows that see.
+  if (!everyRowSeesAKey(mask, "select"))
+    return {};
+  return mask;
+}
+
 struct FormAttention : OpRewritePattern<nn::MatmulOp> {
-  using OpRewritePattern::OpRewritePattern;
+  FormAttention(MLIRContext *context, bool dropNanGuards)
+      : OpRewritePattern(context), dropNanGuards(dropNanGuards) {}
+  bool dropNanGuards;
 
   LogicalResult matchAndRewrite(nn::MatmulOp output,
                                 PatternRewriter &rewriter) const override {
@@ -252,6 +334,11 @@ struct FormAttention : OpRewritePattern<nn::MatmulOp> {
     StringRef maskKind = "additive";
     std::optional<double> maskedValue;
     std::optional<Scores> scores;
+    DenseElementsAttr combinedMask;
+    if (auto add = masked.getDefiningOp<nn::AddOp>())
+      if ((combinedMask = combineMasks(add)))
+        masked = add.getLhs().getDefiningOp<nn::WhereOp>() ? add.getLhs()
+                                                           : add.getRhs();
     if (auto where = masked.getDefiningOp<nn::WhereOp>()) {
       maskedValue = getSplatFloat(where.getOnFalse());
       scores = matchScores(where.getOnTrue(), scoresType);
@@ -269,7 +356,7 @@ struct FormAttention : OpRewritePattern<nn::MatmulOp> {
     }
     if (!scores)
       return failure();
-    if (nanGuard && mask && !everyRowSeesAKey(mask, maskKind))
+    if (nanGuard && mask && !dropNanGuards && !everyRowSeesAKey(mask, maskKind))
       return failure();
     std::optional<KeySource> keys = matchKeys(scores->product, scores->keys);
     if (!keys)
@@ -291,6 +378,8 @@ struct FormAttention : OpRewritePattern<nn::MatmulOp> {
         keys->shape[rank - 2] != valueShape[rank - 2])
       return failure();
 
+    if (combinedMask)
+      mask = rewriter.create<nn::ConstantOp>(softmax.getLoc(), combinedMask);
     Value key = keys->input;
     if (keys->reshape)
       key = rewriter.create<nn::ReshapeOp>(
@@ -416,6 +505,7 @@ void zplan::populateClampedAttentionPatterns(RewritePatternSet &patterns) {
   patterns.add<FormClampedAttention>(patterns.getContext());
 }
 
-void zplan::populateAttentionPatterns(RewritePatternSet &patterns) {
-  patterns.add<FormAttention>(patterns.getContext());
+void zplan::populateAttentionPatterns(RewritePatternSet &patterns,
+                                      bool dropNanGuards) {
+  patterns.add<FormAttention>(patterns.getContext(), dropNanGuards);
 }
