@@ -55,10 +55,13 @@ runPasses(mlir::ModuleOp module, const llvm::Twine &phase, llvm::StringRef what,
 /// The import pipeline, the same for every import.
 static llvm::Error runImportPipeline(mlir::ModuleOp module,
                                      const CompileOptions &options,
-                                     std::string &diagnostics) {
+                                     std::string &diagnostics,
+                                     bool generation = false) {
   return runPasses(
       module, "running the import pipeline on '" + options.modelPath + "'",
-      "the import pipeline failed", buildImportPipeline, diagnostics);
+      "the import pipeline failed",
+      [&](mlir::OpPassManager &pm) { buildImportPipeline(pm, generation); },
+      diagnostics);
 }
 
 /// The module of --mode infer or train (and the training half of a combined
@@ -126,7 +129,8 @@ buildGenerationModule(mlir::MLIRContext &context, const CompileOptions &options,
       importGenerateModule(context, options.modelPath, shape, exportKind);
   if (!module)
     return module.takeError();
-  if (llvm::Error error = runImportPipeline(**module, options, diagnostics))
+  if (llvm::Error error = runImportPipeline(**module, options, diagnostics,
+                                            /*generation=*/true))
     return std::move(error);
   if (llvm::Error error = runPasses(
           **module, "rewriting '" + options.modelPath + "' for generation",

@@ -7,12 +7,14 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
-void zplan::buildImportPipeline(mlir::OpPassManager &pm) {
+void zplan::buildImportPipeline(mlir::OpPassManager &pm, bool generation) {
   mlir::OpPassManager &func = pm.nest<mlir::func::FuncOp>();
   // Canonicalise first so the patterns see folded constants and reshapes.
   func.addPass(mlir::createCanonicalizerPass());
   func.addPass(mlir::createCSEPass());
-  func.addPass(createFormNNOps());
+  FormNNOpsOptions form;
+  form.dropNanGuards = generation;
+  func.addPass(createFormNNOps(form));
   func.addPass(mlir::createCanonicalizerPass());
   func.addPass(mlir::createCSEPass());
 }

@@ -16,7 +16,9 @@
 namespace zplan {
 
 /// After import: form the high-level nn ops, fold, and remove duplicates.
-void buildImportPipeline(mlir::OpPassManager &pm);
+/// `generation`: the module is rewritten for a KV cache next, which replaces
+/// every attention mask (see zplan-form-nn-ops' drop-nan-guards).
+void buildImportPipeline(mlir::OpPassManager &pm, bool generation = false);
 
 /// --mode train, after the import pipeline: adds @train_micro_step
 /// (forward, `loss`, backward, per-parameter reduce-scatters) beside

@@ -578,19 +578,32 @@ LogicalResult TokenAxisRewriter::rewriteMatmul(nn::MatmulOp op) {
     if (!in)
       continue;
     int64_t operandRank = in->original.getRank();
-    // The lhs may carry the token in its batch or row dimensions, the rhs
-    // in its batch dimensions only: anything else contracts over tokens.
-    int64_t lastRowwise =
-        operand == op.getLhs() ? operandRank - 2 : operandRank - 3;
-    if (operandRank < 2 || in->token.dim > lastRowwise)
+    bool isRhs = operand == op.getRhs();
+    // [..., M, K] x [..., K, N] (rhs [..., N, K] with transpose_rhs): only
+    // K is contracted. The token may ride in any other dimension: a batch
+    // one, the lhs's rows or the rhs's columns. A tied LM head written as
+    // Transpose(MatMul(W, Transpose(h))) puts the tokens in the rhs's
+    // columns, and so in the product's last dimension.
+    int64_t contracted =
+        !isRhs || op.getTransposeRhs() ? operandRank - 1 : operandRank - 2;
+    int64_t columns = op.getTransposeRhs() ? operandRank - 2 : operandRank - 1;
+    if (operandRank < 2 || in->token.dim == contracted)
       return cannotFollow(op, "it contracts over the token axis");
-    AxisRef operandToken = in->token.shifted(rank - operandRank);
+    if (in->batch.dim == contracted)
+      return cannotFollow(op, "it contracts over the batch axis");
+    // Where a dimension of this operand lands in the product.
+    auto inResult = [&](AxisRef axis) -> AxisRef {
+      if (isRhs && axis.dim == columns)
+        return AxisRef{rank - 1, axis.inner};
+      return axis.shifted(rank - operandRank);
+    };
+    AxisRef operandToken = inResult(in->token);
     if (token.valid() && operandToken != token)
       return cannotFollow(op, "its operands carry the token axis in "
                               "different dimensions");
     token = operandToken;
     if (!batch.valid())
-      batch = in->batch.shifted(rank - operandRank);
+      batch = inResult(in->batch);
   }
   // An operand without tokens must not vary along a batch dimension that
   // carries them.

@@ -11,6 +11,7 @@
 #include "compiler/generate/GenerateImport.h"
 
 #include "compiler/Errors.h"
+#include "compiler/generate/CachePositions.h"
 #include "compiler/generate/MergePrograms.h"
 
 #include "compiler/transforms/Programs.h"
@@ -67,10 +68,7 @@ zplan::detectExportKind(const onnx::ModelProto &model) {
           "'attention_mask', 'position_ids' and 'past_key_values.N.key' / "
           "'.value'");
   }
-  if (hasPast && !hasPositions)
-    return makeError("--mode generate: the export has past_key_values.* "
-                     "inputs but no 'position_ids' input; export it with "
-                     "position_ids passed explicitly");
+  (void)hasPositions; // A cache export without them: derivePositionIds.
   return hasPast ? ExportKind::Cache : ExportKind::Plain;
 }
 
@@ -118,6 +116,14 @@ zplan::importGenerateModule(MLIRContext &context, llvm::StringRef path,
   if (!detected)
     return detected.takeError();
   kind = *detected;
+  if (kind == ExportKind::Cache &&
+      llvm::none_of(runtimeInputs(model), [](const onnx::ValueInfoProto *in) {
+        return in->name() == "position_ids";
+      })) {
+    std::string derivedFrom;
+    if (llvm::Error error = derivePositionIds(model, derivedFrom))
+      return std::move(error);
+  }
 
   OwningOpRef<ModuleOp> programs[2];
   for (bool decode : {false, true}) {
@@ -125,7 +131,7 @@ zplan::importGenerateModule(MLIRContext &context, llvm::StringRef path,
         importOptionsFor(model, kind, shape, decode);
     if (!options)
       return options.takeError();
-    auto imported = importOnnxModel(context, path, *options);
+    auto imported = importOnnxModel(context, model, path, *options);
     if (!imported)
       return makeError(
           llvm::Twine(decode ? "importing decode: " : "importing prefill: ") +

@@ -46,10 +46,14 @@ using namespace zplan::onnx_import;
 namespace {
 
 /// IR versions read: 3 (ONNX 1.1) is the oldest with opset imports as they
-/// are used here; 10 (ONNX 1.16) the newest whose format this reader knows.
-/// Real exporters write 7 to 10 (torch 2.5 writes 8).
+/// are used here; 14 (ONNX 1.20) is what the onnx package writes today.
+/// Versions 9 to 14 changed the format only by adding element types (float8,
+/// 4- and 2-bit integers, float4/float6) and fields this reader ignores
+/// (metadata, configuration); a tensor of a new type is refused by its own
+/// check, naming the tensor and the type. A newer version may change what
+/// existing fields mean, so it is refused.
 constexpr int64_t kMinIrVersion = 3;
-constexpr int64_t kMaxIrVersion = 10;
+constexpr int64_t kMaxIrVersion = 14;
 
 /// Oldest and newest default-domain opsets whose semantics inferNode follows.
 constexpr int64_t kMinOpset = 11;
@@ -222,6 +226,9 @@ private:
   llvm::Error importConcat(const onnx::NodeProto &node);
   llvm::Error importGather(const onnx::NodeProto &node);
   llvm::Error importScatterND(const onnx::NodeProto &node);
+  llvm::Error importGatherND(const onnx::NodeProto &node);
+  llvm::Error importIsNaN(const onnx::NodeProto &node);
+  llvm::Error importGelu(const onnx::NodeProto &node);
   template <typename OpT> llvm::Error importReduce(const onnx::NodeProto &node);
   llvm::Error importSoftmax(const onnx::NodeProto &node);
   llvm::Error importLayerNorm(const onnx::NodeProto &node);
@@ -511,8 +518,9 @@ llvm::Error OnnxImporter::declareInitializers() {
     std::optional<ElementType> type = elementTypeFromOnnx(tensor.data_type());
     if (!type)
       return makeError("initializer '" + tensor.name() +
-                       "' has unsupported ONNX data type " +
-                       llvm::Twine(tensor.data_type()));
+                       "' has ONNX data type " +
+                       onnxDataTypeName(tensor.data_type()) +
+                       ", which zplan does not support");
     if (tensor.name().empty())
       return makeError("an initializer has no name");
     if (values.count(tensor.name()))
@@ -696,8 +704,9 @@ llvm::Error OnnxImporter::declareInputs(SmallVectorImpl<Type> &argTypes) {
         elementTypeFromOnnx(type.tensor_type().elem_type());
     if (!elementType)
       return makeError("graph input '" + input.name() +
-                       "' has unsupported ONNX data type " +
-                       llvm::Twine(type.tensor_type().elem_type()));
+                       "' has ONNX data type " +
+                       onnxDataTypeName(type.tensor_type().elem_type()) +
+                       ", which zplan does not support");
     if (*elementType == ElementType::U8)
       return makeError("graph input '" + input.name() +
                        "' is ui8; nn tensors have signless element types, "
@@ -1479,6 +1488,71 @@ llvm::Error OnnxImporter::importScatterND(const onnx::NodeProto &node) {
   return llvm::Error::success();
 }
 
+/// GatherND with compile-time indices (inference refuses run-time ones and
+/// has checked them): the indexed leading dimensions of data flattened into
+/// rows, a gather of the rows the index tuples pick, and the result shaped
+/// as ONNX says. torch's exporter writes one for the causal mask it builds
+/// from Range and Expand over the input's shape.
+llvm::Error OnnxImporter::importGatherND(const onnx::NodeProto &node) {
+  const ValueInfo &dataInfo = *inputInfo(node, 0);
+  const HostTensor &indices = *inputInfo(node, 1)->value;
+  int64_t batchDims = getIntAttribute(node, "batch_dims", 0);
+  std::vector<int64_t> rows;
+  if (llvm::Error error =
+          gatherNDRows(dataInfo.shape, indices, batchDims, rows))
+    return nodeError(node, llvm::toString(std::move(error)));
+  int64_t leading = batchDims + indices.shape.back();
+  int64_t rowCount = 1, inner = 1;
+  for (int64_t d = 0; d < int64_t(dataInfo.shape.size()); ++d)
+    (d < leading ? rowCount : inner) *= dataInfo.shape[d];
+  Location location = loc(node);
+  Type element = elementType(dataInfo.type);
+  Value data = builder.create<nn::ReshapeOp>(
+      location, RankedTensorType::get({rowCount, inner}, element),
+      input(node, 0));
+  int64_t picked = rows.size();
+  Value rowIndices = materializeConstant(
+      HostTensor::fromInts(ElementType::I64, {picked}, rows), location);
+  Value gathered = builder.create<nn::GatherOp>(
+      location, RankedTensorType::get({picked, inner}, element), data,
+      rowIndices, builder.getI64IntegerAttr(0));
+  setOutputs(node,
+             builder.create<nn::ReshapeOp>(location, outputType(0), gathered)
+                 ->getResults());
+  return llvm::Error::success();
+}
+
+/// IsNaN on run-time data as x != x, i.e. where(x == x, false, true): NaN
+/// is the one value unequal to itself. torch's SDPA export writes
+/// where(isnan(softmax(s)), 0, softmax(s)) into every attention, for rows
+/// whose every key is masked.
+llvm::Error OnnxImporter::importIsNaN(const onnx::NodeProto &node) {
+  Location location = loc(node);
+  Value x = input(node, 0);
+  RankedTensorType type = outputType(0);
+  Value equal = builder.create<nn::EqualOp>(location, type, x, x);
+  setOutputs(node, builder
+                       .create<nn::WhereOp>(location, type, equal,
+                                            boolConstant(false, location),
+                                            boolConstant(true, location))
+                       ->getResults());
+  return llvm::Error::success();
+}
+
+/// Gelu (opset 20) is nn.gelu, the op zplan-form-nn-ops forms from the
+/// primitive chains older opsets export; the approximate attribute carries
+/// over ("none": erf, "tanh": GPT-2's gelu_new; inference checked it).
+llvm::Error OnnxImporter::importGelu(const onnx::NodeProto &node) {
+  const onnx::AttributeProto *approximate = findAttribute(node, "approximate");
+  setOutputs(node, builder
+                       .create<nn::GeluOp>(
+                           loc(node), outputType(0), input(node, 0),
+                           builder.getStringAttr(approximate ? approximate->s()
+                                                             : "none"))
+                       ->getResults());
+  return llvm::Error::success();
+}
+
 const llvm::StringMap<OnnxImporter::Handler> &OnnxImporter::handlerTable() {
   static const llvm::StringMap<Handler> table = {
       {"Identity", &OnnxImporter::importAlias},
@@ -1528,6 +1602,9 @@ const llvm::StringMap<OnnxImporter::Handler> &OnnxImporter::handlerTable() {
       {"Concat", &OnnxImporter::importConcat},
       {"Gather", &OnnxImporter::importGather},
       {"ScatterND", &OnnxImporter::importScatterND},
+      {"GatherND", &OnnxImporter::importGatherND},
+      {"IsNaN", &OnnxImporter::importIsNaN},
+      {"Gelu", &OnnxImporter::importGelu},
       {"ReduceMean", &OnnxImporter::importReduce<nn::ReduceMeanOp>},
       {"ReduceSum", &OnnxImporter::importReduce<nn::ReduceSumOp>},
       {"ReduceMax", &OnnxImporter::importReduce<nn::ReduceMaxOp>},
@@ -1592,6 +1669,13 @@ zplan::importOnnxModel(MLIRContext &context, StringRef path,
   onnx::ModelProto model;
   if (llvm::Error error = readModel(path, model))
     return std::move(error);
+  return importOnnxModel(context, model, path, options);
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+zplan::importOnnxModel(MLIRContext &context, const onnx::ModelProto &model,
+                       StringRef path, const ImportOptions &options) {
+  context.loadDialect<nn::NNDialect, zero::ZeroDialect, func::FuncDialect>();
   OnnxImporter importer(context, model, path, options);
   return importer.import();
 }

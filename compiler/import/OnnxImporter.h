@@ -48,6 +48,11 @@ struct ImportOptions {
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importOnnxModel(mlir::MLIRContext &context, llvm::StringRef path,
                 const ImportOptions &options);
+/// The same for a model already read (and perhaps rewritten in memory);
+/// `path` locates its external data.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importOnnxModel(mlir::MLIRContext &context, const onnx::ModelProto &model,
+                llvm::StringRef path, const ImportOptions &options);
 
 /// Reads an ONNX model file (binary, or protobuf text format for `.onnxtxt`
 /// and `.textproto`). Tells apart a missing file, a syntax error and bytes

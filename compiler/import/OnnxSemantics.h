@@ -72,6 +72,10 @@ struct HostTensor {
                                std::vector<double> values);
 };
 
+/// An ONNX TensorProto.DataType by name and number, e.g. "FLOAT4E2M1 (23)",
+/// for diagnostics.
+std::string onnxDataTypeName(int32_t type);
+
 /// Decodes a TensorProto whose data is inline (typed fields or raw_data).
 /// For external data the caller reads the bytes and passes them as
 /// `externalBytes`. The error names the tensor and what is wrong.
@@ -170,6 +174,17 @@ bool isInOrderScatterND(const std::vector<int64_t> &dataShape,
 /// write wins for a repeated index.
 std::vector<int64_t> scatterNDSourceMap(const std::vector<int64_t> &dataShape,
                                         const HostTensor &indices);
+
+/// GatherND with known `indices` [..., k] and `batchDims` b, on data whose
+/// leading b + k dimensions are flattened into rows: the row each index
+/// tuple picks, in the order of the output. The rest of data (its trailing
+/// dimensions) comes along whole, so the op is a gather of rows, which is
+/// how inference folds it and how the importer lowers a run-time one. The
+/// error names what is wrong (depth, batch dimensions, an index out of
+/// range); the caller adds the op.
+llvm::Error gatherNDRows(const std::vector<int64_t> &dataShape,
+                         const HostTensor &indices, int64_t batchDims,
+                         std::vector<int64_t> &rows);
 
 } // namespace zplan::onnx_import
 

@@ -23,12 +23,14 @@ using namespace zplan;
 namespace {
 
 struct FormNNOpsPass : zplan::impl::FormNNOpsBase<FormNNOpsPass> {
+  using FormNNOpsBase::FormNNOpsBase;
+
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populateNormalizationPatterns(patterns);
     populateActivationPatterns(patterns);
     populateLinearPatterns(patterns);
-    populateAttentionPatterns(patterns);
+    populateAttentionPatterns(patterns, dropNanGuards);
     if (failed(
             applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();

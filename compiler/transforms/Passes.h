@@ -23,8 +23,10 @@ namespace zplan {
 void populateNormalizationPatterns(mlir::RewritePatternSet &patterns);
 /// gelu (erf and tanh forms) and silu.
 void populateActivationPatterns(mlir::RewritePatternSet &patterns);
-/// scaled dot-product attention.
-void populateAttentionPatterns(mlir::RewritePatternSet &patterns);
+/// scaled dot-product attention; `dropNanGuards`: also where torch's SDPA
+/// NaN guard covers a run-time mask (see zplan-form-nn-ops).
+void populateAttentionPatterns(mlir::RewritePatternSet &patterns,
+                               bool dropNanGuards = false);
 /// OPT's attention (heads merged around the matmuls, scores clamped with
 /// Max): not in zplan-form-nn-ops; generation forms it (every attention's
 /// keys and values must reach the KV cache).

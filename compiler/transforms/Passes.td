@@ -53,7 +53,13 @@ def FormNNOps : Pass<"zplan-form-nn-ops", "::mlir::func::FuncOp"> {
        last two dimensions.
     7. matmul with bias: `matmul(a, b) + c` with c of the last dimension.
     8. attention: `softmax(mask(q @ kT * scale)) @ v`, with an additive or
-       a boolean (Where) mask.
+       a boolean (Where) mask; also torch's SDPA export, whose scale is
+       split over q and kT, whose kT merges the heads around a transpose,
+       and whose probabilities pass `Where(IsNaN(p), 0, p)` (zero for a row
+       that sees no key, where nn.attention gives NaN). That guard is
+       dropped when the mask is a constant in which every row sees a key,
+       or with `drop-nan-guards` (generation: the KV cache replaces every
+       mask by positions, and a token always sees itself).
 
     Before:
     ```mlir
@@ -66,8 +72,13 @@ def FormNNOps : Pass<"zplan-form-nn-ops", "::mlir::func::FuncOp"> {
     ```mlir
     %y = nn.gelu %x {approximate = "none"} : tensor<2x16x256xf32>
     ```
-    Tests: test/transforms/form-nn-ops.mlir.
+    Tests: test/transforms/form-nn-ops.mlir, form-sdpa-attention.mlir.
   }];
+  let options = [
+    Option<"dropNanGuards", "drop-nan-guards", "bool", "false",
+           "Form SDPA attentions whose NaN guard covers a run-time mask "
+           "(only where the KV cache replaces the masks)">,
+  ];
   let dependentDialects = ["::zplan::nn::NNDialect"];
 }
 

@@ -124,3 +124,19 @@ module {
     return
   }
 }
+
+// -----
+
+// A product over the token axis (hᵀ h, a Gram matrix of the sequence) mixes
+// tokens: it cannot be computed one token at a time.
+nn.parameter @wte : tensor<16x2xf32>
+func.func @decode(%ids: tensor<1x2xi64> {nn.name = "input_ids"}) -> (tensor<1x2x2xf32> {nn.name = "out"}) {
+  %s0 = zero.shard @wte : !zero.shard<tensor<16x2xf32>>
+  %t0 = zero.gather_start %s0 : !zero.shard<tensor<16x2xf32>>
+  %wte = zero.gather_wait %t0 : tensor<16x2xf32>
+  %h = nn.embedding %wte, %ids : (tensor<16x2xf32>, tensor<1x2xi64>) -> tensor<1x2x2xf32>
+  %ht = nn.transpose %h {perm = array<i64: 0, 2, 1>} : tensor<1x2x2xf32> -> tensor<1x2x2xf32>
+  // expected-error @+1 {{it contracts over the token axis}}
+  %g = nn.matmul %ht, %h : (tensor<1x2x2xf32>, tensor<1x2x2xf32>) -> tensor<1x2x2xf32>
+  return %g : tensor<1x2x2xf32>
+}

@@ -204,3 +204,26 @@ func.func @decode(%ids: tensor<2x4xi64> {nn.name = "input_ids"}) -> (tensor<2x4x
   %out = nn.reshape %ot : tensor<2x4x2x2xf32> -> tensor<2x4x4xf32>
   return %out : tensor<2x4x4xf32>
 }
+
+// -----
+
+// A tied LM head written as Transpose(MatMul(W, Transpose(h))): the tokens
+// ride in the rhs's columns, so in the product's last dimension, and come
+// back to the middle through the outer transpose. Nothing contracts them.
+// CHECK-LABEL: func.func @decode
+// CHECK: %[[H:.*]] = nn.embedding %{{.*}} : (tensor<16x8xf32>, tensor<2x1xi64>) -> tensor<2x1x8xf32>
+// CHECK-NEXT: %[[HT:.*]] = nn.transpose %[[H]] {perm = array<i64: 0, 2, 1>} : tensor<2x1x8xf32> -> tensor<2x8x1xf32>
+// CHECK-NEXT: %[[P:.*]] = nn.matmul %{{.*}}, %[[HT]] : (tensor<16x8xf32>, tensor<2x8x1xf32>) -> tensor<2x16x1xf32>
+// CHECK-NEXT: %[[L:.*]] = nn.transpose %[[P]] {perm = array<i64: 0, 2, 1>} : tensor<2x16x1xf32> -> tensor<2x1x16xf32>
+// CHECK-NEXT: return %[[L]] : tensor<2x1x16xf32>
+nn.parameter @wte : tensor<16x8xf32>
+func.func @decode(%ids: tensor<2x4xi64> {nn.name = "input_ids"}) -> (tensor<2x4x16xf32> {nn.name = "logits"}) {
+  %s0 = zero.shard @wte : !zero.shard<tensor<16x8xf32>>
+  %t0 = zero.gather_start %s0 : !zero.shard<tensor<16x8xf32>>
+  %wte = zero.gather_wait %t0 : tensor<16x8xf32>
+  %h = nn.embedding %wte, %ids : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %ht = nn.transpose %h {perm = array<i64: 0, 2, 1>} : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
+  %p = nn.matmul %wte, %ht : (tensor<16x8xf32>, tensor<2x8x4xf32>) -> tensor<2x16x4xf32>
+  %logits = nn.transpose %p {perm = array<i64: 0, 2, 1>} : tensor<2x16x4xf32> -> tensor<2x4x16xf32>
+  return %logits : tensor<2x4x16xf32>
+}

@@ -63,6 +63,8 @@ const std::unordered_map<std::string, AttributeType> &expectedTypes() {
       {"value_floats", onnx::AttributeProto::FLOATS},
       {"value", onnx::AttributeProto::TENSOR},
       {"reduction", onnx::AttributeProto::STRING},
+      {"batch_dims", onnx::AttributeProto::INT},
+      {"approximate", onnx::AttributeProto::STRING},
   };
   return table;
 }
@@ -85,6 +87,8 @@ attributesByOp() {
           {"GatherElements", {"axis"}},
           {"Trilu", {"upper"}},
           {"ScatterND", {"reduction"}},
+          {"GatherND", {"batch_dims"}},
+          {"Gelu", {"approximate"}},
           {"Concat", {"axis"}},
           {"Split", {"axis", "split", "num_outputs"}},
           {"Transpose", {"perm"}},

@@ -335,6 +335,34 @@ llvm::Error inferFloatClassification(NodeContext &ctx) {
   return llvm::Error::success();
 }
 
+/// Gelu (opset 20): x * Phi(x), exactly (approximate "none", with erf) or
+/// with the tanh approximation (GPT-2's gelu_new).
+llvm::Error inferGelu(NodeContext &ctx) {
+  const ValueInfo &data = *ctx.input(0);
+  if (!elementTypeInfo(data.type).isFloat)
+    return ctx.error("input must be floating-point, got " +
+                     typeName(data.type));
+  std::string approximate = "none";
+  if (const onnx::AttributeProto *attribute = ctx.findAttribute("approximate"))
+    approximate = attribute->s();
+  if (approximate != "none" && approximate != "tanh")
+    return ctx.error("approximate must be 'none' or 'tanh', got '" +
+                     approximate + "'");
+  ctx.setOutput(0, data.type, data.shape);
+  if (!ctx.canFold(data.shape, {&data}))
+    return llvm::Error::success();
+  std::vector<double> values = data.value->floats;
+  for (double &x : values)
+    x = approximate == "tanh"
+            ? 0.5 * x *
+                  (1.0 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) *
+                                   (x + 0.044715 * x * x * x)))
+            : 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+  ctx.setOutput(
+      0, HostTensor::fromFloats(data.type, data.shape, std::move(values)));
+  return llvm::Error::success();
+}
+
 llvm::Error inferCast(NodeContext &ctx) {
   const ValueInfo &data = *ctx.input(0);
   ElementType target;

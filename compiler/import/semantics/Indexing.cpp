@@ -1,9 +1,9 @@
-//===- Indexing.cpp - Gather, GatherElements, Slice, Trilu, ScatterND -----===//
+//===- Indexing.cpp - Gather(ND, Elements), Slice, Trilu, ScatterND ------===//
 //
 // Indexing ops: the output shape follows from the indices (or, for Slice,
 // the constant starts/ends/axes/steps); contents fold through strided views.
-// ScatterND needs constant indices (its source map is what the importer
-// lowers it with).
+// ScatterND and GatherND need constant indices (their maps are what the
+// importer lowers them with).
 //
 //===----------------------------------------------------------------------===//
 
@@ -330,6 +330,95 @@ llvm::Error inferScatterND(NodeContext &ctx) {
       result.ints[i] = updates.value->ints[source[i]];
   }
   ctx.setOutput(0, std::move(result));
+  return llvm::Error::success();
+}
+
+llvm::Error gatherNDRows(const std::vector<int64_t> &dataShape,
+                         const HostTensor &indices, int64_t batchDims,
+                         std::vector<int64_t> &rows) {
+  auto fail = [](const std::string &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  int64_t rank = dataShape.size();
+  int64_t indicesRank = indices.shape.size();
+  if (indicesRank < 1 || rank < 1)
+    return fail("data and indices must have rank 1 or more");
+  if (batchDims < 0 || batchDims >= std::min(rank, indicesRank))
+    return fail("batch_dims " + std::to_string(batchDims) +
+                " must be less than the ranks of data (" +
+                std::to_string(rank) + ") and indices (" +
+                std::to_string(indicesRank) + ")");
+  int64_t depth = indices.shape.back();
+  if (depth < 1 || batchDims + depth > rank)
+    return fail("indices " + formatShape(indices.shape) + " index " +
+                std::to_string(depth) + " dimensions of data " +
+                formatShape(dataShape) + " after " + std::to_string(batchDims) +
+                " batch dimensions");
+  for (int64_t d = 0; d < batchDims; ++d)
+    if (indices.shape[d] != dataShape[d])
+      return fail("batch dimension " + std::to_string(d) + " is " +
+                  std::to_string(dataShape[d]) + " in data but " +
+                  std::to_string(indices.shape[d]) + " in indices");
+  // Rows of one batch element: the indexed dimensions' product.
+  int64_t indexedRows = 1;
+  for (int64_t d = batchDims; d < batchDims + depth; ++d)
+    indexedRows *= dataShape[d];
+  // Index tuples per batch element.
+  int64_t tuplesPerBatch = 1;
+  for (int64_t d = batchDims; d < indicesRank - 1; ++d)
+    tuplesPerBatch *= indices.shape[d];
+  std::vector<int64_t> values = toInts(indices);
+  int64_t tuples = int64_t(values.size()) / depth;
+  rows.assign(tuples, 0);
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t row = 0;
+    for (int64_t j = 0; j < depth; ++j) {
+      int64_t size = dataShape[batchDims + j];
+      int64_t index = values[t * depth + j];
+      if (index < -size || index >= size)
+        return fail(
+            "index " + std::to_string(index) + " out of range for dimension " +
+            std::to_string(batchDims + j) + " of size " + std::to_string(size));
+      row = row * size + (index < 0 ? index + size : index);
+    }
+    rows[t] = (t / tuplesPerBatch) * indexedRows + row;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error inferGatherND(NodeContext &ctx) {
+  const ValueInfo &data = *ctx.input(0), &indices = *ctx.input(1);
+  if (indices.type != ElementType::I64)
+    return ctx.error("indices must be i64, got " + typeName(indices.type));
+  int64_t batchDims = ctx.getInt("batch_dims", 0);
+  int64_t rank = data.shape.size();
+  if (indices.shape.empty())
+    return ctx.error("indices must have rank 1 or more");
+  int64_t depth = indices.shape.back();
+  // indices[:-1] + data[batch_dims + k:].
+  std::vector<int64_t> shape(indices.shape.begin(), indices.shape.end() - 1);
+  if (batchDims >= 0 && batchDims + depth <= rank)
+    shape.insert(shape.end(), data.shape.begin() + batchDims + depth,
+                 data.shape.end());
+  // Run-time indices would pick rows nothing here knows.
+  const HostTensor *known;
+  if (llvm::Error err = ctx.getConstantInput(1, "indices", known))
+    return err;
+  std::vector<int64_t> rows;
+  if (llvm::Error err = gatherNDRows(data.shape, *known, batchDims, rows))
+    return ctx.error(llvm::toString(std::move(err)));
+  ctx.setOutput(0, data.type, shape);
+  if (!ctx.canFold(shape, {&data}))
+    return llvm::Error::success();
+  int64_t inner = 1;
+  for (int64_t d = batchDims + depth; d < rank; ++d)
+    inner *= data.shape[d];
+  std::vector<int64_t> offsets;
+  offsets.reserve(rows.size() * inner);
+  for (int64_t row : rows)
+    for (int64_t i = 0; i < inner; ++i)
+      offsets.push_back(row * inner + i);
+  ctx.setOutput(0, pickElements(*data.value, offsets, shape));
   return llvm::Error::success();
 }
 

@@ -232,6 +232,7 @@ llvm::Error inferGatherElements(NodeContext &ctx);
 llvm::Error inferSlice(NodeContext &ctx);
 llvm::Error inferTrilu(NodeContext &ctx);
 llvm::Error inferScatterND(NodeContext &ctx);
+llvm::Error inferGatherND(NodeContext &ctx);
 // Movement.cpp.
 llvm::Error inferConcat(NodeContext &ctx);
 llvm::Error inferSplit(NodeContext &ctx);
@@ -251,6 +252,7 @@ llvm::Error inferComparison(NodeContext &ctx);
 llvm::Error inferLogical(NodeContext &ctx);
 llvm::Error inferUnaryMath(NodeContext &ctx);
 llvm::Error inferFloatClassification(NodeContext &ctx);
+llvm::Error inferGelu(NodeContext &ctx);
 llvm::Error inferCast(NodeContext &ctx);
 // Linalg.cpp.
 llvm::Error inferMatMul(NodeContext &ctx);

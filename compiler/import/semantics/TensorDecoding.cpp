@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 namespace zplan::onnx_import {
@@ -150,13 +151,31 @@ llvm::Error decodeTypedFields(const onnx::TensorProto &proto,
 
 } // namespace
 
+std::string onnxDataTypeName(int32_t type) {
+  // TensorProto.DataType of onnx.proto at IR version 14, by number.
+  static constexpr const char *kNames[] = {
+      "UNDEFINED",      "FLOAT",        "UINT8",          "INT8",
+      "UINT16",         "INT16",        "INT32",          "INT64",
+      "STRING",         "BOOL",         "FLOAT16",        "DOUBLE",
+      "UINT32",         "UINT64",       "COMPLEX64",      "COMPLEX128",
+      "BFLOAT16",       "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
+      "FLOAT8E5M2FNUZ", "UINT4",        "INT4",           "FLOAT4E2M1",
+      "FLOAT8E8M0",     "UINT2",        "INT2",           "FLOAT6E2M3",
+      "FLOAT6E3M2"};
+  std::string number = std::to_string(type);
+  if (type < 0 || type >= int32_t(std::size(kNames)))
+    return number + " (unknown)";
+  return std::string(kNames[type]) + " (" + number + ")";
+}
+
 llvm::Error decodeTensor(const onnx::TensorProto &proto, HostTensor &out,
                          const std::string *externalBytes) {
   std::string description = "tensor '" + proto.name() + "'";
   std::optional<ElementType> type = elementTypeFromOnnx(proto.data_type());
   if (!type)
-    return decodeError(description + " has unsupported element type " +
-                       std::to_string(proto.data_type()));
+    return decodeError(description + " has ONNX data type " +
+                       onnxDataTypeName(proto.data_type()) +
+                       ", which zplan does not support");
   out = HostTensor();
   out.type = *type;
   for (int64_t dim : proto.dims()) {
