@@ -11,7 +11,8 @@ three ways, the ways users export them:
            attention-mask functions, without which the TorchScript exporter
            fails on transformers 4.57: see traceable_masks);
   dynamo   torch.onnx.export(..., dynamo=True) at its default opset, input_ids
-           only -> logits, batch and sequence dynamic (eager attention);
+           only -> logits, batch and sequence dynamic (eager attention); the
+           nodes' stack-trace metadata is dropped (strip_stack_traces);
   optimum  optimum's `text-generation-with-past` export (optimum.exporters.onnx.
            main_export of a model written with save_pretrained into a temporary
            directory; SDPA attention, optimum's default): input_ids,
@@ -312,8 +313,28 @@ def export_dynamo(model, path):
                                         input_names=["input_ids"], output_names=["logits"])
     del quiet
     proto = program.model_proto
+    strip_stack_traces(proto)
     onnx.save_model(proto, path)
     return notes
+
+
+def strip_stack_traces(proto):
+    """Drops the dynamo exporter's per-node `pkg.torch.onnx.stack_trace`
+    metadata: Python stack traces with this machine's paths and this script's
+    line numbers (about 130 KB a file), which would make the bytes change with
+    every edit of the script. Nothing else is changed: the other metadata
+    (name_scopes, class_hierarchy, fx_node, namespace) stays."""
+    graphs = [proto.graph] + list(proto.functions)
+    while graphs:
+        graph = graphs.pop()
+        for node in graph.node:
+            kept = [p for p in node.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
+            del node.metadata_props[:]
+            node.metadata_props.extend(kept)
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    graphs.append(attribute.g)
+                graphs.extend(attribute.graphs)
 
 
 def export_optimum(family, seed, scale, path):
