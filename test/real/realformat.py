@@ -56,7 +56,8 @@ class RealFixtures(lit.formats.TestFormat):
         config = test.config
         src = config.zplan_src_root
         models = os.path.join(src, "test", "models", "real")
-        tools = config.zplan_tools_dir
+        # ZPLAN_REAL_TOOLS_DIR: run another build's zcc and zrun (e.g. main's).
+        tools = os.environ.get("ZPLAN_REAL_TOOLS_DIR") or config.zplan_tools_dir
         name = test.path_in_suite[1:]
         family = name[0]
         python = config.python_executable
