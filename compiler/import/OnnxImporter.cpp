@@ -168,6 +168,10 @@ llvm::Error readExternalBytes(const onnx::TensorProto &tensor,
 
 class OnnxImporter {
 public:
+  /// Whether a handler imports `opType` on run-time data.
+  static bool hasHandler(llvm::StringRef opType) {
+    return handlerTable().count(opType) != 0;
+  }
   OnnxImporter(MLIRContext &context, const onnx::ModelProto &model,
                StringRef path, const ImportOptions &options)
       : context(context), builder(&context), model(model), path(path.str()),
@@ -1678,6 +1682,13 @@ zplan::importOnnxModel(MLIRContext &context, const onnx::ModelProto &model,
   context.loadDialect<nn::NNDialect, zero::ZeroDialect, func::FuncDialect>();
   OnnxImporter importer(context, model, path, options);
   return importer.import();
+}
+
+std::vector<SupportedOpType> zplan::supportedOpTypes() {
+  std::vector<SupportedOpType> types;
+  for (const std::string &op : knownOps())
+    types.push_back({op, OnnxImporter::hasHandler(op)});
+  return types;
 }
 
 llvm::Error zplan::parseInputShape(StringRef text, ImportOptions &options) {

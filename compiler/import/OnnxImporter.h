@@ -72,6 +72,18 @@ llvm::Error readInitializerBytes(const onnx::TensorProto &tensor,
 /// not fit int64), or dimensions whose product overflows int64 is an error.
 llvm::Error parseInputShape(llvm::StringRef text, ImportOptions &options);
 
+/// One ONNX op type (default domain) the importer takes: `runtime` when a
+/// handler imports it on run-time data, otherwise it is folded only when its
+/// inputs are compile-time constants (`zcc --list-ops`).
+struct SupportedOpType {
+  std::string name;
+  bool runtime = false;
+};
+
+/// Every op type the importer knows, sorted by name: the same tables its
+/// "not supported" errors list.
+std::vector<SupportedOpType> supportedOpTypes();
+
 } // namespace zplan
 
 #endif // ZPLAN_COMPILER_IMPORT_ONNXIMPORTER_H

@@ -11,6 +11,7 @@
 
 #include "compiler/CrashHandler.h"
 #include "compiler/Driver.h"
+#include "compiler/import/OnnxImporter.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/ManagedStatic.h"
@@ -104,6 +105,13 @@ static cl::opt<int64_t> maxSeqLength(
     cl::desc("--mode generate: prompt and generated tokens together (L, the "
              "KV cache length)"),
     cl::cat(zccCategory));
+
+static cl::opt<bool>
+    listOps("list-ops",
+            cl::desc("Print the ONNX op types the importer takes, one a line: "
+                     "NAME runtime|constant (constant: only when its inputs "
+                     "are compile-time constants), and exit"),
+            cl::cat(zccCategory));
 
 static int fail(const Twine &message) {
   errs() << "zcc: error: " << message << "\n";
@@ -241,6 +249,11 @@ int main(int argc, char **argv) {
   if (!parsed)
     return fail(reflowParseErrors(printed + parseErrors));
   errs() << printed;
+  if (listOps) {
+    for (const zplan::SupportedOpType &op : zplan::supportedOpTypes())
+      outs() << op.name << (op.runtime ? " runtime\n" : " constant\n");
+    return 0;
+  }
   if (modelPath.empty())
     return fail("no model given; usage: zcc MODEL.onnx [-o OUT.zplan] "
                 "[options] (see zcc --help)");
