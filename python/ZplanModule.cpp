@@ -123,11 +123,13 @@ Status flagValue(const std::string &name, py::handle value, std::string &out) {
 }
 
 /// The `zrun PLAN train` flags a Session takes: the optimizer's and the
-/// schedule's. The others are about a token file, checkpoints and logs,
-/// which the caller of train_step, save and load holds.
+/// schedule's. The others are about the data (a token file or rows),
+/// checkpoints and logs, which the caller of train_step, save and load
+/// holds.
 const std::set<std::string> kNotSessionFlags = {
-    "--data",      "--data-dtype", "--seed",      "--save",    "--save-every",
-    "--keep-last", "--resume",     "--log-every", "--loss-log"};
+    "--data",       "--data-dtype", "--seed",   "--save",
+    "--save-every", "--keep-last",  "--resume", "--log-every",
+    "--loss-log",   "--labels",     "--shuffle"};
 
 /// The training configuration `zrun PLAN train` would use with the flags
 /// `options` names.

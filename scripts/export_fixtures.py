@@ -12,9 +12,12 @@ Run from anywhere (CPU only, a few seconds):
     python3 scripts/export_fixtures.py                 # all fixtures -> test/models/
     python3 scripts/export_fixtures.py --only llama-opset17 --out-dir /tmp/x
     python3 scripts/export_fixtures.py --train-goldens # test/models/goldens/*.npz
+    python3 scripts/export_fixtures.py --row-goldens   # goldens/sft-*.npy, *-rows.npz
 
 --train-goldens leaves the ONNX files alone and writes the training oracles of
-test/train/ instead (see train_goldens() below for what each .npz holds).
+test/train/ instead (see train_goldens() below for what each .npz holds);
+--row-goldens writes the rows, labels and loss curves of training on rows
+(see row_goldens()).
 
 Last run with: python 3.11.7, torch 2.5.1 (+cu124 wheel, run on CPU),
 transformers 4.46.3, onnx 1.23.2, onnxruntime 1.32.0.
@@ -1008,6 +1011,215 @@ def train_goldens(wanted, models_dir, out_dir, versions):
     print("all goldens written")
 
 
+# ===========================================================================
+# Row goldens (--row-goldens): the oracle of test/train/check_rows.py.
+# ===========================================================================
+#
+# Supervised fine-tuning data is rows [R, T] with labels, -100 on the prompt
+# and the padding (zrun train --data ROWS.npy --labels LABELS.npy). Written:
+#
+#   goldens/sft-rows.npy    int64 [10, 16]: per row a prompt of 2-6 tokens, a
+#                           response of 3 or more, padded with 0 to T = 16 (row
+#                           0 unpadded); tokens in [1, 256), numpy
+#                           default_rng(19)
+#   goldens/sft-labels.npy  int64 [10, 16]: the row, -100 on prompt and padding
+#                           (so row i counts its response length of targets,
+#                           3 to 12: different in every micro-batch)
+#   goldens/llama-opset17-rows.npz, for the llama-opset17 fixture (its weights
+#   read from the ONNX file into transformers' LlamaForCausalLM):
+#     rows_sha256, labels_sha256   of the two files above
+#     seed, steps, lr, global_rows  5 steps of SGD(lr=0.1) of G = 4 rows
+#     curve:<name>   float64 [5], the loss zrun train logs per step
+#     order:<name>   int64 [5, 4], the file rows of each step (batches.py)
+#     split:<name>   int64 [3], the (B, K, N) the curve was computed with
+#     hf_loss:<name> float32 [], transformers' float32
+#                    model(input_ids, labels=labels).loss on step 1's first
+#                    micro-batch (equal to curve:<name>[0] for B = 4)
+#     token_weighted_step1  float64: HF's loss of step 1's 4 rows as one batch
+#                    (the mean over all their counted targets)
+#     ort_logits_rel  the largest |onnxruntime - torch| logit over the rows,
+#                    relative to the largest |torch| logit
+#     versions
+#   with the curves
+#     labels_b4    --labels, file order, one micro-batch of B = 4 (N = K = 1)
+#     labels_b2    --labels, file order, micro-batches of B = 2 (N = 2 or K = 2)
+#     shuffle_b4   --labels --shuffle --seed 5, B = 4
+#     shuffle_b2   --labels --shuffle --seed 5, B = 2
+#     nolabels_b4  no labels file: labels = the rows, file order, B = 4
+#
+# zrun's contract, followed here: step s reads rows batches.step_rows(seed,
+# shuffle, s, R, G) (10 rows, 4 a step: 2 steps an epoch, 2 rows of each
+# epoch dropped; step 5 starts the third epoch); micro-step k of rank r takes
+# global rows [(k*N + r)*B, ...); each micro-batch's loss is HF's loss on its
+# B rows (the mean over its counted targets); their gradients are summed and
+# scaled by 1/(K*N), then one SGD step; the logged loss is the mean of the
+# K*N micro-batch losses. With rows of different target counts that mean is
+# not HF's loss of the 4 rows as one batch (token_weighted_step1), so a
+# curve depends on B (not on how K and N split G / B: checked below).
+#
+# Checked before anything is written: the model rebuilt from the ONNX
+# initializers gives llama-opset17.npz's committed loss (1e-9); onnxruntime's
+# logits on the rows match torch's (1e-5 relative); transformers' float32
+# loss equals the float64 oracle's on every micro-batch of step 1 (1e-5);
+# labels_b2 is the same (1e-12) for (B, K, N) = (2, 1, 2) and (2, 2, 1).
+# Last run with torch 2.15.0 (CPU) and transformers 4.57.6 (the versions go
+# into the .npz); the weights come from the ONNX file, not from torch's RNG.
+
+ROWS_NAME = "llama-opset17"
+ROWS_ARCH = "llama"
+ROWS_SHAPE = (10, 16)
+ROWS_RNG = 19
+ROWS_SEED = 5
+ROWS_STEPS = 5
+ROWS_LR = 0.1
+ROWS_GLOBAL = 4
+# name -> (labels file, shuffle, (B, K, N))
+ROW_CURVES = {
+    "labels_b4": (True, False, (4, 1, 1)),
+    "labels_b2": (True, False, (2, 1, 2)),
+    "shuffle_b4": (True, True, (4, 1, 1)),
+    "shuffle_b2": (True, True, (2, 1, 2)),
+    "nolabels_b4": (False, False, (4, 1, 1)),
+}
+
+
+def make_rows():
+    """The SFT rows and their labels (see above)."""
+    rng = np.random.default_rng(ROWS_RNG)
+    count, length = ROWS_SHAPE
+    rows = np.zeros(ROWS_SHAPE, dtype=np.int64)
+    labels = np.full(ROWS_SHAPE, -100, dtype=np.int64)
+    for i in range(count):
+        prompt = int(rng.integers(2, 7))
+        response = length - prompt if i == 0 else int(rng.integers(3, length - prompt + 1))
+        used = prompt + response
+        rows[i, :used] = rng.integers(1, VOCAB, size=used)
+        labels[i, prompt:used] = rows[i, prompt:used]
+    return rows, labels
+
+
+def row_curve(wrapper, rows, labels, shuffle, split):
+    """Losses and file rows of ROWS_STEPS SGD steps (zrun's contract, above)."""
+    import batches
+    batch, k_steps, world = split
+    wrapper.train()  # every dropout probability is 0: same as eval
+    params = [p for _, p in wrapper.named_parameters()]
+    optimizer = torch.optim.SGD(params, lr=ROWS_LR, foreach=False)
+    losses, orders = [], []
+    for step in range(ROWS_STEPS):
+        picked = batches.step_rows(ROWS_SEED if shuffle else 0, shuffle, step,
+                                   len(rows), batch * k_steps * world)
+        optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for micro in range(k_steps):
+            for rank in range(world):
+                index = [picked[q] for q in batches.micro_batch_rows(micro, rank, world, batch)]
+                loss = causal_lm_loss(wrapper(torch.from_numpy(rows[index])),
+                                      torch.from_numpy(labels[index]))
+                loss.backward()
+                total += float(loss.item())
+        with torch.no_grad():
+            for p in params:
+                p.grad.mul_(1.0 / (k_steps * world))
+        optimizer.step()
+        losses.append(total / (k_steps * world))
+        orders.append(picked)
+    return np.array(losses), np.array(orders, dtype=np.int64)
+
+
+def row_goldens(models_dir, out_dir, versions):
+    sys.path.insert(0, os.path.join(REPO_ROOT, "test", "train"))
+    import batches
+    batches.self_test()
+    torch.use_deterministic_algorithms(True)
+    path = os.path.join(models_dir, f"{ROWS_NAME}.onnx")
+    rows, labels = make_rows()
+    counted = (labels[:, 1:] != -100).sum(axis=1)
+    print(f"== rows {list(rows.shape)}; counted targets per row: {counted.tolist()}")
+    arrays = {"seed": np.int64(ROWS_SEED), "steps": np.int64(ROWS_STEPS),
+              "lr": np.float64(ROWS_LR), "global_rows": np.int64(ROWS_GLOBAL)}
+    with float64_exact():
+        model32, _ = model_from_onnx(ROWS_ARCH, path, torch.float32)
+        model64, _ = model_from_onnx(ROWS_ARCH, path, torch.float64)
+        # The rebuilt model is the one the train goldens were made from.
+        golden = np.load(os.path.join(models_dir, "goldens", f"{ROWS_NAME}.npz"))
+        with default_dtype(torch.float64), torch.no_grad():
+            ids = torch.from_numpy(golden["input_ids"])
+            again = float(causal_lm_loss(model64(ids), ids))
+        if not abs(again - float(golden["loss"])) <= 1e-9 * abs(again):
+            raise SystemExit(f"rebuilt {ROWS_NAME}: loss {again} != the golden's "
+                             f"{float(golden['loss'])}")
+        with torch.no_grad():
+            ref = model32(torch.from_numpy(rows)).numpy()
+        (got,) = ort_session(path).run(["logits"], {"input_ids": rows})
+        ort_rel = relative_error(got, ref)
+        if not ort_rel <= 1e-5:
+            raise SystemExit(f"onnxruntime's logits differ from torch's by {ort_rel:.2e}")
+        print(f"  rebuilt from the ONNX initializers: golden loss {again:.12f}; "
+              f"onnxruntime vs torch logits {ort_rel:.2e}")
+        for name, (with_labels, shuffle, split) in ROW_CURVES.items():
+            targets = labels if with_labels else rows
+            with default_dtype(torch.float64):
+                losses, orders = row_curve(model_from_onnx(ROWS_ARCH, path, torch.float64)[0],
+                                           rows, targets, shuffle, split)
+            batch = split[0]
+            first = orders[0][:batch]
+            with torch.no_grad():
+                hf = float(model32.model(input_ids=torch.from_numpy(rows[first]),
+                                         labels=torch.from_numpy(targets[first]),
+                                         use_cache=False).loss)
+                for start in range(0, ROWS_GLOBAL, batch):
+                    part = orders[0][start:start + batch]
+                    hf_part = float(model32.model(input_ids=torch.from_numpy(rows[part]),
+                                                  labels=torch.from_numpy(targets[part]),
+                                                  use_cache=False).loss)
+                    with default_dtype(torch.float64):
+                        exact = float(causal_lm_loss(model64(torch.from_numpy(rows[part])),
+                                                     torch.from_numpy(targets[part])))
+                    if not abs(hf_part - exact) <= 1e-5 * abs(exact):
+                        raise SystemExit(f"{name}: transformers' loss {hf_part} on rows {part} "
+                                         f"!= the oracle's {exact}")
+            if name == "labels_b2":
+                with default_dtype(torch.float64):
+                    other, other_orders = row_curve(
+                        model_from_onnx(ROWS_ARCH, path, torch.float64)[0], rows, targets,
+                        shuffle, (2, 2, 1))
+                if not (np.array_equal(other_orders, orders)
+                        and np.allclose(other, losses, rtol=1e-12, atol=0)):
+                    raise SystemExit(f"{name}: (B, K, N) = (2, 2, 1) gives {other}, not {losses}")
+            print(f"  {name:12s} B,K,N={split}  losses "
+                  + " ".join(f"{v:.9f}" for v in losses)
+                  + f"  (transformers float32, step 1, first micro-batch: {hf:.9f})")
+            arrays["curve:" + name] = losses
+            arrays["order:" + name] = orders
+            arrays["split:" + name] = np.array(split, dtype=np.int64)
+            arrays["hf_loss:" + name] = np.float32(hf)
+        with default_dtype(torch.float64), torch.no_grad():
+            step1 = arrays["order:labels_b4"][0]
+            weighted = float(causal_lm_loss(model64(torch.from_numpy(rows[step1])),
+                                            torch.from_numpy(labels[step1])))
+        print(f"  step 1 (rows {step1.tolist()}): HF's loss of the 4 rows as one batch "
+              f"{weighted:.9f}; mean of the two 2-row micro-batches' losses "
+              f"{arrays['curve:labels_b2'][0]:.9f}")
+    os.makedirs(out_dir, exist_ok=True)
+    rows_path = os.path.join(out_dir, "sft-rows.npy")
+    labels_path = os.path.join(out_dir, "sft-labels.npy")
+    np.save(rows_path, rows)
+    np.save(labels_path, labels)
+    arrays.update({"token_weighted_step1": np.float64(weighted),
+                   "ort_logits_rel": np.float64(ort_rel),
+                   "rows_sha256": np.array(sha256(rows_path)),
+                   "labels_sha256": np.array(sha256(labels_path)),
+                   "versions": np.array(versions)})
+    target = os.path.join(out_dir, f"{ROWS_NAME}-rows.npz")
+    save_npz_deterministic(target, arrays)
+    for written in (rows_path, labels_path, target):
+        shown = os.path.relpath(written, REPO_ROOT)
+        shown = written if shown.startswith("..") else shown
+        print(f"  wrote {shown}: {os.path.getsize(written)} bytes, "
+              f"sha256 {sha256(written)[:16]}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out-dir", default=DEFAULT_OUT_DIR)
@@ -1016,9 +1228,12 @@ def main():
     ap.add_argument("--train-goldens", action="store_true",
                     help="write test/models/goldens/*.npz from the ONNX files in --out-dir "
                          "instead of exporting them")
+    ap.add_argument("--row-goldens", action="store_true",
+                    help="write the rows, labels and loss curves of test/train/"
+                         "check_rows.py into <out-dir>/goldens instead of exporting")
     ap.add_argument("--golden-dir", default=None,
-                    help="with --train-goldens: where the .npz go (default: "
-                         "<out-dir>/goldens)")
+                    help="with --train-goldens or --row-goldens: where the goldens go "
+                         "(default: <out-dir>/goldens)")
     args = ap.parse_args()
 
     versions = {
@@ -1041,6 +1256,12 @@ def main():
         ap.error(f"unknown fixture(s) {unknown}; known: {names}")
     os.makedirs(args.out_dir, exist_ok=True)
     torch.set_num_threads(1)
+    if args.row_goldens:
+        row_goldens(args.out_dir, args.golden_dir or os.path.join(args.out_dir, "goldens"),
+                    "python " + sys.version.split()[0] + ", "
+                    + ", ".join(f"{k} {v}" for k, v in versions.items())
+                    + f", numpy {np.__version__}")
+        return
     if args.train_goldens:
         train_goldens(wanted, args.out_dir,
                       args.golden_dir or os.path.join(args.out_dir, "goldens"),

@@ -259,6 +259,9 @@ public:
   Status checkCanStep() const;
   /// The micro-batch shape [B, T] of `train_micro_step`'s input_ids.
   std::vector<int64_t> trainInputShape() const;
+  /// `train_micro_step` has a labels input (zcc --input-shape labels=BxT),
+  /// which TrainBatch::labels feeds.
+  bool trainTakesLabels() const;
   /// The vocabulary size when the plan says it (the logits of an infer or
   /// prefill program), else 0.
   uint64_t vocabulary() const;

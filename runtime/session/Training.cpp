@@ -37,6 +37,8 @@ std::vector<int64_t> Session::trainInputShape() const {
   return plan::shapeOf(plan::bufferOf(state->plan, state->inputIds->buffer()));
 }
 
+bool Session::trainTakesLabels() const { return state->labels != nullptr; }
+
 uint64_t Session::vocabulary() const {
   for (plan::ProgramKind kind :
        {plan::PROGRAM_KIND_INFER, plan::PROGRAM_KIND_PREFILL})

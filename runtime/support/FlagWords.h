@@ -56,14 +56,16 @@ inline Status takeFlagValue(const std::vector<std::string> &words,
 }
 
 /// Walks `words`, the flags of `command` ("train"): each must be in `known`
-/// and given once (`seen` collects them), with a value; `apply(flag, value)`
-/// sets it.
+/// and given once (`seen` collects them), with a value, except the
+/// `switches` (also in `known`), which take none (`apply` gets "");
+/// `apply(flag, value)` sets it.
 inline Status
 forEachFlag(const std::vector<std::string> &words,
             const std::set<std::string> &known, const char *command,
             std::set<std::string> &seen,
             const std::function<Status(const std::string &flag,
-                                       const std::string &value)> &apply) {
+                                       const std::string &value)> &apply,
+            const std::set<std::string> &switches = {}) {
   for (size_t i = 0; i < words.size(); ++i) {
     FlagWord word = splitFlagWord(words[i]);
     if (!known.count(word.flag))
@@ -72,7 +74,10 @@ forEachFlag(const std::vector<std::string> &words,
     if (!seen.insert(word.flag).second)
       return failure(word.flag, " is given twice");
     std::string value;
-    ZR_RETURN_IF_ERROR(takeFlagValue(words, i, word, value));
+    if (!switches.count(word.flag))
+      ZR_RETURN_IF_ERROR(takeFlagValue(words, i, word, value));
+    else if (word.hasValue)
+      return failure(word.flag, " takes no value");
     ZR_RETURN_IF_ERROR(apply(word.flag, value));
   }
   return Status::success();

@@ -21,7 +21,7 @@ const char *const zplan::tooling::kUsage =
     "                     [--backend cpu|cuda|auto]\n"
     "       zrun PLAN gradients --input NAME=FILE.npy ... --output-dir DIR\n"
     "       zrun PLAN inspect [--program NAME]\n"
-    "       zrun PLAN train --data TOKENS [options below]\n"
+    "       zrun PLAN train --data TOKENS|ROWS.npy [options below]\n"
     "       zrun PLAN export --checkpoint DIR -o MODEL.onnx [--model "
     "ORIGINAL.onnx]\n"
     "       zrun PLAN generate --prompt PROMPTS.npy --output TOKENS.npy "

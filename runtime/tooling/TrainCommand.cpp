@@ -5,6 +5,7 @@
 #include "runtime/exec/Memory.h"
 #include "runtime/plan/PlanQueries.h"
 #include "runtime/session/Session.h"
+#include "runtime/support/ShapeText.h"
 #include "runtime/tooling/Diagnostics.h"
 #include "runtime/tooling/Files.h"
 #include "runtime/tooling/Npy.h"
@@ -12,7 +13,10 @@
 #include "runtime/tooling/PromptFiles.h"
 #include "runtime/tooling/Stats.h"
 #include "runtime/train/BatchSampler.h"
+#include "runtime/train/NpyHeader.h"
 #include "runtime/train/Progress.h"
+#include "runtime/train/RowData.h"
+#include "runtime/train/RowSampler.h"
 #include "runtime/train/TokenData.h"
 
 #include <algorithm>
@@ -106,18 +110,89 @@ Status checkGradientInputs(const Arguments &arguments,
 // train
 //===----------------------------------------------------------------------===//
 
-/// What `train` reads and writes besides the session: the token data and
-/// the batches drawn from it, the loss log, the generation it makes.
+/// What `train` reads and writes besides the session: the data (a token
+/// stream or rows) and the batches drawn from it, the loss log, the
+/// generation it makes.
 struct TrainRun {
-  train::TokenData data;
+  /// --data is rows (a 2-D .npy: RowData, RowSampler), not a token stream
+  /// (TokenData, BatchSampler).
+  bool rows = false;
+  train::TokenData tokens;
   std::unique_ptr<train::BatchSampler> sampler;
+  train::RowData rowData;
+  std::unique_ptr<train::RowSampler> rowSampler;
   std::vector<int64_t> shape;
   std::vector<int64_t> ids;
+  /// The rows' labels, when --labels gave them.
+  std::vector<int64_t> labels;
   uint64_t firstStep = 0;
   std::ofstream lossLog;
   /// --generate-every: the prompts.
   session::GenerateRequest generation;
+
+  /// What batch selection depends on in the data (checkpoints record it).
+  train::DataExtent dataExtent() const {
+    if (!rows)
+      return {tokens.size(), 0};
+    return {rowData.rows() * rowData.rowTokens(), rowData.rows()};
+  }
+
+  /// Reads micro-step `micro` of optimizer step `step` for `rank` into ids
+  /// (and labels).
+  Status fill(uint64_t step, uint64_t micro, uint64_t rank) {
+    if (!rows)
+      return sampler->fill(tokens, step, micro, rank, ids.data());
+    return rowSampler->fill(rowData, step, micro, rank, ids.data(),
+                            rowData.hasLabels() ? labels.data() : nullptr);
+  }
 };
+
+/// --data as rows: the row file, its labels, and how they fit the plan.
+Status checkRows(const train::TrainOptions &options,
+                 const session::Session &session,
+                 const train::BatchShape &shape, TrainRun &run) {
+  train::RowDataOptions rowOptions;
+  rowOptions.vocabSize = session.vocabulary();
+  ZR_RETURN_IF_ERROR(
+      run.rowData.open(options.dataPath, options.labelsPath, rowOptions));
+  if (options.dataType)
+    return failure("--data-dtype is for raw token files; ",
+                   run.rowData.subject(), " is a .npy of rows (",
+                   run.rowData.shapeAndType(), ")");
+  if (run.rowData.hasLabels() && !session.trainTakesLabels())
+    return failure("--labels needs a plan whose 'train_micro_step' takes "
+                   "labels (zcc --mode train --input-shape input_ids=BxT "
+                   "--input-shape labels=BxT); this plan's takes input_ids ",
+                   shapeText(run.shape), " only");
+  ZR_RETURN_IF_ERROR(train::checkRowsFit(run.rowData, shape));
+  run.rowSampler = std::make_unique<train::RowSampler>(
+      options.seed, options.shuffle, run.rowData.rows(), shape);
+  if (run.rowData.hasLabels())
+    run.labels.assign(run.ids.size(), 0);
+  return Status::success();
+}
+
+/// --data as a token stream; --labels and --shuffle are for rows only.
+Status checkTokenStream(const train::TrainOptions &options,
+                        const session::Session &session,
+                        const train::BatchShape &shape, TrainRun &run) {
+  train::TokenDataOptions dataOptions;
+  dataOptions.rawType = options.dataType;
+  dataOptions.rowTokens = shape.rowTokens;
+  dataOptions.vocabSize = session.vocabulary();
+  ZR_RETURN_IF_ERROR(run.tokens.open(options.dataPath, dataOptions));
+  std::string stream = "token file " + inQuotes(run.tokens.path()) +
+                       " is a token stream (not a 2-D .npy of rows)";
+  if (!options.labelsPath.empty())
+    return failure("--labels ", inQuotes(options.labelsPath),
+                   " labels rows, a 2-D .npy --data [rows, tokens]; ", stream);
+  if (options.shuffle)
+    return failure("--shuffle orders rows, a 2-D .npy --data [rows, tokens]; ",
+                   stream, ", whose rows --seed always draws at random");
+  run.sampler = std::make_unique<train::BatchSampler>(options.seed,
+                                                      run.tokens.size(), shape);
+  return Status::success();
+}
 
 Status checkTrainInputs(const Arguments &arguments,
                         const session::Session &session,
@@ -128,18 +203,14 @@ Status checkTrainInputs(const Arguments &arguments,
     return failure("program 'train_micro_step''s input 'input_ids' is not "
                    "int64 [batch, sequence]");
   run.ids.assign(static_cast<size_t>(run.shape[0] * run.shape[1]), 0);
-  train::TokenDataOptions dataOptions;
-  dataOptions.rawType = options.dataType;
-  dataOptions.rowTokens = static_cast<uint64_t>(run.shape[1]);
-  dataOptions.vocabSize = session.vocabulary();
-  ZR_RETURN_IF_ERROR(run.data.open(options.dataPath, dataOptions));
   train::BatchShape shape;
   shape.rows = static_cast<uint64_t>(run.shape[0]);
   shape.rowTokens = static_cast<uint64_t>(run.shape[1]);
   shape.ranks = static_cast<uint64_t>(communicator.size());
   shape.microSteps = options.gradAccum;
-  run.sampler = std::make_unique<train::BatchSampler>(options.seed,
-                                                      run.data.size(), shape);
+  run.rows = train::isRowFile(options.dataPath);
+  ZR_RETURN_IF_ERROR(run.rows ? checkRows(options, session, shape, run)
+                              : checkTokenStream(options, session, shape, run));
   if (!options.lossLogPath.empty() && communicator.rank() == 0)
     ZR_RETURN_IF_ERROR(checkWritable(options.lossLogPath, "--loss-log"));
   if (arguments.generateEvery) {
@@ -153,6 +224,27 @@ Status checkTrainInputs(const Arguments &arguments,
   return Status::success();
 }
 
+/// Rank 0's line on what rows a run reads: an epoch's steps and what of it
+/// is dropped.
+std::string describeRows(const TrainRun &run,
+                         const train::TrainOptions &options) {
+  const train::RowSampler &sampler = *run.rowSampler;
+  std::ostringstream text;
+  text << "zrun: rows: " << run.rowData.subject() << " "
+       << run.rowData.shapeAndType();
+  if (run.rowData.hasLabels())
+    text << ", labels " << inQuotes(run.rowData.labelsPath());
+  else
+    text << ", labels = the rows";
+  text << "; " << sampler.globalRows() << " rows a step, "
+       << sampler.stepsPerEpoch() << " steps an epoch ("
+       << (options.shuffle
+               ? "shuffled by --seed " + std::to_string(options.seed)
+               : std::string("in file order"))
+       << "), " << sampler.droppedPerEpoch() << " rows of each epoch dropped\n";
+  return text.str();
+}
+
 /// Resumes from --resume: the state and the step; the batch rows are a
 /// function of (seed, step), so a resumed run reads what an uninterrupted
 /// one would have.
@@ -160,7 +252,7 @@ Status resume(const train::TrainOptions &options, session::Session &session,
               TrainRun &run) {
   train::LoadedCheckpoint loaded;
   ZR_RETURN_IF_ERROR(session.load(options.resumeFrom, loaded));
-  ZR_RETURN_IF_ERROR(options.checkResume(loaded, run.data.size()));
+  ZR_RETURN_IF_ERROR(options.checkResume(loaded, run.dataExtent()));
   run.firstStep = loaded.step;
   return Status::success();
 }
@@ -259,11 +351,14 @@ int zplan::tooling::trainPlan(const Arguments &arguments,
   session::TrainBatch batch;
   batch.inputIds = run.ids.data();
   batch.shape = run.shape;
+  if (!run.labels.empty())
+    batch.labels = run.labels.data();
+  if (rankZero && run.rows)
+    std::cout << describeRows(run, options) << std::flush;
   for (uint64_t step = run.firstStep; step < options.steps; ++step) {
     for (uint64_t micro = 0; micro < options.gradAccum; ++micro) {
-      if (Status status = run.sampler->fill(
-              run.data, step, micro, static_cast<uint64_t>(communicator.rank()),
-              run.ids.data());
+      if (Status status =
+              run.fill(step, micro, static_cast<uint64_t>(communicator.rank()));
           !status.ok())
         abortRun(communicator, status);
       double microLoss = 0;
@@ -299,7 +394,7 @@ int zplan::tooling::trainPlan(const Arguments &arguments,
       train::CheckpointOptions checkpointOptions;
       checkpointOptions.keepLast = options.keepLast;
       Status status = session->save(options.saveDir,
-                                    options.checkpointValues(run.data.size()),
+                                    options.checkpointValues(run.dataExtent()),
                                     checkpointOptions, saved);
       if (!status.ok())
         abortRun(communicator, status);

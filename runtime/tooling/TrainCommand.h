@@ -8,7 +8,9 @@
 //
 // `train` runs K micro-steps then one optimizer step per training step, on
 // batches read from a flat token file (runtime/train/BatchSampler.h: the
-// same rows for any N and K with the same global batch), logs progress on
+// same rows for any N and K with the same global batch) or from the rows of
+// a 2-D .npy and their labels, epoch by epoch (runtime/train/RowData.h,
+// RowSampler.h: split over N and K the same way), logs progress on
 // rank 0, and saves and resumes sharded checkpoints
 // (runtime/train/Checkpoint.h). On a plan of `zcc --mode train,generate`,
 // `--generate-every S` generates from the prompts after every S-th

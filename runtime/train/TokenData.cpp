@@ -1,8 +1,8 @@
 //===- TokenData.cpp - the flat token file `zrun train --data` reads -----===//
 
 #include "runtime/train/TokenData.h"
+#include "runtime/train/NpyHeader.h"
 
-#include <cctype>
 #include <cstring>
 #include <vector>
 
@@ -36,6 +36,32 @@ uint64_t zplan::train::tokenTypeBytes(TokenType type) {
   return 0;
 }
 
+int64_t zplan::train::tokenAt(TokenType type, const uint8_t *at) {
+  switch (type) {
+  case TokenType::U16: {
+    uint16_t value;
+    std::memcpy(&value, at, 2);
+    return value;
+  }
+  case TokenType::U32: {
+    uint32_t value;
+    std::memcpy(&value, at, 4);
+    return value;
+  }
+  case TokenType::I32: {
+    int32_t value;
+    std::memcpy(&value, at, 4);
+    return value;
+  }
+  case TokenType::I64: {
+    int64_t value;
+    std::memcpy(&value, at, 8);
+    return value;
+  }
+  }
+  return 0;
+}
+
 Status zplan::train::parseRawTokenType(std::string_view text, TokenType &type) {
   if (text == "uint16")
     type = TokenType::U16;
@@ -53,68 +79,14 @@ bool endsWith(std::string_view text, std::string_view suffix) {
          text.substr(text.size() - suffix.size()) == suffix;
 }
 
-/// The text after `'key':` in a .npy header dictionary, with leading spaces
-/// skipped, or npos.
-size_t valueOf(std::string_view header, std::string_view key) {
-  std::string quoted = "'" + std::string(key) + "'";
-  size_t at = header.find(quoted);
-  if (at == std::string_view::npos)
-    return at;
-  at += quoted.size();
-  while (at < header.size() && header[at] == ' ')
-    ++at;
-  if (at >= header.size() || header[at] != ':')
-    return std::string_view::npos;
-  ++at;
-  while (at < header.size() && header[at] == ' ')
-    ++at;
-  return at;
-}
-
-/// Parses the header of a 1-D .npy token array: its dtype, length and the
-/// byte offset of its data.
-Status parseNpyHeader(const plan::ReadableFile &file, TokenType &type,
-                      uint64_t &count, uint64_t &dataOffset) {
+/// The type, length and data offset of a 1-D .npy token array.
+Status parseTokenHeader(const plan::ReadableFile &file, TokenType &type,
+                        uint64_t &count, uint64_t &dataOffset) {
   std::string subject = file.subject();
-  char preamble[12];
-  if (file.bytes() < 10)
-    return failure(subject, " is not a .npy file (", file.bytes(),
-                   " bytes, shorter than a .npy preamble)");
-  ZR_RETURN_IF_ERROR(file.read(0, file.bytes() < 12 ? 10 : 12, preamble));
-  if (std::memcmp(preamble, "\x93NUMPY", 6) != 0)
-    return failure(subject, " is not a .npy file (no \\x93NUMPY magic)");
-  auto byte = [&](int index) {
-    return static_cast<uint64_t>(static_cast<uint8_t>(preamble[index]));
-  };
-  uint64_t major = byte(6), headerStart, headerBytes;
-  if (major == 1) {
-    headerBytes = byte(8) | byte(9) << 8;
-    headerStart = 10;
-  } else if (major == 2 || major == 3) {
-    if (file.bytes() < 12)
-      return failure(subject, " ends inside its .npy preamble");
-    headerBytes = byte(8) | byte(9) << 8 | byte(10) << 16 | byte(11) << 24;
-    headerStart = 12;
-  } else {
-    return failure(subject, " has .npy format version ", major,
-                   "; versions 1, 2 and 3 are read");
-  }
-  // Token headers are a few dozen bytes; a huge one is a broken file.
-  if (headerBytes > (1u << 20) || headerStart + headerBytes > file.bytes())
-    return failure(subject, " declares a .npy header of ", headerBytes,
-                   " bytes, which the file (", file.bytes(),
-                   " bytes) does not hold");
-  std::string header(headerBytes, '\0');
-  ZR_RETURN_IF_ERROR(file.read(headerStart, headerBytes, header.data()));
-  dataOffset = headerStart + headerBytes;
-
-  size_t at = valueOf(header, "descr");
-  if (at == std::string::npos || at >= header.size() || header[at] != '\'')
-    return failure(subject, " has no 'descr' in its .npy header");
-  size_t close = header.find('\'', at + 1);
-  if (close == std::string::npos)
-    return failure(subject, " has a malformed 'descr' in its .npy header");
-  std::string descr = header.substr(at + 1, close - at - 1);
+  NpyHeader header;
+  ZR_RETURN_IF_ERROR(parseNpyHeader(file, header));
+  dataOffset = header.dataOffset;
+  const std::string &descr = header.descr;
   if (descr == "<u2")
     type = TokenType::U16;
   else if (descr == "<u4")
@@ -127,46 +99,11 @@ Status parseNpyHeader(const plan::ReadableFile &file, TokenType &type,
     return failure(subject, " holds dtype ", inQuotes(descr),
                    "; token files are uint16, uint32, int32 or int64 "
                    "(little-endian)");
-
-  at = valueOf(header, "fortran_order");
-  if (at == std::string::npos)
-    return failure(subject, " has no 'fortran_order' in its .npy header");
-  if (header.compare(at, 4, "True") == 0)
-    return failure(subject, " is in Fortran order; token files are C order");
-
-  at = valueOf(header, "shape");
-  if (at == std::string::npos || at >= header.size() || header[at] != '(')
-    return failure(subject, " has no 'shape' in its .npy header");
-  close = header.find(')', at);
-  if (close == std::string::npos)
-    return failure(subject, " has a malformed 'shape' in its .npy header");
-  std::string shape = header.substr(at, close - at + 1);
-  std::vector<uint64_t> dimensions;
-  size_t position = at + 1;
-  while (position < close) {
-    while (position < close &&
-           (header[position] == ' ' || header[position] == ','))
-      ++position;
-    if (position >= close)
-      break;
-    if (!std::isdigit(static_cast<unsigned char>(header[position])))
-      return failure(subject, " has a malformed shape ", shape,
-                     " in its .npy header");
-    uint64_t value = 0;
-    while (position < close &&
-           std::isdigit(static_cast<unsigned char>(header[position]))) {
-      uint64_t digit = static_cast<uint64_t>(header[position] - '0');
-      if (value > (UINT64_MAX - digit) / 10)
-        return failure(subject, " has a shape ", shape, " past 2^64");
-      value = value * 10 + digit;
-      ++position;
-    }
-    dimensions.push_back(value);
-  }
-  if (dimensions.size() != 1)
-    return failure(subject, " has shape ", shape,
-                   "; a token file is a 1-D array");
-  count = dimensions[0];
+  if (header.shape.size() != 1)
+    return failure(subject, " has shape ", header.shapeInHeader,
+                   "; a token stream is a 1-D array (and rows a 2-D one, "
+                   "[rows, tokens])");
+  count = header.shape[0];
   uint64_t dataBytes;
   if (__builtin_mul_overflow(count, tokenTypeBytes(type), &dataBytes) ||
       dataOffset + dataBytes != file.bytes())
@@ -184,7 +121,8 @@ Status TokenData::open(const std::string &path,
   bool npy = endsWith(path, ".npy");
   ZR_RETURN_IF_ERROR(file.open(path, "token file"));
   if (npy) {
-    ZR_RETURN_IF_ERROR(parseNpyHeader(file, tokenType, tokenCount, dataOffset));
+    ZR_RETURN_IF_ERROR(
+        parseTokenHeader(file, tokenType, tokenCount, dataOffset));
     if (options.rawType && *options.rawType != tokenType)
       return failure(file.subject(), " holds ", tokenTypeName(tokenType),
                      " tokens, but --data-dtype says ",
@@ -222,31 +160,7 @@ Status TokenData::readRow(uint64_t offset, uint64_t count,
   ZR_RETURN_IF_ERROR(
       file.read(dataOffset + offset * width, raw.size(), raw.data()));
   for (uint64_t i = 0; i < count; ++i) {
-    const uint8_t *at = raw.data() + i * width;
-    int64_t token = 0;
-    switch (tokenType) {
-    case TokenType::U16: {
-      uint16_t value;
-      std::memcpy(&value, at, 2);
-      token = value;
-      break;
-    }
-    case TokenType::U32: {
-      uint32_t value;
-      std::memcpy(&value, at, 4);
-      token = value;
-      break;
-    }
-    case TokenType::I32: {
-      int32_t value;
-      std::memcpy(&value, at, 4);
-      token = value;
-      break;
-    }
-    case TokenType::I64:
-      std::memcpy(&token, at, 8);
-      break;
-    }
+    int64_t token = tokenAt(tokenType, raw.data() + i * width);
     if (token < 0)
       return failure(file.subject(), ": token ", offset + i, " (byte ",
                      dataOffset + (offset + i) * width, ") is ", token,

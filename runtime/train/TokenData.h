@@ -1,8 +1,9 @@
 //===- TokenData.h - the flat token file `zrun train --data` reads -------===//
 //
-// Training data is one flat array of token ids (`zrun train --data`): a raw
+// A token stream is one flat array of token ids (`zrun train --data`): a raw
 // `.bin` of little-endian uint16 (the default) or uint32 (`--data-dtype
-// uint32`), or a 1-D `.npy` of uint16, uint32, int32 or int64. A run reads a
+// uint32`), or a 1-D `.npy` of uint16, uint32, int32 or int64 (a 2-D `.npy`
+// is rows instead: RowData.h). A run reads a
 // few rows of T tokens per micro-step at offsets spread over the whole file, so
 // the file is never read whole: open() checks its size and header only, and
 // readRow() preads one row. The checks name the file and the offending
@@ -10,9 +11,9 @@
 // tokens (the sampler draws offsets in [0, count - T)), and, as rows are
 // read, a negative token or one outside the vocabulary.
 //
-// The .npy header is parsed here, not by runtime/tooling/Npy: that library
-// sits above this one (ZplanTooling links ZplanTrain), reads whole files,
-// and knows no unsigned dtypes wider than a byte.
+// The .npy header is parsed by NpyHeader.h, not by runtime/tooling/Npy:
+// that library sits above this one (ZplanTooling links ZplanTrain), reads
+// whole files, and knows no unsigned dtypes wider than a byte.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +37,8 @@ enum class TokenType { U16, U32, I32, I64 };
 std::string_view tokenTypeName(TokenType type);
 /// Bytes per token.
 uint64_t tokenTypeBytes(TokenType type);
+/// The token at `at`, stored little-endian as `type`.
+int64_t tokenAt(TokenType type, const uint8_t *at);
 /// Parses `--data-dtype`: "uint16" or "uint32" (the raw formats); anything
 /// else is an error naming the flag's accepted values.
 Status parseRawTokenType(std::string_view text, TokenType &type);

@@ -14,7 +14,8 @@ using namespace zplan;
 using namespace zplan::train;
 
 const char *const zplan::train::kTrainUsage =
-    "       zrun PLAN train --data TOKENS [--data-dtype uint16|uint32]\n"
+    "       zrun PLAN train --data TOKENS|ROWS.npy [--labels LABELS.npy]\n"
+    "                       [--shuffle] [--data-dtype uint16|uint32]\n"
     "                       [--steps S] [--grad-accum K] [--lr 3e-4]\n"
     "                       [--warmup W] [--lr-schedule constant|cosine]\n"
     "                       [--min-lr X] [--weight-decay 0.0] [--beta1 0.9]\n"
@@ -23,8 +24,21 @@ const char *const zplan::train::kTrainUsage =
     "                       [--resume DIR] [--log-every 1]\n"
     "                       [--loss-log FILE]\n"
     "\n"
-    "  --data TOKENS           flat token file: .bin (uint16, or\n"
-    "                          --data-dtype uint32) or 1-D .npy\n"
+    "  --data TOKENS           a token stream: .bin (uint16, or\n"
+    "                          --data-dtype uint32) or a 1-D .npy; each\n"
+    "                          row is T tokens at an offset --seed draws\n"
+    "  --data ROWS.npy         rows: a 2-D .npy [R, T], int32 or int64,\n"
+    "                          T = the plan's input_ids [B, T]; read in\n"
+    "                          order, epoch after epoch, K*N*B rows a step\n"
+    "                          (micro-step k, rank r: rows (k*N+r)*B ..);\n"
+    "                          an epoch's last R mod K*N*B rows are dropped\n"
+    "  --labels LABELS.npy     the rows' labels, [R, T] int32 or int64,\n"
+    "                          -100 not scored (default: labels = the rows);\n"
+    "                          needs a plan of zcc --input-shape labels=BxT\n"
+    "  --shuffle               rows: each epoch in its own order, a\n"
+    "                          permutation of --seed and the epoch\n"
+    "  --seed N                token streams: the row offsets; rows: the\n"
+    "                          --shuffle order (default 0)\n"
     "  --steps S               optimizer steps in all (default 100); a\n"
     "                          resumed run continues up to S\n"
     "  --grad-accum K          micro-steps per optimizer step (default 1)\n"
@@ -35,7 +49,9 @@ const char *const zplan::train::kTrainUsage =
     "                          --keep-last (default: all)\n"
     "  --resume DIR            continue from DIR's latest (or a step-N dir)\n"
     "  --log-every N           print every Nth step (rank 0)\n"
-    "  --loss-log FILE         write step<TAB>loss<TAB>lr per step\n";
+    "  --loss-log FILE         write step<TAB>loss<TAB>lr per step\n"
+    "  a step's loss is the mean of its K*N micro-batches' losses, each the\n"
+    "  mean over that micro-batch's scored (not -100) next-token targets\n";
 
 LrSchedule TrainOptions::schedule() const {
   LrSchedule result;
@@ -66,46 +82,74 @@ std::string numberText(double value) {
 
 } // namespace
 
-CheckpointValues TrainOptions::checkpointValues(uint64_t dataTokens) const {
-  return {{"seed", std::to_string(seed)},
-          {"grad-accum", std::to_string(gradAccum)},
-          {"data-tokens", std::to_string(dataTokens)},
-          {"lr", numberText(lr)},
-          {"warmup", std::to_string(warmup)},
-          {"lr-schedule", lrDecay == LrDecay::Cosine ? "cosine" : "constant"},
-          {"min-lr", numberText(minLr)},
-          {"weight-decay", numberText(weightDecay)},
-          {"beta1", numberText(beta1)},
-          {"beta2", numberText(beta2)},
-          {"eps", numberText(eps)}};
+CheckpointValues TrainOptions::checkpointValues(DataExtent data) const {
+  CheckpointValues values = {{"seed", std::to_string(seed)},
+                             {"grad-accum", std::to_string(gradAccum)},
+                             {"data-tokens", std::to_string(data.tokens)}};
+  // A token stream's checkpoint records what it always has, so that
+  // checkpoints written before rows existed still resume.
+  if (data.rows) {
+    values.push_back({"data-rows", std::to_string(data.rows)});
+    values.push_back({"shuffle", shuffle ? "on" : "off"});
+  }
+  values.insert(
+      values.end(),
+      {{"lr", numberText(lr)},
+       {"warmup", std::to_string(warmup)},
+       {"lr-schedule", lrDecay == LrDecay::Cosine ? "cosine" : "constant"},
+       {"min-lr", numberText(minLr)},
+       {"weight-decay", numberText(weightDecay)},
+       {"beta1", numberText(beta1)},
+       {"beta2", numberText(beta2)},
+       {"eps", numberText(eps)}});
+  return values;
 }
 
+namespace {
+
+/// The value of `key` among `values`, or null.
+const std::string *valueNamed(const CheckpointValues &values,
+                              const std::string &key) {
+  for (const auto &[name, value] : values)
+    if (name == key)
+      return &value;
+  return nullptr;
+}
+
+} // namespace
+
 Status TrainOptions::checkResume(const LoadedCheckpoint &loaded,
-                                 uint64_t dataTokens) const {
-  CheckpointValues mine = checkpointValues(dataTokens);
-  // Batch selection is a function of these three: resuming with another
-  // value would train on other rows than the interrupted run.
+                                 DataExtent data) const {
+  CheckpointValues mine = checkpointValues(data);
+  bool savedRows = valueNamed(loaded.values, "data-rows") != nullptr;
+  if (savedRows != (data.rows != 0))
+    return failure("checkpoint ", inQuotes(loaded.directory),
+                   " was trained on ",
+                   savedRows ? "rows (a 2-D .npy --data)" : "a token stream",
+                   "; this run reads ",
+                   savedRows ? "a token stream" : "rows (a 2-D .npy --data)",
+                   ", so it would not continue that run");
+  // Batch selection is a function of these: resuming with another value
+  // would train on other rows than the interrupted run.
   const char *const kMustMatch[][2] = {
       {"seed", "--seed"},
       {"grad-accum", "--grad-accum"},
-      {"data-tokens", "--data (its token count)"}};
+      {"data-tokens", "--data (its token count)"},
+      {"data-rows", "--data (its row count)"},
+      {"shuffle", "--shuffle"}};
   for (const auto &[key, flag] : kMustMatch) {
-    std::string expected;
-    for (const auto &[name, value] : mine)
-      if (name == key)
-        expected = value;
-    const std::string *saved = nullptr;
-    for (const auto &[name, value] : loaded.values)
-      if (name == key)
-        saved = &value;
+    const std::string *expected = valueNamed(mine, key);
+    if (!expected)
+      continue;
+    const std::string *saved = valueNamed(loaded.values, key);
     if (!saved)
       return failure("checkpoint ", inQuotes(loaded.directory),
                      " does not record its ", key,
                      "; it was not written by zrun train");
-    if (*saved != expected)
+    if (*saved != *expected)
       return failure("checkpoint ", inQuotes(loaded.directory),
                      " was trained with ", flag, " ", *saved, "; this run has ",
-                     expected, ", so it would not continue that run");
+                     *expected, ", so it would not continue that run");
   }
   if (loaded.step >= steps)
     return failure("checkpoint ", inQuotes(loaded.directory), " is at step ",
@@ -122,7 +166,8 @@ Status zplan::train::parseTrainOptions(const std::vector<std::string> &words,
       "--lr",           "--warmup",     "--lr-schedule", "--min-lr",
       "--weight-decay", "--beta1",      "--beta2",       "--eps",
       "--seed",         "--save",       "--save-every",  "--keep-last",
-      "--resume",       "--log-every",  "--loss-log"};
+      "--resume",       "--log-every",  "--loss-log",    "--labels",
+      "--shuffle"};
   constexpr double kInf = std::numeric_limits<double>::infinity();
   constexpr NumberRange kPositive{0, true, kInf, true};
   constexpr NumberRange kNonNegative{0, false, kInf, true};
@@ -131,15 +176,18 @@ Status zplan::train::parseTrainOptions(const std::vector<std::string> &words,
   bool minLrGiven = false;
   auto apply = [&](const std::string &flag, const std::string &value) {
     Status status = Status::success();
-    if (flag == "--data" || flag == "--save" || flag == "--resume" ||
-        flag == "--loss-log") {
+    if (flag == "--data" || flag == "--labels" || flag == "--save" ||
+        flag == "--resume" || flag == "--loss-log") {
       if (value.empty())
         return failure(flag, " needs a path");
       (flag == "--data"     ? options.dataPath
+       : flag == "--labels" ? options.labelsPath
        : flag == "--save"   ? options.saveDir
        : flag == "--resume" ? options.resumeFrom
                             : options.lossLogPath) = value;
-    } else if (flag == "--data-dtype") {
+    } else if (flag == "--shuffle")
+      options.shuffle = true;
+    else if (flag == "--data-dtype") {
       TokenType type;
       status = parseRawTokenType(value, type);
       options.dataType = type;
@@ -174,9 +222,11 @@ Status zplan::train::parseTrainOptions(const std::vector<std::string> &words,
       status = parseFlagNumber(flag, value, kPositive, options.eps);
     return status;
   };
-  ZR_RETURN_IF_ERROR(forEachFlag(words, kFlags, "train", seen, apply));
+  ZR_RETURN_IF_ERROR(
+      forEachFlag(words, kFlags, "train", seen, apply, {"--shuffle"}));
   if (options.dataPath.empty())
-    return failure("train needs --data TOKENS (a token file)");
+    return failure("train needs --data TOKENS (a token file) or --data "
+                   "ROWS.npy (rows)");
   if ((seen.count("--save-every") || seen.count("--keep-last")) &&
       options.saveDir.empty())
     return failure(seen.count("--save-every") ? "--save-every" : "--keep-last",

@@ -4,8 +4,8 @@
 // numbers in range, no flag twice, dependent flags together), in the style of
 // zrun's other commands (runtime/tooling/Arguments.h): a one-line message
 // naming the flag and what it takes. Whether the data file exists and fits the
-// plan is the run's business (TokenData). Cli calls this with the words
-// after `PLAN train`.
+// plan is the run's business (TokenData, RowData). Cli calls this with the
+// words after `PLAN train`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,9 +25,21 @@
 
 namespace zplan::train {
 
+/// What batch selection depends on in the --data file: its size in tokens
+/// and, for rows, in rows.
+struct DataExtent {
+  uint64_t tokens = 0;
+  /// 0: a token stream.
+  uint64_t rows = 0;
+};
+
 struct TrainOptions {
-  /// --data TOKENS (required).
+  /// --data TOKENS|ROWS (required): a token stream, or rows (a 2-D .npy).
   std::string dataPath;
+  /// --labels LABELS: the rows' labels (a 2-D .npy of --data's shape).
+  std::string labelsPath;
+  /// --shuffle: each epoch of rows in its own seeded order (RowSampler.h).
+  bool shuffle = false;
   /// --data-dtype uint16|uint32 (raw files; unset: uint16, or the .npy's).
   std::optional<TokenType> dataType;
   uint64_t steps = 100;
@@ -61,14 +73,16 @@ struct TrainOptions {
   OptimizerSettings optimizer() const;
 
   /// The key=value lines a checkpoint of this run records: what batch
-  /// selection depends on (seed, grad-accum, the data's token count) and,
-  /// for the record, the optimizer and schedule flags.
-  CheckpointValues checkpointValues(uint64_t dataTokens) const;
+  /// selection depends on (seed, grad-accum, the data's token count; for
+  /// rows also the row count and --shuffle) and, for the record, the
+  /// optimizer and schedule flags.
+  CheckpointValues checkpointValues(DataExtent data) const;
   /// Fails, naming the flag, when `loaded` was written by a run that chose
   /// its batches differently (another --seed or --grad-accum, another token
-  /// count), so that resuming would not continue it; or when it is already
-  /// at or past --steps. Other flags (lr, schedule) may change on resume.
-  Status checkResume(const LoadedCheckpoint &loaded, uint64_t dataTokens) const;
+  /// or row count, rows against a token stream, another --shuffle), so that
+  /// resuming would not continue it; or when it is already at or past
+  /// --steps. Other flags (lr, schedule) may change on resume.
+  Status checkResume(const LoadedCheckpoint &loaded, DataExtent data) const;
 };
 
 /// `zrun PLAN train --help`'s lines.

@@ -33,6 +33,7 @@ def main():
     expect_error("unknown option", lambda: zplan.Session(train_plan, learning_rate=1e-3))
     expect_error("bad option", lambda: zplan.Session(train_plan, lr=-1.0))
     expect_error("not a session option", lambda: zplan.Session(train_plan, data="x.bin"))
+    expect_error("rows' options", lambda: zplan.Session(train_plan, shuffle=True))
     expect_error("threads", lambda: zplan.Session(train_plan, threads=0))
     expect_error("backend", lambda: zplan.Session(train_plan, backend="gpu"))
 

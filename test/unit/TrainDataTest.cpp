@@ -5,18 +5,26 @@
 // data; BatchSampler picks rows by BatchSampler.h's formula, whose expected
 // values here were computed by an independent Python implementation, so a
 // change to the formula breaks this test, not only the Python oracle.
+// RowData reads the rows and labels of 2-D .npy files, and RowSampler
+// orders them in epochs (RowSampler.h), its expected orders again from the
+// Python oracle (test/train/batches.py).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/train/BatchSampler.h"
+#include "runtime/train/NpyHeader.h"
+#include "runtime/train/RowData.h"
+#include "runtime/train/RowSampler.h"
 #include "runtime/train/TokenData.h"
 
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <numeric>
 #include <set>
 #include <string>
 #include <sys/resource.h>
@@ -165,10 +173,10 @@ TEST_F(TrainData, NpyOfEachIntegerTypeReadsTheSameTokens) {
 
 TEST_F(TrainData, NpyThatIsNotOneDimensionalIntegerTokensIsRefused) {
   TokenData data;
-  std::string path = writeNpy("two.npy", "<i8", "(2, 2)",
+  std::string path = writeNpy("three.npy", "<i8", "(2, 2, 1)",
                               bytesOf(std::vector<int64_t>{1, 2, 3, 4}));
   EXPECT_TRUE(contains(errorOf(data.open(path, {std::nullopt, 1, 0})),
-                       "has shape (2, 2); a token file is a 1-D array"));
+                       "has shape (2, 2, 1); a token stream is a 1-D array"));
   path =
       writeNpy("float.npy", "<f4", "(2,)", bytesOf(std::vector<float>{1, 2}));
   EXPECT_TRUE(contains(errorOf(data.open(path, {std::nullopt, 1, 0})),
@@ -302,6 +310,264 @@ TEST_F(TrainData, FillReadsTheSampledRowsIntoTheBatch) {
                        "micro-step 2 is outside the 2 micro-steps"));
   EXPECT_TRUE(contains(errorOf(sampler.fill(data, 5, 0, 2, batch.data())),
                        "rank 2 is outside the 2 ranks"));
+}
+
+//===----------------------------------------------------------------------===//
+// RowData and RowSampler
+//===----------------------------------------------------------------------===//
+
+/// Rows r*100 + t: row r, token t, easy to recognise in a batch.
+std::vector<int64_t> numberedRows(uint64_t rows, uint64_t tokens) {
+  std::vector<int64_t> values(rows * tokens);
+  for (uint64_t r = 0; r < rows; ++r)
+    for (uint64_t t = 0; t < tokens; ++t)
+      values[r * tokens + t] = static_cast<int64_t>(r * 100 + t);
+  return values;
+}
+
+TEST_F(TrainData, ATwoDimensionalNpyIsARowFile) {
+  std::string rows =
+      writeNpy("rows.npy", "<i8", "(3, 4)", bytesOf(numberedRows(3, 4)));
+  std::string stream =
+      writeNpy("stream.npy", "<i8", "(12,)", bytesOf(numberedRows(3, 4)));
+  std::string renamed = write("rows.bin", bytesOf(numberedRows(3, 4)));
+  EXPECT_TRUE(isRowFile(rows));
+  EXPECT_FALSE(isRowFile(stream));
+  EXPECT_FALSE(isRowFile(renamed));
+  EXPECT_FALSE(isRowFile(directory + "/missing.npy"));
+  EXPECT_FALSE(isRowFile(write("junk.npy", "not numpy")));
+}
+
+TEST_F(TrainData, RowsAndLabelsOfEitherIntegerTypeAreRead) {
+  std::vector<int64_t> ids64 = numberedRows(3, 4);
+  std::vector<int32_t> ids32(ids64.begin(), ids64.end());
+  std::vector<int32_t> labels32(ids32);
+  labels32[4] = labels32[5] = -100;
+  std::string rows64 = writeNpy("r64.npy", "<i8", "(3, 4)", bytesOf(ids64));
+  std::string rows32 = writeNpy("r32.npy", "<i4", "(3, 4)", bytesOf(ids32));
+  std::string labels =
+      writeNpy("labels.npy", "<i4", "(3, 4)", bytesOf(labels32));
+  for (const std::string &path : {rows64, rows32}) {
+    RowData data;
+    ASSERT_EQ(errorOf(data.open(path, labels, {0})), "") << path;
+    EXPECT_EQ(data.rows(), 3u);
+    EXPECT_EQ(data.rowTokens(), 4u);
+    EXPECT_TRUE(data.hasLabels());
+    EXPECT_EQ(data.labelsType(), TokenType::I32);
+    std::vector<int64_t> ids(4), rowLabels(4);
+    ASSERT_EQ(errorOf(data.readRow(1, ids.data(), rowLabels.data())), "");
+    EXPECT_EQ(ids, (std::vector<int64_t>{100, 101, 102, 103})) << path;
+    EXPECT_EQ(rowLabels, (std::vector<int64_t>{-100, -100, 102, 103}));
+    EXPECT_TRUE(contains(errorOf(data.readRow(3, ids.data(), nullptr)),
+                         "cannot read row 3 of row file '" + path +
+                             "': it holds 3 rows"));
+  }
+  RowData unlabelled;
+  ASSERT_EQ(errorOf(unlabelled.open(rows64, "", {0})), "");
+  EXPECT_FALSE(unlabelled.hasLabels());
+  EXPECT_EQ(unlabelled.shapeAndType(), "[3, 4] int64");
+}
+
+TEST_F(TrainData, RowFilesOfAnotherTypeRankOrSizeAreRefused) {
+  RowData data;
+  std::string path = writeNpy("f.npy", "<f4", "(2, 2)",
+                              bytesOf(std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(errorOf(data.open(path, "", {0})),
+            "row file '" + path +
+                "' is [2, 2] float32; rows are 2-D int32 or int64 token ids "
+                "[rows, tokens]");
+  path = writeNpy("u8.npy", "|u1", "(2, 2)", "abcd");
+  EXPECT_EQ(errorOf(data.open(path, "", {0})),
+            "row file '" + path +
+                "' is [2, 2] uint8; rows are 2-D int32 or int64 token ids "
+                "[rows, tokens]");
+  path = writeNpy("u2.npy", "<u2", "(2, 2)", bytesOf(ramp16(4)));
+  EXPECT_TRUE(contains(errorOf(data.open(path, "", {0})), "is [2, 2] uint16"));
+  path = writeNpy("flat.npy", "<i8", "(4,)", bytesOf(numberedRows(1, 4)));
+  EXPECT_EQ(errorOf(data.open(path, "", {0})),
+            "row file '" + path +
+                "' has shape [4]; rows are 2-D int32 or int64 token ids "
+                "[rows, tokens]");
+  path = writeNpy("short.npy", "<i8", "(2, 3)", bytesOf(numberedRows(1, 4)));
+  EXPECT_TRUE(contains(errorOf(data.open(path, "", {0})),
+                       "but its header declares [2, 3] int64"));
+}
+
+TEST_F(TrainData, LabelsOfAnotherShapeOrTypeAreRefused) {
+  std::string rows =
+      writeNpy("rows.npy", "<i8", "(3, 4)", bytesOf(numberedRows(3, 4)));
+  std::string shorter =
+      writeNpy("l34.npy", "<i8", "(3, 3)", bytesOf(numberedRows(3, 3)));
+  RowData data;
+  EXPECT_EQ(errorOf(data.open(rows, shorter, {0})),
+            "labels file '" + shorter +
+                "' is [3, 3] int64; it must have the shape of row file '" +
+                rows + "', [3, 4] int64");
+  std::string flat =
+      writeNpy("l12.npy", "<i8", "(12,)", bytesOf(numberedRows(3, 4)));
+  EXPECT_TRUE(contains(errorOf(data.open(rows, flat, {0})),
+                       "labels file '" + flat + "' has shape [12]"));
+  std::string floats = writeNpy("lf.npy", "<f8", "(3, 4)",
+                                bytesOf(std::vector<double>(12, 1.0)));
+  EXPECT_EQ(errorOf(data.open(rows, floats, {0})),
+            "labels file '" + floats +
+                "' is [3, 4] float64; labels are 2-D int32 or int64 [rows, "
+                "tokens], token ids or -100 (ignored)");
+  EXPECT_TRUE(contains(errorOf(data.open(rows, directory + "/none.npy", {0})),
+                       "cannot open labels file"));
+}
+
+TEST_F(TrainData, RowValuesAreCheckedAsTheyAreRead) {
+  std::vector<int64_t> ids = numberedRows(2, 4);
+  ids[6] = 300; // row 1, token 2
+  std::vector<int64_t> labels(8, -100);
+  labels[1] = 5;
+  labels[7] = -1; // row 1, token 3
+  std::string rows = writeNpy("rows.npy", "<i8", "(2, 4)", bytesOf(ids));
+  std::string labelFile =
+      writeNpy("labels.npy", "<i8", "(2, 4)", bytesOf(labels));
+  RowData data;
+  ASSERT_EQ(errorOf(data.open(rows, labelFile, {256})), "");
+  std::vector<int64_t> row(4), rowLabels(4);
+  EXPECT_EQ(errorOf(data.readRow(0, row.data(), rowLabels.data())), "");
+  EXPECT_EQ(errorOf(data.readRow(1, row.data(), rowLabels.data())),
+            "row file '" + rows +
+                "': row 1, token 2 is 300, outside the model's vocabulary of "
+                "256");
+  ids[6] = 6;
+  rows = writeNpy("rows2.npy", "<i8", "(2, 4)", bytesOf(ids));
+  ASSERT_EQ(errorOf(data.open(rows, labelFile, {256})), "");
+  EXPECT_EQ(errorOf(data.readRow(1, row.data(), rowLabels.data())),
+            "labels file '" + labelFile +
+                "': row 1, token 3 is -1; a label is a token id below the "
+                "vocabulary of 256 or -100 (ignored)");
+}
+
+/// The file rows of the whole global batch of `step`, read through rowsFor
+/// micro-step by micro-step and rank by rank.
+std::vector<uint64_t> globalBatch(RowSampler &sampler, uint64_t step,
+                                  uint64_t microSteps, uint64_t ranks) {
+  std::vector<uint64_t> rows;
+  for (uint64_t k = 0; k < microSteps; ++k)
+    for (uint64_t r = 0; r < ranks; ++r)
+      for (uint64_t row : sampler.rowsFor(step, k, r))
+        rows.push_back(row);
+  return rows;
+}
+
+TEST(TrainRowSampler, RowsAreReadInOrderEpochAfterEpochDroppingTheRest) {
+  // 10 rows, 4 a step: steps 0 and 1 read rows 0-7, rows 8 and 9 are
+  // dropped, step 2 starts the next epoch at row 0.
+  RowSampler sampler(0, false, 10, {2, 16, 2, 1});
+  EXPECT_EQ(sampler.globalRows(), 4u);
+  EXPECT_EQ(sampler.stepsPerEpoch(), 2u);
+  EXPECT_EQ(sampler.droppedPerEpoch(), 2u);
+  EXPECT_EQ(sampler.rowsFor(0, 0, 0), (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(sampler.rowsFor(0, 0, 1), (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(sampler.rowsFor(1, 0, 1), (std::vector<uint64_t>{6, 7}));
+  EXPECT_EQ(sampler.rowsFor(2, 0, 0), (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(sampler.rowsFor(5, 0, 1), (std::vector<uint64_t>{6, 7}));
+  RowSampler exact(0, false, 8, {4, 16, 1, 1});
+  EXPECT_EQ(exact.droppedPerEpoch(), 0u);
+}
+
+TEST(TrainRowSampler, ShuffledEpochsFollowThePythonOracle) {
+  // test/train/batches.py: epoch_order(5, e, 10, True) for e = 0, 1 and
+  // epoch_order(7, 3, 6, True).
+  RowSampler sampler(5, true, 10, {4, 16, 1, 1});
+  EXPECT_EQ(sampler.epochOrder(0),
+            (std::vector<uint64_t>{7, 0, 9, 3, 2, 1, 6, 5, 8, 4}));
+  EXPECT_EQ(sampler.epochOrder(1),
+            (std::vector<uint64_t>{7, 8, 0, 4, 9, 2, 3, 5, 1, 6}));
+  EXPECT_EQ(RowSampler(7, true, 6, {1, 1, 1, 1}).epochOrder(3),
+            (std::vector<uint64_t>{2, 4, 5, 1, 0, 3}));
+  // Steps: epoch 0 is steps 0 and 1, epoch 1 steps 2 and 3.
+  EXPECT_EQ(sampler.rowsFor(0, 0, 0), (std::vector<uint64_t>{7, 0, 9, 3}));
+  EXPECT_EQ(sampler.rowsFor(1, 0, 0), (std::vector<uint64_t>{2, 1, 6, 5}));
+  EXPECT_EQ(sampler.rowsFor(3, 0, 0), (std::vector<uint64_t>{9, 2, 3, 5}));
+  // Back to an earlier step after a later epoch: the same rows.
+  EXPECT_EQ(sampler.rowsFor(0, 0, 0), (std::vector<uint64_t>{7, 0, 9, 3}));
+  EXPECT_EQ(RowSampler(5, false, 10, {4, 16, 1, 1}).epochOrder(0),
+            (std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+TEST(TrainRowSampler, EveryEpochIsAPermutationAndSeedsDiffer) {
+  RowSampler sampler(11, true, 37, {1, 1, 1, 1});
+  std::vector<uint64_t> identity(37);
+  std::iota(identity.begin(), identity.end(), 0);
+  for (uint64_t epoch = 0; epoch < 4; ++epoch) {
+    std::vector<uint64_t> order = sampler.epochOrder(epoch);
+    EXPECT_NE(order, identity) << "epoch " << epoch;
+    std::sort(order.begin(), order.end());
+    EXPECT_EQ(order, identity) << "epoch " << epoch;
+  }
+  EXPECT_NE(sampler.epochOrder(0), sampler.epochOrder(1));
+  EXPECT_NE(sampler.epochOrder(0),
+            RowSampler(12, true, 37, {1, 1, 1, 1}).epochOrder(0));
+}
+
+TEST(TrainRowSampler, RowsDoNotDependOnRanksOrMicroSteps) {
+  // G = 8 rows a step split as (B, K, N) = (8,1,1), (2,4,1), (4,1,2),
+  // (2,2,2): the same rows of every step, in the same order.
+  for (bool shuffle : {false, true}) {
+    RowSampler whole(3, shuffle, 21, {8, 5, 1, 1});
+    RowSampler accumulated(3, shuffle, 21, {2, 5, 1, 4});
+    RowSampler sharded(3, shuffle, 21, {4, 5, 2, 1});
+    RowSampler both(3, shuffle, 21, {2, 5, 2, 2});
+    for (uint64_t step = 0; step < 7; ++step) {
+      std::vector<uint64_t> expected = whole.rowsFor(step, 0, 0);
+      EXPECT_EQ(globalBatch(accumulated, step, 4, 1), expected);
+      EXPECT_EQ(globalBatch(sharded, step, 1, 2), expected);
+      EXPECT_EQ(globalBatch(both, step, 2, 2), expected);
+    }
+  }
+}
+
+TEST_F(TrainData, RowsMustFitTheProgramAndOneStep) {
+  std::string path =
+      writeNpy("rows.npy", "<i8", "(5, 16)", bytesOf(numberedRows(5, 16)));
+  RowData data;
+  ASSERT_EQ(errorOf(data.open(path, "", {0})), "");
+  EXPECT_EQ(errorOf(checkRowsFit(data, {2, 16, 2, 1})), "");
+  EXPECT_EQ(errorOf(checkRowsFit(data, {2, 12, 2, 1})),
+            "row file '" + path +
+                "' is [5, 16] int64, but program 'train_micro_step' takes "
+                "input_ids [2, 12]: its rows must hold 12 tokens");
+  EXPECT_EQ(errorOf(checkRowsFit(data, {2, 16, 2, 2})),
+            "row file '" + path +
+                "' holds 5 rows ([5, 16] int64); one optimizer step reads 8 "
+                "(2 ranks x 2 micro-steps x 2 rows; program "
+                "'train_micro_step' takes input_ids [2, 16])");
+}
+
+TEST_F(TrainData, RowFillReadsEachRanksRowsAndLabels) {
+  std::vector<int64_t> labels = numberedRows(6, 3);
+  for (int64_t &label : labels)
+    if (label % 100 == 0)
+      label = -100;
+  std::string rows =
+      writeNpy("rows.npy", "<i8", "(6, 3)", bytesOf(numberedRows(6, 3)));
+  std::string labelFile =
+      writeNpy("labels.npy", "<i8", "(6, 3)", bytesOf(labels));
+  RowData data;
+  ASSERT_EQ(errorOf(data.open(rows, labelFile, {0})), "");
+  RowSampler sampler(0, false, 6, {1, 3, 2, 2});
+  std::vector<int64_t> ids(3, -7), batchLabels(3, -7);
+  // Micro-step 1 of rank 0 reads global row (1*2 + 0)*1 = 2.
+  ASSERT_EQ(
+      errorOf(sampler.fill(data, 0, 1, 0, ids.data(), batchLabels.data())), "");
+  EXPECT_EQ(ids, (std::vector<int64_t>{200, 201, 202}));
+  EXPECT_EQ(batchLabels, (std::vector<int64_t>{-100, 201, 202}));
+  // Step 1 is the second epoch (6 rows, 4 a step): row 3 again.
+  ASSERT_EQ(
+      errorOf(sampler.fill(data, 1, 1, 1, ids.data(), batchLabels.data())), "");
+  EXPECT_EQ(ids, (std::vector<int64_t>{300, 301, 302}));
+  EXPECT_TRUE(
+      contains(errorOf(sampler.fill(data, 0, 0, 0, ids.data(), nullptr)),
+               "have labels, but no buffer was given for them"));
+  EXPECT_TRUE(contains(
+      errorOf(sampler.fill(data, 0, 2, 0, ids.data(), batchLabels.data())),
+      "micro-step 2 is outside the 2 micro-steps"));
 }
 
 } // namespace

@@ -39,6 +39,32 @@ TEST(TrainOptions, DefaultsAreTheSpecs) {
   EXPECT_TRUE(options.saveDir.empty());
   EXPECT_TRUE(options.resumeFrom.empty());
   EXPECT_EQ(options.lrDecay, LrDecay::Constant);
+  EXPECT_TRUE(options.labelsPath.empty());
+  EXPECT_FALSE(options.shuffle);
+}
+
+TEST(TrainOptions, RowsTakeLabelsAndAShuffleSwitch) {
+  TrainOptions options;
+  ASSERT_EQ(parse({"--data", "rows.npy", "--labels", "labels.npy", "--shuffle",
+                   "--seed", "5"},
+                  options),
+            "");
+  EXPECT_EQ(options.dataPath, "rows.npy");
+  EXPECT_EQ(options.labelsPath, "labels.npy");
+  EXPECT_TRUE(options.shuffle);
+  EXPECT_EQ(options.seed, 5u);
+  // A switch takes no value: the next word is the next flag.
+  TrainOptions last;
+  ASSERT_EQ(parse({"--shuffle", "--data=rows.npy"}, last), "");
+  EXPECT_TRUE(last.shuffle);
+  EXPECT_EQ(last.dataPath, "rows.npy");
+  TrainOptions bad;
+  EXPECT_EQ(parse({"--data", "r.npy", "--shuffle=yes"}, bad),
+            "--shuffle takes no value");
+  EXPECT_EQ(parse({"--data", "r.npy", "--shuffle", "--shuffle"}, bad),
+            "--shuffle is given twice");
+  EXPECT_EQ(parse({"--data", "r.npy", "--labels="}, bad),
+            "--labels needs a path");
 }
 
 TEST(TrainOptions, EveryFlagLandsInItsField) {
@@ -108,7 +134,8 @@ TEST(TrainOptions, EveryFlagLandsInItsField) {
 
 TEST(TrainOptions, MalformedUsesAreNamed) {
   TrainOptions options;
-  EXPECT_EQ(parse({}, options), "train needs --data TOKENS (a token file)");
+  EXPECT_EQ(parse({}, options), "train needs --data TOKENS (a token file) or "
+                                "--data ROWS.npy (rows)");
   EXPECT_EQ(parse({"--data", "t", "--bogus", "1"}, options),
             "unknown option '--bogus' of 'train'; see zrun --help");
   EXPECT_EQ(parse({"--data"}, options), "--data needs a value");
@@ -171,11 +198,11 @@ TEST(TrainOptions, ResumeNeedsTheSameBatchesAndStepsLeft) {
   LoadedCheckpoint loaded;
   loaded.directory = "ck/step-00000020";
   loaded.step = 20;
-  loaded.values = options.checkpointValues(1000);
+  loaded.values = options.checkpointValues({1000});
   EXPECT_EQ(loaded.values[0],
             (std::pair<std::string, std::string>{"seed", "3"}));
-  EXPECT_EQ(errorOf(options.checkResume(loaded, 1000)), "");
-  EXPECT_EQ(errorOf(options.checkResume(loaded, 999)),
+  EXPECT_EQ(errorOf(options.checkResume(loaded, {1000})), "");
+  EXPECT_EQ(errorOf(options.checkResume(loaded, {999})),
             "checkpoint 'ck/step-00000020' was trained with --data (its "
             "token count) 1000; this run has 999, so it would not continue "
             "that run");
@@ -184,16 +211,48 @@ TEST(TrainOptions, ResumeNeedsTheSameBatchesAndStepsLeft) {
       parse({"--data", "t", "--seed", "4", "--grad-accum", "2", "--lr", "1e-3"},
             other),
       "");
-  EXPECT_EQ(errorOf(other.checkResume(loaded, 1000)),
+  EXPECT_EQ(errorOf(other.checkResume(loaded, {1000})),
             "checkpoint 'ck/step-00000020' was trained with --seed 3; this "
             "run has 4, so it would not continue that run");
   loaded.step = 50;
-  EXPECT_EQ(errorOf(options.checkResume(loaded, 1000)),
+  EXPECT_EQ(errorOf(options.checkResume(loaded, {1000})),
             "checkpoint 'ck/step-00000020' is at step 50; --steps 50 leaves "
             "nothing to train");
   loaded.values.clear();
-  EXPECT_TRUE(zplan::testing::contains(
-      errorOf(options.checkResume(loaded, 1000)), "does not record its seed"));
+  EXPECT_TRUE(
+      zplan::testing::contains(errorOf(options.checkResume(loaded, {1000})),
+                               "does not record its seed"));
+}
+
+TEST(TrainOptions, ResumingRowsNeedsTheSameRowsAndShuffle) {
+  TrainOptions options;
+  ASSERT_EQ(parse({"--data", "r.npy", "--shuffle", "--steps", "9"}, options),
+            "");
+  LoadedCheckpoint loaded;
+  loaded.directory = "ck";
+  loaded.step = 4;
+  loaded.values = options.checkpointValues({160, 10});
+  EXPECT_EQ(loaded.values[3],
+            (std::pair<std::string, std::string>{"data-rows", "10"}));
+  EXPECT_EQ(loaded.values[4],
+            (std::pair<std::string, std::string>{"shuffle", "on"}));
+  EXPECT_EQ(errorOf(options.checkResume(loaded, {160, 10})), "");
+  EXPECT_EQ(errorOf(options.checkResume(loaded, {176, 11})),
+            "checkpoint 'ck' was trained with --data (its token count) 160; "
+            "this run has 176, so it would not continue that run");
+  TrainOptions ordered;
+  ASSERT_EQ(parse({"--data", "r.npy", "--steps", "9"}, ordered), "");
+  EXPECT_EQ(errorOf(ordered.checkResume(loaded, {160, 10})),
+            "checkpoint 'ck' was trained with --shuffle on; this run has off, "
+            "so it would not continue that run");
+  EXPECT_EQ(errorOf(ordered.checkResume(loaded, {160, 0})),
+            "checkpoint 'ck' was trained on rows (a 2-D .npy --data); this "
+            "run reads a token stream, so it would not continue that run");
+  loaded.values = ordered.checkpointValues({160, 0});
+  EXPECT_EQ(loaded.values.size(), 11u);
+  EXPECT_EQ(errorOf(ordered.checkResume(loaded, {160, 10})),
+            "checkpoint 'ck' was trained on a token stream; this run reads "
+            "rows (a 2-D .npy --data), so it would not continue that run");
 }
 
 } // namespace
