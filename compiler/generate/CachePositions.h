@@ -9,7 +9,8 @@
 // (a Range whose start is read from the shape of a past_key_values.* input,
 // unsqueezed at axis 0) and makes its result a graph input `position_ids`
 // [batch, seq], the positions zrun feeds, as Hugging Face's generate()
-// passes them. Tests: test/generate/cache-positions.test.
+// passes them. Tests: test/real (gemma/optimum/generate, tokens against
+// HF generate()), test/generate/export-kind.test (no range to replace).
 //
 //===----------------------------------------------------------------------===//
 
