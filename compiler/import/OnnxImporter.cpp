@@ -571,7 +571,7 @@ llvm::Error OnnxImporter::declareInitializers() {
           NameLoc::get(builder.getStringAttr(tensor.name())),
           builder.getStringAttr(tensor.name()),
           TypeAttr::get(tensorType(entry.info)), StringAttr(), IntegerAttr(),
-          IntegerAttr());
+          IntegerAttr(), ArrayAttr(), StringAttr(), StringAttr());
       if (external) {
         param.setExternalFileAttr(builder.getStringAttr(file));
         param.setExternalOffsetAttr(builder.getI64IntegerAttr(offset));
