@@ -291,6 +291,14 @@ public:
     return unreadable ? nullptr : &data;
   }
 
+  /// Drops the bytes whole() read (they are read again when asked for).
+  void release() {
+    if (!wholeRead || unreadable)
+      return;
+    wholeRead = false;
+    std::string().swap(data);
+  }
+
   /// Whether it holds at least two distinct values (bit patterns).
   bool varies() {
     const std::string *bytes = whole();
@@ -511,35 +519,43 @@ zplan::decideParameters(const onnx::ModelProto &model, llvm::StringRef modelDir,
 
   // Automatic ties: buckets of one element type, bucket shape and buffer
   // status; in each, every candidate joins the first class whose
-  // representative it equals.
-  std::map<std::string, std::vector<TieClass>> buckets;
+  // representative it equals. A candidate alone in its bucket is never
+  // read; a constant one represents no class (it can tie to nothing), and
+  // only representatives keep their bytes once read.
+  std::vector<std::string> keys(candidates.size());
+  std::map<std::string, int> bucketSizes;
   for (size_t index = 0; index < candidates.size(); ++index) {
     if (forcedCopies.contains(data[index].name()))
       continue;
-    std::string key =
-        std::string(elementTypeInfo(candidates[index].type).name) + " " +
-        formatShape(data[index].bucketShape()) +
-        (buffer[index] ? " buffer" : "");
-    std::vector<TieClass> &classes = buckets[key];
+    keys[index] = std::string(elementTypeInfo(candidates[index].type).name) +
+                  " " + formatShape(data[index].bucketShape()) +
+                  (buffer[index] ? " buffer" : "");
+    ++bucketSizes[keys[index]];
+  }
+  std::map<std::string, std::vector<TieClass>> buckets;
+  for (size_t index = 0; index < candidates.size(); ++index) {
+    if (keys[index].empty() || bucketSizes[keys[index]] < 2)
+      continue;
+    std::vector<TieClass> &classes = buckets[keys[index]];
+    CandidateData &mine = data[index];
+    const std::string &samples = mine.samples(false);
+    if (samples.empty())
+      continue;
     bool joined = false;
-    const std::string &mine = data[index].samples(false);
     for (TieClass &tieClass : classes) {
-      if (mine.empty())
-        break;
-      size_t representative = tieClass.members.front().first;
-      CandidateData &rep = data[representative];
+      CandidateData &rep = data[tieClass.members.front().first];
       const std::string &theirs = rep.samples(false);
       bool square = rep.shape().size() == 2 && rep.shape()[0] == rep.shape()[1];
       // Non-square 2-D: read in one orientation, so the samples agree when
       // the values do and the shapes say which way.
       std::vector<bool> relations;
-      if (theirs == mine)
+      if (theirs == samples)
         relations.push_back(rep.shape().size() == 2 &&
-                            rep.flipped() != data[index].flipped());
-      if (square && theirs == data[index].samples(true))
+                            rep.flipped() != mine.flipped());
+      if (square && theirs == mine.samples(true))
         relations.push_back(true);
       for (bool transposed : relations) {
-        if (!rep.varies() || !equalBits(rep, data[index], transposed))
+        if (!equalBits(rep, mine, transposed))
           continue;
         tieClass.members.push_back({index, transposed});
         joined = true;
@@ -548,8 +564,21 @@ zplan::decideParameters(const onnx::ModelProto &model, llvm::StringRef modelDir,
       if (joined)
         break;
     }
-    if (!joined)
-      classes.push_back({{{index, false}}});
+    if (joined) {
+      mine.release();
+      continue;
+    }
+    bool uniform = true;
+    for (size_t k = 1; uniform && k * mine.bytesPerElement() < samples.size();
+         ++k)
+      uniform = std::memcmp(samples.data(),
+                            samples.data() + k * mine.bytesPerElement(),
+                            mine.bytesPerElement()) == 0;
+    if (uniform && !mine.varies()) {
+      mine.release();
+      continue;
+    }
+    classes.push_back({{{index, false}}});
   }
 
   // Per class: --untie leaves it; the parameter kept is the first member
