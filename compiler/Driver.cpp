@@ -56,6 +56,8 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
       buildModule(context, options, diagnostics);
   if (!module)
     return module.takeError();
+  for (const std::string &warning : collectTieWarnings(**module))
+    notes << "zcc: warning: " << warning << "\n";
   // Now the external-data files are known: no output may be one of them.
   if (llvm::Error error =
           checkOutputPaths(options, collectInputFiles(options, **module)))

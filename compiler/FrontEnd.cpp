@@ -125,8 +125,8 @@ buildGenerationModule(mlir::MLIRContext &context, const CompileOptions &options,
   setCrashPhase("importing '" + options.modelPath + "' for generation");
   crashIfTestRequested("import");
   ExportKind exportKind = ExportKind::Plain;
-  auto module =
-      importGenerateModule(context, options.modelPath, shape, exportKind);
+  auto module = importGenerateModule(context, options.modelPath, shape,
+                                     options.import.parameters, exportKind);
   if (!module)
     return module.takeError();
   if (llvm::Error error = runImportPipeline(**module, options, diagnostics,
@@ -181,4 +181,26 @@ std::vector<std::string> zplan::collectInputFiles(const CompileOptions &options,
       inputs.push_back(path.str().str());
   });
   return inputs;
+}
+
+std::vector<std::string> zplan::collectTieWarnings(mlir::ModuleOp module) {
+  std::vector<std::string> warnings;
+  for (auto parameter : module.getOps<nn::ParameterOp>()) {
+    std::optional<mlir::ArrayAttr> copies = parameter.getTiedCopies();
+    if (!copies)
+      continue;
+    for (mlir::Attribute copy : *copies) {
+      auto fields = llvm::cast<mlir::DictionaryAttr>(copy);
+      if (fields.getAs<mlir::BoolAttr>("equal").getValue())
+        continue;
+      warnings.push_back(
+          "'" + fields.getAs<mlir::StringAttr>("name").str() +
+          "' is trained as '" + parameter.getSymName().str() + "'" +
+          (fields.getAs<mlir::BoolAttr>("transposed").getValue() ? " transposed"
+                                                                 : "") +
+          ", but their values are not equal: " +
+          fields.getAs<mlir::StringAttr>("reason").str());
+    }
+  }
+  return warnings;
 }

@@ -39,6 +39,11 @@ llvm::StringRef describeFrontEnd(CompileMode mode);
 std::vector<std::string> collectInputFiles(const CompileOptions &options,
                                            mlir::ModuleOp module);
 
+/// One warning per tie --tie forced between tensors whose values differ
+/// (the trained model is then not the file's), without the "zcc: warning: "
+/// prefix.
+std::vector<std::string> collectTieWarnings(mlir::ModuleOp module);
+
 } // namespace zplan
 
 #endif // ZPLAN_COMPILER_FRONTEND_H

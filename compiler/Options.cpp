@@ -123,6 +123,29 @@ llvm::Error zplan::parseInputShapes(llvm::ArrayRef<std::string> texts,
   return llvm::Error::success();
 }
 
+llvm::Error zplan::parseParameterFlags(llvm::ArrayRef<std::string> ties,
+                                       llvm::ArrayRef<std::string> unties,
+                                       llvm::ArrayRef<std::string> freeze,
+                                       llvm::ArrayRef<std::string> train,
+                                       ImportOptions &options) {
+  ParameterOptions &parameters = options.parameters;
+  for (const std::string &text : ties)
+    if (llvm::Error error = parseTie(text, parameters))
+      return error;
+  for (auto [flag, texts, target] :
+       {std::make_tuple("--untie", unties, &parameters.untie),
+        std::make_tuple("--freeze", freeze, &parameters.freeze),
+        std::make_tuple("--train", train, &parameters.train)})
+    for (const std::string &text : texts) {
+      if (text.empty())
+        return makeError(
+            llvm::Twine(flag) + " needs a value (an initializer name" +
+            (target == &parameters.untie ? "" : " or a glob") + ")");
+      target->push_back(text);
+    }
+  return llvm::Error::success();
+}
+
 /// The generation shapes of docs/generation.md section 0: B >= 1, 1 <= P < L,
 /// and flags only --mode generate reads are refused elsewhere. With
 /// train,generate, --input-shape binds the training micro-batch.
@@ -189,6 +212,11 @@ llvm::Error zplan::validateOptions(const CompileOptions &options) {
   if (options.optimizer != "adamw" && options.optimizer != "sgd")
     return makeError("unknown --optimizer '" + options.optimizer +
                      "'; expected adamw or sgd");
+  const ParameterOptions &parameters = options.import.parameters;
+  if (!trains(options.mode) &&
+      (!parameters.freeze.empty() || !parameters.train.empty()))
+    return makeError("--freeze and --train apply to --mode train only (a plan "
+                     "without training programs trains nothing)");
   llvm::StringRef loss = options.loss;
   if (loss != "causal-lm" && !(loss.consume_front("output:") && !loss.empty()))
     return makeError("unknown --loss '" + options.loss +

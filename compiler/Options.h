@@ -121,6 +121,29 @@ llvm::Expected<uint64_t> parseByteSize(llvm::StringRef text);
 llvm::Error parseInputShapes(llvm::ArrayRef<std::string> texts,
                              ImportOptions &options);
 
+/// Binds the parameter flags into `options.parameters` (ParameterRules.h):
+///   --tie COPY=PARAM   COPY is no parameter of its own: every use reads
+///                      PARAM (transposed when COPY's 2-D shape is PARAM's
+///                      reversed), whose gradient sums them; `zrun export`
+///                      writes the trained PARAM into both. Forces a tie the
+///                      rule would not make (values that differ are
+///                      reported); shapes must match directly or transposed.
+///   --untie NAME       keeps NAME a parameter of its own although it equals
+///                      another bit for bit (the automatic tie rule).
+///   --freeze GLOB      the parameters matching GLOB (a tied pair: either
+///                      name) are not trained: sharded and gathered as
+///                      usual, but no gradient, reduce-scatter, optimizer
+///                      update or state (a frozen layer, a reference model).
+///   --train GLOB       trains the matching ones although the buffer rule
+///                      would freeze them; a name both match is an error.
+/// Each flag repeats. A malformed --tie or one COPY given twice is an error;
+/// the names are checked against the model when it is imported.
+llvm::Error parseParameterFlags(llvm::ArrayRef<std::string> ties,
+                                llvm::ArrayRef<std::string> unties,
+                                llvm::ArrayRef<std::string> freeze,
+                                llvm::ArrayRef<std::string> train,
+                                ImportOptions &options);
+
 /// Checks option values and combinations before any work (world size,
 /// mode, dump kinds, limits, the generation shapes).
 llvm::Error validateOptions(const CompileOptions &options);

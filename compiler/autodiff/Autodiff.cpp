@@ -103,10 +103,14 @@ LogicalResult Differentiator::collectParameters() {
         return WalkResult::interrupt();
       }
       // An integer or boolean parameter (a mask buffer stored as an
-      // initializer) is not trained: no gradient, no reduce-scatter.
-      if (!isFloatTensor(copy))
-        continue;
+      // initializer) is not trained, nor is a frozen one (a buffer, or
+      // --freeze): no gradient, no reduce-scatter. For autodiff its gathered
+      // copy is a constant.
       FlatSymbolRefAttr param = read.getParamAttr();
+      auto declared =
+          SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(read, param);
+      if (!isFloatTensor(copy) || (declared && declared.isFrozen()))
+        continue;
       parameters[param].copies.push_back(copy);
       parameterOf[copy] = param;
     }
@@ -117,10 +121,17 @@ LogicalResult Differentiator::collectParameters() {
 
 void Differentiator::markActive() {
   for (Operation &op : train.front()) {
-    bool fromParameter = llvm::isa<zero::GatherWaitOp>(op);
+    // A gathered copy is active when it is a trained parameter's (frozen
+    // parameters are constants).
+    if (llvm::isa<zero::GatherWaitOp>(op)) {
+      for (Value result : op.getResults())
+        if (parameterOf.count(result))
+          active.insert(result);
+      continue;
+    }
     bool anyActiveOperand = llvm::any_of(
         op.getOperands(), [&](Value operand) { return active.count(operand); });
-    if (!fromParameter && !anyActiveOperand)
+    if (!anyActiveOperand)
       continue;
     for (Value result : op.getResults())
       if (isFloatTensor(result))

@@ -106,9 +106,9 @@ zplan::importOptionsFor(const onnx::ModelProto &model, ExportKind kind,
   return options;
 }
 
-llvm::Expected<OwningOpRef<ModuleOp>>
-zplan::importGenerateModule(MLIRContext &context, llvm::StringRef path,
-                            const GenerateShape &shape, ExportKind &kind) {
+llvm::Expected<OwningOpRef<ModuleOp>> zplan::importGenerateModule(
+    MLIRContext &context, llvm::StringRef path, const GenerateShape &shape,
+    const ParameterOptions &parameters, ExportKind &kind) {
   onnx::ModelProto model;
   if (llvm::Error error = readOnnxModel(path, model))
     return std::move(error);
@@ -131,6 +131,7 @@ zplan::importGenerateModule(MLIRContext &context, llvm::StringRef path,
         importOptionsFor(model, kind, shape, decode);
     if (!options)
       return options.takeError();
+    options->parameters = parameters;
     auto imported = importOnnxModel(context, model, path, *options);
     if (!imported)
       return makeError(

@@ -68,8 +68,12 @@ constexpr int64_t kMaxConstantInitializerElements = 1;
 struct Entry {
   ValueInfo info;
   Value value;
-  /// Set for a trainable initializer: it is read through a gather.
+  /// Set for a parameter initializer: it is read through a gather.
   const onnx::TensorProto *parameter = nullptr;
+  /// Set for a tied copy: the parameter it reads instead (transposed when
+  /// `tiedTransposed`).
+  std::string tiedTo;
+  bool tiedTransposed = false;
 };
 
 /// Collects protobuf text-format errors instead of letting them go to the
@@ -200,6 +204,9 @@ private:
   const ValueInfo *inputInfo(const onnx::NodeProto &node, int index);
   Value materializeConstant(const HostTensor &tensor, Location location);
   Value gatherParameter(StringRef name, Entry &entry);
+  /// A tied copy's value: its parameter's gathered copy, transposed when
+  /// the copy is, at the builder's insertion point (the first use).
+  Value readTiedCopy(StringRef name, Entry &entry);
   /// Points `builder` at the end of the hoisted prefix of the function.
   void setInsertionPointToHoisted();
   void setOutputs(const onnx::NodeProto &node, ValueRange values);
@@ -320,6 +327,8 @@ Value OnnxImporter::input(const onnx::NodeProto &node, int index) {
     return entry.value;
   if (entry.parameter)
     return entry.value = gatherParameter(name, entry);
+  if (!entry.tiedTo.empty())
+    return entry.value = readTiedCopy(name, entry);
   // A compile-time value that a run-time op needs: one nn.constant, shared
   // by every later use.
   entry.value = materializeConstant(*entry.info.value, loc(node));
@@ -388,6 +397,17 @@ Value OnnxImporter::gatherParameter(StringRef name, Entry &entry) {
       builder.create<zero::GatherWaitOp>(location, TypeRange{type}, token);
   lastHoisted = wait;
   return wait.getResult(0);
+}
+
+Value OnnxImporter::readTiedCopy(StringRef name, Entry &entry) {
+  Entry &parameter = values.find(entry.tiedTo)->second;
+  if (!parameter.value)
+    parameter.value = gatherParameter(entry.tiedTo, parameter);
+  if (!entry.tiedTransposed)
+    return parameter.value;
+  return builder.create<nn::TransposeOp>(
+      NameLoc::get(builder.getStringAttr(name)), tensorType(entry.info),
+      parameter.value, builder.getDenseI64ArrayAttr({1, 0}));
 }
 
 void OnnxImporter::setOutputs(const onnx::NodeProto &node, ValueRange results) {
@@ -518,6 +538,15 @@ static llvm::Error checkInlineDataSize(const onnx::TensorProto &tensor,
 llvm::Error OnnxImporter::declareInitializers() {
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(module.getBody());
+  // Parameter candidates, declared once ties and freezing are decided.
+  struct Declared {
+    Entry *entry;
+    std::string file;
+    int64_t offset, length;
+    bool external;
+  };
+  std::vector<ParameterCandidate> candidates;
+  std::vector<Declared> declared;
   for (const onnx::TensorProto &tensor : model.graph().initializer()) {
     std::optional<ElementType> type = elementTypeFromOnnx(tensor.data_type());
     if (!type)
@@ -573,22 +602,15 @@ llvm::Error OnnxImporter::declareInitializers() {
     }
     if (trainable) {
       // Parameters are never folded: their data stays where it is, and only
-      // the plan writer reads it, one shard at a time. So its size is
-      // checked here, or nothing would notice a short tensor until then.
+      // the plan writer reads it, one group at a time (tie detection reads
+      // a few elements, and the whole of a tensor whose samples match
+      // another's). So its size is checked here, or nothing would notice a
+      // short tensor until then.
       if (!external)
         if (llvm::Error error = checkInlineDataSize(tensor, entry.info))
           return error;
-      entry.parameter = &tensor;
-      auto param = builder.create<nn::ParameterOp>(
-          NameLoc::get(builder.getStringAttr(tensor.name())),
-          builder.getStringAttr(tensor.name()),
-          TypeAttr::get(tensorType(entry.info)), StringAttr(), IntegerAttr(),
-          IntegerAttr());
-      if (external) {
-        param.setExternalFileAttr(builder.getStringAttr(file));
-        param.setExternalOffsetAttr(builder.getI64IntegerAttr(offset));
-        param.setExternalLengthAttr(builder.getI64IntegerAttr(length));
-      }
+      candidates.push_back({&tensor, *type, entry.info.shape});
+      declared.push_back({&entry, file, offset, length, external});
       continue;
     }
     HostTensor value;
@@ -602,6 +624,47 @@ llvm::Error OnnxImporter::declareInitializers() {
       return makeError("initializer '" + tensor.name() + "': " + message);
     }
     entry.info.value = std::move(value);
+  }
+
+  std::vector<ParameterDecision> decisions;
+  if (llvm::Error error = decideParameters(model, modelDir, candidates,
+                                           options.parameters, decisions))
+    return error;
+  for (auto [candidate, where, decision] :
+       llvm::zip_equal(candidates, declared, decisions)) {
+    const onnx::TensorProto &tensor = *candidate.tensor;
+    if (decision.copyOf) {
+      where.entry->tiedTo = candidates[*decision.copyOf].tensor->name();
+      where.entry->tiedTransposed = decision.transposed;
+      continue;
+    }
+    where.entry->parameter = &tensor;
+    auto param = builder.create<nn::ParameterOp>(
+        NameLoc::get(builder.getStringAttr(tensor.name())),
+        builder.getStringAttr(tensor.name()),
+        TypeAttr::get(tensorType(where.entry->info)), StringAttr(),
+        IntegerAttr(), IntegerAttr(), ArrayAttr(), StringAttr(), StringAttr());
+    if (where.external) {
+      param.setExternalFileAttr(builder.getStringAttr(where.file));
+      param.setExternalOffsetAttr(builder.getI64IntegerAttr(where.offset));
+      param.setExternalLengthAttr(builder.getI64IntegerAttr(where.length));
+    }
+    if (!decision.copies.empty()) {
+      SmallVector<Attribute> copies;
+      for (const TiedCopyDecision &copy : decision.copies)
+        copies.push_back(builder.getDictionaryAttr({
+            builder.getNamedAttr("name", builder.getStringAttr(copy.name)),
+            builder.getNamedAttr("transposed",
+                                 builder.getBoolAttr(copy.transposed)),
+            builder.getNamedAttr("equal", builder.getBoolAttr(copy.equal)),
+            builder.getNamedAttr("reason", builder.getStringAttr(copy.reason)),
+        }));
+      param.setTiedCopiesAttr(builder.getArrayAttr(copies));
+    }
+    if (decision.frozen)
+      param.setFrozenAttr(builder.getStringAttr(*decision.frozen));
+    if (decision.untied)
+      param.setUntiedAttr(builder.getStringAttr(*decision.untied));
   }
   return llvm::Error::success();
 }
@@ -791,7 +854,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> OnnxImporter::import() {
   int argIndex = 0;
   for (const onnx::ValueInfoProto &input : model.graph().input()) {
     auto it = values.find(input.name());
-    if (it->second.parameter || it->second.info.isConstant())
+    if (it->second.parameter || !it->second.tiedTo.empty() ||
+        it->second.info.isConstant())
       continue;
     it->second.value = entry->getArgument(argIndex);
     func.setArgAttr(argIndex++, "nn.name", builder.getStringAttr(input.name()));
@@ -835,6 +899,8 @@ llvm::Error OnnxImporter::emitReturn(func::FuncOp func) {
     Value value = entry.value;
     if (!value && entry.parameter)
       value = entry.value = gatherParameter(output.name(), entry);
+    if (!value && !entry.tiedTo.empty())
+      value = entry.value = readTiedCopy(output.name(), entry);
     if (!value) {
       value = entry.value = materializeConstant(
           *entry.info.value,

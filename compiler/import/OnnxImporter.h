@@ -3,7 +3,9 @@
 // Reads an ONNX model (binary protobuf, or protobuf text format for tests),
 // specialises it to static shapes, folds every computation known at compile
 // time, and builds a module with:
-//   - one `nn.parameter` per trainable initializer (data left where it is),
+//   - one `nn.parameter` per parameter initializer (data left where it is),
+//     except tied copies, which read the parameter they copy, and with the
+//     frozen ones marked (ParameterRules.h),
 //   - `func.func @forward` whose arguments are the graph inputs and whose
 //     body reads each parameter through `zero.shard` + `zero.gather_start` +
 //     `zero.gather_wait` (the unscheduled form: everything gathered up front,
@@ -15,6 +17,7 @@
 #ifndef ZPLAN_COMPILER_IMPORT_ONNXIMPORTER_H
 #define ZPLAN_COMPILER_IMPORT_ONNXIMPORTER_H
 
+#include "compiler/import/ParameterRules.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -39,6 +42,8 @@ struct ImportOptions {
   /// e.g. 'batch') bound by one of these binds that symbol in every input
   /// not listed here; bindings of one symbol must agree.
   std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// Ties and freezing beyond the rules (--tie, --untie, --freeze, --train).
+  ParameterOptions parameters;
 };
 
 /// Imports the ONNX model at `path`. Files ending in `.onnxtxt` or

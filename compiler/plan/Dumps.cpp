@@ -271,7 +271,9 @@ std::string zplan::formatReport(
        << " parameter(s), " << formatSize(bytes) << ", ";
     if (group.persistent()) {
       os << "persistent: kept whole on every rank (each parameter at or "
-            "below the persistence threshold)\n";
+            "below the persistence threshold)"
+         << (group.frozen() ? ", frozen (no gradient, no optimizer state)" : "")
+         << "\n";
       continue;
     }
     if (resident.count(g)) {
@@ -280,12 +282,27 @@ std::string zplan::formatReport(
       continue;
     }
     int count = gathers[g];
+    if (group.frozen())
+      os << "frozen (no gradient, no optimizer state), ";
     os << "gathered " << count << (count == 1 ? " time" : " times");
     if (count > 1)
       os << (policies.front().first == SchedulePolicy::Jit
                  ? " (hook-style: released when another group is used)"
                  : " (released between uses to stay within the budget)");
     os << "\n";
+  }
+  if (!chosen.tiedCopies.empty() || !chosen.untied.empty() ||
+      !chosen.frozen.empty()) {
+    os << "parameters: " << chosen.plan.parameters_size() << ", "
+       << chosen.frozen.size() << " frozen, " << chosen.tiedCopies.size()
+       << " tied " << (chosen.tiedCopies.size() == 1 ? "copy" : "copies")
+       << " (initializers read as a parameter, not parameters themselves)\n";
+    for (const std::string &line : chosen.tiedCopies)
+      os << "  tied: " << line << "\n";
+    for (const std::string &line : chosen.untied)
+      os << "  untied: " << line << "\n";
+    for (const std::string &line : chosen.frozen)
+      os << "  frozen: " << line << "\n";
   }
   if (!chosen.recomputedBlocks.empty()) {
     os << "recompute: " << chosen.recomputedBlocks.size() << " of "

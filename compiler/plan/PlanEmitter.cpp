@@ -138,6 +138,7 @@ private:
                                     FlatSymbolRefAttr group, uint32_t copy);
   void addAttributes(plan::Instruction &instruction, Operation *op);
   void declareState(llvm::StringRef optimizer);
+  void noteParameterRules();
   void declareGeneration();
   llvm::Error emitResidentGather(zero::ResidentGatherOp gather);
   llvm::Error emitResidentRead(zero::ResidentReadOp read);
@@ -196,6 +197,7 @@ void Emitter::declareGroups() {
     entry->set_name(group.getSymName().str());
     entry->set_padded_elements(group.getPaddedElements());
     entry->set_persistent(group.getPersistent());
+    entry->set_frozen(group.getFrozen());
     SmallVector<int64_t> offsets = group.getParameterOffsets();
     Type element;
     for (auto [name, offset] : llvm::zip_equal(group.getParams(), offsets)) {
@@ -214,6 +216,13 @@ void Emitter::declareGroups() {
       parameter->set_group(index);
       parameter->set_offset_elements(offset);
       parameter->set_num_elements(type.getNumElements());
+      if (std::optional<ArrayAttr> copies = param.getTiedCopies())
+        for (Attribute copy : *copies) {
+          auto fields = llvm::cast<DictionaryAttr>(copy);
+          plan::TiedCopy *tied = parameter->add_tied_copies();
+          tied->set_name(fields.getAs<StringAttr>("name").str());
+          tied->set_transposed(fields.getAs<BoolAttr>("transposed").getValue());
+        }
     }
     entry->set_dtype(dataTypeOf(element));
     uint64_t full = group.getPaddedElements() * elementBytes(element);
@@ -247,6 +256,28 @@ void Emitter::declareGroups() {
   out.set_persistent_weights_offset(rankOffset * out.world_size());
 }
 
+/// What the parameter rules decided (ParameterRules.h), as the nn.parameter
+/// attributes say it, for the report.
+void Emitter::noteParameterRules() {
+  for (auto param : module.getOps<nn::ParameterOp>()) {
+    std::string name = "'" + param.getSymName().str() + "'";
+    if (std::optional<ArrayAttr> copies = param.getTiedCopies())
+      for (Attribute copy : *copies) {
+        auto fields = llvm::cast<DictionaryAttr>(copy);
+        bool transposed = fields.getAs<BoolAttr>("transposed").getValue();
+        result.tiedCopies.push_back(
+            "'" + fields.getAs<StringAttr>("name").str() + "' is " + name +
+            (transposed ? " transposed" : "") + " (" +
+            fields.getAs<StringAttr>("reason").str() +
+            "): one parameter, its gradient the sum of both uses");
+      }
+    if (std::optional<StringRef> untied = param.getUntied())
+      result.untied.push_back(name + " " + untied->str());
+    if (std::optional<StringRef> frozen = param.getFrozen())
+      result.frozen.push_back(name + ": " + frozen->str());
+  }
+}
+
 /// A training plan keeps, per group and per rank, a gradient accumulator and
 /// the optimizer's state, each the size of the rank's shard (of the whole
 /// group when it is persistent): ZeRO's partitioned gradients and optimizer
@@ -258,6 +289,9 @@ void Emitter::declareState(llvm::StringRef optimizer) {
   else
     moments = {"momentum"};
   for (auto [index, group] : llvm::enumerate(result.plan.groups())) {
+    // A frozen group is never reduced into nor updated.
+    if (group.frozen())
+      continue;
     const plan::Buffer &resident =
         buffer(group.persistent() ? persistentBuffer.lookup(index)
                                   : shardBuffer.lookup(index));
@@ -992,6 +1026,7 @@ llvm::Expected<EmittedPlan> Emitter::run() {
   out.set_weights_file(options.weightsFile);
   out.set_memory_budget(options.memoryBudget);
   declareGroups();
+  noteParameterRules();
   declareGeneration();
   if (auto step = module.lookupSymbol<func::FuncOp>(kOptimizerStepName)) {
     llvm::StringRef optimizer = "adamw";

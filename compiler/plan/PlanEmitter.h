@@ -92,6 +92,12 @@ struct EmittedPlan {
   /// is.
   int64_t blocks = 0;
   std::vector<std::string> recomputedBlocks;
+  /// The parameter rules (compiler/import/ParameterRules.h), one line per
+  /// decision for the report: each tied copy and why, each initializer
+  /// --untie kept apart, each frozen parameter and why.
+  std::vector<std::string> tiedCopies;
+  std::vector<std::string> untied;
+  std::vector<std::string> frozen;
 };
 
 /// Emits `module` (after the schedule pipeline). The budget is recorded,

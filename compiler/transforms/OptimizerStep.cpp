@@ -58,11 +58,14 @@ struct OptimizerStepPass : zplan::impl::OptimizerStepBase<OptimizerStepPass> {
     func.setArgAttr(0, "nn.name", builder.getStringAttr("hyper"));
     Block *body = func.addEntryBlock();
     builder.setInsertionPointToStart(body);
+    // A frozen group (frozen parameters: buffers, --freeze) is never
+    // updated.
     for (auto group : module.getOps<zero::GroupOp>())
-      builder.create<zero::OptimizerUpdateOp>(
-          NameLoc::get(builder.getStringAttr("@" + group.getSymName())),
-          FlatSymbolRefAttr::get(group.getSymNameAttr()), body->getArgument(0),
-          builder.getStringAttr(optimizer));
+      if (!group.getFrozen())
+        builder.create<zero::OptimizerUpdateOp>(
+            NameLoc::get(builder.getStringAttr("@" + group.getSymName())),
+            FlatSymbolRefAttr::get(group.getSymNameAttr()),
+            body->getArgument(0), builder.getStringAttr(optimizer));
     builder.create<func::ReturnOp>(train.getLoc());
   }
 };

@@ -228,7 +228,10 @@ def Autodiff : Pass<"zplan-autodiff", "::mlir::ModuleOp"> {
     4. When a parameter's gradient is final (all uses done, a tied weight's
        several uses summed), start its `zero.reduce_scatter_start`; a
        parameter that does not reach the loss reduces a zero constant.
-       Integer and boolean parameters (mask buffers) are not trained.
+       Integer and boolean parameters (mask buffers) and frozen ones
+       (`nn.parameter` with `frozen`: buffers, `zcc --freeze`) are not
+       trained: their gathered copies are constants, with no gradient and
+       no reduce-scatter.
     5. Before the return: per parameter, `zero.grad_shard` and a
        `zero.reduce_scatter_wait` accumulating into it.
 
@@ -289,7 +292,9 @@ def ShardParameters : Pass<"zplan-shard-parameters", "::mlir::ModuleOp"> {
        last use more than a quarter of the program apart) gets a group of
        its own, so re-gathering it for a late use moves nothing else.
     4. The others fill groups in first-use order up to `bucket-bytes`, one
-       element type per group.
+       element type per group. Frozen parameters (`nn.parameter` with
+       `frozen`) fill `frozen` groups of their own: a group is trained, or
+       not, as a whole.
     5. Each parameter starts at an offset aligned to `alignment` bytes; the
        group is padded to a multiple of world-size x alignment, so every
        shard is aligned too.
@@ -400,11 +405,11 @@ def OptimizerStep : Pass<"zplan-optimizer-step", "::mlir::ModuleOp"> {
     zplan-shard-parameters), adds the optimizer step program: it takes the
     run-time scalars as `hyper` (tensor<8xf32>: lr, beta1 or momentum,
     beta2, eps, weight decay, gradient scale, bias corrections) and updates
-    every group from its gradient shard, on this rank's shard only (ZeRO's
-    partitioned optimizer: the fp32 master weights, the gradient and the
-    optimizer state are all sharded; a persistent group is updated whole,
-    identically on every rank). A module without a training step is left
-    alone.
+    every group that is not `frozen` from its gradient shard, on this
+    rank's shard only (ZeRO's partitioned optimizer: the fp32 master
+    weights, the gradient and the optimizer state are all sharded; a
+    persistent group is updated whole, identically on every rank). A module
+    without a training step is left alone.
 
     ```mlir
     func.func @optimizer_step(%hyper: tensor<8xf32> {nn.name = "hyper"}) {
@@ -643,9 +648,9 @@ def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
     8. no op reads a gradient shard (zero.grad_shard) except the
        reduce-scatter wait that accumulates into it: a partial sum is
        never read;
-    9. @optimizer_step holds only zero.optimizer_update ops, one per group:
-       the optimizer reads and writes shards only, never a gathered
-       parameter.
+    9. @optimizer_step holds only zero.optimizer_update ops, one per group
+       that is not `frozen` (none for a frozen one): the optimizer reads and
+       writes shards only, never a gathered parameter.
     10. generation: zero.resident_gather only in @generate_begin and
         zero.resident_release only in @generate_end, each at most once per
         group; every `resident` group is gathered and released there;

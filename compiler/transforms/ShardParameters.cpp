@@ -45,6 +45,8 @@ struct ParameterUse {
 struct GroupPlan {
   SmallVector<nn::ParameterOp> members;
   bool persistent = false;
+  /// Every member is frozen (none is: a group is updated as a whole).
+  bool frozen = false;
   uint64_t bytes = 0;
   /// Declared by declareGroups(); mutable because MLIR's op handles have
   /// non-const accessors.
@@ -303,16 +305,19 @@ struct ShardParametersPass
           uses.push_back({param, programLength, programLength});
       }
 
-    // 2-4. Form groups. Indices, not pointers: `groups` grows.
-    int64_t openSharded = -1, openPersistent = -1;
+    // 2-4. Form groups. Indices, not pointers: `groups` grows. Frozen
+    // parameters fill groups of their own (one open group per kind), so that
+    // a group is trained, or not, as a whole.
+    int64_t openGroup[2][2] = {{-1, -1}, {-1, -1}}; // [frozen][persistent]
     int64_t span = std::max<int64_t>(forwardLength, 1);
     for (ParameterUse &use : uses) {
       RankedTensorType type = use.param.getTensorType();
       uint64_t bytes = tensorBytes(type);
       bool persistent = type.getNumElements() <= persistenceThreshold;
+      bool frozen = use.param.isFrozen();
       bool farApart = !persistent && use.lastUse - use.firstUse >
                                          std::max<int64_t>(span / 4, 1);
-      int64_t &open = persistent ? openPersistent : openSharded;
+      int64_t &open = openGroup[frozen][persistent];
       bool fits = false;
       if (open >= 0 && !farApart) {
         GroupPlan &group = groups[open];
@@ -323,6 +328,7 @@ struct ShardParametersPass
       if (!fits) {
         groups.emplace_back();
         groups.back().persistent = persistent;
+        groups.back().frozen = frozen;
         // A far-apart parameter's group stays closed to others, and it is
         // not one of "the others" of rule 4: the group open before it stays
         // open to the parameters after it.
@@ -385,7 +391,9 @@ struct ShardParametersPass
           moduleBuilder.getDenseI64ArrayAttr(offsets),
           moduleBuilder.getI64IntegerAttr(padded),
           moduleBuilder.getI64IntegerAttr(worldSize),
-          plan.persistent ? moduleBuilder.getUnitAttr() : UnitAttr());
+          plan.persistent ? moduleBuilder.getUnitAttr() : UnitAttr(),
+          /*resident=*/UnitAttr(),
+          plan.frozen ? moduleBuilder.getUnitAttr() : UnitAttr());
       LLVM_DEBUG(llvm::dbgs() << "group " << name << ": " << plan.members.size()
                               << " parameters, " << padded << " elements\n");
     }

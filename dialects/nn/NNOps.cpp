@@ -13,6 +13,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 
 using namespace mlir;
@@ -78,6 +79,30 @@ LogicalResult ParameterOp::verify() {
                            << " bytes, expected " << bytes << " for " << type;
     if (offset < 0)
       return emitOpError() << "external_offset " << offset << " is negative";
+  }
+  // Each tied copy: a name other than the parameter's, once; `transposed`
+  // only for a 2-D parameter (the copy is its transpose).
+  if (std::optional<ArrayAttr> copies = getTiedCopies()) {
+    llvm::SmallDenseSet<StringRef> names;
+    for (Attribute entry : *copies) {
+      auto copy = llvm::cast<DictionaryAttr>(entry);
+      auto name = copy.getAs<StringAttr>("name");
+      auto transposed = copy.getAs<BoolAttr>("transposed");
+      auto equal = copy.getAs<BoolAttr>("equal");
+      auto reason = copy.getAs<StringAttr>("reason");
+      if (!name || !transposed || !equal || !reason || copy.size() != 4)
+        return emitOpError() << "tied copy " << copy
+                             << " must be {name, transposed, equal, reason}";
+      if (name.getValue().empty() || name.getValue() == getSymName() ||
+          !names.insert(name.getValue()).second)
+        return emitOpError() << "tied copy '" << name.getValue()
+                             << "' is empty, the parameter itself or listed "
+                                "twice";
+      if (transposed.getValue() && getTensorType().getRank() != 2)
+        return emitOpError() << "tied copy '" << name.getValue()
+                             << "' is transposed, but the parameter has rank "
+                             << getTensorType().getRank();
+    }
   }
   return success();
 }

@@ -66,18 +66,42 @@ def NN_ParameterOp : NN_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]>
     Data inside the model file has no `external_*` attributes; ONNX external
     data records the file (relative to the model), byte offset and length.
 
+    `tied_copies` names the other initializers that hold this parameter's
+    values (an exporter's constant folding wrote a tied LM head as a second
+    initializer, often transposed): they are no parameters of their own;
+    their uses read this one (through an `nn.transpose` when `transposed`),
+    so its gradient sums theirs, and an export writes each copy back. Each
+    entry is `{name, transposed, equal, reason}`: `equal` is false when
+    `--tie` forced a tie between tensors whose values differ; `reason` says
+    why they are tied, for the report.
+
+    `untied` says what an initializer that `--untie` kept a parameter of
+    its own is equal to (for the report).
+
+    `frozen` (the reason, for the report) marks a parameter that is not
+    trained: a buffer the exporter kept as an initializer, or one `--freeze`
+    names. It is sharded and gathered like any other, but autodiff treats it
+    as a constant: no gradient, no reduce-scatter, no optimizer state.
+
     ```mlir
-    nn.parameter @"transformer.wte.weight" : tensor<256x64xf32>
+    nn.parameter @"transformer.wte.weight" {tied_copies = [
+        {equal = true, name = "onnx::MatMul_592",
+         reason = "equal transposed, bit for bit", transposed = true}
+      ]} : tensor<256x64xf32>
     nn.parameter @"lm_head.weight" : tensor<256x64xf32>
         {external_file = "model.onnx.data", external_offset = 0 : i64,
          external_length = 65536 : i64}
+    nn.parameter @"rotary.inv_freq" {frozen = "a buffer"} : tensor<8xf32>
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<NN_Tensor>:$type,
                        OptionalAttr<StrAttr>:$external_file,
                        OptionalAttr<I64Attr>:$external_offset,
-                       OptionalAttr<I64Attr>:$external_length);
+                       OptionalAttr<I64Attr>:$external_length,
+                       OptionalAttr<DictArrayAttr>:$tied_copies,
+                       OptionalAttr<StrAttr>:$frozen,
+                       OptionalAttr<StrAttr>:$untied);
   let assemblyFormat = "$sym_name attr-dict `:` $type";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -86,6 +110,8 @@ def NN_ParameterOp : NN_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]>
     }
     /// True when the data lives in an ONNX external-data file.
     bool isExternal() { return getExternalFile().has_value(); }
+    /// True when the parameter is not trained (see `frozen`).
+    bool isFrozen() { return getFrozen().has_value(); }
   }];
 }
 

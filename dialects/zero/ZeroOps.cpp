@@ -98,6 +98,13 @@ LogicalResult GroupOp::verifySymbolUses(SymbolTableCollection &table) {
         lookupParameter(*this, table, llvm::cast<FlatSymbolRefAttr>(name));
     if (failed(param))
       return failure();
+    // One group is updated (or not) as a whole.
+    if (param->isFrozen() != getFrozen())
+      return emitOpError() << (getFrozen() ? "is frozen, but "
+                                           : "is not "
+                                             "frozen, but ")
+                           << name << (param->isFrozen() ? " is" : " is not")
+                           << " frozen";
     int64_t elements = param->getTensorType().getNumElements();
     if (offsets) {
       // Parameters in order, none overlapping the previous one.
@@ -139,8 +146,13 @@ LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &table) {
 }
 
 LogicalResult GradShardOp::verifySymbolUses(SymbolTableCollection &table) {
-  return verifyShardOfParameter(*this, table, getParamAttr(),
-                                getResult().getType());
+  if (failed(verifyShardOfParameter(*this, table, getParamAttr(),
+                                    getResult().getType())))
+    return failure();
+  if (table.lookupNearestSymbolFrom<nn::ParameterOp>(*this, getParamAttr())
+          .isFrozen())
+    return emitOpError() << getParamAttr() << " is frozen: it has no gradient";
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -390,8 +402,12 @@ LogicalResult OptimizerUpdateOp::verify() {
 
 LogicalResult
 OptimizerUpdateOp::verifySymbolUses(SymbolTableCollection &table) {
-  if (!table.lookupNearestSymbolFrom<GroupOp>(*this, getGroupAttr()))
+  auto group = table.lookupNearestSymbolFrom<GroupOp>(*this, getGroupAttr());
+  if (!group)
     return emitOpError() << "group " << getGroupAttr()
                          << " is not a zero.group";
+  if (group.getFrozen())
+    return emitOpError() << "group " << getGroupAttr()
+                         << " is frozen: it is never updated";
   return success();
 }

@@ -81,6 +81,9 @@ def Zero_GroupOp : Zero_Op<"group", [Symbol, HasParent<"::mlir::ModuleOp">,
     is loaded, never released, no collective inside any program.
     A `resident` group (generation only) is gathered once in
     `@generate_begin` and kept for every token (`zero.resident_gather`).
+    A `frozen` group holds frozen parameters only (`nn.parameter` with
+    `frozen`): gathered and released like any other, but it has no gradient,
+    no reduce-scatter and no optimizer update or state.
 
     ```mlir
     zero.group @block0 {params = [@"h.0.w", @"h.0.b"], padded_elements = 4160 : i64, world_size = 4 : i64}
@@ -92,7 +95,8 @@ def Zero_GroupOp : Zero_Op<"group", [Symbol, HasParent<"::mlir::ModuleOp">,
                        I64Attr:$padded_elements,
                        I64Attr:$world_size,
                        UnitAttr:$persistent,
-                       UnitAttr:$resident);
+                       UnitAttr:$resident,
+                       UnitAttr:$frozen);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{

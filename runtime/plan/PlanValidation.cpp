@@ -17,6 +17,7 @@
 #include "runtime/support/ShapeText.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -151,6 +152,25 @@ private:
   }
 
   Status validateParameters() {
+    // Every initializer a parameter stands for -- its own name and its tied
+    // copies' -- once in the plan (zrun export writes each of them).
+    std::set<std::string> initializers;
+    for (const Parameter &parameter : plan.parameters())
+      initializers.insert(parameter.name());
+    for (const Parameter &parameter : plan.parameters())
+      for (const TiedCopy &copy : parameter.tied_copies()) {
+        std::string subject = describeParameter(parameter) +
+                              ": its tied copy " + inQuotes(copy.name());
+        if (copy.name().empty() || !initializers.insert(copy.name()).second)
+          return failure(subject,
+                         " is empty or names an initializer that another "
+                         "parameter or copy names too");
+        if (copy.transposed() && parameter.shape_size() != 2)
+          return failure(subject,
+                         " is transposed, but the parameter has "
+                         "shape ",
+                         shapeText(parameter.shape()));
+      }
     // How many groups list each parameter: exactly its own group must.
     std::vector<int> listings(plan.parameters_size(), 0);
     for (const Group &group : plan.groups())
@@ -357,6 +377,10 @@ private:
           return failure(subject, " holds the state of group ", buffer.group(),
                          ", but the plan has ", plan.groups_size(), " groups");
         const Group &group = plan.groups(buffer.group());
+        if (group.frozen())
+          return failure(subject, " holds the state of ",
+                         describeGroup(plan, buffer.group()),
+                         ", which is frozen (it has none)");
         uint64_t elements = group.persistent()
                                 ? group.padded_elements()
                                 : group.padded_elements() / worldSize;
@@ -495,6 +519,16 @@ private:
         instruction.group() >= static_cast<uint32_t>(plan.groups_size()))
       return failure(subject, " names group ", instruction.group(),
                      ", but the plan has ", plan.groups_size(), " groups");
+    // A frozen group has no gradient and is never updated.
+    bool trains =
+        instruction.opcode() == OPCODE_REDUCE_SCATTER ||
+        instruction.opcode() == OPCODE_ADAMW ||
+        instruction.opcode() == OPCODE_SGD ||
+        (instruction.opcode() == OPCODE_ALL_REDUCE && instruction.group() != 0);
+    if (trains && plan.groups(instruction.group()).frozen())
+      return failure(subject, " reduces or updates ",
+                     describeGroup(plan, instruction.group()),
+                     ", which is frozen (no gradient, no optimizer state)");
     for (uint32_t waited : instruction.wait_for()) {
       if (waited == static_cast<uint32_t>(position))
         return failure(subject, " waits for itself");

@@ -287,7 +287,8 @@ Status checkGeneration(const Plan &plan) {
   return Status::success();
 }
 
-/// A micro-step reduces every group's gradients into its accumulator.
+/// A micro-step reduces every group's gradients into its accumulator,
+/// except a frozen group's, which has none.
 Status checkTraining(const Plan &plan) {
   const Program *step = findProgram(plan, PROGRAM_KIND_TRAIN_MICRO_STEP);
   if (!step)
@@ -298,7 +299,7 @@ Status checkTraining(const Plan &plan) {
         instruction.opcode() == OPCODE_ALL_REDUCE)
       reduced[instruction.group()] = true;
   for (int group = 0; group < plan.groups_size(); ++group)
-    if (!reduced[group])
+    if (!reduced[group] && !plan.groups(group).frozen())
       return failure("program ", inQuotes(step->name()),
                      " never reduces the gradients of group @",
                      plan.groups(group).name());

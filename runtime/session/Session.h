@@ -280,7 +280,8 @@ public:
   /// `train_micro_step`, whatever the model takes; the same on every rank),
   /// no optimizer step; `loss` is the mean over ranks and, on rank 0,
   /// `groups` every group's whole gradient (padded elements) divided by
-  /// the world size. Needs only `train_micro_step`. Collective.
+  /// the world size (empty for a frozen group, which has none). Needs only
+  /// `train_micro_step`. Collective.
   Status gradients(const std::vector<ProgramInput> &inputs, float &loss,
                    std::vector<std::vector<float>> &groups);
 

@@ -99,7 +99,9 @@ Status Session::State::gradientNorm(double gradScale, double &norm) {
   double squares = 0;
   std::vector<float> copy;
   for (int group = 0; group < plan.groups_size(); ++group) {
-    if (plan.groups(group).persistent() && communicator.rank() != 0)
+    // A frozen group has no gradient.
+    if (gradientOf[group] == 0 ||
+        (plan.groups(group).persistent() && communicator.rank() != 0))
       continue;
     uint64_t count =
         plan::elementCount(plan::bufferOf(plan, gradientOf[group]));
@@ -198,6 +200,9 @@ Session::State::gatherGradients(const std::vector<ProgramInput> &inputs,
   groups.assign(s.plan.groups_size(), {});
   for (int group = 0; group < s.plan.groups_size(); ++group) {
     const plan::Group &entry = s.plan.groups(group);
+    // A frozen group has no gradient: its entry stays empty.
+    if (s.gradientOf[group] == 0)
+      continue;
     std::vector<float> &whole = groups[group];
     whole.resize(entry.padded_elements());
     // Gathered on the host, over the host communicator.

@@ -32,6 +32,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 using namespace zplan;
@@ -154,6 +155,14 @@ struct ExportInputs {
   onnx::ModelProto model;
   /// Per plan parameter, its initializer in `model`.
   std::vector<onnx::TensorProto *> initializers;
+  /// Every tied copy's initializer, with its parameter's index and whether
+  /// it holds the parameter transposed.
+  struct Copy {
+    onnx::TensorProto *tensor;
+    int parameter;
+    bool transposed;
+  };
+  std::vector<Copy> copies;
   /// Every file export reads, with what it is, for the output checks.
   std::vector<std::pair<std::string, std::string>> readFiles;
 };
@@ -212,29 +221,50 @@ Status loadInputs(const ExportOptions &options, ExportInputs &inputs) {
     }
   }
   std::string subject = "model " + inQuotes(inputs.modelPath);
-  for (const plan::Parameter &parameter : plan.parameters()) {
-    auto found = byName.find(parameter.name());
-    if (found == byName.end())
-      return failure(subject, " has no initializer ",
-                     inQuotes(parameter.name()),
-                     ", a parameter of the plan: export needs the model the "
-                     "plan was compiled from (--model)");
-    const onnx::TensorProto &tensor = *found->second;
+  for (int index = 0; index < plan.parameters_size(); ++index) {
+    const plan::Parameter &parameter = plan.parameters(index);
     std::vector<int64_t> planShape(parameter.shape().begin(),
                                    parameter.shape().end());
-    std::vector<int64_t> modelShape(tensor.dims().begin(), tensor.dims().end());
-    std::optional<ElementType> modelType =
-        elementTypeFromOnnx(tensor.data_type());
-    bool sameType = modelType && elementTypeInfo(*modelType).plan ==
-                                     static_cast<int32_t>(parameter.dtype());
-    if (!sameType || planShape != modelShape)
-      return failure(subject, ": initializer ", inQuotes(parameter.name()),
-                     " is ", onnxTypeName(tensor.data_type()), " ",
-                     shapeText(modelShape), "; the plan's parameter is ",
-                     typeName(parameter.dtype()), " ", shapeText(planShape),
-                     ": export needs the model the plan was compiled from "
-                     "(--model)");
-    inputs.initializers.push_back(found->second);
+    std::vector<
+        std::tuple<std::string, std::vector<int64_t>, std::string, bool>>
+        wanted{{parameter.name(), planShape, "a parameter of the plan", false}};
+    for (const plan::TiedCopy &copy : parameter.tied_copies()) {
+      std::vector<int64_t> shape = planShape;
+      if (copy.transposed())
+        std::reverse(shape.begin(), shape.end());
+      wanted.push_back(
+          {copy.name(), shape,
+           "a tied copy of the plan's parameter " + inQuotes(parameter.name()),
+           copy.transposed()});
+    }
+    for (const auto &[name, shape, what, transposed] : wanted) {
+      auto found = byName.find(name);
+      if (found == byName.end())
+        return failure(subject, " has no initializer ", inQuotes(name), ", ",
+                       what,
+                       ": export needs the model the plan was compiled from "
+                       "(--model)");
+      const onnx::TensorProto &tensor = *found->second;
+      std::vector<int64_t> modelShape(tensor.dims().begin(),
+                                      tensor.dims().end());
+      std::optional<ElementType> modelType =
+          elementTypeFromOnnx(tensor.data_type());
+      bool sameType = modelType && elementTypeInfo(*modelType).plan ==
+                                       static_cast<int32_t>(parameter.dtype());
+      if (!sameType || shape != modelShape)
+        return failure(
+            subject, ": initializer ", inQuotes(name), " is ",
+            onnxTypeName(tensor.data_type()), " ", shapeText(modelShape), "; ",
+            name == parameter.name() ? "the plan's parameter"
+                                     : "as " + what + ", it",
+            " is ", typeName(parameter.dtype()), " ", shapeText(shape),
+            ": export needs the model the plan was compiled from "
+            "(--model)");
+      if (name == parameter.name())
+        inputs.initializers.push_back(found->second);
+      else
+        inputs.copies.push_back({found->second, index, transposed});
+    }
   }
   return Status::success();
 }
@@ -387,6 +417,26 @@ Status zplan::tooling::exportModel(const ExportOptions &options,
 
   std::vector<std::string> values;
   ZR_RETURN_IF_ERROR(gatherParameters(inputs, values, result.warnings));
+  // A tied copy holds its trained parameter (transposed: element [j, i] of
+  // the copy is the parameter's [i, j]), so both initializers stay equal.
+  for (const ExportInputs::Copy &copy : inputs.copies) {
+    const plan::Parameter &parameter = inputs.plan.parameters(copy.parameter);
+    const std::string &trained = values[copy.parameter];
+    std::string bytes = trained;
+    if (copy.transposed) {
+      uint64_t size = plan::dataTypeSize(parameter.dtype());
+      uint64_t rows = static_cast<uint64_t>(parameter.shape(0));
+      uint64_t columns = static_cast<uint64_t>(parameter.shape(1));
+      for (uint64_t i = 0; i < rows; ++i)
+        for (uint64_t j = 0; j < columns; ++j)
+          std::memcpy(bytes.data() + (j * rows + i) * size,
+                      trained.data() + (i * columns + j) * size, size);
+    }
+    clearData(*copy.tensor);
+    result.parameterBytes += bytes.size();
+    copy.tensor->set_raw_data(std::move(bytes));
+  }
+  result.tiedCopies = inputs.copies.size();
   for (size_t index = 0; index < values.size(); ++index) {
     onnx::TensorProto &tensor = *inputs.initializers[index];
     clearData(tensor);
@@ -456,9 +506,12 @@ int zplan::tooling::exportPlan(const Arguments &arguments) {
   }
   std::ostringstream line;
   line << "zrun: exported " << result.parameters << " parameters ("
-       << result.parameterBytes << " bytes) of checkpoint "
-       << inQuotes(result.checkpointDirectory) << " (step " << result.step
-       << ") to " << inQuotes(result.modelPath);
+       << result.parameterBytes << " bytes";
+  if (result.tiedCopies)
+    line << ", with " << result.tiedCopies << " tied "
+         << (result.tiedCopies == 1 ? "copy" : "copies");
+  line << ") of checkpoint " << inQuotes(result.checkpointDirectory)
+       << " (step " << result.step << ") to " << inQuotes(result.modelPath);
   if (!result.dataPath.empty())
     line << ", weights in external data " << inQuotes(result.dataPath);
   for (const std::string &warning : result.warnings)

@@ -66,6 +66,9 @@ struct ExportResult {
   std::string dataPath;
   uint64_t parameters = 0;
   uint64_t parameterBytes = 0;
+  /// Initializers written as a parameter's tied copy (counted in
+  /// parameterBytes too).
+  uint64_t tiedCopies = 0;
   /// Things the user should know; the model is written regardless.
   std::vector<std::string> warnings;
 };

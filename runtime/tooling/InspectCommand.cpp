@@ -102,9 +102,18 @@ void zplan::tooling::printInspect(const std::string &path,
        << group.parameters_size() << " params, " << used << " elements, "
        << group.padded_elements() << " padded elements, "
        << typeName(group.dtype())
-       << (group.persistent() ? ", persistent" : ", sharded") << ":";
-    for (uint32_t parameter : group.parameters())
-      os << " " << plan.parameters(parameter).name();
+       << (group.persistent() ? ", persistent" : ", sharded")
+       << (group.frozen() ? ", frozen (no gradient, no optimizer state)" : "")
+       << ":";
+    for (uint32_t index : group.parameters()) {
+      const plan::Parameter &parameter = plan.parameters(index);
+      os << " " << parameter.name();
+      // The initializers read as this parameter: `copy` or `copy^T`.
+      for (int c = 0; c < parameter.tied_copies_size(); ++c)
+        os << (c ? ", " : " (tied: ") << parameter.tied_copies(c).name()
+           << (parameter.tied_copies(c).transposed() ? "^T" : "")
+           << (c + 1 == parameter.tied_copies_size() ? ")" : "");
+    }
     os << "\n";
   }
 

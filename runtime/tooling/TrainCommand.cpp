@@ -67,6 +67,10 @@ Status stageGradients(const plan::Plan &plan, const std::string &directory,
   ZR_RETURN_IF_ERROR(staged.stage(directory + "/loss.npy", encoded,
                                   "the loss to " + inQuotes(directory)));
   for (const plan::Parameter &parameter : plan.parameters()) {
+    // A frozen parameter has no gradient (and a tied copy is no parameter:
+    // its parameter's gradient is the sum of both uses).
+    if (plan.groups(parameter.group()).frozen())
+      continue;
     const std::vector<float> &whole = groups[parameter.group()];
     std::vector<int64_t> shape(parameter.shape().begin(),
                                parameter.shape().end());

@@ -27,8 +27,13 @@ labels=LABELS.npy` (its -100 entries are ignored targets). It then compares DIR 
 Prints one `ok` line per run with the loss error and the worst tensor and its
 ratio to the bound; the first failure prints `FAIL ...` and exits 1.
 
+--golden-model ORIGINAL runs MODEL against ORIGINAL's golden: MODEL is
+ORIGINAL with its tied weight stored twice (split_tie.py), which zcc must
+train as ORIGINAL's one parameter, so gradients.txt lists ORIGINAL's
+parameters and the tied one's gradient is the sum of both uses.
+
 First (and with --oracle-only, without zcc/zrun) it checks that the golden
-belongs to the model: its parameter names are exactly the model's trainable
+belongs to the model (to ORIGINAL with --golden-model): its parameter names are exactly the model's trainable
 initializers (float, more than one element: zcc's rule), in file order, each
 gradient has its initializer's shape, the values are finite, and input_ids is
 int64 [2, 8] within the vocabulary.
@@ -164,6 +169,9 @@ def main():
                         help="persistence thresholds; `default` passes none")
     parser.add_argument("--oracle-only", action="store_true",
                         help="check the golden against the model, run nothing")
+    parser.add_argument("--golden-model",
+                        help="the model the golden was made from, when --model "
+                             "is it with a tied weight stored twice")
     args = parser.parse_args()
     if len(args.model) != len(args.golden) or (len(args.model) > 1 and not args.oracle_only):
         parser.error("one --golden per --model; several only with --oracle-only")
@@ -176,7 +184,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     name = pathlib.Path(args.model).stem
     golden = dict(np.load(args.golden, allow_pickle=False))
-    check_golden(golden, args.model)
+    check_golden(golden, args.golden_model or args.model)
     ids = golden["input_ids"]
     ids_path = out / "input_ids.npy"
     np.save(ids_path, ids)

@@ -36,7 +36,10 @@ curve. This script:
     so B holds steps 2 and 3; A + B must be torch's curve (1e-5 relative).
     Step 3's loss follows step 2's update, which reads the restored m and v.
 Prints one `ok` line per run; the first failure prints `FAIL ...`, exits 1.
---oracle-only does step 1 alone (no zcc/zrun).
+--oracle-only does step 1 alone (no zcc/zrun). --brief does steps 1 and 2,
+then of step 3 only the first split (N = 2, every parameter sharded) and
+sgd's, and neither 4 nor 5. --zcc-flag passes a flag to every zcc (e.g.
+`--zcc-flag=--untie=NAME`, to show what a wrong tie costs).
 """
 import argparse
 import hashlib
@@ -120,7 +123,7 @@ def train(args, golden, curve, batch, k_steps, world, threshold, out, resume_at=
     shown = "default" if threshold is None else str(threshold)
     label = f"{args.name} {curve} B={batch} K={k_steps} N={world} persistence={shown}"
     tag = f"{curve}-{batch}-{k_steps}-{world}-{shown}"
-    extra = ["--optimizer", optimizer]
+    extra = ["--optimizer", optimizer] + args.zcc_flag
     if data:
         label += f" data={data[0]}"
     if bucket:
@@ -189,6 +192,10 @@ def main():
     parser.add_argument("--out", required=True, help="a scratch directory")
     parser.add_argument("--oracle-only", action="store_true",
                         help="check the corpus and the batch sampler, run nothing")
+    parser.add_argument("--brief", action="store_true",
+                        help="the one-rank curves and two sharded splits only")
+    parser.add_argument("--zcc-flag", action="append", default=[],
+                        help="an extra flag for every zcc (repeatable)")
     args = parser.parse_args()
     args.name = pathlib.Path(args.model).stem
     out = pathlib.Path(args.out)
@@ -203,7 +210,10 @@ def main():
     curves = [k.split(":", 1)[1] for k in golden if k.startswith("curve:")]
     for curve in curves:
         one_rank[curve] = train(args, golden, curve, rows, 1, 1, None, out)
-    for curve, batch, k_steps, world, threshold, bucket in SPLITS:
+    splits = SPLITS
+    if args.brief:
+        splits = [SPLITS[0]] + [s for s in SPLITS if s[0] == "sgd"][:1]
+    for curve, batch, k_steps, world, threshold, bucket in splits:
         if batch * k_steps * world != rows:
             raise CheckFailure(f"split B={batch} K={k_steps} N={world} does not cover "
                                f"{rows} rows")
@@ -214,6 +224,8 @@ def main():
             raise CheckFailure(f"{args.name} {curve} B={batch} K={k_steps} N={world}: curve "
                                f"{losses.tolist()} differs from one rank's "
                                f"{one_rank[curve].tolist()} by {difference:.3e} relative")
+    if args.brief:
+        return
     # The same tokens in the other token-file formats of runtime/train/TokenData.h.
     tokens = np.fromfile(args.data, dtype="<u2")
     np.save(out / "tokens-u16.npy", tokens)

@@ -1,5 +1,6 @@
 // zplan-optimizer-step adds @optimizer_step to a training module: one
-// zero.optimizer_update per group, persistent ones included, in the order
+// zero.optimizer_update per group, persistent ones included, frozen ones
+// (frozen parameters: no gradient, no state) never, in the order
 // the groups are declared, each reading the run-time scalars `hyper` and
 // naming the optimizer. A module without @train_micro_step is left alone;
 // an unknown optimizer, a second @optimizer_step and a module with no group
@@ -34,6 +35,8 @@ nn.parameter @w2 : tensor<4x8xf32>
 zero.group @group0 {offsets = array<i64: 0>, padded_elements = 32 : i64, params = [@w0], world_size = 2 : i64}
 zero.group @persistent1 {offsets = array<i64: 0>, padded_elements = 8 : i64, params = [@s], persistent, world_size = 2 : i64}
 zero.group @group2 {offsets = array<i64: 0>, padded_elements = 32 : i64, params = [@w2], world_size = 2 : i64}
+nn.parameter @buffer {frozen = "a buffer"} : tensor<4xf32>
+zero.group @group3 {frozen, offsets = array<i64: 0>, padded_elements = 4 : i64, params = [@buffer], world_size = 2 : i64}
 
 func.func @train_micro_step(%x: tensor<2x4xf32>) -> tensor<f32> {
   %loss = nn.constant dense<0.0> : tensor<f32>

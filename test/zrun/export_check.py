@@ -26,6 +26,14 @@
                                relative; EXPORTED's weights differ from
                                ORIGINAL's (the training moved them)
 
+  tied EXPORTED PARAM COPY    the exported COPY equals the exported PARAM,
+                               bit for bit: transposed when its 2-D shape is
+                               PARAM's reversed, else directly (a tied copy
+                               written back consistently)
+  frozen ORIGINAL EXPORTED NAME...
+                               each NAME is bit for bit the original's (not
+                               trained), and some other initializer is not
+
 Prints one `ok ...` line, or `FAIL ...` and exits 1.
 """
 import argparse
@@ -153,6 +161,37 @@ def loss(args):
     return 0
 
 
+def tied(args):
+    _, exported = initializers(args.exported)
+    for name in (args.param, args.copy):
+        if name not in exported:
+            return fail(f"{args.exported} has no initializer {name}")
+    param, copy = exported[args.param], exported[args.copy]
+    forms = [("", param)] + ([("^T", np.ascontiguousarray(param.T))] if param.ndim == 2 else [])
+    for suffix, expected in forms:
+        if (copy.dtype == expected.dtype and copy.shape == expected.shape
+                and copy.tobytes() == expected.tobytes()):
+            print(f"ok tied: {args.copy} = {args.param}{suffix} bit for bit")
+            return 0
+    return fail(f"{args.copy} ({copy.dtype}{list(copy.shape)}) equals neither {args.param} "
+                f"({param.dtype}{list(param.shape)}) nor its transpose")
+
+
+def frozen(args):
+    _, original = initializers(args.original)
+    _, exported = initializers(args.exported)
+    for name in args.names:
+        if original[name].tobytes() != exported[name].tobytes():
+            return fail(f"{name} changed: frozen parameters are not trained")
+    moved = [n for n in original if n not in args.names
+             and original[n].tobytes() != exported[n].tobytes()]
+    if not moved:
+        return fail("no other initializer changed: training changed nothing")
+    print(f"ok frozen: {len(args.names)} unchanged, {len(moved)} of "
+          f"{len(original) - len(args.names)} others trained")
+    return 0
+
+
 def diverge(args):
     manifest_path = os.path.join(args.stepdir, "manifest.txt")
     lines = open(manifest_path).read().splitlines()
@@ -199,6 +238,14 @@ def main():
     divergence.add_argument("stepdir")
     divergence.add_argument("rank", type=int)
     divergence.add_argument("region")
+    tie = commands.add_parser("tied")
+    tie.add_argument("exported")
+    tie.add_argument("param")
+    tie.add_argument("copy")
+    freeze = commands.add_parser("frozen")
+    freeze.add_argument("original")
+    freeze.add_argument("exported")
+    freeze.add_argument("names", nargs="+")
     reshape = commands.add_parser("reshape")
     reshape.add_argument("original")
     reshape.add_argument("out")
@@ -219,6 +266,10 @@ def main():
         return 0
     if args.command == "diverge":
         return diverge(args)
+    if args.command == "tied":
+        return tied(args)
+    if args.command == "frozen":
+        return frozen(args)
     if args.command == "reshape":
         model = onnx.load(args.original)
         tensor = next(t for t in model.graph.initializer if t.name == args.name)

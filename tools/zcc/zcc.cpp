@@ -92,6 +92,29 @@ static cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
                                       cl::desc("--mode train: adamw or sgd"),
                                       cl::cat(zccCategory));
 
+static cl::list<std::string> ties(
+    "tie",
+    cl::desc("Train initializer COPY as PARAM itself (one parameter; "
+             "transposed when its 2-D shape is PARAM's reversed), even when "
+             "the tie rule would not"),
+    cl::value_desc("COPY=PARAM"), cl::cat(zccCategory));
+static cl::list<std::string>
+    unties("untie",
+           cl::desc("Keep initializer NAME a parameter of its own although "
+                    "it equals another (the tie rule)"),
+           cl::value_desc("NAME"), cl::cat(zccCategory));
+static cl::list<std::string> freezePatterns(
+    "freeze",
+    cl::desc("--mode train: do not train the parameters whose initializer "
+             "names match GLOB (sharded and gathered, no gradient or "
+             "optimizer state)"),
+    cl::value_desc("GLOB"), cl::cat(zccCategory));
+static cl::list<std::string> trainPatterns(
+    "train",
+    cl::desc("--mode train: train the parameters matching GLOB although "
+             "the buffer rule would freeze them"),
+    cl::value_desc("GLOB"), cl::cat(zccCategory));
+
 static cl::opt<int64_t>
     batch("batch",
           cl::desc("--mode generate: sequences generated together (B)"),
@@ -295,6 +318,9 @@ int main(int argc, char **argv) {
     *target = static_cast<int64_t>(*bytes);
   }
   if (Error error = zplan::parseInputShapes(inputShapes, options.import))
+    return fail(std::move(error));
+  if (Error error = zplan::parseParameterFlags(ties, unties, freezePatterns,
+                                               trainPatterns, options.import))
     return fail(std::move(error));
   if (!memoryBudget.empty()) {
     Expected<uint64_t> bytes = zplan::parseByteSize(memoryBudget);

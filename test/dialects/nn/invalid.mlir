@@ -1031,3 +1031,23 @@ func.func @attend(%q: tensor<2x4x3x16xf32>, %k: tensor<2x4x64x16xf32>, %pos: ten
   %o = nn.cached_attention %q, %k, %k, %pos {scale = 0.25 : f32} : (tensor<2x4x3x16xf32>, tensor<2x4x64x16xf32>, tensor<2x4x64x16xf32>, tensor<2x1xi64>) -> tensor<2x4x3x16xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{'nn.parameter' op tied copy {name = "w2"} must be {name, transposed, equal, reason}}}
+nn.parameter @w {tied_copies = [{name = "w2"}]} : tensor<4x4xf32>
+
+// -----
+
+// expected-error @+1 {{'nn.parameter' op tied copy 'w' is empty, the parameter itself or listed twice}}
+nn.parameter @w {tied_copies = [{name = "w", transposed = false, equal = true, reason = ""}]} : tensor<4x4xf32>
+
+// -----
+
+// expected-error @+1 {{'nn.parameter' op tied copy 'c' is empty, the parameter itself or listed twice}}
+nn.parameter @w {tied_copies = [{name = "c", transposed = false, equal = true, reason = ""}, {name = "c", transposed = false, equal = true, reason = ""}]} : tensor<4x4xf32>
+
+// -----
+
+// expected-error @+1 {{'nn.parameter' op tied copy 'c' is transposed, but the parameter has rank 1}}
+nn.parameter @w {tied_copies = [{name = "c", transposed = true, equal = true, reason = ""}]} : tensor<16xf32>

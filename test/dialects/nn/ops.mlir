@@ -17,6 +17,13 @@ nn.parameter @"onnx::MatMul_123" : tensor<64x64xf16>
 nn.parameter @"lm_head.weight" {external_file = "model.onnx.data", external_offset = 0 : i64, external_length = 65536 : i64} : tensor<256x64xf32>
 // CHECK: nn.parameter @mask : tensor<16x16xi1>{{$}}
 nn.parameter @mask : tensor<16x16xi1>
+// A tied weight with its copies, a frozen buffer, an untied initializer.
+// CHECK: nn.parameter @wte {tied_copies = [{equal = true, name = "onnx::MatMul_592", reason = "equal transposed, bit for bit", transposed = true}]} : tensor<256x64xf32>{{$}}
+nn.parameter @wte {tied_copies = [{name = "onnx::MatMul_592", transposed = true, equal = true, reason = "equal transposed, bit for bit"}]} : tensor<256x64xf32>
+// CHECK: nn.parameter @inv_freq {frozen = "a buffer"} : tensor<8xf32>{{$}}
+nn.parameter @inv_freq {frozen = "a buffer"} : tensor<8xf32>
+// CHECK: nn.parameter @head {untied = "equals 'wte'"} : tensor<256x64xf32>{{$}}
+nn.parameter @head {untied = "equals 'wte'"} : tensor<256x64xf32>
 
 // CHECK-LABEL: func.func @constants
 func.func @constants() -> (tensor<f32>, tensor<2xi64>, tensor<2x2xf32>) {

@@ -129,6 +129,40 @@ func.func @grad_shard_wrong_shape() {
   return
 }
 
+// -----
+
+// A frozen parameter has no gradient.
+nn.parameter @w {frozen = "a buffer"} : tensor<64xf32>
+func.func @grad_shard_frozen() {
+  // expected-error @+1 {{'zero.grad_shard' op @w is frozen: it has no gradient}}
+  %s = zero.grad_shard @w : !zero.shard<tensor<64xf32>>
+  return
+}
+
+// -----
+
+// A group is frozen, or not, as a whole.
+nn.parameter @w {frozen = "a buffer"} : tensor<64xf32>
+nn.parameter @v : tensor<64xf32>
+// expected-error @+1 {{'zero.group' op is frozen, but @v is not frozen}}
+zero.group @g {frozen, params = [@w, @v], padded_elements = 128 : i64, world_size = 1 : i64}
+
+// -----
+
+nn.parameter @w {frozen = "--freeze 'w'"} : tensor<64xf32>
+// expected-error @+1 {{'zero.group' op is not frozen, but @w is frozen}}
+zero.group @g {params = [@w], padded_elements = 64 : i64, world_size = 1 : i64}
+
+// -----
+
+nn.parameter @w {frozen = "a buffer"} : tensor<64xf32>
+zero.group @g {frozen, params = [@w], padded_elements = 64 : i64, world_size = 1 : i64}
+func.func @optimizer_step(%hyper: tensor<8xf32>) {
+  // expected-error @+1 {{'zero.optimizer_update' op group @g is frozen: it is never updated}}
+  zero.optimizer_update @g, %hyper {optimizer = "sgd"} : tensor<8xf32>
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // zero.gather_start and zero.gather_wait
 //===----------------------------------------------------------------------===//
