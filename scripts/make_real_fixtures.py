@@ -749,7 +749,7 @@ def census(args, versions):
 #   train_seq_len, train_rows, train_offsets int64 [steps, rows]
 #                                     rows picked from data/gpl-3.0.bin exactly as
 #                                     zrun train picks them (test/train/batches.py)
-#   curve:<sgd|adamw> float64 [steps] the loss HF's model.train() reports at each
+#   curve:<sgd|adamw|adamw-wd0> float64 [steps] the loss HF's model.train() reports at each
 #                                     optimizer step, before that step's update:
 #                                     [0] = before any step, [1] = after one step
 #   curve_hyper:<name> float64 [lr, beta1 (momentum), beta2, eps, weight_decay]
@@ -791,6 +791,10 @@ TRAIN_SEED, TRAIN_STEPS, TRAIN_SEQ_LEN, TRAIN_ROWS = 0, 2, 16, 2
 CURVES = [  # name, optimizer, lr, beta1 (momentum), beta2, eps, weight decay
     ("sgd", "sgd", 0.1, 0.0, 0.0, 0.0, 0.0),
     ("adamw", "adamw", 1e-2, 0.9, 0.999, 1e-8, 0.1),
+    # Without weight decay: the check for exports that store a parameter as
+    # 1 + w (Gemma's folded norm gains), where decaying the stored tensor is
+    # not decaying w (docs/importing.md).
+    ("adamw-wd0", "adamw", 1e-2, 0.9, 0.999, 1e-8, 0.0),
 ]
 GEN_PROMPT_SEED, GEN_LENGTHS, GEN_NEW = 99, (6, 4), 8
 GEN_PROMPT_LEN, GEN_MAX_SEQ_LEN = 8, 32

@@ -26,7 +26,9 @@ one kind of check:
              initializers of one HF parameter (a tie the export broke into a
              weight and its transposed copy) each must hold the whole sum.
   train      (plain) for sgd (lr 0.1) and adamw (lr 1e-2, betas 0.9/0.999, eps
-             1e-8, weight decay 0.1): zcc --mode train --optimizer O at (N, B) =
+             1e-8, weight decay 0.1, and again with weight decay 0; an export that
+             stores a parameter as 1 + w, Gemma's folded norm gains, is checked
+             without weight decay only, and says so on a `note` line): zcc --mode train --optimizer O at (N, B) =
              (1, 2) default threshold and (2, 1) threshold 0 (B rows per rank,
              2 rows of 16 tokens per step); `zrun train --steps 2 --seed 0` on
              data/gpl-3.0.bin: both logged losses within 1e-5 relative of HF's
@@ -314,7 +316,22 @@ class Checker:
         rows = int(self.golden["train_rows"])
         seq = int(self.golden["train_seq_len"])
         steps = int(self.golden["train_steps"])
-        configs = [(curve, world, threshold) for curve in ("sgd", "adamw")
+        curves = [c for c in ("sgd", "adamw", "adamw-wd0") if "curve:" + c in self.golden]
+        # An initializer that holds 1 + w (Gemma's norm gains, folded by the
+        # exporter) takes the gradient and the SGD step of w, but decoupled
+        # weight decay decays what is stored: nothing in the file says the 1
+        # is there (docs/importing.md). Such exports check AdamW without
+        # weight decay only.
+        shifted = [init for init, hf, how in self.golden[f"map:{exporter}"].tolist()
+                   if how == "1+"]
+        if shifted:
+            decayed = [c for c in curves
+                       if self.golden["curve_hyper:" + c].tolist()[4] != 0]
+            print(f"note {self.args.family}/{exporter} train: {len(shifted)} initializers "
+                  f"hold 1 + w ({shifted[0]}, ...): not checked with weight decay: "
+                  f"{', '.join(decayed)}")
+            curves = [c for c in curves if c not in decayed]
+        configs = [(curve, world, threshold) for curve in curves
                    for world, threshold in ((1, "default"), (2, "0"))]
 
         def body(config, label):
@@ -322,7 +339,7 @@ class Checker:
             tag = f"{exporter}-train-{curve}-{world}-{threshold}"
             plan = self.out / f"{tag}.zplan"
             self.zcc(label, self.model(exporter), plan,
-                     ["--mode", "train", "--optimizer", curve,
+                     ["--mode", "train", "--optimizer", "sgd" if curve == "sgd" else "adamw",
                       "--input-shape", f"input_ids={rows // world}x{seq}",
                       "--world-size", str(world)] + threshold_args(threshold))
             log = self.out / f"{tag}.log"
