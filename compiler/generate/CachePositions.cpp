@@ -11,6 +11,7 @@
 #include "onnx/onnx.pb.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <vector>
 
@@ -27,16 +28,17 @@ using Producers = llvm::StringMap<const onnx::NodeProto *>;
 /// input: a Shape of one, reached through at most `depth` nodes (the casts,
 /// gathers, slices and arithmetic an exporter puts between).
 bool readsPastLength(const Producers &producers, const std::string &value,
-                     int depth) {
+                     int depth, llvm::StringSet<> &seen) {
   auto it = producers.find(value);
-  if (it == producers.end() || depth == 0)
+  // Each value is looked at once, so a graph of wide nodes stays linear.
+  if (it == producers.end() || depth == 0 || !seen.insert(value).second)
     return false;
   const onnx::NodeProto &node = *it->second;
   if (node.op_type() == "Shape")
     return node.input_size() > 0 &&
            llvm::StringRef(node.input(0)).starts_with(kPastPrefix);
   for (const std::string &input : node.input())
-    if (!input.empty() && readsPastLength(producers, input, depth - 1))
+    if (!input.empty() && readsPastLength(producers, input, depth - 1, seen))
       return true;
   return false;
 }
@@ -85,8 +87,9 @@ llvm::Error zplan::derivePositionIds(onnx::ModelProto &model,
   // Unsqueeze at axis 0.
   const onnx::NodeProto *unsqueeze = nullptr;
   for (const onnx::NodeProto &range : graph.node()) {
+    llvm::StringSet<> seen;
     if (range.op_type() != "Range" || range.input_size() != 3 ||
-        !readsPastLength(producers, range.input(0), 8))
+        !readsPastLength(producers, range.input(0), 8, seen))
       continue;
     for (const onnx::NodeProto &node : graph.node())
       if (node.op_type() == "Unsqueeze" && node.input_size() > 0 &&

@@ -392,14 +392,6 @@ llvm::Error inferGatherND(NodeContext &ctx) {
     return ctx.error("indices must be i64, got " + typeName(indices.type));
   int64_t batchDims = ctx.getInt("batch_dims", 0);
   int64_t rank = data.shape.size();
-  if (indices.shape.empty())
-    return ctx.error("indices must have rank 1 or more");
-  int64_t depth = indices.shape.back();
-  // indices[:-1] + data[batch_dims + k:].
-  std::vector<int64_t> shape(indices.shape.begin(), indices.shape.end() - 1);
-  if (batchDims >= 0 && batchDims + depth <= rank)
-    shape.insert(shape.end(), data.shape.begin() + batchDims + depth,
-                 data.shape.end());
   // Run-time indices would pick rows nothing here knows.
   const HostTensor *known;
   if (llvm::Error err = ctx.getConstantInput(1, "indices", known))
@@ -407,6 +399,12 @@ llvm::Error inferGatherND(NodeContext &ctx) {
   std::vector<int64_t> rows;
   if (llvm::Error err = gatherNDRows(data.shape, *known, batchDims, rows))
     return ctx.error(llvm::toString(std::move(err)));
+  // gatherNDRows checked batch_dims + k <= rank. Out: indices[:-1] +
+  // data[batch_dims + k:].
+  int64_t depth = indices.shape.back();
+  std::vector<int64_t> shape(indices.shape.begin(), indices.shape.end() - 1);
+  shape.insert(shape.end(), data.shape.begin() + batchDims + depth,
+               data.shape.end());
   ctx.setOutput(0, data.type, shape);
   if (!ctx.canFold(shape, {&data}))
     return llvm::Error::success();
