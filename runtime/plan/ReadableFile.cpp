@@ -22,6 +22,11 @@ std::string ReadableFile::subject() const {
 }
 
 Status ReadableFile::open(const std::string &path, std::string_view what) {
+  // Opening again replaces the file: the old descriptor is closed, not lost.
+  if (descriptor >= 0)
+    ::close(descriptor);
+  descriptor = -1;
+  size = 0;
   filePath = path;
   kind = what;
   // O_NONBLOCK: opening a FIFO with no writer would otherwise block forever

@@ -31,7 +31,8 @@ public:
   ~ReadableFile();
 
   /// Opens `path`; fails for anything but a regular file. `what` ("plan
-  /// file", "npy file") names it in messages.
+  /// file", "npy file") names it in messages. A second open closes the
+  /// first file.
   Status open(const std::string &path, std::string_view what);
 
   /// Reads exactly `count` bytes at `offset` into `destination`; fails when

@@ -11,6 +11,7 @@
 #include "runtime/plan/PlanLoader.h"
 
 #include "runtime/plan/Opcodes.h"
+#include "runtime/plan/ReadableFile.h"
 #include "runtime/support/Checksum.h"
 
 #include "test/unit/StatusMatchers.h"
@@ -20,6 +21,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 using namespace zplan::plan;
 using zplan::Status;
@@ -905,3 +907,38 @@ TEST_F(PlanLoaderTest, KernelWithoutResultsValidates) {
 }
 
 } // namespace
+
+/// Open descriptors of this process, as /proc/self/fd lists them.
+static size_t openDescriptors() {
+  size_t count = 0;
+  for ([[maybe_unused]] const auto &entry :
+       std::filesystem::directory_iterator("/proc/self/fd"))
+    ++count;
+  return count;
+}
+
+TEST(ReadableFile, ReopeningClosesTheFirstFile) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("zplan-readable-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "a.bin") << "abc";
+  std::ofstream(dir / "b.bin") << "defgh";
+  size_t before = openDescriptors();
+  {
+    zplan::plan::ReadableFile file;
+    ASSERT_TRUE(file.open((dir / "a.bin").string(), "test file").ok());
+    size_t once = openDescriptors();
+    for (int i = 0; i < 3; ++i)
+      ASSERT_TRUE(file.open((dir / "b.bin").string(), "test file").ok());
+    EXPECT_EQ(openDescriptors(), once);
+    EXPECT_EQ(file.bytes(), 5u);
+    char bytes[5];
+    ASSERT_TRUE(file.read(0, 5, bytes).ok());
+    EXPECT_EQ(std::string(bytes, 5), "defgh");
+    // A failed open leaves nothing open either.
+    EXPECT_FALSE(file.open((dir / "missing.bin").string(), "test file").ok());
+    EXPECT_EQ(openDescriptors(), before);
+  }
+  EXPECT_EQ(openDescriptors(), before);
+  std::filesystem::remove_all(dir);
+}
