@@ -75,6 +75,11 @@ import onnxruntime as ort
 import torch
 import transformers
 
+# The sibling script's writer: fixed zip timestamps, so reruns give identical
+# bytes.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from export_fixtures import save_npz_deterministic  # noqa: E402
+
 TESTED_VERSIONS = {
     "torch": "2.15.0",
     "transformers": "4.57.6",
@@ -1018,20 +1023,6 @@ def bound_ratio(approx, exact):
     largest = max(float(np.abs(g).max()) for g in exact.values())
     return max(float(np.abs(approx[k] - exact[k]).max())
                / (1e-4 * float(np.abs(exact[k]).max()) + 1e-6 * largest) for k in exact)
-
-
-def save_npz_deterministic(path, arrays):
-    """np.savez with fixed zip timestamps, so reruns give identical bytes."""
-    import zipfile
-    tmp = path + ".tmp"
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as z:
-        for key, value in arrays.items():
-            info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            buffer = io.BytesIO()
-            np.lib.format.write_array(buffer, np.asanyarray(value), allow_pickle=False)
-            z.writestr(info, buffer.getvalue(), compresslevel=9)
-    os.replace(tmp, path)
 
 
 def sha256(path):
