@@ -9,6 +9,7 @@
 
 #include "runtime/plan/ProgramContracts.h"
 
+#include "runtime/plan/Opcodes.h"
 #include "runtime/plan/PlanQueries.h"
 #include "runtime/support/ShapeText.h"
 
@@ -239,6 +240,31 @@ GenerationExtents extentsOf(const Plan &plan, const Program &program) {
   return {ids.shape(0), ids.shape(1), logits.shape(1)};
 }
 
+/// Only decode has a lockstep period, and a decode with a collective has
+/// one: each rank decodes its own rows, so without an agreement a rank whose
+/// rows finished would leave the others waiting in decode's collective
+/// (docs/generation.md section 8).
+Status checkLockstep(const Plan &plan, const Program &decode) {
+  for (const Program &program : plan.programs())
+    if (&program != &decode && program.lockstep_period() != 0)
+      return failure(describeProgram(program), " has lockstep period ",
+                     program.lockstep_period(),
+                     "; only the decode program has one");
+  if (decode.lockstep_period() != 0)
+    return Status::success();
+  for (int index = 0; index < decode.instructions_size(); ++index) {
+    const Instruction &instruction = decode.instructions(index);
+    const OpcodeInfo *info = findOpcode(instruction.opcode());
+    if (info && info->kind == OpcodeKind::Collective)
+      return failure(describeProgram(decode), " instruction ", index, " (",
+                     info->name,
+                     ") is a collective, but the ranks do not agree on when "
+                     "decoding ends (lockstep period 0): a rank whose rows "
+                     "finished would leave the others waiting in it");
+  }
+  return Status::success();
+}
+
 /// The four generation programs come together, agree on B and V, and have
 /// KV caches [B, H, L, D] of one L that holds more than a prompt.
 Status checkGeneration(const Plan &plan) {
@@ -284,7 +310,7 @@ Status checkGeneration(const Plan &plan) {
   if (slots <= first.tokens)
     return failure("the plan's KV cache has ", slots,
                    " slots, no more than its prompt length ", first.tokens);
-  return Status::success();
+  return checkLockstep(plan, decode);
 }
 
 /// A micro-step reduces every group's gradients into its accumulator,

@@ -1,7 +1,7 @@
 //===- ProgramContractsTest.cpp - kinds and roles in the plan -------------===//
 //
 // A plan says what each program is and what each binding carries
-// (plan.proto version 3). These tests build one small plan with a program of
+// (plan.proto version 4). These tests build one small plan with a program of
 // every kind, bindings named unlike zcc names them, and check that
 //  - the look-ups find programs by kind and bindings by role, whatever
 //    their names;
@@ -299,6 +299,33 @@ TEST(ProgramContracts, GenerationProgramsAgree) {
       "--mode generate");
 }
 
+TEST(ProgramContracts, DecodeWithACollectiveIsInLockstep) {
+  // Each rank decodes its own rows: a decode that gathers needs the ranks
+  // to agree on when to stop (docs/generation.md section 8).
+  auto gatherInDecode = [](Plan &plan) {
+    Instruction *gather =
+        programOf(plan, PROGRAM_KIND_DECODE).add_instructions();
+    gather->set_opcode(OPCODE_ALL_GATHER);
+    gather->set_queue(COMM);
+    gather->set_group(0);
+  };
+  EXPECT_EQ(verdict(gatherInDecode),
+            "program 'then' instruction 0 (all_gather) is a collective, but "
+            "the ranks do not agree on when decoding ends (lockstep period "
+            "0): a rank whose rows finished would leave the others waiting "
+            "in it");
+  EXPECT_EQ(verdict([&](Plan &plan) {
+              gatherInDecode(plan);
+              programOf(plan, PROGRAM_KIND_DECODE).set_lockstep_period(1);
+            }),
+            "");
+  EXPECT_EQ(verdict([](Plan &plan) {
+              programOf(plan, PROGRAM_KIND_PREFILL).set_lockstep_period(2);
+            }),
+            "program 'first' has lockstep period 2; only the decode program "
+            "has one");
+}
+
 TEST(ProgramContracts, MicroStepReducesEveryGroup) {
   EXPECT_EQ(verdict([](Plan &plan) {
               programOf(plan, PROGRAM_KIND_TRAIN_MICRO_STEP)
@@ -321,7 +348,7 @@ TEST(ProgramContracts, VersionTwoPlanIsRefusedByItsVersion) {
   Plan parsed;
   EXPECT_EQ(errorOf(parsePlan(serializePlan(old), "old.zplan", parsed)),
             "plan file 'old.zplan': plan version 2, this zrun reads version "
-            "3; recompile the model with the matching zcc");
+            "4; recompile the model with the matching zcc");
 }
 
 } // namespace
