@@ -96,6 +96,12 @@ void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
     pm.addPass(createCrossStepPrefetch(
         hoistingOptions<CrossStepPrefetchOptions>(options)));
 
+  // Generation: the ranks decode their own rows; when @decode has
+  // collectives they agree on when to stop (docs/generation.md section 8).
+  DecodeLockstepOptions lockstep;
+  lockstep.hardware = options.hardware;
+  pm.addPass(createDecodeLockstep(lockstep));
+
   VerifyScheduleOptions verify;
   verify.memoryBudget = options.memoryBudget;
   pm.addPass(createVerifySchedule(verify));

@@ -3,6 +3,7 @@
 #include "compiler/analysis/GenerationCost.h"
 
 #include "compiler/analysis/Liveness.h"
+#include "compiler/analysis/Lockstep.h"
 #include "compiler/transforms/Programs.h"
 
 #include "dialects/nn/NNDialect.h"
@@ -128,6 +129,12 @@ zplan::estimateGenerationCost(ModuleOp module, const CostModel &cost) {
   }
   for (auto cache : module.getOps<nn::KvCacheOp>())
     result.kvCacheBytes += tensorBytes(cache.getTensorType());
+  for (auto group : module.getOps<zero::GroupOp>()) {
+    result.worldSize = group.getWorldSize();
+    break;
+  }
+  result.lockstepPeriod = lockstepPeriodOf(decode);
+  result.agreementSeconds = agreementSeconds(cost, result.worldSize);
   for (StringRef name : {"zplan.carry", "zplan.carry_skipped"})
     if (auto record = module->getAttrOfType<DictionaryAttr>(name)) {
       if (auto group = record.getAs<FlatSymbolRefAttr>("group"))

@@ -78,6 +78,17 @@ struct GenerationCost {
   /// When the pass found a group to carry but did not (its
   /// `zplan.carry_skipped` record): why; carriedGroup names the group.
   std::string carrySkipped;
+  /// Lockstep (Lockstep.h): the ranks agree on their running rows every
+  /// `lockstepPeriod` decode steps (0: never, decode has no collective),
+  /// each agreement taking `agreementSeconds`; over `worldSize` ranks.
+  int64_t lockstepPeriod = 0;
+  double agreementSeconds = 0;
+  int64_t worldSize = 1;
+
+  /// The agreements' time per decoded step (0 without lockstep).
+  double agreementSecondsPerStep() const {
+    return lockstepPeriod > 0 ? agreementSeconds / lockstepPeriod : 0;
+  }
 
   /// Tokens of all sequences per second of decoding without the carry.
   double tokensPerSecondWithoutCarry() const {

@@ -324,8 +324,13 @@ std::string zplan::formatGenerationReport(
   if (policies.empty())
     return text;
   const GenerationCost &chosen = *policies.front().second;
-  os << "generation: batch " << chosen.batch << ", KV cache "
-     << formatSize(chosen.kvCacheBytes) << " per rank\n";
+  // Data parallel (docs/generation.md section 8): each rank decodes its own
+  // B rows; the table's tokens/s are one rank's.
+  os << "generation: batch " << chosen.batch << " per rank";
+  if (chosen.worldSize > 1)
+    os << " (" << chosen.batch * chosen.worldSize << " over "
+       << chosen.worldSize << " ranks)";
+  os << ", KV cache " << formatSize(chosen.kvCacheBytes) << " per rank\n";
   os << "  policy    resident   resident-bytes  gathered/token  "
         "decode/token  tokens/s     exposed/token  prefill      "
         "first-token\n";
@@ -375,6 +380,24 @@ std::string zplan::formatGenerationReport(
         formatSeconds(cost->decode.seconds),
         formatSeconds(cost->decodeWithoutCarry.seconds),
         cost->tokensPerSecond(), cost->tokensPerSecondWithoutCarry());
+  }
+  // Lockstep (docs/generation.md section 8): what keeping the ranks' decode
+  // loops together costs per token.
+  for (auto &[policy, cost] : policies) {
+    os << "lockstep (" << spell(policy) << " policy): ";
+    if (cost->lockstepPeriod == 0) {
+      os << "none: decode has no collective, each rank stops when its rows "
+            "finish\n";
+      continue;
+    }
+    double perStep = cost->agreementSecondsPerStep();
+    os << llvm::formatv(
+        "the ranks agree on their running rows every {0} decode step{1}: an "
+        "8 B all-reduce of {2}, {3}/token ({4:F2}% of decode/token)\n",
+        cost->lockstepPeriod, cost->lockstepPeriod == 1 ? "" : "s",
+        formatSeconds(cost->agreementSeconds), formatSeconds(perStep),
+        cost->decode.seconds > 0 ? 100.0 * perStep / cost->decode.seconds
+                                 : 0.0);
   }
   os << "residency (" << spell(policies.front().first)
      << " policy): " << chosen.residentGroups << " of "

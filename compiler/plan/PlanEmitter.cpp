@@ -4,6 +4,7 @@
 
 #include "compiler/Errors.h"
 #include "compiler/analysis/Liveness.h"
+#include "compiler/analysis/Lockstep.h"
 #include "compiler/transforms/Programs.h"
 #include "compiler/transforms/ScheduleDiagnostics.h"
 #include "dialects/nn/NNDialect.h"
@@ -1063,6 +1064,9 @@ llvm::Expected<EmittedPlan> Emitter::run() {
     program = out.add_programs();
     program->set_name(programNameOf(name).str());
     program->set_kind(programKindOf(name));
+    if (name == kDecodeName)
+      program->set_lockstep_period(
+          static_cast<uint32_t>(lockstepPeriodOf(func)));
     lastCompute = -1;
     carryHeld.clear();
     if (llvm::Error error = emitOps(func))

@@ -190,7 +190,10 @@ def CachedAttention : Pass<"zplan-cached-attention", "::mlir::ModuleOp"> {
        dropped: positions decide what each query sees).
     5. @prefill gets a `last_index` input [B] and returns the logits at
        each row's last prompt token ([B, V], an nn.gather of the
-       [B*S, V] rows); @decode's logits [B, 1, V] become [B, V].
+       [B*S, V] rows); @decode's logits [B, 1, V] become [B, V]. When the
+       logits are an LM head (an nn.matmul of the hidden states [B, S, H]
+       by a 2-D weight, at most a [V] bias), the gather selects the hidden
+       rows [B, H] instead and the head runs on B rows, not B*S.
     Tests: test/generate/cached-attention*.mlir, test/generate/*.test.
   }];
   let options = [
@@ -627,6 +630,40 @@ def CrossStepPrefetch : Pass<"zplan-cross-step-prefetch", "::mlir::ModuleOp"> {
   let dependentDialects = ["::zplan::zero::ZeroDialect"];
 }
 
+def DecodeLockstep : Pass<"zplan-decode-lockstep", "::mlir::ModuleOp"> {
+  let summary = "Decides how the ranks' decode loops stay in lockstep";
+  let description = [{
+    In a generation module (one with `@decode`), after the gathers are
+    placed (zplan-prefetch, zplan-cross-step-prefetch). Each rank generates
+    its own rows, so each would decode until its own rows finish; a
+    collective in @decode would then leave a rank waiting for one that
+    stopped (DeepSpeed's ZeRO-3 rollout deadlock). docs/generation.md
+    section 8.
+
+    1. @decode holds no collective (no zero.gather_start, carry_start,
+       all_reduce, reduce_scatter_start or resident_gather: every group is
+       resident or persistent): nothing to agree on. Each rank stops when
+       its rows finish; @decode gets no `zplan.lockstep_period`.
+    2. Otherwise the ranks all-reduce their counts of running rows (8 B)
+       after @prefill and after every K-th @decode, and decode again only
+       while the sum is not 0. K trades the agreement's latency against the
+       decode steps run after every row finished (at most K - 1): per token
+       it costs a/K + (K - 1) t / (2 M), a the all-reduce on `hardware`, t
+       one @decode replayed on the two queues (GenerationCost.h), M the
+       most tokens a row can generate (L - P); K = the integer nearest to
+       sqrt(2 a M / t), at least 1 and at most M.
+    3. @decode records `zplan.lockstep_period = K : i64`; the plan carries
+       it as the decode program's lockstep_period.
+
+    VerifySchedule's rule 18 refuses a @decode with a collective and no
+    period. Tests: test/transforms/decode-lockstep.mlir.
+  }];
+  let options = [
+    HardwareOption<>,
+  ];
+  let dependentDialects = ["::zplan::zero::ZeroDialect"];
+}
+
 def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
   let summary = "Proves the safety invariants of a scheduled program";
   let description = [{
@@ -677,6 +714,12 @@ def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
         of its copy, release included: the next carried gather writes the
         same bytes. (Carried copies are SSA values of @decode only, so no
         program reads a released copy across programs.)
+    18. the collective sequence of a generation does not depend on when a
+        rank's rows finish: @generate_begin, @prefill and @generate_end run
+        once per generation, @decode as often as the rows need, which
+        differs per rank; so a @decode that holds a collective must carry
+        `zplan.lockstep_period` >= 1 (zplan-decode-lockstep), with which the
+        ranks run it equally often.
 
     One plan, many programs (train,generate; docs/one-plan.md); rules 20-22
     are in VerifyProgramBoundaries.cpp:

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/analysis/Liveness.h"
+#include "compiler/analysis/Lockstep.h"
 #include "compiler/transforms/Passes.h"
 #include "compiler/transforms/Programs.h"
 #include "compiler/transforms/ScheduleDiagnostics.h"
@@ -44,8 +45,8 @@ struct VerifySchedulePass
   using VerifyScheduleBase::VerifyScheduleBase;
 
   void runOnOperation() override {
-    // Rule 22 first and rules 20-21 last (VerifyProgramBoundaries.h): each
-    // names the violation where it is clearest.
+    // Rule 22 first, then rules 20-21 (VerifyProgramBoundaries.h) and 18
+    // last: each names the violation where it is clearest.
     if (failed(verifyGatheredReads(getOperation())) ||
         failed(verifyResidency(getOperation())) ||
         failed(verifyCarry(getOperation())))
@@ -53,7 +54,8 @@ struct VerifySchedulePass
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (failed(verifyFunction(func)))
         return signalPassFailure();
-    if (failed(verifyProgramBoundaries(getOperation())))
+    if (failed(verifyProgramBoundaries(getOperation())) ||
+        failed(verifyLockstep(getOperation())))
       return signalPassFailure();
   }
 
@@ -140,6 +142,33 @@ struct VerifySchedulePass
                << kGenerateEndName;
     }
     return success();
+  }
+
+  // Rule 18: @decode runs as often as each rank's rows need, so its
+  // collectives are the same on every rank only when the ranks agree on
+  // when to stop (Lockstep.h).
+  LogicalResult verifyLockstep(ModuleOp module) {
+    auto decode = module.lookupSymbol<func::FuncOp>(kDecodeName);
+    if (!decode)
+      return success();
+    if (auto period =
+            decode->getAttrOfType<IntegerAttr>(kLockstepPeriodAttrName);
+        period && period.getInt() < 1)
+      return decode.emitError()
+             << "@" << kDecodeName << " has " << kLockstepPeriodAttrName
+             << " = " << period.getInt() << "; a period is at least 1";
+    Operation *collective = firstCollective(decode);
+    if (!collective || lockstepPeriodOf(decode) >= 1)
+      return success();
+    return collective->emitError()
+           << "is a collective in @" << kDecodeName
+           << ", which each rank runs until its own rows finish: the "
+              "collective count depends on the rank's data, and a rank "
+              "whose rows finished first would leave the others waiting "
+              "here; @"
+           << kDecodeName << " needs " << kLockstepPeriodAttrName
+           << " (zplan-decode-lockstep) so that the ranks agree on when to "
+              "stop";
   }
 
   // Rules 13-17: cross-step prefetch (docs/generation.md section 6). The

@@ -9,11 +9,11 @@
 // step are left alone.
 //
 // RUN: split-file %s %t
-// RUN: zcc-opt %t/tail.mlir -zplan-cross-step-prefetch -zplan-verify-schedule | FileCheck %t/tail.mlir
-// RUN: zcc-opt %t/tail.mlir -zplan-cross-step-prefetch="memory-budget=160000" -zplan-verify-schedule="memory-budget=160000" | FileCheck %t/tail.mlir --check-prefix=BUDGET
+// RUN: zcc-opt %t/tail.mlir -zplan-cross-step-prefetch -zplan-decode-lockstep -zplan-verify-schedule | FileCheck %t/tail.mlir
+// RUN: zcc-opt %t/tail.mlir -zplan-cross-step-prefetch="memory-budget=160000" -zplan-decode-lockstep -zplan-verify-schedule="memory-budget=160000" | FileCheck %t/tail.mlir --check-prefix=BUDGET
 // RUN: zcc-opt %t/tail.mlir -zplan-cross-step-prefetch="memory-budget=112583" | FileCheck %t/tail.mlir --check-prefix=NOFIT
 // RUN: zcc-opt %t/tail.mlir -zplan-cross-step-prefetch="policy=jit" | FileCheck %t/tail.mlir --check-prefix=JIT
-// RUN: zcc-opt %t/short.mlir -zplan-cross-step-prefetch -zplan-verify-schedule | FileCheck %t/short.mlir
+// RUN: zcc-opt %t/short.mlir -zplan-cross-step-prefetch -zplan-decode-lockstep -zplan-verify-schedule | FileCheck %t/short.mlir
 // RUN: zcc-opt %t/hidden.mlir -zplan-cross-step-prefetch | FileCheck %t/hidden.mlir
 // RUN: zcc-opt %t/resident.mlir -zplan-cross-step-prefetch | FileCheck %t/resident.mlir
 // RUN: not zcc-opt %t/tail.mlir -zplan-cross-step-prefetch="policy=eager" 2>&1 | FileCheck %t/tail.mlir --check-prefix=POLICY

@@ -21,7 +21,7 @@
 // The whole schedule under the tight budget: the streamed group is gathered
 // and released per program around its use, and the verifier (budget
 // included) accepts it.
-// RUN: zcc-opt %t/gen.mlir -zplan-shard-parameters="world-size=4 persistence-threshold=0 bucket-bytes=512 alignment=16" -zplan-residency=memory-budget=4039 -zplan-insert-gathers=memory-budget=4039 -zplan-prefetch=memory-budget=4039 -zplan-verify-schedule=memory-budget=4039 | FileCheck %t/gen.mlir --check-prefix=SCHED
+// RUN: zcc-opt %t/gen.mlir -zplan-shard-parameters="world-size=4 persistence-threshold=0 bucket-bytes=512 alignment=16" -zplan-residency=memory-budget=4039 -zplan-insert-gathers=memory-budget=4039 -zplan-prefetch=memory-budget=4039 -zplan-decode-lockstep -zplan-verify-schedule=memory-budget=4039 | FileCheck %t/gen.mlir --check-prefix=SCHED
 // A module without @decode is not a generation module: left alone.
 // RUN: zcc-opt %t/infer.mlir -zplan-residency | FileCheck %t/infer.mlir
 // RUN: not zcc-opt %t/gen.mlir -zplan-residency=policy=eager 2>&1 | FileCheck %t/gen.mlir --check-prefix=POLICY

@@ -8,10 +8,10 @@
 // starts (64 B, live from its carry_start to the end) is one too many.
 //
 // RUN: split-file %s %t
-// RUN: zcc-opt %t/valid.mlir -zplan-verify-schedule | FileCheck %t/valid.mlir
-// RUN: zcc-opt %t/valid.mlir -zplan-verify-schedule="memory-budget=128" | FileCheck %t/valid.mlir
-// RUN: not zcc-opt %t/valid.mlir -zplan-verify-schedule="memory-budget=111" 2>&1 | FileCheck %t/valid.mlir --check-prefix=BUDGET
-// RUN: not zcc-opt %t/early.mlir -zplan-verify-schedule="memory-budget=200" 2>&1 | FileCheck %t/early.mlir
+// RUN: zcc-opt %t/valid.mlir -zplan-decode-lockstep -zplan-verify-schedule | FileCheck %t/valid.mlir
+// RUN: zcc-opt %t/valid.mlir -zplan-decode-lockstep -zplan-verify-schedule="memory-budget=128" | FileCheck %t/valid.mlir
+// RUN: not zcc-opt %t/valid.mlir -zplan-decode-lockstep -zplan-verify-schedule="memory-budget=111" 2>&1 | FileCheck %t/valid.mlir --check-prefix=BUDGET
+// RUN: not zcc-opt %t/early.mlir -zplan-decode-lockstep -zplan-verify-schedule="memory-budget=200" 2>&1 | FileCheck %t/early.mlir
 // RUN: zcc-opt %t/invalid.mlir -split-input-file -verify-diagnostics -zplan-verify-schedule
 
 //--- valid.mlir

@@ -4,7 +4,7 @@
 // @generate_end. A valid module passes unchanged; each violation is named.
 //
 // RUN: split-file %s %t
-// RUN: zcc-opt %t/valid.mlir -zplan-verify-schedule | FileCheck %t/valid.mlir
+// RUN: zcc-opt %t/valid.mlir -zplan-decode-lockstep -zplan-verify-schedule | FileCheck %t/valid.mlir
 // RUN: zcc-opt %t/invalid.mlir -split-input-file -verify-diagnostics -zplan-verify-schedule
 
 //--- valid.mlir

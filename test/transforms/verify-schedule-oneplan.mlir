@@ -5,7 +5,7 @@
 // touched by generation, or a layer could read a shard, is named.
 //
 // RUN: split-file %s %t
-// RUN: zcc-opt %t/valid.mlir -zplan-verify-schedule | FileCheck %t/valid.mlir
+// RUN: zcc-opt %t/valid.mlir -zplan-decode-lockstep -zplan-verify-schedule | FileCheck %t/valid.mlir
 // RUN: zcc-opt %t/invalid.mlir -split-input-file -verify-diagnostics -zplan-verify-schedule
 
 //--- valid.mlir

@@ -9,6 +9,7 @@
 
 #include "compiler/analysis/GenerationCost.h"
 #include "compiler/Registration.h"
+#include "compiler/analysis/Lockstep.h"
 #include "compiler/plan/Dumps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -101,11 +102,45 @@ TEST_F(GenerationCostTest, DecodeGathersOnlyStreamedGroups) {
 
   std::string report =
       formatGenerationReport({{SchedulePolicy::Default, &*cost}});
-  EXPECT_NE(report.find("generation: batch 2, KV cache 512 B per rank"),
+  EXPECT_NE(report.find("generation: batch 2 per rank (8 over 4 ranks), KV "
+                        "cache 512 B per rank"),
             std::string::npos)
       << report;
   EXPECT_NE(report.find("1 of 2 sharded groups resident"), std::string::npos)
       << report;
+}
+
+TEST_F(GenerationCostTest, ReportPricesTheLockstepAgreement) {
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kModule, &context);
+  ASSERT_TRUE(module);
+  auto decode = module->lookupSymbol<func::FuncOp>("decode");
+  decode->setAttr(kLockstepPeriodAttrName,
+                  IntegerAttr::get(IntegerType::get(&context, 64), 4));
+  std::optional<GenerationCost> cost = estimateGenerationCost(*module, model);
+  ASSERT_TRUE(cost);
+  EXPECT_EQ(cost->lockstepPeriod, 4);
+  EXPECT_EQ(cost->worldSize, 4);
+  // An all-reduce of 8 B over 4 ranks: 1 s + 8 * 2 * 3/4 ms; every 4 steps.
+  EXPECT_NEAR(cost->agreementSeconds, 1.012, 1e-9);
+  EXPECT_NEAR(cost->agreementSecondsPerStep(), 0.253, 1e-9);
+  std::string report =
+      formatGenerationReport({{SchedulePolicy::Default, &*cost}});
+  EXPECT_NE(report.find("lockstep (default policy): the ranks agree on their "
+                        "running rows every 4 decode steps: an 8 B all-reduce "
+                        "of "),
+            std::string::npos)
+      << report;
+}
+
+TEST(LockstepPeriod, BalancesAgreementsAgainstStepsAfterTheEnd) {
+  // sqrt(2 a M / t): a = 1, t = 2, M = 100 -> 10.
+  EXPECT_EQ(chooseLockstepPeriod(1.0, 2.0, 100), 10);
+  // An agreement far cheaper than a step: every step.
+  EXPECT_EQ(chooseLockstepPeriod(1e-5, 1e-2, 64), 1);
+  // Never past the most tokens a row can make, nor below 1.
+  EXPECT_EQ(chooseLockstepPeriod(100.0, 1.0, 5), 5);
+  EXPECT_EQ(chooseLockstepPeriod(1.0, 0.0, 7), 7);
+  EXPECT_EQ(chooseLockstepPeriod(0.0, 1.0, 7), 1);
 }
 
 TEST_F(GenerationCostTest, NotAGenerationModule) {

@@ -72,7 +72,10 @@ std::string generationModule(int worldSize, bool carry = false) {
            " {nn.name = \"positions\"}" +
            (prefill ? ", %last: tensor<2xi64> {nn.name = \"last_index\"}"
                     : "") +
-           ") -> (tensor<2x4xf32> {nn.name = \"logits\"}) {\n"
+           ") -> (tensor<2x4xf32> {nn.name = \"logits\"})" +
+           // decode gathers @g1: the ranks decode in lockstep (Lockstep.h).
+           (prefill ? "" : " attributes {zplan.lockstep_period = 1 : i64}") +
+           " {\n"
            "  %x = nn.constant dense<1.0> : " +
            x +
            "\n"
