@@ -40,6 +40,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -224,6 +225,68 @@ std::vector<int64_t> shapeOf(const py::array &array) {
 }
 
 //===----------------------------------------------------------------------===//
+// zplan.gather_rows
+//===----------------------------------------------------------------------===//
+
+/// Every rank's `object` stacked along the first axis in rank order
+/// ([N * rows, ...], the global batch of a data-parallel step): integer and
+/// bool arrays as int64, others as float64. Collective; an array whose
+/// shape or kind differs from rank 0's raises on every rank, naming both.
+py::array gatherRows(py::handle object) {
+  constexpr int kMaxDimensions = 8;
+  py::array array = py::array::ensure(object);
+  Status local = Status::success();
+  if (!array)
+    local = failure("gather_rows takes a numpy array");
+  else if (array.ndim() < 1 || array.ndim() > kMaxDimensions)
+    local = failure("gather_rows takes an array of 1 to ", kMaxDimensions,
+                    " dimensions, got ", array.ndim());
+  agreeOrRaise(local);
+  char kind = array.dtype().kind();
+  bool integer = kind == 'i' || kind == 'u' || kind == 'b';
+  // Kind, rank and extents, compared with rank 0's before any data moves.
+  std::array<int64_t, 2 + kMaxDimensions> mine{};
+  mine[0] = integer;
+  mine[1] = array.ndim();
+  for (int d = 0; d < array.ndim(); ++d)
+    mine[2 + d] = array.shape(d);
+  comm::MpiCommunicator &communicator = theWorld();
+  std::vector<int64_t> all(mine.size() * communicator.size());
+  raiseIfFailed(communicator.allGather(mine.data(), all.data(), mine.size(),
+                                       ElementType::I64));
+  auto describe = [&](int rank) {
+    const int64_t *row = all.data() + rank * mine.size();
+    std::vector<int64_t> shape(row + 2, row + 2 + row[1]);
+    return shapeText(shape) + (row[0] ? " integer" : " float");
+  };
+  for (int rank = 1; rank < communicator.size(); ++rank)
+    if (!std::equal(mine.begin(), mine.end(), all.begin() + rank * mine.size()))
+      throw std::runtime_error("gather_rows: rank " + std::to_string(rank) +
+                               "'s array is " + describe(rank) + ", rank 0's " +
+                               describe(0) +
+                               "; every rank gives the same shape");
+  std::vector<py::ssize_t> shape(array.shape(), array.shape() + array.ndim());
+  shape[0] *= communicator.size();
+  Status status = Status::success();
+  auto gather = [&](auto typed, ElementType type) {
+    using T = typename decltype(typed)::value_type;
+    auto contiguous = py::array_t < T,
+         py::array::c_style | py::array::forcecast > ::ensure(array);
+    py::array_t<T, py::array::c_style> out(shape);
+    {
+      py::gil_scoped_release unlocked;
+      status = communicator.allGather(contiguous.data(), out.mutable_data(),
+                                      contiguous.size(), type);
+    }
+    if (!status.ok())
+      abortEveryRank(status);
+    return py::array(std::move(out));
+  };
+  return integer ? gather(std::vector<int64_t>(), ElementType::I64)
+                 : gather(std::vector<double>(), ElementType::F64);
+}
+
+//===----------------------------------------------------------------------===//
 // zplan.Session
 //===----------------------------------------------------------------------===//
 
@@ -294,8 +357,10 @@ public:
     return stepLoss;
   }
 
+  /// This rank's rows ([B, Pmax]) -> their tokens [B, M]; with `gather`,
+  /// every rank's tokens [N * B, M] in rank order (docs/python.md).
   py::array generate(py::handle prompts, py::handle promptLengths,
-                     const GenerateKeywords &keywords) {
+                     const GenerateKeywords &keywords, bool gather) {
     session::Session &open = get();
     session::GenerateRequest request;
     Int64Array promptIds, lengths;
@@ -317,6 +382,10 @@ public:
                                           lengths.data() + lengths.size());
       request.rows.maxNewTokens = options.maxNewTokens;
       request.rows.eos = options.eos;
+      // This rank's rows are rows [rank * B, (rank + 1) * B) of the global
+      // batch: sampling draws and messages use the global row.
+      request.rows.firstRow =
+          static_cast<uint64_t>(open.rank()) * open.generationShape().batch;
       request.promptSource = "prompts";
       request.lengthsSource = "prompt_lengths";
       local = open.checkGenerateRequest(request);
@@ -330,10 +399,23 @@ public:
       status = open.generate(request, result);
     }
     failIfStopped(status);
-    Int64Array tokens({static_cast<py::ssize_t>(result.batch),
-                       static_cast<py::ssize_t>(result.maxNewTokens)});
-    std::copy(result.tokens.begin(), result.tokens.end(),
-              tokens.mutable_data());
+    if (!gather) {
+      Int64Array tokens({static_cast<py::ssize_t>(result.batch),
+                         static_cast<py::ssize_t>(result.maxNewTokens)});
+      std::copy(result.tokens.begin(), result.tokens.end(),
+                tokens.mutable_data());
+      return std::move(tokens);
+    }
+    Int64Array tokens(
+        {static_cast<py::ssize_t>(result.batch * open.worldSize()),
+         static_cast<py::ssize_t>(result.maxNewTokens)});
+    {
+      py::gil_scoped_release unlocked;
+      status = theWorld().allGather(result.tokens.data(), tokens.mutable_data(),
+                                    result.tokens.size(), ElementType::I64);
+    }
+    if (!status.ok())
+      abortEveryRank(status);
     return std::move(tokens);
   }
 
@@ -469,6 +551,11 @@ PYBIND11_MODULE(zplan, module) {
   module.def(
       "world_size", [] { return theWorld().size(); },
       "The number of ranks mpirun launched.");
+  module.def("gather_rows", &gatherRows, py::arg("array"),
+             "Every rank's array (the same shape on every rank) stacked "
+             "along the first axis in rank order: [world_size * rows, ...]. "
+             "Integer and bool arrays come back as int64, others as "
+             "float64. Collective: every rank calls it.");
 
   py::class_<PySession>(module, "Session",
                         "One rank's session over a plan written by zcc.")
@@ -489,17 +576,22 @@ PYBIND11_MODULE(zplan, module) {
           "generate",
           [](PySession &self, py::handle prompts, py::handle promptLengths,
              py::object maxNewTokens, py::object eos, py::object temperature,
-             py::object topK, py::object topP, py::object seed) {
+             py::object topK, py::object topP, py::object seed, bool gather) {
             return self.generate(
                 prompts, promptLengths,
-                {maxNewTokens, eos, temperature, topK, topP, seed});
+                {maxNewTokens, eos, temperature, topK, topP, seed}, gather);
           },
           py::arg("prompts"), py::arg("prompt_lengths") = py::none(),
           py::arg("max_new_tokens") = 16, py::arg("eos") = py::none(),
           py::arg("temperature") = 0.0, py::arg("top_k") = 0,
           py::arg("top_p") = 1.0, py::arg("seed") = 0,
-          "Generates from the same prompts (int [B, Pmax]) on every rank; "
-          "returns int64 [B, max_new_tokens], EOS-filled after an EOS.")
+          py::arg("gather") = false,
+          "Generates from this rank's prompts (int [B, Pmax], rows "
+          "[rank * B, (rank + 1) * B) of the global batch); returns int64 "
+          "[B, max_new_tokens], EOS-filled after an EOS. Sampling draws "
+          "depend on (seed, global row, step), not on the number of ranks. "
+          "With gather=True every rank gets every rank's tokens, "
+          "[world_size * B, max_new_tokens], in rank order.")
       .def("save", &PySession::save, py::arg("dir"),
            "Saves a checkpoint under DIR as step-<optimizer steps>; returns "
            "its directory.")

@@ -86,15 +86,18 @@ print(f"loss {loss:.6f} (torch {float(golden['loss']):.6f}); worst parameter gra
 PY
 
 echo
-echo "== generation: prefill + decode over a static KV cache on 4 ranks, against onnxruntime's greedy loop"
-echo "   (every parameter sharded and gathered once for the whole generation: 0 B per token)"
-./build/bin/zcc "$model" --mode generate --batch 2 --max-seq-len 32 --prompt-len 8 \
+echo "== generation: prefill + decode over a static KV cache on 4 ranks, each generating its own"
+echo "   prompt, against onnxruntime's greedy loop (every parameter sharded and gathered once"
+echo "   for the whole generation: 0 B per token)"
+./build/bin/zcc "$model" --mode generate --batch 1 --max-seq-len 32 --prompt-len 8 \
   --world-size 4 --persistence-threshold 0 -o "$out/gen.zplan" --dump report --dump-dir "$out/gen-dumps" > /dev/null
 sed -n '/^generation:/,/tokens\/s$/p' "$out/gen-dumps/report.txt"
 python3 -c "
 import numpy as np
-np.save('$out/prompts.npy', np.array([[10, 20, 30, 40, 50, 60, 70, 80], [5, 6, 7, 0, 0, 0, 0, 0]], dtype=np.int64))
-np.save('$out/lens.npy', np.array([8, 3], dtype=np.int64))"
+np.save('$out/prompts.npy', np.array([[10, 20, 30, 40, 50, 60, 70, 80], [5, 6, 7, 0, 0, 0, 0, 0],
+                                      [90, 91, 92, 93, 94, 0, 0, 0], [33, 0, 0, 0, 0, 0, 0, 0]],
+                                     dtype=np.int64))
+np.save('$out/lens.npy', np.array([8, 3, 5, 1], dtype=np.int64))"
 OPENBLAS_NUM_THREADS=1 "${mpi[@]}" ./build/bin/zrun "$out/gen.zplan" generate \
   --prompt "$out/prompts.npy" --prompt-lengths "$out/lens.npy" --max-new-tokens 12 \
   --output "$out/tokens.npy" --logits-output "$out/logits.npy" --stats
@@ -106,7 +109,7 @@ echo
 echo "== one plan for training and generation on 4 ranks: 2 optimizer steps of 4 micro-steps,"
 echo "   generating after micro-step 6 (inside step 2's accumulation window); the loss log"
 echo "   equals training without generation, and the memory returns to its training level"
-./build/bin/zcc "$model" --mode train,generate --input-shape input_ids=2x16 --batch 2 \
+./build/bin/zcc "$model" --mode train,generate --input-shape input_ids=2x16 --batch 1 \
   --max-seq-len 16 --prompt-len 8 --world-size 4 --persistence-threshold 0 \
   -o "$out/one.zplan" --dump report --dump-dir "$out/one-dumps" > /dev/null
 sed -n '/^timeline:/,$p' "$out/one-dumps/report.txt"

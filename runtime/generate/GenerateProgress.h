@@ -9,6 +9,11 @@
 //   zrun: decode 30 tokens in 1.04 s: 28.8 tok/s
 //   zrun: gathered per decode step: 0 B (plan), 0 B (counted)
 //   zrun: resident 1,048,576 B, KV cache 65,536 B
+// With N ranks (each generating its own rows) zrun combines every rank's
+// figures (combine()): tokens add up, times are the slowest rank's, so the
+// summary's tok/s is the global batch's. A lockstep line follows:
+//   zrun: lockstep: every decode step; 9 agreements, 12 us each (0.1% of
+//   decode); decode runs after a rank's rows finished: 0, 4
 // Decode throughput counts the tokens of every row that decode steps
 // produced (not the first token of each row, which is prefill's, nor the
 // ignored logits of finished rows), over the wall time from the end of
@@ -43,6 +48,37 @@ struct GenerationFacts {
   uint64_t cacheBytes = 0;
 };
 
+/// One rank's figures of a generation, as doubles so that zrun can gather
+/// them from every rank in one collective.
+struct GenerationFigures {
+  double prefillTokens = 0;
+  double decodeTokens = 0;
+  /// Steps (prefill's included) that produced a token.
+  double steps = 0;
+  double firstTokenSeconds = 0;
+  double decodeSeconds = 0;
+  double totalSeconds = 0;
+  /// Lockstep (docs/generation.md section 8), from the session's result:
+  /// the plan's period (0: none), decode runs made and those made after
+  /// the rank's rows had finished, agreements and their seconds.
+  double lockstepPeriod = 0;
+  double decodeRuns = 0;
+  double idleDecodeRuns = 0;
+  double agreements = 0;
+  double agreementSeconds = 0;
+};
+
+/// The ranks' figures as one: tokens and agreement seconds summed, times,
+/// steps and counts the largest.
+GenerationFigures combine(const std::vector<GenerationFigures> &ranks);
+
+/// The summary lines (no "zrun: " prefix, no newlines) of `figures` over
+/// `rows` rows; with `perRank` (two or more ranks) the lockstep line too.
+std::vector<std::string>
+summaryLines(const GenerationFigures &figures, uint64_t rows,
+             const GenerationFacts &facts,
+             const std::vector<GenerationFigures> &perRank = {});
+
 class GenerateProgress {
 public:
   /// A run of at most `maxSteps` steps over `rows` rows; the clock is read
@@ -65,7 +101,9 @@ public:
   /// Decode tokens per second (0 before any decode step).
   double decodeTokensPerSecond() const;
 
-  /// The summary lines (no "zrun: " prefix, no newlines).
+  /// This rank's figures so far (the lockstep fields left 0).
+  GenerationFigures figures() const;
+  /// summaryLines() of this rank's figures alone.
   std::vector<std::string> summary(const GenerationFacts &facts) const;
 
 private:

@@ -19,7 +19,10 @@ Status GenerationState::create(const GenerationShape &shape,
   uint64_t batch = request.prompts.size() / columns;
   if (batch != shape.batch)
     return failure("prompt file ", inQuotes(promptFile), " has ", batch,
-                   " rows; the plan was compiled for --batch ", shape.batch);
+                   " rows; the plan was compiled for --batch ", shape.batch,
+                   " (rows per rank)");
+  // Messages name the global row, as the user's file numbers it.
+  uint64_t first = request.firstRow;
   if (columns > shape.promptLength)
     return failure("prompt file ", inQuotes(promptFile), " has prompts of ",
                    columns, " tokens; the plan was compiled for --prompt-len ",
@@ -34,19 +37,20 @@ Status GenerationState::create(const GenerationShape &shape,
     int64_t length = request.promptLengths[row];
     if (length < 1 || static_cast<uint64_t>(length) > columns)
       return failure("prompt lengths file ", inQuotes(lengthsFile), " row ",
-                     row, ": length ", length, " is outside [1, ", columns,
-                     "] (the prompt file's columns)");
+                     first + row, ": length ", length, " is outside [1, ",
+                     columns, "] (the prompt file's columns)");
     if (static_cast<uint64_t>(length) + request.maxNewTokens >
         shape.maxSequenceLength)
-      return failure(
-          "row ", row, ": prompt length ", length, " + --max-new-tokens ",
-          request.maxNewTokens, " = ", length + request.maxNewTokens,
-          " exceeds the plan's --max-seq-len ", shape.maxSequenceLength);
+      return failure("row ", first + row, ": prompt length ", length,
+                     " + --max-new-tokens ", request.maxNewTokens, " = ",
+                     length + request.maxNewTokens,
+                     " exceeds the plan's --max-seq-len ",
+                     shape.maxSequenceLength);
     for (int64_t column = 0; column < length; ++column) {
       int64_t id = request.prompts[row * columns + column];
       if (id < 0 || static_cast<uint64_t>(id) >= shape.vocabulary)
-        return failure("prompt file ", inQuotes(promptFile), " row ", row,
-                       " position ", column, ": token id ", id,
+        return failure("prompt file ", inQuotes(promptFile), " row ",
+                       first + row, " position ", column, ": token id ", id,
                        " is outside the vocabulary [0, ", shape.vocabulary,
                        ")");
     }
@@ -105,6 +109,11 @@ void GenerationState::acceptStep(const std::vector<int64_t> &tokens) {
                      state.tokens.size() >= request.maxNewTokens;
   }
   ++stepCount;
+}
+
+uint64_t GenerationState::activeRows() const {
+  return static_cast<uint64_t>(std::count_if(
+      rows.begin(), rows.end(), [](const Row &row) { return !row.finished; }));
 }
 
 bool GenerationState::allFinished() const {

@@ -17,6 +17,10 @@
 // (clamped to L - 1): that rewrites a slot with what it already holds, and
 // its logits are ignored. The run ends when every row has finished.
 //
+// Generation is data parallel (docs/generation.md section 8): each rank
+// holds its own B rows, rows [firstRow, firstRow + B) of the global batch,
+// and messages and sampling draws name a row by its global index.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef ZPLAN_RUNTIME_GENERATE_GENERATIONSTATE_H
@@ -52,6 +56,9 @@ struct GenerationRequest {
   std::vector<int64_t> promptLengths;
   uint64_t maxNewTokens = 1;
   std::optional<int64_t> eos;
+  /// The global index of row 0 (rank * B on rank `rank`): messages name
+  /// global rows, and the sampler draws for (seed, global row, step).
+  uint64_t firstRow = 0;
 };
 
 class GenerationState {
@@ -92,6 +99,10 @@ public:
 
   const GenerationShape &generationShape() const { return shape; }
   uint64_t maxNewTokens() const { return request.maxNewTokens; }
+  /// The global index of row 0.
+  uint64_t firstRow() const { return request.firstRow; }
+  /// Rows not finished yet.
+  uint64_t activeRows() const;
 
 private:
   struct Row {

@@ -4,15 +4,22 @@
 // allocated, generate_begin gathers the resident groups, prefill fills the
 // KV cache from the prompts, decode runs once per new token until every row
 // finished, generate_end releases the resident copies, and the state is
-// freed, so that the rank's memory is its steady state again. Every rank
-// computes the same logits from the same inputs; rank 0's tokens are
-// broadcast, so the ranks' next inputs are equal by construction.
+// freed, so that the rank's memory is its steady state again.
+//
+// Each rank generates its own rows (docs/generation.md section 8). How
+// long the ranks decode is the plan's decision (Program.lockstep_period of
+// decode): when decode has collectives, the ranks all-reduce their counts
+// of running rows after prefill and every K-th decode run, and decode runs
+// while any rank has a row running, so every rank enters every collective
+// the others do; a rank whose rows finished feeds them again (their logits
+// are ignored). When decode has none, each rank stops on its own.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/plan/PlanQueries.h"
 #include "runtime/session/SessionState.h"
 
+#include <chrono>
 #include <cstring>
 
 using namespace zplan;
@@ -45,9 +52,9 @@ Session::State::startGeneration(const GenerateRequest &request,
       generation);
 }
 
-/// Picks every row's token of the next step from `logitsBinding` ([B, V])
-/// and makes rank 0's choice every rank's; keeps the logits of unfinished
-/// rows in `history` when it is not empty; accepts the step.
+/// Picks every unfinished row's token of the next step from
+/// `logitsBinding` ([B, V]); keeps their logits in `history` when it is not
+/// empty; accepts the step.
 Status Session::State::chooseTokens(generate::GenerationState &generation,
                                     generate::Sampler &sampler,
                                     const plan::Binding &logitsBinding,
@@ -62,35 +69,60 @@ Status Session::State::chooseTokens(generate::GenerationState &generation,
     if (generation.finished(row))
       continue; // fed only to keep the batch whole; its logits are ignored
     const float *rowLogits = logits + row * shape.vocabulary;
-    if (Status status =
-            sampler.next(rowLogits, shape.vocabulary, row, step, tokens[row]);
+    // The draw is the global row's, so tokens do not depend on N.
+    uint64_t globalRow = generation.firstRow() + row;
+    if (Status status = sampler.next(rowLogits, shape.vocabulary, globalRow,
+                                     step, tokens[row]);
         !status.ok())
       return failure("program ",
                      inQuotes(programs[step == 0 ? kPrefill : kDecode]->name()),
-                     " (generation step ", step, ") gave row ", row,
+                     " (generation step ", step, ") gave row ", globalRow,
                      " logits it cannot choose from: ", status.message());
     if (!history.empty())
       std::memcpy(history.data() +
                       (step * shape.batch + row) * shape.vocabulary,
                   rowLogits, shape.vocabulary * sizeof(float));
   }
-  // Every rank computed the same logits from the same inputs; broadcasting
-  // rank 0's tokens makes the ranks' next inputs equal by construction.
-  ZR_RETURN_IF_ERROR(communicator.broadcast(
-      tokens.data(), tokens.size() * sizeof(int64_t), 0));
   generation.acceptStep(tokens);
   return Status::success();
 }
 
-namespace {
-
-uint64_t activeRows(const generate::GenerationState &generation) {
-  const generate::GenerationShape &shape = generation.generationShape();
-  uint64_t active = 0;
-  for (uint64_t row = 0; row < shape.batch; ++row)
-    active += !generation.finished(row);
-  return active;
+/// Whether decode runs again after `sinceAgreement` decode runs since the
+/// last agreement (prefill counts as one). With lockstep period K, every
+/// K-th time the ranks all-reduce their running rows and go on while any
+/// is running; in between they go on (the plan fixed K); after M steps
+/// every row has finished. Without lockstep, each rank goes on while its
+/// own rows run.
+Status Session::State::decodeAgain(const generate::GenerationState &generation,
+                                   uint64_t sinceAgreement,
+                                   GenerateResult &result, bool &again) {
+  uint32_t period = programs[kDecode]->lockstep_period();
+  if (period == 0) {
+    again = !generation.allFinished();
+    return Status::success();
+  }
+  // Every row of every rank has its M tokens after M steps (the same M on
+  // every rank): the ranks stop together without agreeing.
+  if (generation.steps() >= generation.maxNewTokens()) {
+    again = false;
+    return Status::success();
+  }
+  if (sinceAgreement % period != 0) {
+    again = true;
+    return Status::success();
+  }
+  int64_t running = static_cast<int64_t>(generation.activeRows());
+  auto start = std::chrono::steady_clock::now();
+  ZR_RETURN_IF_ERROR(communicator.allReduce(&running, 1, ElementType::I64));
+  result.agreementSeconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  ++result.agreements;
+  again = running > 0;
+  return Status::success();
 }
+
+namespace {
 
 /// Host storage for the int64 input `binding`, written to the buffer by
 /// writeHostInputs() after the generation state filled it.
@@ -150,7 +182,7 @@ Status Session::generate(const GenerateRequest &request, GenerateResult &result,
     if (observer.stepDone)
       observer.stepDone(generation.steps() - 1,
                         generation.generatedTokens() - before,
-                        activeRows(generation));
+                        generation.activeRows());
   };
   HostInput prefillIds = hostInputFor(s.plan, *s.prefillIds);
   HostInput prefillPositions = hostInputFor(s.plan, *s.prefillPositions);
@@ -173,7 +205,13 @@ Status Session::generate(const GenerateRequest &request, GenerateResult &result,
   if (status.ok())
     stepDone(0);
   s.counting->reset();
-  while (status.ok() && !generation.allFinished()) {
+  uint64_t sinceAgreement = 1; // prefill's run
+  bool again = false;
+  if (status.ok())
+    status = s.decodeAgain(generation, sinceAgreement, result, again);
+  while (status.ok() && again) {
+    if (generation.allFinished())
+      ++result.idleDecodeSteps;
     // The arena reuses the inputs' bytes once they are dead: refill them
     // before every run.
     generation.fillDecode(decodeIds.values.data(),
@@ -188,6 +226,7 @@ Status Session::generate(const GenerateRequest &request, GenerateResult &result,
     if (status.ok()) {
       ++result.decodeSteps;
       stepDone(before);
+      status = s.decodeAgain(generation, ++sinceAgreement, result, again);
     }
   }
   result.decodeGatheredBytes = s.counting->gatheredBytes();

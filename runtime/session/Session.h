@@ -22,13 +22,16 @@
 //    micro-steps: the generation programs never touch the gradient
 //    accumulators or the optimizer state (the verifier proves it), so a
 //    generation inside an accumulation window leaves the window as it was.
-//    The generation state (KV caches, resident copies) is allocated when a
-//    generation begins and freed when it ends, so that a rank's memory after
-//    a generation is the training steady state again (memory()).
+//    Generation is data parallel: each rank generates its own B rows, and
+//    the ranks stay in lockstep as the plan's decode program says
+//    (docs/generation.md section 8). The generation state (KV caches,
+//    resident copies) is allocated when a generation begins and freed when
+//    it ends, so that a rank's memory after a generation is the training
+//    steady state again (memory()).
 //
 // Every rank calls the same methods in the same order with the same
-// arguments (the prompts and sampling settings are the same on every rank;
-// micro-batches differ per rank): the methods are collective. A failure
+// arguments (the sampling settings are the same on every rank; micro-batches
+// and prompts differ per rank): the methods are collective. A failure
 // before any program ran (a plan without the programs, a batch or prompt of
 // the wrong shape) is returned on every rank alike and leaves the session
 // usable. A failure once the ranks run programs together (a kernel error, a
@@ -148,8 +151,8 @@ struct GenerateRequest {
 };
 
 struct GenerateResult {
-  /// [B, M] row-major: each row's tokens, EOS-filled after an EOS
-  /// (GenerationState::outputTable). The same on every rank.
+  /// [B, M] row-major: this rank's rows' tokens, EOS-filled after an EOS
+  /// (GenerationState::outputTable).
   std::vector<int64_t> tokens;
   uint64_t batch = 0;
   uint64_t maxNewTokens = 0;
@@ -157,6 +160,13 @@ struct GenerateResult {
   std::vector<float> logits;
   /// Decode runs made (prefill excluded).
   uint64_t decodeSteps = 0;
+  /// Decode runs this rank made after its own rows had all finished, to
+  /// take part in the collectives other ranks still needed (lockstep).
+  uint64_t idleDecodeSteps = 0;
+  /// Lockstep agreements (all-reductions of the running rows) made, and
+  /// the seconds this rank spent in them (docs/generation.md section 8).
+  uint64_t agreements = 0;
+  double agreementSeconds = 0.0;
   /// Bytes this rank's collectives all-gathered over the decode runs.
   uint64_t decodeGatheredBytes = 0;
   /// This rank's bytes held while the generation state was allocated.
@@ -299,11 +309,12 @@ public:
   /// Checks `request` against the plan (GenerationState::create's checks)
   /// without running anything: zrun checks before it loads.
   Status checkGenerateRequest(const GenerateRequest &request) const;
-  /// One whole generation: allocates the generation state, runs
-  /// generate_begin, prefill, decode until every row finished, generate_end,
-  /// and frees the state. Tokens are chosen on every rank and rank 0's are
-  /// broadcast. Leaves the gradient accumulators and optimizer state as they
-  /// were. Collective.
+  /// One whole generation of this rank's rows (request.rows.firstRow is
+  /// their global index): allocates the generation state, runs
+  /// generate_begin, prefill, decode until every row finished (of every
+  /// rank, when the plan's decode has collectives), generate_end, and frees
+  /// the state. Leaves the gradient accumulators and optimizer state as
+  /// they were. Collective.
   Status generate(const GenerateRequest &request, GenerateResult &result,
                   const GenerateObserver &observer = {});
   //===--------------------------------------------------------------------===//

@@ -129,6 +129,9 @@ struct Session::State {
   Status chooseTokens(generate::GenerationState &generation,
                       generate::Sampler &sampler, const plan::Binding &logits,
                       std::vector<float> &history);
+  Status decodeAgain(const generate::GenerationState &generation,
+                     uint64_t sinceAgreement, GenerateResult &result,
+                     bool &again);
 };
 
 } // namespace zplan::session

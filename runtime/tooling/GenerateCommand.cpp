@@ -16,6 +16,7 @@
 #include "runtime/tooling/Stats.h"
 #include "runtime/tooling/TraceFile.h"
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -34,7 +35,9 @@ struct Generation {
   comm::Communicator &communicator;
   std::unique_ptr<session::Session> session;
   session::GenerateRequest request;
+  /// This rank's rows, and every rank's (gatherRows()).
   session::GenerateResult result;
+  session::GenerateResult all;
   StagedFiles staged;
 };
 
@@ -78,8 +81,13 @@ Status checkGeneration(Generation &generation) {
   ZR_RETURN_IF_ERROR(generation.session->checkCanGenerate());
   ZR_RETURN_IF_ERROR(
       readGenerateRequest(arguments.generate, generation.request));
-  generation.request.keepLogits = generation.communicator.rank() == 0 &&
-                                  !arguments.generate.logitsOutputPath.empty();
+  // The files hold the global batch; this rank generates its own rows.
+  comm::Communicator &communicator = generation.communicator;
+  ZR_RETURN_IF_ERROR(keepRankRows(generation.request,
+                                  generation.session->generationShape(),
+                                  static_cast<uint64_t>(communicator.rank()),
+                                  static_cast<uint64_t>(communicator.size())));
+  generation.request.keepLogits = !arguments.generate.logitsOutputPath.empty();
   ZR_RETURN_IF_ERROR(
       generation.session->checkGenerateRequest(generation.request));
   ZR_RETURN_IF_ERROR(checkOutputsOverwriteNothing(generation));
@@ -125,9 +133,38 @@ uint64_t bytesOfKind(const plan::Plan &plan, plan::Buffer::Kind kind) {
   return bytes;
 }
 
+/// Every rank's rows, in global order, on every rank: the tokens [N*B, M]
+/// and, when kept, the logits [M, N*B, V] (each rank holds [M, B, V]).
+/// Collective.
+Status gatherRows(comm::Communicator &communicator,
+                  const session::GenerateResult &mine, uint64_t vocabulary,
+                  session::GenerateResult &all) {
+  uint64_t ranks = static_cast<uint64_t>(communicator.size());
+  all = mine;
+  all.batch = mine.batch * ranks;
+  all.tokens.assign(all.batch * mine.maxNewTokens, 0);
+  ZR_RETURN_IF_ERROR(
+      communicator.allGather(mine.tokens.data(), all.tokens.data(),
+                             mine.tokens.size(), ElementType::I64));
+  if (mine.logits.empty())
+    return Status::success();
+  std::vector<float> byRank(mine.logits.size() * ranks);
+  ZR_RETURN_IF_ERROR(communicator.allGather(
+      mine.logits.data(), byRank.data(), mine.logits.size(), ElementType::F32));
+  // [rank][step][row][V] -> [step][rank][row][V].
+  uint64_t rowBytes = mine.batch * vocabulary;
+  all.logits.assign(byRank.size(), 0.0f);
+  for (uint64_t rank = 0; rank < ranks; ++rank)
+    for (uint64_t step = 0; step < mine.maxNewTokens; ++step)
+      std::copy_n(byRank.begin() + (rank * mine.maxNewTokens + step) * rowBytes,
+                  rowBytes,
+                  all.logits.begin() + (step * ranks + rank) * rowBytes);
+  return Status::success();
+}
+
 Status stageOutputs(Generation &generation) {
   const generate::GenerateOptions &options = generation.arguments.generate;
-  const session::GenerateResult &result = generation.result;
+  const session::GenerateResult &result = generation.all;
   std::string encoded;
   ZR_RETURN_IF_ERROR(npy::encodeNpy(
       plan::I64,
@@ -154,6 +191,11 @@ Status stageOutputs(Generation &generation) {
 bool finishGeneration(Generation &generation) {
   comm::Communicator &communicator = generation.communicator;
   bool rankZero = communicator.rank() == 0;
+  if (Status status = gatherRows(
+          communicator, generation.result,
+          generation.session->generationShape().vocabulary, generation.all);
+      !status.ok())
+    abortRun(communicator, status);
   if (!agree(communicator,
              rankZero ? stageOutputs(generation) : Status::success()))
     return false;
@@ -178,6 +220,7 @@ int zplan::tooling::generateTokens(const Arguments &arguments,
   const generate::GenerationShape &shape = session.generationShape();
   std::unique_ptr<generate::GenerateProgress> progress;
   session::GenerateObserver observer;
+  // Rank 0's progress line follows its own rows.
   observer.started = [&] {
     progress = std::make_unique<generate::GenerateProgress>(
         generation.request.rows.maxNewTokens, shape.batch,
@@ -196,15 +239,32 @@ int zplan::tooling::generateTokens(const Arguments &arguments,
 
   if (!finishGeneration(generation))
     return 1;
+  // The summary is the global batch's: every rank's figures, combined.
+  const session::GenerateResult &mine = generation.result;
+  generate::GenerationFigures figures = progress->figures();
+  figures.lockstepPeriod = static_cast<double>(
+      plan::findProgram(session.plan(), plan::PROGRAM_KIND_DECODE)
+          ->lockstep_period());
+  figures.decodeRuns = static_cast<double>(mine.decodeSteps);
+  figures.idleDecodeRuns = static_cast<double>(mine.idleDecodeSteps);
+  figures.agreements = static_cast<double>(mine.agreements);
+  figures.agreementSeconds = mine.agreementSeconds;
+  constexpr uint64_t kFigureCount = sizeof(figures) / sizeof(double);
+  std::vector<generate::GenerationFigures> perRank(communicator.size());
+  if (Status status = communicator.allGather(&figures, perRank.data(),
+                                             kFigureCount, ElementType::F64);
+      !status.ok())
+    abortRun(communicator, status);
   if (rankZero) {
     generate::GenerationFacts facts;
     facts.planGatheredPerDecodeStep = plannedGatherBytes(session.plan());
-    if (arguments.stats && generation.result.decodeSteps > 0)
+    if (arguments.stats && mine.decodeSteps > 0)
       facts.countedGatheredPerDecodeStep =
-          generation.result.decodeGatheredBytes / generation.result.decodeSteps;
+          mine.decodeGatheredBytes / mine.decodeSteps;
     facts.residentBytes = bytesOfKind(session.plan(), plan::Buffer::RESIDENT);
     facts.cacheBytes = bytesOfKind(session.plan(), plan::Buffer::CACHE);
-    for (const std::string &summary : progress->summary(facts))
+    for (const std::string &summary : generate::summaryLines(
+             generate::combine(perRank), generation.all.batch, facts, perRank))
       std::cout << "zrun: " << summary << "\n";
     std::cout << std::flush;
   }

@@ -73,3 +73,45 @@ zplan::tooling::readGenerateRequest(const generate::GenerateOptions &options,
   request.lengthsSource = options.promptLengthsPath;
   return Status::success();
 }
+
+Status zplan::tooling::keepRankRows(session::GenerateRequest &request,
+                                    const generate::GenerationShape &shape,
+                                    uint64_t rank, uint64_t ranks) {
+  uint64_t rowsPerRank = shape.batch;
+  generate::GenerationRequest &rows = request.rows;
+  uint64_t columns = rows.promptColumns;
+  uint64_t expected = ranks * rowsPerRank;
+  uint64_t found = columns ? rows.prompts.size() / columns : 0;
+  // One rank: the batch is the plan's; N ranks: N times it, each its own.
+  std::string perRank =
+      ranks == 1
+          ? "the plan was compiled for --batch " + std::to_string(rowsPerRank)
+          : "the plan generates --batch " + std::to_string(rowsPerRank) +
+                " rows on each of " + std::to_string(ranks) + " ranks";
+  std::string total = ranks == 1 ? "" : ": " + std::to_string(expected);
+  if (found != expected)
+    return failure("prompt file ", inQuotes(request.promptSource), " has ",
+                   found, " rows; ", perRank,
+                   total.empty() ? "" : total + " rows");
+  if (!rows.promptLengths.empty() && rows.promptLengths.size() != expected)
+    return failure("prompt lengths file ", inQuotes(request.lengthsSource),
+                   " has ", rows.promptLengths.size(), " lengths for ",
+                   expected, " prompt rows");
+  // Every rank checks every row, so that a bad row fails on all of them
+  // alike and is named by its row in the file.
+  generate::GenerationShape global = shape;
+  global.batch = expected;
+  generate::GenerationState whole;
+  ZR_RETURN_IF_ERROR(generate::GenerationState::create(
+      global, rows, request.promptSource, request.lengthsSource, whole));
+  uint64_t first = rank * rowsPerRank;
+  rows.prompts = std::vector<int64_t>(rows.prompts.begin() + first * columns,
+                                      rows.prompts.begin() +
+                                          (first + rowsPerRank) * columns);
+  if (!rows.promptLengths.empty())
+    rows.promptLengths =
+        std::vector<int64_t>(rows.promptLengths.begin() + first,
+                             rows.promptLengths.begin() + first + rowsPerRank);
+  rows.firstRow = first;
+  return Status::success();
+}

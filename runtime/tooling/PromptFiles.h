@@ -3,8 +3,11 @@
 // `zrun generate` and `zrun train --generate-every` read the same files:
 // --prompt (int64 or int32 [B, Pmax]) and --prompt-lengths (int64 or int32
 // [B]). This reads them, with --max-new-tokens, --eos and the sampling flags,
-// into the request a session generates from (runtime/session/Session.h);
-// whether they fit the plan is Session::checkGenerateRequest's business.
+// into the request a session generates from (runtime/session/Session.h),
+// and keeps this rank's rows: the files hold the global batch, N * B rows,
+// and rank r generates rows [r * B, (r + 1) * B) (docs/generation.md
+// section 8). Whether the rows fit the plan is
+// Session::checkGenerateRequest's business.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +24,15 @@ namespace zplan::tooling {
 /// naming the file on a missing or malformed one, or one without a token.
 Status readGenerateRequest(const generate::GenerateOptions &options,
                            session::GenerateRequest &request);
+
+/// Keeps rank `rank`'s rows of the global batch in `request` (and their
+/// lengths), with firstRow set: `shape.batch` rows per rank. Fails naming
+/// the file when it does not hold `ranks` * shape.batch rows (and lengths),
+/// or naming the row of a prompt that does not fit `shape`; the same
+/// failure on every rank.
+Status keepRankRows(session::GenerateRequest &request,
+                    const generate::GenerationShape &shape, uint64_t rank,
+                    uint64_t ranks);
 
 } // namespace zplan::tooling
 

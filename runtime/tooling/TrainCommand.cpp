@@ -223,6 +223,12 @@ Status checkTrainInputs(const Arguments &arguments,
                      "train,generate (",
                      session.checkCanGenerate().message(), ")");
     ZR_RETURN_IF_ERROR(readGenerateRequest(arguments.generate, run.generation));
+    // Each rank generates its own rows of the prompt file, as it trains on
+    // its own micro-batches (docs/generation.md section 8).
+    ZR_RETURN_IF_ERROR(
+        keepRankRows(run.generation, session.generationShape(),
+                     static_cast<uint64_t>(communicator.rank()),
+                     static_cast<uint64_t>(communicator.size())));
     ZR_RETURN_IF_ERROR(session.checkGenerateRequest(run.generation));
   }
   return Status::success();
@@ -262,8 +268,9 @@ Status resume(const train::TrainOptions &options, session::Session &session,
 }
 
 /// --generate-every: one generation after micro-step `micro` (counted from
-/// 1 over the whole run); rank 0 prints the tokens, and the memory the rank
-/// held before, during and after it.
+/// 1 over the whole run), each rank of its own rows; rank 0 prints every
+/// rank's tokens, in global row order, and the memory it held before,
+/// during and after it.
 void generateDuringTraining(session::Session &session, TrainRun &run,
                             uint64_t micro, uint64_t gradAccum,
                             comm::Communicator &communicator) {
@@ -271,8 +278,15 @@ void generateDuringTraining(session::Session &session, TrainRun &run,
   session::GenerateResult result;
   if (Status status = session.generate(run.generation, result); !status.ok())
     abortRun(communicator, status);
+  std::vector<int64_t> tokens(result.tokens.size() * communicator.size());
+  if (Status status =
+          communicator.allGather(result.tokens.data(), tokens.data(),
+                                 result.tokens.size(), ElementType::I64);
+      !status.ok())
+    abortRun(communicator, status);
   if (communicator.rank() != 0)
     return;
+  uint64_t rows = result.batch * static_cast<uint64_t>(communicator.size());
   std::ostringstream text;
   uint64_t inWindow = session.microStepsInWindow();
   text << "zrun: generated after micro-step " << micro;
@@ -281,14 +295,14 @@ void generateDuringTraining(session::Session &session, TrainRun &run,
   else
     text << " (inside step " << session.optimizerSteps() + 1 << ", " << inWindow
          << " of " << gradAccum << " micro-steps)";
-  text << ": " << result.batch << " rows x " << result.maxNewTokens
+  text << ": " << rows << " rows x " << result.maxNewTokens
        << " tokens; rank 0 held " << result.bytesDuring << " B during, "
        << session.memory().currentBytes << " B after (training " << before
        << " B)\n";
-  for (uint64_t row = 0; row < result.batch; ++row) {
+  for (uint64_t row = 0; row < rows; ++row) {
     text << "zrun:   row " << row << ":";
     for (uint64_t k = 0; k < result.maxNewTokens; ++k)
-      text << " " << result.tokens[row * result.maxNewTokens + k];
+      text << " " << tokens[row * result.maxNewTokens + k];
     text << "\n";
   }
   std::cout << text.str() << std::flush;

@@ -19,7 +19,7 @@ micro-step and rank), so that the files below can be compared with zrun's:
                         losses and lrs must be the ones of the first time
   --check               open the session with check=True (zrun's --check)
 
-Generation reads --prompts/--prompt-lengths (the same on every rank) and is
+Generation reads --prompts/--prompt-lengths (the global batch: each rank its rows) and is
 greedy. Rank 0 prints each generation's memory: this rank's bytes before,
 the peak while the generation state was held, and after; after must equal
 before (the training steady state), which is asserted on every rank.
@@ -37,11 +37,15 @@ import batches  # noqa: E402  (the oracle's copy of zrun train's batch selection
 
 
 def generate_checked(session, args, label):
-    """Generates from the prompts; checks that memory returns to its level before."""
-    prompts = np.load(args.prompts)
-    lengths = np.load(args.prompt_lengths) if args.prompt_lengths else None
+    """Generates this rank's rows of the prompts, as zrun generate does, and
+    returns every rank's tokens; checks that memory returns to its level
+    before."""
+    rows = session.generation_shape["batch"]
+    mine = slice(session.rank * rows, (session.rank + 1) * rows)
+    prompts = np.load(args.prompts)[mine]
+    lengths = np.load(args.prompt_lengths)[mine] if args.prompt_lengths else None
     before = session.memory
-    tokens = session.generate(prompts, lengths, max_new_tokens=args.max_new_tokens)
+    tokens = session.generate(prompts, lengths, max_new_tokens=args.max_new_tokens, gather=True)
     after = session.memory
     assert after["current_bytes"] == before["current_bytes"], (label, before, after)
     assert after["peak_bytes"] >= before["current_bytes"] + after["generation_bytes"], (

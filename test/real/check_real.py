@@ -34,7 +34,7 @@ one kind of check:
              data/gpl-3.0.bin: both logged losses within 1e-5 relative of HF's
              model.train() with torch.optim on model.parameters() (a tied tensor
              is one parameter). Step 2's loss follows one optimizer step.
-  generate   (every export) zcc --mode generate --batch 2 --max-seq-len 32
+  generate   (every export) zcc --mode generate --batch 2/N --max-seq-len 32
              --prompt-len 8 at (1, default) and (2, 0); `zrun generate --check`
              with the golden's prompts (lengths 6 and 4) and 8 new tokens: the
              tokens equal HF model.generate()'s (greedy; every step's top-1
@@ -358,7 +358,11 @@ class Checker:
         return prompts, lengths
 
     def generate_flags(self, world):
-        return ["--batch", str(self.golden["gen_prompts"].shape[0]),
+        # --batch is rows per rank: the golden's prompts are the global batch.
+        rows = self.golden["gen_prompts"].shape[0]
+        if rows % world:
+            raise Failure(f"the golden's {rows} prompts do not split over {world} ranks")
+        return ["--batch", str(rows // world),
                 "--max-seq-len", str(int(self.golden["gen_max_seq_len"])),
                 "--prompt-len", str(int(self.golden["gen_prompt_len"])),
                 "--world-size", str(world)]

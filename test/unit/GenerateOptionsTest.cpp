@@ -127,6 +127,52 @@ TEST(GenerateProgress, LinesAndSummaryUnderAFakeClock) {
             "gathered per decode step: 123,456 B (plan)");
 }
 
+TEST(GenerateProgress, RanksCombineIntoTheGlobalBatchsFigures) {
+  // Two ranks of 2 rows each under lockstep every 2 steps: rank 0's rows
+  // finished after prefill and it decoded 4 steps for rank 1's rows.
+  GenerationFigures rank0, rank1;
+  rank0.prefillTokens = 2;
+  rank0.decodeTokens = 0;
+  rank0.steps = 1;
+  rank0.firstTokenSeconds = 0.5;
+  rank0.decodeSeconds = 2.0;
+  rank0.totalSeconds = 2.5;
+  rank1 = rank0;
+  rank1.decodeTokens = 8;
+  rank1.steps = 5;
+  rank1.firstTokenSeconds = 0.25;
+  rank1.totalSeconds = 2.25;
+  for (GenerationFigures *rank : {&rank0, &rank1}) {
+    rank->lockstepPeriod = 2;
+    rank->decodeRuns = 4;
+    rank->agreements = 3;
+    rank->agreementSeconds = 0.001;
+  }
+  rank0.idleDecodeRuns = 4;
+  std::vector<GenerationFigures> ranks = {rank0, rank1};
+  GenerationFigures all = combine(ranks);
+  EXPECT_DOUBLE_EQ(all.decodeTokens, 8);
+  EXPECT_DOUBLE_EQ(all.steps, 5);
+  EXPECT_DOUBLE_EQ(all.totalSeconds, 2.5);
+  GenerationFacts facts;
+  std::vector<std::string> lines = summaryLines(all, 4, facts, ranks);
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines[0], "generated 12 tokens in 4 rows on 2 ranks (5 steps) in "
+                      "2.500 s");
+  EXPECT_EQ(lines[1], "time to first token 0.500 s (generate_begin + prefill)");
+  EXPECT_EQ(lines[2], "decode 8 tokens in 2.000 s: 4.0 tok/s");
+  // 6 agreements over the ranks, 2 ms in all: 333.3 us each; each rank
+  // spent 1 ms of its 2 s of decoding in them.
+  EXPECT_EQ(lines[5], "lockstep: agreed every 2 decode steps; 3 agreements, "
+                      "333.3 us each (0.05% of decode); decode runs per rank: "
+                      "4, 4; after the rank's rows finished: 4, 0");
+  for (GenerationFigures &rank : ranks)
+    rank.lockstepPeriod = 0;
+  EXPECT_EQ(summaryLines(combine(ranks), 4, facts, ranks)[5],
+            "lockstep: none (decode has no collective; each rank stopped "
+            "when its rows finished); decode runs per rank: 4, 4");
+}
+
 TEST(GenerateProgress, EtaExtrapolatesTheMeanDecodeStep) {
   double now = 0.0;
   GenerateProgress progress(10, 1, [&] { return now; });

@@ -153,6 +153,9 @@ plan::Plan makeGenerationPlan(bool carry = false) {
   decode->set_name("decode");
   decode->set_kind(plan::PROGRAM_KIND_DECODE);
   decode->set_peak_arena_bytes(256);
+  // With the carry, decode gathers: the ranks decode in lockstep.
+  if (carry)
+    decode->set_lockstep_period(1);
   if (carry)
     addInstruction(*decode, plan::OPCODE_CARRY_WAIT, {}, {kCarry}, 0);
   uint32_t read = carry ? kCarried : kWeight;
