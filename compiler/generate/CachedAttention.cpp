@@ -15,9 +15,11 @@
 //   {...}
 //
 // A cache export's `present = concat(past, new)` is the append itself. The
-// pass also gives @prefill its last-position select and @decode its [B, V]
-// logits, so that both functions have the bindings of docs/generation.md
-// section 1. Tests: test/generate/cached-attention.mlir, test/generate/*.test.
+// pass also gives @prefill its last-position select (before the LM head,
+// when the logits are one, so that the head runs on B rows, not B * P) and
+// @decode its [B, V] logits, so that both functions have the bindings of
+// docs/generation.md section 1. Tests: test/generate/cached-attention.mlir,
+// test/generate/*.test.
 //
 //===----------------------------------------------------------------------===//
 
@@ -721,6 +723,34 @@ LogicalResult CachedAttentionPass::rewriteCacheExport(func::FuncOp func,
   return success();
 }
 
+/// The LM head that makes `logits` ([B, S, V]): an nn.matmul of the hidden
+/// states [B, S, H] (or [B * S, H], its result reshaped to [B, S, V]) by a
+/// 2-D weight, with at most a [V] bias, whose rows are independent, so that
+/// selecting rows of its input selects the same rows of its result. Null
+/// when the logits are made some other way.
+static nn::MatmulOp lmHeadOf(Value logits, int64_t batch, int64_t tokens) {
+  Value made = logits;
+  if (auto reshape = made.getDefiningOp<nn::ReshapeOp>())
+    made = reshape.getInput();
+  auto head = made.getDefiningOp<nn::MatmulOp>();
+  if (!head)
+    return nullptr;
+  auto lhs = llvm::dyn_cast<RankedTensorType>(head.getLhs().getType());
+  auto rhs = llvm::dyn_cast<RankedTensorType>(head.getRhs().getType());
+  if (!lhs || !rhs || rhs.getRank() != 2 || !lhs.hasStaticShape())
+    return nullptr;
+  bool rowsFirst = (lhs.getRank() == 3 && lhs.getDimSize(0) == batch &&
+                    lhs.getDimSize(1) == tokens) ||
+                   (lhs.getRank() == 2 && lhs.getDimSize(0) == batch * tokens);
+  if (!rowsFirst)
+    return nullptr;
+  if (Value bias = head.getBias())
+    if (auto type = llvm::dyn_cast<RankedTensorType>(bias.getType());
+        !type || type.getRank() != 1)
+      return nullptr;
+  return head;
+}
+
 LogicalResult CachedAttentionPass::selectLastPosition(func::FuncOp func,
                                                       int64_t batch,
                                                       int64_t tokens,
@@ -761,9 +791,29 @@ LogicalResult CachedAttentionPass::selectLastPosition(func::FuncOp func,
         loc, DenseIntElementsAttr::get(indexType, starts));
     auto rowIndices =
         builder.create<nn::AddOp>(loc, indexType, lastIndex, rowStarts);
-    selected = builder.create<nn::GatherOp>(
-        loc, RankedTensorType::get({batch, vocab}, type.getElementType()), rows,
-        rowIndices, builder.getI64IntegerAttr(0));
+    if (nn::MatmulOp head = lmHeadOf(logits, batch, tokens)) {
+      // Select the hidden states instead and run the LM head on B rows,
+      // not B * P: the logits of the other positions are never read.
+      auto hidden = llvm::cast<RankedTensorType>(head.getLhs().getType());
+      int64_t width = hidden.getShape().back();
+      Type element = hidden.getElementType();
+      auto hiddenRows = builder.create<nn::ReshapeOp>(
+          loc, RankedTensorType::get({batch * tokens, width}, element),
+          head.getLhs());
+      auto last = builder.create<nn::GatherOp>(
+          loc, RankedTensorType::get({batch, width}, element), hiddenRows,
+          rowIndices, builder.getI64IntegerAttr(0));
+      auto lastLogits = llvm::cast<nn::MatmulOp>(builder.clone(*head));
+      lastLogits->setOperand(0, last);
+      lastLogits.getResult().setType(
+          RankedTensorType::get({batch, vocab}, type.getElementType()));
+      selected = lastLogits.getResult();
+      rows->erase();
+    } else {
+      selected = builder.create<nn::GatherOp>(
+          loc, RankedTensorType::get({batch, vocab}, type.getElementType()),
+          rows, rowIndices, builder.getI64IntegerAttr(0));
+    }
   } else {
     if (tokens != 1)
       return func.emitError() << "@" << func.getSymName() << " feeds " << tokens

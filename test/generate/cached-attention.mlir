@@ -9,9 +9,10 @@
 // CHECK-DAG: nn.kv_cache @cache.0.value : tensor<2x1x8x4xf32>
 // CHECK-LABEL: func.func @prefill
 // CHECK-SAME: %[[IDS:[^:]*]]: tensor<2x4xi64> {nn.name = "input_ids"}
+// CHECK-SAME: %[[HEAD:[^:]*]]: tensor<6x8xf32>
 // CHECK-SAME: %[[POS:[^:]*]]: tensor<2x4xi64> {nn.name = "positions"}
 // CHECK-SAME: %[[LAST:[^:]*]]: tensor<2xi64> {nn.name = "last_index"}
-// CHECK-SAME: -> (tensor<2x8xf32> {nn.name = "logits"})
+// CHECK-SAME: -> (tensor<2x6xf32> {nn.name = "logits"})
 // The keys are appended where they are [B, Hkv, S, D]; the repeat runs on
 // the whole cache.
 // CHECK: %[[KC:.*]] = nn.cache_append @cache.0.key, %[[K:.*]], %[[POS]] : (tensor<2x1x4x4xf32>, tensor<2x4xi64>) -> tensor<2x1x8x4xf32>
@@ -22,13 +23,16 @@
 // CHECK: %[[VR:.*]] = nn.reshape %{{.*}} : tensor<2x1x2x8x4xf32> -> tensor<2x2x8x4xf32>
 // CHECK: %[[O:.*]] = nn.cached_attention %{{.*}}, %[[KR]], %[[VR]], %[[POS]] {scale = 5.000000e-01 : f32} : (tensor<2x2x4x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x4xi64>) -> tensor<2x2x4x4xf32>
 // CHECK-NOT: nn.attention
-// Row b's logits are row b * 4 + last_index[b] of the [8, 8] rows.
-// CHECK: %[[ROWS:.*]] = nn.reshape %{{.*}} : tensor<2x4x8xf32> -> tensor<8x8xf32>
+// Row b's last position is row b * 4 + last_index[b] of the [8, H] rows;
+// the LM head runs on those 2 rows only, not on all 8 positions.
 // CHECK: %[[STARTS:.*]] = nn.constant dense<[0, 4]> : tensor<2xi64>
 // CHECK: %[[INDEX:.*]] = nn.add %[[LAST]], %[[STARTS]]
-// CHECK: %[[SELECTED:.*]] = nn.gather %[[ROWS]], %[[INDEX]] {axis = 0 : i64} : (tensor<8x8xf32>, tensor<2xi64>) -> tensor<2x8xf32>
+// CHECK: %[[ROWS:.*]] = nn.reshape %{{.*}} : tensor<2x4x8xf32> -> tensor<8x8xf32>
+// CHECK: %[[HIDDEN:.*]] = nn.gather %[[ROWS]], %[[INDEX]] {axis = 0 : i64} : (tensor<8x8xf32>, tensor<2xi64>) -> tensor<2x8xf32>
+// CHECK: %[[SELECTED:.*]] = nn.matmul %[[HIDDEN]], %[[HEAD]] {transpose_rhs = true} : (tensor<2x8xf32>, tensor<6x8xf32>) -> tensor<2x6xf32>
+// CHECK-NOT: nn.matmul
 // CHECK: return %[[SELECTED]]
-func.func @prefill(%ids: tensor<2x4xi64> {nn.name = "input_ids"}, %q: tensor<2x2x4x4xf32>, %k: tensor<2x1x4x4xf32>, %v: tensor<2x1x4x4xf32>) -> (tensor<2x4x8xf32> {nn.name = "logits"}) {
+func.func @prefill(%ids: tensor<2x4xi64> {nn.name = "input_ids"}, %q: tensor<2x2x4x4xf32>, %k: tensor<2x1x4x4xf32>, %v: tensor<2x1x4x4xf32>, %head: tensor<6x8xf32>) -> (tensor<2x4x6xf32> {nn.name = "logits"}) {
   %k5 = nn.reshape %k : tensor<2x1x4x4xf32> -> tensor<2x1x1x4x4xf32>
   %ke = nn.expand %k5 : tensor<2x1x1x4x4xf32> -> tensor<2x1x2x4x4xf32>
   %kr = nn.reshape %ke : tensor<2x1x2x4x4xf32> -> tensor<2x2x4x4xf32>
@@ -38,8 +42,9 @@ func.func @prefill(%ids: tensor<2x4xi64> {nn.name = "input_ids"}, %q: tensor<2x2
   %mask = nn.constant dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>
   %o = nn.attention %q, %kr, %vr mask %mask {mask_kind = "select", masked_value = -3.40282347E+38 : f32, scale = 0.5 : f32} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<2x2x4x4xf32>
   %t = nn.transpose %o {perm = array<i64: 0, 2, 1, 3>} : tensor<2x2x4x4xf32> -> tensor<2x4x2x4xf32>
-  %logits = nn.reshape %t : tensor<2x4x2x4xf32> -> tensor<2x4x8xf32>
-  return %logits : tensor<2x4x8xf32>
+  %hidden = nn.reshape %t : tensor<2x4x2x4xf32> -> tensor<2x4x8xf32>
+  %logits = nn.matmul %hidden, %head {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<6x8xf32>) -> tensor<2x4x6xf32>
+  return %logits : tensor<2x4x6xf32>
 }
 
 // @decode after zplan-decode-positions: one position per row, no mask; the
