@@ -129,10 +129,7 @@ zplan::estimateGenerationCost(ModuleOp module, const CostModel &cost) {
   }
   for (auto cache : module.getOps<nn::KvCacheOp>())
     result.kvCacheBytes += tensorBytes(cache.getTensorType());
-  for (auto group : module.getOps<zero::GroupOp>()) {
-    result.worldSize = group.getWorldSize();
-    break;
-  }
+  result.worldSize = worldSizeOf(module);
   result.lockstepPeriod = lockstepPeriodOf(decode);
   result.agreementSeconds = agreementSeconds(cost, result.worldSize);
   for (StringRef name : {"zplan.carry", "zplan.carry_skipped"})

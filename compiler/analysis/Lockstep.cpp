@@ -14,8 +14,23 @@ using namespace zplan;
 static constexpr uint64_t kAgreementBytes = 8;
 
 bool zplan::isCollective(Operation *op) {
-  return llvm::isa<zero::GatherStartOp, zero::CarryStartOp, zero::AllReduceOp,
+  // A persistent group is whole on every rank: its gather moves nothing and
+  // the plan has no instruction for it.
+  if (auto start = llvm::dyn_cast<zero::GatherStartOp>(op)) {
+    auto group = start.getGroupAttr()
+                     ? SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
+                           op, start.getGroupAttr())
+                     : nullptr;
+    return !group || !group.getPersistent();
+  }
+  return llvm::isa<zero::CarryStartOp, zero::AllReduceOp,
                    zero::ReduceScatterStartOp, zero::ResidentGatherOp>(op);
+}
+
+int64_t zplan::worldSizeOf(ModuleOp module) {
+  for (auto group : module.getOps<zero::GroupOp>())
+    return group.getWorldSize();
+  return 1;
 }
 
 Operation *zplan::firstCollective(func::FuncOp func) {

@@ -15,6 +15,7 @@
 #include "compiler/analysis/CostModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
@@ -25,8 +26,11 @@ namespace zplan {
 inline constexpr llvm::StringLiteral kLockstepPeriodAttrName =
     "zplan.lockstep_period";
 
-/// `op` starts or runs a collective over the ranks.
+/// `op` starts or runs a collective over the ranks (a persistent group's
+/// gather, which moves nothing, is none).
 bool isCollective(mlir::Operation *op);
+/// The world size of `module`'s groups (1 without any).
+int64_t worldSizeOf(mlir::ModuleOp module);
 /// The first collective in `func` (program order), or null.
 mlir::Operation *firstCollective(mlir::func::FuncOp func);
 

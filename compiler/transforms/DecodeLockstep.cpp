@@ -42,13 +42,6 @@ using namespace zplan;
 
 namespace {
 
-/// The world size of the module's groups (1 when it has none).
-int64_t worldSizeOf(ModuleOp module) {
-  for (auto group : module.getOps<zero::GroupOp>())
-    return group.getWorldSize();
-  return 1;
-}
-
 /// The most tokens a row can generate: the cache's slots L minus prefill's
 /// tokens P (a row of a one-token prompt has L - 1; P bounds what is sure).
 int64_t maxNewTokensOf(ModuleOp module, func::FuncOp prefill) {
@@ -76,8 +69,10 @@ struct DecodeLockstepPass
     if (!decode)
       return; // Not a generation module.
     decode->removeAttr(kLockstepPeriodAttrName);
-    if (!firstCollective(decode))
-      return; // Nothing any rank could wait for.
+    // One rank has no one to wait for; a decode without a collective
+    // leaves no rank waiting.
+    if (worldSizeOf(module) == 1 || !firstCollective(decode))
+      return;
     FailureOr<CostModel> cost =
         hoistingCostModel(module, "zplan-decode-lockstep", hardware);
     if (failed(cost))

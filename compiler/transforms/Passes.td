@@ -640,10 +640,11 @@ def DecodeLockstep : Pass<"zplan-decode-lockstep", "::mlir::ModuleOp"> {
     stopped (DeepSpeed's ZeRO-3 rollout deadlock). docs/generation.md
     section 8.
 
-    1. @decode holds no collective (no zero.gather_start, carry_start,
-       all_reduce, reduce_scatter_start or resident_gather: every group is
-       resident or persistent): nothing to agree on. Each rank stops when
-       its rows finish; @decode gets no `zplan.lockstep_period`.
+    1. One rank, or a @decode with no collective (no zero.gather_start of
+       a non-persistent group, carry_start, all_reduce,
+       reduce_scatter_start or resident_gather: every group is resident or
+       persistent): nothing to agree on. Each rank stops when its rows
+       finish; @decode gets no `zplan.lockstep_period`.
     2. Otherwise the ranks all-reduce their counts of running rows (8 B)
        after @prefill and after every K-th @decode, and decode again only
        while the sum is not 0. K trades the agreement's latency against the
@@ -719,7 +720,7 @@ def VerifySchedule : Pass<"zplan-verify-schedule", "::mlir::ModuleOp"> {
         once per generation, @decode as often as the rows need, which
         differs per rank; so a @decode that holds a collective must carry
         `zplan.lockstep_period` >= 1 (zplan-decode-lockstep), with which the
-        ranks run it equally often.
+        ranks run it equally often (on one rank there is no other to wait).
 
     One plan, many programs (train,generate; docs/one-plan.md); rules 20-22
     are in VerifyProgramBoundaries.cpp:

@@ -158,7 +158,8 @@ struct VerifySchedulePass
              << "@" << kDecodeName << " has " << kLockstepPeriodAttrName
              << " = " << period.getInt() << "; a period is at least 1";
     Operation *collective = firstCollective(decode);
-    if (!collective || lockstepPeriodOf(decode) >= 1)
+    if (!collective || lockstepPeriodOf(decode) >= 1 ||
+        worldSizeOf(module) == 1)
       return success();
     return collective->emitError()
            << "is a collective in @" << kDecodeName

@@ -11,6 +11,8 @@
 // RUN: zcc-opt %t/streamed.mlir -zplan-decode-lockstep -zplan-verify-schedule | FileCheck %t/streamed.mlir
 // RUN: zcc-opt %t/streamed.mlir -zplan-decode-lockstep=hardware=h200 | FileCheck %t/streamed.mlir --check-prefix=H200
 // RUN: zcc-opt %t/resident.mlir -zplan-decode-lockstep -zplan-verify-schedule | FileCheck %t/resident.mlir
+// RUN: zcc-opt %t/persistent.mlir -zplan-decode-lockstep -zplan-verify-schedule | FileCheck %t/persistent.mlir
+// RUN: zcc-opt %t/one-rank.mlir -zplan-decode-lockstep -zplan-verify-schedule | FileCheck %t/one-rank.mlir
 // RUN: zcc-opt %t/invalid.mlir -split-input-file -verify-diagnostics -zplan-verify-schedule
 
 //--- streamed.mlir
@@ -61,6 +63,41 @@ func.func @decode(%x: tensor<1x4xf32>) -> tensor<1x4xf32> attributes {zplan.lock
 func.func @generate_end() {
   zero.resident_release {group = @g}
   return
+}
+
+//--- persistent.mlir
+
+// A persistent group is whole on every rank: its gather_start moves nothing
+// (the plan has no instruction for it), so it needs no agreement.
+// CHECK-LABEL: func.func @decode
+// CHECK-NOT: zplan.lockstep_period
+// CHECK: zero.gather_start
+nn.parameter @n : tensor<4xf32>
+zero.group @p {params = [@n], padded_elements = 4 : i64, world_size = 2 : i64, persistent}
+func.func @decode(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {
+  %sn = zero.shard @n : !zero.shard<tensor<4xf32>>
+  %t = zero.gather_start %sn {group = @p} : !zero.shard<tensor<4xf32>>
+  %n = zero.gather_wait %t : tensor<4xf32>
+  %1 = nn.mul %x, %n : (tensor<1x4xf32>, tensor<4xf32>) -> tensor<1x4xf32>
+  return %1 : tensor<1x4xf32>
+}
+
+//--- one-rank.mlir
+
+// One rank has no other to wait for: no period, and the verifier accepts
+// the gather.
+// CHECK-LABEL: func.func @decode
+// CHECK-NOT: zplan.lockstep_period
+// CHECK: zero.gather_start
+nn.parameter @v : tensor<4x4xf32>
+zero.group @s {params = [@v], padded_elements = 16 : i64, world_size = 1 : i64}
+func.func @decode(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {
+  %sv = zero.shard @v : !zero.shard<tensor<4x4xf32>>
+  %t = zero.gather_start %sv {group = @s} : !zero.shard<tensor<4x4xf32>>
+  %v = zero.gather_wait %t : tensor<4x4xf32>
+  %1 = nn.matmul %x, %v : (tensor<1x4xf32>, tensor<4x4xf32>) -> tensor<1x4xf32>
+  zero.release %v : tensor<4x4xf32>
+  return %1 : tensor<1x4xf32>
 }
 
 //--- invalid.mlir
