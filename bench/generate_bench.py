@@ -362,7 +362,11 @@ def worker(args):
     import torch.distributed as dist
 
     model = load_model()
-    prompt = torch.from_numpy(np.load(os.path.join(args.work_dir, "prompt.npy")))
+    prompt = np.load(os.path.join(args.work_dir, args.prompt_file))
+    if args.rows_per_rank:
+        # Data parallel: this rank's rows of the global batch.
+        prompt = prompt[rank * args.rows_per_rank:(rank + 1) * args.rows_per_rank]
+    prompt = torch.from_numpy(np.ascontiguousarray(prompt))
     if args.worker == "deepspeed":
         import deepspeed
         deepspeed.init_distributed(dist_backend="gloo")
@@ -412,23 +416,31 @@ def worker(args):
               "decode": end - marks[1][0] if len(marks) > 2 else 0.0,
               "forwards": len(marks) - 1, "per_forward": per_forward,
               "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
-    with open(os.path.join(args.work_dir, f"{args.worker}-{world}-{rank}.json"), "w") as handle:
+    with open(os.path.join(args.work_dir, f"{args.tag or args.worker}-{world}-{rank}.json"),
+              "w") as handle:
         json.dump(result, handle)
     dist.barrier()
     dist.destroy_process_group()
 
 
-def run_peer(args, name, world, port):
+def run_peer(args, name, world, port, prompt_file="prompt.npy", rows_per_rank=0, tag=None):
+    """DeepSpeed or FSDP2 on `world` ranks: every rank the whole of
+    WORK_DIR/PROMPT_FILE (replicated), or with `rows_per_rank` its own rows
+    of it (data parallel: the tokens are every rank's, in rank order)."""
     import numpy as np
     python = args.fsdp2_python if name == "fsdp2" else args.deepspeed_python
+    tag = tag or name
     worker_args = ["--worker", name, "--work-dir", args.work_dir,
-                   "--new-tokens", str(args.new_tokens)]
-    results, error = train_peers.launch_ranks(python, __file__, worker_args, world, port,
-                                              args.work_dir, name, args.timeout)
+                   "--new-tokens", str(args.new_tokens), "--prompt-file", prompt_file,
+                   "--rows-per-rank", str(rows_per_rank), "--tag", tag]
+    results, error = train_peers.launch_ranks(python, os.path.abspath(__file__), worker_args,
+                                              world, port, args.work_dir, tag, args.timeout)
     if error:
         return None, error
     tokens = [np.array(r["tokens"], dtype=np.int64) for r in results]
-    if any(not np.array_equal(t, tokens[0]) for t in tokens):
+    if rows_per_rank:
+        tokens = [np.concatenate(tokens)]
+    elif any(not np.array_equal(t, tokens[0]) for t in tokens):
         return None, "ranks generated different tokens"
     if results[0]["forwards"] != args.new_tokens:
         return None, (f"{results[0]['forwards']} forwards of the model for "
@@ -549,9 +561,13 @@ def run_zrun(args, manifest, world, variant):
         if os.path.exists(path):
             os.remove(path)
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    # Replicated, as every other row of this bench: each rank generates the
+    # same B rows (zrun's prompt file is the global batch of N x B rows,
+    # docs/generation.md section 8; dp_generate_bench.py splits the rows).
+    prompt_path = os.path.join(args.work_dir, f"prompt-x{world}.npy")
+    np.save(prompt_path, np.tile(np.load(os.path.join(args.work_dir, "prompt.npy")), (world, 1)))
     command = ["mpirun", "-np", str(world), "--oversubscribe", "--bind-to", "none",
-               args.zrun, plan, "generate", "--prompt",
-               os.path.join(args.work_dir, "prompt.npy"),
+               args.zrun, plan, "generate", "--prompt", prompt_path,
                "--max-new-tokens", str(args.new_tokens), "--output", tokens_path,
                "--logits-output", logits_path, "--stats"]
     if os.geteuid() == 0:
@@ -576,9 +592,10 @@ def run_zrun(args, manifest, world, variant):
     if not os.path.exists(tokens_path):
         return None, f"zrun wrote no {tokens_path}", None
     summary = parse_zrun_summary(output)
-    rate = summary.get("rate")
+    # The summary's rate counts every rank's rows: one rank's B rows'.
+    rate = summary.get("rate") / world if summary.get("rate") else None
     decode_tokens = args.batch * (args.new_tokens - 1)
-    row = {"tokens": np.load(tokens_path).astype(np.int64),
+    row = {"tokens": np.load(tokens_path).astype(np.int64)[:args.batch],
            "ttft": summary.get("ttft"),
            "decode": decode_tokens / rate if rate else None,
            "budget": budget,
@@ -590,7 +607,7 @@ def run_zrun(args, manifest, world, variant):
            "report": [l.rstrip() for l in report.splitlines()
                       if re.search(r"per token|resident|kv cache|tok/s|tokens/s", l, re.I)]}
     if os.path.exists(logits_path):
-        row["logits"] = np.load(logits_path)
+        row["logits"] = np.load(logits_path)[:, :args.batch]  # [M, N*B, V]: rank 0's rows
     if "gathered_run" in summary:
         row["gathered"], row["gathered_how"] = summary["gathered_run"], "zrun --stats count"
     elif "gathered_plan" in summary:
@@ -685,6 +702,9 @@ def print_table(rows, args, manifest):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--worker", choices=["deepspeed", "fsdp2"], help=argparse.SUPPRESS)
+    parser.add_argument("--prompt-file", default="prompt.npy", help=argparse.SUPPRESS)
+    parser.add_argument("--rows-per-rank", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--tag", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worlds", default="1,2",
                         help="rank counts; at N=1 only zrun resident runs (nothing to shard)")
     parser.add_argument("--batch", type=int, default=1, help="B: sequences per generate")

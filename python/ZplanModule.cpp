@@ -259,8 +259,10 @@ py::array gatherRows(py::handle object) {
     std::vector<int64_t> shape(row + 2, row + 2 + row[1]);
     return shapeText(shape) + (row[0] ? " integer" : " float");
   };
+  // Every rank compares every rank's with rank 0's: all raise alike.
   for (int rank = 1; rank < communicator.size(); ++rank)
-    if (!std::equal(mine.begin(), mine.end(), all.begin() + rank * mine.size()))
+    if (!std::equal(all.begin(), all.begin() + mine.size(),
+                    all.begin() + rank * mine.size()))
       throw std::runtime_error("gather_rows: rank " + std::to_string(rank) +
                                "'s array is " + describe(rank) + ", rank 0's " +
                                describe(0) +

@@ -61,6 +61,16 @@ def main():
     tokens = generator.generate(prompts, max_new_tokens=np.int64(3), eos=np.int32(7),
                                 temperature=np.float32(0.5), top_k=4, seed=1)
     assert tokens.shape == (3, 3) and tokens.dtype == np.int64, (tokens.shape, tokens.dtype)
+    # Each rank its own rows: gather=True gives every rank's, in rank order.
+    everyone = generator.generate(prompts + rank, max_new_tokens=3, gather=True)
+    mine = generator.generate(prompts + rank, max_new_tokens=3)
+    assert everyone.shape == (6, 3), everyone.shape
+    assert (everyone[3 * rank:3 * rank + 3] == mine).all(), (everyone, mine)
+    expect_error("gather_rows shapes", lambda: zplan.gather_rows(
+        np.zeros((2 if rank == 0 else 3, 2))))
+    expect_error("gather_rows 0-d", lambda: zplan.gather_rows(np.float64(1.0)))
+    stacked = zplan.gather_rows(np.full((1, 2), rank, dtype=np.int32))
+    assert stacked.dtype == np.int64 and stacked.tolist() == [[0, 0], [1, 1]], stacked
     generator.close()
     expect_error("closed", lambda: generator.generate(prompts))
     if rank == 0:
