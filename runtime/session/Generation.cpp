@@ -90,21 +90,17 @@ Status Session::State::chooseTokens(generate::GenerationState &generation,
 /// Whether decode runs again after `sinceAgreement` decode runs since the
 /// last agreement (prefill counts as one). With lockstep period K, every
 /// K-th time the ranks all-reduce their running rows and go on while any
-/// is running; in between they go on (the plan fixed K); after M steps
-/// every row has finished. Without lockstep, each rank goes on while its
-/// own rows run.
+/// is running; in between they go on (the plan fixed K). Every decision is
+/// taken at the same step on every rank from all-reduced counts alone, so
+/// the ranks stay together even when their requests differ (another
+/// --max-new-tokens or EOS on one rank). Without lockstep, each rank goes
+/// on while its own rows run.
 Status Session::State::decodeAgain(const generate::GenerationState &generation,
                                    uint64_t sinceAgreement,
                                    GenerateResult &result, bool &again) {
   uint32_t period = programs[kDecode]->lockstep_period();
   if (period == 0) {
     again = !generation.allFinished();
-    return Status::success();
-  }
-  // Every row of every rank has its M tokens after M steps (the same M on
-  // every rank): the ranks stop together without agreeing.
-  if (generation.steps() >= generation.maxNewTokens()) {
-    again = false;
     return Status::success();
   }
   if (sinceAgreement % period != 0) {

@@ -130,7 +130,16 @@ void zplan::tooling::printInspect(const std::string &path,
        << program.instructions_size() << " instructions (" << compute
        << " compute, " << comm << " comm), peak arena "
        << program.peak_arena_bytes() << " B, kind "
-       << plan::programKindName(program.kind()) << "\n  ops:";
+       << plan::programKindName(program.kind());
+    // docs/generation.md section 8: how the ranks' decode loops stay
+    // together.
+    if (program.kind() == plan::PROGRAM_KIND_DECODE)
+      os << (program.lockstep_period() == 0
+                 ? std::string(", no lockstep (no collective)")
+                 : ", lockstep every " +
+                       std::to_string(program.lockstep_period()) +
+                       (program.lockstep_period() == 1 ? " step" : " steps"));
+    os << "\n  ops:";
     const char *separator = " ";
     for (const auto &[op, count] : byOp) {
       os << separator << op << " " << count;
