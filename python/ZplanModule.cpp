@@ -401,23 +401,20 @@ public:
       status = open.generate(request, result);
     }
     failIfStopped(status);
-    if (!gather) {
-      Int64Array tokens({static_cast<py::ssize_t>(result.batch),
-                         static_cast<py::ssize_t>(result.maxNewTokens)});
-      std::copy(result.tokens.begin(), result.tokens.end(),
-                tokens.mutable_data());
-      return std::move(tokens);
+    if (gather) {
+      session::GenerateResult all;
+      {
+        py::gil_scoped_release unlocked;
+        status = open.gatherRows(result, all);
+      }
+      if (!status.ok())
+        abortEveryRank(status);
+      result = std::move(all);
     }
-    Int64Array tokens(
-        {static_cast<py::ssize_t>(result.batch * open.worldSize()),
-         static_cast<py::ssize_t>(result.maxNewTokens)});
-    {
-      py::gil_scoped_release unlocked;
-      status = theWorld().allGather(result.tokens.data(), tokens.mutable_data(),
-                                    result.tokens.size(), ElementType::I64);
-    }
-    if (!status.ok())
-      abortEveryRank(status);
+    Int64Array tokens({static_cast<py::ssize_t>(result.batch),
+                       static_cast<py::ssize_t>(result.maxNewTokens)});
+    std::copy(result.tokens.begin(), result.tokens.end(),
+              tokens.mutable_data());
     return std::move(tokens);
   }
 

@@ -14,14 +14,6 @@
 using namespace mlir;
 using namespace zplan;
 
-/// The group a collective names, when it is a sharded (not persistent) one.
-static zero::GroupOp shardedGroup(Operation *op, FlatSymbolRefAttr name) {
-  if (!name)
-    return nullptr;
-  auto group = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(op, name);
-  return group && !group.getPersistent() ? group : nullptr;
-}
-
 /// How a replay treats the carry ops.
 enum class Carry {
   /// As scheduled: carry_start issues the next token's gather, carry_wait

@@ -13,16 +13,18 @@ using namespace zplan;
 /// Bytes of one agreement: each rank's count of running rows, an int64.
 static constexpr uint64_t kAgreementBytes = 8;
 
+zero::GroupOp zplan::shardedGroup(Operation *op, FlatSymbolRefAttr name) {
+  if (!name)
+    return nullptr;
+  auto group = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(op, name);
+  return group && !group.getPersistent() ? group : nullptr;
+}
+
 bool zplan::isCollective(Operation *op) {
   // A persistent group is whole on every rank: its gather moves nothing and
   // the plan has no instruction for it.
-  if (auto start = llvm::dyn_cast<zero::GatherStartOp>(op)) {
-    auto group = start.getGroupAttr()
-                     ? SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
-                           op, start.getGroupAttr())
-                     : nullptr;
-    return !group || !group.getPersistent();
-  }
+  if (auto start = llvm::dyn_cast<zero::GatherStartOp>(op))
+    return shardedGroup(op, start.getGroupAttr()) != nullptr;
   return llvm::isa<zero::CarryStartOp, zero::AllReduceOp,
                    zero::ReduceScatterStartOp, zero::ResidentGatherOp>(op);
 }

@@ -13,6 +13,7 @@
 #define ZPLAN_COMPILER_ANALYSIS_LOCKSTEP_H
 
 #include "compiler/analysis/CostModel.h"
+#include "dialects/zero/ZeroDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -26,6 +27,9 @@ namespace zplan {
 inline constexpr llvm::StringLiteral kLockstepPeriodAttrName =
     "zplan.lockstep_period";
 
+/// The group `name` that `op` (a collective) refers to, when it is a
+/// sharded (not persistent) one; null otherwise.
+zero::GroupOp shardedGroup(mlir::Operation *op, mlir::FlatSymbolRefAttr name);
 /// `op` starts or runs a collective over the ranks (a persistent group's
 /// gather, which moves nothing, is none).
 bool isCollective(mlir::Operation *op);

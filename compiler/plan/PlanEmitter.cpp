@@ -1017,11 +1017,8 @@ llvm::Expected<EmittedPlan> Emitter::run() {
     return makeError("the module has no @forward (or @" + kDecodeName +
                      ") function to emit");
   plan::Plan &out = result.plan;
-  int64_t worldSize = 1;
-  for (auto group : module.getOps<zero::GroupOp>())
-    worldSize = group.getWorldSize();
   out.set_version(plan::kPlanVersion);
-  out.set_world_size(worldSize);
+  out.set_world_size(worldSizeOf(module));
   out.set_hardware(options.hardware);
   out.set_model(options.modelName);
   out.set_weights_file(options.weightsFile);

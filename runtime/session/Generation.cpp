@@ -19,6 +19,7 @@
 #include "runtime/plan/PlanQueries.h"
 #include "runtime/session/SessionState.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -87,23 +88,22 @@ Status Session::State::chooseTokens(generate::GenerationState &generation,
   return Status::success();
 }
 
-/// Whether decode runs again after `sinceAgreement` decode runs since the
-/// last agreement (prefill counts as one). With lockstep period K, every
-/// K-th time the ranks all-reduce their running rows and go on while any
-/// is running; in between they go on (the plan fixed K). Every decision is
-/// taken at the same step on every rank from all-reduced counts alone, so
-/// the ranks stay together even when their requests differ (another
+/// Whether decode runs again after the steps `generation` has accepted
+/// (prefill's is the first). With lockstep period K, after every K-th step
+/// the ranks all-reduce their running rows and go on while any is running; in
+/// between they go on (the plan fixed K). Every decision is taken at the same
+/// step on every rank from all-reduced counts alone, so the ranks stay together
+/// even when their requests differ (another
 /// --max-new-tokens or EOS on one rank). Without lockstep, each rank goes
 /// on while its own rows run.
 Status Session::State::decodeAgain(const generate::GenerationState &generation,
-                                   uint64_t sinceAgreement,
                                    GenerateResult &result, bool &again) {
   uint32_t period = programs[kDecode]->lockstep_period();
   if (period == 0) {
     again = !generation.allFinished();
     return Status::success();
   }
-  if (sinceAgreement % period != 0) {
+  if (generation.steps() % period != 0) {
     again = true;
     return Status::success();
   }
@@ -201,10 +201,9 @@ Status Session::generate(const GenerateRequest &request, GenerateResult &result,
   if (status.ok())
     stepDone(0);
   s.counting->reset();
-  uint64_t sinceAgreement = 1; // prefill's run
   bool again = false;
   if (status.ok())
-    status = s.decodeAgain(generation, sinceAgreement, result, again);
+    status = s.decodeAgain(generation, result, again);
   while (status.ok() && again) {
     if (generation.allFinished())
       ++result.idleDecodeSteps;
@@ -222,7 +221,7 @@ Status Session::generate(const GenerateRequest &request, GenerateResult &result,
     if (status.ok()) {
       ++result.decodeSteps;
       stepDone(before);
-      status = s.decodeAgain(generation, ++sinceAgreement, result, again);
+      status = s.decodeAgain(generation, result, again);
     }
   }
   result.decodeGatheredBytes = s.counting->gatheredBytes();
@@ -234,5 +233,31 @@ Status Session::generate(const GenerateRequest &request, GenerateResult &result,
   for (const plan::Program *program : s.programs)
     s.executors[s.indexOf(*program)].reset(); // Joins the comm threads.
   s.memory->releaseGeneration();
+  return Status::success();
+}
+
+Status Session::gatherRows(const GenerateResult &mine,
+                           GenerateResult &all) const {
+  comm::Communicator &communicator = state->communicator;
+  uint64_t ranks = static_cast<uint64_t>(communicator.size());
+  all = mine;
+  all.batch = mine.batch * ranks;
+  all.tokens.assign(all.batch * mine.maxNewTokens, 0);
+  ZR_RETURN_IF_ERROR(
+      communicator.allGather(mine.tokens.data(), all.tokens.data(),
+                             mine.tokens.size(), ElementType::I64));
+  if (mine.logits.empty())
+    return Status::success();
+  std::vector<float> byRank(mine.logits.size() * ranks);
+  ZR_RETURN_IF_ERROR(communicator.allGather(
+      mine.logits.data(), byRank.data(), mine.logits.size(), ElementType::F32));
+  // [rank][step][row][V] -> [step][rank][row][V].
+  uint64_t rankStep = mine.batch * state->shape.vocabulary;
+  all.logits.assign(byRank.size(), 0.0f);
+  for (uint64_t rank = 0; rank < ranks; ++rank)
+    for (uint64_t step = 0; step < mine.maxNewTokens; ++step)
+      std::copy_n(byRank.begin() + (rank * mine.maxNewTokens + step) * rankStep,
+                  rankStep,
+                  all.logits.begin() + (step * ranks + rank) * rankStep);
   return Status::success();
 }

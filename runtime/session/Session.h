@@ -317,6 +317,10 @@ public:
   /// they were. Collective.
   Status generate(const GenerateRequest &request, GenerateResult &result,
                   const GenerateObserver &observer = {});
+  /// Every rank's rows of `mine` (this rank's generate() result) in global
+  /// order, on every rank: the tokens [N * B, M] and, when kept, the logits
+  /// [M, N * B, V]; the other fields are this rank's. Collective.
+  Status gatherRows(const GenerateResult &mine, GenerateResult &all) const;
   //===--------------------------------------------------------------------===//
   // Traces
   //===--------------------------------------------------------------------===//

@@ -130,8 +130,7 @@ struct Session::State {
                       generate::Sampler &sampler, const plan::Binding &logits,
                       std::vector<float> &history);
   Status decodeAgain(const generate::GenerationState &generation,
-                     uint64_t sinceAgreement, GenerateResult &result,
-                     bool &again);
+                     GenerateResult &result, bool &again);
 };
 
 } // namespace zplan::session

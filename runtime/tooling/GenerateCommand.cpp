@@ -16,7 +16,6 @@
 #include "runtime/tooling/Stats.h"
 #include "runtime/tooling/TraceFile.h"
 
-#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -35,7 +34,7 @@ struct Generation {
   comm::Communicator &communicator;
   std::unique_ptr<session::Session> session;
   session::GenerateRequest request;
-  /// This rank's rows, and every rank's (gatherRows()).
+  /// This rank's rows, and every rank's (Session::gatherRows()).
   session::GenerateResult result;
   session::GenerateResult all;
   StagedFiles staged;
@@ -133,35 +132,6 @@ uint64_t bytesOfKind(const plan::Plan &plan, plan::Buffer::Kind kind) {
   return bytes;
 }
 
-/// Every rank's rows, in global order, on every rank: the tokens [N*B, M]
-/// and, when kept, the logits [M, N*B, V] (each rank holds [M, B, V]).
-/// Collective.
-Status gatherRows(comm::Communicator &communicator,
-                  const session::GenerateResult &mine, uint64_t vocabulary,
-                  session::GenerateResult &all) {
-  uint64_t ranks = static_cast<uint64_t>(communicator.size());
-  all = mine;
-  all.batch = mine.batch * ranks;
-  all.tokens.assign(all.batch * mine.maxNewTokens, 0);
-  ZR_RETURN_IF_ERROR(
-      communicator.allGather(mine.tokens.data(), all.tokens.data(),
-                             mine.tokens.size(), ElementType::I64));
-  if (mine.logits.empty())
-    return Status::success();
-  std::vector<float> byRank(mine.logits.size() * ranks);
-  ZR_RETURN_IF_ERROR(communicator.allGather(
-      mine.logits.data(), byRank.data(), mine.logits.size(), ElementType::F32));
-  // [rank][step][row][V] -> [step][rank][row][V].
-  uint64_t rowBytes = mine.batch * vocabulary;
-  all.logits.assign(byRank.size(), 0.0f);
-  for (uint64_t rank = 0; rank < ranks; ++rank)
-    for (uint64_t step = 0; step < mine.maxNewTokens; ++step)
-      std::copy_n(byRank.begin() + (rank * mine.maxNewTokens + step) * rowBytes,
-                  rowBytes,
-                  all.logits.begin() + (step * ranks + rank) * rowBytes);
-  return Status::success();
-}
-
 Status stageOutputs(Generation &generation) {
   const generate::GenerateOptions &options = generation.arguments.generate;
   const session::GenerateResult &result = generation.all;
@@ -191,9 +161,8 @@ Status stageOutputs(Generation &generation) {
 bool finishGeneration(Generation &generation) {
   comm::Communicator &communicator = generation.communicator;
   bool rankZero = communicator.rank() == 0;
-  if (Status status = gatherRows(
-          communicator, generation.result,
-          generation.session->generationShape().vocabulary, generation.all);
+  if (Status status =
+          generation.session->gatherRows(generation.result, generation.all);
       !status.ok())
     abortRun(communicator, status);
   if (!agree(communicator,

@@ -278,15 +278,11 @@ void generateDuringTraining(session::Session &session, TrainRun &run,
   session::GenerateResult result;
   if (Status status = session.generate(run.generation, result); !status.ok())
     abortRun(communicator, status);
-  std::vector<int64_t> tokens(result.tokens.size() * communicator.size());
-  if (Status status =
-          communicator.allGather(result.tokens.data(), tokens.data(),
-                                 result.tokens.size(), ElementType::I64);
-      !status.ok())
+  session::GenerateResult all;
+  if (Status status = session.gatherRows(result, all); !status.ok())
     abortRun(communicator, status);
   if (communicator.rank() != 0)
     return;
-  uint64_t rows = result.batch * static_cast<uint64_t>(communicator.size());
   std::ostringstream text;
   uint64_t inWindow = session.microStepsInWindow();
   text << "zrun: generated after micro-step " << micro;
@@ -295,14 +291,14 @@ void generateDuringTraining(session::Session &session, TrainRun &run,
   else
     text << " (inside step " << session.optimizerSteps() + 1 << ", " << inWindow
          << " of " << gradAccum << " micro-steps)";
-  text << ": " << rows << " rows x " << result.maxNewTokens
+  text << ": " << all.batch << " rows x " << result.maxNewTokens
        << " tokens; rank 0 held " << result.bytesDuring << " B during, "
        << session.memory().currentBytes << " B after (training " << before
        << " B)\n";
-  for (uint64_t row = 0; row < rows; ++row) {
+  for (uint64_t row = 0; row < all.batch; ++row) {
     text << "zrun:   row " << row << ":";
     for (uint64_t k = 0; k < result.maxNewTokens; ++k)
-      text << " " << tokens[row * result.maxNewTokens + k];
+      text << " " << all.tokens[row * result.maxNewTokens + k];
     text << "\n";
   }
   std::cout << text.str() << std::flush;
