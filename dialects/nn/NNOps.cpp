@@ -619,6 +619,34 @@ LogicalResult CrossEntropyGradOp::verify() {
                       logits.getElementType());
 }
 
+LogicalResult TokenLogprobsOp::verify() {
+  if (failed(verifyLogitsAndTargets(*this, getLogits(), getTargets())))
+    return failure();
+  auto logits = llvm::cast<RankedTensorType>(getLogits().getType());
+  return verifyTensor(*this, "logp", getLogp(), logits.getShape().drop_back(),
+                      logits.getElementType());
+}
+
+LogicalResult TokenLogprobsGradOp::verify() {
+  if (failed(verifyLogitsAndTargets(*this, getLogits(), getTargets())))
+    return failure();
+  auto logits = llvm::cast<RankedTensorType>(getLogits().getType());
+  if (failed(verifyTensor(*this, "dlogp", getDlogp(),
+                          logits.getShape().drop_back(),
+                          logits.getElementType())))
+    return failure();
+  return verifyTensor(*this, "dlogits", getDlogits(), logits.getShape(),
+                      logits.getElementType());
+}
+
+LogicalResult TokenEntropyOp::verify() {
+  auto logits = llvm::cast<RankedTensorType>(getLogits().getType());
+  if (logits.getRank() == 0)
+    return emitOpError("logits must have rank >= 1 ([..., V])");
+  return verifyTensor(*this, "entropy", getEntropy(),
+                      logits.getShape().drop_back(), logits.getElementType());
+}
+
 LogicalResult EmbeddingGradOp::verify() {
   ArrayRef<int64_t> table = shapeOf(getDtable());
   if (table.size() != 2)

@@ -634,6 +634,68 @@ def NN_CrossEntropyGradOp : NN_Op<"cross_entropy_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def NN_TokenLogprobsOp : NN_Op<"token_logprobs", [Pure]> {
+  let summary = "per-position log-probability of an integer target";
+  let description = [{
+    `logp[i] = logits[i, target[i]] - logsumexp(logits[i, :])` (torch's
+    `log_softmax(logits)` gathered at the targets), 0 where the target is
+    `ignore_index`. logits are [..., V], targets and logp [...]. The RL
+    objectives (zplan-autodiff's grpo and dpo losses, the @logprobs program)
+    are built on it.
+
+    ```mlir
+    %logp = nn.token_logprobs %logits, %targets {ignore_index = -100 : i64} : (tensor<2x16x256xf32>, tensor<2x16xi64>) -> tensor<2x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs NN_FloatTensor:$logp);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_TokenLogprobsGradOp : NN_Op<"token_logprobs_grad", [Pure]> {
+  let summary = "gradient of nn.token_logprobs with respect to the logits";
+  let description = [{
+    `dlogits[i, :] = dlogp[i] * (onehot(target[i]) - softmax(logits[i, :]))`,
+    0 for rows whose target is `ignore_index`.
+
+    ```mlir
+    %d = nn.token_logprobs_grad %logits, %targets, %dlogp {ignore_index = -100 : i64} : (tensor<2x16x256xf32>, tensor<2x16xi64>, tensor<2x16xf32>) -> tensor<2x16x256xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
+                       NN_FloatTensor:$dlogp,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs NN_FloatTensor:$dlogits);
+  let assemblyFormat = [{
+    $logits `,` $targets `,` $dlogp attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_TokenEntropyOp : NN_Op<"token_entropy", [Pure]> {
+  let summary = "entropy of softmax over the last axis";
+  let description = [{
+    `entropy[i] = -sum_v p[i, v] log p[i, v]` with `p = softmax(logits[i,
+    :])`, computed as `logsumexp(logits[i, :]) - sum_v p[i, v] logits[i, v]`.
+    logits are [..., V], entropy [...]. Not differentiated: the @logprobs
+    program reports it.
+
+    ```mlir
+    %h = nn.token_entropy %logits : (tensor<2x16x256xf32>) -> tensor<2x16xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$logits);
+  let results = (outs NN_FloatTensor:$entropy);
+  let assemblyFormat = [{
+    $logits attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def NN_EmbeddingGradOp : NN_Op<"embedding_grad", [Pure]> {
   let summary = "gradient of nn.embedding with respect to the table";
   let description = [{

@@ -156,4 +156,102 @@ Status runCrossEntropyGrad(const KernelCall &call) {
   });
 }
 
+/// Every target in [0, V) or ignore_index, as countTargets checks them.
+static Status checkTargets(const KernelCall &call,
+                           const CrossEntropyRows &rows) {
+  int64_t counted;
+  return countTargets(call, rows, counted);
+}
+
+/// token_logprobs(logits [..., V], targets [...]) -> logp [...]: for each
+/// row, logits[target] - logsumexp(row) (log_softmax at the target), 0 where
+/// the target is ignore_index. Targets are checked as cross_entropy checks
+/// them.
+Status runTokenLogprobs(const KernelCall &call) {
+  CrossEntropyRows shape;
+  if (Status status = readTokenLogprobs(call, shape); !status.ok())
+    return status;
+  if (Status status = checkTargets(call, shape); !status.ok())
+    return status;
+  const TensorRef &logits = call.operands[0], &targets = call.operands[1],
+                  &logp = call.results[0];
+  return dispatchFloatType(call, "logits", logits.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (int64_t row = 0; row < shape.rows; ++row) {
+      int64_t target = indexAt(targets, row);
+      if (target == shape.ignoreIndex) {
+        logp.as<T>()[row] = T(0);
+        continue;
+      }
+      const T *x = logits.as<T>() + row * shape.classes;
+      T maximum = rowMaximum(x, shape.classes);
+      double logSum =
+          std::log(sumShiftedExp(x, shape.classes, maximum, [](int64_t, T) {}));
+      logp.as<T>()[row] = static_cast<T>(static_cast<double>(x[target]) -
+                                         static_cast<double>(maximum) - logSum);
+    }
+    return Status::success();
+  });
+}
+
+/// token_logprobs_grad(logits [..., V], targets [...], dlogp [...]) ->
+/// dlogits [..., V]: dlogp[row] * (onehot(target) - softmax(row)), 0 for
+/// rows whose target is ignore_index.
+Status runTokenLogprobsGrad(const KernelCall &call) {
+  CrossEntropyRows shape;
+  if (Status status = readTokenLogprobsGrad(call, shape); !status.ok())
+    return status;
+  if (Status status = checkTargets(call, shape); !status.ok())
+    return status;
+  const TensorRef &logits = call.operands[0], &targets = call.operands[1],
+                  &dlogp = call.operands[2], &dlogits = call.results[0];
+  return dispatchFloatType(call, "logits", logits.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (int64_t row = 0; row < shape.rows; ++row) {
+      const T *x = logits.as<T>() + row * shape.classes;
+      T *dx = dlogits.as<T>() + row * shape.classes;
+      int64_t target = indexAt(targets, row);
+      double scale = static_cast<double>(dlogp.as<T>()[row]);
+      if (target == shape.ignoreIndex || scale == 0) {
+        std::fill(dx, dx + shape.classes, T(0));
+        continue;
+      }
+      double sum = sumShiftedExp(x, shape.classes, rowMaximum(x, shape.classes),
+                                 [&](int64_t i, T e) { dx[i] = e; });
+      // As cross_entropy_grad: the one is added before rounding.
+      double factor = -scale / sum;
+      for (int64_t i = 0; i < shape.classes; ++i)
+        dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor +
+                               (i == target ? scale : 0.0));
+    }
+    return Status::success();
+  });
+}
+
+/// token_entropy(logits [..., V]) -> entropy [...]: -sum p log p of
+/// softmax(row), computed as logsumexp(row) - sum p x (no log of a p that
+/// underflowed to 0).
+Status runTokenEntropy(const KernelCall &call) {
+  CrossEntropyRows shape;
+  if (Status status = readTokenEntropy(call, shape); !status.ok())
+    return status;
+  const TensorRef &logits = call.operands[0], &entropy = call.results[0];
+  return dispatchFloatType(call, "logits", logits.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (int64_t row = 0; row < shape.rows; ++row) {
+      const T *x = logits.as<T>() + row * shape.classes;
+      T maximum = rowMaximum(x, shape.classes);
+      double weighted = 0;
+      double sum =
+          sumShiftedExp(x, shape.classes, maximum, [&](int64_t i, T e) {
+            weighted += static_cast<double>(e) * (static_cast<double>(x[i]) -
+                                                  static_cast<double>(maximum));
+          });
+      // H = log(sum e) - sum(e (x - max)) / sum e, with e = exp(x - max).
+      entropy.as<T>()[row] = static_cast<T>(std::log(sum) - weighted / sum);
+    }
+    return Status::success();
+  });
+}
+
 } // namespace zplan::cpu::detail

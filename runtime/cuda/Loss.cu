@@ -1,4 +1,4 @@
-//===- Loss.cu - cross_entropy and its gradient on the device -------------===//
+//===- Loss.cu - the loss kernels on the device ---------------------------===//
 //
 // The CUDA twins of runtime/cpu/Loss.cpp, checked by the functions the CPU
 // calls too (runtime/ops/LossOps.h): the row's maximum and its exps in
@@ -166,6 +166,91 @@ __global__ void rowGradientKernel(const T *logits, const Index *targets,
   }
 }
 
+/// logp[row] = row[target] - logsumexp(row), 0 for a row left out (an
+/// out-of-range target is reported).
+template <Team kTeam, typename T, typename Index>
+__global__ void tokenLogprobsKernel(const T *logits, const Index *targets,
+                                    CrossEntropyRows rows, T *logp,
+                                    uint32_t *errorWord, uint32_t errorTag) {
+  using Lines = LineTeam<kTeam>;
+  __shared__ T maxScratch[32];
+  __shared__ double sumScratch[32];
+  for (int64_t row = Lines::firstLine(); row < rows.rows;
+       row += Lines::lineStride()) {
+    int64_t target = countedTarget(targets, row, rows, Lines::lane() == 0,
+                                   errorWord, errorTag);
+    if (target < 0) {
+      if (Lines::lane() == 0)
+        logp[row] = T(0);
+      continue;
+    }
+    const T *x = logits + row * rows.classes;
+    T maximum = lineMaximum<kTeam>(x, rows.classes, 1, maxScratch);
+    double sum = sumShiftedExp<kTeam>(x, rows.classes, maximum, sumScratch,
+                                      [](int64_t, T) {});
+    if (Lines::lane() == 0)
+      logp[row] = static_cast<T>(static_cast<double>(x[target]) -
+                                 static_cast<double>(maximum) - log(sum));
+  }
+}
+
+/// dlogits = dlogp[row] * (onehot(target) - softmax(row)), 0 for a row left
+/// out; the exps parked in dlogits as rowGradientKernel parks them.
+template <Team kTeam, typename T, typename Index>
+__global__ void tokenLogprobsGradKernel(const T *logits, const Index *targets,
+                                        CrossEntropyRows rows, const T *dlogp,
+                                        T *dlogits, uint32_t *errorWord,
+                                        uint32_t errorTag) {
+  using Lines = LineTeam<kTeam>;
+  __shared__ T maxScratch[32];
+  __shared__ double sumScratch[32];
+  int64_t classes = rows.classes;
+  for (int64_t row = Lines::firstLine(); row < rows.rows;
+       row += Lines::lineStride()) {
+    const T *x = logits + row * classes;
+    T *dx = dlogits + row * classes;
+    int64_t target = countedTarget(targets, row, rows, Lines::lane() == 0,
+                                   errorWord, errorTag);
+    double scale = static_cast<double>(dlogp[row]);
+    if (target < 0 || scale == 0) {
+      for (int64_t i = Lines::lane(); i < classes; i += Lines::size())
+        dx[i] = T(0);
+      continue;
+    }
+    T maximum = lineMaximum<kTeam>(x, classes, 1, maxScratch);
+    double sum = sumShiftedExp<kTeam>(x, classes, maximum, sumScratch,
+                                      [&](int64_t i, T e) { dx[i] = e; });
+    double factor = -scale / sum;
+    for (int64_t i = Lines::lane(); i < classes; i += Lines::size())
+      dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor +
+                             (i == target ? scale : 0.0));
+  }
+}
+
+/// entropy[row] = logsumexp(row) - sum(softmax(row) * row), as the CPU
+/// computes it: log(sum e) - sum(e (x - max)) / sum e.
+template <Team kTeam, typename T>
+__global__ void tokenEntropyKernel(const T *logits, CrossEntropyRows rows,
+                                   T *entropy) {
+  using Lines = LineTeam<kTeam>;
+  __shared__ T maxScratch[32];
+  __shared__ double sumScratch[32];
+  for (int64_t row = Lines::firstLine(); row < rows.rows;
+       row += Lines::lineStride()) {
+    const T *x = logits + row * rows.classes;
+    T maximum = lineMaximum<kTeam>(x, rows.classes, 1, maxScratch);
+    double weighted = 0;
+    double sum = sumShiftedExp<kTeam>(
+        x, rows.classes, maximum, sumScratch, [&](int64_t i, T e) {
+          weighted += static_cast<double>(e) * (static_cast<double>(x[i]) -
+                                                static_cast<double>(maximum));
+        });
+    weighted = Lines::sum(weighted, sumScratch);
+    if (Lines::lane() == 0)
+      entropy[row] = static_cast<T>(log(sum) - weighted / sum);
+  }
+}
+
 /// Calls fn(TypeTag<Index>{}) for the targets' index type (i64 or i32, as
 /// readCrossEntropy checked).
 template <typename Fn> Status dispatchIndex(const TensorRef &targets, Fn &&fn) {
@@ -245,6 +330,86 @@ Status runCrossEntropyGrad(const KernelCall &call) {
           }
           return launched(call);
         });
+      });
+}
+
+Status runTokenLogprobs(const KernelCall &call) {
+  CrossEntropyRows rows;
+  if (Status status = ops::readTokenLogprobs(call.host, rows); !status.ok())
+    return status;
+  const TensorRef &logits = call.host.operands[0],
+                  &targets = call.host.operands[1],
+                  &logp = call.host.results[0];
+  const DeviceContext &device = call.device;
+  if (rows.rows == 0)
+    return Status::success();
+  return ops::dispatchFloatType(
+      call.host, "logits", logits.dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return dispatchIndex(targets, [&](auto indexTag) {
+          using Index = typename decltype(indexTag)::type;
+          LineLaunch launch =
+              chooseLineLaunch({rows.rows, rows.classes, 1}, device);
+          launchLines(launch, [&](auto team) {
+            tokenLogprobsKernel<decltype(team)::value, T, Index>
+                <<<launch.blocks, launch.threads, 0, device.stream>>>(
+                    logits.as<T>(), targets.as<Index>(), rows, logp.as<T>(),
+                    device.errorWord, call.errorTag());
+          });
+          return launched(call);
+        });
+      });
+}
+
+Status runTokenLogprobsGrad(const KernelCall &call) {
+  CrossEntropyRows rows;
+  if (Status status = ops::readTokenLogprobsGrad(call.host, rows); !status.ok())
+    return status;
+  const TensorRef &logits = call.host.operands[0],
+                  &targets = call.host.operands[1],
+                  &dlogp = call.host.operands[2],
+                  &dlogits = call.host.results[0];
+  const DeviceContext &device = call.device;
+  if (rows.rows == 0 || rows.classes == 0)
+    return Status::success();
+  return ops::dispatchFloatType(
+      call.host, "logits", logits.dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return dispatchIndex(targets, [&](auto indexTag) {
+          using Index = typename decltype(indexTag)::type;
+          LineLaunch launch =
+              chooseLineLaunch({rows.rows, rows.classes, 1}, device);
+          launchLines(launch, [&](auto team) {
+            tokenLogprobsGradKernel<decltype(team)::value, T, Index>
+                <<<launch.blocks, launch.threads, 0, device.stream>>>(
+                    logits.as<T>(), targets.as<Index>(), rows, dlogp.as<T>(),
+                    dlogits.as<T>(), device.errorWord, call.errorTag());
+          });
+          return launched(call);
+        });
+      });
+}
+
+Status runTokenEntropy(const KernelCall &call) {
+  CrossEntropyRows rows;
+  if (Status status = ops::readTokenEntropy(call.host, rows); !status.ok())
+    return status;
+  const TensorRef &logits = call.host.operands[0],
+                  &entropy = call.host.results[0];
+  const DeviceContext &device = call.device;
+  if (rows.rows == 0)
+    return Status::success();
+  return ops::dispatchFloatType(
+      call.host, "logits", logits.dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        LineLaunch launch =
+            chooseLineLaunch({rows.rows, rows.classes, 1}, device);
+        launchLines(launch, [&](auto team) {
+          tokenEntropyKernel<decltype(team)::value, T>
+              <<<launch.blocks, launch.threads, 0, device.stream>>>(
+                  logits.as<T>(), rows, entropy.as<T>());
+        });
+        return launched(call);
       });
 }
 

@@ -74,4 +74,57 @@ Status readCrossEntropyGrad(const KernelCall &call, CrossEntropyRows &rows) {
   return expectShape(call, "dlogits", dlogits, logits.shape);
 }
 
+/// The logits' shape without V.
+static std::vector<int64_t> rowShape(const TensorRef &logits) {
+  return std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1);
+}
+
+Status readTokenLogprobs(const KernelCall &call, CrossEntropyRows &rows) {
+  if (Status status = checkLogitsAndTargets(call, /*operands=*/2, rows);
+      !status.ok())
+    return status;
+  const TensorRef &logits = call.operands[0], &logp = call.results[0];
+  if (Status status = expectType(call, "logp", logp, logits.dtype);
+      !status.ok())
+    return status;
+  return expectShape(call, "logp", logp, rowShape(logits));
+}
+
+Status readTokenLogprobsGrad(const KernelCall &call, CrossEntropyRows &rows) {
+  if (Status status = checkLogitsAndTargets(call, /*operands=*/3, rows);
+      !status.ok())
+    return status;
+  const TensorRef &logits = call.operands[0], &dlogp = call.operands[2],
+                  &dlogits = call.results[0];
+  if (Status status = expectType(call, "dlogp", dlogp, logits.dtype);
+      !status.ok())
+    return status;
+  if (Status status = expectShape(call, "dlogp", dlogp, rowShape(logits));
+      !status.ok())
+    return status;
+  if (Status status = expectType(call, "dlogits", dlogits, logits.dtype);
+      !status.ok())
+    return status;
+  return expectShape(call, "dlogits", dlogits, logits.shape);
+}
+
+Status readTokenEntropy(const KernelCall &call, CrossEntropyRows &rows) {
+  if (Status status = expectArity(call, 1, 1); !status.ok())
+    return status;
+  const TensorRef &logits = call.operands[0], &entropy = call.results[0];
+  if (Status status = expectFloatType(call, "logits", logits); !status.ok())
+    return status;
+  if (logits.shape.empty())
+    return call.error("logits has shape [], expected rank >= 1 ([..., V])");
+  if (Status status = expectType(call, "entropy", entropy, logits.dtype);
+      !status.ok())
+    return status;
+  if (Status status = expectShape(call, "entropy", entropy, rowShape(logits));
+      !status.ok())
+    return status;
+  rows.classes = logits.shape.back();
+  rows.rows = entropy.numElements();
+  return Status::success();
+}
+
 } // namespace zplan::ops

@@ -1,7 +1,8 @@
 //===- LossOps.h - cross_entropy's and its gradient's checks --------------===//
 //
 // Shared validation for every backend to call: cross_entropy and
-// cross_entropy_grad check their operands, results and attributes by one
+// cross_entropy_grad (and the RL ops token_logprobs, token_logprobs_grad,
+// token_entropy) check their operands, results and attributes by one
 // set of rules on every backend, without reading an element. The CPU
 // kernels then check every target on the host (runtime/cpu/Loss.cpp), the
 // CUDA kernels on the device (runtime/cuda/Loss.cu).
@@ -30,6 +31,16 @@ Status readCrossEntropy(const KernelCall &call, CrossEntropyRows &rows);
 /// Checks cross_entropy_grad(logits, targets, dloss []) -> dlogits
 /// (logits' type and shape); reads `rows`.
 Status readCrossEntropyGrad(const KernelCall &call, CrossEntropyRows &rows);
+
+/// Checks token_logprobs(logits [..., V], targets [...]) -> logp [...]
+/// (logits' type); reads `rows`.
+Status readTokenLogprobs(const KernelCall &call, CrossEntropyRows &rows);
+/// Checks token_logprobs_grad(logits, targets, dlogp [...]) -> dlogits
+/// (logits' type and shape); reads `rows`.
+Status readTokenLogprobsGrad(const KernelCall &call, CrossEntropyRows &rows);
+/// Checks token_entropy(logits [..., V]) -> entropy [...] (logits' type);
+/// reads `rows` (ignoreIndex unused).
+Status readTokenEntropy(const KernelCall &call, CrossEntropyRows &rows);
 
 } // namespace zplan::ops
 

@@ -46,6 +46,10 @@ const std::vector<KindContract> &contracts() {
        "train_micro_step",
        {{BINDING_ROLE_INPUT_IDS, false},
         {BINDING_ROLE_LABELS, false},
+        {BINDING_ROLE_COMPLETION_MASK, false},
+        {BINDING_ROLE_ADVANTAGES, false},
+        {BINDING_ROLE_OLD_LOGPROBS, false},
+        {BINDING_ROLE_REF_LOGPROBS, false},
         {BINDING_ROLE_DATA, false}},
        {{BINDING_ROLE_LOSS, true}}},
       {PROGRAM_KIND_OPTIMIZER_STEP,
@@ -64,6 +68,10 @@ const std::vector<KindContract> &contracts() {
        {{BINDING_ROLE_INPUT_IDS, true}, {BINDING_ROLE_POSITIONS, true}},
        {{BINDING_ROLE_LOGITS, true}}},
       {PROGRAM_KIND_GENERATE_END, "generate_end", {}, {}},
+      {PROGRAM_KIND_LOGPROBS,
+       "logprobs",
+       {{BINDING_ROLE_INPUT_IDS, true}, {BINDING_ROLE_DATA, false}},
+       {{BINDING_ROLE_LOGPROBS, true}, {BINDING_ROLE_ENTROPY, false}}},
   };
   return table;
 }
@@ -142,6 +150,42 @@ private:
     return Status::success();
   }
 
+  /// The RL bindings (docs/rl.md): f32 of input_ids' shape, advantages
+  /// [B] or [B, T]; a program with any of them has input_ids, and a token-
+  /// sum loss has a completion mask to count.
+  Status checkPerTokenBindings(const Binding *ids,
+                               const std::vector<int64_t> &idsShape) const {
+    for (const auto *side : {&program.inputs(), &program.outputs()})
+      for (const Binding &binding : *side) {
+        BindingRole role = binding.role();
+        if (role != BINDING_ROLE_COMPLETION_MASK &&
+            role != BINDING_ROLE_ADVANTAGES &&
+            role != BINDING_ROLE_OLD_LOGPROBS &&
+            role != BINDING_ROLE_REF_LOGPROBS &&
+            role != BINDING_ROLE_LOGPROBS && role != BINDING_ROLE_ENTROPY)
+          continue;
+        if (!ids)
+          return failure(describeProgram(program), " has ",
+                         bindingRoleName(role), " ", inQuotes(binding.name()),
+                         " but no input_ids");
+        if (role == BINDING_ROLE_ADVANTAGES &&
+            shapeOf(bufferOf(plan, binding.buffer())).size() == 1)
+          ZR_RETURN_IF_ERROR(expect(binding, F32, {idsShape.at(0)}));
+        else
+          ZR_RETURN_IF_ERROR(expect(binding, F32, idsShape));
+      }
+    if (program.loss_normalization() == LOSS_NORMALIZATION_TOKEN_SUM &&
+        !findBinding(program.inputs(), BINDING_ROLE_COMPLETION_MASK))
+      return failure(describeProgram(program),
+                     "'s loss is a sum over completion tokens, but it has no "
+                     "completion_mask input to count them");
+    if (program.loss_normalization() != LOSS_NORMALIZATION_MEAN &&
+        contract.kind != PROGRAM_KIND_TRAIN_MICRO_STEP)
+      return failure(describeProgram(program),
+                     " has a loss normalization; only train_micro_step has");
+    return Status::success();
+  }
+
   std::string describeBuffer(const Binding &binding) const {
     const Buffer &buffer = bufferOf(plan, binding.buffer());
     return "buffer " + std::to_string(buffer.id()) + " " +
@@ -194,6 +238,7 @@ private:
     if (const Binding *positions =
             findBinding(program.inputs(), BINDING_ROLE_POSITIONS))
       ZR_RETURN_IF_ERROR(expect(*positions, I64, idsShape));
+    ZR_RETURN_IF_ERROR(checkPerTokenBindings(ids, idsShape));
     if (const Binding *last =
             findBinding(program.inputs(), BINDING_ROLE_LAST_INDEX))
       ZR_RETURN_IF_ERROR(expect(*last, I64, {idsShape.at(0)}));
@@ -358,6 +403,18 @@ std::string zplan::plan::bindingRoleName(BindingRole role) {
     return "loss";
   case BINDING_ROLE_HYPER_PARAMETERS:
     return "hyper_parameters";
+  case BINDING_ROLE_COMPLETION_MASK:
+    return "completion_mask";
+  case BINDING_ROLE_ADVANTAGES:
+    return "advantages";
+  case BINDING_ROLE_OLD_LOGPROBS:
+    return "old_logprobs";
+  case BINDING_ROLE_REF_LOGPROBS:
+    return "ref_logprobs";
+  case BINDING_ROLE_LOGPROBS:
+    return "logprobs";
+  case BINDING_ROLE_ENTROPY:
+    return "entropy";
   default:
     return "role " + std::to_string(static_cast<int>(role));
   }

@@ -11,6 +11,9 @@
 //   infer             data...                        data..., logits?
 //   train_micro_step  input_ids? [B,T] i64,          loss f32 (1)
 //                     labels? (input_ids' shape),
+//                     completion_mask?, old_logprobs?,
+//                     ref_logprobs? f32 [B,T],
+//                     advantages? f32 [B] or [B,T],
 //                     data...
 //   optimizer_step    hyper_parameters f32 [8]       -
 //   generate_begin    -                              -
@@ -20,11 +23,14 @@
 //   decode            input_ids [B,1] i64,           logits [B,V] f32
 //                     positions [B,1] i64
 //   generate_end      -                              -
+//   logprobs          input_ids [B,T] i64, data...   logprobs f32 [B,T],
+//                                                    entropy? f32 [B,T]
 //
 // (? at most one; ... any number.) Beyond single programs: a plan has at
 // most one program of each kind; the four generation kinds come together,
 // with one B and V, and KV caches [B, H, L, D] of one L > P; a micro-step
-// reduces the gradients of every group.
+// reduces the gradients of every group; a token-sum loss (plan
+// LossNormalization) has a completion_mask to count.
 //
 // zcc checks its own plans against the same contract before it writes them
 // (compiler/plan/PlanEmitter.cpp).

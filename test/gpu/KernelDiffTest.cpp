@@ -1370,8 +1370,25 @@ void addLossCases() {
       c.values({}, l.type, {0.7}).result(l.logits, l.type);
       floatTolerance(c, l.type, 1e-5, 1e-8);
     });
+    // The RL ops (docs/rl.md) over the same logits and targets.
+    add("token_logprobs", l.label, [=](CaseBuilder &c) {
+      fill(c);
+      c.result(targets, l.type);
+      floatTolerance(c, l.type, 1e-5, 1e-6);
+    });
+    add("token_logprobs_grad", l.label, [=](CaseBuilder &c) {
+      fill(c);
+      c.uniform(targets, l.type, -1, 1).result(l.logits, l.type);
+      floatTolerance(c, l.type, 1e-5, 1e-8);
+    });
+    add("token_entropy", l.label, [=](CaseBuilder &c) {
+      c.uniform(l.logits, l.type, -l.range, l.range);
+      c.result(targets, l.type);
+      floatTolerance(c, l.type, 1e-5, 1e-6);
+    });
   }
-  for (const char *op : {"cross_entropy", "cross_entropy_grad"})
+  for (const char *op : {"cross_entropy", "cross_entropy_grad",
+                         "token_logprobs", "token_logprobs_grad"})
     for (const auto &[label, bad] :
          {std::pair{"target_out_of_range", 10},
           std::pair{"negative_target_out_of_range", -1}})
@@ -1379,6 +1396,10 @@ void addLossCases() {
         c.uniform({4, 10}).values({4}, I64, {1, -100, double(bad), 2});
         if (std::string(op) == "cross_entropy_grad")
           c.values({}, F32, {1.0}).result({4, 10});
+        else if (std::string(op) == "token_logprobs_grad")
+          c.values({4}, F32, {1.0, 1.0, 1.0, 1.0}).result({4, 10});
+        else if (std::string(op) == "token_logprobs")
+          c.result({4});
         else
           c.result({});
         c.expectError();

@@ -346,9 +346,9 @@ TEST_F(PlanLoaderTest, WrongVersion) {
   Plan plan = makeValidPlan();
   plan.set_version(7);
   EXPECT_TRUE(contains(loadError(writePlan(plan)),
-                       "plan version 7, this zrun reads version 4"));
+                       "plan version 7, this zrun reads version 5"));
   EXPECT_TRUE(contains(validationError(plan),
-                       "plan version 7, this zrun reads version 4"));
+                       "plan version 7, this zrun reads version 5"));
 }
 
 TEST_F(PlanLoaderTest, NoVersionOrNoPrograms) {

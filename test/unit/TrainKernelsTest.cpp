@@ -124,13 +124,21 @@ bool allZero(const std::vector<float> &values) {
 //===----------------------------------------------------------------------===//
 
 TEST(TrainKernels, EveryTrainingOpcodeHasAKernel) {
-  const std::pair<const char *, int> opcodes[] = {
-      {"cross_entropy", 56},  {"cross_entropy_grad", 57},
-      {"embedding_grad", 70}, {"gather_grad", 71},
-      {"slice_grad", 72},     {"layer_norm_grad", 73},
-      {"rms_norm_grad", 74},  {"softmax_grad", 75},
-      {"attention_grad", 76}, {"gelu_grad", 77},
-      {"adamw", 90},          {"sgd", 91}};
+  const std::pair<const char *, int> opcodes[] = {{"cross_entropy", 56},
+                                                  {"cross_entropy_grad", 57},
+                                                  {"token_logprobs", 58},
+                                                  {"token_logprobs_grad", 59},
+                                                  {"token_entropy", 68},
+                                                  {"embedding_grad", 70},
+                                                  {"gather_grad", 71},
+                                                  {"slice_grad", 72},
+                                                  {"layer_norm_grad", 73},
+                                                  {"rms_norm_grad", 74},
+                                                  {"softmax_grad", 75},
+                                                  {"attention_grad", 76},
+                                                  {"gelu_grad", 77},
+                                                  {"adamw", 90},
+                                                  {"sgd", 91}};
   for (const auto &[name, number] : opcodes) {
     std::optional<plan::Opcode> opcode = plan::opcodeFromName(name);
     ASSERT_TRUE(opcode.has_value()) << name;
@@ -563,6 +571,58 @@ TEST(TrainKernels, CrossEntropyOfAnAllIgnoredBatchIsZero) {
   runOk(Op("cross_entropy_grad"), {&logits, &targets, &dloss}, {&dlogits});
   EXPECT_EQ(value.floats()[0], 0.0f);
   EXPECT_TRUE(allZero(dlogits.values()));
+}
+
+// token_logprobs (log_softmax at the target, 0 where ignored) against a
+// double reference; its gradient against finite differences of
+// sum(logp * dlogp); token_entropy against -sum p log p in double.
+TEST(TrainKernels, TokenLogprobsAndEntropyMatchDoubleAndTheirGradient) {
+  Tensor logits = randomFloats(rng(), {2, 3, 7}, -3, 3);
+  std::vector<int64_t> targetValues = {3, -100, 0, 6, 5, -100};
+  Tensor targets = makeIds({2, 3}, targetValues);
+  Tensor logp({2, 3}), entropy({2, 3});
+  runOk(Op("token_logprobs"), {&logits, &targets}, {&logp});
+  runOk(Op("token_entropy"), {&logits}, {&entropy});
+  for (int64_t row = 0; row < 6; ++row) {
+    const float *x = logits.floats() + row * 7;
+    double maximum = *std::max_element(x, x + 7), sum = 0;
+    for (int64_t i = 0; i < 7; ++i)
+      sum += std::exp(static_cast<double>(x[i]) - maximum);
+    double logSum = maximum + std::log(sum), expectedEntropy = 0;
+    for (int64_t i = 0; i < 7; ++i) {
+      double logP = x[i] - logSum;
+      expectedEntropy -= std::exp(logP) * logP;
+    }
+    EXPECT_NEAR(entropy.floats()[row], expectedEntropy, 1e-6) << row;
+    if (targetValues[row] == -100)
+      EXPECT_EQ(logp.floats()[row], 0.0f) << row;
+    else
+      EXPECT_NEAR(logp.floats()[row], x[targetValues[row]] - logSum, 1e-6)
+          << row;
+  }
+  Tensor dlogp = make<float>({2, 3}, {0.5f, 2.0f, -1.0f, 0.25f, 0.0f, 1.0f},
+                             ElementType::F32);
+  auto loss = [&] {
+    runOk(Op("token_logprobs"), {&logits, &targets}, {&logp});
+    return weightedSum(logp, dlogp);
+  };
+  Tensor dlogits({2, 3, 7});
+  runOk(Op("token_logprobs_grad"), {&logits, &targets, &dlogp}, {&dlogits});
+  expectGradient("dlogits", dlogits.values(),
+                 numericGradient(logits, 1e-2, loss), 2e-3);
+  // Ignored rows, and rows with dlogp 0, get exactly zero.
+  for (int64_t row : {1, 4, 5})
+    for (int64_t i = 0; i < 7; ++i)
+      EXPECT_EQ(dlogits.floats()[row * 7 + i], 0.0f) << row;
+}
+
+TEST(TrainKernels, TokenLogprobsRefusesATargetOutOfRange) {
+  Tensor logits = randomFloats(rng(), {2, 5});
+  Tensor targets = makeIds({2}, {1, 5});
+  Tensor logp({2});
+  EXPECT_TRUE(
+      contains(runError(Op("token_logprobs"), {&logits, &targets}, {&logp}),
+               "token_logprobs: target 5"));
 }
 
 //===----------------------------------------------------------------------===//
