@@ -26,6 +26,7 @@ llvm::StringRef zplan::describeFrontEnd(CompileMode mode) {
   case CompileMode::Infer:
   case CompileMode::Train:
   case CompileMode::TrainInfer:
+  case CompileMode::Logprobs:
     return "import and canonicalisation";
   case CompileMode::Generate:
     return "import and the KV-cache rewrite";
@@ -72,24 +73,53 @@ buildModelModule(mlir::MLIRContext &context, const CompileOptions &options,
                  std::string &diagnostics) {
   // Training: `--input-shape labels=BxT` on a model without a labels input
   // asks for Hugging Face labels (-100 ignored) as an extra input of the
-  // training step; the model itself never sees it.
+  // training step; the model itself never sees it. So do the RL losses'
+  // inputs (completion_mask, advantages, old_logprobs, ref_logprobs): their
+  // shapes follow input_ids', except advantages, [B] or [B, T] (per token).
   ImportOptions import = options.import;
-  bool labelsInput = false;
-  if (trains(options.mode) && import.inputShapes.count("labels")) {
+  AutodiffOptions autodiff;
+  autodiff.loss = options.loss;
+  autodiff.lossType = options.lossType;
+  autodiff.beta = options.beta.value_or(-1.0);
+  autodiff.epsilon = options.epsilon;
+  autodiff.epsilonHigh = options.epsilonHigh.value_or(-1.0);
+  autodiff.oldLogprobs = options.oldLogprobs;
+  autodiff.biasCorrectionKl = options.biasCorrectionKl;
+  if (trains(options.mode)) {
     onnx::ModelProto model;
     if (llvm::Error error = readOnnxModel(options.modelPath, model))
       return std::move(error);
-    if (llvm::none_of(model.graph().input(),
-                      [](const onnx::ValueInfoProto &input) {
-                        return input.name() == "labels";
-                      })) {
-      std::vector<int64_t> labels = import.inputShapes["labels"];
-      auto ids = import.inputShapes.find("input_ids");
-      if (ids == import.inputShapes.end() || ids->second != labels)
-        return makeError("--input-shape labels must equal --input-shape "
-                         "input_ids: labels are one target per input token");
-      import.inputShapes.erase("labels");
-      labelsInput = true;
+    auto modelHas = [&](llvm::StringRef name) {
+      return llvm::any_of(model.graph().input(),
+                          [&](const onnx::ValueInfoProto &input) {
+                            return input.name() == name;
+                          });
+    };
+    auto ids = import.inputShapes.find("input_ids");
+    for (llvm::StringRef name : {"labels", "completion_mask", "advantages",
+                                 "old_logprobs", "ref_logprobs"}) {
+      auto given = import.inputShapes.find(name.str());
+      if (given == import.inputShapes.end() || modelHas(name))
+        continue;
+      std::vector<int64_t> shape = given->second;
+      std::vector<int64_t> tokens;
+      if (ids != import.inputShapes.end())
+        tokens = ids->second;
+      bool fits = !tokens.empty() && shape == tokens;
+      if (name == "advantages" && !tokens.empty()) {
+        fits |= shape == std::vector<int64_t>{tokens[0]};
+        autodiff.perTokenAdvantages = shape.size() == 2;
+      }
+      if (!fits)
+        return makeError("--input-shape " + name + " must " +
+                         (name == "advantages"
+                              ? "be --input-shape input_ids's batch [B] or "
+                                "equal it [B, T]"
+                              : "equal --input-shape input_ids") +
+                         ": one value per input token");
+      if (name == "labels")
+        autodiff.labelsInput = true;
+      import.inputShapes.erase(given);
     }
   }
   setCrashPhase("importing '" + options.modelPath + "'");
@@ -99,13 +129,22 @@ buildModelModule(mlir::MLIRContext &context, const CompileOptions &options,
     return module.takeError();
   if (llvm::Error error = runImportPipeline(**module, options, diagnostics))
     return std::move(error);
+  // The log-probs program of an RL plan or a reference model.
+  if (options.mode == CompileMode::Logprobs ||
+      (trains(options.mode) && isRlLoss(options.loss))) {
+    if (llvm::Error error = runPasses(
+            **module,
+            "building the log-probs program of '" + options.modelPath + "'",
+            "building the log-probs program failed",
+            [&](mlir::OpPassManager &pm) { buildLogprobsPipeline(pm); },
+            diagnostics))
+      return std::move(error);
+  }
   if (trains(options.mode)) {
     if (llvm::Error error = runPasses(
             **module, "differentiating '" + options.modelPath + "'",
             "building the training step failed",
-            [&](mlir::OpPassManager &pm) {
-              buildTrainPipeline(pm, options.loss, labelsInput);
-            },
+            [&](mlir::OpPassManager &pm) { buildTrainPipeline(pm, autodiff); },
             diagnostics))
       return std::move(error);
   }

@@ -60,6 +60,8 @@ static constexpr CompileModeSpelling kCompileModeSpellings[] = {
      "training and generation programs over one set of shards"},
     {CompileMode::TrainInfer, "train,infer",
      "training and forward programs over one set of shards"},
+    {CompileMode::Logprobs, "logprobs",
+     "forward and per-token log-probs programs, frozen (a reference model)"},
 };
 
 llvm::ArrayRef<CompileModeSpelling> zplan::getCompileModeSpellings() {
@@ -87,8 +89,8 @@ llvm::Expected<CompileMode> zplan::parseCompileMode(llvm::StringRef text) {
                               });
     if (!known || word.contains(','))
       return makeError("unknown --mode '" + text +
-                       "'; expected infer, train, generate, train,generate "
-                       "or train,infer");
+                       "'; expected infer, train, generate, logprobs, "
+                       "train,generate or train,infer");
     if (!seen.insert(word).second)
       return makeError("--mode '" + text + "' names " + word + " twice");
   }
@@ -107,6 +109,10 @@ bool zplan::trains(CompileMode mode) {
 
 bool zplan::generates(CompileMode mode) {
   return mode == CompileMode::Generate || mode == CompileMode::TrainGenerate;
+}
+
+bool zplan::isRlLoss(llvm::StringRef loss) {
+  return loss == "grpo" || loss == "dpo";
 }
 
 llvm::Error zplan::parseInputShapes(llvm::ArrayRef<std::string> texts,
@@ -218,8 +224,23 @@ llvm::Error zplan::validateOptions(const CompileOptions &options) {
     return makeError("--freeze and --train apply to --mode train only (a plan "
                      "without training programs trains nothing)");
   llvm::StringRef loss = options.loss;
-  if (loss != "causal-lm" && !(loss.consume_front("output:") && !loss.empty()))
+  if (loss != "causal-lm" && !isRlLoss(loss) &&
+      !(loss.consume_front("output:") && !loss.empty()))
     return makeError("unknown --loss '" + options.loss +
-                     "'; expected causal-lm or output:NAME");
+                     "'; expected causal-lm, output:NAME, grpo or dpo");
+  if (options.lossType != "grpo" && options.lossType != "dapo")
+    return makeError("unknown --loss-type '" + options.lossType +
+                     "'; expected grpo or dapo (TRL's names)");
+  if (options.beta && (*options.beta < 0 || !std::isfinite(*options.beta)))
+    return makeError("--beta must be a finite number >= 0, got " +
+                     std::to_string(*options.beta));
+  if (options.epsilon < 0 || options.epsilon >= 1 ||
+      !std::isfinite(options.epsilon))
+    return makeError("--epsilon must be in [0, 1), got " +
+                     std::to_string(options.epsilon));
+  if (options.epsilonHigh &&
+      (*options.epsilonHigh < 0 || !std::isfinite(*options.epsilonHigh)))
+    return makeError("--epsilon-high must be a finite number >= 0, got " +
+                     std::to_string(*options.epsilonHigh));
   return llvm::Error::success();
 }

@@ -39,7 +39,16 @@ inline constexpr DumpKind kDumpKinds[] = {{"ir", "ir.mlir"},
 
 /// --mode: what the plan runs. The combined modes put the programs of both
 /// in one plan over one set of shards (docs/one-plan.md).
-enum class CompileMode { Infer, Train, Generate, TrainGenerate, TrainInfer };
+/// Logprobs: a frozen model (no gradient or optimizer state) with the
+/// infer and logprobs programs, e.g. RL's reference model (docs/rl.md).
+enum class CompileMode {
+  Infer,
+  Train,
+  Generate,
+  TrainGenerate,
+  TrainInfer,
+  Logprobs
+};
 
 /// One --mode value: its spelling and what the help text says of it.
 struct CompileModeSpelling {
@@ -67,6 +76,10 @@ bool trains(CompileMode mode);
 /// Whether the plan holds the generation programs (generate_begin, prefill,
 /// decode, generate_end).
 bool generates(CompileMode mode);
+
+/// Whether `loss` (--loss) is an RL objective (grpo, dpo), whose plans
+/// also hold the logprobs program.
+bool isRlLoss(llvm::StringRef loss);
 
 /// The largest --world-size. The largest jobs run ~10^5 ranks; 2^20 leaves
 /// room for them while every group, padded to N x the 128-byte alignment,
@@ -103,6 +116,16 @@ struct CompileOptions {
   /// ("adamw", "sgd").
   std::string loss = "causal-lm";
   std::string optimizer = "adamw";
+  /// --loss grpo / dpo: TRL's options (docs/rl.md). --loss-type (grpo:
+  /// grpo | dapo), --beta (unset: TRL's default), --epsilon,
+  /// --epsilon-high (unset: --epsilon), --old-logprobs.
+  std::string lossType = "dapo";
+  std::optional<double> beta;
+  double epsilon = 0.2;
+  std::optional<double> epsilonHigh;
+  bool oldLogprobs = false;
+  /// --use-bias-correction-kl (TRL's name; default on).
+  bool biasCorrectionKl = true;
   /// --mode generate (alone or with train): B sequences, prompts of at most P
   /// tokens (default L / 2), at most L tokens in all; unset when the flag is
   /// not given.

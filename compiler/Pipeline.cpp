@@ -19,13 +19,17 @@ void zplan::buildImportPipeline(mlir::OpPassManager &pm, bool generation) {
   func.addPass(mlir::createCSEPass());
 }
 
-void zplan::buildTrainPipeline(mlir::OpPassManager &pm, const std::string &loss,
-                               bool labelsInput) {
-  AutodiffOptions autodiff;
-  autodiff.loss = loss;
-  autodiff.labelsInput = labelsInput;
+void zplan::buildTrainPipeline(mlir::OpPassManager &pm,
+                               const AutodiffOptions &autodiff) {
   pm.addPass(createAutodiff(autodiff));
   // The backward pass repeats reshapes and constants the forward had.
+  mlir::OpPassManager &func = pm.nest<mlir::func::FuncOp>();
+  func.addPass(mlir::createCanonicalizerPass());
+  func.addPass(mlir::createCSEPass());
+}
+
+void zplan::buildLogprobsPipeline(mlir::OpPassManager &pm) {
+  pm.addPass(createLogprobsProgram());
   mlir::OpPassManager &func = pm.nest<mlir::func::FuncOp>();
   func.addPass(mlir::createCanonicalizerPass());
   func.addPass(mlir::createCSEPass());

@@ -9,6 +9,7 @@
 #define ZPLAN_COMPILER_PIPELINE_H
 
 #include "compiler/ScheduleChoices.h"
+#include "compiler/transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <string>
@@ -21,11 +22,13 @@ namespace zplan {
 void buildImportPipeline(mlir::OpPassManager &pm, bool generation = false);
 
 /// --mode train, after the import pipeline: adds @train_micro_step
-/// (forward, `loss`, backward, per-parameter reduce-scatters) beside
-/// @forward; with `labelsInput`, the step takes Hugging Face labels as an
-/// extra input named `labels`.
-void buildTrainPipeline(mlir::OpPassManager &pm, const std::string &loss,
-                        bool labelsInput = false);
+/// (forward, the loss, backward, per-parameter reduce-scatters) beside
+/// @forward, as zplan-autodiff's options (Passes.td) say.
+void buildTrainPipeline(mlir::OpPassManager &pm,
+                        const AutodiffOptions &autodiff);
+
+/// Adds @logprobs beside @forward (zplan-logprobs-program).
+void buildLogprobsPipeline(mlir::OpPassManager &pm);
 
 /// --mode generate, after the import pipeline on a module with @prefill and
 /// @decode: a plain export's @decode is cut to one token per row at run-time

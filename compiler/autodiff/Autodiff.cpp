@@ -129,6 +129,9 @@ void Differentiator::markActive() {
           active.insert(result);
       continue;
     }
+    // A stop-gradient op's result is a constant, whatever it reads.
+    if (op.hasAttr(kStopGradientAttr))
+      continue;
     bool anyActiveOperand = llvm::any_of(
         op.getOperands(), [&](Value operand) { return active.count(operand); });
     if (!anyActiveOperand)
@@ -332,6 +335,15 @@ struct AutodiffPass : zplan::impl::AutodiffBase<AutodiffPass> {
     LossOptions options;
     options.loss = loss;
     options.labelsInput = labelsInput;
+    options.lossType = lossType;
+    if (beta >= 0)
+      options.beta = beta;
+    options.epsilon = epsilon;
+    if (epsilonHigh >= 0)
+      options.epsilonHigh = epsilonHigh;
+    options.oldLogprobs = oldLogprobs;
+    options.perTokenAdvantages = perTokenAdvantages;
+    options.biasCorrectionKl = biasCorrectionKl;
     if (failed(Differentiator(train).run(options)))
       return signalPassFailure();
   }

@@ -9,6 +9,7 @@
 // input asked for), otherwise input_ids.
 // output:NAME: the forward's float output NAME of one element, reshaped to
 // a scalar (and cast to f32).
+// grpo, dpo: RlLosses.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,8 +31,7 @@ static StringRef resultName(func::FuncOp func, unsigned index) {
   return name ? name.getValue() : StringRef();
 }
 
-/// The argument of `func` named `name`, or null.
-static Value argumentNamed(func::FuncOp func, StringRef name) {
+Value zplan::autodiff::argumentNamed(func::FuncOp func, StringRef name) {
   for (BlockArgument argument : func.getArguments()) {
     auto attr =
         func.getArgAttrOfType<StringAttr>(argument.getArgNumber(), "nn.name");
@@ -53,29 +53,39 @@ static std::string listOutputs(func::FuncOp func, unsigned count) {
   return text;
 }
 
+FailureOr<Value> zplan::autodiff::findLogits(func::FuncOp func,
+                                             ValueRange outputs,
+                                             StringRef what) {
+  Value logits;
+  for (unsigned i = 0; i < outputs.size(); ++i)
+    if (resultName(func, i) == "logits")
+      logits = outputs[i];
+  if (!logits && outputs.size() == 1)
+    logits = outputs[0];
+  if (!logits)
+    return func.emitError() << what
+                            << " needs an output named 'logits' (or a single "
+                               "output); the model's outputs are "
+                            << listOutputs(func, outputs.size());
+  auto logitsType = llvm::cast<RankedTensorType>(logits.getType());
+  if (logitsType.getRank() != 3 ||
+      !llvm::isa<FloatType>(logitsType.getElementType()))
+    return func.emitError()
+           << what << " needs float logits [batch, sequence, vocab], got "
+           << logitsType;
+  return logits;
+}
+
 static FailureOr<Value> buildCausalLmLoss(OpBuilder &builder,
                                           func::FuncOp train,
                                           ValueRange outputs,
                                           const LossOptions &options) {
   Location loc = NameLoc::get(builder.getStringAttr("loss"));
-  Value logits;
-  for (unsigned i = 0; i < outputs.size(); ++i)
-    if (resultName(train, i) == "logits")
-      logits = outputs[i];
-  if (!logits && outputs.size() == 1)
-    logits = outputs[0];
-  if (!logits)
-    return train.emitError()
-           << "--loss causal-lm needs an output named 'logits' (or a single "
-              "output); the model's outputs are "
-           << listOutputs(train, outputs.size());
+  FailureOr<Value> found = findLogits(train, outputs, "--loss causal-lm");
+  if (failed(found))
+    return failure();
+  Value logits = *found;
   auto logitsType = llvm::cast<RankedTensorType>(logits.getType());
-  if (logitsType.getRank() != 3 ||
-      !llvm::isa<FloatType>(logitsType.getElementType()))
-    return train.emitError()
-           << "--loss causal-lm needs float logits [batch, sequence, vocab], "
-              "got "
-           << logitsType;
   ArrayRef<int64_t> tokensShape = logitsType.getShape().drop_back();
 
   Value labels = argumentNamed(train, "labels");
@@ -168,10 +178,13 @@ FailureOr<Value> zplan::autodiff::buildLoss(OpBuilder &builder,
   StringRef loss = options.loss;
   if (loss == "causal-lm")
     return buildCausalLmLoss(builder, train, outputs, options);
+  if (loss == "grpo" || loss == "dpo")
+    return buildRlLoss(builder, train, outputs, options);
   if (loss.consume_front("output:") && !loss.empty())
     return buildOutputLoss(builder, train, outputs, loss);
-  return train.emitError() << "unknown loss '" << options.loss
-                           << "', expected 'causal-lm' or 'output:NAME'";
+  return train.emitError()
+         << "unknown loss '" << options.loss
+         << "', expected 'causal-lm', 'output:NAME', 'grpo' or 'dpo'";
 }
 
 /// loss = cross_entropy(logits, targets): dlogits =
@@ -190,6 +203,23 @@ static LogicalResult crossEntropyRule(GradientBuilder &b, Operation *op,
   return success();
 }
 
+/// logp = token_logprobs(logits, targets): dlogits =
+/// nn.token_logprobs_grad(logits, targets, dlogp) = dlogp (onehot(target) -
+/// softmax(row)), 0 on the ignored rows.
+static LogicalResult
+tokenLogprobsRule(GradientBuilder &b, Operation *op,
+                  ArrayRef<Value> resultGradients,
+                  MutableArrayRef<Value> operandGradients) {
+  auto logprobs = llvm::cast<nn::TokenLogprobsOp>(op);
+  if (resultGradients[0] && b.needsGradient(logprobs.getLogits()))
+    operandGradients[0] = b.getBuilder().create<nn::TokenLogprobsGradOp>(
+        b.getLoc(), logprobs.getLogits().getType(), logprobs.getLogits(),
+        logprobs.getTargets(), resultGradients[0],
+        logprobs.getIgnoreIndexAttr());
+  return success();
+}
+
 void zplan::autodiff::registerLossRules(GradientRegistry &registry) {
   registry.add("nn.cross_entropy", crossEntropyRule);
+  registry.add("nn.token_logprobs", tokenLogprobsRule);
 }

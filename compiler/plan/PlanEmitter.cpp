@@ -52,6 +52,7 @@ plan::ProgramKind programKindOf(llvm::StringRef function) {
       .Case(kPrefillName, plan::PROGRAM_KIND_PREFILL)
       .Case(kDecodeName, plan::PROGRAM_KIND_DECODE)
       .Case(kGenerateEndName, plan::PROGRAM_KIND_GENERATE_END)
+      .Case(kLogprobsName, plan::PROGRAM_KIND_LOGPROBS)
       .Default(plan::PROGRAM_KIND_UNSPECIFIED);
 }
 
@@ -77,6 +78,12 @@ plan::BindingRole bindingRoleOf(plan::ProgramKind kind, llvm::StringRef name,
       .Case("logits", plan::BINDING_ROLE_LOGITS)
       .Case("loss", plan::BINDING_ROLE_LOSS)
       .Case("hyper", plan::BINDING_ROLE_HYPER_PARAMETERS)
+      .Case("completion_mask", plan::BINDING_ROLE_COMPLETION_MASK)
+      .Case("advantages", plan::BINDING_ROLE_ADVANTAGES)
+      .Case("old_logprobs", plan::BINDING_ROLE_OLD_LOGPROBS)
+      .Case("ref_logprobs", plan::BINDING_ROLE_REF_LOGPROBS)
+      .Case("logprobs", plan::BINDING_ROLE_LOGPROBS)
+      .Case("entropy", plan::BINDING_ROLE_ENTROPY)
       .Default(plan::BINDING_ROLE_DATA);
 }
 
@@ -1040,8 +1047,8 @@ llvm::Expected<EmittedPlan> Emitter::run() {
   // measure, and in a generation plan the decode step (run once per token).
   bool training = module.lookupSymbol<func::FuncOp>(kTrainStepName) != nullptr;
   for (llvm::StringRef name :
-       {kForwardName, kTrainStepName, kOptimizerStepName, kGenerateBeginName,
-        kPrefillName, kDecodeName, kGenerateEndName}) {
+       {kForwardName, kLogprobsName, kTrainStepName, kOptimizerStepName,
+        kGenerateBeginName, kPrefillName, kDecodeName, kGenerateEndName}) {
     auto func = module.lookupSymbol<func::FuncOp>(name);
     if (!func)
       continue;
@@ -1061,6 +1068,8 @@ llvm::Expected<EmittedPlan> Emitter::run() {
     program = out.add_programs();
     program->set_name(programNameOf(name).str());
     program->set_kind(programKindOf(name));
+    if (name == kTrainStepName && func->hasAttr(kTokenSumLossAttr))
+      program->set_loss_normalization(plan::LOSS_NORMALIZATION_TOKEN_SUM);
     if (name == kDecodeName)
       program->set_lockstep_period(
           static_cast<uint32_t>(lockstepPeriodOf(func)));

@@ -219,11 +219,19 @@ def Autodiff : Pass<"zplan-autodiff", "::mlir::ModuleOp"> {
     1. Clone `@forward` into `@train_micro_step` and append the loss:
        `causal-lm` (cross-entropy of the `logits` output against the labels
        shifted by one position; labels = the `labels` input or input_ids)
-       or `output:NAME` (the forward's scalar float output NAME).
+       or `output:NAME` (the forward's scalar float output NAME), or an RL
+       loss (RlLosses.cpp, docs/rl.md): `grpo` (TRL's clipped policy
+       gradient with a KL term; inputs completion_mask, advantages, and
+       old_logprobs / ref_logprobs when asked for) or `dpo` (TRL's sigmoid
+       loss over chosen/rejected rows; inputs completion_mask and
+       ref_logprobs). Loss type `dapo` marks the function
+       `zplan.token_sum_loss`: the runtime divides by the global token
+       count.
     2. Mark the active values: floats that depend on a parameter (a
        `zero.gather_wait` result). Integer and boolean values, and values
        that depend on no parameter (masks, position ids, rotary tables),
-       get no gradient.
+       get no gradient, nor does the result of an op marked
+       `zplan.stop_gradient` (torch's .detach()).
     3. Walk the ops backwards from the loss (seed 1.0), applying each op's
        gradient rule (compiler/autodiff/*Rules.cpp) and summing the
        cotangents of values used more than once. An op on the path to the
@@ -266,9 +274,57 @@ def Autodiff : Pass<"zplan-autodiff", "::mlir::ModuleOp"> {
            "causal-lm | output:NAME">,
     Option<"labelsInput", "labels-input", "bool", /*default=*/"false",
            "causal-lm: add a `labels` input (else the labels are input_ids)">,
+    Option<"lossType", "loss-type", "std::string", /*default=*/"\"dapo\"",
+           "grpo: TRL's loss_type, grpo | dapo">,
+    Option<"beta", "beta", "double", /*default=*/"-1.0",
+           "grpo: KL coefficient (default 0); dpo: temperature (default 0.1); "
+           "negative: the default">,
+    Option<"epsilon", "epsilon", "double", /*default=*/"0.2",
+           "grpo: the ratio's lower clip is 1 - epsilon">,
+    Option<"epsilonHigh", "epsilon-high", "double", /*default=*/"-1.0",
+           "grpo: the ratio's upper clip is 1 + epsilon-high (negative: "
+           "epsilon)">,
+    Option<"oldLogprobs", "old-logprobs", "bool", /*default=*/"false",
+           "grpo: take the behaviour policy's log-probs as an input">,
+    Option<"perTokenAdvantages", "per-token-advantages", "bool",
+           /*default=*/"false", "grpo: advantages [B, T] instead of [B]">,
+    Option<"biasCorrectionKl", "bias-correction-kl", "bool",
+           /*default=*/"true",
+           "grpo: the KL term times the ratio (TRL's use_bias_correction_kl)">,
   ];
   let dependentDialects = ["::zplan::nn::NNDialect",
                            "::zplan::zero::ZeroDialect"];
+}
+
+def LogprobsProgram : Pass<"zplan-logprobs-program", "::mlir::ModuleOp"> {
+  let summary = "Builds @logprobs: the per-token log-probs and entropies of "
+                "given tokens";
+  let description = [{
+    Clones `@forward` into `@logprobs` and replaces its results by two f32
+    [B, T] tensors aligned with `input_ids` as Hugging Face shifts labels
+    (compiler/autodiff/RlLosses.cpp, docs/rl.md): `logprobs[b, t] =
+    log_softmax(logits[b, t - 1])[input_ids[b, t]]` and `entropy[b, t]`, the
+    entropy of that distribution, both 0 at t = 0. It has no gradient
+    state: the schedule shards and gathers it like `@forward`. zcc adds it
+    to plans with an RL loss and to `--mode logprobs` (a frozen reference
+    model).
+
+    Before:
+    ```mlir
+    func.func @forward(%ids: tensor<2x8xi64> {nn.name = "input_ids"}) -> (tensor<2x8x16xf32> {nn.name = "logits"})
+    ```
+    After (added):
+    ```mlir
+    func.func @logprobs(%ids: tensor<2x8xi64> {nn.name = "input_ids"}) -> (tensor<2x8xf32> {nn.name = "logprobs"}, tensor<2x8xf32> {nn.name = "entropy"}) {
+      ...forward ops...
+      %lp = nn.token_logprobs %logits, %targets {ignore_index = -100 : i64} ...
+      %h = nn.token_entropy %logits ...
+      ...
+    }
+    ```
+    Tests: test/transforms/logprobs-program.mlir.
+  }];
+  let dependentDialects = ["::zplan::nn::NNDialect"];
 }
 
 //===----------------------------------------------------------------------===//

@@ -27,6 +27,14 @@ inline constexpr llvm::StringLiteral kGenerateBeginName = "generate_begin";
 inline constexpr llvm::StringLiteral kPrefillName = "prefill";
 inline constexpr llvm::StringLiteral kDecodeName = "decode";
 inline constexpr llvm::StringLiteral kGenerateEndName = "generate_end";
+// The per-token log-probs and entropies of given tokens (zplan-logprobs):
+// in a plan with an RL loss and in --mode logprobs.
+inline constexpr llvm::StringLiteral kLogprobsName = "logprobs";
+
+/// A unit attribute on @train_micro_step: its loss is a sum over completion
+/// tokens that the runtime divides by the window's global token count
+/// (plan LOSS_NORMALIZATION_TOKEN_SUM), not a mean over its rows.
+inline constexpr llvm::StringLiteral kTokenSumLossAttr = "zplan.token_sum_loss";
 
 /// The plan program a function becomes: "infer" for @forward, else the
 /// function's own name.

@@ -177,7 +177,8 @@ struct ResidencyPass : zplan::impl::ResidencyBase<ResidencyPass> {
   static uint64_t otherProgramsWorkingSet(ModuleOp module) {
     llvm::SmallPtrSet<Operation *, 1> none;
     uint64_t most = 0;
-    for (StringRef name : {kForwardName, kTrainStepName, kOptimizerStepName})
+    for (StringRef name :
+         {kForwardName, kLogprobsName, kTrainStepName, kOptimizerStepName})
       if (auto func = module.lookupSymbol<func::FuncOp>(name))
         most = std::max(most, streamedWorkingSet(func, none, false));
     return most;

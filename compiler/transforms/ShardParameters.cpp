@@ -151,7 +151,8 @@ struct ShardParametersPass
     // reduce-scatters matter most; in a train,generate module too, so the
     // generation programs gather the training step's groups), in a
     // generation module @decode's (it runs once per token, prefill once),
-    // else the one function that gathers.
+    // in a reference model (--mode logprobs) @logprobs' (its forward's
+    // order is @forward's), else the one function that gathers.
     SmallVector<func::FuncOp> gathering;
     func::FuncOp primary;
     for (auto func : module.getOps<func::FuncOp>()) {
@@ -160,7 +161,10 @@ struct ShardParametersPass
       gathering.push_back(func);
       if (func.getSymName() == kTrainStepName ||
           (func.getSymName() == kDecodeName &&
-           !module.lookupSymbol(kTrainStepName)))
+           !module.lookupSymbol(kTrainStepName)) ||
+          (func.getSymName() == kLogprobsName &&
+           !module.lookupSymbol(kTrainStepName) &&
+           !module.lookupSymbol(kDecodeName)))
         primary = func;
     }
     if (!primary && gathering.size() > 1) {

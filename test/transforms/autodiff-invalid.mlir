@@ -52,7 +52,7 @@ func.func @forward(%x: tensor<4xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name =
 // VECTOR: error: --loss output:vector: output 'vector' has type 'tensor<4xf32>', expected a float scalar (one element)
 // INTEGER: error: --loss output:count: output 'count' has type 'tensor<1xi64>', expected a float scalar (one element)
 // NO-LOGITS: error: --loss causal-lm needs an output named 'logits' (or a single output); the model's outputs are 'vector', 'count'
-// UNKNOWN: error: unknown loss 'mse', expected 'causal-lm' or 'output:NAME'
+// UNKNOWN: error: unknown loss 'mse', expected 'causal-lm', 'output:NAME', 'grpo' or 'dpo'
 nn.parameter @w : tensor<4xf32>
 func.func @forward(%n: tensor<1xi64> {nn.name = "n"}) -> (tensor<4xf32> {nn.name = "vector"}, tensor<1xi64> {nn.name = "count"}) {
   %s = zero.shard @w : !zero.shard<tensor<4xf32>>

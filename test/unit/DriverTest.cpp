@@ -134,8 +134,8 @@ TEST(ValidateOptions, RejectsBadValues) {
   options.optimizer = "sgd";
   options.loss = "output:";
   EXPECT_NE(errorText(validateOptions(options))
-                .find("unknown --loss 'output:'; expected causal-lm or "
-                      "output:NAME"),
+                .find("unknown --loss 'output:'; expected causal-lm, "
+                      "output:NAME, grpo or dpo"),
             std::string::npos);
   options.loss = "output:loss";
   EXPECT_EQ(errorText(validateOptions(options)), "");
@@ -196,7 +196,7 @@ TEST(ParseCompileMode, SingleAndCombined) {
   for (llvm::StringRef unknown : {"serve", "train,serve", "train,", ""})
     EXPECT_EQ(parsed(unknown), "error: unknown --mode '" + unknown.str() +
                                    "'; expected infer, train, generate, "
-                                   "train,generate or train,infer");
+                                   "logprobs, train,generate or train,infer");
   EXPECT_TRUE(trains(CompileMode::TrainGenerate));
   EXPECT_TRUE(generates(CompileMode::TrainGenerate));
   EXPECT_TRUE(trains(CompileMode::TrainInfer));

@@ -86,8 +86,42 @@ static cl::opt<bool> crossStepPrefetch(
 static cl::opt<std::string>
     loss("loss", cl::init("causal-lm"),
          cl::desc("--mode train: causal-lm (next-token cross-entropy on the "
-                  "logits) or output:NAME (the model's own scalar output)"),
+                  "logits), output:NAME (the model's own scalar output), "
+                  "grpo (TRL's clipped policy gradient) or dpo (TRL's "
+                  "sigmoid DPO loss); see docs/rl.md"),
          cl::cat(zccCategory));
+static cl::opt<std::string>
+    lossType("loss-type", cl::init("dapo"),
+             cl::desc("--loss grpo: TRL's loss_type, grpo (each sequence's "
+                      "token mean, then the mean over sequences) or dapo "
+                      "(the mean over all completion tokens of the step)"),
+             cl::cat(zccCategory));
+static cl::opt<double>
+    beta("beta",
+         cl::desc("--loss grpo: KL coefficient against the reference "
+                  "log-probs (default 0: no ref_logprobs input); --loss dpo: "
+                  "the temperature (default 0.1)"),
+         cl::cat(zccCategory));
+static cl::opt<double> epsilon("epsilon", cl::init(0.2),
+                               cl::desc("--loss grpo: the ratio's lower clip "
+                                        "is 1 - epsilon"),
+                               cl::cat(zccCategory));
+static cl::opt<double>
+    epsilonHigh("epsilon-high",
+                cl::desc("--loss grpo: the ratio's upper clip is 1 + "
+                         "epsilon-high (default: --epsilon)"),
+                cl::cat(zccCategory));
+static cl::opt<bool> oldLogprobs(
+    "old-logprobs",
+    cl::desc("--loss grpo: the step takes the behaviour policy's per-token "
+             "log-probs (old_logprobs); without, the ratio is 1 with "
+             "logp's gradient (TRL with num_iterations 1)"),
+    cl::cat(zccCategory));
+static cl::opt<bool> biasCorrectionKl(
+    "use-bias-correction-kl", cl::init(true),
+    cl::desc("--loss grpo: multiply the KL term by the ratio, as TRL's "
+             "use_bias_correction_kl (default on; =false: off)"),
+    cl::cat(zccCategory));
 static cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
                                       cl::desc("--mode train: adamw or sgd"),
                                       cl::cat(zccCategory));
@@ -298,6 +332,14 @@ int main(int argc, char **argv) {
   options.crossStepPrefetch = crossStepPrefetch;
   options.loss = loss;
   options.optimizer = optimizer;
+  options.lossType = lossType;
+  if (beta.getNumOccurrences())
+    options.beta = beta;
+  options.epsilon = epsilon;
+  if (epsilonHigh.getNumOccurrences())
+    options.epsilonHigh = epsilonHigh;
+  options.oldLogprobs = oldLogprobs;
+  options.biasCorrectionKl = biasCorrectionKl;
   // Given or not is what validateOptions checks, so unset stays unset.
   for (auto [flag, target] :
        {std::make_pair(&batch, &options.batch),
@@ -308,6 +350,20 @@ int main(int argc, char **argv) {
   if (!zplan::trains(options.mode) &&
       (loss.getNumOccurrences() || optimizer.getNumOccurrences()))
     return fail("--loss and --optimizer apply to --mode train only");
+  bool rlFlags =
+      lossType.getNumOccurrences() || beta.getNumOccurrences() ||
+      epsilon.getNumOccurrences() || epsilonHigh.getNumOccurrences() ||
+      oldLogprobs.getNumOccurrences() || biasCorrectionKl.getNumOccurrences();
+  if (rlFlags && !zplan::isRlLoss(options.loss))
+    return fail("--loss-type, --beta, --epsilon, --epsilon-high and "
+                "--old-logprobs apply to --loss grpo or dpo only");
+  if (options.loss == "dpo" &&
+      (lossType.getNumOccurrences() || epsilon.getNumOccurrences() ||
+       epsilonHigh.getNumOccurrences() || oldLogprobs.getNumOccurrences() ||
+       biasCorrectionKl.getNumOccurrences()))
+    return fail("--loss dpo takes --beta only (TRL's sigmoid loss); "
+                "--loss-type, --epsilon, --epsilon-high and --old-logprobs "
+                "are --loss grpo's");
   for (auto [flag, text, target] :
        {std::make_tuple("--bucket-size", &bucketSize, &options.bucketBytes),
         std::make_tuple("--max-in-flight-bytes", &maxInFlightBytes,
