@@ -224,6 +224,37 @@ std::vector<int64_t> shapeOf(const py::array &array) {
   return std::vector<int64_t>(array.shape(), array.shape() + array.ndim());
 }
 
+using FloatArray = py::array_t<float, py::array::c_style>;
+
+/// "a, b, c".
+std::string joined(const std::vector<std::string> &names) {
+  std::string text;
+  for (const std::string &name : names)
+    text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
+/// `object` as a C-contiguous float32 array of shape `expected` (numbers
+/// and bools convert; a mask of ints or bools is fine); a failure names
+/// `name`.
+Status floatArray(py::handle object, const char *name,
+                  const std::vector<int64_t> &expected, FloatArray &out) {
+  py::array array = py::array::ensure(object);
+  if (!array)
+    return failure(name, " is not an array");
+  char kind = array.dtype().kind();
+  if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b')
+    return failure(name, " holds ", py::str(array.dtype()).cast<std::string>(),
+                   ", not numbers");
+  if (shapeOf(array) != expected)
+    return failure(name, " is ", shapeText(shapeOf(array)), "; the plan takes ",
+                   shapeText(expected));
+  out = FloatArray::ensure(array);
+  if (!out)
+    return failure(name, " cannot be converted to float32");
+  return Status::success();
+}
+
 //===----------------------------------------------------------------------===//
 // zplan.gather_rows
 //===----------------------------------------------------------------------===//
@@ -323,7 +354,12 @@ public:
     openSessions.erase(this);
   }
 
-  double trainStep(py::handle inputIds, py::handle labels) {
+  /// The RL inputs of train_step (docs/rl.md), by their keyword names.
+  struct RlInputs {
+    py::handle completionMask, advantages, oldLogprobs, refLogprobs;
+  };
+
+  double trainStep(py::handle inputIds, py::handle labels, const RlInputs &rl) {
     session::Session &open = get();
     Int64Array ids, labelIds;
     Status local = open.checkCanTrain();
@@ -342,12 +378,45 @@ public:
     if (local.ok() && hasLabels && shapeOf(labelIds) != expected)
       local = failure("labels is ", shapeText(shapeOf(labelIds)),
                       ", the plan's micro-batch is ", shapeText(expected));
+    // The RL inputs: exactly the ones the step takes, each of its shape.
+    FloatArray arrays[4];
+    bool present[4] = {false, false, false, false};
+    const std::pair<const char *, py::handle> given[4] = {
+        {"completion_mask", rl.completionMask},
+        {"advantages", rl.advantages},
+        {"old_logprobs", rl.oldLogprobs},
+        {"ref_logprobs", rl.refLogprobs}};
+    std::vector<std::string> takes =
+        local.ok() ? open.trainRlInputs() : std::vector<std::string>();
+    for (int i = 0; i < 4 && local.ok(); ++i) {
+      auto [name, object] = given[i];
+      bool wanted = std::find(takes.begin(), takes.end(), name) != takes.end();
+      if (wanted && object.is_none())
+        local = failure("train_step needs ", name,
+                        ": the plan's loss takes it (", joined(takes), ")");
+      else if (!wanted && !object.is_none())
+        local = failure("train_step got ", name,
+                        ", which the plan's loss does not take",
+                        takes.empty() ? std::string(" (it takes no RL inputs)")
+                                      : " (it takes " + joined(takes) + ")");
+      else if (wanted) {
+        local = floatArray(object, name,
+                           i == 1 ? open.trainAdvantagesShape() : expected,
+                           arrays[i]);
+        present[i] = true;
+      }
+    }
     agreeOrRaise(local);
 
     session::TrainBatch batch;
     batch.inputIds = ids.data();
     batch.shape = expected;
     batch.labels = hasLabels ? labelIds.data() : nullptr;
+    const float **slots[4] = {&batch.completionMask, &batch.advantages,
+                              &batch.oldLogprobs, &batch.refLogprobs};
+    for (int i = 0; i < 4; ++i)
+      if (present[i])
+        *slots[i] = arrays[i].data();
     double stepLoss = 0;
     Status status = Status::success();
     {
@@ -357,6 +426,50 @@ public:
     failIfStopped(status);
     loss = stepLoss;
     return stepLoss;
+  }
+
+  /// This rank's rows [B, T] -> their per-token log-probs [B, T] (and
+  /// entropies), zero where `mask` is 0.
+  py::object logprobs(py::handle inputIds, py::handle mask, bool entropy) {
+    session::Session &open = get();
+    Int64Array ids;
+    FloatArray maskArray;
+    bool masked = !mask.is_none();
+    Status local = open.checkCanLogprobs();
+    std::vector<int64_t> expected =
+        local.ok() ? open.logprobsInputShape() : std::vector<int64_t>();
+    if (local.ok())
+      local = int64Array(inputIds, "input_ids", 2, ids);
+    if (local.ok() && shapeOf(ids) != expected)
+      local =
+          failure("input_ids is ", shapeText(shapeOf(ids)),
+                  "; the plan's logprobs program takes ", shapeText(expected));
+    if (local.ok() && !mask.is_none())
+      local = floatArray(mask, "mask", expected, maskArray);
+    agreeOrRaise(local);
+
+    session::LogprobsResult result;
+    Status status = Status::success();
+    {
+      py::gil_scoped_release unlocked;
+      status = open.logprobs(ids.data(), result);
+    }
+    failIfStopped(status);
+    auto toArray = [&](std::vector<float> &values) {
+      FloatArray out({static_cast<py::ssize_t>(expected[0]),
+                      static_cast<py::ssize_t>(expected[1])});
+      float *data = out.mutable_data();
+      for (size_t i = 0; i < values.size(); ++i)
+        data[i] = masked && maskArray.data()[i] == 0 ? 0.0f : values[i];
+      return out;
+    };
+    FloatArray logp = toArray(result.logprobs);
+    if (!entropy)
+      return std::move(logp);
+    if (result.entropy.empty())
+      throw std::runtime_error("the plan's logprobs program has no entropy "
+                               "output");
+    return py::make_tuple(logp, toArray(result.entropy));
   }
 
   /// This rank's rows ([B, Pmax]) -> their tokens [B, M]; with `gather`,
@@ -566,11 +679,39 @@ PYBIND11_MODULE(zplan, module) {
            "(zrun --backend). Keyword options are zrun train's "
            "optimizer and schedule flags: lr, warmup, lr_schedule, min_lr, "
            "steps, grad_accum, weight_decay, beta1, beta2, eps.")
-      .def("train_step", &PySession::trainStep, py::arg("input_ids"),
-           py::arg("labels") = py::none(),
-           "One micro-step on this rank's micro-batch (int [B, T]); the "
-           "optimizer steps after every grad_accum-th. Returns the "
-           "micro-step's loss, the mean over the ranks.")
+      .def(
+          "train_step",
+          [](PySession &self, py::handle inputIds, py::handle labels,
+             py::handle completionMask, py::handle advantages,
+             py::handle oldLogprobs, py::handle refLogprobs) {
+            return self.trainStep(
+                inputIds, labels,
+                {completionMask, advantages, oldLogprobs, refLogprobs});
+          },
+          py::arg("input_ids"), py::arg("labels") = py::none(),
+          py::arg("completion_mask") = py::none(),
+          py::arg("advantages") = py::none(),
+          py::arg("old_logprobs") = py::none(),
+          py::arg("ref_logprobs") = py::none(),
+          "One micro-step on this rank's micro-batch (int [B, T]); the "
+          "optimizer steps after every grad_accum-th. Returns the "
+          "micro-step's loss over every rank (the mean over the ranks; for "
+          "a token-sum loss, the sum over the ranks' completion tokens "
+          "divided by their count). A plan compiled with --loss grpo or dpo "
+          "takes completion_mask [B, T], and as compiled advantages [B] or "
+          "[B, T], old_logprobs [B, T] and ref_logprobs [B, T] (per-token "
+          "log-probs as logprobs() returns them); DPO's input_ids are the "
+          "chosen rows, then the rejected ones (docs/rl.md).")
+      .def("logprobs", &PySession::logprobs, py::arg("input_ids"),
+           py::arg("mask") = py::none(), py::arg("entropy") = false,
+           "Per-token log-probs of this rank's rows (int [B, T]): float32 "
+           "[B, T], column t = log p(x_t | x_<t), column 0 = 0; zero where "
+           "mask (same shape) is 0. With entropy=True, (logprobs, entropy). "
+           "Needs a logprobs program: zcc --mode logprobs (a frozen "
+           "reference) or --loss grpo / dpo. Collective.")
+      .def_property_readonly(
+          "can_logprobs",
+          [](PySession &self) { return self.get().canLogprobs(); })
       .def(
           "generate",
           [](PySession &self, py::handle prompts, py::handle promptLengths,

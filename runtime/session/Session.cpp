@@ -54,6 +54,15 @@ Status Session::State::findTraining() {
   inputIds = plan::findBinding(step->inputs(), plan::BINDING_ROLE_INPUT_IDS);
   labels = plan::findBinding(step->inputs(), plan::BINDING_ROLE_LABELS);
   loss = plan::findBinding(step->outputs(), plan::BINDING_ROLE_LOSS);
+  completionMask =
+      plan::findBinding(step->inputs(), plan::BINDING_ROLE_COMPLETION_MASK);
+  advantages = plan::findBinding(step->inputs(), plan::BINDING_ROLE_ADVANTAGES);
+  oldLogprobs =
+      plan::findBinding(step->inputs(), plan::BINDING_ROLE_OLD_LOGPROBS);
+  refLogprobs =
+      plan::findBinding(step->inputs(), plan::BINDING_ROLE_REF_LOGPROBS);
+  tokenSumLoss =
+      step->loss_normalization() == plan::LOSS_NORMALIZATION_TOKEN_SUM;
   gradientOf.assign(plan.groups_size(), 0);
   for (const plan::Instruction &instruction : step->instructions())
     if (instruction.opcode() == plan::OPCODE_REDUCE_SCATTER ||
@@ -65,6 +74,29 @@ Status Session::State::findTraining() {
     for (const plan::Instruction &instruction : optimizer->instructions())
       sgd |= instruction.opcode() == plan::OPCODE_SGD;
   }
+  return Status::success();
+}
+
+/// The logprobs program and its bindings.
+Status Session::State::findLogprobs() {
+  logprobsProgram = plan::findProgram(plan, plan::PROGRAM_KIND_LOGPROBS);
+  if (!logprobsProgram)
+    return failure("the plan has no program 'logprobs': compile the model "
+                   "with zcc --mode logprobs, or --mode train with --loss "
+                   "grpo or dpo");
+  ZR_RETURN_IF_ERROR(
+      checkProgramSupported(plan, *logprobsProgram, device->backend()));
+  for (const plan::Binding &input : logprobsProgram->inputs())
+    if (input.role() != plan::BINDING_ROLE_INPUT_IDS)
+      return failure("program 'logprobs' takes ", inQuotes(input.name()),
+                     " besides input_ids; Session.logprobs feeds input_ids "
+                     "only");
+  logprobsIds = plan::findBinding(logprobsProgram->inputs(),
+                                  plan::BINDING_ROLE_INPUT_IDS);
+  logprobsOut = plan::findBinding(logprobsProgram->outputs(),
+                                  plan::BINDING_ROLE_LOGPROBS);
+  entropyOut =
+      plan::findBinding(logprobsProgram->outputs(), plan::BINDING_ROLE_ENTROPY);
   return Status::success();
 }
 
@@ -134,6 +166,7 @@ Status Session::open(const std::string &planPath,
     ZR_RETURN_IF_ERROR(checkProgramSupported(plan, *state->optimizer,
                                              state->device->backend()));
   state->generateProblem = state->findGeneration();
+  state->logprobsProblem = state->findLogprobs();
 
   // The generation state is held only while a generation runs (generate()).
   ZR_RETURN_IF_ERROR(RankMemory::load(

@@ -108,11 +108,24 @@ struct SessionOptions {
 
 /// One micro-batch of this rank: int64 ids of trainInputShape() ([B, T]),
 /// row-major. `labels` (same shape) is fed to a plan whose step takes
-/// labels; null feeds the ids as labels (the model shifts them).
+/// labels; null feeds the ids as labels (the model shifts them). The RL
+/// inputs (docs/rl.md), f32 row-major, are fed to a step that takes them
+/// and must be given exactly when it does: completionMask, oldLogprobs and
+/// refLogprobs [B, T], advantages [B] or [B, T] as the plan says.
 struct TrainBatch {
   const int64_t *inputIds = nullptr;
   std::vector<int64_t> shape;
   const int64_t *labels = nullptr;
+  const float *completionMask = nullptr;
+  const float *advantages = nullptr;
+  const float *oldLogprobs = nullptr;
+  const float *refLogprobs = nullptr;
+};
+
+/// The result of logprobs(): f32 [B, T] each, row-major.
+struct LogprobsResult {
+  std::vector<float> logprobs;
+  std::vector<float> entropy;
 };
 
 /// One input of a program by name (zrun run and gradients feed whatever
@@ -277,8 +290,33 @@ public:
   uint64_t vocabulary() const;
 
   /// One micro-step on `batch`; after every K-th, the optimizer step.
-  /// `loss`: the micro-step's loss, the mean over the ranks. Collective.
+  /// `loss`: the micro-step's loss over every rank's micro-batch: the mean
+  /// over the ranks, or for a token-sum loss (plan LossNormalization) the
+  /// sum over every rank divided by their completion tokens. Collective.
   Status trainStep(const TrainBatch &batch, double &loss);
+  /// The train step's RL inputs (role names, "completion_mask", ...), in
+  /// the order of its bindings, and the shape of advantages ([B] or
+  /// [B, T]; empty without).
+  std::vector<std::string> trainRlInputs() const;
+  std::vector<int64_t> trainAdvantagesShape() const;
+  /// The train step's loss is a sum over completion tokens, divided by the
+  /// window's global count (TRL's dapo).
+  bool trainLossIsTokenSum() const;
+
+  //===--------------------------------------------------------------------===//
+  // Log-probs (docs/rl.md)
+  //===--------------------------------------------------------------------===//
+
+  /// The plan has a `logprobs` program (zcc --mode logprobs, or an RL
+  /// loss).
+  bool canLogprobs() const;
+  Status checkCanLogprobs() const;
+  /// Its input_ids shape [B, T].
+  std::vector<int64_t> logprobsInputShape() const;
+  /// Runs `logprobs` on this rank's `inputIds` ([B, T] int64, row-major):
+  /// per-token log-probs and entropies, column t about token t given the
+  /// ones before it, 0 in column 0. Collective.
+  Status logprobs(const int64_t *inputIds, LogprobsResult &result);
   /// What the last trainStep() did (optimizerStepped false before any).
   const WindowResult &lastWindow() const;
   /// Micro-steps run in the current accumulation window (0 .. K-1).

@@ -64,6 +64,12 @@ struct Session::State {
   const plan::Binding *labels = nullptr;
   const plan::Binding *loss = nullptr;
   const plan::Binding *hyper = nullptr;
+  /// The RL inputs of the step (null when it has none).
+  const plan::Binding *completionMask = nullptr;
+  const plan::Binding *advantages = nullptr;
+  const plan::Binding *oldLogprobs = nullptr;
+  const plan::Binding *refLogprobs = nullptr;
+  bool tokenSumLoss = false;
   /// Per group: its gradient accumulator (a STATE buffer id).
   std::vector<uint32_t> gradientOf;
   /// The optimizer step is SGD's (its beta1 slot holds the momentum).
@@ -72,9 +78,17 @@ struct Session::State {
   uint64_t microInWindow = 0;
   /// This rank's losses of the window's micro-steps, summed in double.
   double windowLossSum = 0;
+  /// A token-sum loss: this rank's completion tokens so far in the window.
+  double windowTokens = 0;
   WindowResult window;
 
   // Generation.
+  Status logprobsProblem = Status::success();
+  const plan::Program *logprobsProgram = nullptr;
+  const plan::Binding *logprobsIds = nullptr;
+  const plan::Binding *logprobsOut = nullptr;
+  const plan::Binding *entropyOut = nullptr;
+
   Status generateProblem = Status::success();
   std::array<const plan::Program *, kGenerationPrograms> programs{};
   const plan::Binding *prefillIds = nullptr;
@@ -92,6 +106,7 @@ struct Session::State {
   /// Session.cpp: the plan's parts by kind and role.
   Status findTraining();
   Status findGeneration();
+  Status findLogprobs();
   /// Fails once the session stopped (Session::stopped()).
   Status usable() const;
   /// Returns `status`, stopping the session when it is a failure: for
@@ -121,7 +136,9 @@ struct Session::State {
   Status runMicroStep(const std::vector<ProgramInput> &inputs,
                       float &localLoss);
   Status gradientNorm(double gradScale, double &norm);
-  Status runOptimizer(double lr);
+  Status runOptimizer(double lr, double gradScale);
+  /// The completion tokens `batch`'s mask counts (columns >= 1).
+  double completionTokens(const TrainBatch &batch) const;
 
   /// Generation.cpp.
   Status startGeneration(const GenerateRequest &request,

@@ -10,11 +10,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/plan/PlanQueries.h"
+#include "runtime/plan/ProgramContracts.h"
 #include "runtime/session/SessionState.h"
 #include "runtime/support/ShapeText.h"
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 using namespace zplan;
 using namespace zplan::session;
@@ -50,8 +52,27 @@ uint64_t Session::vocabulary() const {
   return 0;
 }
 
+std::vector<std::string> Session::trainRlInputs() const {
+  std::vector<std::string> names;
+  for (const plan::Binding *binding : {state->completionMask, state->advantages,
+                                       state->oldLogprobs, state->refLogprobs})
+    if (binding)
+      names.push_back(plan::bindingRoleName(binding->role()));
+  return names;
+}
+
+std::vector<int64_t> Session::trainAdvantagesShape() const {
+  if (!state->advantages)
+    return {};
+  return plan::shapeOf(
+      plan::bufferOf(state->plan, state->advantages->buffer()));
+}
+
+bool Session::trainLossIsTokenSum() const { return state->tokenSumLoss; }
+
 /// The batch fits `train_micro_step`'s input_ids (ProgramContracts.h:
-/// [B, T] int64, and labels of the same shape when it takes them).
+/// [B, T] int64, and labels of the same shape when it takes them), and
+/// gives exactly the RL inputs the step takes.
 Status Session::State::checkBatch(const TrainBatch &batch) const {
   ZR_RETURN_IF_ERROR(stepProblem);
   if (!inputIds)
@@ -63,7 +84,39 @@ Status Session::State::checkBatch(const TrainBatch &batch) const {
     return failure("the micro-batch is ", shapeText(batch.shape), "; program ",
                    inQuotes(step->name()), " takes input_ids ", shapeText(ids),
                    " int64");
+  const std::pair<const plan::Binding *, const float *> rl[] = {
+      {completionMask, batch.completionMask},
+      {advantages, batch.advantages},
+      {oldLogprobs, batch.oldLogprobs},
+      {refLogprobs, batch.refLogprobs}};
+  const char *names[] = {"completion_mask", "advantages", "old_logprobs",
+                         "ref_logprobs"};
+  for (size_t i = 0; i < std::size(rl); ++i) {
+    if (rl[i].first && !rl[i].second)
+      return failure(
+          "program ", inQuotes(step->name()), " takes ", names[i], " ",
+          shapeText(plan::shapeOf(plan::bufferOf(plan, rl[i].first->buffer()))),
+          " float32, and none was given");
+    if (!rl[i].first && rl[i].second)
+      return failure(names[i], " was given, but program ",
+                     inQuotes(step->name()), " does not take it",
+                     i == 2   ? " (compile with zcc --old-logprobs)"
+                     : i == 3 ? " (compile with zcc --beta > 0)"
+                              : "");
+  }
   return Status::success();
+}
+
+double Session::State::completionTokens(const TrainBatch &batch) const {
+  if (!completionMask || !batch.completionMask)
+    return 0;
+  int64_t rows = batch.shape[0], columns = batch.shape[1];
+  double count = 0;
+  // Column 0 has no log-prob: the loss never counts it (docs/rl.md).
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t column = 1; column < columns; ++column)
+      count += batch.completionMask[row * columns + column];
+  return count;
 }
 
 /// `batch` (checked) as the step's inputs: input_ids, and labels when the
@@ -78,6 +131,16 @@ Session::State::inputsOf(const TrainBatch &batch) const {
   if (labels)
     inputs.push_back(
         {labels->name(), batch.labels ? batch.labels : batch.inputIds, bytes});
+  for (auto [binding, data] :
+       {std::make_pair(completionMask, batch.completionMask),
+        std::make_pair(advantages, batch.advantages),
+        std::make_pair(oldLogprobs, batch.oldLogprobs),
+        std::make_pair(refLogprobs, batch.refLogprobs)})
+    if (binding)
+      inputs.push_back(
+          {binding->name(), data,
+           plan::elementCount(plan::bufferOf(plan, binding->buffer())) *
+               sizeof(float)});
   return inputs;
 }
 
@@ -115,14 +178,13 @@ Status Session::State::gradientNorm(double gradScale, double &norm) {
   return Status::success();
 }
 
-/// Optimizer step number optimizerSteps (0-based) at rate `lr`.
-Status Session::State::runOptimizer(double lr) {
+/// Optimizer step number optimizerSteps (0-based) at rate `lr`, on the
+/// accumulators times `gradScale`.
+Status Session::State::runOptimizer(double lr, double gradScale) {
   const TrainConfig &config = options.train;
   train::OptimizerSettings settings = config.optimizer;
   if (sgd)
     settings.beta1 = config.momentum;
-  double gradScale =
-      1.0 / (static_cast<double>(config.gradAccum) * communicator.size());
   if (double clip = config.clipGradNorm; clip > 0) {
     // torch.nn.utils.clip_grad_norm_'s coefficient, clamped to 1.
     double norm = 0;
@@ -144,32 +206,58 @@ Status Session::trainStep(const TrainBatch &batch, double &loss) {
   return s.stopOn(s.microStep(batch, loss));
 }
 
-/// trainStep() on a checked batch.
+/// trainStep() on a checked batch. A mean loss (plan
+/// LOSS_NORMALIZATION_MEAN) is scaled by 1 / (K N) at the optimizer step; a
+/// token-sum loss by 1 / the window's completion tokens on every rank,
+/// which one all-reduce adds up with the window's loss (TRL's dapo with
+/// num_items_in_batch). Each micro-step reports its loss over every rank.
 Status Session::State::microStep(const TrainBatch &batch, double &loss) {
   State &s = *this;
   float local = 0;
   ZR_RETURN_IF_ERROR(s.runMicroStep(s.inputsOf(batch), local));
   s.windowLossSum += local;
-  float total = local;
-  ZR_RETURN_IF_ERROR(s.communicator.allReduce(&total, 1));
-  loss = total / static_cast<double>(s.communicator.size());
+  double tokens = s.completionTokens(batch);
+  s.windowTokens += tokens;
+  if (s.tokenSumLoss) {
+    double both[2] = {local, tokens};
+    ZR_RETURN_IF_ERROR(s.communicator.allReduce(both, 2, ElementType::F64));
+    loss = both[0] / std::max(both[1], 1.0);
+  } else {
+    float total = local;
+    ZR_RETURN_IF_ERROR(s.communicator.allReduce(&total, 1));
+    loss = total / static_cast<double>(s.communicator.size());
+  }
   s.window = WindowResult();
   s.window.step = s.optimizerSteps;
   if (++s.microInWindow < s.options.train.gradAccum)
     return Status::success();
-  // The window's loss exactly as zrun train has always logged it.
-  float windowTotal = static_cast<float>(s.windowLossSum);
-  ZR_RETURN_IF_ERROR(s.communicator.allReduce(&windowTotal, 1));
   double lr = s.options.train.schedule.at(s.optimizerSteps);
-  ZR_RETURN_IF_ERROR(s.runOptimizer(lr));
+  double gradScale, windowLoss;
+  if (s.tokenSumLoss) {
+    double both[2] = {s.windowLossSum, s.windowTokens};
+    ZR_RETURN_IF_ERROR(s.communicator.allReduce(both, 2, ElementType::F64));
+    // TRL clamps the count to 1: a window without completion tokens
+    // steps on zero gradients.
+    double count = std::max(both[1], 1.0);
+    gradScale = 1.0 / count;
+    windowLoss = both[0] / count;
+  } else {
+    // The window's loss exactly as zrun train has always logged it.
+    float windowTotal = static_cast<float>(s.windowLossSum);
+    ZR_RETURN_IF_ERROR(s.communicator.allReduce(&windowTotal, 1));
+    double micro =
+        static_cast<double>(s.options.train.gradAccum) * s.communicator.size();
+    gradScale = 1.0 / micro;
+    windowLoss = windowTotal / micro;
+  }
+  ZR_RETURN_IF_ERROR(s.runOptimizer(lr, gradScale));
   s.window.optimizerStepped = true;
   s.window.step = ++s.optimizerSteps;
-  s.window.loss =
-      windowTotal /
-      (static_cast<double>(s.options.train.gradAccum) * s.communicator.size());
+  s.window.loss = windowLoss;
   s.window.lr = lr;
   s.microInWindow = 0;
   s.windowLossSum = 0;
+  s.windowTokens = 0;
   return Status::success();
 }
 
@@ -194,9 +282,19 @@ Session::State::gatherGradients(const std::vector<ProgramInput> &inputs,
   ZR_RETURN_IF_ERROR(s.runMicroStep(inputs, loss));
   ZR_RETURN_IF_ERROR(s.communicator.allReduce(&loss, 1));
   float ranks = static_cast<float>(s.communicator.size());
-  loss /= ranks;
   // Every rank ran the same inputs, so the reduction summed N equal
-  // gradients: divide by N.
+  // gradients: divide by N, and a token-sum loss also by its tokens.
+  if (s.tokenSumLoss) {
+    for (const ProgramInput &input : inputs)
+      if (input.name == s.completionMask->name()) {
+        TrainBatch batch;
+        batch.shape =
+            plan::shapeOf(plan::bufferOf(s.plan, s.inputIds->buffer()));
+        batch.completionMask = static_cast<const float *>(input.data);
+        ranks *= static_cast<float>(std::max(s.completionTokens(batch), 1.0));
+      }
+  }
+  loss /= ranks;
   groups.assign(s.plan.groups_size(), {});
   for (int group = 0; group < s.plan.groups_size(); ++group) {
     const plan::Group &entry = s.plan.groups(group);

@@ -139,6 +139,11 @@ void zplan::tooling::printInspect(const std::string &path,
                  : ", lockstep every " +
                        std::to_string(program.lockstep_period()) +
                        (program.lockstep_period() == 1 ? " step" : " steps"));
+    // docs/rl.md section 3: what the runtime divides the window's gradient
+    // by.
+    if (program.loss_normalization() == plan::LOSS_NORMALIZATION_TOKEN_SUM)
+      os << ", loss summed over completion tokens (divided by the window's "
+            "global count)";
     os << "\n  ops:";
     const char *separator = " ";
     for (const auto &[op, count] : byOp) {
