@@ -249,7 +249,9 @@ def loop(args):
             logprobs = policy.logprobs(ids[mine], mask=mask[mine])  # before the step
             delta = ref_logprobs - logprobs
             kl_sum += float(((np.exp(delta) - delta - 1) * mask[mine]).sum())
-            extra = {"ref_logprobs": ref_logprobs} if args.beta > 0 else {}
+            # The plan says whether its loss has a KL term (zcc --beta > 0).
+            extra = ({"ref_logprobs": ref_logprobs}
+                     if "ref_logprobs" in policy.train_rl_inputs else {})
             policy.train_step(ids[mine], completion_mask=mask[mine],
                               advantages=advantages[mine], **extra)
         step = policy.last_step

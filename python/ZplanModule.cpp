@@ -710,6 +710,14 @@ PYBIND11_MODULE(zplan, module) {
            "Needs a logprobs program: zcc --mode logprobs (a frozen "
            "reference) or --loss grpo / dpo. Collective.")
       .def_property_readonly(
+          "train_rl_inputs",
+          [](PySession &self) {
+            return py::tuple(py::cast(self.get().trainRlInputs()));
+          },
+          "The RL inputs the plan's train step takes, by train_step's "
+          "keyword names (completion_mask, advantages, old_logprobs, "
+          "ref_logprobs); empty for causal-lm.")
+      .def_property_readonly(
           "can_logprobs",
           [](PySession &self) { return self.get().canLogprobs(); })
       .def(
