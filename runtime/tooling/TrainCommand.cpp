@@ -341,6 +341,13 @@ int zplan::tooling::trainPlan(const Arguments &arguments,
   Status checked = openSession(arguments, communicator, session);
   if (checked.ok())
     checked = session->checkCanTrain();
+  // An RL loss needs per-row inputs (masks, advantages) a token file does
+  // not have: those plans train from Python (docs/rl.md).
+  if (checked.ok() && !session->trainRlInputs().empty())
+    checked = failure("zrun train feeds token rows; this plan's loss also "
+                      "takes RL inputs (completion_mask, ...): train it from "
+                      "Python with Session.train_step (docs/rl.md), or check "
+                      "one micro-step with zrun gradients --input NAME=FILE");
   if (checked.ok())
     checked = checkTrainInputs(arguments, *session, communicator, run);
   if (!agree(communicator, checked))
