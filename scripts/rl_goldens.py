@@ -81,7 +81,15 @@ Arrays (strings are numpy unicode scalars; np.load needs no pickle):
                        arrays above, converted to float64)
   <C>:grad:<name>      float32, d <C>:loss / d parameter for every param_names
                        entry (zeros where the loss does not reach it); a tied
-                       weight's is the sum over its uses (GPT-2's wte)
+                       weight's is the sum over its uses (GPT-2's wte). Whole
+                       tensors for the configs of FULL_GRADIENT_CONFIGS only
+                       (the one that exercises every term); for the others,
+                       to keep the committed file small:
+  <C>:gradidx:<name>   int64, GRADIENT_SAMPLES flat indices drawn with a
+                       fixed seed, and the index of the largest |g|, sorted
+  <C>:gradval:<name>   float32, the gradient at those indices
+  <C>:gradmax:<name>   float64 [], max |g| over the whole tensor (the bound's
+                       scale)
   <C>:dlogprobs        float64 [8, 8], d <C>:loss / d logprobs (what TRL's code
                        is compared on)
   <C>:loss_type        "grpo" or "dapo"
@@ -98,7 +106,7 @@ Arrays (strings are numpy unicode scalars; np.load needs no pickle):
                        per-token log-probs of the model
   dpo_ref_chosen_logprobs, dpo_ref_rejected_logprobs  float32 [4, 8]: the
                        policy's + normal(0, 0.2) at t >= 1
-  dpo:loss, dpo:grad:<name>, dpo:beta (0.1), dpo:loss_type ("sigmoid"),
+  dpo:loss, dpo:grad*:<name>, dpo:beta (0.1), dpo:loss_type ("sigmoid"),
   dpo:dlogprobs_chosen, dpo:dlogprobs_rejected  as for the GRPO configs
   ort_logits_rel       max |onnxruntime - torch float64| logit over input_ids,
                        relative to the largest |logit|
@@ -165,10 +173,35 @@ GRPO_CONFIGS = [
 ]
 UNCORRECTED = "_uncorrected"
 FD_CONFIGS = ("grpo_clip_kl", "dapo_clip_kl_token", "dpo")
+# Whole gradients for these; sampled entries for the rest (the file stays
+# small: whole float32 gradients are ~350 KB a config).
+FULL_GRADIENT_CONFIGS = ("dapo_clip_kl_token",)
+GRADIENT_SAMPLES = 32
 ZERO_CONFIGS = ("grpo_plain", "dapo_plain")
 FD_EPS = 1e-6
 TRL_TOLERANCE = 1e-10
 FUSED_HEAD_TOLERANCE = 1e-5
+
+
+def store_gradients(arrays, config, names, grads):
+    """Whole float32 tensors for FULL_GRADIENT_CONFIGS; else, per tensor,
+    GRADIENT_SAMPLES entries at seeded indices plus its largest |g|, and that
+    largest |g| (the docstring's <C>:gradidx/gradval/gradmax)."""
+    for number, k in enumerate(names):
+        g = np.asarray(grads[k])
+        if config in FULL_GRADIENT_CONFIGS:
+            arrays[f"{config}:grad:{k}"] = g.astype(np.float32)
+            continue
+        flat = g.reshape(-1)
+        rng = np.random.default_rng([SEED_GRADIENT_SAMPLES, number])
+        drawn = rng.choice(flat.size, size=min(GRADIENT_SAMPLES, flat.size), replace=False)
+        index = np.unique(np.append(drawn, int(np.argmax(np.abs(flat)))))
+        arrays[f"{config}:gradidx:{k}"] = index.astype(np.int64)
+        arrays[f"{config}:gradval:{k}"] = flat[index].astype(np.float32)
+        arrays[f"{config}:gradmax:{k}"] = np.float64(np.abs(flat).max())
+
+
+SEED_GRADIENT_SAMPLES = 11
 
 
 def selected_configs(args):
@@ -452,8 +485,7 @@ def produce(arch, args, versions):
         all_grads[c] = grads
         print(f"  {c:32s} loss {loss:+.12f}{note}")
         arrays[f"{c}:loss"] = np.float64(loss)
-        for k in names:
-            arrays[f"{c}:grad:{k}"] = grads[k].astype(np.float32)
+        store_gradients(arrays, c, names, grads)
         arrays[f"{c}:dlogprobs"] = dlp.numpy().copy()
         arrays[f"{c}:loss_type"] = np.array(cfg["loss_type"])
         arrays[f"{c}:beta"] = np.float64(cfg["beta"])
@@ -506,8 +538,7 @@ def produce(arch, args, versions):
         "dpo:dlogprobs_chosen": d_c.numpy().copy(),
         "dpo:dlogprobs_rejected": d_r.numpy().copy(),
     })
-    for k in names:
-        arrays[f"dpo:grad:{k}"] = dgrads[k].astype(np.float32)
+    store_gradients(arrays, "dpo", names, dgrads)
     arrays["ort_logits_rel"] = np.float64(ort_rel)
 
     # What TRL's fused LM head needs: the last hidden states and the LM head.
