@@ -85,7 +85,14 @@ buildModelModule(mlir::MLIRContext &context, const CompileOptions &options,
   autodiff.epsilonHigh = options.epsilonHigh.value_or(-1.0);
   autodiff.oldLogprobs = options.oldLogprobs;
   autodiff.biasCorrectionKl = options.biasCorrectionKl;
-  if (trains(options.mode)) {
+  const llvm::StringRef stepInputs[] = {"labels", "completion_mask",
+                                        "advantages", "old_logprobs",
+                                        "ref_logprobs"};
+  // The model is read here only when one of those shapes is given.
+  if (trains(options.mode) &&
+      llvm::any_of(stepInputs, [&](llvm::StringRef name) {
+        return import.inputShapes.count(name.str()) != 0;
+      })) {
     onnx::ModelProto model;
     if (llvm::Error error = readOnnxModel(options.modelPath, model))
       return std::move(error);
@@ -96,8 +103,7 @@ buildModelModule(mlir::MLIRContext &context, const CompileOptions &options,
                           });
     };
     auto ids = import.inputShapes.find("input_ids");
-    for (llvm::StringRef name : {"labels", "completion_mask", "advantages",
-                                 "old_logprobs", "ref_logprobs"}) {
+    for (llvm::StringRef name : stepInputs) {
       auto given = import.inputShapes.find(name.str());
       if (given == import.inputShapes.end() || modelHas(name))
         continue;

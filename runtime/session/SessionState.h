@@ -137,8 +137,9 @@ struct Session::State {
                       float &localLoss);
   Status gradientNorm(double gradScale, double &norm);
   Status runOptimizer(double lr, double gradScale);
-  /// The completion tokens `batch`'s mask counts (columns >= 1).
-  double completionTokens(const TrainBatch &batch) const;
+  /// The completion tokens a completion mask of the step's input_ids shape
+  /// counts (columns >= 1).
+  double completionTokens(const float *mask) const;
 
   /// Generation.cpp.
   Status startGeneration(const GenerateRequest &request,

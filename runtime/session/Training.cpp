@@ -107,15 +107,15 @@ Status Session::State::checkBatch(const TrainBatch &batch) const {
   return Status::success();
 }
 
-double Session::State::completionTokens(const TrainBatch &batch) const {
-  if (!completionMask || !batch.completionMask)
-    return 0;
-  int64_t rows = batch.shape[0], columns = batch.shape[1];
+double Session::State::completionTokens(const float *mask) const {
+  std::vector<int64_t> shape =
+      plan::shapeOf(plan::bufferOf(plan, inputIds->buffer()));
+  int64_t rows = shape[0], columns = shape[1];
   double count = 0;
   // Column 0 has no log-prob: the loss never counts it (docs/rl.md).
   for (int64_t row = 0; row < rows; ++row)
     for (int64_t column = 1; column < columns; ++column)
-      count += batch.completionMask[row * columns + column];
+      count += mask[row * columns + column];
   return count;
 }
 
@@ -216,9 +216,9 @@ Status Session::State::microStep(const TrainBatch &batch, double &loss) {
   float local = 0;
   ZR_RETURN_IF_ERROR(s.runMicroStep(s.inputsOf(batch), local));
   s.windowLossSum += local;
-  double tokens = s.completionTokens(batch);
-  s.windowTokens += tokens;
   if (s.tokenSumLoss) {
+    double tokens = s.completionTokens(batch.completionMask);
+    s.windowTokens += tokens;
     double both[2] = {local, tokens};
     ZR_RETURN_IF_ERROR(s.communicator.allReduce(both, 2, ElementType::F64));
     loss = both[0] / std::max(both[1], 1.0);
@@ -284,16 +284,11 @@ Session::State::gatherGradients(const std::vector<ProgramInput> &inputs,
   float ranks = static_cast<float>(s.communicator.size());
   // Every rank ran the same inputs, so the reduction summed N equal
   // gradients: divide by N, and a token-sum loss also by its tokens.
-  if (s.tokenSumLoss) {
+  if (s.tokenSumLoss)
     for (const ProgramInput &input : inputs)
-      if (input.name == s.completionMask->name()) {
-        TrainBatch batch;
-        batch.shape =
-            plan::shapeOf(plan::bufferOf(s.plan, s.inputIds->buffer()));
-        batch.completionMask = static_cast<const float *>(input.data);
-        ranks *= static_cast<float>(std::max(s.completionTokens(batch), 1.0));
-      }
-  }
+      if (input.name == s.completionMask->name())
+        ranks *= static_cast<float>(std::max(
+            s.completionTokens(static_cast<const float *>(input.data)), 1.0));
   loss /= ranks;
   groups.assign(s.plan.groups_size(), {});
   for (int group = 0; group < s.plan.groups_size(); ++group) {
