@@ -65,6 +65,8 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
   schedule.hardware = options.hardware;
   schedule.bucketBytes = options.bucketBytes;
   schedule.persistenceThreshold = options.persistenceThreshold;
+  schedule.paramDtype = options.paramDtype;
+  schedule.reduceDtype = options.reduceDtype;
   schedule.maxInFlight = options.maxInFlight;
   schedule.maxInFlightBytes = options.maxInFlightBytes;
   schedule.optimizer = options.optimizer;

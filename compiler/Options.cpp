@@ -210,6 +210,11 @@ llvm::Error zplan::validateOptions(const CompileOptions &options) {
   if (options.persistenceThreshold < 0)
     return makeError("--persistence-threshold must not be negative, got " +
                      llvm::Twine(options.persistenceThreshold));
+  for (auto [flag, value] : {std::pair{"--param-dtype", &options.paramDtype},
+                             std::pair{"--reduce-dtype", &options.reduceDtype}})
+    if (*value != "fp32" && *value != "bf16")
+      return makeError("unknown " + llvm::Twine(flag) + " '" + *value +
+                       "'; expected fp32 or bf16");
   if (options.bucketBytes < 0 || options.maxInFlightBytes < 0)
     return makeError("--bucket-size and --max-in-flight-bytes must not be "
                      "negative");

@@ -105,6 +105,12 @@ struct CompileOptions {
   SchedulePolicy policy = SchedulePolicy::Default;
   int64_t bucketBytes = 32 << 20;
   int64_t persistenceThreshold = 100000;
+  /// Mixed precision (docs/mixed-precision.md; FSDP2's names): the type
+  /// parameters are gathered and computed from, and the type gradients are
+  /// reduced in: "fp32" or "bf16". The shards, optimizer state and
+  /// checkpoints stay fp32.
+  std::string paramDtype = "fp32";
+  std::string reduceDtype = "fp32";
   int64_t maxInFlight = 2;
   int64_t maxInFlightBytes = 0;
   /// Generation: may the default policy carry decode's first streamed

@@ -70,6 +70,12 @@ void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
   shard.alignment = options.alignment;
   pm.addPass(createShardParameters(shard));
 
+  // Before anything that counts gathered bytes: the bf16 copies are half.
+  MixedPrecisionOptions precision;
+  precision.paramDtype = options.paramDtype;
+  precision.reduceDtype = options.reduceDtype;
+  pm.addPass(createMixedPrecision(precision));
+
   OptimizerStepOptions optimizer;
   optimizer.optimizer = options.optimizer;
   pm.addPass(createOptimizerStep(optimizer));

@@ -56,11 +56,14 @@ struct ScheduleOptions {
   /// it off to reschedule a plan whose arena, planned around the carried
   /// copy's pinned offset, exceeds the budget.
   bool crossStepPrefetch = true;
+  /// Mixed precision (zplan-mixed-precision): fp32 | bf16.
+  std::string paramDtype = "fp32";
+  std::string reduceDtype = "fp32";
 };
 
-/// shard -> optimizer step -> recompute (training, over budget) -> insert
-/// gathers/releases -> prefetch -> cross-step prefetch (generation) ->
-/// verify.
+/// shard -> mixed precision -> optimizer step -> recompute (training, over
+/// budget) -> insert gathers/releases -> prefetch -> cross-step prefetch
+/// (generation) -> verify.
 void buildSchedulePipeline(mlir::OpPassManager &pm,
                            const ScheduleOptions &options);
 

@@ -111,6 +111,13 @@ public:
   /// target[i] += source[i] for i < count (f32).
   virtual Status accumulate(plan::Queue queue, float *target,
                             const float *source, uint64_t count) = 0;
+  // Mixed precision (plan.proto, Group.gather_dtype and reduce_dtype):
+  /// target[i] = source[i] rounded to bf16 (ops/Bfloat16.h), i < count.
+  virtual Status roundToBf16(plan::Queue queue, uint16_t *target,
+                             const float *source, uint64_t count) = 0;
+  /// target[i] += source[i] (bf16, widened exactly) for i < count.
+  virtual Status accumulateBf16(plan::Queue queue, float *target,
+                                const uint16_t *source, uint64_t count) = 0;
 
   // Device timings for --trace. A backend whose queues run asynchronously
   // times each instruction on the device: the executor then calls

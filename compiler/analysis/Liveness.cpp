@@ -18,22 +18,39 @@ uint64_t zplan::tensorBytes(Type type) {
          ((tensor.getElementTypeBitWidth() + 7) / 8);
 }
 
-/// Element size of a group: all its parameters share one element type (the
-/// sharding pass guarantees it), so the first one tells.
+/// Element size of a group's shard (`gathered` false) or of its gathered
+/// copy (true: its gather_type under mixed precision): all its parameters
+/// share one element type (the sharding pass guarantees it), so the first
+/// one tells.
 static uint64_t groupElementBytes(zero::GroupOp group,
-                                  const SymbolTable &symbols) {
+                                  const SymbolTable &symbols, bool gathered) {
   auto first = llvm::cast<FlatSymbolRefAttr>(group.getParams()[0]);
-  auto type = symbols.lookup<nn::ParameterOp>(first.getAttr()).getTensorType();
-  return (type.getElementTypeBitWidth() + 7) / 8;
+  Type type = symbols.lookup<nn::ParameterOp>(first.getAttr())
+                  .getTensorType()
+                  .getElementType();
+  if (gathered)
+    type = group.getGatheredElementType(type);
+  return (type.getIntOrFloatBitWidth() + 7) / 8;
 }
 
+/// Bytes of a group's gathered copy (its padded elements).
 static uint64_t bytesOfGroup(zero::GroupOp group, const SymbolTable &symbols) {
   return static_cast<uint64_t>(group.getPaddedElements()) *
-         groupElementBytes(group, symbols);
+         groupElementBytes(group, symbols, /*gathered=*/true);
 }
 
 uint64_t zplan::groupBytes(zero::GroupOp group) {
   return bytesOfGroup(group, SymbolTable(group->getParentOfType<ModuleOp>()));
+}
+
+uint64_t zplan::reducedGroupBytes(zero::GroupOp group) {
+  uint64_t elementBytes =
+      group.getReduceType()
+          ? (group.getReduceType()->getIntOrFloatBitWidth() + 7) / 8
+          : groupElementBytes(group,
+                              SymbolTable(group->getParentOfType<ModuleOp>()),
+                              /*gathered=*/false);
+  return static_cast<uint64_t>(group.getPaddedElements()) * elementBytes;
 }
 
 Value zplan::viewSource(Value value) {
@@ -187,12 +204,13 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
         buffer.end = last;
 
   for (auto group : module.getOps<zero::GroupOp>()) {
-    uint64_t bytes = bytesOfGroup(group, symbols);
-    resident += group.getPersistent() ? bytes : bytes / group.getWorldSize();
+    uint64_t stored = static_cast<uint64_t>(group.getPaddedElements()) *
+                      groupElementBytes(group, symbols, /*gathered=*/false);
+    resident += group.getPersistent() ? stored : stored / group.getWorldSize();
     // A resident group's gathered copy lives for the whole generation,
     // beside its shard.
     if (group.getResident() && !group.getPersistent())
-      resident += bytes;
+      resident += bytesOfGroup(group, symbols);
   }
   // A generation module's KV cache: kept across its programs.
   for (auto cache : module.getOps<nn::KvCacheOp>())

@@ -39,8 +39,13 @@ namespace zplan {
 /// Bytes of a ranked tensor (element bit width rounded up to bytes).
 uint64_t tensorBytes(mlir::Type type);
 
-/// Bytes of a group's gathered (full, padded) buffer.
+/// Bytes of a group's gathered (full, padded) buffer, in the type it is
+/// gathered in (half the f32 bytes for a bf16 `gather_type`).
 uint64_t groupBytes(zero::GroupOp group);
+
+/// Bytes of a group's gradients as a reduction sends them (full, padded), in
+/// its `reduce_type` (bf16) or else its parameters' type.
+uint64_t reducedGroupBytes(zero::GroupOp group);
 
 /// Every op that reads `value`, directly or through nn.reshape views of it.
 llvm::SmallVector<mlir::Operation *> collectUsesThroughViews(mlir::Value value);

@@ -7,6 +7,7 @@
 #include "compiler/plan/Simulator.h"
 #include "runtime/plan/CheckedSizes.h"
 #include "runtime/plan/Opcodes.h"
+#include "runtime/plan/PlanFormat.h"
 #include "runtime/plan/PlanLoader.h"
 
 #include "llvm/Support/Format.h"
@@ -194,6 +195,22 @@ std::string zplan::formatReport(
      << (first.memory_budget() ? formatSize(first.memory_budget())
                                : std::string("none"))
      << "\n";
+  // Mixed precision (docs/mixed-precision.md): the types each group's
+  // shards, gathered copies and gradient reductions use, counted by group.
+  auto typeText = [](plan::DataType type) {
+    return llvm::StringRef(plan::planTypeName(type)).lower();
+  };
+  std::map<std::string, int> precisions;
+  for (const plan::Group &group : first.groups())
+    ++precisions["shards " + typeText(group.dtype()) +
+                 (group.persistent()
+                      ? std::string(" (persistent)")
+                      : ", gathered " + typeText(plan::gatherType(group))) +
+                 (group.frozen()
+                      ? std::string(", frozen")
+                      : ", reduced " + typeText(plan::reduceType(group)))];
+  for (const auto &[text, count] : precisions)
+    os << "precision: " << count << " group(s): " << text << "\n";
   for (int p = 0; p < first.programs_size(); ++p) {
     os << "program '" << first.programs(p).name() << "'\n";
     os << "  policy    gathered       collectives  peak/rank      "
@@ -214,7 +231,11 @@ std::string zplan::formatReport(
             instruction.opcode() == plan::OPCODE_CARRY_GATHER)
           gathered += plan::bufferOf(plan, instruction.results(0)).bytes();
         else
-          reduced += plan::groupBytes(plan.groups(instruction.group()));
+          reduced +=
+              plan::groupBytes(plan.groups(instruction.group())) *
+              plan::dataTypeSize(
+                  plan::reduceType(plan.groups(instruction.group()))) /
+              plan::dataTypeSize(plan.groups(instruction.group()).dtype());
       }
       const EmittedProgram *data =
           emitted->programs.size() > static_cast<size_t>(p)

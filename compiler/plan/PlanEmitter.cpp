@@ -128,6 +128,16 @@ public:
 
 private:
   void declareGroups();
+  /// On one rank a group's shard is the whole group, read in place: no
+  /// collective, no copy, no arena bytes. Not when the group gathers in
+  /// another type than its shard's (mixed precision): its copy is rounded
+  /// to bf16 by a one-rank gather, as on N ranks.
+  bool readsShardInPlace(uint32_t group) const {
+    const plan::Group &entry = result.plan.groups(group);
+    return result.plan.world_size() == 1 &&
+           (entry.gather_dtype() == plan::DATA_TYPE_UNSPECIFIED ||
+            entry.gather_dtype() == entry.dtype());
+  }
   uint32_t addBuffer(plan::Buffer::Kind kind, llvm::StringRef name,
                      RankedTensorType type);
   uint32_t addView(uint32_t base, uint64_t byteOffset, llvm::StringRef name,
@@ -233,6 +243,12 @@ void Emitter::declareGroups() {
         }
     }
     entry->set_dtype(dataTypeOf(element));
+    // Mixed precision (zplan-mixed-precision): the shard stays `element`
+    // (the f32 master); what is gathered and reduced may be bf16.
+    if (std::optional<Type> gather = group.getGatherType())
+      entry->set_gather_dtype(dataTypeOf(*gather));
+    if (std::optional<Type> reduce = group.getReduceType())
+      entry->set_reduce_dtype(dataTypeOf(*reduce));
     uint64_t full = group.getPaddedElements() * elementBytes(element);
     // zplan-shard-parameters bounds every group far below 2^63 elements.
     auto flat = RankedTensorType::get(
@@ -319,13 +335,14 @@ void Emitter::declareState(llvm::StringRef optimizer) {
 }
 
 /// The flat type of a group's gathered copy: all its padded elements, of
-/// its parameters' element type (a group holds one, its plan dtype).
+/// the type it gathers (its parameters' element type, a group holds one,
+/// or its bf16 gather_type).
 RankedTensorType wholeGroupType(zero::GroupOp group) {
   auto first = SymbolTable::lookupNearestSymbolFrom<nn::ParameterOp>(
       group, llvm::cast<FlatSymbolRefAttr>(group.getParams()[0]));
   return RankedTensorType::get(
       {static_cast<int64_t>(group.getPaddedElements())},
-      first.getTensorType().getElementType());
+      group.getGatheredElementType(first.getTensorType().getElementType()));
 }
 
 /// A generation module's state outside the arena: one CACHE buffer per
@@ -343,7 +360,7 @@ void Emitter::declareGeneration() {
   }
   for (auto group : module.getOps<zero::GroupOp>()) {
     if (!group.getResident() || group.getPersistent() ||
-        result.plan.world_size() == 1)
+        readsShardInPlace(groupIndex.lookup(group.getSymName())))
       continue;
     uint32_t index = groupIndex.lookup(group.getSymName());
     uint32_t id = addBuffer(plan::Buffer::RESIDENT,
@@ -372,7 +389,7 @@ void Emitter::declareGeneration() {
   uint64_t carryOffset = 0;
   for (auto group : module.getOps<zero::GroupOp>()) {
     if (!carried.contains(group.getSymName()) || group.getPersistent() ||
-        result.plan.world_size() == 1)
+        readsShardInPlace(groupIndex.lookup(group.getSymName())))
       continue;
     uint32_t index = groupIndex.lookup(group.getSymName());
     uint32_t id =
@@ -560,19 +577,18 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
       if (result.plan.groups(group).persistent())
         continue; // Gathered once at load.
       // On one rank the shard is the whole group: its tensors are read in
-      // place, with no collective, no copy and no arena bytes.
-      if (result.plan.world_size() == 1) {
+      // place, with no collective, no copy and no arena bytes (unless it
+      // gathers bf16: readsShardInPlace).
+      if (readsShardInPlace(group)) {
         tokenCopy[start.getToken()] = shardBuffer.lookup(group);
         continue;
       }
       const plan::Group &entry = result.plan.groups(group);
-      uint32_t copy = addBuffer(
-          plan::Buffer::ARENA, entry.name() + " (gathered)",
-          RankedTensorType::get(
-              {static_cast<int64_t>(entry.padded_elements())},
-              llvm::cast<zero::ShardType>(start.getShards()[0].getType())
-                  .getTensorType()
-                  .getElementType()));
+      auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
+          start, start.getGroupAttr());
+      uint32_t copy =
+          addBuffer(plan::Buffer::ARENA, entry.name() + " (gathered)",
+                    wholeGroupType(groupOp));
       buffer(copy).set_group(group);
       plan::Instruction &gather = addGroupGather(plan::OPCODE_ALL_GATHER, start,
                                                  start.getGroupAttr(), copy);
@@ -584,7 +600,7 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
       zero::GatherStartOp start = wait.getStart();
       uint32_t group = groupIndex.lookup(start.getGroupAttr().getValue());
       bool persistent = result.plan.groups(group).persistent();
-      bool inPlace = persistent || result.plan.world_size() == 1;
+      bool inPlace = persistent || readsShardInPlace(group);
       uint32_t base = persistent ? persistentBuffer.lookup(group)
                                  : tokenCopy.lookup(wait.getToken());
       if (!inPlace) {
@@ -693,10 +709,10 @@ llvm::Error Emitter::emitReduceScatter(zero::ReduceScatterStartOp start) {
       entry.persistent() ? plan::OPCODE_ALL_REDUCE
                          : plan::OPCODE_REDUCE_SCATTER,
       nullptr,
-      entry.persistent()
-          ? cost.allReduceSeconds(groupBytes(groupOp), result.plan.world_size())
-          : cost.reduceScatterSeconds(groupBytes(groupOp),
-                                      result.plan.world_size()));
+      entry.persistent() ? cost.allReduceSeconds(reducedGroupBytes(groupOp),
+                                                 result.plan.world_size())
+                         : cost.reduceScatterSeconds(reducedGroupBytes(groupOp),
+                                                     result.plan.world_size()));
   instruction.set_location("@" + entry.name());
   for (Value gradient : start.getGradients())
     instruction.add_operands(valueBuffer.lookup(gradient));
@@ -768,7 +784,7 @@ llvm::Error Emitter::emitOptimizerUpdate(zero::OptimizerUpdateOp update) {
 llvm::Error Emitter::emitResidentGather(zero::ResidentGatherOp gather) {
   uint32_t group = groupIndex.lookup(gather.getGroup());
   const plan::Group &entry = result.plan.groups(group);
-  if (entry.persistent() || result.plan.world_size() == 1)
+  if (entry.persistent() || readsShardInPlace(group))
     return llvm::Error::success();
   uint32_t copy = residentBuffer.lookup(group);
   if (!copy)
@@ -792,10 +808,9 @@ llvm::Error Emitter::emitResidentGather(zero::ResidentGatherOp gather) {
 llvm::Error Emitter::emitResidentRead(zero::ResidentReadOp read) {
   uint32_t group = groupIndex.lookup(read.getGroup());
   const plan::Group &entry = result.plan.groups(group);
-  uint32_t base = entry.persistent() ? persistentBuffer.lookup(group)
-                  : result.plan.world_size() == 1
-                      ? shardBuffer.lookup(group)
-                      : residentBuffer.lookup(group);
+  uint32_t base = entry.persistent()         ? persistentBuffer.lookup(group)
+                  : readsShardInPlace(group) ? shardBuffer.lookup(group)
+                                             : residentBuffer.lookup(group);
   if (!base)
     return makeError("cannot emit " + describeOp(read) + ": group @" +
                      entry.name() + " is not resident");
@@ -829,7 +844,7 @@ llvm::Error Emitter::addParameterViews(Operation *op, uint32_t base,
 llvm::Error Emitter::emitCarryStart(zero::CarryStartOp start) {
   uint32_t group = groupIndex.lookup(start.getGroup());
   const plan::Group &entry = result.plan.groups(group);
-  if (entry.persistent() || result.plan.world_size() == 1)
+  if (entry.persistent() || readsShardInPlace(group))
     return llvm::Error::success();
   // The copy's two lives in one decode (the one carry_wait handed over,
   // the one carry_gather fills) share its pinned bytes: they must not meet.
@@ -852,7 +867,7 @@ llvm::Error Emitter::emitCarryWait(zero::CarryWaitOp wait) {
   if (entry.persistent())
     return addParameterViews(wait, persistentBuffer.lookup(group),
                              wait.getShards(), wait.getTensors());
-  if (result.plan.world_size() == 1)
+  if (readsShardInPlace(group))
     return addParameterViews(wait, shardBuffer.lookup(group), wait.getShards(),
                              wait.getTensors());
   uint32_t copy = carryBuffer.lookup(group);
@@ -870,7 +885,7 @@ llvm::Error Emitter::emitCarryWait(zero::CarryWaitOp wait) {
 llvm::Error Emitter::emitCarryDrain(zero::CarryDrainOp drain) {
   uint32_t group = groupIndex.lookup(drain.getGroup());
   const plan::Group &entry = result.plan.groups(group);
-  if (entry.persistent() || result.plan.world_size() == 1)
+  if (entry.persistent() || readsShardInPlace(group))
     return llvm::Error::success();
   plan::Instruction &instruction =
       addInstruction(plan::OPCODE_CARRY_DRAIN, nullptr, 0);
@@ -884,7 +899,7 @@ llvm::Error Emitter::emitCarryDrain(zero::CarryDrainOp drain) {
 llvm::Error Emitter::emitResidentRelease(zero::ResidentReleaseOp release) {
   uint32_t group = groupIndex.lookup(release.getGroup());
   const plan::Group &entry = result.plan.groups(group);
-  if (entry.persistent() || result.plan.world_size() == 1)
+  if (entry.persistent() || readsShardInPlace(group))
     return llvm::Error::success();
   uint32_t copy = residentBuffer.lookup(group);
   if (!copy)

@@ -390,6 +390,54 @@ def ShardParameters : Pass<"zplan-shard-parameters", "::mlir::ModuleOp"> {
   let dependentDialects = ["::zplan::zero::ZeroDialect"];
 }
 
+def MixedPrecision : Pass<"zplan-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "Gathers parameters in bf16 over f32 master shards, and "
+                "reduces gradients in bf16";
+  let description = [{
+    Right after zplan-shard-parameters (docs/mixed-precision.md). The shards
+    stay f32: they are the master weights the optimizer updates, the
+    weights file and the checkpoints hold them, and the gradient
+    accumulators and the optimizer's moments beside them are f32.
+
+    With `param-dtype=bf16`, every sharded group gets `gather_type = bf16`:
+    each rank rounds its shard to bf16 as it gathers (half the bytes moved,
+    half the gathered copy), and every gathered tensor (zero.gather_wait's
+    results, and zplan-residency's and zplan-cross-step-prefetch's copies
+    made from them later) is bf16. Each op that reads a parameter reads an
+    `nn.cast` to f32 placed right before it, so the compute is f32 on the
+    bf16-rounded weights (as torch computes a bf16 parameter upcast to f32)
+    and the f32 copy lives only across that op; zplan-insert-gathers then
+    places the gathers around the casts, which are the copy's only readers.
+    A persistent group (at most `persistence-threshold` elements per
+    parameter: norms and biases) is never gathered: it stays whole and f32
+    on every rank, and its readers read it rounded to bf16 and back (two
+    casts), so that every parameter is computed from its bf16 value.
+
+    With `reduce-dtype=bf16`, every trained group gets `reduce_type = bf16`:
+    its gradients are rounded to bf16 and summed in bf16 (half the bytes),
+    and the sum is added into the f32 accumulator.
+
+    ```mlir
+    zero.group @group0 {gather_type = bf16, padded_elements = 8192 : i64, params = [@w0, @w1], world_size = 4 : i64}
+    %t = zero.gather_start %s0, %s1 {group = @group0} : ...
+    %w0, %w1 = zero.gather_wait %t : tensor<64x64xbf16>, tensor<64x64xbf16>
+    ...
+    %c = nn.cast %w0 : tensor<64x64xbf16> -> tensor<64x64xf32>
+    %y = nn.matmul %x, %c : ...
+    ```
+    With both options f32 the module is left alone. Tests:
+    test/transforms/mixed-precision.mlir.
+  }];
+  let options = [
+    Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"fp32\"",
+           "The type parameters are gathered and computed from: fp32 or bf16">,
+    Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"fp32\"",
+           "The type gradients are reduced in: fp32 or bf16">,
+  ];
+  let dependentDialects = ["::zplan::nn::NNDialect",
+                           "::zplan::zero::ZeroDialect"];
+}
+
 def Residency : Pass<"zplan-residency", "::mlir::ModuleOp"> {
   let summary = "Decides, per parameter group of a generation module, "
                 "whether it stays gathered for every token or is streamed";

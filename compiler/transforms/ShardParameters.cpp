@@ -397,7 +397,9 @@ struct ShardParametersPass
           moduleBuilder.getI64IntegerAttr(worldSize),
           plan.persistent ? moduleBuilder.getUnitAttr() : UnitAttr(),
           /*resident=*/UnitAttr(),
-          plan.frozen ? moduleBuilder.getUnitAttr() : UnitAttr());
+          plan.frozen ? moduleBuilder.getUnitAttr() : UnitAttr(),
+          // zplan-mixed-precision decides these.
+          /*gather_type=*/TypeAttr(), /*reduce_type=*/TypeAttr());
       LLVM_DEBUG(llvm::dbgs() << "group " << name << ": " << plan.members.size()
                               << " parameters, " << padded << " elements\n");
     }

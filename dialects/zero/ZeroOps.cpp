@@ -70,6 +70,15 @@ LogicalResult GroupOp::verify() {
   if (paddedElements % worldSize != 0)
     return emitOpError() << "padded_elements " << paddedElements
                          << " is not a multiple of world_size " << worldSize;
+  // Mixed precision converts f32 to bf16 and nothing else (the parameters'
+  // type is checked with the symbol table).
+  for (auto [name, type] : {std::pair{"gather_type", getGatherType()},
+                            std::pair{"reduce_type", getReduceType()}})
+    if (type && !type->isBF16())
+      return emitOpError() << name << " is " << *type << ", expected bf16";
+  if (getGatherType() && getPersistent())
+    return emitOpError("is persistent (whole on every rank, never gathered): "
+                       "it has no gather_type");
   return success();
 }
 
@@ -98,6 +107,11 @@ LogicalResult GroupOp::verifySymbolUses(SymbolTableCollection &table) {
         lookupParameter(*this, table, llvm::cast<FlatSymbolRefAttr>(name));
     if (failed(param))
       return failure();
+    if ((getGatherType() || getReduceType()) &&
+        !param->getTensorType().getElementType().isF32())
+      return emitOpError() << "converts to bf16, but " << name << " is "
+                           << param->getTensorType()
+                           << "; mixed precision needs f32 parameters";
     // One group is updated (or not) as a whole.
     if (param->isFrozen() != getFrozen())
       return emitOpError() << (getFrozen() ? "is frozen, but "
@@ -159,6 +173,39 @@ LogicalResult GradShardOp::verifySymbolUses(SymbolTableCollection &table) {
 // All-gather
 //===----------------------------------------------------------------------===//
 
+/// Whether `tensor` can be the gathered copy of `shard`: the shard's tensor
+/// type, or (a mixed-precision group) the same shape in bf16 of an f32
+/// shard. Which of the two the group gathers is checked with the group
+/// (verifyGatheredTypes).
+static bool isGatheredTypeOf(Type tensor, ShardType shard) {
+  RankedTensorType full = shard.getTensorType();
+  if (tensor == full)
+    return true;
+  auto ranked = llvm::dyn_cast<RankedTensorType>(tensor);
+  return ranked && full.getElementType().isF32() &&
+         ranked.getElementType().isBF16() &&
+         ranked.getShape() == full.getShape();
+}
+
+/// The tensors gathered from `shards` of `group` have the element type the
+/// group gathers (GroupOp::getGatheredElementType).
+static LogicalResult verifyGatheredTypes(Operation *op, GroupOp group,
+                                         ValueRange shards,
+                                         ValueRange tensors) {
+  for (auto [index, shard, tensor] : llvm::enumerate(shards, tensors)) {
+    Type parameter =
+        llvm::cast<ShardType>(shard.getType()).getTensorType().getElementType();
+    Type expected = group.getGatheredElementType(parameter);
+    Type actual =
+        llvm::cast<RankedTensorType>(tensor.getType()).getElementType();
+    if (actual != expected)
+      return op->emitOpError() << "gathers tensor " << index << " as " << actual
+                               << ", but group @" << group.getSymName()
+                               << " gathers " << expected;
+  }
+  return success();
+}
+
 /// The shards an op moves as one group (`verb` says how: "gathers",
 /// "reads") are exactly the group's parameters, in its order.
 static LogicalResult verifyShardsOfGroup(Operation *op, StringRef verb,
@@ -193,7 +240,14 @@ LogicalResult GatherStartOp::verifySymbolUses(SymbolTableCollection &table) {
   if (!group)
     return emitOpError() << "group " << getGroupAttr()
                          << " is not a zero.group";
-  return verifyShardsOfGroup(*this, "gathers", getShards(), group);
+  if (failed(verifyShardsOfGroup(*this, "gathers", getShards(), group)))
+    return failure();
+  for (Operation *user : getToken().getUsers())
+    if (auto wait = llvm::dyn_cast<GatherWaitOp>(user))
+      if (failed(
+              verifyGatheredTypes(wait, group, getShards(), wait.getTensors())))
+        return failure();
+  return success();
 }
 
 LogicalResult GatherWaitOp::verify() {
@@ -206,12 +260,11 @@ LogicalResult GatherWaitOp::verify() {
                          << start.getShards().size() << " shards";
   for (auto [index, shard, tensor] :
        llvm::enumerate(start.getShards(), getTensors())) {
-    RankedTensorType expected =
-        llvm::cast<ShardType>(shard.getType()).getTensorType();
-    if (tensor.getType() != expected)
+    auto type = llvm::cast<ShardType>(shard.getType());
+    if (!isGatheredTypeOf(tensor.getType(), type))
       return emitOpError() << "result " << index << " has type "
-                           << tensor.getType() << ", expected " << expected
-                           << " (the gathered shard)";
+                           << tensor.getType() << ", expected "
+                           << type.getTensorType() << " (the gathered shard)";
   }
   return success();
 }
@@ -283,12 +336,12 @@ static LogicalResult verifyTensorsOfShards(Operation *op, StringRef verb,
     return op->emitOpError() << "has " << tensors.size() << " results for "
                              << shards.size() << " shards";
   for (auto [index, shard, tensor] : llvm::enumerate(shards, tensors)) {
-    RankedTensorType expected =
-        llvm::cast<ShardType>(shard.getType()).getTensorType();
-    if (tensor.getType() != expected)
-      return op->emitOpError() << "result " << index << " has type "
-                               << tensor.getType() << ", expected " << expected
-                               << " (the parameter of shard " << index << ")";
+    auto type = llvm::cast<ShardType>(shard.getType());
+    if (!isGatheredTypeOf(tensor.getType(), type))
+      return op->emitOpError()
+             << "result " << index << " has type " << tensor.getType()
+             << ", expected " << type.getTensorType()
+             << " (the parameter of shard " << index << ")";
   }
   return success();
 }
@@ -299,9 +352,10 @@ LogicalResult ResidentReadOp::verify() {
 
 LogicalResult ResidentReadOp::verifySymbolUses(SymbolTableCollection &table) {
   GroupOp group;
-  if (failed(verifyResidentGroup(*this, table, getGroupAttr(), &group)))
+  if (failed(verifyResidentGroup(*this, table, getGroupAttr(), &group)) ||
+      failed(verifyShardsOfGroup(*this, "reads", getShards(), group)))
     return failure();
-  return verifyShardsOfGroup(*this, "reads", getShards(), group);
+  return verifyGatheredTypes(*this, group, getShards(), getTensors());
 }
 
 //===----------------------------------------------------------------------===//
@@ -334,9 +388,10 @@ LogicalResult CarryWaitOp::verify() {
 
 LogicalResult CarryWaitOp::verifySymbolUses(SymbolTableCollection &table) {
   GroupOp group;
-  if (failed(verifyCarriedGroup(*this, table, getGroupAttr(), &group)))
+  if (failed(verifyCarriedGroup(*this, table, getGroupAttr(), &group)) ||
+      failed(verifyShardsOfGroup(*this, "completes", getShards(), group)))
     return failure();
-  return verifyShardsOfGroup(*this, "completes", getShards(), group);
+  return verifyGatheredTypes(*this, group, getShards(), getTensors());
 }
 
 LogicalResult CarryDrainOp::verifySymbolUses(SymbolTableCollection &table) {

@@ -84,6 +84,13 @@ def Zero_GroupOp : Zero_Op<"group", [Symbol, HasParent<"::mlir::ModuleOp">,
     A `frozen` group holds frozen parameters only (`nn.parameter` with
     `frozen`): gathered and released like any other, but it has no gradient,
     no reduce-scatter and no optimizer update or state.
+    Mixed precision (zplan-mixed-precision, docs/mixed-precision.md): with
+    `gather_type` (bf16), the shards stay in the parameters' type (the f32
+    master weights, which the optimizer updates) and every gathered copy
+    holds `gather_type`: each rank rounds its shard as it gathers, and the
+    gathered tensors are of that type. With `reduce_type` (bf16), gradients
+    are rounded to it and summed in it, then accumulated in the shard's
+    type.
 
     ```mlir
     zero.group @block0 {params = [@"h.0.w", @"h.0.b"], padded_elements = 4160 : i64, world_size = 4 : i64}
@@ -96,7 +103,9 @@ def Zero_GroupOp : Zero_Op<"group", [Symbol, HasParent<"::mlir::ModuleOp">,
                        I64Attr:$world_size,
                        UnitAttr:$persistent,
                        UnitAttr:$resident,
-                       UnitAttr:$frozen);
+                       UnitAttr:$frozen,
+                       OptionalAttr<TypeAttr>:$gather_type,
+                       OptionalAttr<TypeAttr>:$reduce_type);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -104,6 +113,12 @@ def Zero_GroupOp : Zero_Op<"group", [Symbol, HasParent<"::mlir::ModuleOp">,
     /// `offsets` or, without it, packed in order; needs the symbol table to
     /// size packed parameters.
     ::llvm::SmallVector<int64_t> getParameterOffsets();
+    /// The element type of this group's gathered copies: `gather_type`, or
+    /// else `parameterType` (its parameters' element type).
+    ::mlir::Type getGatheredElementType(::mlir::Type parameterType) {
+      auto type = getGatherType();
+      return type ? *type : parameterType;
+    }
   }];
 }
 
@@ -168,7 +183,9 @@ def Zero_GatherWaitOp : Zero_Op<"gather_wait"> {
   let summary = "waits for an all-gather: the only producer of parameter tensors";
   let description = [{
     Completes the all-gather of `token`; result i is the full tensor of the
-    start's shard i. These copies live until `zero.release`.
+    start's shard i, in the element type its group gathers (`gather_type`:
+    a mixed-precision group gathers bf16 copies of its f32 shards). These
+    copies live until `zero.release`.
 
     ```mlir
     %w, %b = zero.gather_wait %t : tensor<64x64xf32>, tensor<64xf32>

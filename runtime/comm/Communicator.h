@@ -41,15 +41,18 @@ public:
 
   /// Every rank contributes `countPerRank` elements of `type` at `send`;
   /// every rank receives size() * countPerRank elements at `receive`, rank
-  /// r's at element r * countPerRank. `send` may not overlap `receive`. Any
-  /// element type (nothing is computed).
+  /// r's at element r * countPerRank. `send` is either outside `receive`
+  /// or exactly this rank's slice of it (in place: the mixed-precision
+  /// gather rounds its shard into that slice first). Any element type
+  /// (nothing is computed).
   virtual Status allGather(const void *send, void *receive,
                            uint64_t countPerRank, ElementType type) = 0;
 
   /// Sums `send` (size() * countPerRank elements of `type`) over the ranks
   /// and leaves rank r the sum of elements [r * countPerRank, (r + 1) *
-  /// countPerRank) at `receive`. At least f32, f64, i32 and i64; another
-  /// type the communicator cannot sum is an error naming it.
+  /// countPerRank) at `receive`. At least f32, f64, i32, i64 and bf16 (each
+  /// addition rounded to bf16); another type the communicator cannot sum
+  /// is an error naming it.
   virtual Status reduceScatter(const void *send, void *receive,
                                uint64_t countPerRank, ElementType type) = 0;
 

@@ -10,6 +10,8 @@
 
 #include "runtime/comm/MpiCommunicator.h"
 
+#include "runtime/support/Bfloat16.h"
+
 #include <mpi.h>
 
 #include <algorithm>
@@ -91,13 +93,38 @@ MpiCommunicator::~MpiCommunicator() {
 
 namespace {
 
-/// The MPI datatype sums of `type` use; an error naming `what`, the type
-/// and `rank` when MPI cannot sum it.
+/// MPI_Op for bf16 sums (MPI 3 has no bf16): each element of `in` added to
+/// `inout` in f32, the sum rounded to bf16, as NCCL's bf16 sum does.
+void sumBf16(void *in, void *inout, int *length, MPI_Datatype *) {
+  const auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *length; ++i)
+    b[i] = floatToBf16(bf16ToFloat(a[i]) + bf16ToFloat(b[i]));
+}
+
+/// The MPI datatype and operation sums of `type` use; an error naming
+/// `what`, the type and `rank` when MPI cannot sum it.
 Status summableType(ElementType type, const char *what, int rank,
-                    MPI_Datatype &out) {
+                    MPI_Datatype &out, MPI_Op &op) {
+  op = MPI_SUM;
+  if (type == ElementType::BF16) {
+    // Created once, after MPI_Init (every collective runs after it); MPI
+    // frees user operations at MPI_Finalize.
+    static MPI_Op bf16Sum = [] {
+      MPI_Op created = MPI_OP_NULL;
+      MPI_Op_create(&sumBf16, /*commute=*/1, &created);
+      return created;
+    }();
+    if (bf16Sum == MPI_OP_NULL)
+      return Status::error("[rank " + std::to_string(rank) + "] " + what +
+                           " of bf16: MPI_Op_create failed");
+    out = MPI_UINT16_T;
+    op = bf16Sum;
+    return Status::success();
+  }
   // Indexed like kElementTypes (the enum's order); MPI_DATATYPE_NULL where
-  // MPI has no type it can sum (f16, bf16: MPI 3 has none; bool: a sum of
-  // bools is no bool).
+  // MPI has no type it can sum (f16: MPI 3 has none; bf16 is summed above;
+  // bool: a sum of bools is no bool).
   static const MPI_Datatype kSummable[] = {
       MPI_FLOAT,  MPI_DATATYPE_NULL, MPI_DATATYPE_NULL,
       MPI_DOUBLE, MPI_INT64_T,       MPI_INT32_T,
@@ -121,10 +148,13 @@ Status MpiCommunicator::allGather(const void *send, void *receive,
   uint64_t bytesPerRank = countPerRank * elementTypeInfo(type).bytes;
   const char *sendBytes = static_cast<const char *>(send);
   char *receiveBytes = static_cast<char *>(receive);
+  // In place: MPI reads this rank's slice of `receive` itself.
+  bool inPlace = sendBytes == receiveBytes + rankIndex * bytesPerRank;
   if (bytesPerRank <= kChunkBytes) {
     int count = static_cast<int>(bytesPerRank);
-    ZR_MPI_CHECK(MPI_Allgather(sendBytes, count, MPI_BYTE, receiveBytes, count,
-                               MPI_BYTE, MPI_COMM_WORLD));
+    ZR_MPI_CHECK(MPI_Allgather(inPlace ? MPI_IN_PLACE : sendBytes, count,
+                               MPI_BYTE, receiveBytes, count, MPI_BYTE,
+                               MPI_COMM_WORLD));
     return Status::success();
   }
   // Chunk c of every rank: `length` bytes at offset c*kChunkBytes of each
@@ -137,8 +167,9 @@ Status MpiCommunicator::allGather(const void *send, void *receive,
     ZR_MPI_CHECK(MPI_Type_create_resized(
         piece, 0, static_cast<MPI_Aint>(bytesPerRank), &spaced));
     ZR_MPI_CHECK(MPI_Type_commit(&spaced));
-    int code = MPI_Allgather(sendBytes + offset, length, MPI_BYTE,
-                             receiveBytes + offset, 1, spaced, MPI_COMM_WORLD);
+    int code = MPI_Allgather(inPlace ? MPI_IN_PLACE : sendBytes + offset,
+                             length, MPI_BYTE, receiveBytes + offset, 1, spaced,
+                             MPI_COMM_WORLD);
     MPI_Type_free(&spaced);
     MPI_Type_free(&piece);
     ZR_MPI_CHECK(code);
@@ -149,7 +180,9 @@ Status MpiCommunicator::allGather(const void *send, void *receive,
 Status MpiCommunicator::reduceScatter(const void *send, void *receive,
                                       uint64_t countPerRank, ElementType type) {
   MPI_Datatype datatype;
-  if (Status status = summableType(type, "reduce-scatter", rankIndex, datatype);
+  MPI_Op op;
+  if (Status status =
+          summableType(type, "reduce-scatter", rankIndex, datatype, op);
       !status.ok())
     return status;
   if (countPerRank > static_cast<uint64_t>(INT_MAX))
@@ -158,14 +191,15 @@ Status MpiCommunicator::reduceScatter(const void *send, void *receive,
                          " elements per rank exceeds MPI's int count");
   ZR_MPI_CHECK(MPI_Reduce_scatter_block(send, receive,
                                         static_cast<int>(countPerRank),
-                                        datatype, MPI_SUM, MPI_COMM_WORLD));
+                                        datatype, op, MPI_COMM_WORLD));
   return Status::success();
 }
 
 Status MpiCommunicator::allReduce(void *data, uint64_t count,
                                   ElementType type) {
   MPI_Datatype datatype;
-  if (Status status = summableType(type, "all-reduce", rankIndex, datatype);
+  MPI_Op op;
+  if (Status status = summableType(type, "all-reduce", rankIndex, datatype, op);
       !status.ok())
     return status;
   uint64_t elementBytes = elementTypeInfo(type).bytes;
@@ -174,7 +208,7 @@ Status MpiCommunicator::allReduce(void *data, uint64_t count,
   for (uint64_t offset = 0; offset < count; offset += chunk) {
     int length = static_cast<int>(std::min(chunk, count - offset));
     ZR_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes + offset * elementBytes,
-                               length, datatype, MPI_SUM, MPI_COMM_WORLD));
+                               length, datatype, op, MPI_COMM_WORLD));
   }
   return Status::success();
 }

@@ -13,6 +13,7 @@
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/plan/Opcodes.h"
+#include "runtime/support/Bfloat16.h"
 #include "runtime/support/Checksum.h"
 
 #include <algorithm>
@@ -98,6 +99,18 @@ public:
                     uint64_t count) override {
     for (uint64_t i = 0; i < count; ++i)
       target[i] += source[i];
+    return Status::success();
+  }
+  Status roundToBf16(plan::Queue, uint16_t *target, const float *source,
+                     uint64_t count) override {
+    for (uint64_t i = 0; i < count; ++i)
+      target[i] = floatToBf16(source[i]);
+    return Status::success();
+  }
+  Status accumulateBf16(plan::Queue, float *target, const uint16_t *source,
+                        uint64_t count) override {
+    for (uint64_t i = 0; i < count; ++i)
+      target[i] += bf16ToFloat(source[i]);
     return Status::success();
   }
 };

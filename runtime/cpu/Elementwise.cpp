@@ -13,6 +13,7 @@
 
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/ops/ElementwiseOps.h"
+#include "runtime/support/Bfloat16.h"
 
 namespace zplan::cpu::detail {
 
@@ -262,6 +263,17 @@ Status runCast(const KernelCall &call) {
   const TensorRef &input = call.operands[0], &result = call.results[0];
   bool toBool = result.dtype == ElementType::Bool;
   int64_t count = input.numElements();
+  if (Status status = Status::success(); isBf16Cast(call, status)) {
+    if (!status.ok())
+      return status;
+    if (input.dtype == ElementType::BF16)
+      for (int64_t i = 0; i < count; ++i)
+        result.as<float>()[i] = bf16ToFloat(input.as<uint16_t>()[i]);
+    else
+      for (int64_t i = 0; i < count; ++i)
+        result.as<uint16_t>()[i] = floatToBf16(input.as<float>()[i]);
+    return Status::success();
+  }
   return dispatchType(call, "input", input.dtype, [&](auto fromTag) -> Status {
     using From = typename decltype(fromTag)::type;
     return dispatchType(call, "result", result.dtype,

@@ -216,6 +216,18 @@ public:
             "gradient accumulation");
     return Status::success();
   }
+  Status roundToBf16(plan::Queue queue, uint16_t *target, const float *source,
+                     uint64_t count) override {
+    ZR_CUDA(cuda::roundToBf16(target, source, count, backend.stream(queue)),
+            "rounding to bf16");
+    return Status::success();
+  }
+  Status accumulateBf16(plan::Queue queue, float *target,
+                        const uint16_t *source, uint64_t count) override {
+    ZR_CUDA(cuda::accumulateBf16(target, source, count, backend.stream(queue)),
+            "bf16 gradient accumulation");
+    return Status::success();
+  }
 
   bool timesOnDevice() const override { return timing; }
   Status beginRun() override {

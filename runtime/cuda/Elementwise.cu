@@ -15,6 +15,7 @@
 
 #include "runtime/cuda/Strided.cuh"
 #include "runtime/ops/ElementwiseOps.h"
+#include "runtime/support/Bfloat16.h"
 
 namespace zplan::cuda {
 
@@ -298,6 +299,24 @@ template <typename From, typename To> struct CastBody {
   }
 };
 
+struct Bf16ToF32Body {
+  const uint16_t *input;
+  float *output;
+  template <typename Index>
+  __device__ void operator()(Index i, const Index (&)[1]) const {
+    output[i] = bf16ToFloat(input[i]);
+  }
+};
+
+struct F32ToBf16Body {
+  const float *input;
+  uint16_t *output;
+  template <typename Index>
+  __device__ void operator()(Index i, const Index (&)[1]) const {
+    output[i] = floatToBf16(input[i]);
+  }
+};
+
 } // namespace
 
 Status runCast(const KernelCall &call) {
@@ -307,6 +326,16 @@ Status runCast(const KernelCall &call) {
                   &result = call.host.results[0];
   bool toBool = result.dtype == ElementType::Bool;
   auto layout = contiguousLayout<1>(input.numElements());
+  if (Status status = Status::success(); ops::isBf16Cast(call.host, status)) {
+    if (!status.ok())
+      return status;
+    if (input.dtype == ElementType::BF16)
+      return launchStrided(
+          call, layout,
+          Bf16ToF32Body{input.as<uint16_t>(), result.as<float>()});
+    return launchStrided(
+        call, layout, F32ToBf16Body{input.as<float>(), result.as<uint16_t>()});
+  }
   return ops::dispatchType(
       call.host, "input", input.dtype, [&](auto fromTag) -> Status {
         using From = typename decltype(fromTag)::type;

@@ -1,6 +1,7 @@
 //===- QueueKernels.cu - the device kernels the backend itself issues -----===//
 
 #include "runtime/cuda/QueueKernels.h"
+#include "runtime/support/Bfloat16.h"
 
 #include <algorithm>
 
@@ -31,6 +32,20 @@ __global__ void accumulateKernel(float *target, const float *source,
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < count;
        i += uint64_t(gridDim.x) * blockDim.x)
     target[i] += source[i];
+}
+
+__global__ void roundToBf16Kernel(uint16_t *target, const float *source,
+                                  uint64_t count) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < count;
+       i += uint64_t(gridDim.x) * blockDim.x)
+    target[i] = zplan::floatToBf16(source[i]);
+}
+
+__global__ void accumulateBf16Kernel(float *target, const uint16_t *source,
+                                     uint64_t count) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < count;
+       i += uint64_t(gridDim.x) * blockDim.x)
+    target[i] += zplan::bf16ToFloat(source[i]);
 }
 
 template <typename Word>
@@ -72,5 +87,23 @@ cudaError_t zplan::cuda::accumulate(float *target, const float *source,
     return cudaSuccess;
   accumulateKernel<<<blocksFor(count), kThreads, 0, stream>>>(target, source,
                                                               count);
+  return cudaGetLastError();
+}
+
+cudaError_t zplan::cuda::roundToBf16(uint16_t *target, const float *source,
+                                     uint64_t count, cudaStream_t stream) {
+  if (count == 0)
+    return cudaSuccess;
+  roundToBf16Kernel<<<blocksFor(count), kThreads, 0, stream>>>(target, source,
+                                                               count);
+  return cudaGetLastError();
+}
+
+cudaError_t zplan::cuda::accumulateBf16(float *target, const uint16_t *source,
+                                        uint64_t count, cudaStream_t stream) {
+  if (count == 0)
+    return cudaSuccess;
+  accumulateBf16Kernel<<<blocksFor(count), kThreads, 0, stream>>>(
+      target, source, count);
   return cudaGetLastError();
 }

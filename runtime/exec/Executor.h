@@ -114,6 +114,12 @@ public:
   uint64_t bytesGatheredLastRun() const {
     return gatheredInRun.load(std::memory_order_relaxed);
   }
+  /// The bytes of gradients the last run's reduce_scatters and all_reduces
+  /// sent into their collectives on this rank: each group's whole padded
+  /// size in its reduce dtype (half for a bf16 reduction).
+  uint64_t bytesReducedLastRun() const {
+    return reducedInRun.load(std::memory_order_relaxed);
+  }
 
 private:
   Executor(const plan::Plan &plan, const plan::Program &program,
@@ -196,6 +202,7 @@ private:
   uint32_t runCount = 0;
   /// Bytes gathered in the current (or last) run; the comm thread adds.
   std::atomic<uint64_t> gatheredInRun{0};
+  std::atomic<uint64_t> reducedInRun{0};
 
   // --check state.
   /// copyState values besides a release's index.

@@ -10,6 +10,7 @@
 
 #include "runtime/exec/Executor.h"
 
+#include "runtime/plan/CheckedSizes.h"
 #include "runtime/plan/Opcodes.h"
 #include "runtime/plan/PlanFormat.h"
 #include "runtime/plan/PlanQueries.h"
@@ -67,9 +68,14 @@ Status Executor::executeAllGather(const plan::Instruction &instruction) {
   uint32_t group = instruction.group();
   const plan::Group &entry = plan.groups(group);
   ElementType type = *elementTypeFromPlan(entry.dtype());
+  // Mixed precision: the copy holds bf16; each rank rounds its f32 shard
+  // into its own slice of the copy, and the gather moves the bf16 slices.
+  ElementType gathered = *elementTypeFromPlan(plan::gatherType(entry));
+  bool converts = gathered != type;
   uint64_t countPerRank =
       entry.padded_elements() / static_cast<uint64_t>(plan.world_size());
   uint64_t shardBytes = countPerRank * elementTypeInfo(type).bytes;
+  uint64_t sliceBytes = countPerRank * elementTypeInfo(gathered).bytes;
   const uint8_t *shard = memory.address(instruction.operands(0));
   uint8_t *copy = memory.address(instruction.results(0));
   if (options.check) {
@@ -82,13 +88,23 @@ Status Executor::executeAllGather(const plan::Instruction &instruction) {
                      " changed since the run started (checksum mismatch): an ",
                      "instruction wrote into parameter storage");
   }
-  if (Status status = communicator.allGather(shard, copy, countPerRank, type);
+  const uint8_t *send = shard;
+  if (converts) {
+    uint8_t *slice = copy + memory.rank() * sliceBytes;
+    ZR_RETURN_IF_ERROR(queues->roundToBf16(
+        plan::COMM, reinterpret_cast<uint16_t *>(slice),
+        reinterpret_cast<const float *>(shard), countPerRank));
+    send = slice;
+  }
+  if (Status status =
+          communicator.allGather(send, copy, countPerRank, gathered);
       !status.ok())
     return failure(describeInstruction(instruction), " (group ",
                    groupName(group), "): ", status.message());
-  gatheredInRun.fetch_add(shardBytes * plan.world_size(),
+  gatheredInRun.fetch_add(sliceBytes * plan.world_size(),
                           std::memory_order_relaxed);
-  if (options.check) {
+  // This rank's slice is its shard, unless it was rounded on the way.
+  if (options.check && !converts) {
     // The shard's checksum was just compared with the load-time one.
     uint64_t sum;
     if (Status status = backend.checksum(copy + memory.rank() * shardBytes,
@@ -111,35 +127,51 @@ Executor::executeGradientReduction(const plan::Instruction &instruction) {
   uint32_t group = instruction.group();
   const plan::Group &entry = plan.groups(group);
   uint64_t padded = entry.padded_elements();
-  auto *staging =
-      reinterpret_cast<float *>(memory.address(instruction.results(0)));
   auto *accumulator =
       reinterpret_cast<float *>(memory.address(instruction.results(1)));
+  // Mixed precision: the gradients are rounded to bf16 as they are packed,
+  // summed in bf16, and the sum is widened into the f32 accumulator. The
+  // bf16 staging takes half the bytes of the f32 one it replaces.
+  bool bf16 = plan::reduceType(entry) == plan::BF16;
+  ElementType type = bf16 ? ElementType::BF16 : ElementType::F32;
+  uint64_t elementBytes = elementTypeInfo(type).bytes;
+  uint8_t *staging = memory.address(instruction.results(0));
   // The gradients at their parameters' offsets; alignment gaps and the
   // padding are zero, so they stay zero in every shard.
-  ZR_RETURN_IF_ERROR(queues->zero(plan::COMM, staging, padded * sizeof(float)));
+  ZR_RETURN_IF_ERROR(queues->zero(plan::COMM, staging, padded * elementBytes));
   for (int i = 0; i < instruction.operands_size(); ++i) {
     const plan::Parameter &parameter = plan.parameters(entry.parameters(i));
-    ZR_RETURN_IF_ERROR(queues->copy(plan::COMM,
-                                    staging + parameter.offset_elements(),
-                                    memory.address(instruction.operands(i)),
-                                    parameter.num_elements() * sizeof(float)));
+    uint8_t *target = staging + parameter.offset_elements() * elementBytes;
+    const uint8_t *gradient = memory.address(instruction.operands(i));
+    ZR_RETURN_IF_ERROR(
+        bf16 ? queues->roundToBf16(plan::COMM,
+                                   reinterpret_cast<uint16_t *>(target),
+                                   reinterpret_cast<const float *>(gradient),
+                                   parameter.num_elements())
+             : queues->copy(plan::COMM, target, gradient,
+                            parameter.num_elements() * sizeof(float)));
   }
-  const float *sum = staging;
+  const uint8_t *sum = staging;
   uint64_t count = padded;
   Status status = Status::success();
   if (instruction.opcode() == plan::OPCODE_ALL_REDUCE) {
-    status = communicator.allReduce(staging, padded, ElementType::F32);
+    status = communicator.allReduce(staging, padded, type);
   } else {
     count = padded / static_cast<uint64_t>(plan.world_size());
-    sum = staging + padded;
-    status = communicator.reduceScatter(staging, staging + padded, count,
-                                        ElementType::F32);
+    sum = staging + padded * elementBytes;
+    status = communicator.reduceScatter(
+        staging, staging + padded * elementBytes, count, type);
   }
   if (!status.ok())
     return failure(describeInstruction(instruction), " (group ",
                    groupName(group), "): ", status.message());
-  return queues->accumulate(plan::COMM, accumulator, sum, count);
+  reducedInRun.fetch_add(padded * elementBytes, std::memory_order_relaxed);
+  if (bf16)
+    return queues->accumulateBf16(plan::COMM, accumulator,
+                                  reinterpret_cast<const uint16_t *>(sum),
+                                  count);
+  return queues->accumulate(plan::COMM, accumulator,
+                            reinterpret_cast<const float *>(sum), count);
 }
 
 Status Executor::executeRelease(const plan::Instruction &instruction) {

@@ -145,7 +145,7 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
                               : carry  ? plan::Buffer::CARRY
                                        : plan::Buffer::ARENA;
     if (copy.kind() != kind || copy.view_of() != 0 ||
-        copy.bytes() < plan::groupBytes(group) ||
+        copy.bytes() < plan::gatheredBytes(group) ||
         ((resident || carry) && copy.group() != instruction.group()))
       return failure(subject, " gathers into buffer ", copy.id(), " ",
                      inQuotes(copy.name()), " (", copy.bytes(),
@@ -153,7 +153,7 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
                      resident ? "the resident copy"
                      : carry  ? "the carried copy"
                               : "an arena buffer",
-                     " of at least the ", plan::groupBytes(group),
+                     " of at least the ", plan::gatheredBytes(group),
                      " bytes of group ", groupName(plan, instruction.group()));
   }
   return Status::success();

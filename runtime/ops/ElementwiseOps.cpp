@@ -105,4 +105,18 @@ Status checkCast(const KernelCall &call) {
   return expectShape(call, "result", call.results[0], call.operands[0].shape);
 }
 
+bool isBf16Cast(const KernelCall &call, Status &status) {
+  ElementType from = call.operands[0].dtype, to = call.results[0].dtype;
+  status = Status::success();
+  if (from != ElementType::BF16 && to != ElementType::BF16)
+    return false;
+  bool supported = (from == ElementType::BF16 && to == ElementType::F32) ||
+                   (from == ElementType::F32 && to == ElementType::BF16);
+  if (!supported)
+    status =
+        call.error(std::string("a cast from ") + dataTypeName(from) + " to " +
+                   dataTypeName(to) + ": bf16 converts to and from f32 only");
+  return true;
+}
+
 } // namespace zplan::ops

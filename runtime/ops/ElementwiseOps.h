@@ -62,6 +62,12 @@ Status checkWhere(const KernelCall &call,
 /// has, checked when dispatching).
 Status checkCast(const KernelCall &call);
 
+/// The casts with a bf16 side (mixed precision): f32 -> bf16 rounds to
+/// nearest even, bf16 -> f32 widens exactly (ops/Bfloat16.h). Whether
+/// `call`'s cast is one of them; `status` is an error naming the types for
+/// a bf16 cast to or from anything but f32.
+bool isBf16Cast(const KernelCall &call, Status &status);
+
 //===----------------------------------------------------------------------===//
 // Element functions
 //===----------------------------------------------------------------------===//

@@ -49,6 +49,24 @@ inline uint64_t groupBytes(const Group &group) {
   return group.padded_elements() * dataTypeSize(group.dtype());
 }
 
+/// The element type of `group`'s gathered copies (Group.gather_dtype:
+/// bf16 under mixed precision), and of its gradients in a reduction
+/// (Group.reduce_dtype); its dtype where unspecified.
+inline DataType gatherType(const Group &group) {
+  return group.gather_dtype() == DATA_TYPE_UNSPECIFIED ? group.dtype()
+                                                       : group.gather_dtype();
+}
+inline DataType reduceType(const Group &group) {
+  return group.reduce_dtype() == DATA_TYPE_UNSPECIFIED ? group.dtype()
+                                                       : group.reduce_dtype();
+}
+
+/// Bytes of a gathered copy of `group` (half of groupBytes() for a bf16
+/// gather of an f32 group), for a plan that validatePlan() accepted.
+inline uint64_t gatheredBytes(const Group &group) {
+  return group.padded_elements() * dataTypeSize(gatherType(group));
+}
+
 /// Bytes of one rank's shard of `group` (no larger than the whole group).
 inline uint64_t shardBytes(const Group &group, uint32_t worldSize) {
   return worldSize == 0 ? 0

@@ -103,6 +103,16 @@ private:
         return failure(subject, " has ", group.padded_elements(),
                        " padded elements, not a multiple of the world size ",
                        worldSize, ", so it does not split in equal shards");
+      // Mixed precision: an f32 group may gather and reduce in bf16;
+      // nothing else converts.
+      for (auto [field, type] :
+           {std::pair{"gather_dtype", group.gather_dtype()},
+            std::pair{"reduce_dtype", group.reduce_dtype()}})
+        if (type != DATA_TYPE_UNSPECIFIED && type != group.dtype() &&
+            !(type == BF16 && group.dtype() == F32))
+          return failure(subject, " has ", field, " ", planTypeName(type),
+                         " over dtype ", planTypeName(group.dtype()),
+                         "; only an f32 group may gather or reduce in bf16");
       uint64_t wholeBytes;
       if (!checkedGroupBytes(group, wholeBytes))
         return failure(subject, " is too large: ", group.padded_elements(),
@@ -274,8 +284,9 @@ private:
       return failure(subject, " is a ", role, " copy of ",
                      describeGroup(plan, buffer.group()),
                      ", which is persistent (whole on every rank already)");
-    uint64_t groupSize;
-    checkedGroupBytes(group, groupSize); // Overflow was ruled out before.
+    // Overflow was ruled out before (a gathered copy is no larger than the
+    // group in its dtype).
+    uint64_t groupSize = gatheredBytes(group);
     if (buffer.bytes() < groupSize)
       return failure(subject, " is the ", role, " copy of ",
                      describeGroup(plan, buffer.group()), " (", groupSize,

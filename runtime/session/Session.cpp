@@ -330,6 +330,12 @@ uint64_t Session::bytesGatheredLastRun(const plan::Program &program) const {
   return executor ? executor->bytesGatheredLastRun() : 0;
 }
 
+uint64_t Session::bytesReducedLastRun(const plan::Program &program) const {
+  const std::unique_ptr<Executor> &executor =
+      state->executors[state->indexOf(program)];
+  return executor ? executor->bytesReducedLastRun() : 0;
+}
+
 //===----------------------------------------------------------------------===//
 // Traces and memory
 //===----------------------------------------------------------------------===//

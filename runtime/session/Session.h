@@ -267,6 +267,9 @@ public:
   /// The bytes the collectives of `program`'s last run gathered on this
   /// rank (0 before its first run).
   uint64_t bytesGatheredLastRun(const plan::Program &program) const;
+  /// The bytes of gradients `program`'s last run sent into reductions on
+  /// this rank (in each group's reduce dtype; 0 before its first run).
+  uint64_t bytesReducedLastRun(const plan::Program &program) const;
 
   //===--------------------------------------------------------------------===//
   // Training

@@ -118,7 +118,7 @@ uint64_t plannedGatherBytes(const plan::Plan &plan) {
       if (instruction.opcode() == plan::OPCODE_ALL_GATHER ||
           instruction.opcode() == plan::OPCODE_CARRY_GATHER) {
         const plan::Group &group = plan.groups(instruction.group());
-        bytes += plan::groupBytes(group);
+        bytes += plan::gatheredBytes(group);
       }
   return bytes;
 }

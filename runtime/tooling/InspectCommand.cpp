@@ -2,6 +2,7 @@
 
 #include "runtime/tooling/InspectCommand.h"
 
+#include "runtime/plan/CheckedSizes.h"
 #include "runtime/plan/Opcodes.h"
 #include "runtime/plan/PlanQueries.h"
 #include "runtime/plan/ProgramContracts.h"
@@ -102,8 +103,14 @@ void zplan::tooling::printInspect(const std::string &path,
        << group.parameters_size() << " params, " << used << " elements, "
        << group.padded_elements() << " padded elements, "
        << typeName(group.dtype())
-       << (group.persistent() ? ", persistent" : ", sharded")
-       << (group.frozen() ? ", frozen (no gradient, no optimizer state)" : "")
+       << (group.persistent() ? ", persistent" : ", sharded");
+    // Mixed precision: the shard above is the master; copies and gradient
+    // reductions may travel in another type.
+    if (plan::gatherType(group) != group.dtype())
+      os << ", gathered as " << typeName(plan::gatherType(group));
+    if (plan::reduceType(group) != group.dtype())
+      os << ", reduced as " << typeName(plan::reduceType(group));
+    os << (group.frozen() ? ", frozen (no gradient, no optimizer state)" : "")
        << ":";
     for (uint32_t index : group.parameters()) {
       const plan::Parameter &parameter = plan.parameters(index);

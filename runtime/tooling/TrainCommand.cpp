@@ -429,6 +429,17 @@ int zplan::tooling::trainPlan(const Arguments &arguments,
   }
   if (rankZero)
     std::cout << "zrun: " << progress.summary() << "\n" << std::flush;
+  if (arguments.stats && rankZero) {
+    // What the last micro-step moved on this rank (every micro-step moves
+    // the same): the gathered copies and the gradients sent into
+    // reductions, in the plan's gather and reduce dtypes.
+    const plan::Program &microStep = *plan::findProgram(
+        session->plan(), plan::PROGRAM_KIND_TRAIN_MICRO_STEP);
+    std::cout << "zrun: per micro-step: gathered "
+              << session->bytesGatheredLastRun(microStep) << " B, reduced "
+              << session->bytesReducedLastRun(microStep) << " B\n"
+              << std::flush;
+  }
   if (arguments.stats && !printStats(communicator, session->rankMemory()))
     return 1;
   return 0;

@@ -137,6 +137,19 @@ public:
       return Status::error("accumulate: the emulated kernel failed to launch");
     return Status::success();
   }
+  Status roundToBf16(plan::Queue, uint16_t *target, const float *source,
+                     uint64_t count) override {
+    if (cuda::roundToBf16(target, source, count, nullptr) != cudaSuccess)
+      return Status::error("roundToBf16: the emulated kernel failed to launch");
+    return Status::success();
+  }
+  Status accumulateBf16(plan::Queue, float *target, const uint16_t *source,
+                        uint64_t count) override {
+    if (cuda::accumulateBf16(target, source, count, nullptr) != cudaSuccess)
+      return Status::error(
+          "accumulateBf16: the emulated kernel failed to launch");
+    return Status::success();
+  }
 
 private:
   std::unique_ptr<Queues> inner;

@@ -1,11 +1,11 @@
 //===- QueueKernelsTest.cpp - the backend's own kernels, emulated ---------===//
 //
-// QueueKernels.cu's fill (poison) and accumulate kernels are the CUDA
+// QueueKernels.cu's fill (poison), accumulate and bf16 kernels are the CUDA
 // backend's, not an opcode's, so KernelDiffTest.cpp never runs them: here
 // they run through the emulated backend (EmulatedBackend.cpp) against the
-// CPU backend's poison and a plain loop. Sizes: a tail shorter than a word,
-// counts not a multiple of the block, and more elements than the grid cap
-// (4096 blocks of 256) so that the grid-stride loop wraps.
+// CPU backend's poison and queues, and a plain loop. Sizes: a tail shorter than
+// a word, counts not a multiple of the block, and more elements than the grid
+// cap (4096 blocks of 256) so that the grid-stride loop wraps.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +57,42 @@ TEST(EmulatedQueueKernels, AccumulateAddsEveryElement) {
             .ok());
     ASSERT_TRUE(queues->synchronize().ok());
     EXPECT_EQ(expected, target) << count << " elements";
+  }
+}
+
+/// The mixed-precision conversions around a collective (Instructions.cpp):
+/// rounding to bf16 and accumulating bf16 into f32, bit for bit the CPU
+/// backend's (both compile runtime/support/Bfloat16.h).
+TEST(EmulatedQueueKernels, Bf16ConversionsMatchTheCpuBackend) {
+  std::unique_ptr<Queues> device, host;
+  ASSERT_TRUE(emulated().createQueues(1, false, device).ok());
+  ASSERT_TRUE(cpu::cpuBackend().createQueues(1, false, host).ok());
+  for (uint64_t count : {1, 257, 4096 * 256 + 300}) {
+    std::vector<float> source(count);
+    for (uint64_t i = 0; i < count; ++i)
+      source[i] = (float(i % 1013) - 506.0f) * 1.00390625f / 7.0f;
+    std::vector<uint16_t> expected(count), actual(count);
+    ASSERT_TRUE(
+        host->roundToBf16(plan::COMM, expected.data(), source.data(), count)
+            .ok());
+    ASSERT_TRUE(
+        device->roundToBf16(plan::COMM, actual.data(), source.data(), count)
+            .ok());
+    ASSERT_TRUE(device->synchronize().ok());
+    EXPECT_EQ(expected, actual) << count << " elements";
+
+    std::vector<float> hostSum(source), deviceSum(source);
+    ASSERT_TRUE(
+        host->accumulateBf16(plan::COMM, hostSum.data(), expected.data(), count)
+            .ok());
+    ASSERT_TRUE(device
+                    ->accumulateBf16(plan::COMM, deviceSum.data(),
+                                     expected.data(), count)
+                    .ok());
+    ASSERT_TRUE(device->synchronize().ok());
+    EXPECT_EQ(hostSum, deviceSum) << count << " elements";
+    // The sum moved: the accumulation is not a no-op.
+    EXPECT_NE(hostSum, source);
   }
 }
 

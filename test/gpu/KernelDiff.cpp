@@ -8,6 +8,7 @@
 #include "test/gpu/KernelDiff.h"
 
 #include "runtime/plan/Opcodes.h"
+#include "runtime/support/Bfloat16.h"
 #include "runtime/support/ShapeText.h"
 
 #include <cmath>
@@ -136,6 +137,8 @@ double HostTensor::get(int64_t i) const {
     return load<float>(bytes, i);
   case ElementType::F64:
     return load<double>(bytes, i);
+  case ElementType::BF16:
+    return bf16ToFloat(load<uint16_t>(bytes, i));
   default:
     return static_cast<double>(getInt(i));
   }
@@ -148,6 +151,8 @@ int64_t HostTensor::getInt(int64_t i) const {
     return static_cast<int64_t>(load<float>(bytes, i));
   case ElementType::F64:
     return static_cast<int64_t>(load<double>(bytes, i));
+  case ElementType::BF16:
+    return static_cast<int64_t>(bf16ToFloat(load<uint16_t>(bytes, i)));
   case ElementType::I64:
     return load<int64_t>(bytes, i);
   case ElementType::I32:
@@ -169,6 +174,8 @@ void HostTensor::set(int64_t i, double value) {
     return store(bytes, i, static_cast<float>(value));
   case ElementType::F64:
     return store(bytes, i, value);
+  case ElementType::BF16:
+    return store(bytes, i, floatToBf16(static_cast<float>(value)));
   case ElementType::Bool:
     return store<uint8_t>(bytes, i, value != 0 ? 1 : 0);
   default:
@@ -183,6 +190,8 @@ void HostTensor::setInt(int64_t i, int64_t value) {
     return store(bytes, i, static_cast<float>(value));
   case ElementType::F64:
     return store(bytes, i, static_cast<double>(value));
+  case ElementType::BF16:
+    return store(bytes, i, floatToBf16(static_cast<float>(value)));
   case ElementType::I64:
     return store(bytes, i, value);
   case ElementType::I32:

@@ -451,6 +451,20 @@ void addCastCases() {
         }
         c.result(shape, to);
       });
+  // Mixed precision (zplan-mixed-precision): f32 <-> bf16 only, rounding to
+  // nearest even (ties, overflow, NaN among the values) and widening.
+  add("cast", "f32_to_bf16", [=](CaseBuilder &c) {
+    c.uniform({257}, F32, -400, 400);
+    for (size_t i = 0; i < floatValues.size(); ++i)
+      c.lastOperand().set(static_cast<int64_t>(i), floatValues[i]);
+    c.lastOperand().set(floatValues.size(), 1.0 + 1.0 / 256);
+    c.lastOperand().set(floatValues.size() + 1, 1.0 + 3.0 / 256);
+    c.result({257}, ElementType::BF16);
+  });
+  add("cast", "bf16_to_f32", [](CaseBuilder &c) {
+    c.uniform({257}, ElementType::BF16, -400, 400)
+        .result({257}, ElementType::F32);
+  });
   add("cast", "rank4_f32_to_i32", [](CaseBuilder &c) {
     c.uniform({2, 3, 4, 5}, F32, -100, 100).result({2, 3, 4, 5}, I32);
   });

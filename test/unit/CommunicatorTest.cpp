@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/support/Bfloat16.h"
 
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
@@ -80,6 +81,58 @@ TEST(Communicator, ReduceScatterAndAllReduceSumInTheirType) {
   expectSums<int32_t>(ElementType::I32, -1000);
   // Beyond float's 24-bit mantissa: an i64 summed as float would round.
   expectSums<int64_t>(ElementType::I64, (int64_t(1) << 40) + 1);
+}
+
+TEST(Communicator, Bf16SumsRoundEachAddition) {
+  // Element i of rank r is (1 + i) + r 2^-8 in bf16 (halfway cases, so the
+  // rounding after each addition matters): the sum must be the bf16 sum,
+  // each addition done in f32 and rounded to even. MPI_SUM on the uint16
+  // bit patterns, or no rounding, gives other bits.
+  int n = size();
+  std::vector<uint16_t> send(2 * n), receive(2);
+  for (int i = 0; i < 2 * n; ++i)
+    send[i] = floatToBf16(float(1 + i) + float(rank()) / 256.0f);
+  auto expected = [&](int i) {
+    float sum = bf16ToFloat(floatToBf16(float(1 + i)));
+    for (int r = 1; r < n; ++r)
+      sum = bf16ToFloat(floatToBf16(
+          sum + bf16ToFloat(floatToBf16(float(1 + i) + r / 256.0f))));
+    return floatToBf16(sum);
+  };
+  Status status = communicator->reduceScatter(send.data(), receive.data(), 2,
+                                              ElementType::BF16);
+  ASSERT_TRUE(status.ok()) << status.message();
+  // On 2 ranks the one addition is order-free: exact. On more, MPI's order
+  // is its own: within one bf16 ulp of the rank-order sum per addition.
+  for (int i = 0; i < 2; ++i) {
+    float got = bf16ToFloat(receive[i]);
+    float want = bf16ToFloat(expected(2 * rank() + i));
+    if (n == 2)
+      EXPECT_EQ(receive[i], expected(2 * rank() + i)) << "rank " << rank();
+    else
+      EXPECT_NEAR(got, want, want * (n - 1) / 128.0f) << "rank " << rank();
+  }
+  std::vector<uint16_t> data(send);
+  status = communicator->allReduce(data.data(), data.size(), ElementType::BF16);
+  ASSERT_TRUE(status.ok()) << status.message();
+  if (n == 2) {
+    for (int i = 0; i < 2 * n; ++i)
+      EXPECT_EQ(data[i], expected(i)) << "rank " << rank() << ", element " << i;
+  }
+}
+
+TEST(Communicator, AllGatherInPlaceReadsThisRanksSlice) {
+  // The mixed-precision gather rounds its shard into its own slice of the
+  // copy, then gathers in place.
+  std::vector<uint16_t> copy(3 * size(), 0);
+  for (int i = 0; i < 3; ++i)
+    copy[3 * rank() + i] = static_cast<uint16_t>(100 * rank() + i);
+  Status status = communicator->allGather(copy.data() + 3 * rank(), copy.data(),
+                                          3, ElementType::BF16);
+  ASSERT_TRUE(status.ok()) << status.message();
+  for (int r = 0; r < size(); ++r)
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(copy[3 * r + i], 100 * r + i) << "rank " << rank();
 }
 
 TEST(Communicator, SumOfATypeMpiCannotSumIsAnError) {

@@ -425,6 +425,26 @@ TEST(CpuKernels, CastTruncatesAndTestsNonZero) {
             (std::vector<uint8_t>{253, 3, 127}));
 }
 
+TEST(CpuKernels, CastRoundsToBf16AndWidensBack) {
+  // Mixed precision's casts: to nearest even (1 + 2^-8 is a tie, down to 1;
+  // 1 + 3 2^-8 a tie, up to 1 + 2^-6), overflow to infinity; back exactly.
+  Tensor x = make<float>({4}, {1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -3.0f,
+                               std::numeric_limits<float>::max()});
+  Tensor half({4}, ElementType::BF16);
+  runOk(Op("cast"), {&x}, half);
+  EXPECT_EQ(half.values<uint16_t>(),
+            (std::vector<uint16_t>{0x3F80, 0x3F82, 0xC040, 0x7F80}));
+  Tensor back({4}, ElementType::F32);
+  runOk(Op("cast"), {&half}, back);
+  EXPECT_EQ(back.values<float>(),
+            (std::vector<float>{1.0f, 1.0f + 1.0f / 64, -3.0f,
+                                std::numeric_limits<float>::infinity()}));
+  Tensor asInt({4}, ElementType::I32);
+  EXPECT_TRUE(contains(runError(Op("cast"), {&half}, asInt),
+                       "a cast from bf16 to i32: bf16 converts to and from "
+                       "f32 only"));
+}
+
 //===----------------------------------------------------------------------===//
 // Matmul
 //===----------------------------------------------------------------------===//

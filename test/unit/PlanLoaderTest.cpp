@@ -344,11 +344,11 @@ TEST_F(PlanLoaderTest, FailedParseLeavesPlanUnchanged) {
 
 TEST_F(PlanLoaderTest, WrongVersion) {
   Plan plan = makeValidPlan();
-  plan.set_version(7);
+  plan.set_version(9);
   EXPECT_TRUE(contains(loadError(writePlan(plan)),
-                       "plan version 7, this zrun reads version 5"));
+                       "plan version 9, this zrun reads version 6"));
   EXPECT_TRUE(contains(validationError(plan),
-                       "plan version 7, this zrun reads version 5"));
+                       "plan version 9, this zrun reads version 6"));
 }
 
 TEST_F(PlanLoaderTest, NoVersionOrNoPrograms) {

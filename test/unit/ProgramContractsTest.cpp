@@ -1,7 +1,7 @@
 //===- ProgramContractsTest.cpp - kinds and roles in the plan -------------===//
 //
 // A plan says what each program is and what each binding carries
-// (plan.proto version 5). These tests build one small plan with a program of
+// (plan.proto version 6). These tests build one small plan with a program of
 // every kind, bindings named unlike zcc names them, and check that
 //  - the look-ups find programs by kind and bindings by role, whatever
 //    their names;
@@ -348,7 +348,7 @@ TEST(ProgramContracts, VersionTwoPlanIsRefusedByItsVersion) {
   Plan parsed;
   EXPECT_EQ(errorOf(parsePlan(serializePlan(old), "old.zplan", parsed)),
             "plan file 'old.zplan': plan version 2, this zrun reads version "
-            "5; recompile the model with the matching zcc");
+            "6; recompile the model with the matching zcc");
 }
 
 } // namespace

@@ -70,6 +70,16 @@ static cl::opt<int64_t> persistenceThreshold(
     cl::desc("Parameters with at most this many elements stay whole on every "
              "rank"),
     cl::cat(zccCategory));
+static cl::opt<std::string> paramDtype(
+    "param-dtype", cl::init("fp32"),
+    cl::desc("Mixed precision: gather and compute parameters in fp32 or bf16 "
+             "(over fp32 master shards; docs/mixed-precision.md)"),
+    cl::cat(zccCategory));
+static cl::opt<std::string>
+    reduceDtype("reduce-dtype", cl::init("fp32"),
+                cl::desc("Mixed precision: reduce gradients in fp32 or bf16 "
+                         "(accumulated in fp32)"),
+                cl::cat(zccCategory));
 static cl::opt<int64_t> maxInFlight("max-in-flight", cl::init(2),
                                     cl::desc("Most gathers in flight at once"),
                                     cl::cat(zccCategory));
@@ -328,6 +338,8 @@ int main(int argc, char **argv) {
   options.dumpDir = dumpDir;
   options.policy = policy;
   options.persistenceThreshold = persistenceThreshold;
+  options.paramDtype = paramDtype;
+  options.reduceDtype = reduceDtype;
   options.maxInFlight = maxInFlight;
   options.crossStepPrefetch = crossStepPrefetch;
   options.loss = loss;

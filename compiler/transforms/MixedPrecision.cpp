@@ -1,0 +1,119 @@
+//===- MixedPrecision.cpp - the zplan-mixed-precision pass ----------------===//
+//
+// bf16 gathers over f32 master shards, and bf16 gradient reductions (see
+// Passes.td and docs/mixed-precision.md). The pass only marks groups and
+// retypes the gathered tensors; the conversions themselves are the
+// runtime's (the gather rounds each shard, the reduction rounds each
+// gradient), and the f32 compute reads `nn.cast`s placed at each reader.
+// Tests: test/transforms/mixed-precision.mlir.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/transforms/Passes.h"
+#include "dialects/nn/NNDialect.h"
+#include "dialects/zero/ZeroDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace zplan {
+#define GEN_PASS_DEF_MIXEDPRECISION
+#include "compiler/transforms/Passes.h.inc"
+} // namespace zplan
+
+using namespace mlir;
+using namespace zplan;
+
+namespace {
+
+struct MixedPrecisionPass
+    : zplan::impl::MixedPrecisionBase<MixedPrecisionPass> {
+  using MixedPrecisionBase::MixedPrecisionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    bool gatherBf16, reduceBf16;
+    if (failed(parseDtype(module, "param-dtype", paramDtype, gatherBf16)) ||
+        failed(parseDtype(module, "reduce-dtype", reduceDtype, reduceBf16)))
+      return signalPassFailure();
+    if (!gatherBf16 && !reduceBf16)
+      return;
+    Type bf16 = BFloat16Type::get(module.getContext());
+    for (auto group : module.getOps<zero::GroupOp>()) {
+      if (gatherBf16 && !group.getPersistent())
+        group.setGatherType(bf16);
+      if (reduceBf16 && !group.getFrozen())
+        group.setReduceType(bf16);
+    }
+    if (!gatherBf16)
+      return;
+    SmallVector<zero::GatherWaitOp> waits;
+    module.walk([&](zero::GatherWaitOp wait) { waits.push_back(wait); });
+    for (zero::GatherWaitOp wait : waits) {
+      auto group = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
+          wait.getStart(), wait.getStart().getGroupAttr());
+      if (!group) {
+        wait.emitError() << "zplan-mixed-precision: a gather of no group "
+                            "(run zplan-shard-parameters first)";
+        return signalPassFailure();
+      }
+      if (group.getGatherType())
+        castAtReaders(wait, /*gathersBf16=*/true);
+      else if (group.getPersistent())
+        castAtReaders(wait, /*gathersBf16=*/false);
+    }
+  }
+
+  static LogicalResult parseDtype(ModuleOp module, StringRef option,
+                                  StringRef value, bool &bf16) {
+    bf16 = value == "bf16";
+    if (bf16 || value == "fp32")
+      return success();
+    return module.emitError() << "zplan-mixed-precision: unknown " << option
+                              << " '" << value << "' (expected fp32 or bf16)";
+  }
+
+  /// Gives each op that reads a result of `wait` an f32 cast of its bf16
+  /// value, right before that op. `gathersBf16`: the results become bf16
+  /// (a gathered group: the gather rounds); else (a persistent group, whole
+  /// f32 on every rank) the reader's cast rounds f32 -> bf16 -> f32, so that
+  /// every parameter is computed from its bf16 value.
+  static void castAtReaders(zero::GatherWaitOp wait, bool gathersBf16) {
+    for (auto [shard, tensor] :
+         llvm::zip_equal(wait.getStart().getShards(), wait.getTensors())) {
+      // Named for the parameter (dumps, `zrun inspect`, kernel errors),
+      // inside the reader's location.
+      std::string name = "parameter";
+      if (auto read = shard.getDefiningOp<zero::ShardOp>())
+        name = read.getParam().str();
+      auto f32 = llvm::cast<RankedTensorType>(tensor.getType());
+      auto bf16 = f32.clone(BFloat16Type::get(f32.getContext()));
+      if (gathersBf16)
+        tensor.setType(bf16);
+      // One cast per reading op, however many of its operands read it.
+      llvm::SmallDenseMap<Operation *, Value> casts;
+      for (OpOperand &use : llvm::make_early_inc_range(tensor.getUses())) {
+        Operation *reader = use.getOwner();
+        if (llvm::isa<zero::ReleaseOp>(reader))
+          continue; // Releases the bf16 copy itself.
+        Value &cast = casts[reader];
+        if (!cast) {
+          OpBuilder builder(reader);
+          Value rounded = tensor;
+          if (!gathersBf16)
+            rounded = builder.create<nn::CastOp>(
+                NameLoc::get(builder.getStringAttr(name + " (bf16)"),
+                             reader->getLoc()),
+                bf16, tensor);
+          cast = builder.create<nn::CastOp>(
+              NameLoc::get(builder.getStringAttr(name + " (f32)"),
+                           reader->getLoc()),
+              f32, rounded);
+        }
+        use.set(cast);
+      }
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,108 @@
+// zplan-mixed-precision: param-dtype=bf16 marks every sharded group
+// `gather_type = bf16`, makes its gathered tensors bf16 and gives each op
+// that reads one an nn.cast to f32 right before it (one per reading op, two
+// reads of the same op share it); a persistent group stays f32 and whole,
+// and its readers read it cast to bf16 and back;
+// reduce-dtype=bf16 marks every trained group `reduce_type = bf16` (frozen
+// groups have no gradient). fp32/fp32 leaves the module alone; an unknown
+// dtype is an error; the verifier refuses a gathered type that is not the
+// group's.
+// RUN: split-file %s %t
+// RUN: zcc-opt %t/module.mlir -zplan-mixed-precision="param-dtype=bf16" | FileCheck %t/module.mlir
+// RUN: zcc-opt %t/module.mlir -zplan-mixed-precision="param-dtype=bf16 reduce-dtype=bf16" | FileCheck %t/module.mlir --check-prefix=REDUCE
+// RUN: zcc-opt %t/module.mlir -zplan-mixed-precision | FileCheck %t/module.mlir --check-prefix=NONE
+// RUN: not zcc-opt %t/module.mlir -zplan-mixed-precision="param-dtype=fp16" 2>&1 | FileCheck %t/module.mlir --check-prefix=UNKNOWN
+// RUN: zcc-opt %t/invalid.mlir -split-input-file -verify-diagnostics
+
+//--- module.mlir
+// CHECK: zero.group @group0 {gather_type = bf16,
+// CHECK-NOT: reduce_type
+// CHECK: zero.group @persistent1 {
+// CHECK-NOT: gather_type
+// CHECK: zero.group @group2 {frozen, gather_type = bf16,
+// CHECK-LABEL: func.func @train_micro_step
+// CHECK: %[[WV:.*]]:2 = zero.gather_wait %{{.*}} : tensor<4x8xbf16>, tensor<8x4xbf16>
+// CHECK: %[[S:.*]] = zero.gather_wait %{{.*}} : tensor<8xf32>
+// CHECK: %[[F:.*]] = zero.gather_wait %{{.*}} : tensor<8xbf16>
+// CHECK: %[[CW:.*]] = nn.cast %[[WV]]#0 : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK-NEXT: %[[H:.*]] = nn.matmul %{{.*}}, %[[CW]]
+// CHECK-NEXT: %[[CS:.*]] = nn.cast %[[F]] : tensor<8xbf16> -> tensor<8xf32>
+// CHECK-NEXT: nn.mul %[[CS]], %[[CS]]
+// CHECK-NEXT: %[[SB:.*]] = nn.cast %[[S]] : tensor<8xf32> -> tensor<8xbf16>
+// CHECK-NEXT: %[[SF:.*]] = nn.cast %[[SB]] : tensor<8xbf16> -> tensor<8xf32>
+// CHECK-NEXT: nn.add %[[H]], %[[SF]]
+// CHECK-NEXT: %[[CV:.*]] = nn.cast %[[WV]]#1 : tensor<8x4xbf16> -> tensor<8x4xf32>
+// CHECK-NEXT: nn.matmul %{{.*}}, %[[CV]]
+// CHECK-NEXT: %[[CW2:.*]] = nn.cast %[[WV]]#0 : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK-NEXT: nn.matmul %{{.*}}, %[[CW2]]
+// CHECK-NEXT: %[[CV2:.*]] = nn.cast %[[WV]]#1 : tensor<8x4xbf16> -> tensor<8x4xf32>
+// CHECK-NEXT: nn.matmul %{{.*}}, %[[CV2]]
+//
+// REDUCE: zero.group @group0 {gather_type = bf16, {{.*}}reduce_type = bf16,
+// REDUCE: zero.group @persistent1 {{{.*}}reduce_type = bf16,
+// REDUCE: zero.group @group2 {frozen, gather_type = bf16,
+// REDUCE-NOT: reduce_type
+// REDUCE-LABEL: func.func @train_micro_step
+//
+// NONE-NOT: bf16
+// NONE-NOT: nn.cast
+//
+// UNKNOWN: zplan-mixed-precision: unknown param-dtype 'fp16' (expected fp32 or bf16)
+nn.parameter @w : tensor<4x8xf32>
+nn.parameter @v : tensor<8x4xf32>
+nn.parameter @s : tensor<8xf32>
+nn.parameter @f {frozen = "a buffer"} : tensor<8xf32>
+zero.group @group0 {offsets = array<i64: 0, 32>, padded_elements = 64 : i64, params = [@w, @v], world_size = 2 : i64}
+zero.group @persistent1 {offsets = array<i64: 0>, padded_elements = 8 : i64, params = [@s], persistent, world_size = 2 : i64}
+zero.group @group2 {frozen, offsets = array<i64: 0>, padded_elements = 8 : i64, params = [@f], world_size = 2 : i64}
+
+func.func @train_micro_step(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %sw = zero.shard @w : !zero.shard<tensor<4x8xf32>>
+  %sv = zero.shard @v : !zero.shard<tensor<8x4xf32>>
+  %t0 = zero.gather_start %sw, %sv {group = @group0} : !zero.shard<tensor<4x8xf32>>, !zero.shard<tensor<8x4xf32>>
+  %w, %v = zero.gather_wait %t0 : tensor<4x8xf32>, tensor<8x4xf32>
+  %ss = zero.shard @s : !zero.shard<tensor<8xf32>>
+  %t1 = zero.gather_start %ss {group = @persistent1} : !zero.shard<tensor<8xf32>>
+  %s = zero.gather_wait %t1 : tensor<8xf32>
+  %sf = zero.shard @f : !zero.shard<tensor<8xf32>>
+  %t2 = zero.gather_start %sf {group = @group2} : !zero.shard<tensor<8xf32>>
+  %f = zero.gather_wait %t2 : tensor<8xf32>
+  %h = nn.matmul %x, %w : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  %ff = nn.mul %f, %f : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %hs = nn.add %h, %s : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %y = nn.matmul %hs, %v : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %z = nn.matmul %y, %w : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  %r = nn.matmul %z, %v : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  return %r : tensor<2x4xf32>
+}
+
+//--- invalid.mlir
+nn.parameter @w : tensor<4x8xf32>
+zero.group @group0 {offsets = array<i64: 0>, padded_elements = 32 : i64, params = [@w], world_size = 2 : i64}
+
+func.func @f() -> tensor<4x8xbf16> {
+  %s = zero.shard @w : !zero.shard<tensor<4x8xf32>>
+  %t = zero.gather_start %s {group = @group0} : !zero.shard<tensor<4x8xf32>>
+  // expected-error @+1 {{gathers tensor 0 as 'bf16', but group @group0 gathers 'f32'}}
+  %w = zero.gather_wait %t : tensor<4x8xbf16>
+  return %w : tensor<4x8xbf16>
+}
+
+// -----
+
+nn.parameter @w : tensor<4x8xf32>
+// expected-error @+1 {{gather_type is 'f16', expected bf16}}
+zero.group @group0 {gather_type = f16, offsets = array<i64: 0>, padded_elements = 32 : i64, params = [@w], world_size = 2 : i64}
+
+// -----
+
+nn.parameter @w : tensor<4x8xf32>
+zero.group @group0 {gather_type = bf16, offsets = array<i64: 0>, padded_elements = 32 : i64, params = [@w], world_size = 2 : i64}
+
+func.func @f() -> tensor<4x8xf16> {
+  %s = zero.shard @w : !zero.shard<tensor<4x8xf32>>
+  %t = zero.gather_start %s {group = @group0} : !zero.shard<tensor<4x8xf32>>
+  // expected-error @+1 {{result 0 has type 'tensor<4x8xf16>', expected 'tensor<4x8xf32>' (the gathered shard)}}
+  %w = zero.gather_wait %t : tensor<4x8xf16>
+  return %w : tensor<4x8xf16>
+}
