@@ -1,0 +1,467 @@
+#!/usr/bin/env python3
+"""Write the mixed-precision oracle test/models/goldens/llama-opset17-bf16.npz.
+
+The oracle of test/train/check_mixed_precision.py (zcc --param-dtype bf16
+[--reduce-dtype bf16]): "bf16 parameters over an fp32 master", written out in
+torch. Run from the repository root (CPU only, under a minute):
+
+    bench/.venv-peers/bin/python scripts/mp_goldens.py
+    bench/.venv-peers/bin/python scripts/mp_goldens.py --out /tmp/x.npz
+
+Last run with: python 3.11.7, torch 2.5.1 (CPU), transformers 4.46.3, numpy
+2.4.6 (the exact versions of a file are in its `versions`). The weights come
+from test/models/llama-opset17.onnx (export_fixtures.model_from_onnx), not from
+torch's RNG; the bytes written are the same on every run (fixed zip
+timestamps, one torch thread, deterministic algorithms).
+
+Contract (zplan's mixed precision with --persistence-threshold 0, so that
+every parameter is sharded and every one is rounded):
+  master     the float32 parameters (the shards); AdamW's moments and the
+             gradient accumulator are float32 too.
+  working    per optimizer step, every parameter as the op that reads it sees
+             it: master.to(torch.bfloat16).to(torch.float32) (round to
+             nearest even, torch's own conversion). Forward and backward run
+             in float32 on these values (a second float32 module), giving
+             float32 gradients with respect to the working weights.
+  reduce f32 (--reduce-dtype f32, the default) the float32 gradients of all
+             K*N micro-batches (k, r) summed in float32, in the order k, r.
+  reduce bf16 (--reduce-dtype bf16) for each micro-step k: each rank's float32
+             gradient rounded to bf16; the N ranks summed in bf16, each
+             addition done in float32 and rounded to bf16:
+             bsum(a, b) = bf16(f32(a) + f32(b)); N = 2: bsum(r0, r1); N = 4:
+             the reference order is the tree bsum(bsum(r0, r1), bsum(r2, r3)),
+             written ((0+1)+(2+3)). MPI_Reduce_scatter_block of a commutative
+             user operation adds in an order of its own choosing (Open MPI
+             4.1.4's tuned recursive halving, at these sizes, gives
+             ((0+2)+(1+3))), and a bf16 sum is not associative: so the curve
+             is also written for each of the 15 orders of 4 ranks (n4_curve:
+             below; they differ by up to 5e-4, because where ranks' gradients
+             nearly cancel the order flips the sign of the sum, and AdamW
+             moves such an entry by ~lr whatever |g| is). Then the float32
+             value of the bf16 sum is added into a float32 accumulator
+             (k = 0, 1, ...).
+  then       grad *= 1 / (K*N); torch.optim.AdamW(lr=1e-2, betas=(0.9, 0.999),
+             eps=1e-8, weight_decay=0.1, foreach=False) on the float32 master.
+  rows       exactly zrun train's (export_fixtures.train_steps): step s reads R =
+             B*K*N rows batches.step_offsets(0, s, R, tokens, 16); micro-step
+             k of rank r takes rows batches.micro_batch_rows(k, r, N, B); the
+             loss of a micro-batch is the mean over its B*15 targets; the
+             logged loss of a step is the mean of the K*N micro-batch losses,
+             computed before the step's update.
+
+Arrays (strings as numpy unicode scalars: np.load needs no pickle):
+  param_names          the fixture's trainable initializers, ONNX file order
+  input_ids            int64 [2, 8], goldens/llama-opset17.npz's
+  bf16:loss            float64 [], the causal-LM loss (labels = input_ids) of
+                       the model whose weights are all bf16-rounded, computed
+                       in float64 (the rounded values converted exactly;
+                       Llama's float32 islands made float64:
+                       export_fixtures.float64_exact)
+  bf16:gradidx:<name>  int64, 32 flat indices drawn with numpy
+                       default_rng([11, parameter number]) plus the index of
+                       the largest |g|, sorted (rl_goldens.store_gradients)
+  bf16:gradval:<name>  float32, d bf16:loss / d working weight at those indices
+                       (float64 computed: the gradient with respect to the
+                       rounded weight, which zplan passes to the f32 master)
+  bf16:gradmax:<name>  float64 [], max |g| over the whole tensor
+  fp32:gradval:<name>  float32, the unrounded model's gradient (goldens/
+                       llama-opset17.npz grad:<name>) at the same indices: a
+                       run that does not round lands there (41x the bound
+                       away from bf16:gradval at the sampled entries)
+  bf16:f32_grad_bound_ratio  how far torch itself in float32 (same rounded
+                       weights) is from these gradients, as a ratio to
+                       check_gradients.py's bound; bf16:f32_loss_rel likewise
+  bf16:vs_fp32_grad_bound_ratio  the largest ratio of |bf16 gradient - the
+                       unrounded golden's grad:<name>| to that bound (> 1: a
+                       run that does not round fails the test)
+  curve:<name>         float64 [10], the loss logged at each optimizer step
+  curve_split:<name>   int64 [3], the B, K, N it was computed with
+  curve_param_dtype:<name>, curve_reduce_dtype:<name>  "f32" or "bf16"
+  curve_hyper          float64 [lr, beta1, beta2, eps, weight_decay, warmup,
+                       clip] = [1e-2, 0.9, 0.999, 1e-8, 0.1, 0, 0]
+  curve_lr             float64 [10] (constant 1e-2)
+    curves:  fp32                    no rounding (plain float32 torch), 4,1,1
+             bf16                    bf16 parameters, reduce f32, 4,1,1 (the
+                                     same, to float32 noise, for every split:
+                                     checked for (2,1,2) and (2,2,1))
+             bf16_reduce_bf16_n2     bf16 parameters, reduce bf16, 2,1,2
+             bf16_reduce_bf16_n4     bf16 parameters, reduce bf16, 1,1,4 (tree)
+             bf16_reduce_bf16_n2_k2  bf16 parameters, reduce bf16, 1,2,2
+  n4_orders            the 15 orders in which 4 ranks' bf16 gradients can be
+                       added, as "((0+2)+(1+3))" (commutative, not associative)
+  n4_curve:<order>     float64 [10], curve bf16_reduce_bf16_n4 with that order
+  n4_reference_order   "((0+1)+(2+3))", the order of curve:bf16_reduce_bf16_n4
+  split_spread_bf16    float64 [], the largest relative difference between the
+                       bf16 curves of the three splits (float32 noise)
+  n4_order_spread      float64 [], the largest relative difference between an
+                       n4_curve: and curve:bf16_reduce_bf16_n4
+  fp32_vs_bf16_rel     float64 [], max over steps of |bf16 - fp32| / fp32
+  train_data, train_data_tokens, train_data_sha256, train_seed, train_steps
+                       (10), train_seq_len (16), train_rows_per_step (4),
+                       train_offsets int64 [10, 4] (the rows' token offsets)
+  versions
+
+Self-checks (the script exits non-zero and writes nothing otherwise): the
+corpus is goldens/llama-opset17.npz's (SHA-256, token count); the rebuilt
+model gives that golden's loss (1e-9); its curve_hyper:adamw is this
+optimizer; this script's loop without rounding gives export_fixtures.
+train_steps' 3-step float32 curve exactly, and the fp32 curve's 3 steps are
+that golden's (float64) curve:adamw within 1e-5 relative; the bf16 curve is
+the same for the splits (4,1,1), (2,1,2), (2,2,1) within 1e-5 relative; the
+bf16 curve differs from the fp32 curve, and each reduce-bf16 curve from both,
+by more than MIN_VISIBLE (2e-4) relative at some step (measured: bf16 vs fp32
+3.9e-4; reduce-bf16 vs bf16 3.6e-4 to 5e-4); the bf16 gradients lie outside
+10 x check_gradients.py's bound from the unrounded golden's at the sampled
+entries (41x); float64 central differences of the rounded model agree with
+autograd (export_fixtures.finite_difference_check, 1e-6).
+"""
+
+import argparse
+import hashlib
+import os
+import sys
+
+import numpy as np
+import torch
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT_DIR = os.path.join(REPO_ROOT, "scripts")
+MODELS_DIR = os.path.join(REPO_ROOT, "test", "models")
+GOLDEN_DIR = os.path.join(MODELS_DIR, "goldens")
+sys.path.insert(0, SCRIPT_DIR)
+sys.path.insert(0, os.path.join(REPO_ROOT, "test", "train"))
+sys.dont_write_bytecode = True
+
+import export_fixtures as ef  # noqa: E402  (sets HF offline before transformers)
+import batches  # noqa: E402
+
+ARCH = "llama"
+NAME = "llama-opset17"
+DEFAULT_OUT = os.path.join(GOLDEN_DIR, f"{NAME}-bf16.npz")
+STEPS = 10
+HYPER = (1e-2, 0.9, 0.999, 1e-8, 0.1, 0, 0.0)  # lr, beta1, beta2, eps, wd, warmup, clip
+CURVES = [
+    # name, (B, K, N), round the parameters, reduce in bf16
+    ("fp32", (4, 1, 1), False, False),
+    ("bf16", (4, 1, 1), True, False),
+    ("bf16_reduce_bf16_n2", (2, 1, 2), True, True),
+    ("bf16_reduce_bf16_n4", (1, 1, 4), True, True),
+    ("bf16_reduce_bf16_n2_k2", (1, 2, 2), True, True),
+]
+BF16_OTHER_SPLITS = [(2, 1, 2), (2, 2, 1)]
+SPLIT_RTOL = 1e-5
+GOLDEN_RTOL = 1e-5  # fp32 curve vs the float64 golden curve:adamw
+# The bf16 curves must differ from the ones a wrong implementation follows by
+# more than this somewhere: 4x check_mixed_precision.py's reduce-fp32 curve
+# tolerance (5e-5), 2x its reduce-bf16 one (1e-4). Rounding the weights moves
+# this 10-step curve by 3.9e-4 only (AdamW's normalized steps barely notice a
+# 2^-9 change of a weight), so not more.
+MIN_VISIBLE = 2e-4
+GRADIENT_SAMPLES = 32
+SEED_GRADIENT_SAMPLES = 11
+
+
+def bf16_round(t):
+    """float32 -> the nearest bf16 (ties to even) -> float32."""
+    return t.to(torch.bfloat16).to(torch.float32)
+
+
+def bf16_sum(a, b):
+    """bf16 + bf16 as zplan's reduction does it: in float32, rounded to bf16."""
+    return (a.to(torch.float32) + b.to(torch.float32)).to(torch.bfloat16)
+
+
+def bf16_trees(leaves):
+    """Every way to sum `leaves` with a commutative, non-associative
+    addition: full binary trees, children unordered (15 for 4 ranks)."""
+    leaves = tuple(leaves)
+    if len(leaves) == 1:
+        return [leaves[0]]
+    first, rest = leaves[0], leaves[1:]
+    out = []
+    for mask in range(1 << len(rest)):
+        left = (first,) + tuple(x for i, x in enumerate(rest) if mask >> i & 1)
+        right = tuple(x for i, x in enumerate(rest) if not mask >> i & 1)
+        if right:
+            out += [(a, b) for a in bf16_trees(left) for b in bf16_trees(right)]
+    return out
+
+
+def tree_name(tree):
+    return str(tree) if isinstance(tree, int) else \
+        f"({tree_name(tree[0])}+{tree_name(tree[1])})"
+
+
+TREE_N2 = (0, 1)
+TREE_N4 = ((0, 1), (2, 3))  # the reference order of curve:bf16_reduce_bf16_n4
+
+
+def reduce_bf16(grads, tree):
+    """The bf16 sum over ranks of the float32 gradients `grads` (rank order)
+    in the order `tree` (nested pairs of rank numbers), returned as float32."""
+    parts = [g.to(torch.bfloat16) for g in grads]
+
+    def total(node):
+        return parts[node] if isinstance(node, int) else bf16_sum(total(node[0]),
+                                                                   total(node[1]))
+    return total(tree if len(parts) > 1 else 0).to(torch.float32)
+
+
+def train_mp(path, tokens, split, round_params, bf16_reduce, steps=STEPS, tree=None):
+    """Per-step logged losses and row offsets (see the docstring's contract)."""
+    batch, k_steps, world = split
+    master, names = ef.model_from_onnx(ARCH, path, torch.float32)
+    master.train()  # every dropout probability is 0: same as eval
+    mparams = dict(master.named_parameters())
+    if round_params:
+        working, _ = ef.model_from_onnx(ARCH, path, torch.float32)
+        working.train()
+    else:
+        working = master
+    wparams = dict(working.named_parameters())
+    lr, beta1, beta2, eps, weight_decay, _, _ = HYPER
+    optimizer = torch.optim.AdamW(list(mparams.values()), lr=lr, betas=(beta1, beta2),
+                                  eps=eps, weight_decay=weight_decay, foreach=False)
+    if tree is None:
+        tree = {1: 0, 2: TREE_N2, 4: TREE_N4}.get(world)
+    losses, offsets = [], []
+    for step in range(steps):
+        rows = batches.step_offsets(ef.TRAIN_SEED, step, batch * k_steps * world,
+                                    len(tokens), ef.TRAIN_SEQ_LEN)
+        if round_params:
+            with torch.no_grad():
+                for n in names:
+                    wparams[n].copy_(bf16_round(mparams[n]))
+        accumulated = {n: None for n in names}
+        total = 0.0
+        for micro in range(k_steps):
+            per_rank = []
+            for rank in range(world):
+                picked = [rows[q] for q in batches.micro_batch_rows(micro, rank, world, batch)]
+                x = torch.from_numpy(np.stack(
+                    [tokens[o:o + ef.TRAIN_SEQ_LEN] for o in picked]).astype(np.int64))
+                working.zero_grad(set_to_none=True)
+                loss = ef.causal_lm_loss(working(x), x)
+                loss.backward()
+                total += float(loss.item())
+                per_rank.append({n: wparams[n].grad.detach().clone() for n in names})
+            with torch.no_grad():
+                for n in names:
+                    if bf16_reduce:
+                        parts = [reduce_bf16([g[n] for g in per_rank], tree)]
+                    else:
+                        parts = [g[n] for g in per_rank]
+                    for part in parts:
+                        accumulated[n] = (part.clone() if accumulated[n] is None
+                                          else accumulated[n] + part)
+        optimizer.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for n in names:
+                mparams[n].grad = accumulated[n].mul_(1.0 / (k_steps * world))
+        optimizer.step()
+        losses.append(total / (k_steps * world))
+        offsets.append(rows)
+    return np.array(losses), np.array(offsets, dtype=np.int64)
+
+
+def rel(a, b):
+    return float(np.max(np.abs(np.asarray(a) - np.asarray(b)) / np.abs(np.asarray(b))))
+
+
+def store_gradients(arrays, names, grads, unrounded):
+    """rl_goldens.store_gradients' sampled form: 32 seeded indices plus the
+    largest |g|, their values, and max |g|; and the unrounded golden's
+    gradient at the same indices. Returns the largest ratio, over the sampled
+    entries, of |bf16 - unrounded| to check_gradients.py's bound."""
+    largest = max(float(np.abs(grads[k]).max()) for k in names)
+    worst = 0.0
+    for number, k in enumerate(names):
+        flat = np.asarray(grads[k]).reshape(-1)
+        rng = np.random.default_rng([SEED_GRADIENT_SAMPLES, number])
+        drawn = rng.choice(flat.size, size=min(GRADIENT_SAMPLES, flat.size), replace=False)
+        index = np.unique(np.append(drawn, int(np.argmax(np.abs(flat)))))
+        arrays[f"bf16:gradidx:{k}"] = index.astype(np.int64)
+        arrays[f"bf16:gradval:{k}"] = flat[index].astype(np.float32)
+        arrays[f"bf16:gradmax:{k}"] = np.float64(np.abs(flat).max())
+        other = np.asarray(unrounded[k]).reshape(-1)[index]
+        arrays[f"fp32:gradval:{k}"] = other.astype(np.float32)
+        bound = 1e-4 * float(np.abs(flat).max()) + 1e-6 * largest
+        worst = max(worst, float(np.abs(flat[index] - other).max()) / bound)
+    return worst
+
+
+def rounded_model(path, dtype):
+    """The fixture with every parameter rounded to bf16, then converted
+    (exactly) to `dtype`."""
+    model, names = ef.model_from_onnx(ARCH, path, torch.float32)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(bf16_round(p))
+    return model.to(dtype).eval(), names
+
+
+def produce(out, versions):
+    path = os.path.join(MODELS_DIR, f"{NAME}.onnx")
+    committed = np.load(os.path.join(GOLDEN_DIR, f"{NAME}.npz"), allow_pickle=False)
+    tokens = np.fromfile(ef.CORPUS, dtype="<u2")
+    digest = hashlib.sha256(open(ef.CORPUS, "rb").read()).hexdigest()
+    if "train_data_sha256" in committed and (
+            digest != str(committed["train_data_sha256"])
+            or len(tokens) != int(committed["train_data_tokens"])):
+        raise SystemExit(f"{ef.CORPUS}: sha256 {digest[:16]}, {len(tokens)} tokens; "
+                         f"goldens/{NAME}.npz was made from another corpus")
+    hyper = committed["curve_hyper:adamw"]
+    if str(committed["curve_optimizer:adamw"]) != "adamw" or not np.array_equal(
+            hyper, np.array(HYPER, dtype=np.float64)):
+        raise SystemExit(f"goldens/{NAME}.npz curve_hyper:adamw {hyper.tolist()} is not "
+                         f"{list(HYPER)}")
+    ids = committed["input_ids"]
+    ids_t = torch.from_numpy(ids)
+
+    # ---- gradients of the single micro-batch golden input, rounded weights.
+    with ef.float64_exact():
+        exact, names = ef.model_from_onnx(ARCH, path, torch.float64)
+        with torch.no_grad(), ef.default_dtype(torch.float64):
+            unrounded = float(ef.causal_lm_loss(exact(ids_t), ids_t))
+        if not abs(unrounded - float(committed["loss"])) <= 1e-9 * abs(unrounded):
+            raise SystemExit(f"rebuilt model's loss {unrounded} != committed {committed['loss']}")
+        if list(committed["param_names"]) != names:
+            raise SystemExit(f"parameter names differ from goldens/{NAME}.npz")
+        model64, _ = rounded_model(path, torch.float64)
+        loss64, grads64 = ef.loss_and_gradients(model64, ids)
+        fd_worst = ef.finite_difference_check(model64, ids, grads64, names)
+    model32, _ = rounded_model(path, torch.float32)
+    loss32, grads32 = ef.loss_and_gradients(model32, ids)
+    f32_ratio = ef.gradient_bound_ratio(grads32, grads64)
+    f32_loss = abs(loss32 - loss64) / abs(loss64)
+    unrounded_grads = {k: committed["grad:" + k] for k in names}
+    vs_fp32 = ef.gradient_bound_ratio(grads64, unrounded_grads)
+    loss_shift = abs(loss64 - unrounded) / abs(unrounded)
+    print(f"  bf16 weights: loss {loss64:.12f} (unrounded {unrounded:.12f}, {loss_shift:.2e} "
+          f"relative); float32 torch vs float64: loss {f32_loss:.2e}, gradients at "
+          f"{f32_ratio:.2e} of the bound; finite differences {fd_worst:.1e}")
+    print(f"  bf16 gradients vs the unrounded golden: {vs_fp32:.2f} x check_gradients.py's bound")
+    if not vs_fp32 > 1.0:
+        raise SystemExit("the bf16 gradients are within check_gradients.py's bound of the "
+                         "unrounded ones: the test could not tell them apart")
+
+    arrays = {"param_names": np.array(names), "input_ids": ids,
+              "bf16:loss": np.float64(loss64)}
+    sampled_vs_fp32 = store_gradients(arrays, names, grads64, unrounded_grads)
+    print(f"  at the sampled entries: {sampled_vs_fp32:.2f} x the bound")
+    if not sampled_vs_fp32 > 10.0:
+        raise SystemExit("at the sampled entries the bf16 gradients are within 10 x "
+                         "check_gradients.py's bound of the unrounded ones")
+    arrays.update({"bf16:f32_grad_bound_ratio": np.float64(f32_ratio),
+                   "bf16:f32_loss_rel": np.float64(f32_loss),
+                   "bf16:vs_fp32_grad_bound_ratio": np.float64(vs_fp32),
+                   "bf16:sampled_vs_fp32_grad_bound_ratio": np.float64(sampled_vs_fp32)})
+
+    # ---- training curves.
+    torch_curve = ef.train_curve(ARCH, path, tokens, ("adamw", "adamw") + HYPER,
+                                 ef.TRAIN_REFERENCE_SPLIT, torch.float32)[0]
+    curves, offsets = {}, None
+    for cname, split, round_params, bf16_reduce in CURVES:
+        losses, offs = train_mp(path, tokens, split, round_params, bf16_reduce)
+        if offsets is None:
+            offsets = offs
+        # Every split reads the same R rows a step (in a different grouping).
+        if not np.array_equal(offs, offsets):
+            raise SystemExit(f"{cname}: row offsets differ between splits")
+        curves[cname] = losses
+        print(f"  {cname:24s} B,K,N={','.join(map(str, split))}  "
+              f"{' '.join(f'{v:.7f}' for v in losses)}")
+    fp32 = curves["fp32"]
+    if not np.array_equal(fp32[:3], torch_curve):
+        raise SystemExit(f"this loop without rounding gives {fp32[:3].tolist()}, "
+                         f"export_fixtures.train_steps {torch_curve.tolist()}")
+    golden_rel = rel(fp32[:3], committed["curve:adamw"])
+    print(f"  fp32 steps 1-3 vs goldens/{NAME}.npz curve:adamw (float64): {golden_rel:.2e}")
+    if not golden_rel <= GOLDEN_RTOL:
+        raise SystemExit(f"fp32 curve {fp32[:3].tolist()} vs curve:adamw "
+                         f"{committed['curve:adamw'].tolist()}: {golden_rel:.3e}")
+    spread = 0.0
+    for split in BF16_OTHER_SPLITS:
+        other, offs = train_mp(path, tokens, split, True, False)
+        difference = rel(other, curves["bf16"])
+        spread = max(spread, difference)
+        print(f"  bf16 B,K,N={','.join(map(str, split))} vs 4,1,1: {difference:.2e}")
+        if not (np.array_equal(offs, offsets) and difference <= SPLIT_RTOL):
+            raise SystemExit(f"bf16 split {split}: {other.tolist()} vs "
+                             f"{curves['bf16'].tolist()} ({difference:.3e})")
+    # MPI's reduce-scatter of a commutative operation may add the 4 ranks in
+    # any order: the N = 4 curve of each of the 15 orders.
+    orders = bf16_trees(range(4))
+    order_curves = {}
+    for tree in orders:
+        order_curves[tree_name(tree)] = (curves["bf16_reduce_bf16_n4"] if tree == TREE_N4
+                                         else train_mp(path, tokens, (1, 1, 4), True, True,
+                                                       tree=tree)[0])
+    order_spread = max(rel(c, curves["bf16_reduce_bf16_n4"]) for c in order_curves.values())
+    print(f"  bf16 reduce bf16 N=4: {len(orders)} addition orders, the largest difference "
+          f"to {tree_name(TREE_N4)}'s curve {order_spread:.2e}")
+    visible = rel(curves["bf16"], fp32)
+    print(f"  bf16 vs fp32 curve: {visible:.2e} relative at most"
+          + "".join(f"; {c} vs bf16 {rel(curves[c], curves['bf16']):.2e}"
+                    for c, _, _, r in CURVES if r))
+    if not visible > MIN_VISIBLE:
+        raise SystemExit(f"the bf16 curve is within {MIN_VISIBLE} of the fp32 one")
+    for c, _, _, bf16_reduce in CURVES:
+        if bf16_reduce and not min(rel(curves[c], fp32), rel(curves[c], curves["bf16"])) \
+                > MIN_VISIBLE:
+            raise SystemExit(f"{c} is within {MIN_VISIBLE} of curve fp32 or bf16")
+
+    arrays["curve_hyper"] = np.array(HYPER, dtype=np.float64)
+    arrays["curve_lr"] = np.full(STEPS, HYPER[0], dtype=np.float64)
+    for order, losses in order_curves.items():
+        arrays["n4_curve:" + order] = losses
+    for cname, split, round_params, bf16_reduce in CURVES:
+        arrays["curve:" + cname] = curves[cname]
+        arrays["curve_split:" + cname] = np.array(split, dtype=np.int64)
+        arrays["curve_param_dtype:" + cname] = np.array("bf16" if round_params else "f32")
+        arrays["curve_reduce_dtype:" + cname] = np.array("bf16" if bf16_reduce else "f32")
+    arrays.update({
+        "split_spread_bf16": np.float64(spread),
+        "n4_order_spread": np.float64(order_spread),
+        "n4_orders": np.array(list(order_curves)),
+        "n4_reference_order": np.array(tree_name(TREE_N4)),
+        "fp32_vs_bf16_rel": np.float64(visible),
+        "train_data": np.array(os.path.relpath(ef.CORPUS, REPO_ROOT)),
+        "train_data_tokens": np.int64(len(tokens)),
+        "train_data_sha256": np.array(digest),
+        "train_seed": np.int64(ef.TRAIN_SEED),
+        "train_steps": np.int64(STEPS),
+        "train_seq_len": np.int64(ef.TRAIN_SEQ_LEN),
+        "train_rows_per_step": np.int64(4),
+        "train_offsets": offsets,
+        "versions": np.array(versions),
+    })
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    ef.save_npz_deterministic(out, arrays)
+    shown = os.path.relpath(out, REPO_ROOT)
+    shown = out if shown.startswith("..") else shown
+    print(f"  wrote {shown}: {os.path.getsize(out)} bytes, "
+          f"sha256 {hashlib.sha256(open(out, 'rb').read()).hexdigest()[:16]}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=DEFAULT_OUT, help=f"default {DEFAULT_OUT}")
+    args = ap.parse_args()
+    import transformers
+    versions = (f"python {sys.version.split()[0]}, torch {torch.__version__}, "
+                f"transformers {transformers.__version__}, numpy {np.__version__}")
+    print(versions)
+    for k, v in (("torch", torch.__version__), ("transformers", transformers.__version__)):
+        if v.split("+")[0] != ef.TESTED_VERSIONS[k]:
+            print(f"WARNING: {k} {v} differs from the fixtures' {ef.TESTED_VERSIONS[k]}",
+                  file=sys.stderr)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    batches.self_test()
+    print(f"== {NAME} ({ARCH}), bf16 parameters over a float32 master")
+    produce(args.out, versions)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,435 @@
+"""zcc --param-dtype bf16 [--reduce-dtype bf16] against torch's mixed precision.
+
+The golden (scripts/mp_goldens.py: goldens/llama-opset17-bf16.npz) is "bf16
+parameters over an fp32 master" written out in torch: the float32 master
+weights rounded to bf16 (round to nearest even) for every op that reads a
+parameter, float32 compute and gradients, AdamW on the float32 master; with
+--reduce-dtype bf16 each micro-step's per-rank gradient rounded to bf16 and
+summed over the ranks in bf16. Every zcc here runs with
+--persistence-threshold 0, so every parameter is sharded and every parameter
+is rounded (at zcc's default threshold the small ones stay float32). Steps:
+
+ a. the oracle: the golden's keys are there, its parameters are the model's
+    trainable initializers, the corpus is the golden's (token count,
+    SHA-256) and batches.py gives its row offsets;
+ b. gradients, N = 1, 2, 4:
+        zcc MODEL --mode train --world-size N --input-shape input_ids=2x8
+            --persistence-threshold 0 --param-dtype bf16 -o PLAN
+        mpirun -np N zrun PLAN gradients --input input_ids=IDS.npy --output-dir DIR
+    DIR/loss.npy within 1e-5 relative of bf16:loss; every parameter listed
+    once in DIR/gradients.txt with the initializer's shape; at the golden's
+    sampled entries (32 seeded ones and the largest |g| per tensor)
+    |ours - torch| <= 1e-4 * max |torch| of the tensor + 1e-6 * the largest
+    max |torch| (check_gradients.py's bound); and the same entries must NOT
+    all be within that bound of the unrounded model's gradients (fp32:gradval,
+    which the golden keeps 41x the bound away): a run that does not round
+    fails. Whether N = 1, 2, 4 give bitwise the same loss and gradients is
+    printed (identical-across-N=yes/no), not required;
+ b2. the same with --reduce-dtype bf16: every rank has the same input, so
+    rounds the same gradient g to b = bf16(g) and the bf16 sum over N ranks
+    times 1/N is exactly b (N = 4: when MPI adds pairs first; one by one, 3b
+    rounds, so within 2^-7 of b is accepted there). Every entry must equal
+    the bf16 rounding of step b's gradient of the same N, bit for bit;
+ c. loss curves of 10 AdamW steps (lr 1e-2, betas 0.9/0.999, eps 1e-8,
+    weight decay 0.1) on R = 4 rows of T = 16 tokens per step:
+        zcc ... --input-shape input_ids=Bx16 --persistence-threshold 0
+            --param-dtype bf16 [--reduce-dtype bf16] -o PLAN
+        mpirun -np N zrun PLAN train --data CORPUS --steps 10 --seed 0
+            --grad-accum K --lr 0.01 --beta1 0.9 --beta2 0.999 --eps 1e-08
+            --weight-decay 0.1 --warmup 0 --loss-log LOG
+    reduce fp32 for (B, K, N) = (4,1,1), (2,1,2), (1,1,4), (2,2,1), (1,2,2)
+    against curve:bf16; reduce bf16 for (2,1,2), (1,2,2) against
+    curve:bf16_reduce_bf16_n2 and _n2_k2 (one bf16 addition per element: no
+    order to choose), and (1,1,4) against the golden's 15 curves
+    n4_curve:<order>, one per order in which 4 ranks' bf16 gradients can be
+    added (MPI's reduce-scatter of a commutative operation picks one; the
+    orders' curves differ by up to 5e-4, more than the rounding of the
+    weights itself moves the curve): the closest must be within the
+    tolerance, and the line names it and the error against the golden's
+    reference order ((0+1)+(2+3)), curve:bf16_reduce_bf16_n4. Each line also
+    prints the largest relative difference to curve:fp32 (no rounding at
+    all); a curve closer to curve:fp32 than to its bf16 golden fails;
+ d. the bytes of one micro-step (zrun train --steps 1 --stats, rank 0's
+    `zrun: per micro-step: gathered X B, reduced Y B`) of (2,1,2) plans
+    compiled fp32, bf16 and bf16 + --reduce-dtype bf16: gathered(bf16) * 2 ==
+    gathered(fp32), reduced(bf16) == reduced(fp32), reduced(bf16 reduce
+    bf16) * 2 == reduced(fp32), exactly.
+Prints one `ok` line per step or run; the first failure prints `FAIL ...` and
+exits 1. The whole check takes about 12 s on 2 cores. --brief: gradients on
+N = 2 only, the curves of (2,1,2) with either reduction and (1,1,4) with bf16
+reduction, and step d. --oracle-only: step a alone (no zcc/zrun).
+"""
+import argparse
+import hashlib
+import pathlib
+import re
+import sys
+
+import numpy as np
+
+sys.dont_write_bytecode = True
+import batches
+from check_gradients import read_gradients
+from check_training import read_loss_log
+from common import CheckFailure, compile_train, main_wrapper, mpirun, run_tool
+
+LOSS_RTOL = 1e-5
+GRAD_RTOL = 1e-4
+GRAD_FLOOR = 1e-6  # of the largest |torch gradient| of any parameter
+# Curves: max over the 10 steps of |zplan - torch| / |torch|. Sources:
+#  - float32 arithmetic (kernels, summation orders, the AdamW update): zplan's
+#    float32 curve (no --param-dtype) stays within 1.9e-6 of torch's float32
+#    one over these 10 steps, and torch's bf16 curve moves by 8e-7 between
+#    splits (the golden's split_spread_bf16);
+#  - rounding flips: a master weight within that float32 noise of a bf16
+#    rounding boundary rounds the other way in zplan than in torch, moving
+#    one working weight by one bf16 ulp (2^-8 relative); each later step
+#    carries the difference on. This multiplies the float32 noise by 5 to 10:
+#    in torch, float32 noise added to the gradients moves the float32 curve
+#    by 1e-7 and the bf16 curve by 1e-6 to 2e-5 (depending on its size);
+#    zplan's bf16 curves measured 0.9e-5 to 1.04e-5 from torch's.
+#  - with --reduce-dtype bf16, a per-rank gradient within float32 noise of a
+#    bf16 boundary rounds the other way too (one ulp of that entry); where
+#    the ranks' gradients nearly cancel, that can flip the sign of the sum,
+#    and AdamW moves an entry by about lr * sign(m), 0.01 whatever |g| is.
+#    The same mechanism makes the ORDER of a 4-rank bf16 sum move the curve
+#    by 1e-4 to 5e-4 (the golden's n4_order_spread), and float32 noise of the
+#    size above moves torch's reduce-bf16 curves by up to 4e-5 to 1.6e-4;
+#    zplan measured 1e-5 to 2.1e-5.
+# Hence two tolerances, each at least 2x above what zplan showed and 4x
+# below the distance to the curves a wrong implementation would follow:
+# every bf16 curve is 3.6e-4 to 6.7e-4 from curve:fp32 (no rounding), and
+# each reduce-bf16 curve 3.6e-4 to 5e-4 from the reduce-fp32 curve:bf16.
+# The bf16 reduction itself is checked exactly on gradients (step b2).
+CURVE_RTOL = 5e-5  # --reduce-dtype fp32 (the default)
+CURVE_RTOL_REDUCE_BF16 = 1e-4  # --reduce-dtype bf16
+LR_RTOL = 1e-6
+STEPS = 10
+SEQ = 16
+FLAGS = {"fp32": [], "bf16": ["--param-dtype", "bf16"],
+         "bf16-reduce-bf16": ["--param-dtype", "bf16", "--reduce-dtype", "bf16"]}
+# (B, K, N, configuration, golden curve; None: the N = 4 order curves)
+CURVES = [
+    (4, 1, 1, "bf16", "bf16"),
+    (2, 1, 2, "bf16", "bf16"),
+    (1, 1, 4, "bf16", "bf16"),
+    (2, 2, 1, "bf16", "bf16"),
+    (1, 2, 2, "bf16", "bf16"),
+    (2, 1, 2, "bf16-reduce-bf16", "bf16_reduce_bf16_n2"),
+    (1, 1, 4, "bf16-reduce-bf16", None),
+    (1, 2, 2, "bf16-reduce-bf16", "bf16_reduce_bf16_n2_k2"),
+]
+BRIEF_CURVES = [CURVES[1], CURVES[5], CURVES[6]]
+STATS = re.compile(r"^zrun: per micro-step: gathered (\d+) B, reduced (\d+) B$", re.M)
+
+
+def model_shapes(model_path):
+    """The trainable initializers (float, more than one element: zcc's rule),
+    name -> shape, in file order."""
+    import onnx
+    model = onnx.load_model(model_path, load_external_data=False)
+    shapes = {}
+    for tensor in model.graph.initializer:
+        count = int(np.prod(tensor.dims)) if tensor.dims else 1
+        floating = tensor.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
+                                        onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+        if floating and count > 1:
+            shapes[tensor.name] = tuple(tensor.dims)
+    return shapes
+
+
+def check_oracle(golden, shapes, data):
+    names = [str(n) for n in golden["param_names"]]
+    wanted = ["input_ids", "bf16:loss", "train_offsets", "train_data_sha256",
+              "train_data_tokens", "curve_hyper", "curve_lr", "n4_orders",
+              "n4_reference_order"]
+    wanted += [f"curve:{c}" for c in ("fp32", "bf16", "bf16_reduce_bf16_n2",
+                                      "bf16_reduce_bf16_n4", "bf16_reduce_bf16_n2_k2")]
+    wanted += [f"n4_curve:{o}" for o in golden.get("n4_orders", [])]
+    wanted += [f"{kind}:{n}" for n in names
+               for kind in ("bf16:gradidx", "bf16:gradval", "bf16:gradmax", "fp32:gradval")]
+    missing = [k for k in wanted if k not in golden]
+    if missing:
+        raise CheckFailure(f"golden: {len(missing)} keys missing, e.g. {missing[:4]}")
+    if names != list(shapes):
+        raise CheckFailure(f"golden parameters {len(names)} do not match the model's "
+                           f"{len(shapes)} trainable initializers")
+    for n in names:
+        index = golden["bf16:gradidx:" + n]
+        if index.min() < 0 or index.max() >= int(np.prod(shapes[n])):
+            raise CheckFailure(f"golden: bf16:gradidx:{n} outside {list(shapes[n])}")
+    for k in ["curve:" + c for c in ("fp32", "bf16")] + ["curve_lr"]:
+        if golden[k].shape != (STEPS,) or not np.isfinite(golden[k]).all():
+            raise CheckFailure(f"golden {k}: {golden[k]!r}, expected {STEPS} finite values")
+    tokens = np.fromfile(data, dtype="<u2")
+    digest = hashlib.sha256(pathlib.Path(data).read_bytes()).hexdigest()
+    if len(tokens) != int(golden["train_data_tokens"]) or digest != str(golden["train_data_sha256"]):
+        raise CheckFailure(f"{data}: {len(tokens)} tokens, sha256 {digest[:16]}; the golden "
+                           f"was made from {int(golden['train_data_tokens'])} tokens, sha256 "
+                           f"{str(golden['train_data_sha256'])[:16]}")
+    batches.self_test()
+    rows = int(golden["train_rows_per_step"])
+    offsets = np.array([batches.step_offsets(int(golden["train_seed"]), s, rows, len(tokens),
+                                             int(golden["train_seq_len"]))
+                        for s in range(STEPS)], dtype=np.int64)
+    if not np.array_equal(offsets, golden["train_offsets"]):
+        raise CheckFailure("batches.py's row offsets differ from the golden's train_offsets")
+    print(f"ok oracle: corpus {len(tokens)} tokens, {len(names)} parameters, "
+          f"bf16 loss {float(golden['bf16:loss']):.6f}, {STEPS} steps of {rows} rows")
+
+
+def compare_gradients(label, golden, loss, grads, shapes):
+    names = [str(n) for n in golden["param_names"]]
+    missing = sorted(set(names) - set(grads))
+    extra = sorted(set(grads) - set(names))
+    if missing or extra:
+        raise CheckFailure(f"{label}: gradients missing for {missing[:5]} ({len(missing)}), "
+                           f"extra {extra[:5]} ({len(extra)})")
+    loss = np.asarray(loss)
+    if loss.size != 1 or not np.isfinite(loss).all():
+        raise CheckFailure(f"{label}: loss.npy holds {loss!r}, expected one finite value")
+    reference = float(golden["bf16:loss"])
+    loss_error = abs(float(loss.reshape(())) - reference) / abs(reference)
+    if not loss_error <= LOSS_RTOL:
+        raise CheckFailure(f"{label}: loss {float(loss.reshape(())):.9g}, torch with bf16 "
+                           f"weights {reference:.9g} (relative error {loss_error:.3e} > "
+                           f"{LOSS_RTOL})")
+    floor = GRAD_FLOOR * max(float(golden["bf16:gradmax:" + n]) for n in names)
+    worst_name, worst, unrounded = None, -1.0, 0.0
+    for n in names:
+        got = grads[n]
+        if got.shape != shapes[n]:
+            raise CheckFailure(f"{label}: gradient of {n} has shape {list(got.shape)}, the "
+                               f"parameter is {list(shapes[n])}")
+        if not np.isfinite(got).all():
+            raise CheckFailure(f"{label}: gradient of {n} holds NaN or Inf")
+        sampled = got.reshape(-1)[golden["bf16:gradidx:" + n]].astype(np.float64)
+        bound = GRAD_RTOL * float(golden["bf16:gradmax:" + n]) + floor
+        ratio = float(np.abs(sampled - golden["bf16:gradval:" + n]).max()) / bound
+        unrounded = max(unrounded,
+                        float(np.abs(sampled - golden["fp32:gradval:" + n]).max()) / bound)
+        if ratio > worst:
+            worst_name, worst = n, ratio
+    if not worst <= 1.0:
+        raise CheckFailure(f"{label}: gradient of {worst_name} at {worst:.2f} of the bound "
+                           f"({GRAD_RTOL} * max |torch| + {floor:.1e}) at the sampled entries")
+    if not unrounded > 1.0:
+        raise CheckFailure(f"{label}: the gradients are within the bound of the UNROUNDED "
+                           f"model's too ({unrounded:.2f}): the weights were not rounded")
+    return loss_error, worst_name, worst, unrounded
+
+
+def gradients(args, golden, shapes, out, worlds):
+    ids_path = out / "input_ids.npy"
+    np.save(ids_path, golden["input_ids"])
+    shape = "x".join(str(d) for d in golden["input_ids"].shape)
+    runs = {}
+    for world in worlds:
+        label = f"{args.name} gradients bf16 N={world} persistence=0"
+        plan = out / f"grad-{world}.zplan"
+        compile_train(args.zcc, args.model, plan, world, f"input_ids={shape}", 0,
+                      FLAGS["bf16"], label=label)
+        directory = out / f"grads-{world}"
+        run_tool(f"{label}: zrun gradients",
+                 mpirun(world) + [args.zrun, str(plan), "gradients", "--input",
+                                  f"input_ids={ids_path}", "--output-dir", str(directory)])
+        loss_path = directory / "loss.npy"
+        if not loss_path.is_file():
+            raise CheckFailure(f"{label}: {loss_path} was not written")
+        loss = np.load(loss_path, allow_pickle=False)
+        grads = read_gradients(directory)
+        loss_error, worst, ratio, unrounded = compare_gradients(label, golden, loss, grads,
+                                                                shapes)
+        runs[world] = (loss, grads)
+        print(f"ok {label} loss-rel-err {loss_error:.2e} worst {worst} at {ratio:.3f} of "
+              f"the bound; unrounded weights' gradients at {unrounded:.1f}")
+    first = runs[worlds[0]]
+    identical = all(np.array_equal(loss, first[0])
+                    and all(np.array_equal(g[n], first[1][n]) for n in first[1])
+                    for loss, g in runs.values())
+    print(f"ok {args.name} gradients bf16 N={','.join(map(str, worlds))} "
+          f"identical-across-N={'yes' if identical else 'no'}")
+    return runs
+
+
+def bf16_round(x):
+    """float32 -> nearest bf16 (ties to even) -> float32, as torch's
+    x.to(torch.bfloat16) (no NaN here: the values are checked finite)."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).reshape(np.shape(x))
+
+
+def reduce_bf16_gradients(args, golden, out, worlds, runs):
+    """--reduce-dtype bf16 on the same input on every rank: each rank rounds
+    the same float32 gradient g to b = bf16(g); N = 2 sums b + b = 2b in bf16
+    (exact) and scales by 1/2: exactly b. N = 4 gives exactly b when MPI adds
+    pairs first (4b = 2b + 2b); added one by one, 3b rounds: within one bf16
+    ulp of b (2^-7 relative) then."""
+    ids_path = out / "input_ids.npy"
+    shape = "x".join(str(d) for d in golden["input_ids"].shape)
+    for world in worlds:
+        label = f"{args.name} gradients bf16 reduce-bf16 N={world} persistence=0"
+        plan = out / f"grad-rbf16-{world}.zplan"
+        compile_train(args.zcc, args.model, plan, world, f"input_ids={shape}", 0,
+                      FLAGS["bf16-reduce-bf16"], label=label)
+        directory = out / f"grads-rbf16-{world}"
+        run_tool(f"{label}: zrun gradients",
+                 mpirun(world) + [args.zrun, str(plan), "gradients", "--input",
+                                  f"input_ids={ids_path}", "--output-dir", str(directory)])
+        loss = np.load(directory / "loss.npy", allow_pickle=False)
+        grads = read_gradients(directory)
+        ref_loss, ref = runs[world]
+        if sorted(grads) != sorted(ref) or not np.array_equal(loss, ref_loss):
+            raise CheckFailure(f"{label}: loss {loss!r} (reduce fp32: {ref_loss!r}) or "
+                               "the parameters listed differ from the reduce-fp32 run")
+        differ, total, worst = 0, 0, 0.0
+        for n, g in ref.items():
+            expected = bf16_round(g)
+            got = grads[n]
+            if got.shape != g.shape or not np.isfinite(got).all():
+                raise CheckFailure(f"{label}: gradient of {n}: shape {list(got.shape)} or "
+                                   "not finite")
+            off = got != expected
+            differ += int(off.sum())
+            total += g.size
+            if off.any():
+                worst = max(worst, float(np.max(np.abs(got - expected)[off]
+                                                / np.abs(expected)[off])))
+        if differ and (world <= 2 or not worst <= 2.0 ** -7):
+            raise CheckFailure(f"{label}: {differ} of {total} gradient entries differ from "
+                               f"the bf16 rounding of the reduce-fp32 run's (largest "
+                               f"relative difference {worst:.2e})")
+        print(f"ok {label} gradients == bf16(reduce-fp32 gradients): "
+              f"{total - differ} of {total} entries exactly")
+
+
+def train(args, golden, out, batch, k_steps, world, config, steps=STEPS, stats=False):
+    """One zrun train run; returns (losses, lrs, stdout)."""
+    lr, beta1, beta2, eps, weight_decay, warmup, _ = golden["curve_hyper"].tolist()
+    tag = f"{config}-{batch}-{k_steps}-{world}" + ("-stats" if stats else "")
+    label = (f"{args.name} {config} B={batch} K={k_steps} N={world} persistence=0"
+             + (" stats" if stats else ""))
+    plan = out / f"{config}-{batch}-{k_steps}-{world}.zplan"
+    if plan not in args.compiled:  # the stats run reuses its split's plan
+        args.compiled.add(plan)
+        compile_train(args.zcc, args.model, plan, world, f"input_ids={batch}x{SEQ}", 0,
+                      FLAGS[config], label=label)
+    log = out / f"{tag}.log"
+    command = mpirun(world) + [
+        args.zrun, str(plan), "train", "--data", args.data,
+        "--steps", str(steps), "--seed", str(int(golden["train_seed"])),
+        "--grad-accum", str(k_steps), "--lr", repr(lr),
+        "--weight-decay", repr(weight_decay), "--warmup", str(int(warmup)),
+        "--loss-log", str(log),
+        "--beta1", repr(beta1), "--beta2", repr(beta2), "--eps", repr(eps)]
+    if stats:
+        command.append("--stats")
+    done = run_tool(f"{label}: zrun train", command)
+    losses, lrs = read_loss_log(log, label)
+    return label, losses, lrs, done.stdout
+
+
+def rel(a, b):
+    return float(np.max(np.abs(a - b) / np.abs(b)))
+
+
+def curve(args, golden, out, batch, k_steps, world, config, key):
+    label, losses, lrs, _ = train(args, golden, out, batch, k_steps, world, config)
+    if losses.shape != (STEPS,):
+        raise CheckFailure(f"{label}: {len(losses)} logged steps, expected {STEPS}")
+    if not (np.abs(lrs - golden["curve_lr"]) <= LR_RTOL * golden["curve_lr"]).all():
+        raise CheckFailure(f"{label}: logged lr {lrs.tolist()}, expected "
+                           f"{golden['curve_lr'].tolist()}")
+    note = ""
+    tolerance = CURVE_RTOL if config == "bf16" else CURVE_RTOL_REDUCE_BF16
+    if key is None:
+        # N = 4 with bf16 sums: the order MPI added the ranks in is its own.
+        orders = [str(o) for o in golden["n4_orders"]]
+        errors = {o: rel(losses, golden["n4_curve:" + o]) for o in orders}
+        order, runner_up = sorted(errors, key=errors.get)[:2]
+        reference_order = str(golden["n4_reference_order"])
+        reference = golden["n4_curve:" + order]
+        note = (f" order {order} (next {runner_up} {errors[runner_up]:.2e}; reference "
+                f"order {reference_order} {errors[reference_order]:.2e})")
+        key = f"n4_curve:{order}"
+    else:
+        reference = golden["curve:" + key]
+        key = "curve:" + key
+    error = np.abs(losses - reference) / np.abs(reference)
+    to_fp32 = rel(losses, golden["curve:fp32"])
+    if not (error <= tolerance).all():
+        step = int(np.argmax(error))
+        raise CheckFailure(f"{label}: step {step + 1} loss {losses[step]:.9g}, torch "
+                           f"{reference[step]:.9g} (relative error {error[step]:.3e} > "
+                           f"{tolerance}; golden {key}; per step "
+                           f"{' '.join(f'{e:.1e}' for e in error)}; curve:fp32 at "
+                           f"{to_fp32:.2e}){note}")
+    if not to_fp32 > float(error.max()):
+        raise CheckFailure(f"{label}: closer to the unrounded curve:fp32 ({to_fp32:.2e}) "
+                           f"than to {key} ({float(error.max()):.2e})")
+    if config != "bf16":
+        to_reduce_fp32 = rel(losses, golden["curve:bf16"])
+        if not to_reduce_fp32 > float(error.max()):
+            raise CheckFailure(f"{label}: closer to the reduce-fp32 curve:bf16 "
+                               f"({to_reduce_fp32:.2e}) than to {key} "
+                               f"({float(error.max()):.2e}): no bf16 reduction?")
+        note = f" (vs reduce-fp32 {to_reduce_fp32:.2e})" + note
+    print(f"ok {label} max-rel-err {float(error.max()):.2e} (vs fp32 {to_fp32:.2e}){note}")
+    return float(error.max())
+
+
+def stats(args, golden, out):
+    """Bytes of one micro-step of B=2 K=1 N=2 in the three configurations."""
+    seen = {}
+    for config in ("fp32", "bf16", "bf16-reduce-bf16"):
+        label, _, _, stdout = train(args, golden, out, 2, 1, 2, config, steps=1, stats=True)
+        found = STATS.findall(stdout)
+        if len(found) != 1:
+            raise CheckFailure(f"{label}: expected one `zrun: per micro-step: gathered X B, "
+                               f"reduced Y B` line on stdout, found {len(found)}")
+        seen[config] = tuple(int(v) for v in found[0])
+    (g32, r32), (g16, r16), (gr16, rr16) = (seen[c] for c in
+                                            ("fp32", "bf16", "bf16-reduce-bf16"))
+    if not (g16 * 2 == g32 and gr16 == g16 and r16 == r32 and rr16 * 2 == r32 and g32 > 0
+            and r32 > 0):
+        raise CheckFailure(f"{args.name} stats B=2 K=1 N=2: gathered/reduced bytes fp32 "
+                           f"{g32}/{r32}, bf16 {g16}/{r16}, bf16 reduce bf16 {gr16}/{rr16}; "
+                           "expected bf16 gathers half of fp32, reduces the same, and "
+                           "half with --reduce-dtype bf16")
+    print(f"ok {args.name} stats B=2 K=1 N=2 gathered fp32 {g32} B bf16 {g16} B; "
+          f"reduced fp32 {r32} B bf16 {r16} B bf16-reduce-bf16 {rr16} B")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--zcc", default="zcc")
+    parser.add_argument("--zrun", default="zrun")
+    parser.add_argument("--model", required=True, help="the .onnx fixture (llama-opset17)")
+    parser.add_argument("--golden", required=True, help="its -bf16.npz golden")
+    parser.add_argument("--data", required=True, help="the golden's token file")
+    parser.add_argument("--out", required=True, help="a scratch directory")
+    parser.add_argument("--oracle-only", action="store_true",
+                        help="check the golden and the corpus, run nothing")
+    parser.add_argument("--brief", action="store_true",
+                        help="gradients on 2 ranks, three curves, the byte counts")
+    args = parser.parse_args()
+    args.name = pathlib.Path(args.model).stem
+    args.compiled = set()
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    golden = dict(np.load(args.golden, allow_pickle=False))
+    shapes = model_shapes(args.model)
+    check_oracle(golden, shapes, args.data)
+    if args.oracle_only:
+        return
+    worlds = [2] if args.brief else [1, 2, 4]
+    runs = gradients(args, golden, shapes, out, worlds)
+    reduce_bf16_gradients(args, golden, out, worlds, runs)
+    for batch, k_steps, world, config, key in (BRIEF_CURVES if args.brief else CURVES):
+        curve(args, golden, out, batch, k_steps, world, config, key)
+    stats(args, golden, out)
+
+
+if __name__ == "__main__":
+    main_wrapper(main)
