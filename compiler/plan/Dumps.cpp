@@ -200,15 +200,17 @@ std::string zplan::formatReport(
   auto typeText = [](plan::DataType type) {
     return llvm::StringRef(plan::planTypeName(type)).lower();
   };
+  bool trains = plan::findProgram(first, plan::PROGRAM_KIND_OPTIMIZER_STEP);
   std::map<std::string, int> precisions;
   for (const plan::Group &group : first.groups())
     ++precisions["shards " + typeText(group.dtype()) +
                  (group.persistent()
                       ? std::string(" (persistent)")
                       : ", gathered " + typeText(plan::gatherType(group))) +
-                 (group.frozen()
-                      ? std::string(", frozen")
-                      : ", reduced " + typeText(plan::reduceType(group)))];
+                 (!trains        ? std::string()
+                  : group.frozen() ? std::string(", frozen")
+                                   : ", reduced " +
+                                         typeText(plan::reduceType(group)))];
   for (const auto &[text, count] : precisions)
     os << "precision: " << count << " group(s): " << text << "\n";
   for (int p = 0; p < first.programs_size(); ++p) {
