@@ -38,6 +38,17 @@ struct MixedPrecisionPass
       return signalPassFailure();
     if (!gatherBf16 && !reduceBf16)
       return;
+    // The master is f32: a model exported in bf16 or f16 has no f32 values
+    // to keep (export it in float32; the gathers make the bf16 copies).
+    for (auto param : module.getOps<nn::ParameterOp>())
+      if (!param.getTensorType().getElementType().isF32()) {
+        param.emitError() << "--param-dtype/--reduce-dtype bf16 keep f32 "
+                             "master weights, but parameter @"
+                          << param.getSymName() << " is "
+                          << param.getTensorType()
+                          << "; export the model in float32";
+        return signalPassFailure();
+      }
     Type bf16 = BFloat16Type::get(module.getContext());
     for (auto group : module.getOps<zero::GroupOp>()) {
       if (gatherBf16 && !group.getPersistent())

@@ -13,6 +13,7 @@
 // RUN: zcc-opt %t/module.mlir -zplan-mixed-precision | FileCheck %t/module.mlir --check-prefix=NONE
 // RUN: not zcc-opt %t/module.mlir -zplan-mixed-precision="param-dtype=fp16" 2>&1 | FileCheck %t/module.mlir --check-prefix=UNKNOWN
 // RUN: zcc-opt %t/invalid.mlir -split-input-file -verify-diagnostics
+// RUN: zcc-opt %t/half.mlir -zplan-mixed-precision="param-dtype=bf16" -verify-diagnostics
 
 //--- module.mlir
 // CHECK: zero.group @group0 {gather_type = bf16,
@@ -106,3 +107,8 @@ func.func @f() -> tensor<4x8xf16> {
   %w = zero.gather_wait %t : tensor<4x8xf16>
   return %w : tensor<4x8xf16>
 }
+
+//--- half.mlir
+// expected-error @+1 {{--param-dtype/--reduce-dtype bf16 keep f32 master weights, but parameter @w is 'tensor<4x8xbf16>'; export the model in float32}}
+nn.parameter @w : tensor<4x8xbf16>
+zero.group @group0 {offsets = array<i64: 0>, padded_elements = 32 : i64, params = [@w], world_size = 2 : i64}
