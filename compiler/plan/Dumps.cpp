@@ -207,10 +207,10 @@ std::string zplan::formatReport(
                  (group.persistent()
                       ? std::string(" (persistent)")
                       : ", gathered " + typeText(plan::gatherType(group))) +
-                 (!trains        ? std::string()
-                  : group.frozen() ? std::string(", frozen")
-                                   : ", reduced " +
-                                         typeText(plan::reduceType(group)))];
+                 (!trains ? std::string()
+                  : group.frozen()
+                      ? std::string(", frozen")
+                      : ", reduced " + typeText(plan::reduceType(group)))];
   for (const auto &[text, count] : precisions)
     os << "precision: " << count << " group(s): " << text << "\n";
   for (int p = 0; p < first.programs_size(); ++p) {

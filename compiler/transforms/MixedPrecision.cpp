@@ -73,6 +73,48 @@ struct MixedPrecisionPass
       else if (group.getPersistent())
         castAtReaders(wait, /*gathersBf16=*/false);
     }
+    storeKvCachesInBf16(module);
+  }
+
+  /// Generation: every nn.kv_cache holds bf16. Each cache_append rounds its
+  /// new entries to bf16 (a cast before it: what the cache stores is what
+  /// every later token reads), and the cache it returns stays bf16 through
+  /// the reshapes and expands that feed nn.cached_attention's key and value
+  /// (a grouped-query model's head expansion), which read bf16 directly;
+  /// any other reader gets an f32 cast.
+  static void storeKvCachesInBf16(ModuleOp module) {
+    for (auto cache : module.getOps<nn::KvCacheOp>())
+      cache.setTypeAttr(TypeAttr::get(
+          cache.getTensorType().clone(BFloat16Type::get(module.getContext()))));
+    SmallVector<nn::CacheAppendOp> appends;
+    module.walk([&](nn::CacheAppendOp append) { appends.push_back(append); });
+    for (nn::CacheAppendOp append : appends) {
+      OpBuilder builder(append);
+      auto entries =
+          llvm::cast<RankedTensorType>(append.getNewEntries().getType());
+      Type bf16 = BFloat16Type::get(module.getContext());
+      Value rounded = builder.create<nn::CastOp>(
+          append.getLoc(), entries.clone(bf16), append.getNewEntries());
+      append.getNewEntriesMutable().set(rounded);
+      SmallVector<Value> worklist{append.getResult()};
+      while (!worklist.empty()) {
+        Value value = worklist.pop_back_val();
+        auto f32 = llvm::cast<RankedTensorType>(value.getType());
+        value.setType(f32.clone(bf16));
+        for (OpOperand &use : llvm::make_early_inc_range(value.getUses())) {
+          Operation *reader = use.getOwner();
+          if (llvm::isa<nn::ReshapeOp, nn::ExpandOp>(reader)) {
+            worklist.push_back(reader->getResult(0));
+            continue;
+          }
+          if (llvm::isa<nn::CachedAttentionOp>(reader) &&
+              (use.getOperandNumber() == 1 || use.getOperandNumber() == 2))
+            continue; // key or value: read as bf16
+          OpBuilder before(reader);
+          use.set(before.create<nn::CastOp>(reader->getLoc(), f32, value));
+        }
+      }
+    }
   }
 
   static LogicalResult parseDtype(ModuleOp module, StringRef option,

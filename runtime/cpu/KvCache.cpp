@@ -20,6 +20,7 @@
 
 #include "runtime/cpu/IndexingSupport.h"
 #include "runtime/ops/KvCacheOps.h"
+#include "runtime/support/Bfloat16.h"
 
 #include <cblas.h>
 
@@ -103,15 +104,37 @@ Status runCachedAttention(const KernelCall &call) {
   if (scratch.size() < static_cast<size_t>(slots))
     scratch.resize(slots);
   float *scores = scratch.data();
-  const float *q = query.as<float>(), *k = key.as<float>(),
-              *v = value.as<float>();
+  // A bf16 cache (mixed precision) is widened to f32, exactly, one (b, h)
+  // slab of its visible rows at a time, for the same BLAS calls.
+  bool widen = key.dtype == ElementType::BF16;
+  thread_local std::vector<float> wideKeys, wideValues;
+  const float *q = query.as<float>();
   float *out = result.as<float>();
   int ld = std::max(static_cast<int>(width), 1);
   int ldv = std::max(static_cast<int>(valueWidth), 1);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
-      const float *keys = k + (b * heads + h) * slots * width;
-      const float *values = v + (b * heads + h) * slots * valueWidth;
+      const float *keys, *values;
+      if (widen) {
+        int64_t rows = 0;
+        for (int64_t s = 0; s < sequence; ++s)
+          rows = std::max(rows, indexAt(positions, b * sequence + s) + 1);
+        wideKeys.resize(rows * width);
+        wideValues.resize(rows * valueWidth);
+        const uint16_t *k =
+            key.as<uint16_t>() + (b * heads + h) * slots * width;
+        const uint16_t *v =
+            value.as<uint16_t>() + (b * heads + h) * slots * valueWidth;
+        for (int64_t i = 0; i < rows * width; ++i)
+          wideKeys[i] = bf16ToFloat(k[i]);
+        for (int64_t i = 0; i < rows * valueWidth; ++i)
+          wideValues[i] = bf16ToFloat(v[i]);
+        keys = wideKeys.data();
+        values = wideValues.data();
+      } else {
+        keys = key.as<float>() + (b * heads + h) * slots * width;
+        values = value.as<float>() + (b * heads + h) * slots * valueWidth;
+      }
       for (int64_t s = 0; s < sequence; ++s) {
         // Slots 0..position: a contiguous block of rows, nothing past it.
         int visible =

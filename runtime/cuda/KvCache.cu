@@ -27,6 +27,7 @@
 
 #include "runtime/cuda/DeviceSupport.cuh"
 #include "runtime/ops/KvCacheOps.h"
+#include "runtime/support/Bfloat16.h"
 
 #include <algorithm>
 #include <climits>
@@ -83,10 +84,15 @@ struct DecodeLayout {
   }
 };
 
-template <typename Index>
+/// One cache element as f32: the cache is f32, or bf16 under mixed
+/// precision (widened exactly as it is read).
+__device__ inline float widen(float x) { return x; }
+__device__ inline float widen(uint16_t x) { return bf16ToFloat(x); }
+
+template <typename Index, typename Cache>
 __global__ __launch_bounds__(kDecodeThreads) void cachedAttention(
-    const float *__restrict__ query, const float *__restrict__ key,
-    const float *__restrict__ value, const Index *__restrict__ positions,
+    const float *__restrict__ query, const Cache *__restrict__ key,
+    const Cache *__restrict__ value, const Index *__restrict__ positions,
     float *__restrict__ out, int64_t heads, int64_t sequence, int64_t slots,
     DecodeLayout layout, float scale, uint32_t *errorWord, uint32_t tag) {
   extern __shared__ float shared[];
@@ -106,8 +112,8 @@ __global__ __launch_bounds__(kDecodeThreads) void cachedAttention(
   if (position < 0) // the whole block leaves, before any barrier
     return;
   int64_t visible = position + 1;
-  const float *keys = key + bh * slots * width;
-  const float *values = value + bh * slots * valueWidth;
+  const Cache *keys = key + bh * slots * width;
+  const Cache *values = value + bh * slots * valueWidth;
   for (int64_t x = threadIdx.x; x < width; x += kDecodeThreads)
     queryRow[x] = query[row * width + x];
   for (int64_t x = threadIdx.x; x < kDecodeWarps * valueWidth;
@@ -131,7 +137,8 @@ __global__ __launch_bounds__(kDecodeThreads) void cachedAttention(
 #pragma unroll
         for (int u = 0; u < kSlotsPerWarp; ++u)
           if (j0 + u < count)
-            dots[u] = fmaf(q, keys[(first + j0 + u) * width + x], dots[u]);
+            dots[u] =
+                fmaf(q, widen(keys[(first + j0 + u) * width + x]), dots[u]);
       }
 #pragma unroll
       for (int u = 0; u < kSlotsPerWarp; ++u) {
@@ -165,7 +172,7 @@ __global__ __launch_bounds__(kDecodeThreads) void cachedAttention(
       float sum = mine[c] * rescale;
 #pragma unroll 4
       for (int64_t j = warp; j < count; j += kDecodeWarps)
-        sum = fmaf(scores[j], values[(first + j) * valueWidth + c], sum);
+        sum = fmaf(scores[j], widen(values[(first + j) * valueWidth + c]), sum);
       mine[c] = sum;
     }
     __syncthreads(); // the next chunk overwrites the scores
@@ -251,23 +258,32 @@ Status runCachedAttention(const KernelCall &call) {
                       " need " + std::to_string(bytes) +
                       " bytes of shared memory, more than the device's " +
                       std::to_string(limit));
-  return dispatchIndex(positions, [&](auto index) {
+  auto launch = [&](auto index, auto cache) -> Status {
     using Index = typename decltype(index)::type;
+    using Cache = typename decltype(cache)::type;
     if (bytes > kDefaultShared)
       if (Status status = checkCuda(
               call,
-              cudaFuncSetAttribute(cachedAttention<Index>,
+              cudaFuncSetAttribute(cachedAttention<Index, Cache>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(bytes)),
               "cudaFuncSetAttribute");
           !status.ok())
         return status;
-    cachedAttention<Index><<<static_cast<unsigned>(blocks), kDecodeThreads,
-                             bytes, call.device.stream>>>(
-        query.as<float>(), key.as<float>(), value.as<float>(),
-        positions.as<Index>(), result.as<float>(), heads, sequence, slots,
-        layout, scale, call.device.errorWord, call.errorTag());
+    cachedAttention<Index, Cache>
+        <<<static_cast<unsigned>(blocks), kDecodeThreads, bytes,
+           call.device.stream>>>(
+            query.as<float>(), key.as<Cache>(), value.as<Cache>(),
+            positions.as<Index>(), result.as<float>(), heads, sequence, slots,
+            layout, scale, call.device.errorWord, call.errorTag());
     return launched(call);
+  };
+  // A bf16 cache (mixed precision) is widened as it is read.
+  bool bf16 = key.dtype == ElementType::BF16;
+  return dispatchIndex(positions, [&](auto index) {
+    if (bf16)
+      return launch(index, ops::TypeTag<uint16_t>{});
+    return launch(index, ops::TypeTag<float>{});
   });
 }
 

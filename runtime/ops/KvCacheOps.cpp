@@ -47,8 +47,11 @@ Status checkCacheAppend(const KernelCall &call) {
   if (Status status = expectRank4(call, "cache", cache, "[B, H, L, D]");
       !status.ok())
     return status;
-  if (Status status = expectFloatType(call, "cache", cache); !status.ok())
-    return status;
+  // f32 or f64, or bf16 under mixed precision: the rows are moved, not
+  // computed.
+  if (cache.dtype != ElementType::BF16)
+    if (Status status = expectFloatType(call, "cache", cache); !status.ok())
+      return status;
   int64_t batch = cache.shape[0], heads = cache.shape[1],
           width = cache.shape[3];
   if (Status status = expectType(call, "new", entries, cache.dtype);
@@ -80,10 +83,17 @@ Status checkCachedAttention(const KernelCall &call, float &scale) {
   const TensorRef &query = call.operands[0], &key = call.operands[1],
                   &value = call.operands[2], &positions = call.operands[3],
                   &result = call.results[0];
-  const char *names[] = {"query", "key", "value"};
-  for (size_t i = 0; i < 3; ++i)
-    if (Status status =
-            expectType(call, names[i], call.operands[i], ElementType::F32);
+  if (Status status = expectType(call, "query", query, ElementType::F32);
+      !status.ok())
+    return status;
+  // The cache is f32, or bf16 under mixed precision (widened as it is
+  // read); key and value are one cache's type.
+  ElementType cacheType =
+      key.dtype == ElementType::BF16 ? ElementType::BF16 : ElementType::F32;
+  for (const auto &[name, tensor] :
+       {std::pair<const char *, const TensorRef *>{"key", &key},
+        std::pair<const char *, const TensorRef *>{"value", &value}})
+    if (Status status = expectType(call, name, *tensor, cacheType);
         !status.ok())
       return status;
   if (Status status = expectType(call, "result", result, ElementType::F32);

@@ -22,7 +22,8 @@ Status checkCacheAppend(const KernelCall &call);
 
 /// cached_attention(query [B, H, S, D], key [B, H, L, D],
 /// value [B, H, L, Dv], positions [B, S]; scale) -> [B, H, S, Dv]: arity,
-/// types, shapes, and the scale attribute.
+/// types (query and result f32; key and value f32, or both bf16: a mixed-
+/// precision cache), shapes, and the scale attribute.
 Status checkCachedAttention(const KernelCall &call, float &scale);
 
 } // namespace zplan::ops

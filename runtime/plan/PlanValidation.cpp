@@ -404,9 +404,10 @@ private:
       }
       case Buffer::CACHE: {
         // One layer's keys or values [B, H, L, D] (docs/generation.md section
-        // 5).
+        // 5); bf16 under mixed precision (docs/mixed-precision.md).
         if (buffer.shape_size() != 4 ||
-            (buffer.dtype() != F32 && buffer.dtype() != F64))
+            (buffer.dtype() != F32 && buffer.dtype() != F64 &&
+             buffer.dtype() != BF16))
           return failure(subject, " is a KV cache of shape ",
                          shapeText(buffer.shape()), " of ",
                          planTypeName(buffer.dtype()),

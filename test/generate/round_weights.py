@@ -1,4 +1,5 @@
-"""Writes MODEL with every trainable initializer rounded to bf16.
+"""Writes MODEL with every trainable initializer rounded to bf16 (and, with
+--kv-bf16, every attention's keys and values).
 
 The oracle of `zcc --param-dtype bf16` generation (test/generate/
 bf16-generate.test): zplan computes in float32 from each parameter's bf16
@@ -8,14 +9,25 @@ nearest bf16, ties to even, and stored back as float32) is the reference.
 The rounding is numpy's own, not zplan's: the float32 bits plus 0x7FFF plus
 the lowest kept bit, truncated to the top 16 bits.
 
-    round_weights.py MODEL OUT
+    round_weights.py MODEL OUT [--kv-bf16]
 Prints how many initializers and elements it rounded, and how many changed.
+
+--kv-bf16: zplan's bf16 plans also store the KV cache in bf16, so every
+attention reads its keys and values rounded. For each Softmax of the graph,
+the MatMul its scores come from (back through Add, Div, Mul, Where) gets a
+Cast to BFLOAT16 and back to FLOAT on its second input (the keys,
+transposed), and the MatMul its probabilities go to (forward through Cast)
+the same on its second input (the values). Rounding commutes with the
+transposes and head repeats between the cache and those MatMuls (they only
+move elements). onnxruntime's Cast to bfloat16 rounds to nearest even: the
+same bits as the numpy rounding above on 10^6 normal samples (checked when
+this was written, onnxruntime 1.32).
 """
 import sys
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 
 def round_to_bf16(array):
@@ -24,10 +36,55 @@ def round_to_bf16(array):
     return rounded.view(np.float32)
 
 
+def round_attention_kv(graph):
+    """Inserts bf16 round trips on every attention's keys and values, each
+    right before the MatMul that reads them (the graph stays sorted);
+    returns how many attentions it found."""
+    nodes = list(graph.node)
+    position = {node.output[0]: index for index, node in enumerate(nodes) if node.output}
+    producer = {output: node for node in nodes for output in node.output}
+    consumers = {}
+    for node in nodes:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    before = {}  # index of a MatMul -> the Casts to place before it
+
+    def round_input(node, index):
+        name = node.input[index]
+        rounded, back = name + "/bf16", name + "/bf16_f32"
+        before.setdefault(position[node.output[0]], []).extend([
+            helper.make_node("Cast", [name], [rounded], to=TensorProto.BFLOAT16),
+            helper.make_node("Cast", [rounded], [back], to=TensorProto.FLOAT)])
+        node.input[index] = back
+
+    found = 0
+    for softmax in [node for node in nodes if node.op_type == "Softmax"]:
+        scores = producer.get(softmax.input[0])
+        while scores is not None and scores.op_type in ("Add", "Div", "Mul", "Where"):
+            scores = producer.get(scores.input[0] if scores.op_type != "Where" else scores.input[1])
+        after = consumers.get(softmax.output[0], [])
+        while len(after) == 1 and after[0].op_type == "Cast":
+            after = consumers.get(after[0].output[0], [])
+        if scores is None or scores.op_type != "MatMul" or len(after) != 1 \
+                or after[0].op_type != "MatMul":
+            sys.exit(f"{softmax.name}: not the MatMul-Softmax-MatMul attention --kv-bf16 knows")
+        round_input(scores, 1)
+        round_input(after[0], 1)
+        found += 1
+    ordered = []
+    for index, node in enumerate(nodes):
+        ordered.extend(before.get(index, []))
+        ordered.append(node)
+    del graph.node[:]
+    graph.node.extend(ordered)
+    return found
+
+
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: round_weights.py MODEL OUT")
-    model = onnx.load_model(sys.argv[1])
+    args = [a for a in sys.argv[1:] if a != "--kv-bf16"]
+    if len(args) != 2:
+        sys.exit("usage: round_weights.py MODEL OUT [--kv-bf16]")
+    model = onnx.load_model(args[0])
     count = elements = changed = 0
     for index, tensor in enumerate(model.graph.initializer):
         array = numpy_helper.to_array(tensor)
@@ -40,7 +97,9 @@ def main():
         elements += array.size
         changed += int(np.count_nonzero(rounded != array))
         model.graph.initializer[index].CopyFrom(numpy_helper.from_array(rounded, tensor.name))
-    onnx.save_model(model, sys.argv[2])
+    if "--kv-bf16" in sys.argv:
+        print(f"rounded the keys and values of {round_attention_kv(model.graph)} attentions")
+    onnx.save_model(model, args[1])
     print(f"rounded {count} initializers, {elements} elements, {changed} changed")
 
 

@@ -790,6 +790,28 @@ void addCachedAttentionCases() {
     c.uniform({2, 2, 12, 16}).values({2, 3}, I64, {5, 2, 9, 11, 0, 6});
     c.result({2, 2, 3, 16}).tolerance(1e-4, 2e-5);
   });
+  // Mixed precision: a bf16 cache, widened as it is read (decode: one
+  // query per row; prefill: several, unordered).
+  add("cached_attention", "bf16_cache_decode", [](CaseBuilder &c) {
+    c.real("scale", 0.25).uniform({3, 4, 1, 16});
+    c.uniform({3, 4, 40, 16}, ElementType::BF16, -2, 2)
+        .uniform({3, 4, 40, 24}, ElementType::BF16, -1, 1);
+    c.values({3, 1}, I64, {39, 0, 17});
+    c.result({3, 4, 1, 24}).tolerance(1e-4, 2e-5);
+  });
+  add("cached_attention", "bf16_cache_prefill", [](CaseBuilder &c) {
+    c.real("scale", 0.25).uniform({2, 2, 3, 16});
+    c.uniform({2, 2, 12, 16}, ElementType::BF16, -2, 2)
+        .uniform({2, 2, 12, 16}, ElementType::BF16);
+    c.values({2, 3}, I32, {5, 2, 9, 11, 0, 6});
+    c.result({2, 2, 3, 16}).tolerance(1e-4, 2e-5);
+  });
+  add("cache_append", "bf16_cache", [](CaseBuilder &c) {
+    c.uniform({2, 3, 10, 8}, ElementType::BF16)
+        .uniform({2, 3, 2, 8}, ElementType::BF16)
+        .values({2, 2}, I64, {4, 5, 0, 9})
+        .resultAliasing(0);
+  });
   add("cached_attention", "position_out_of_range", [](CaseBuilder &c) {
     c.real("scale", 0.25).uniform({2, 1, 1, 8}).uniform({2, 1, 6, 8});
     c.uniform({2, 1, 6, 8}).values({2, 1}, I64, {2, 6});

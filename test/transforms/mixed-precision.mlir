@@ -13,6 +13,7 @@
 // RUN: zcc-opt %t/module.mlir -zplan-mixed-precision | FileCheck %t/module.mlir --check-prefix=NONE
 // RUN: not zcc-opt %t/module.mlir -zplan-mixed-precision="param-dtype=fp16" 2>&1 | FileCheck %t/module.mlir --check-prefix=UNKNOWN
 // RUN: zcc-opt %t/invalid.mlir -split-input-file -verify-diagnostics
+// RUN: zcc-opt %t/generate.mlir -zplan-mixed-precision="param-dtype=bf16" | FileCheck %t/generate.mlir
 // RUN: zcc-opt %t/half.mlir -zplan-mixed-precision="param-dtype=bf16" -verify-diagnostics
 
 //--- module.mlir
@@ -112,3 +113,35 @@ func.func @f() -> tensor<4x8xf16> {
 // expected-error @+1 {{--param-dtype/--reduce-dtype bf16 keep f32 master weights, but parameter @w is 'tensor<4x8xbf16>'; export the model in float32}}
 nn.parameter @w : tensor<4x8xbf16>
 zero.group @group0 {offsets = array<i64: 0>, padded_elements = 32 : i64, params = [@w], world_size = 2 : i64}
+
+//--- generate.mlir
+// A KV cache is bf16: the new entries are rounded before the append, the
+// cache stays bf16 through the reshape and expand to cached_attention's key
+// and value, and any other reader (here the return) gets an f32 cast.
+// CHECK: nn.kv_cache @k : tensor<1x1x8x4xbf16>
+// CHECK: nn.kv_cache @v : tensor<1x1x8x4xbf16>
+// CHECK-LABEL: func.func @decode
+// CHECK: %[[NK:.*]] = nn.cast %{{.*}} : tensor<1x1x1x4xf32> -> tensor<1x1x1x4xbf16>
+// CHECK-NEXT: %[[K:.*]] = nn.cache_append @k, %[[NK]], %{{.*}} : (tensor<1x1x1x4xbf16>, tensor<1x1xi64>) -> tensor<1x1x8x4xbf16>
+// CHECK: %[[R:.*]] = nn.reshape %[[K]] : tensor<1x1x8x4xbf16> -> tensor<1x1x1x8x4xbf16>
+// CHECK-NEXT: %[[E:.*]] = nn.expand %[[R]] : tensor<1x1x1x8x4xbf16> -> tensor<1x1x2x8x4xbf16>
+// CHECK-NEXT: %[[KE:.*]] = nn.reshape %[[E]] : tensor<1x1x2x8x4xbf16> -> tensor<1x2x8x4xbf16>
+// CHECK: nn.cache_append @v
+// CHECK: nn.cached_attention %{{.*}}, %[[KE]], %{{.*}}, %{{.*}} {{.*}} : (tensor<1x2x1x4xf32>, tensor<1x2x8x4xbf16>, tensor<1x2x8x4xbf16>, tensor<1x1xi64>) -> tensor<1x2x1x4xf32>
+// CHECK: %[[KF:.*]] = nn.cast %[[K]] : tensor<1x1x8x4xbf16> -> tensor<1x1x8x4xf32>
+// CHECK-NEXT: return %{{.*}}, %[[KF]]
+nn.kv_cache @k : tensor<1x1x8x4xf32>
+nn.kv_cache @v : tensor<1x1x8x4xf32>
+
+func.func @decode(%q: tensor<1x2x1x4xf32>, %nk: tensor<1x1x1x4xf32>, %nv: tensor<1x1x1x4xf32>, %pos: tensor<1x1xi64>) -> (tensor<1x2x1x4xf32>, tensor<1x1x8x4xf32>) {
+  %k = nn.cache_append @k, %nk, %pos : (tensor<1x1x1x4xf32>, tensor<1x1xi64>) -> tensor<1x1x8x4xf32>
+  %r = nn.reshape %k : tensor<1x1x8x4xf32> -> tensor<1x1x1x8x4xf32>
+  %e = nn.expand %r : tensor<1x1x1x8x4xf32> -> tensor<1x1x2x8x4xf32>
+  %ke = nn.reshape %e : tensor<1x1x2x8x4xf32> -> tensor<1x2x8x4xf32>
+  %v = nn.cache_append @v, %nv, %pos : (tensor<1x1x1x4xf32>, tensor<1x1xi64>) -> tensor<1x1x8x4xf32>
+  %rv = nn.reshape %v : tensor<1x1x8x4xf32> -> tensor<1x1x1x8x4xf32>
+  %ev = nn.expand %rv : tensor<1x1x1x8x4xf32> -> tensor<1x1x2x8x4xf32>
+  %ve = nn.reshape %ev : tensor<1x1x2x8x4xf32> -> tensor<1x2x8x4xf32>
+  %o = nn.cached_attention %q, %ke, %ve, %pos {scale = 5.000000e-01 : f32} : (tensor<1x2x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x1xi64>) -> tensor<1x2x1x4xf32>
+  return %o, %k : tensor<1x2x1x4xf32>, tensor<1x1x8x4xf32>
+}
