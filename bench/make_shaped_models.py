@@ -45,6 +45,12 @@ weights like the two above, for bench/train_schedule_bench.py:
   llama2-7b      the llama2-70b graph at Llama-2-7B's shapes: 32 layers, hidden
               4096, 32 heads, 32 kv heads, intermediate 11008, vocab 32000.
   llama2-70b-8l  the llama2-70b graph at 8 layers (the per-layer shapes of 70B).
+  llama2-7b-f32, llama2-70b-f32, llama2-70b-8l-f32
+              llama2-7b, llama2-70b and llama2-70b-8l in float32 (weights,
+              activations, the mask's fill value float32's minimum), for
+              bench/mixed_precision_bench.py: zcc --param-dtype bf16 needs
+              float32 parameters (its master shards). The float16 models are
+              unchanged.
 
 One more model has REAL weights, for bench/zrun_bench.py, which runs it:
 
@@ -422,6 +428,13 @@ LLAMA2_7B = dict(layers=32, hidden=4096, heads=32, kv_heads=32,
 ON_REQUEST_MODELS = {
     "llama2-7b": (build_llama, LLAMA2_7B),
     "llama2-70b-8l": (build_llama, dict(LLAMA2_70B, layers=8)),
+    # The same graphs in float32 (weights and activations), for
+    # bench/mixed_precision_bench.py: zcc --param-dtype bf16 keeps float32
+    # master shards and gathers bf16 copies of them, so it needs float32
+    # parameters. Sparse weights: twice the float16 files' size, no disk.
+    "llama2-7b-f32": (build_llama, dict(LLAMA2_7B, dtype="float32")),
+    "llama2-70b-f32": (build_llama, dict(LLAMA2_70B, dtype="float32")),
+    "llama2-70b-8l-f32": (build_llama, dict(LLAMA2_70B, layers=8, dtype="float32")),
 }
 
 
