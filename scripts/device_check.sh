@@ -9,7 +9,8 @@
 #   3. runs every fixture (gpt2, llama, opt) on both backends at N=1 --
 #      infer (logits), train (the loss log of 3 optimizer steps) and
 #      generate (greedy tokens and per-step logits) -- and compares; with
-#      two GPUs, infer and generate at N=2 as well;
+#      two GPUs, infer and generate at N=2 as well; and llama's generate and
+#      train plans in bf16 mixed precision (--param-dtype bf16);
 #   4. a short benchmark: forward and decode tokens/s on both backends (the
 #      CPU measured in the same run is the baseline), and GEMM utilization
 #      against cuBLAS's own peak on this GPU (bench/cuda_kernels_bench);
@@ -104,6 +105,10 @@ np.save(f"{work}/ids.npy", (np.arange(32, dtype=np.int64).reshape(2, 16) * 37) %
 PY
 python3 test/generate/make_prompts.py --lengths 6,4,2 --prompts "$WORK/p.npy" \
   --prompt-lengths "$WORK/l.npy" > /dev/null
+# Data-parallel generation: each of N ranks generates its own --batch rows
+# of the prompt file's N x --batch.
+python3 test/generate/make_prompts.py --lengths 6,4,2 --ranks 2 --prompts "$WORK/p2.npy" \
+  --prompt-lengths "$WORK/l2.npy" > /dev/null
 
 # run LABEL RANKS BACKEND ARGS...: zrun on RANKS ranks, output to LABEL.log.
 run() {
@@ -139,8 +144,10 @@ check_fixture() {
        --prompt-len 8 --world-size "$ranks" --persistence-threshold 0 -o "$plan" > /dev/null 2>&1; then
     for side in cpu dev; do
       local backend=$BACKEND; [ $side = cpu ] && backend=cpu
-      run "$model-$ranks-gen-$side" "$ranks" "$backend" "$plan" generate --prompt "$WORK/p.npy" \
-          --prompt-lengths "$WORK/l.npy" --max-new-tokens 8 \
+      local prompts=p lengths=l
+      [ "$ranks" = 2 ] && prompts=p2 lengths=l2
+      run "$model-$ranks-gen-$side" "$ranks" "$backend" "$plan" generate --prompt "$WORK/$prompts.npy" \
+          --prompt-lengths "$WORK/$lengths.npy" --max-new-tokens 8 \
           --output "$WORK/$model-$ranks-t-$side.npy" --logits-output "$WORK/$model-$ranks-g-$side.npy" || return
     done
     compare "$tag generate tokens" arrays "$WORK/$model-$ranks-t-cpu.npy" "$WORK/$model-$ranks-t-dev.npy" 0
@@ -165,9 +172,45 @@ check_fixture() {
   fi
 }
 
+# Mixed precision (docs/mixed-precision.md): bf16 gathers, reductions and KV
+# cache over f32 masters -- the cast, queue-conversion and bf16-cache
+# kernels and NCCL's bf16 on the device; the same plans on both backends.
+check_bf16() {
+  local model=$1 plan tag="$1 N=1 bf16"
+  plan=$WORK/$model-bf16-gen.zplan
+  if "$BIN/zcc" test/models/$model-opset17.onnx --mode generate --batch 3 --max-seq-len 32 \
+       --prompt-len 8 --world-size 1 --persistence-threshold 0 --param-dtype bf16 \
+       -o "$plan" > /dev/null 2>&1; then
+    for side in cpu dev; do
+      local backend=$BACKEND; [ $side = cpu ] && backend=cpu
+      run "$model-bf16-gen-$side" 1 "$backend" "$plan" generate --prompt "$WORK/p.npy" \
+          --prompt-lengths "$WORK/l.npy" --max-new-tokens 8 \
+          --output "$WORK/$model-bf16-t-$side.npy" --logits-output "$WORK/$model-bf16-g-$side.npy" || return
+    done
+    compare "$tag generate tokens" arrays "$WORK/$model-bf16-t-cpu.npy" "$WORK/$model-bf16-t-dev.npy" 0
+    compare "$tag generate logits" arrays "$WORK/$model-bf16-g-cpu.npy" "$WORK/$model-bf16-g-dev.npy" 1e-3
+  else
+    fail "$tag: zcc --mode generate --param-dtype bf16 failed"
+  fi
+  plan=$WORK/$model-bf16-train.zplan
+  if "$BIN/zcc" test/models/$model-opset17.onnx --mode train --input-shape input_ids=2x16 \
+       --world-size 1 --persistence-threshold 0 --param-dtype bf16 --reduce-dtype bf16 \
+       -o "$plan" > /dev/null 2>&1; then
+    for side in cpu dev; do
+      local backend=$BACKEND; [ $side = cpu ] && backend=cpu
+      run "$model-bf16-train-$side" 1 "$backend" "$plan" train --data data/gpl-3.0.bin --steps 3 \
+          --seed 0 --lr 1e-3 --loss-log "$WORK/$model-bf16-loss-$side.tsv" || return
+    done
+    compare "$tag train losses" losses "$WORK/$model-bf16-loss-cpu.tsv" "$WORK/$model-bf16-loss-dev.tsv" 1e-3
+  else
+    fail "$tag: zcc --mode train --param-dtype bf16 failed"
+  fi
+}
+
 for model in gpt2 llama opt; do
   check_fixture $model 1
 done
+check_bf16 llama
 if [ "$BACKEND" = cpu ] || [ "${GPUS:-0}" -ge 2 ]; then
   check_fixture gpt2 2
 else
