@@ -563,7 +563,10 @@ def Recompute : Pass<"zplan-recompute", "::mlir::ModuleOp"> {
        first reader, so a recomputed value is born when the backward needs
        it. Forward ops that only fed the backward are erased. Parameters are read from the same `zero.gather_wait`
        tensors; zplan-insert-gathers decides later whether a group stays
-       gathered across the gap or is gathered again.
+       gathered across the gap or is gathered again. Under mixed precision
+       (zplan-mixed-precision) a parameter is read through `nn.cast`s of
+       its bf16 copy: the clones get clones of those casts, so no f32 copy
+       lives across the gap.
     4. Stop as soon as the peak (LivenessAnalysis activations, resident
        shards and persistent groups, each sharded group's copy while read)
        fits `memory-budget`. Nothing happens without a budget or when it

@@ -188,9 +188,40 @@ static bool recomputeBlock(const ForwardBlock &block,
           (!insertionPoint || user->isBeforeInBlock(insertionPoint)))
         insertionPoint = user;
 
+  // Under mixed precision a parameter is read through nn.casts of its
+  // gathered bf16 copy (zplan-mixed-precision), one placed before each
+  // reader: a clone gets its own, cloned with it, or the forward's f32
+  // cast would live from the forward to the backward.
+  SmallVector<Operation *> parameterCasts;
+  llvm::DenseSet<Operation *> castsSeen;
+  for (Operation *op : block.ops) {
+    if (!needed.count(op))
+      continue;
+    for (Value operand : op->getOperands()) {
+      SmallVector<Operation *> chain;
+      Value source = operand;
+      while (auto cast = source.getDefiningOp<nn::CastOp>()) {
+        if (inBlock.count(cast))
+          break;
+        chain.push_back(cast);
+        source = cast.getInput();
+      }
+      bool gathered = source.getDefiningOp<zero::GatherWaitOp>() ||
+                      source.getDefiningOp<zero::ResidentReadOp>() ||
+                      source.getDefiningOp<zero::CarryWaitOp>();
+      if (chain.empty() || !gathered)
+        continue;
+      for (Operation *cast : llvm::reverse(chain))
+        if (castsSeen.insert(cast).second)
+          parameterCasts.push_back(cast);
+    }
+  }
+
   OpBuilder builder(insertionPoint);
   IRMapping mapping;
   SmallVector<Operation *> clones;
+  for (Operation *cast : parameterCasts)
+    clones.push_back(builder.clone(*cast, mapping));
   for (Operation *op : block.ops) {
     if (!needed.count(op))
       continue;
@@ -216,11 +247,17 @@ static bool recomputeBlock(const ForwardBlock &block,
       clone->moveBefore(firstReader);
   }
 
-  // Forward ops that only fed the backward are dead now.
+  // Forward ops that only fed the backward are dead now, and so are the
+  // parameter casts that only fed them.
   for (Operation *op : llvm::reverse(block.ops))
     if (op->use_empty()) {
       forward.erase(op);
       op->erase();
+    }
+  for (Operation *cast : llvm::reverse(parameterCasts))
+    if (cast->use_empty()) {
+      forward.erase(cast);
+      cast->erase();
     }
   return true;
 }

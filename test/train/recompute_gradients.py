@@ -15,6 +15,10 @@ checks:
     and the line says whether they are);
   - the budget plan's peak per rank (resident + arena, --dump memory) is
     lower than the plain plan's.
+--zcc-flag FLAG (repeatable) goes to both compiles, e.g. --param-dtype=bf16:
+a mixed-precision plan reads each parameter through an f32 cast of its bf16
+copy, which a recomputed block must recompute too (else the forward's cast
+lives across the gap).
 Prints one `ok` line per check and exits non-zero at the first failure.
 """
 import argparse
@@ -49,6 +53,7 @@ def compile_plan(args, out, name, budget):
                "-o", str(out / (name + ".zplan"))]
     if budget:
         command += ["--memory-budget", budget]
+    command += args.zcc_flag
     subprocess.run(command, check=True)
     report = (dumps / "report.txt").read_text()
     memory = (dumps / "memory.txt").read_text()
@@ -80,6 +85,7 @@ def main():
     parser.add_argument("--budget", required=True)
     parser.add_argument("--world", type=int, default=2)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--zcc-flag", action="append", default=[])
     args = parser.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
