@@ -233,11 +233,7 @@ std::string zplan::formatReport(
             instruction.opcode() == plan::OPCODE_CARRY_GATHER)
           gathered += plan::bufferOf(plan, instruction.results(0)).bytes();
         else
-          reduced +=
-              plan::groupBytes(plan.groups(instruction.group())) *
-              plan::dataTypeSize(
-                  plan::reduceType(plan.groups(instruction.group()))) /
-              plan::dataTypeSize(plan.groups(instruction.group()).dtype());
+          reduced += plan::reducedBytes(plan.groups(instruction.group()));
       }
       const EmittedProgram *data =
           emitted->programs.size() > static_cast<size_t>(p)

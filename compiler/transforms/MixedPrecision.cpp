@@ -68,10 +68,9 @@ struct MixedPrecisionPass
                             "(run zplan-shard-parameters first)";
         return signalPassFailure();
       }
-      if (group.getGatherType())
-        castAtReaders(wait, /*gathersBf16=*/true);
-      else if (group.getPersistent())
-        castAtReaders(wait, /*gathersBf16=*/false);
+      // Every group is marked above but a persistent one, which is read
+      // rounded at each reader instead.
+      castAtReaders(wait, /*gathersBf16=*/group.getGatherType().has_value());
     }
     storeKvCachesInBf16(module);
   }

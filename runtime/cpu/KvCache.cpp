@@ -112,13 +112,15 @@ Status runCachedAttention(const KernelCall &call) {
   float *out = result.as<float>();
   int ld = std::max(static_cast<int>(width), 1);
   int ldv = std::max(static_cast<int>(valueWidth), 1);
-  for (int64_t b = 0; b < batch; ++b)
+  for (int64_t b = 0; b < batch; ++b) {
+    // The rows any of row b's queries sees: slots 0 .. its last position.
+    int64_t rows = 0;
+    if (widen)
+      for (int64_t s = 0; s < sequence; ++s)
+        rows = std::max(rows, indexAt(positions, b * sequence + s) + 1);
     for (int64_t h = 0; h < heads; ++h) {
       const float *keys, *values;
       if (widen) {
-        int64_t rows = 0;
-        for (int64_t s = 0; s < sequence; ++s)
-          rows = std::max(rows, indexAt(positions, b * sequence + s) + 1);
         wideKeys.resize(rows * width);
         wideValues.resize(rows * valueWidth);
         const uint16_t *k =
@@ -158,6 +160,7 @@ Status runCachedAttention(const KernelCall &call) {
                     1, 0.0f, target, 1);
       }
     }
+  }
   return Status::success();
 }
 

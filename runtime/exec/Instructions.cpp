@@ -165,7 +165,7 @@ Executor::executeGradientReduction(const plan::Instruction &instruction) {
   if (!status.ok())
     return failure(describeInstruction(instruction), " (group ",
                    groupName(group), "): ", status.message());
-  reducedInRun.fetch_add(padded * elementBytes, std::memory_order_relaxed);
+  reducedInRun.fetch_add(plan::reducedBytes(entry), std::memory_order_relaxed);
   if (bf16)
     return queues->accumulateBf16(plan::COMM, accumulator,
                                   reinterpret_cast<const uint16_t *>(sum),

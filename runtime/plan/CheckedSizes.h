@@ -67,6 +67,13 @@ inline uint64_t gatheredBytes(const Group &group) {
   return group.padded_elements() * dataTypeSize(gatherType(group));
 }
 
+/// Bytes of `group`'s gradients as a reduction sends them (its whole padded
+/// size in its reduce type: half of groupBytes() for a bf16 reduction of an
+/// f32 group), for a plan that validatePlan() accepted.
+inline uint64_t reducedBytes(const Group &group) {
+  return group.padded_elements() * dataTypeSize(reduceType(group));
+}
+
 /// Bytes of one rank's shard of `group` (no larger than the whole group).
 inline uint64_t shardBytes(const Group &group, uint32_t worldSize) {
   return worldSize == 0 ? 0
