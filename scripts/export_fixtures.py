@@ -868,6 +868,21 @@ def train_steps(wrapper, tokens, curve, split):
     return np.array(losses), np.array(lrs), np.array(offsets, dtype=np.int64)
 
 
+def golden_versions():
+    """The versions line a golden records (python, torch, transformers,
+    numpy), printed; a warning on stderr when torch or transformers is not
+    the fixtures' (TESTED_VERSIONS)."""
+    import transformers
+    versions = (f"python {sys.version.split()[0]}, torch {torch.__version__}, "
+                f"transformers {transformers.__version__}, numpy {np.__version__}")
+    print(versions)
+    for k, v in (("torch", torch.__version__), ("transformers", transformers.__version__)):
+        if v.split("+")[0] != TESTED_VERSIONS[k]:
+            print(f"WARNING: {k} {v} differs from the fixtures' {TESTED_VERSIONS[k]}",
+                  file=sys.stderr)
+    return versions
+
+
 def save_npz_deterministic(path, arrays):
     """np.savez, but with fixed zip timestamps so reruns give identical bytes."""
     import zipfile

@@ -448,14 +448,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=DEFAULT_OUT, help=f"default {DEFAULT_OUT}")
     args = ap.parse_args()
-    import transformers
-    versions = (f"python {sys.version.split()[0]}, torch {torch.__version__}, "
-                f"transformers {transformers.__version__}, numpy {np.__version__}")
-    print(versions)
-    for k, v in (("torch", torch.__version__), ("transformers", transformers.__version__)):
-        if v.split("+")[0] != ef.TESTED_VERSIONS[k]:
-            print(f"WARNING: {k} {v} differs from the fixtures' {ef.TESTED_VERSIONS[k]}",
-                  file=sys.stderr)
+    versions = ef.golden_versions()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     batches.self_test()

@@ -881,17 +881,10 @@ def main():
     if args.trl_check:
         sys.exit(0 if trl_check(args.trl_check, args.side, args.json_out) else 1)
 
-    import transformers
     sys.path.insert(0, SCRIPT_DIR)
     import export_fixtures as ef
 
-    versions = (f"python {sys.version.split()[0]}, torch {torch.__version__}, "
-                f"transformers {transformers.__version__}, numpy {np.__version__}")
-    print(versions)
-    for k, v in (("torch", torch.__version__), ("transformers", transformers.__version__)):
-        if v.split("+")[0] != ef.TESTED_VERSIONS[k]:
-            print(f"WARNING: {k} {v} differs from the fixtures' {ef.TESTED_VERSIONS[k]}",
-                  file=sys.stderr)
+    versions = ef.golden_versions()
     if not os.path.exists(args.trl_python):
         raise SystemExit(f"{args.trl_python} not found: the TRL check cannot run; "
                          "pass --trl-python")

@@ -116,7 +116,9 @@ def compare(label, golden, ours_loss, ours, prefix=""):
     return loss_error, worst_name, worst_ratio
 
 
-def check_golden(golden, model_path):
+def model_shapes(model_path):
+    """The trainable initializers (float, more than one element: zcc's rule),
+    name -> shape, in file order."""
     import onnx  # only here: the comparison itself needs numpy alone
     model = onnx.load_model(model_path, load_external_data=False)
     shapes = {}
@@ -126,6 +128,11 @@ def check_golden(golden, model_path):
                                         onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
         if floating and count > 1:
             shapes[tensor.name] = tuple(tensor.dims)
+    return shapes
+
+
+def check_golden(golden, model_path):
+    shapes = model_shapes(model_path)
     names = [str(n) for n in golden["param_names"]]
     if names != list(shapes):
         raise CheckFailure(f"golden parameters {len(names)} do not match {model_path}'s "

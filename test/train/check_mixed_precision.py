@@ -69,7 +69,7 @@ import numpy as np
 
 sys.dont_write_bytecode = True
 import batches
-from check_gradients import read_gradients
+from check_gradients import model_shapes, read_gradients
 from check_training import read_loss_log
 from common import CheckFailure, compile_train, main_wrapper, mpirun, run_tool
 
@@ -121,21 +121,6 @@ CURVES = [
 ]
 BRIEF_CURVES = [CURVES[1], CURVES[5], CURVES[6]]
 STATS = re.compile(r"^zrun: per micro-step: gathered (\d+) B, reduced (\d+) B$", re.M)
-
-
-def model_shapes(model_path):
-    """The trainable initializers (float, more than one element: zcc's rule),
-    name -> shape, in file order."""
-    import onnx
-    model = onnx.load_model(model_path, load_external_data=False)
-    shapes = {}
-    for tensor in model.graph.initializer:
-        count = int(np.prod(tensor.dims)) if tensor.dims else 1
-        floating = tensor.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
-                                        onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
-        if floating and count > 1:
-            shapes[tensor.name] = tuple(tensor.dims)
-    return shapes
 
 
 def check_oracle(golden, shapes, data):
@@ -219,6 +204,23 @@ def compare_gradients(label, golden, loss, grads, shapes):
     return loss_error, worst_name, worst, unrounded
 
 
+def zrun_gradients(args, label, precision, world, ids_path, shape, out):
+    """Compiles the model with FLAGS[precision] on `world` ranks (input_ids of
+    `shape`, every parameter sharded) and returns `zrun gradients`' loss and
+    gradients on ids_path."""
+    plan = out / f"grad-{precision}-{world}.zplan"
+    compile_train(args.zcc, args.model, plan, world, f"input_ids={shape}", 0,
+                  FLAGS[precision], label=label)
+    directory = out / f"grads-{precision}-{world}"
+    run_tool(f"{label}: zrun gradients",
+             mpirun(world) + [args.zrun, str(plan), "gradients", "--input",
+                              f"input_ids={ids_path}", "--output-dir", str(directory)])
+    loss_path = directory / "loss.npy"
+    if not loss_path.is_file():
+        raise CheckFailure(f"{label}: {loss_path} was not written")
+    return np.load(loss_path, allow_pickle=False), read_gradients(directory)
+
+
 def gradients(args, golden, shapes, out, worlds):
     ids_path = out / "input_ids.npy"
     np.save(ids_path, golden["input_ids"])
@@ -226,18 +228,7 @@ def gradients(args, golden, shapes, out, worlds):
     runs = {}
     for world in worlds:
         label = f"{args.name} gradients bf16 N={world} persistence=0"
-        plan = out / f"grad-{world}.zplan"
-        compile_train(args.zcc, args.model, plan, world, f"input_ids={shape}", 0,
-                      FLAGS["bf16"], label=label)
-        directory = out / f"grads-{world}"
-        run_tool(f"{label}: zrun gradients",
-                 mpirun(world) + [args.zrun, str(plan), "gradients", "--input",
-                                  f"input_ids={ids_path}", "--output-dir", str(directory)])
-        loss_path = directory / "loss.npy"
-        if not loss_path.is_file():
-            raise CheckFailure(f"{label}: {loss_path} was not written")
-        loss = np.load(loss_path, allow_pickle=False)
-        grads = read_gradients(directory)
+        loss, grads = zrun_gradients(args, label, "bf16", world, ids_path, shape, out)
         loss_error, worst, ratio, unrounded = compare_gradients(label, golden, loss, grads,
                                                                 shapes)
         runs[world] = (loss, grads)
@@ -270,15 +261,8 @@ def reduce_bf16_gradients(args, golden, out, worlds, runs):
     shape = "x".join(str(d) for d in golden["input_ids"].shape)
     for world in worlds:
         label = f"{args.name} gradients bf16 reduce-bf16 N={world} persistence=0"
-        plan = out / f"grad-rbf16-{world}.zplan"
-        compile_train(args.zcc, args.model, plan, world, f"input_ids={shape}", 0,
-                      FLAGS["bf16-reduce-bf16"], label=label)
-        directory = out / f"grads-rbf16-{world}"
-        run_tool(f"{label}: zrun gradients",
-                 mpirun(world) + [args.zrun, str(plan), "gradients", "--input",
-                                  f"input_ids={ids_path}", "--output-dir", str(directory)])
-        loss = np.load(directory / "loss.npy", allow_pickle=False)
-        grads = read_gradients(directory)
+        loss, grads = zrun_gradients(args, label, "bf16-reduce-bf16", world, ids_path,
+                                     shape, out)
         ref_loss, ref = runs[world]
         if sorted(grads) != sorted(ref) or not np.array_equal(loss, ref_loss):
             raise CheckFailure(f"{label}: loss {loss!r} (reduce fp32: {ref_loss!r}) or "
