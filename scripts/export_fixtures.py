@@ -794,12 +794,12 @@ def loss_and_gradients(wrapper, ids, labels=None):
     return float(loss.item()), grads
 
 
-def finite_difference_check(wrapper, ids, grads, names):
-    """Central differences of the float64 loss at a few entries per tensor
-    (the largest |g| and one fixed other entry of the first, middle and last
-    parameter); returns the worst |fd - g| / max |g| of the tensor."""
+def finite_differences(wrapper, names, closure, grads, what=""):
+    """Central differences of the float64 loss `closure()` at the largest |g|
+    and one fixed other entry of the first, middle and last parameter;
+    returns the worst |fd - g| / max |g| of the tensor (exits when it is
+    over 1e-6, naming `what`)."""
     params = dict(wrapper.named_parameters())
-    ids_t = torch.from_numpy(ids)
     worst = 0.0
     rng = np.random.default_rng(11)
     for name in (names[0], names[len(names) // 2], names[-1]):
@@ -810,14 +810,26 @@ def finite_difference_check(wrapper, ids, grads, names):
             values = []
             for delta in (FD_EPS, -FD_EPS):
                 flat[index] = saved + delta
-                with torch.no_grad(), default_dtype(torch.float64):
-                    values.append(float(causal_lm_loss(wrapper(ids_t), ids_t)))
+                with torch.no_grad():
+                    values.append(float(closure()))
             flat[index] = saved
             fd = (values[0] - values[1]) / (2 * FD_EPS)
             worst = max(worst, abs(fd - g.reshape(-1)[index]) / float(np.abs(g).max()))
     if not worst <= 1e-6:
-        raise SystemExit(f"finite differences disagree with autograd: {worst:.3e}")
+        prefix = f"{what}: " if what else ""
+        raise SystemExit(f"{prefix}finite differences disagree with autograd: {worst:.3e}")
     return worst
+
+
+def finite_difference_check(wrapper, ids, grads, names):
+    """finite_differences() of the causal-LM loss on `ids`, in float64."""
+    ids_t = torch.from_numpy(ids)
+
+    def loss():
+        with default_dtype(torch.float64):
+            return causal_lm_loss(wrapper(ids_t), ids_t)
+
+    return finite_differences(wrapper, names, loss, grads)
 
 
 def train_curve(arch, path, tokens, curve, split, dtype):

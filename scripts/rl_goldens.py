@@ -178,7 +178,6 @@ FD_CONFIGS = ("grpo_clip_kl", "dapo_clip_kl_token", "dpo")
 FULL_GRADIENT_CONFIGS = ("dapo_clip_kl_token",)
 GRADIENT_SAMPLES = 32
 ZERO_CONFIGS = ("grpo_plain", "dapo_plain")
-FD_EPS = 1e-6
 TRL_TOLERANCE = 1e-10
 FUSED_HEAD_TOLERANCE = 1e-5
 
@@ -313,30 +312,6 @@ def gradients(wrapper, closure):
     return float(loss.item()), grads
 
 
-def finite_differences(wrapper, names, closure, grads, what):
-    """Central differences of the float64 loss at the largest |g| and one other
-    entry of the first, middle and last parameter; worst |fd - g| / max |g|."""
-    params = dict(wrapper.named_parameters())
-    rng = np.random.default_rng(11)
-    worst = 0.0
-    for name in (names[0], names[len(names) // 2], names[-1]):
-        g = grads[name]
-        flat = params[name].data.view(-1)
-        for index in (int(np.argmax(np.abs(g))), int(rng.integers(0, g.size))):
-            saved = float(flat[index])
-            values = []
-            for delta in (FD_EPS, -FD_EPS):
-                flat[index] = saved + delta
-                with torch.no_grad():
-                    values.append(float(closure()))
-            flat[index] = saved
-            fd = (values[0] - values[1]) / (2 * FD_EPS)
-            worst = max(worst, abs(fd - g.reshape(-1)[index]) / float(np.abs(g).max()))
-    if not worst <= 1e-6:
-        raise SystemExit(f"{what}: finite differences disagree with autograd: {worst:.3e}")
-    return worst
-
-
 def check_per_token(logits, ids, lp, ent):
     """The contract, position by position, with other torch code."""
     worst = 0.0
@@ -465,7 +440,7 @@ def produce(arch, args, versions):
         if cfg["old"]:
             note = "; " + clip_activity(lp.detach(), old, a, mask, cfg)
         if c in FD_CONFIGS:
-            fd_report[c] = finite_differences(wrapper, names, closure, grads, c)
+            fd_report[c] = ef.finite_differences(wrapper, names, closure, grads, c)
             note += f"; finite differences {fd_report[c]:.1e}"
         if c in ZERO_CONFIGS:
             _, zero_grads = gradients(wrapper, lambda: grpo_loss(
@@ -521,7 +496,7 @@ def produce(arch, args, versions):
     d_c, d_r = torch.autograd.grad(leaf_loss, (leaf_c, leaf_r))
     if float(leaf_loss) != dloss:
         raise SystemExit(f"dpo: loss from the stored logprobs {float(leaf_loss)} != {dloss}")
-    fd_report["dpo"] = finite_differences(wrapper, names, dpo_closure, dgrads, "dpo")
+    fd_report["dpo"] = ef.finite_differences(wrapper, names, dpo_closure, dgrads, "dpo")
     print(f"  {'dpo':32s} loss {dloss:+.12f}; finite differences {fd_report['dpo']:.1e}")
     arrays.update({
         "dpo_chosen_ids": dpo_np["dpo_chosen_ids"],
