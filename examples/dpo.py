@@ -39,8 +39,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from grpo import (CORPUS, MODEL, REPO, mpirun, pretrain, run_command, text,  # noqa: E402
-                  tool, word_starts)
+from grpo import (CORPUS, MODEL, REPO, pretrain, run_command, run_command_of,  # noqa: E402
+                  run_script_under_mpi, text, tool, word_starts)
 
 
 def prepare(args):
@@ -60,16 +60,9 @@ def prepare(args):
 
 
 def run_mpi(args, policy, reference):
-    command = mpirun(args.ranks) + [sys.executable, os.path.abspath(__file__), "run", policy,
-                                    reference, "--steps", args.steps, "--lr", args.lr,
-                                    "--beta", args.beta, "--prompt-len", args.prompt_len,
-                                    "--seed", args.seed]
-    if args.log:
-        command += ["--log", args.log]
-    python_path = os.path.join(REPO, "build", "python")
-    if os.environ.get("PYTHONPATH"):
-        python_path += os.pathsep + os.environ["PYTHONPATH"]
-    run_command(command, env={"PYTHONPATH": python_path})
+    run_script_under_mpi(args, __file__, policy, reference,
+                         ["--steps", args.steps, "--lr", args.lr, "--beta", args.beta,
+                          "--prompt-len", args.prompt_len, "--seed", args.seed])
 
 
 # ---------------------------------------------------------------------------
@@ -223,16 +216,7 @@ def main():
     p = commands.add_parser("all", help="prepare, then run on --ranks ranks")
     prepare_options(p)
     run_options(p)
-    args = parser.parse_args()
-    if args.command == "run":
-        loop(args)
-        return
-    policy, reference = prepare(args)
-    if args.command == "all":
-        run_mpi(args, policy, reference)
-    else:
-        print("then: PYTHONPATH=build/python " + " ".join(mpirun(args.ranks)) +
-              f" python3 {os.path.relpath(__file__)} run {policy} {reference}", flush=True)
+    run_command_of(parser.parse_args(), __file__, prepare, run_mpi, loop)
 
 
 if __name__ == "__main__":

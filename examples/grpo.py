@@ -134,20 +134,39 @@ def prepare(args):
     return policy, reference
 
 
-def run_mpi(args, policy, reference):
-    """mpirun -np RANKS python3 THIS run POLICY REFERENCE ..."""
-    command = mpirun(args.ranks) + [sys.executable, os.path.abspath(__file__), "run", policy,
-                                    reference, "--iterations", args.iterations,
-                                    "--lr", args.lr, "--beta", args.beta, "--chars", args.chars,
-                                    "--seed", args.seed]
-    if args.eos is not None:
-        command += ["--eos", args.eos]
+def run_script_under_mpi(args, script, policy, reference, options):
+    """mpirun -np RANKS python3 SCRIPT run POLICY REFERENCE OPTIONS [--log LOG],
+    with build/python on PYTHONPATH (also what examples/dpo.py runs)."""
+    command = mpirun(args.ranks) + [sys.executable, os.path.abspath(script), "run", policy,
+                                    reference] + options
     if args.log:
         command += ["--log", args.log]
     python_path = os.path.join(REPO, "build", "python")
     if os.environ.get("PYTHONPATH"):
         python_path += os.pathsep + os.environ["PYTHONPATH"]
     run_command(command, env={"PYTHONPATH": python_path})
+
+
+def run_mpi(args, policy, reference):
+    """mpirun -np RANKS python3 THIS run POLICY REFERENCE ..."""
+    options = ["--iterations", args.iterations, "--lr", args.lr, "--beta", args.beta,
+               "--chars", args.chars, "--seed", args.seed]
+    if args.eos is not None:
+        options += ["--eos", args.eos]
+    run_script_under_mpi(args, __file__, policy, reference, options)
+
+
+def run_command_of(args, script, prepare, run_mpi, loop):
+    """The `run`, `prepare` and `all` commands of SCRIPT (also examples/dpo.py)."""
+    if args.command == "run":
+        loop(args)
+        return
+    policy, reference = prepare(args)
+    if args.command == "all":
+        run_mpi(args, policy, reference)
+    else:
+        print("then: PYTHONPATH=build/python " + " ".join(mpirun(args.ranks)) +
+              f" python3 {os.path.relpath(script)} run {policy} {reference}", flush=True)
 
 
 # ---------------------------------------------------------------------------
@@ -332,16 +351,7 @@ def main():
     p = commands.add_parser("all", help="prepare, then run on --ranks ranks")
     prepare_options(p)
     run_options(p)
-    args = parser.parse_args()
-    if args.command == "run":
-        loop(args)
-        return
-    policy, reference = prepare(args)
-    if args.command == "all":
-        run_mpi(args, policy, reference)
-    else:
-        print("then: PYTHONPATH=build/python " + " ".join(mpirun(args.ranks)) +
-              f" python3 {os.path.relpath(__file__)} run {policy} {reference}", flush=True)
+    run_command_of(parser.parse_args(), __file__, prepare, run_mpi, loop)
 
 
 if __name__ == "__main__":
