@@ -133,6 +133,20 @@ LogicalResult WhereOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult MatmulOp::verify() {
+  Type operandType = getElementTypeOrSelf(getLhs().getType());
+  Type resultType = getElementTypeOrSelf(getResult().getType());
+  if (getElementTypeOrSelf(getRhs().getType()) != operandType)
+    return emitOpError() << "lhs and rhs element types differ: " << operandType
+                         << " and " << getElementTypeOrSelf(getRhs().getType());
+  if (resultType != operandType &&
+      !(operandType.isBF16() && resultType.isF32()))
+    return emitOpError() << "result element type " << resultType
+                         << " is neither the operands' " << operandType
+                         << " nor f32 over bf16 operands";
+  if (getBias() && getElementTypeOrSelf(getBias().getType()) != resultType)
+    return emitOpError() << "bias element type "
+                         << getElementTypeOrSelf(getBias().getType())
+                         << " differs from the result's " << resultType;
   SmallVector<int64_t> lhs(shapeOf(getLhs()));
   SmallVector<int64_t> rhs(shapeOf(getRhs()));
   if (lhs.empty() || rhs.empty())

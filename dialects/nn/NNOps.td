@@ -256,7 +256,7 @@ def NN_CastOp : NN_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
-def NN_MatmulOp : NN_Op<"matmul", [Pure, SameOperandsAndResultElementType]> {
+def NN_MatmulOp : NN_Op<"matmul", [Pure]> {
   let summary = "batched matrix product with optional bias";
   let description = [{
     ONNX MatMul semantics (numpy matmul: batch dimensions broadcast, a rank-1
@@ -264,6 +264,11 @@ def NN_MatmulOp : NN_Op<"matmul", [Pure, SameOperandsAndResultElementType]> {
     swaps the last two dimensions of `rhs` first, as Gemm's transB does. The
     optional `bias` broadcasts to the result and is added, so a Linear layer
     is one op.
+
+    `lhs` and `rhs` have one element type. The result (and the bias) has it
+    too, or is f32 when the operands are bf16: a bf16 product accumulated
+    and returned in f32 (zplan-mixed-precision's matmuls, a tensor-core
+    GEMM's CUBLAS_COMPUTE_32F).
 
     ```mlir
     %y = nn.matmul %x, %w, %b : (tensor<2x16x64xf32>, tensor<64x256xf32>, tensor<256xf32>) -> tensor<2x16x256xf32>

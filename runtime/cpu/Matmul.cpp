@@ -13,10 +13,19 @@
 // shapes and the bias's broadcast are the ops layer's
 // (runtime/ops/MatmulOps.h), shared with the cuBLAS kernel.
 //
+// bf16 operands with an f32 result (mixed precision) are widened to f32
+// (exactly) and multiplied by SGEMM: the products of two bf16 values are
+// exact in f32 and the sums are f32's, as a tensor core's bf16 GEMM with
+// f32 accumulation computes them (in its own order). Debian's OpenBLAS
+// 0.3.21 declares cblas_sbgemm in cblas.h but is built without it (the
+// library exports no such symbol), so widening is the only way here; the
+// widened copies are scratch of the kernel's own, outside the plan's arena.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/ops/MatmulOps.h"
+#include "runtime/support/Bfloat16.h"
 
 #include <cblas.h>
 
@@ -62,12 +71,12 @@ void gemv(bool transposeB, int n, int k, const double *b, int ldb,
     cblas_dgemv(CblasRowMajor, CblasTrans, k, n, 1.0, b, ldb, x, 1, beta, y, 1);
 }
 
+/// The product of `lhs` and `rhs` (call's operands 0 and 1, or their
+/// widened copies) into call's result, which has element type T.
 template <typename T>
-Status multiply(const KernelCall &call, const MatmulShape &shape) {
-  const TensorRef &lhsRef = call.operands[0], &rhsRef = call.operands[1],
-                  &resultRef = call.results[0];
-  const T *lhs = lhsRef.as<T>();
-  const T *rhs = rhsRef.as<T>();
+Status multiply(const KernelCall &call, const MatmulShape &shape, const T *lhs,
+                const T *rhs) {
+  const TensorRef &resultRef = call.results[0];
   T *result = resultRef.as<T>();
   int64_t m = shape.m, n = shape.n, k = shape.k;
   int64_t batchCount = product(shape.batch);
@@ -131,14 +140,30 @@ Status multiply(const KernelCall &call, const MatmulShape &shape) {
   return Status::success();
 }
 
+/// `tensor`'s bf16 elements widened to f32.
+std::vector<float> widen(const TensorRef &tensor) {
+  const uint16_t *bits = tensor.as<uint16_t>();
+  std::vector<float> wide(static_cast<size_t>(tensor.numElements()));
+  for (size_t i = 0; i < wide.size(); ++i)
+    wide[i] = bf16ToFloat(bits[i]);
+  return wide;
+}
+
 } // namespace
 
 Status runMatmul(const KernelCall &call) {
   MatmulShape shape;
   if (Status status = checkMatmul(call, shape); !status.ok())
     return status;
+  if (isBf16Product(call)) {
+    std::vector<float> lhs = widen(call.operands[0]);
+    std::vector<float> rhs = widen(call.operands[1]);
+    return multiply<float>(call, shape, lhs.data(), rhs.data());
+  }
   return dispatchFloatType(call, "lhs", call.operands[0].dtype, [&](auto tag) {
-    return multiply<typename decltype(tag)::type>(call, shape);
+    using T = typename decltype(tag)::type;
+    return multiply<T>(call, shape, call.operands[0].as<T>(),
+                       call.operands[1].as<T>());
   });
 }
 

@@ -21,6 +21,11 @@
 //    (attention-style [B, H] batches), a broadcast operand stepping with
 //    stride 0 inside a run.
 //
+// bf16 operands with an f32 result (mixed precision, docs/mixed-precision.md)
+// are one GemmEx with A and B in CUDA_R_16BF, C in CUDA_R_32F and
+// CUBLAS_COMPUTE_32F: tensor cores, exact products, f32 accumulation -- the
+// CPU kernel's widened SGEMM, summed in another order.
+//
 // Precision: CUBLAS_COMPUTE_32F for f32 (64F for f64), not
 // CUBLAS_COMPUTE_32F_FAST_TF32: the CPU oracle is plain fp32 and the diff
 // test's tolerance is fp32's. cuBLAS could still round to TF32 if the
@@ -43,8 +48,12 @@ using namespace zplan::ops;
 
 namespace {
 
-/// cuBLAS's names for element type T and its accumulation.
+/// cuBLAS's names for element type T and its accumulation (uint16_t: the
+/// bits of a bf16, operands only).
 template <typename T> struct GemmTypes;
+template <> struct GemmTypes<uint16_t> {
+  static constexpr cudaDataType_t data = CUDA_R_16BF;
+};
 template <> struct GemmTypes<float> {
   static constexpr cudaDataType_t data = CUDA_R_32F;
   static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
@@ -65,20 +74,22 @@ struct Gemm {
 
 /// `count` GEMMs of `gemm`'s extents, entry j reading lhs + j * lhsStride,
 /// rhs + j * rhsStride and writing result + j * resultStride (elements).
-template <typename T>
-Status issueGemms(const KernelCall &call, const Gemm &gemm, const T *lhs,
-                  int64_t lhsStride, const T *rhs, int64_t rhsStride, T beta,
+/// Operands of type In, result (and accumulation) of type T.
+template <typename In, typename T>
+Status issueGemms(const KernelCall &call, const Gemm &gemm, const In *lhs,
+                  int64_t lhsStride, const In *rhs, int64_t rhsStride, T beta,
                   T *result, int64_t resultStride, int64_t count) {
   const T alpha = 1;
   using Types = GemmTypes<T>;
+  constexpr cudaDataType_t in = GemmTypes<In>::data;
   if (count == 1)
-    return checkCublas(
-        call,
-        cublasGemmEx(call.device.cublas, gemm.rhsOperation, CUBLAS_OP_N, gemm.n,
-                     gemm.m, gemm.k, &alpha, rhs, Types::data, gemm.ldb, lhs,
-                     Types::data, gemm.lda, &beta, result, Types::data,
-                     gemm.ldc, Types::compute, CUBLAS_GEMM_DEFAULT),
-        "cublasGemmEx");
+    return checkCublas(call,
+                       cublasGemmEx(call.device.cublas, gemm.rhsOperation,
+                                    CUBLAS_OP_N, gemm.n, gemm.m, gemm.k, &alpha,
+                                    rhs, in, gemm.ldb, lhs, in, gemm.lda, &beta,
+                                    result, Types::data, gemm.ldc,
+                                    Types::compute, CUBLAS_GEMM_DEFAULT),
+                       "cublasGemmEx");
   // cuBLAS counts a batch in an int; a longer run is issued in pieces.
   for (int64_t first = 0; first < count; first += INT_MAX) {
     int batch = static_cast<int>(std::min<int64_t>(count - first, INT_MAX));
@@ -86,11 +97,10 @@ Status issueGemms(const KernelCall &call, const Gemm &gemm, const T *lhs,
             call,
             cublasGemmStridedBatchedEx(
                 call.device.cublas, gemm.rhsOperation, CUBLAS_OP_N, gemm.n,
-                gemm.m, gemm.k, &alpha, rhs + first * rhsStride, Types::data,
-                gemm.ldb, rhsStride, lhs + first * lhsStride, Types::data,
-                gemm.lda, lhsStride, &beta, result + first * resultStride,
-                Types::data, gemm.ldc, resultStride, batch, Types::compute,
-                CUBLAS_GEMM_DEFAULT),
+                gemm.m, gemm.k, &alpha, rhs + first * rhsStride, in, gemm.ldb,
+                rhsStride, lhs + first * lhsStride, in, gemm.lda, lhsStride,
+                &beta, result + first * resultStride, Types::data, gemm.ldc,
+                resultStride, batch, Types::compute, CUBLAS_GEMM_DEFAULT),
             "cublasGemmStridedBatchedEx");
         !status.ok())
       return status;
@@ -98,11 +108,11 @@ Status issueGemms(const KernelCall &call, const Gemm &gemm, const T *lhs,
   return Status::success();
 }
 
-template <typename T>
+template <typename In, typename T>
 Status multiply(const KernelCall &call, const MatmulShape &shape) {
   const TensorRef &resultRef = call.host.results[0];
-  const T *lhs = call.host.operands[0].as<T>();
-  const T *rhs = call.host.operands[1].as<T>();
+  const In *lhs = call.host.operands[0].as<In>();
+  const In *rhs = call.host.operands[1].as<In>();
   T *result = resultRef.as<T>();
   int64_t m = shape.m, n = shape.n, k = shape.k;
   int64_t batchCount = product(shape.batch);
@@ -144,7 +154,7 @@ Status multiply(const KernelCall &call, const MatmulShape &shape) {
   // A weight shared by the whole batch: one [batch * M, K] GEMM.
   if (product(shape.rhsBatch) == 1 && fitsBlas(batchCount * m)) {
     gemm.m = static_cast<int>(batchCount * m);
-    return issueGemms<T>(call, gemm, lhs, 0, rhs, 0, beta, result, 0, 1);
+    return issueGemms<In, T>(call, gemm, lhs, 0, rhs, 0, beta, result, 0, 1);
   }
 
   // Runs of batch entries at uniform strides, one strided-batched GEMM
@@ -159,7 +169,7 @@ Status multiply(const KernelCall &call, const MatmulShape &shape) {
                     const std::array<int64_t, 2> &step, int64_t count) {
                   if (!status.ok())
                     return;
-                  status = issueGemms<T>(
+                  status = issueGemms<In, T>(
                       call, gemm, lhs + in[0] * lhsMatrix, step[0] * lhsMatrix,
                       rhs + in[1] * rhsMatrix, step[1] * rhsMatrix, beta,
                       result + out * resultMatrix, resultMatrix, count);
@@ -173,10 +183,13 @@ Status runMatmul(const KernelCall &call) {
   MatmulShape shape;
   if (Status status = checkMatmul(call.host, shape); !status.ok())
     return status;
-  return dispatchFloatType(
-      call.host, "lhs", call.host.operands[0].dtype, [&](auto tag) {
-        return multiply<typename decltype(tag)::type>(call, shape);
-      });
+  if (isBf16Product(call.host))
+    return multiply<uint16_t, float>(call, shape);
+  return dispatchFloatType(call.host, "lhs", call.host.operands[0].dtype,
+                           [&](auto tag) {
+                             using T = typename decltype(tag)::type;
+                             return multiply<T, T>(call, shape);
+                           });
 }
 
 } // namespace zplan::cuda

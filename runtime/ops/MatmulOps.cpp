@@ -72,16 +72,27 @@ Status checkMatmul(const KernelCall &call, MatmulShape &shape) {
   if (Status status = expectArity(call, 2, 3); !status.ok())
     return status;
   const TensorRef &lhs = call.operands[0];
-  const char *names[] = {"rhs", "bias"};
-  for (size_t i = 1; i < call.operands.size(); ++i)
-    if (Status status =
-            expectType(call, names[i - 1], call.operands[i], lhs.dtype);
+  if (Status status = expectType(call, "rhs", call.operands[1], lhs.dtype);
+      !status.ok())
+    return status;
+  // bf16 operands may produce an f32 result (and take an f32 bias).
+  ElementType resultType = lhs.dtype;
+  if (lhs.dtype == ElementType::BF16 &&
+      call.results[0].dtype == ElementType::F32)
+    resultType = ElementType::F32;
+  if (call.operands.size() == 3)
+    if (Status status = expectType(call, "bias", call.operands[2], resultType);
         !status.ok())
       return status;
-  if (Status status = expectType(call, "result", call.results[0], lhs.dtype);
+  if (Status status = expectType(call, "result", call.results[0], resultType);
       !status.ok())
     return status;
   return inferShape(call, shape);
+}
+
+bool isBf16Product(const KernelCall &call) {
+  return call.operands[0].dtype == ElementType::BF16 &&
+         call.results[0].dtype == ElementType::F32;
 }
 
 Status matmulBiasStrides(const KernelCall &call,

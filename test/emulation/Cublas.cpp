@@ -9,30 +9,38 @@
 // hold NaN); k == 0 scales C by beta. Argument checks as cuBLAS documents
 // them (CUBLAS_STATUS_INVALID_VALUE for negative sizes and short leading
 // dimensions; NOT_SUPPORTED for type combinations other than all-32F with
-// COMPUTE_32F or all-64F with COMPUTE_64F, the two Matmul.cpp uses).
+// COMPUTE_32F, all-64F with COMPUTE_64F, or 16BF A and B with a 32F C and
+// COMPUTE_32F, the three Matmul.cpp uses: bf16 elements are widened exactly
+// and summed in f32).
 // Sums accumulate in the compute type, in order of k: real cuBLAS may
 // order (and, with split-k, block) them differently, within the diff
 // test's GEMM tolerance.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/support/Bfloat16.h"
 #include "test/emulation/Prelude.h"
 
 namespace emu {
 namespace {
 
-template <typename T>
+/// An operand element as the compute type sees it: a bf16 (its bits in a
+/// uint16_t) widened exactly.
+template <typename T> T widened(T x) { return x; }
+inline float widened(uint16_t bits) { return zplan::bf16ToFloat(bits); }
+
+template <typename In, typename T>
 void gemm(cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-          int k, T alpha, const T *A, int lda, const T *B, int ldb, T beta,
+          int k, T alpha, const In *A, int lda, const In *B, int ldb, T beta,
           T *C, int ldc) {
   for (int j = 0; j < n; ++j)
     for (int i = 0; i < m; ++i) {
       T sum = 0;
       for (int p = 0; p < k; ++p) {
-        T a = transa == CUBLAS_OP_N ? A[i + int64_t(p) * lda]
-                                    : A[p + int64_t(i) * lda];
-        T b = transb == CUBLAS_OP_N ? B[p + int64_t(j) * ldb]
-                                    : B[j + int64_t(p) * ldb];
+        T a = widened(transa == CUBLAS_OP_N ? A[i + int64_t(p) * lda]
+                                            : A[p + int64_t(i) * lda]);
+        T b = widened(transb == CUBLAS_OP_N ? B[p + int64_t(j) * ldb]
+                                            : B[j + int64_t(p) * ldb]);
         sum += a * b;
       }
       T &c = C[i + int64_t(j) * ldc];
@@ -62,21 +70,32 @@ cublasStatus_t gemmStridedBatchedEx(
              Ctype == CUDA_R_32F && compute == CUBLAS_COMPUTE_32F;
   bool f64 = Atype == CUDA_R_64F && Btype == CUDA_R_64F &&
              Ctype == CUDA_R_64F && compute == CUBLAS_COMPUTE_64F;
-  if (!f32 && !f64)
+  bool bf16 = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF &&
+              Ctype == CUDA_R_32F && compute == CUBLAS_COMPUTE_32F;
+  if (!f32 && !f64 && !bf16)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   for (int e = 0; e < batchCount; ++e) {
-    if (f32)
-      gemm<float>(transa, transb, m, n, k, *static_cast<const float *>(alpha),
-                  static_cast<const float *>(A) + e * strideA, lda,
-                  static_cast<const float *>(B) + e * strideB, ldb,
-                  *static_cast<const float *>(beta),
-                  static_cast<float *>(C) + e * strideC, ldc);
+    if (bf16)
+      gemm<uint16_t, float>(transa, transb, m, n, k,
+                            *static_cast<const float *>(alpha),
+                            static_cast<const uint16_t *>(A) + e * strideA, lda,
+                            static_cast<const uint16_t *>(B) + e * strideB, ldb,
+                            *static_cast<const float *>(beta),
+                            static_cast<float *>(C) + e * strideC, ldc);
+    else if (f32)
+      gemm<float, float>(transa, transb, m, n, k,
+                         *static_cast<const float *>(alpha),
+                         static_cast<const float *>(A) + e * strideA, lda,
+                         static_cast<const float *>(B) + e * strideB, ldb,
+                         *static_cast<const float *>(beta),
+                         static_cast<float *>(C) + e * strideC, ldc);
     else
-      gemm<double>(transa, transb, m, n, k, *static_cast<const double *>(alpha),
-                   static_cast<const double *>(A) + e * strideA, lda,
-                   static_cast<const double *>(B) + e * strideB, ldb,
-                   *static_cast<const double *>(beta),
-                   static_cast<double *>(C) + e * strideC, ldc);
+      gemm<double, double>(transa, transb, m, n, k,
+                           *static_cast<const double *>(alpha),
+                           static_cast<const double *>(A) + e * strideA, lda,
+                           static_cast<const double *>(B) + e * strideB, ldb,
+                           *static_cast<const double *>(beta),
+                           static_cast<double *>(C) + e * strideC, ldc);
   }
   return CUBLAS_STATUS_SUCCESS;
 }

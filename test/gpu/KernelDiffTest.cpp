@@ -534,6 +534,24 @@ void addMatmulCases() {
     c.uniform({20, 30}, F64).uniform({30, 10}, F64).uniform({10}, F64);
     c.result({20, 10}, F64).tolerance(1e-12, 1e-12);
   });
+  // Mixed precision: bf16 operands, f32 accumulation, result and bias
+  // (cuBLAS's CUDA_R_16BF GemmEx against the CPU's widened SGEMM: the same
+  // exact products summed in another order).
+  add("matmul", "bf16_linear", [](CaseBuilder &c) {
+    c.ints("transpose_rhs", {1}).uniform({2, 16, 64}, ElementType::BF16);
+    c.uniform({48, 64}, ElementType::BF16, -0.2, 0.2).uniform({48});
+    c.result({2, 16, 48}).tolerance(1e-5, 1e-5);
+  });
+  add("matmul", "bf16_batched", [](CaseBuilder &c) {
+    c.uniform({3, 12, 32}, ElementType::BF16)
+        .uniform({3, 32, 20}, ElementType::BF16);
+    c.result({3, 12, 20}).tolerance(1e-5, 1e-5);
+  });
+  add("matmul", "bf16_decode_gemv", [](CaseBuilder &c) {
+    c.ints("transpose_rhs", {1}).uniform({1, 1, 512}, ElementType::BF16);
+    c.uniform({300, 512}, ElementType::BF16, -0.1, 0.1);
+    c.result({1, 1, 300}).tolerance(1e-5, 1e-5);
+  });
   add("matmul", "misaligned", [](CaseBuilder &c) {
     c.ints("transpose_rhs", {1}).uniform({9, 33}).uniform({17, 33});
     c.uniform({17}).result({9, 17}).misaligned().tolerance(1e-4, 1e-4);

@@ -13,6 +13,7 @@
 
 #include "runtime/cpu/Kernels.h"
 #include "runtime/plan/Opcodes.h"
+#include "runtime/support/Bfloat16.h"
 
 #include "test/unit/KernelTestSupport.h"
 #include "test/unit/StatusMatchers.h"
@@ -557,6 +558,56 @@ TEST(CpuKernels, MatmulTransformerSizedLinear) {
   // the typical size of a term sum (fp32 accumulation over K = 256).
   expectClose(y.values<float>(), matmulReference(x, w, &b, true, y.shape), 1e-5,
               1e-5);
+}
+
+/// `tensor` (f32) rounded to bf16, as its bits.
+Tensor toBf16(Tensor &tensor) {
+  std::vector<uint16_t> bits(static_cast<size_t>(tensor.size()));
+  for (int64_t i = 0; i < tensor.size(); ++i)
+    bits[i] = zplan::floatToBf16(tensor.floats()[i]);
+  return make<uint16_t>(tensor.shape, bits, ElementType::BF16);
+}
+
+/// `half` (bf16) widened to f32.
+Tensor toF32(Tensor &half) {
+  std::vector<float> values;
+  for (uint16_t bits : half.values<uint16_t>())
+    values.push_back(zplan::bf16ToFloat(bits));
+  return make<float>(half.shape, values);
+}
+
+TEST(CpuKernels, MatmulBf16OperandsAccumulateInF32) {
+  // Mixed precision's Linear: bf16 x and w, f32 bias and result. The
+  // products of bf16 values are exact in f32, so the result is the f32
+  // product of the widened operands, bit for bit (the same SGEMM), and the
+  // double product of those values to f32's accumulation error.
+  Tensor x32 = randomFloats(rng(), {2, 24, 96}),
+         w32 = randomFloats(rng(), {40, 96}, -0.1, 0.1),
+         b = randomFloats(rng(), {40});
+  Tensor x = toBf16(x32), w = toBf16(w32);
+  Tensor xWide = toF32(x), wWide = toF32(w);
+  Tensor y({2, 24, 40}, ElementType::F32), expected({2, 24, 40});
+  Op linear = Op("matmul").ints("transpose_rhs", {1});
+  runOk(linear, {&x, &w, &b}, y);
+  runOk(linear, {&xWide, &wWide, &b}, expected);
+  EXPECT_EQ(y.values<float>(), expected.values<float>());
+  expectClose(y.values<float>(),
+              matmulReference(xWide, wWide, &b, true, y.shape), 1e-5, 1e-5);
+  // The GEMV path (one decoded token).
+  Tensor rowY({1, 40}, ElementType::F32);
+  Tensor row32 = randomFloats(rng(), {1, 96});
+  Tensor rowHalf = toBf16(row32), rowWide = toF32(rowHalf);
+  Tensor rowExpected({1, 40});
+  runOk(linear, {&rowHalf, &w}, rowY);
+  runOk(linear, {&rowWide, &wWide}, rowExpected);
+  EXPECT_EQ(rowY.values<float>(), rowExpected.values<float>());
+
+  // Operands of two types, and a bf16 bias under an f32 result, are errors.
+  EXPECT_TRUE(contains(runError(linear, {&x, &w32}, y),
+                       "matmul: rhs has element type f32, expected bf16"));
+  Tensor halfBias = toBf16(b);
+  EXPECT_TRUE(contains(runError(linear, {&x, &w, &halfBias}, y),
+                       "matmul: bias has element type bf16, expected f32"));
 }
 
 TEST(CpuKernels, MatmulF64AndErrors) {

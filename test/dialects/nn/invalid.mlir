@@ -300,6 +300,14 @@ func.func @matmul_result(%x: tensor<2x16x64xf32>, %w: tensor<64x256xf32>) {
 
 // -----
 
+func.func @matmul_bias_type(%x: tensor<2x64xbf16>, %w: tensor<64x8xbf16>, %b: tensor<8xbf16>) {
+  // expected-error @+1 {{'nn.matmul' op bias element type 'bf16' differs from the result's 'f32'}}
+  %r = nn.matmul %x, %w, %b : (tensor<2x64xbf16>, tensor<64x8xbf16>, tensor<8xbf16>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
 func.func @matmul_vector_result(%v: tensor<64xf32>) {
   // expected-error @+1 {{'nn.matmul' op result has shape 1, expected scalar}}
   %r = nn.matmul %v, %v : (tensor<64xf32>, tensor<64xf32>) -> tensor<1xf32>
@@ -309,15 +317,16 @@ func.func @matmul_vector_result(%v: tensor<64xf32>) {
 // -----
 
 func.func @matmul_operand_elements(%x: tensor<2x4xf32>, %w: tensor<4x4xf16>) {
-  // expected-error @+1 {{'nn.matmul' op requires the same element type for all operands and results}}
+  // expected-error @+1 {{'nn.matmul' op lhs and rhs element types differ: 'f32' and 'f16'}}
   %r = nn.matmul %x, %w : (tensor<2x4xf32>, tensor<4x4xf16>) -> tensor<2x4xf32>
   return
 }
 
 // -----
 
+// Only bf16 operands may widen (to f32); nothing narrows.
 func.func @matmul_result_element(%x: tensor<2x4xf32>, %w: tensor<4x4xf32>) {
-  // expected-error @+1 {{'nn.matmul' op requires the same element type for all operands and results}}
+  // expected-error @+1 {{'nn.matmul' op result element type 'f16' is neither the operands' 'f32' nor f32 over bf16 operands}}
   %r = nn.matmul %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf16>
   return
 }

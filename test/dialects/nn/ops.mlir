@@ -138,6 +138,18 @@ func.func @cast(%mask: tensor<2x16xi1>) {
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
+// bf16 operands: the product accumulates in f32 and the result (and bias)
+// may be f32, or bf16 itself.
+// CHECK-LABEL: func.func @matmul_bf16
+func.func @matmul_bf16(%x: tensor<2x16x64xbf16>, %w: tensor<256x64xbf16>,
+                       %b: tensor<256xf32>) {
+  // CHECK: nn.matmul %{{.*}}, %{{.*}}, %{{.*}} {transpose_rhs = true} : (tensor<2x16x64xbf16>, tensor<256x64xbf16>, tensor<256xf32>) -> tensor<2x16x256xf32>
+  %y = nn.matmul %x, %w, %b {transpose_rhs = true} : (tensor<2x16x64xbf16>, tensor<256x64xbf16>, tensor<256xf32>) -> tensor<2x16x256xf32>
+  // CHECK: nn.matmul %{{.*}}, %{{.*}} {transpose_rhs = true} : (tensor<2x16x64xbf16>, tensor<256x64xbf16>) -> tensor<2x16x256xbf16>
+  %z = nn.matmul %x, %w {transpose_rhs = true} : (tensor<2x16x64xbf16>, tensor<256x64xbf16>) -> tensor<2x16x256xbf16>
+  return
+}
+
 // The default `transpose_rhs = false` is not printed.
 // CHECK-LABEL: func.func @matmul
 // CHECK-SAME: (%[[X:.*]]: tensor<2x16x64xf32>, %[[W:.*]]: tensor<64x256xf32>, %[[B:.*]]: tensor<256xf32>, %[[WT:.*]]: tensor<256x64xf32>, %[[V:.*]]: tensor<64xf32>)
