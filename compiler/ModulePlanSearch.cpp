@@ -67,6 +67,7 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
   schedule.persistenceThreshold = options.persistenceThreshold;
   schedule.paramDtype = options.paramDtype;
   schedule.reduceDtype = options.reduceDtype;
+  schedule.computeDtype = options.computeDtype;
   schedule.maxInFlight = options.maxInFlight;
   schedule.maxInFlightBytes = options.maxInFlightBytes;
   schedule.optimizer = options.optimizer;

@@ -210,8 +210,10 @@ llvm::Error zplan::validateOptions(const CompileOptions &options) {
   if (options.persistenceThreshold < 0)
     return makeError("--persistence-threshold must not be negative, got " +
                      llvm::Twine(options.persistenceThreshold));
-  for (auto [flag, value] : {std::pair{"--param-dtype", &options.paramDtype},
-                             std::pair{"--reduce-dtype", &options.reduceDtype}})
+  for (auto [flag, value] :
+       {std::pair{"--param-dtype", &options.paramDtype},
+        std::pair{"--reduce-dtype", &options.reduceDtype},
+        std::pair{"--compute-dtype", &options.computeDtype}})
     if (*value != "fp32" && *value != "bf16")
       return makeError("unknown " + llvm::Twine(flag) + " '" + *value +
                        "'; expected fp32 or bf16");

@@ -111,6 +111,10 @@ struct CompileOptions {
   /// checkpoints stay fp32.
   std::string paramDtype = "fp32";
   std::string reduceDtype = "fp32";
+  /// The type matmuls read their operands in (accumulating in f32): "fp32"
+  /// or "bf16"; zcc's default is the param dtype, as FSDP2's bf16
+  /// parameters are multiplied in bf16.
+  std::string computeDtype = "fp32";
   int64_t maxInFlight = 2;
   int64_t maxInFlightBytes = 0;
   /// Generation: may the default policy carry decode's first streamed

@@ -74,6 +74,7 @@ void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
   MixedPrecisionOptions precision;
   precision.paramDtype = options.paramDtype;
   precision.reduceDtype = options.reduceDtype;
+  precision.computeDtype = options.computeDtype;
   pm.addPass(createMixedPrecision(precision));
 
   OptimizerStepOptions optimizer;

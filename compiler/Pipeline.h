@@ -59,6 +59,7 @@ struct ScheduleOptions {
   /// Mixed precision (zplan-mixed-precision): fp32 | bf16.
   std::string paramDtype = "fp32";
   std::string reduceDtype = "fp32";
+  std::string computeDtype = "fp32";
 };
 
 /// shard -> mixed precision -> optimizer step -> recompute (training, over

@@ -213,6 +213,20 @@ std::string zplan::formatReport(
                       : ", reduced " + typeText(plan::reduceType(group)))];
   for (const auto &[text, count] : precisions)
     os << "precision: " << count << " group(s): " << text << "\n";
+  // compute-dtype: how many matmuls (over every program) multiply bf16
+  // operands, accumulating in f32.
+  int matmuls = 0, bf16Matmuls = 0;
+  for (const plan::Program &program : first.programs())
+    for (const plan::Instruction &instruction : program.instructions())
+      if (instruction.opcode() == plan::OPCODE_MATMUL) {
+        ++matmuls;
+        const plan::Buffer &lhs =
+            first.buffers(static_cast<int>(instruction.operands(0)) - 1);
+        bf16Matmuls += lhs.dtype() == plan::BF16;
+      }
+  if (bf16Matmuls)
+    os << "precision: " << bf16Matmuls << " of " << matmuls
+       << " matmul(s) multiply bf16 operands, accumulating in f32\n";
   for (int p = 0; p < first.programs_size(); ++p) {
     os << "program '" << first.programs(p).name() << "'\n";
     os << "  policy    gathered       collectives  peak/rank      "

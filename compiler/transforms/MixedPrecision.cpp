@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace zplan {
 #define GEN_PASS_DEF_MIXEDPRECISION
@@ -32,11 +33,12 @@ struct MixedPrecisionPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    bool gatherBf16, reduceBf16;
+    bool gatherBf16, reduceBf16, computeBf16;
     if (failed(parseDtype(module, "param-dtype", paramDtype, gatherBf16)) ||
-        failed(parseDtype(module, "reduce-dtype", reduceDtype, reduceBf16)))
+        failed(parseDtype(module, "reduce-dtype", reduceDtype, reduceBf16)) ||
+        failed(parseDtype(module, "compute-dtype", computeDtype, computeBf16)))
       return signalPassFailure();
-    if (!gatherBf16 && !reduceBf16)
+    if (!gatherBf16 && !reduceBf16 && !computeBf16)
       return;
     // The master is f32: a model exported in bf16 or f16 has no f32 values
     // to keep (export it in float32; the gathers make the bf16 copies).
@@ -56,8 +58,15 @@ struct MixedPrecisionPass
       if (reduceBf16 && !group.getFrozen())
         group.setReduceType(bf16);
     }
-    if (!gatherBf16)
-      return;
+    if (gatherBf16 && failed(gatherInBf16(module)))
+      return signalPassFailure();
+    if (computeBf16)
+      multiplyInBf16(module);
+  }
+
+  /// param-dtype=bf16: gathered copies in bf16, read through f32 casts; the
+  /// KV caches in bf16.
+  static LogicalResult gatherInBf16(ModuleOp module) {
     SmallVector<zero::GatherWaitOp> waits;
     module.walk([&](zero::GatherWaitOp wait) { waits.push_back(wait); });
     for (zero::GatherWaitOp wait : waits) {
@@ -66,13 +75,105 @@ struct MixedPrecisionPass
       if (!group) {
         wait.emitError() << "zplan-mixed-precision: a gather of no group "
                             "(run zplan-shard-parameters first)";
-        return signalPassFailure();
+        return failure();
       }
       // Every group is marked above but a persistent one, which is read
       // rounded at each reader instead.
       castAtReaders(wait, /*gathersBf16=*/group.getGatherType().has_value());
     }
     storeKvCachesInBf16(module);
+    return success();
+  }
+
+  /// compute-dtype=bf16: every f32 nn.matmul that computes from a parameter
+  /// reads bf16 operands (see Passes.td). Which matmuls: those with an
+  /// operand that depends on a gathered parameter -- everything downstream
+  /// of a zero.gather_wait, which is every layer's activation and every
+  /// gradient, but not position arithmetic (rotary tables) computed from
+  /// the inputs alone.
+  static void multiplyInBf16(ModuleOp module) {
+    module.walk([](func::FuncOp func) {
+      llvm::DenseSet<Value> fromParameters;
+      SmallVector<nn::MatmulOp> matmuls;
+      func.walk([&](Operation *op) {
+        bool derived = llvm::isa<zero::GatherWaitOp>(op) ||
+                       llvm::any_of(op->getOperands(), [&](Value operand) {
+                         return fromParameters.contains(operand);
+                       });
+        if (!derived)
+          return;
+        fromParameters.insert(op->result_begin(), op->result_end());
+        if (auto matmul = llvm::dyn_cast<nn::MatmulOp>(op))
+          if (getElementTypeOrSelf(matmul.getType()).isF32())
+            matmuls.push_back(matmul);
+      });
+      // The bf16 copy of each f32 value, made before its first matmul
+      // (walk order is program order: it dominates the later ones).
+      llvm::DenseMap<Value, Value> copies;
+      for (nn::MatmulOp matmul : matmuls) {
+        for (OpOperand *operand :
+             {&matmul.getLhsMutable(), &matmul.getRhsMutable()})
+          operand->set(bf16Operand(operand->get(), matmul, copies));
+      }
+      // The f32 views the bf16 ones replaced, now unread (a chain of them
+      // empties from its end).
+      llvm::SetVector<Operation *> views;
+      for (auto [value, copy] : copies)
+        if (Operation *def = value.getDefiningOp();
+            def && llvm::isa<nn::ReshapeOp, nn::TransposeOp>(def))
+          views.insert(def);
+      SmallVector<Operation *> unread(views.begin(), views.end());
+      for (bool erased = true; erased;) {
+        erased = false;
+        for (Operation *&view : unread)
+          if (view && view->use_empty()) {
+            view->erase();
+            view = nullptr;
+            erased = true;
+          }
+      }
+    });
+  }
+
+  /// The bf16 value `matmul` reads in place of the f32 `value`:
+  ///  - an `nn.cast` of a bf16 value (a parameter read, castAtReaders): that
+  ///    bf16 value itself, the cast erased once unread;
+  ///  - a reshape or transpose: the same op re-emitted before `matmul` on
+  ///    its input's bf16 value, so that every matmul reading a value through
+  ///    such views shares one bf16 copy of it;
+  ///  - anything else: one nn.cast to bf16, shared through `copies`.
+  static Value bf16Operand(Value value, nn::MatmulOp matmul,
+                           llvm::DenseMap<Value, Value> &copies) {
+    auto type = llvm::cast<RankedTensorType>(value.getType());
+    Type bf16 = BFloat16Type::get(type.getContext());
+    if (type.getElementType().isBF16())
+      return value;
+    Operation *def = value.getDefiningOp();
+    if (auto cast = llvm::dyn_cast_or_null<nn::CastOp>(def)) {
+      Value source = cast.getInput();
+      if (getElementTypeOrSelf(source.getType()).isBF16()) {
+        if (cast->hasOneUse())
+          cast->dropAllUses(), cast->erase();
+        return source;
+      }
+    }
+    if (Value copy = copies.lookup(value))
+      return copy;
+    OpBuilder builder(matmul);
+    Value copy;
+    if (def && llvm::isa<nn::ReshapeOp, nn::TransposeOp>(def)) {
+      Value input = bf16Operand(def->getOperand(0), matmul, copies);
+      Operation *view = builder.clone(*def);
+      view->setOperand(0, input);
+      view->getResult(0).setType(type.clone(bf16));
+      copy = view->getResult(0);
+    } else {
+      copy = builder.create<nn::CastOp>(
+          NameLoc::get(builder.getStringAttr("bf16 operand"), value.getLoc()),
+          type.clone(bf16), value);
+    }
+    copies[value] = copy;
+    return copy;
   }
 
   /// Generation: every nn.kv_cache holds bf16. Each cache_append rounds its

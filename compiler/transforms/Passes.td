@@ -391,8 +391,8 @@ def ShardParameters : Pass<"zplan-shard-parameters", "::mlir::ModuleOp"> {
 }
 
 def MixedPrecision : Pass<"zplan-mixed-precision", "::mlir::ModuleOp"> {
-  let summary = "Gathers parameters in bf16 over f32 master shards, and "
-                "reduces gradients in bf16";
+  let summary = "Gathers parameters in bf16 over f32 master shards, "
+                "multiplies in bf16, and reduces gradients in bf16";
   let description = [{
     Right after zplan-shard-parameters (docs/mixed-precision.md). The shards
     stay f32: they are the master weights the optimizer updates, the
@@ -423,9 +423,28 @@ def MixedPrecision : Pass<"zplan-mixed-precision", "::mlir::ModuleOp"> {
     %w0, %w1 = zero.gather_wait %t : tensor<64x64xbf16>, tensor<64x64xbf16>
     ...
     %c = nn.cast %w0 : tensor<64x64xbf16> -> tensor<64x64xf32>
-    %y = nn.matmul %x, %c : ...
+    %y = nn.add %x, %c : ...
     ```
-    With both options f32 the module is left alone. Tests:
+
+    With `compute-dtype=bf16` (zcc's default under `--param-dtype bf16`),
+    every f32 `nn.matmul` that computes from a parameter (the Linear layers
+    and the LM head, and every matmul of their gradients: all but position
+    arithmetic such as rotary tables, which torch's autocast also leaves in
+    f32) reads bf16 operands and accumulates in f32, as torch's autocast
+    and FSDP2's bf16 parameters do: a parameter operand reads the bf16 copy
+    itself (no f32 cast), and an activation or gradient operand is rounded
+    by one `nn.cast` per value, placed before its first matmul. Reshapes
+    and transposes between a value and a matmul are re-emitted on its bf16
+    copy, so that the input a backward matmul reads (dW = x^T dy) is the
+    same bf16 copy the forward read: the saved activation is stored in bf16,
+    as torch saves a bf16 Linear's input. The result, the bias and every
+    other op (norms, softmax, attention, the loss, the optimizer) stay f32.
+
+    ```mlir
+    %xb = nn.cast %x : tensor<2x16x64xf32> -> tensor<2x16x64xbf16>
+    %y = nn.matmul %xb, %w0 {transpose_rhs = true} : (tensor<2x16x64xbf16>, tensor<64x64xbf16>) -> tensor<2x16x64xf32>
+    ```
+    With all three options f32 the module is left alone. Tests:
     test/transforms/mixed-precision.mlir.
   }];
   let options = [
@@ -433,6 +452,10 @@ def MixedPrecision : Pass<"zplan-mixed-precision", "::mlir::ModuleOp"> {
            "The type parameters are gathered and computed from: fp32 or bf16">,
     Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"fp32\"",
            "The type gradients are reduced in: fp32 or bf16">,
+    Option<"computeDtype", "compute-dtype", "std::string",
+           /*default=*/"\"fp32\"",
+           "The type matmuls read their operands in: fp32 or bf16 (the "
+           "product accumulates in f32)">,
   ];
   let dependentDialects = ["::zplan::nn::NNDialect",
                            "::zplan::zero::ZeroDialect"];

@@ -9,8 +9,15 @@ nearest bf16, ties to even, and stored back as float32) is the reference.
 The rounding is numpy's own, not zplan's: the float32 bits plus 0x7FFF plus
 the lowest kept bit, truncated to the top 16 bits.
 
-    round_weights.py MODEL OUT [--kv-bf16]
+    round_weights.py MODEL OUT [--kv-bf16] [--matmul-bf16]
 Prints how many initializers and elements it rounded, and how many changed.
+
+--matmul-bf16: zplan's `--compute-dtype bf16` (the default under
+--param-dtype bf16) multiplies every Linear layer's bf16 operands in f32, so
+every MatMul that reads a weight (an initializer, directly or through a
+Transpose: torch.onnx's Linear) gets both inputs rounded to bf16 (a Cast to
+BFLOAT16 and back). The attention's own MatMuls (fused into one op by zcc,
+computed in f32) and the rotary table's (positions only) are left alone.
 
 --kv-bf16: zplan's bf16 plans also store the KV cache in bf16, so every
 attention reads its keys and values rounded. For each Softmax of the graph,
@@ -80,10 +87,37 @@ def round_attention_kv(graph):
     return found
 
 
+def round_linear_inputs(graph):
+    """Inserts bf16 round trips on both inputs of every MatMul that reads
+    a weight, right before it; returns how many MatMuls it changed."""
+    weights = {tensor.name for tensor in graph.initializer}
+    producer = {output: node for node in graph.node for output in node.output}
+
+    def is_weight(name):
+        node = producer.get(name)
+        return name in weights or (node is not None and node.op_type == "Transpose"
+                                   and node.input[0] in weights)
+
+    ordered, found = [], 0
+    for node in graph.node:
+        if node.op_type == "MatMul" and any(is_weight(name) for name in node.input):
+            for index, name in enumerate(list(node.input)):
+                rounded, back = f"{node.name}/in{index}/bf16", f"{node.name}/in{index}/bf16_f32"
+                ordered += [helper.make_node("Cast", [name], [rounded], to=TensorProto.BFLOAT16),
+                            helper.make_node("Cast", [rounded], [back], to=TensorProto.FLOAT)]
+                node.input[index] = back
+            found += 1
+        ordered.append(node)
+    del graph.node[:]
+    graph.node.extend(ordered)
+    return found
+
+
 def main():
-    args = [a for a in sys.argv[1:] if a != "--kv-bf16"]
+    flags = ("--kv-bf16", "--matmul-bf16")
+    args = [a for a in sys.argv[1:] if a not in flags]
     if len(args) != 2:
-        sys.exit("usage: round_weights.py MODEL OUT [--kv-bf16]")
+        sys.exit("usage: round_weights.py MODEL OUT [--kv-bf16] [--matmul-bf16]")
     model = onnx.load_model(args[0])
     count = elements = changed = 0
     for index, tensor in enumerate(model.graph.initializer):
@@ -99,6 +133,8 @@ def main():
         model.graph.initializer[index].CopyFrom(numpy_helper.from_array(rounded, tensor.name))
     if "--kv-bf16" in sys.argv:
         print(f"rounded the keys and values of {round_attention_kv(model.graph)} attentions")
+    if "--matmul-bf16" in sys.argv:
+        print(f"rounded the inputs of {round_linear_inputs(model.graph)} weight MatMuls")
     onnx.save_model(model, args[1])
     print(f"rounded {count} initializers, {elements} elements, {changed} changed")
 

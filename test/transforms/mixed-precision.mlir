@@ -6,7 +6,8 @@
 // reduce-dtype=bf16 marks every trained group `reduce_type = bf16` (frozen
 // groups have no gradient). fp32/fp32 leaves the module alone; an unknown
 // dtype is an error; the verifier refuses a gathered type that is not the
-// group's.
+// group's. compute-dtype=bf16 gives every matmul that computes from a
+// parameter bf16 operands (compute.mlir).
 // RUN: split-file %s %t
 // RUN: zcc-opt %t/module.mlir -zplan-mixed-precision="param-dtype=bf16" | FileCheck %t/module.mlir
 // RUN: zcc-opt %t/module.mlir -zplan-mixed-precision="param-dtype=bf16 reduce-dtype=bf16" | FileCheck %t/module.mlir --check-prefix=REDUCE
@@ -15,6 +16,8 @@
 // RUN: zcc-opt %t/invalid.mlir -split-input-file -verify-diagnostics
 // RUN: zcc-opt %t/generate.mlir -zplan-mixed-precision="param-dtype=bf16" | FileCheck %t/generate.mlir
 // RUN: zcc-opt %t/half.mlir -zplan-mixed-precision="param-dtype=bf16" -verify-diagnostics
+// RUN: zcc-opt %t/compute.mlir -zplan-mixed-precision="param-dtype=bf16 compute-dtype=bf16" | FileCheck %t/compute.mlir
+// RUN: zcc-opt %t/compute.mlir -zplan-mixed-precision="compute-dtype=bf16" | FileCheck %t/compute.mlir --check-prefix=F32GATHER
 
 //--- module.mlir
 // CHECK: zero.group @group0 {gather_type = bf16,
@@ -144,4 +147,61 @@ func.func @decode(%q: tensor<1x2x1x4xf32>, %nk: tensor<1x1x1x4xf32>, %nv: tensor
   %ve = nn.reshape %ev : tensor<1x1x2x8x4xf32> -> tensor<1x2x8x4xf32>
   %o = nn.cached_attention %q, %ke, %ve, %pos {scale = 5.000000e-01 : f32} : (tensor<1x2x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x1xi64>) -> tensor<1x2x1x4xf32>
   return %o, %k : tensor<1x2x1x4xf32>, tensor<1x1x8x4xf32>
+}
+
+//--- compute.mlir
+// compute-dtype=bf16: a gathered bf16 parameter is read by its matmuls
+// directly (no f32 cast); a persistent one through its bf16 rounding; an
+// activation gets one bf16 copy before its first matmul, shared by every
+// later matmul, also through a reshape and transpose re-emitted on the copy
+// (the f32 ones go); a product of position arithmetic alone (%pos) stays
+// f32, and so do the results, the bias and every other op.
+// CHECK-LABEL: func.func @train_micro_step
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4xf32>, %[[POS:.*]]: tensor<4x4xf32>)
+// CHECK: %[[W:.*]] = zero.gather_wait %{{.*}} : tensor<4x8xbf16>
+// CHECK: %[[SB:.*]]:2 = zero.gather_wait %{{.*}} : tensor<8x8xf32>, tensor<8xf32>
+// CHECK-NEXT: nn.matmul %[[POS]], %[[POS]] : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: %[[BB:.*]] = nn.cast %[[SB]]#1 : tensor<8xf32> -> tensor<8xbf16>
+// CHECK-NEXT: %[[BF:.*]] = nn.cast %[[BB]] : tensor<8xbf16> -> tensor<8xf32>
+// CHECK-NEXT: %[[XB:.*]] = nn.cast %[[X]] : tensor<2x4xf32> -> tensor<2x4xbf16>
+// CHECK-NEXT: %[[H:.*]] = nn.matmul %[[XB]], %[[W]], %[[BF]] : (tensor<2x4xbf16>, tensor<4x8xbf16>, tensor<8xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT: %[[SR:.*]] = nn.cast %[[SB]]#0 : tensor<8x8xf32> -> tensor<8x8xbf16>
+// CHECK-NEXT: %[[HB:.*]] = nn.cast %[[H]] : tensor<2x8xf32> -> tensor<2x8xbf16>
+// CHECK-NEXT: %[[G:.*]] = nn.matmul %[[HB]], %[[SR]] : (tensor<2x8xbf16>, tensor<8x8xbf16>) -> tensor<2x8xf32>
+// CHECK-NEXT: %[[GB:.*]] = nn.cast %[[G]] : tensor<2x8xf32> -> tensor<2x8xbf16>
+// CHECK-NEXT: %[[GR:.*]] = nn.reshape %[[GB]] : tensor<2x8xbf16> -> tensor<16xbf16>
+// CHECK-NEXT: %[[HR:.*]] = nn.reshape %[[HB]] : tensor<2x8xbf16> -> tensor<16xbf16>
+// CHECK-NEXT: nn.matmul %[[GR]], %[[HR]] : (tensor<16xbf16>, tensor<16xbf16>) -> tensor<f32>
+// CHECK-NEXT: %[[HT:.*]] = nn.transpose %[[HB]] {perm = array<i64: 1, 0>} : tensor<2x8xbf16> -> tensor<8x2xbf16>
+// CHECK-NEXT: nn.matmul %[[HT]], %[[GB]] : (tensor<8x2xbf16>, tensor<2x8xbf16>) -> tensor<8x8xf32>
+// CHECK-NEXT: return
+//
+// With f32 gathers, the parameter is rounded by a cast of its own.
+// F32GATHER: %[[W:.*]] = zero.gather_wait %{{.*}} : tensor<4x8xf32>
+// F32GATHER: %[[XB:.*]] = nn.cast %{{.*}} : tensor<2x4xf32> -> tensor<2x4xbf16>
+// F32GATHER-NEXT: %[[WB:.*]] = nn.cast %[[W]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// F32GATHER-NEXT: nn.matmul %[[XB]], %[[WB]], %{{.*}} : (tensor<2x4xbf16>, tensor<4x8xbf16>, tensor<8xf32>) -> tensor<2x8xf32>
+nn.parameter @w : tensor<4x8xf32>
+nn.parameter @s : tensor<8x8xf32>
+nn.parameter @b : tensor<8xf32>
+zero.group @group0 {offsets = array<i64: 0>, padded_elements = 32 : i64, params = [@w], world_size = 2 : i64}
+zero.group @persistent1 {offsets = array<i64: 0, 64>, padded_elements = 72 : i64, params = [@s, @b], persistent, world_size = 2 : i64}
+
+func.func @train_micro_step(%x: tensor<2x4xf32>, %pos: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<f32>, tensor<8x8xf32>) {
+  %sw = zero.shard @w : !zero.shard<tensor<4x8xf32>>
+  %t0 = zero.gather_start %sw {group = @group0} : !zero.shard<tensor<4x8xf32>>
+  %w = zero.gather_wait %t0 : tensor<4x8xf32>
+  %ss = zero.shard @s : !zero.shard<tensor<8x8xf32>>
+  %sb = zero.shard @b : !zero.shard<tensor<8xf32>>
+  %t1 = zero.gather_start %ss, %sb {group = @persistent1} : !zero.shard<tensor<8x8xf32>>, !zero.shard<tensor<8xf32>>
+  %s, %b = zero.gather_wait %t1 : tensor<8x8xf32>, tensor<8xf32>
+  %rot = nn.matmul %pos, %pos : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %h = nn.matmul %x, %w, %b : (tensor<2x4xf32>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %g = nn.matmul %h, %s : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+  %gr = nn.reshape %g : tensor<2x8xf32> -> tensor<16xf32>
+  %hr = nn.reshape %h : tensor<2x8xf32> -> tensor<16xf32>
+  %dot = nn.matmul %gr, %hr : (tensor<16xf32>, tensor<16xf32>) -> tensor<f32>
+  %ht = nn.transpose %h {perm = array<i64: 1, 0>} : tensor<2x8xf32> -> tensor<8x2xf32>
+  %dw = nn.matmul %ht, %g : (tensor<8x2xf32>, tensor<2x8xf32>) -> tensor<8x8xf32>
+  return %rot, %dot, %dw : tensor<4x4xf32>, tensor<f32>, tensor<8x8xf32>
 }

@@ -80,6 +80,11 @@ static cl::opt<std::string>
                 cl::desc("Mixed precision: reduce gradients in fp32 or bf16 "
                          "(accumulated in fp32)"),
                 cl::cat(zccCategory));
+static cl::opt<std::string> computeDtype(
+    "compute-dtype",
+    cl::desc("Mixed precision: multiply matmul operands in fp32 or bf16 "
+             "(accumulating in fp32; default: --param-dtype)"),
+    cl::cat(zccCategory));
 static cl::opt<int64_t> maxInFlight("max-in-flight", cl::init(2),
                                     cl::desc("Most gathers in flight at once"),
                                     cl::cat(zccCategory));
@@ -340,6 +345,8 @@ int main(int argc, char **argv) {
   options.persistenceThreshold = persistenceThreshold;
   options.paramDtype = paramDtype;
   options.reduceDtype = reduceDtype;
+  options.computeDtype =
+      computeDtype.getNumOccurrences() ? computeDtype : paramDtype;
   options.maxInFlight = maxInFlight;
   options.crossStepPrefetch = crossStepPrefetch;
   options.loss = loss;
