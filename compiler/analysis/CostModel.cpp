@@ -53,6 +53,8 @@ static constexpr EmbeddedProfile kEmbeddedProfiles[] = {
 
 static const NumericField kNumericFields[] = {
     {"matmul_flops_per_second", &HardwareProfile::matmulFlopsPerSecond, false},
+    {"f32_matmul_flops_per_second", &HardwareProfile::f32MatmulFlopsPerSecond,
+     false},
     {"vector_flops_per_second", &HardwareProfile::vectorFlopsPerSecond, false},
     {"memory_bytes_per_second", &HardwareProfile::memoryBytesPerSecond, false},
     {"collective_bytes_per_second", &HardwareProfile::collectiveBytesPerSecond,
@@ -306,14 +308,17 @@ static OpCost estimateNNOp(Operation *op) {
         double flops = 2 * resultElements * lastExtent(matmul.getLhs());
         if (matmul.getBias())
           flops += resultElements;
-        return OpCost{flops, operandAndResultBytes(matmul),
-                      /*usesMatmulUnits=*/true};
+        return OpCost{
+            flops, operandAndResultBytes(matmul),
+            /*usesMatmulUnits=*/true,
+            /*bf16Operands=*/getElementTypeOrSelf(matmul.getLhs()).isBF16()};
       })
       // q [..., S, D], k [..., T, D], v [..., T, Dv]. Per score (there are
       // batch*S*T): 2D for q.k, 2Dv for p.v, one scale, one mask add or
       // select, and a softmax. Bytes assume a fused (flash-style) kernel: the
-      // scores never reach memory. All FLOPs go at the matrix-unit rate,
-      // which flatters attention with small head dimensions.
+      // scores never reach memory. All FLOPs go at the f32 matrix rate (the
+      // runtime's attention kernels compute in f32, also over a bf16 KV
+      // cache), which flatters attention with small head dimensions.
       .Case([](nn::AttentionOp attention) {
         auto keyType = llvm::cast<ShapedType>(attention.getKey().getType());
         int64_t headDim = lastExtent(attention.getQuery());
@@ -350,8 +355,9 @@ double CostModel::computeSeconds(Operation *op) const {
   OpCost cost = estimate(op);
   if (cost.flops == 0 && cost.bytes == 0)
     return 0;
-  double peak = cost.usesMatmulUnits ? hardware.matmulFlopsPerSecond
-                                     : hardware.vectorFlopsPerSecond;
+  double peak = !cost.usesMatmulUnits ? hardware.vectorFlopsPerSecond
+                : cost.bf16Operands   ? hardware.matmulFlopsPerSecond
+                                      : hardware.f32MatmulFlopsPerSecond;
   return std::max(cost.flops / peak,
                   cost.bytes / hardware.memoryBytesPerSecond);
 }

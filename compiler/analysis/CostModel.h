@@ -39,8 +39,13 @@ struct HardwareProfile {
   std::string name;
   /// The machine the numbers describe, in words.
   std::string description;
-  /// Dense matrix-unit peak: BF16/FP16 tensor cores on GPUs, FP32 BLAS on CPU.
+  /// Dense matrix-unit peak of a bf16 GEMM accumulating in f32: BF16 tensor
+  /// cores on GPUs; on the CPU, the runtime's bf16 GEMM (widened to f32 SGEMM).
   double matmulFlopsPerSecond = 0;
+  /// Peak of an f32 GEMM as the runtime issues it: CUBLAS_COMPUTE_32F
+  /// without TF32, so the FP32 CUDA cores on GPUs (an f32 plan's matmuls and
+  /// its f32 attention kernel); FP32 BLAS on CPU.
+  double f32MatmulFlopsPerSecond = 0;
   /// Peak of the FP32 units that run everything but matmuls.
   double vectorFlopsPerSecond = 0;
   /// HBM (GPU) or DRAM (CPU) bandwidth.
@@ -77,6 +82,9 @@ struct OpCost {
   double bytes = 0;
   /// Runs on the matrix units (matmul, attention) rather than vector units.
   bool usesMatmulUnits = false;
+  /// A matmul of bf16 operands (mixed precision): the bf16 matrix-unit rate
+  /// (HardwareProfile::matmulFlopsPerSecond); otherwise an f32 one.
+  bool bf16Operands = false;
 };
 
 /// Time of compute ops and collectives on one hardware profile. A pure

@@ -30,11 +30,13 @@ std::string errorText(llvm::Error error) {
 }
 
 /// Round rates, so expected times are easy to check by hand: matrix units
-/// 100x the vector units, memory 10x the vector units.
+/// 100x the vector units (bf16 operands 10x that again), memory 10x the
+/// vector units.
 HardwareProfile roundProfile() {
   HardwareProfile profile;
   profile.name = "round";
-  profile.matmulFlopsPerSecond = 1e12;
+  profile.matmulFlopsPerSecond = 1e13;
+  profile.f32MatmulFlopsPerSecond = 1e12;
   profile.vectorFlopsPerSecond = 1e10;
   profile.memoryBytesPerSecond = 1e11;
   profile.collectiveBytesPerSecond = 1e9;
@@ -343,6 +345,28 @@ TEST_F(CostModelTest, RooflinePicksTheLargerTerm) {
   double matmulBytesTime = 4.0 * 3 * 256 * 256 / 1e11;
   ASSERT_GT(matmulFlopsTime, matmulBytesTime);
   EXPECT_DOUBLE_EQ(model.computeSeconds(matmul), matmulFlopsTime);
+  EXPECT_FALSE(model.estimate(matmul).bf16Operands);
+
+  // The same product of bf16 operands (mixed precision) runs at the bf16
+  // matrix rate, 1e13: 3.4 us of FLOPs now under 2*256^2*2 + 256^2*4 bytes
+  // at 1e11 (5.2 us).
+  auto bf16 = parseInFunction<nn::MatmulOp>(
+      "(%a: tensor<256x256xbf16>, %b: tensor<256x256xbf16>) -> "
+      "tensor<256x256xf32>",
+      R"(%y = nn.matmul %a, %b : (tensor<256x256xbf16>, tensor<256x256xbf16>) -> tensor<256x256xf32>
+         return %y : tensor<256x256xf32>)");
+  ASSERT_TRUE(bf16);
+  EXPECT_TRUE(model.estimate(bf16).bf16Operands);
+  EXPECT_DOUBLE_EQ(model.estimate(bf16).bytes, 8.0 * 256 * 256);
+  EXPECT_DOUBLE_EQ(model.computeSeconds(bf16), 8.0 * 256 * 256 / 1e11);
+  auto wide = parseInFunction<nn::MatmulOp>(
+      "(%a: tensor<4096x1024xbf16>, %b: tensor<1024x256xbf16>) -> "
+      "tensor<4096x256xf32>",
+      R"(%y = nn.matmul %a, %b : (tensor<4096x1024xbf16>, tensor<1024x256xbf16>) -> tensor<4096x256xf32>
+         return %y : tensor<4096x256xf32>)");
+  ASSERT_TRUE(wide);
+  // 2*4096*256*1024 FLOPs at 1e13 (215 us) over 13.1 MB at 1e11 (131 us).
+  EXPECT_DOUBLE_EQ(model.computeSeconds(wide), 2.0 * 4096 * 256 * 1024 / 1e13);
 
   // An add: 2048 FLOPs at 1e10 (0.2 us) under 3*2048*4 bytes at 1e11 (0.25 us).
   auto add = parseInFunction<nn::AddOp>(
@@ -396,9 +420,9 @@ TEST(CostModelCollectives, ReduceScatterAndAllReduce) {
 //===----------------------------------------------------------------------===//
 
 const char *const kNumericFields[] = {
-    "matmul_flops_per_second", "vector_flops_per_second",
-    "memory_bytes_per_second", "collective_bytes_per_second",
-    "collective_latency_seconds"};
+    "matmul_flops_per_second",     "f32_matmul_flops_per_second",
+    "vector_flops_per_second",     "memory_bytes_per_second",
+    "collective_bytes_per_second", "collective_latency_seconds"};
 
 TEST(CostModelProfiles, EveryProfileLoadsWithASourceForEachNumber) {
   std::vector<std::string> names;
@@ -416,8 +440,11 @@ TEST(CostModelProfiles, EveryProfileLoadsWithASourceForEachNumber) {
     EXPECT_GT(profile->memoryBytesPerSecond, 0) << name;
     EXPECT_GT(profile->collectiveBytesPerSecond, 0) << name;
     EXPECT_GT(profile->collectiveLatencySeconds, 0) << name;
-    // Matrix units are the fast path everywhere.
+    // Matrix units are the fast path everywhere; bf16 ones at least as
+    // fast as f32 ones (equal on the CPU, which widens bf16 to f32).
     EXPECT_GT(profile->matmulFlopsPerSecond, profile->vectorFlopsPerSecond)
+        << name;
+    EXPECT_GE(profile->matmulFlopsPerSecond, profile->f32MatmulFlopsPerSecond)
         << name;
     for (const char *field : kNumericFields) {
       auto source = profile->sources.find(field);
@@ -439,6 +466,10 @@ TEST(CostModelProfiles, DatasheetFiguresReachTheModel) {
   EXPECT_EQ(h100->matmulFlopsPerSecond, 989e12);
   EXPECT_EQ(h100->memoryBytesPerSecond, 3.35e12);
   EXPECT_EQ(h200->matmulFlopsPerSecond, 989e12);
+  // f32 GEMMs without TF32 run on the FP32 CUDA cores.
+  EXPECT_EQ(h100->f32MatmulFlopsPerSecond, 67e12);
+  EXPECT_EQ(h200->f32MatmulFlopsPerSecond, 67e12);
+  EXPECT_EQ(a100->f32MatmulFlopsPerSecond, 19.5e12);
   EXPECT_EQ(h200->memoryBytesPerSecond, 4.8e12);
   EXPECT_EQ(a100->matmulFlopsPerSecond, 312e12);
   EXPECT_EQ(a100->memoryBytesPerSecond, 2.039e12);
@@ -463,11 +494,13 @@ llvm::json::Object validProfile() {
   return llvm::json::Object{
       {"name", "x"},
       {"matmul_flops_per_second", 1e12},
+      {"f32_matmul_flops_per_second", 1e12},
       {"vector_flops_per_second", 1e11},
       {"memory_bytes_per_second", 1e11},
       {"collective_bytes_per_second", 1e10},
       {"collective_latency_seconds", 0},
       {"sources", llvm::json::Object{{"matmul_flops_per_second", "a"},
+                                     {"f32_matmul_flops_per_second", "a"},
                                      {"vector_flops_per_second", "b"},
                                      {"memory_bytes_per_second", "c"},
                                      {"collective_bytes_per_second", "d"},

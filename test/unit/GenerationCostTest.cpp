@@ -29,6 +29,7 @@ HardwareProfile commOnlyProfile() {
   HardwareProfile profile;
   profile.name = "comm-only";
   profile.matmulFlopsPerSecond = 1e40;
+  profile.f32MatmulFlopsPerSecond = 1e40;
   profile.vectorFlopsPerSecond = 1e40;
   profile.memoryBytesPerSecond = 1e40;
   profile.collectiveBytesPerSecond = 1e3; // 1 KB/s: 1 B = 1 ms.
