@@ -57,6 +57,9 @@ const char *const zplan::tooling::kUsage =
     "                          (default: the plan's, beside the plan)\n"
     "  --external-data         weights in MODEL.onnx.data beside it (the\n"
     "                          default above 2 GiB only)\n"
+    "  --dtype fp32|bf16       the trained weights' type (default fp32, the\n"
+    "                          master); bf16: rounded, each read through a\n"
+    "                          Cast to float\n"
     "train (also --check, --threads T, --stats; --momentum M for sgd plans;\n"
     "       --clip-grad-norm MAX to clip the gradients' global L2 norm;\n"
     "       on a plan of zcc --mode train,generate, --generate-every S\n"
@@ -127,6 +130,7 @@ constexpr Flag kFlags[] = {
     {"--output-file", true, Export},
     {"--model", true, Export},
     {"--external-data", false, Export},
+    {"--dtype", true, Export},
     // Generation during training (generate's own flags are parsed by
     // GenerateOptions; these few are also train's).
     {"--generate-every", true, Train},
@@ -195,7 +199,11 @@ Status applyFlag(const std::string &flag, const std::string &value,
     arguments.modelPath = value;
   else if (flag == "--external-data")
     arguments.externalData = true;
-  else if (flag == "--generate-every")
+  else if (flag == "--dtype") {
+    if (value != "fp32" && value != "bf16")
+      return failure("--dtype must be fp32 or bf16, got ", inQuotes(value));
+    arguments.exportBf16 = value == "bf16";
+  } else if (flag == "--generate-every")
     return parseFlagInteger(flag, value, 1, UINT64_MAX,
                             arguments.generateEvery);
   else if (flag == "--prompt")

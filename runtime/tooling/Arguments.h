@@ -69,6 +69,8 @@ struct Arguments {
   std::string modelPath;
   /// `export --external-data`: weights in MODEL.onnx.data at any size.
   bool externalData = false;
+  /// `export --dtype bf16`: the trained weights stored as bf16.
+  bool exportBf16 = false;
 };
 
 /// zrun --help.

@@ -16,6 +16,7 @@
 #include "runtime/plan/ReadableFile.h"
 #include "runtime/plan/Weights.h"
 #include "runtime/session/Session.h"
+#include "runtime/support/Bfloat16.h"
 #include "runtime/support/ElementType.h"
 #include "runtime/support/ShapeText.h"
 #include "runtime/tooling/Diagnostics.h"
@@ -144,6 +145,18 @@ void clearData(onnx::TensorProto &tensor) {
   tensor.clear_raw_data();
   tensor.clear_external_data();
   tensor.clear_data_location();
+}
+
+/// The f32 raw bytes `f32` rounded to bf16 (round to nearest even).
+std::string roundedToBf16(const std::string &f32) {
+  std::string bf16(f32.size() / 2, '\0');
+  for (size_t i = 0; i < f32.size() / 4; ++i) {
+    float value;
+    std::memcpy(&value, f32.data() + 4 * i, 4);
+    uint16_t bits = floatToBf16(value);
+    std::memcpy(bf16.data() + 2 * i, &bits, 2);
+  }
+  return bf16;
 }
 
 /// What export checks up front: the plan, the checkpoint, the model with
@@ -397,6 +410,52 @@ Status gatherParameters(const ExportInputs &inputs,
   return Status::success();
 }
 
+/// --dtype bf16: each trained initializer (parameters and tied copies,
+/// already holding their f32 values) becomes NAME/bf16 in BFLOAT16, read by
+/// a Cast to FLOAT that produces NAME, placed first in the graph.
+void storeInBf16(ExportInputs &inputs, ExportResult &result) {
+  std::vector<onnx::TensorProto *> tensors = inputs.initializers;
+  for (const ExportInputs::Copy &copy : inputs.copies)
+    tensors.push_back(copy.tensor);
+  onnx::GraphProto &graph = *inputs.model.mutable_graph();
+  std::vector<onnx::NodeProto> casts;
+  for (onnx::TensorProto *tensor : tensors) {
+    if (tensor->data_type() != onnx::TensorProto::FLOAT)
+      continue;
+    std::string name = tensor->name();
+    std::string bf16 = roundedToBf16(tensor->raw_data());
+    result.parameterBytes -= tensor->raw_data().size() - bf16.size();
+    tensor->set_raw_data(std::move(bf16));
+    tensor->set_data_type(onnx::TensorProto::BFLOAT16);
+    tensor->set_name(name + "/bf16");
+    onnx::NodeProto cast;
+    cast.set_name(name + "/to_float");
+    cast.set_op_type("Cast");
+    cast.add_input(name + "/bf16");
+    cast.add_output(name);
+    onnx::AttributeProto *to = cast.add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(onnx::TensorProto::FLOAT);
+    casts.push_back(std::move(cast));
+    // An initializer also listed as a graph input (IR < 4) is produced by
+    // its Cast now.
+    auto *graphInputs = graph.mutable_input();
+    graphInputs->erase(std::remove_if(graphInputs->begin(), graphInputs->end(),
+                                      [&](const onnx::ValueInfoProto &input) {
+                                        return input.name() == name;
+                                      }),
+                       graphInputs->end());
+  }
+  result.bf16Weights = casts.size();
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  for (onnx::NodeProto &cast : casts)
+    *nodes.Add() = std::move(cast);
+  for (onnx::NodeProto &node : *graph.mutable_node())
+    *nodes.Add() = std::move(node);
+  graph.mutable_node()->Swap(&nodes);
+}
+
 } // namespace
 
 Status zplan::tooling::exportModel(const ExportOptions &options,
@@ -443,6 +502,8 @@ Status zplan::tooling::exportModel(const ExportOptions &options,
     result.parameterBytes += values[index].size();
     tensor.set_raw_data(std::move(values[index]));
   }
+  if (options.bf16)
+    storeInBf16(inputs, result);
   std::string modelDirectory = directoryOf(inputs.modelPath);
   for (onnx::TensorProto &tensor :
        *inputs.model.mutable_graph()->mutable_initializer())
@@ -499,6 +560,7 @@ int zplan::tooling::exportPlan(const Arguments &arguments) {
   options.outputPath = arguments.outputFile;
   options.modelPath = arguments.modelPath;
   options.externalData = arguments.externalData;
+  options.bf16 = arguments.exportBf16;
   ExportResult result;
   if (Status status = exportModel(options, result); !status.ok()) {
     printError(status.message());
@@ -514,6 +576,9 @@ int zplan::tooling::exportPlan(const Arguments &arguments) {
        << " (step " << result.step << ") to " << inQuotes(result.modelPath);
   if (!result.dataPath.empty())
     line << ", weights in external data " << inQuotes(result.dataPath);
+  if (result.bf16Weights)
+    line << "; " << result.bf16Weights
+         << " weights stored as bf16, each read through a Cast to float";
   for (const std::string &warning : result.warnings)
     line << "\nzrun: warning: " << warning;
   std::cout << line.str() << "\n" << std::flush;

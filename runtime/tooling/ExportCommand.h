@@ -54,6 +54,11 @@ struct ExportOptions {
   uint64_t inlineLimit = (1ull << 31) - 1;
   /// External data at any size (--external-data).
   bool externalData = false;
+  /// --dtype bf16: every trained weight (and tied copy) rounded to bf16
+  /// (round to nearest even), stored as a BFLOAT16 initializer named
+  /// NAME/bf16 and read through a Cast to FLOAT named NAME, so the graph is
+  /// unchanged: half the bytes, the values a bf16 plan computes with.
+  bool bf16 = false;
 };
 
 /// What exportModel() wrote.
@@ -66,6 +71,8 @@ struct ExportResult {
   std::string dataPath;
   uint64_t parameters = 0;
   uint64_t parameterBytes = 0;
+  /// --dtype bf16: the initializers stored as bf16.
+  uint64_t bf16Weights = 0;
   /// Initializers written as a parameter's tied copy (counted in
   /// parameterBytes too).
   uint64_t tiedCopies = 0;
