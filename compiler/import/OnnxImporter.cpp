@@ -14,6 +14,7 @@
 
 #include "compiler/Errors.h"
 #include "compiler/import/OnnxSemantics.h"
+#include "compiler/import/WidenBf16.h"
 #include "dialects/ShapeFormatting.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/zero/ZeroDialect.h"
@@ -1746,6 +1747,19 @@ llvm::Expected<OwningOpRef<ModuleOp>>
 zplan::importOnnxModel(MLIRContext &context, const onnx::ModelProto &model,
                        StringRef path, const ImportOptions &options) {
   context.loadDialect<nn::NNDialect, zero::ZeroDialect, func::FuncDialect>();
+  if (std::optional<std::string> where = findBf16(model)) {
+    if (!options.parameters.mastersFromBf16)
+      return makeError("the model is a bfloat16 export (" + *where +
+                       "); compile it with --param-dtype bf16, which makes "
+                       "f32 master weights from its weights, or export it "
+                       "in float32");
+    onnx::ModelProto widened = model;
+    if (llvm::Error error =
+            widenBf16(widened, llvm::sys::path::parent_path(path)))
+      return std::move(error);
+    OnnxImporter importer(context, widened, path, options);
+    return importer.import();
+  }
   OnnxImporter importer(context, model, path, options);
   return importer.import();
 }

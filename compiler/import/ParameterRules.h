@@ -65,6 +65,10 @@ struct ParameterOptions {
   /// --freeze GLOB / --train GLOB, over initializer names.
   std::vector<std::string> freeze;
   std::vector<std::string> train;
+  /// --param-dtype bf16: a bfloat16 export is read as float, its weights
+  /// becoming f32 master parameters (compiler/import/WidenBf16.h);
+  /// otherwise such a model is refused.
+  bool mastersFromBf16 = false;
 };
 
 /// Parses one --tie value, `COPY=PARAM`, into `options`: both names

@@ -4,6 +4,7 @@
 
 #include "compiler/Errors.h"
 #include "compiler/import/OnnxImporter.h"
+#include "compiler/import/WidenBf16.h"
 #include "onnx/onnx.pb.h"
 #include "runtime/plan/PlanLoader.h"
 #include "runtime/support/Checksum.h"
@@ -89,6 +90,10 @@ llvm::Error zplan::writeWeights(const plan::Plan &plan, uint64_t planIdentity,
       std::string bytes;
       if (llvm::Error error = readInitializerBytes(*tensor, modelDir, bytes))
         return error;
+      // A bf16 export's weights, read as f32 masters (WidenBf16.h).
+      if (tensor->data_type() == onnx::TensorProto::BFLOAT16 &&
+          group.dtype() == plan::F32)
+        bytes = widenBf16Bytes(bytes);
       if (bytes.size() != parameter.num_elements() * elementSize)
         return makeError("parameter '" + parameter.name() + "' has " +
                          llvm::Twine(bytes.size()) +

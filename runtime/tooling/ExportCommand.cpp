@@ -262,8 +262,14 @@ Status loadInputs(const ExportOptions &options, ExportInputs &inputs) {
                                       tensor.dims().end());
       std::optional<ElementType> modelType =
           elementTypeFromOnnx(tensor.data_type());
-      bool sameType = modelType && elementTypeInfo(*modelType).plan ==
-                                       static_cast<int32_t>(parameter.dtype());
+      // A bf16 export's initializer holds an f32 master (zcc --param-dtype
+      // bf16 read it widened: compiler/import/WidenBf16.h); it is written
+      // back rounded.
+      bool sameType =
+          modelType &&
+          (elementTypeInfo(*modelType).plan ==
+               static_cast<int32_t>(parameter.dtype()) ||
+           (*modelType == ElementType::BF16 && parameter.dtype() == plan::F32));
       if (!sameType || shape != modelShape)
         return failure(
             subject, ": initializer ", inQuotes(name), " is ",
@@ -492,6 +498,8 @@ Status zplan::tooling::exportModel(const ExportOptions &options,
                       trained.data() + (i * columns + j) * size, size);
     }
     clearData(*copy.tensor);
+    if (copy.tensor->data_type() == onnx::TensorProto::BFLOAT16)
+      bytes = roundedToBf16(bytes);
     result.parameterBytes += bytes.size();
     copy.tensor->set_raw_data(std::move(bytes));
   }
@@ -499,6 +507,8 @@ Status zplan::tooling::exportModel(const ExportOptions &options,
   for (size_t index = 0; index < values.size(); ++index) {
     onnx::TensorProto &tensor = *inputs.initializers[index];
     clearData(tensor);
+    if (tensor.data_type() == onnx::TensorProto::BFLOAT16)
+      values[index] = roundedToBf16(values[index]);
     result.parameterBytes += values[index].size();
     tensor.set_raw_data(std::move(values[index]));
   }

@@ -26,7 +26,10 @@
 // model or its data, or a checkpoint file.
 //
 // The model is refused, naming the parameter, when an initializer a
-// parameter of the plan needs is missing or has another shape or type.
+// parameter of the plan needs is missing or has another shape or type; a
+// BFLOAT16 initializer of an f32 parameter (a bf16 export compiled with
+// --param-dtype bf16: compiler/import/WidenBf16.h) is written back rounded
+// to bf16 (round to nearest even), so the exported graph is the original's.
 //
 //===----------------------------------------------------------------------===//
 

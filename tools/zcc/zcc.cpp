@@ -345,6 +345,7 @@ int main(int argc, char **argv) {
   options.persistenceThreshold = persistenceThreshold;
   options.paramDtype = paramDtype;
   options.reduceDtype = reduceDtype;
+  options.import.parameters.mastersFromBf16 = paramDtype == "bf16";
   options.computeDtype =
       computeDtype.getNumOccurrences() ? computeDtype : paramDtype;
   options.maxInFlight = maxInFlight;
