@@ -2,8 +2,9 @@
 """Write the mixed-precision oracle test/models/goldens/llama-opset17-bf16.npz.
 
 The oracle of test/train/check_mixed_precision.py (zcc --param-dtype bf16
-[--reduce-dtype bf16]): "bf16 parameters over an fp32 master", written out in
-torch. Run from the repository root (CPU only, under a minute):
+[--reduce-dtype bf16] [--compute-dtype fp32|bf16]): "bf16 parameters over an
+fp32 master", written out in torch, with float32 or bf16 matmul operands. Run
+from the repository root (CPU only, under a minute):
 
     bench/.venv-peers/bin/python scripts/mp_goldens.py
     bench/.venv-peers/bin/python scripts/mp_goldens.py --out /tmp/x.npz
@@ -40,6 +41,16 @@ every parameter is sharded and every one is rounded):
              moves such an entry by ~lr whatever |g| is). Then the float32
              value of the bf16 sum is added into a float32 accumulator
              (k = 0, 1, ...).
+  compute    (--compute-dtype bf16, keys bf16c) every Linear layer (q, k, v, o,
+             gate, up, down and lm_head; the fixture has no biases) is
+             Bf16Linear: forward y = bf16(x) @ W^T, backward g = bf16(dy),
+             dx = g @ W, dW = g^T @ bf16(x), in float32 (W is the working
+             weight, bf16 already; bf16 products are exact in float32, the
+             sums are float32's). Autograd sums the dx of Linears that read
+             one x in float32. RMSNorm, rotary, attention (its QK^T and PV
+             too), softmax, the loss and AdamW stay float32. The keys without
+             bf16c are --compute-dtype fp32: the Linears multiply the working
+             weights in float32.
   then       grad *= 1 / (K*N); torch.optim.AdamW(lr=1e-2, betas=(0.9, 0.999),
              eps=1e-8, weight_decay=0.1, foreach=False) on the float32 master.
   rows       exactly zrun train's (export_fixtures.train_steps): step s reads R =
@@ -74,9 +85,45 @@ Arrays (strings as numpy unicode scalars: np.load needs no pickle):
   bf16:vs_fp32_grad_bound_ratio  the largest ratio of |bf16 gradient - the
                        unrounded golden's grad:<name>| to that bound (> 1: a
                        run that does not round fails the test)
+  bf16c:loss           float64 [], the loss of the compute-bf16 model (rounded
+                       weights, Bf16Linear layers), computed in float32
+  bf16c:gradval:<name> float32, its gradient with respect to the working
+                       weight at bf16:gradidx:<name>, computed in float32
+  bf16c:gradmax:<name> float64 [], max |g| of that gradient over the tensor
+  bf16c:f64_loss_rel, bf16c:f64_grad_rel, bf16c:f64_sampled_grad_rel
+                       float64 [], the noise floor: the same oracle in float64
+                       arithmetic (same rounding points; float64_exact) vs the
+                       float32 one: |loss| relative; max |g32 - g64| over all
+                       entries, and over the sampled ones, relative to the
+                       tensor's max |g64| (max over tensors)
+  bf16c:vs_bf16_loss_rel  float64 [], |bf16c:loss - bf16:loss| / bf16c:loss
+  bf16c:vs_bf16_grad_rel  float64 [], max over tensors and sampled entries of
+                       |bf16c:gradval - bf16:gradval| / bf16c:gradmax
+  bf16c:vs_bf16_grad_bound_ratio, bf16c:vs_bf16_grad_bound_ratio_min  float64
+                       [], the same in units of the check's bound
+                       (BF16C_GRAD_RTOL * bf16c:gradmax + 1e-6 * the largest),
+                       max and min over tensors
+  bf16c:near_tie_values  int64 [], how many Linear operand values of the golden
+                       input lie within NEAR_TIE_ULPS (32) float32 ulps of a
+                       bf16 tie (near_tie_flips)
+  bf16c:near_tie_grad_rel, bf16c:near_tie_loss_rel  float64 [], the largest
+                       change of the sampled gradients (relative to the
+                       tensor's max |g|) and of the loss when one of them is
+                       rounded the other way
   curve:<name>         float64 [10], the loss logged at each optimizer step
   curve_split:<name>   int64 [3], the B, K, N it was computed with
-  curve_param_dtype:<name>, curve_reduce_dtype:<name>  "f32" or "bf16"
+  curve_param_dtype:<name>, curve_reduce_dtype:<name>,
+  curve_compute_dtype:<name>  "f32" or "bf16"
+  curve_f64:<name>     float64 [10], a compute-bf16 curve in float64 arithmetic
+                       (same rounding points)
+  curve_f64_rel:<name> float64 [2], the noise floor of a compute-bf16 curve:
+                       max |curve - curve_f64| / |curve_f64| at step 1 and over
+                       all steps
+  curve_vs_fp32_compute:<name>  float64 [2], the same between a compute-bf16
+                       curve and its compute-fp32 counterpart (bf16c: bf16;
+                       bf16c_reduce_bf16_n2: bf16_reduce_bf16_n2)
+  split_spread_bf16c   float64 [2], the same between curve:bf16c and the
+                       compute-bf16 curve of split (1,2,2) (reduce f32)
   curve_hyper          float64 [lr, beta1, beta2, eps, weight_decay, warmup,
                        clip] = [1e-2, 0.9, 0.999, 1e-8, 0.1, 0, 0]
   curve_lr             float64 [10] (constant 1e-2)
@@ -87,6 +134,11 @@ Arrays (strings as numpy unicode scalars: np.load needs no pickle):
              bf16_reduce_bf16_n2     bf16 parameters, reduce bf16, 2,1,2
              bf16_reduce_bf16_n4     bf16 parameters, reduce bf16, 1,1,4 (tree)
              bf16_reduce_bf16_n2_k2  bf16 parameters, reduce bf16, 1,2,2
+             bf16c                   bf16 parameters, compute bf16, reduce
+                                     f32, 4,1,1 (split (1,2,2): the same at
+                                     step 1 to 4e-8, within 6e-5 later)
+             bf16c_reduce_bf16_n2    bf16 parameters, compute bf16, reduce
+                                     bf16, 2,1,2
   n4_orders            the 15 orders in which 4 ranks' bf16 gradients can be
                        added, as "((0+2)+(1+3))" (commutative, not associative)
   n4_curve:<order>     float64 [10], curve bf16_reduce_bf16_n4 with that order
@@ -114,10 +166,28 @@ by more than MIN_VISIBLE (2e-4) relative at some step (measured: bf16 vs fp32
 10 x check_gradients.py's bound from the unrounded golden's at the sampled
 entries (41x); float64 central differences of the rounded model agree with
 autograd (export_fixtures.finite_difference_check, 1e-6).
+
+Compute bf16 (BF16C_* are check_mixed_precision.py's tolerances, MIN_SEPARATION
+10): the float32-vs-float64 spread is at most a tenth of each tolerance
+(measured: loss 3.2e-8, gradients 2.9e-7 of max |g|; curves 1.6e-8 at step 1,
+at most 4.9e-5 and 3.7e-5 over 10 steps) and the compute-fp32 results lie at
+least 10x each tolerance away (loss 1.14e-5 = 11x BF16C_LOSS_RTOL; sampled
+gradients 54x the bound, every tensor at least 8.7x; step 1 of both curves
+7.2e-6 = 14x BF16C_STEP1_RTOL). Over steps 2-10 the curves are 6.8e-4 and
+2.4e-4 from their compute-fp32 counterparts, which BF16C_CURVE_RTOL (5e-4)
+does not separate; see check_mixed_precision.py on why no tolerance there
+can. The split (1,2,2) of curve:bf16c lies within a quarter of the step-1
+and curve tolerances (measured 4.3e-8 and 6.0e-5). near_tie_flips only
+measures (nothing is asserted): 31 operand values of the golden input lie
+within 32 float32 ulps of a bf16 tie, and rounding one of them the other way
+moves the sampled gradients by up to 5.7e-3 of max |g| and the loss by up to
+1.6e-5, as much as computing in float32 does.
 """
 
 import argparse
+import contextlib
 import hashlib
+import itertools
 import os
 import sys
 
@@ -149,6 +219,13 @@ CURVES = [
     ("bf16_reduce_bf16_n2_k2", (1, 2, 2), True, True),
 ]
 BF16_OTHER_SPLITS = [(2, 1, 2), (2, 2, 1)]
+# --compute-dtype bf16 (bf16 parameters; every Linear layer's operands rounded
+# to bf16): name, (B, K, N), reduce in bf16.
+COMPUTE_CURVES = [
+    ("bf16c", (4, 1, 1), False),
+    ("bf16c_reduce_bf16_n2", (2, 1, 2), True),
+]
+BF16C_OTHER_SPLITS = [(1, 2, 2)]
 SPLIT_RTOL = 1e-5
 GOLDEN_RTOL = 1e-5  # fp32 curve vs the float64 golden curve:adamw
 # The bf16 curves must differ from the ones a wrong implementation follows by
@@ -157,13 +234,77 @@ GOLDEN_RTOL = 1e-5  # fp32 curve vs the float64 golden curve:adamw
 # this 10-step curve by 3.9e-4 only (AdamW's normalized steps barely notice a
 # 2^-9 change of a weight), so not more.
 MIN_VISIBLE = 2e-4
+# check_mixed_precision.py's compute-bf16 tolerances (keep them equal; the
+# derivation is there): the loss, the gradient bound's relative part, step 1
+# of a curve, and steps 2-10. The compute-fp32 results must lie at least
+# MIN_SEPARATION times each tolerance away from the compute-bf16 ones, and
+# the float32-vs-float64 spread of the oracle at most 1 / MIN_SEPARATION of it.
+BF16C_LOSS_RTOL = 1e-6
+BF16C_GRAD_RTOL = 1e-4
+BF16C_STEP1_RTOL = 5e-7
+BF16C_CURVE_RTOL = 5e-4
+MIN_SEPARATION = 10.0
+# near_tie_flips(): the operand values this close to a bf16 rounding tie (in
+# float32 ulps) are rounded the other way, one at a time. zplan's float32
+# noise moved a value across a tie from 21 ulps away (an attention output,
+# one micro-batch of curve (2,1,2)).
+NEAR_TIE_ULPS = 32
 GRADIENT_SAMPLES = 32
 SEED_GRADIENT_SAMPLES = 11
 
 
 def bf16_round(t):
-    """float32 -> the nearest bf16 (ties to even) -> float32."""
-    return t.to(torch.bfloat16).to(torch.float32)
+    """float32 -> the nearest bf16 (ties to even) -> float32. A float64 `t`
+    stays float64, rounded as torch rounds it: through float32."""
+    return t.to(torch.bfloat16).to(t.dtype)
+
+
+class Bf16Linear(torch.autograd.Function):
+    """A bias-free Linear layer with bf16 operands and float32 accumulation
+    (zcc --compute-dtype bf16), in the arithmetic of its inputs:
+        forward   y = bf16(x) @ W^T
+        backward  g = bf16(dy); dx = g @ W; dW = g^T @ bf16(x)
+    W is the working weight, bf16-rounded already. Products of bf16 values
+    are exact in float32, so only the sums' order is the kernel's."""
+
+    # How an operand is rounded; near_tie_flips() swaps in its own.
+    rounding = staticmethod(bf16_round)
+
+    @staticmethod
+    def forward(ctx, x, weight):
+        rounded = Bf16Linear.rounding(x)
+        ctx.save_for_backward(rounded, weight)
+        return torch.nn.functional.linear(rounded, weight)
+
+    @staticmethod
+    def backward(ctx, dy):
+        rounded, weight = ctx.saved_tensors
+        g = Bf16Linear.rounding(dy)
+        dw = g.reshape(-1, g.shape[-1]).t() @ rounded.reshape(-1, rounded.shape[-1])
+        return g @ weight, dw
+
+
+def multiply_in_bf16(model):
+    """Makes every nn.Linear of `model` a Bf16Linear (the fixture has no
+    biases); attention's own products, the norms and the loss stay as they
+    are. Returns `model`."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            if module.bias is not None:
+                raise SystemExit("multiply_in_bf16: a Linear layer with a bias")
+            module.forward = lambda x, weight=module.weight: Bf16Linear.apply(x, weight)
+    return model
+
+
+@contextlib.contextmanager
+def arithmetic(dtype):
+    """Training in `dtype`: float64 makes Llama's float32 islands (RMSNorm,
+    softmax) float64 too, and tensors made without a dtype float64."""
+    if dtype == torch.float64:
+        with ef.float64_exact(), ef.default_dtype(dtype):
+            yield
+    else:
+        yield
 
 
 def bf16_sum(a, b):
@@ -204,20 +345,33 @@ def reduce_bf16(grads, tree):
     def total(node):
         return parts[node] if isinstance(node, int) else bf16_sum(total(node[0]),
                                                                    total(node[1]))
-    return total(tree if len(parts) > 1 else 0).to(torch.float32)
+    return total(tree if len(parts) > 1 else 0).to(grads[0].dtype)
 
 
-def train_mp(path, tokens, split, round_params, bf16_reduce, steps=STEPS, tree=None):
-    """Per-step logged losses and row offsets (see the docstring's contract)."""
+def train_mp(path, tokens, split, round_params, bf16_reduce, steps=STEPS, tree=None,
+             compute_bf16=False, dtype=torch.float32):
+    """Per-step logged losses and row offsets (see the docstring's contract);
+    `dtype` is the arithmetic's (float64: the noise floor of float32's)."""
+    with arithmetic(dtype):
+        return train_loop(path, tokens, split, round_params, bf16_reduce, steps, tree,
+                          compute_bf16, dtype)
+
+
+def train_loop(path, tokens, split, round_params, bf16_reduce, steps, tree,
+               compute_bf16, dtype):
     batch, k_steps, world = split
-    master, names = ef.model_from_onnx(ARCH, path, torch.float32)
+    master, names = ef.model_from_onnx(ARCH, path, dtype)
     master.train()  # every dropout probability is 0: same as eval
     mparams = dict(master.named_parameters())
     if round_params:
-        working, _ = ef.model_from_onnx(ARCH, path, torch.float32)
+        working, _ = ef.model_from_onnx(ARCH, path, dtype)
         working.train()
     else:
         working = master
+    if compute_bf16:
+        if not round_params:
+            raise SystemExit("train_mp: compute bf16 without bf16 parameters")
+        multiply_in_bf16(working)
     wparams = dict(working.named_parameters())
     lr, beta1, beta2, eps, weight_decay, _, _ = HYPER
     optimizer = torch.optim.AdamW(list(mparams.values()), lr=lr, betas=(beta1, beta2),
@@ -290,6 +444,61 @@ def store_gradients(arrays, names, grads, unrounded):
     return worst
 
 
+def sampled_change(grads, reference, names, index):
+    """max over tensors of max |grads - reference| at the sampled entries
+    `index[name]`, relative to the tensor's max |reference|."""
+    return max(float(np.abs(np.asarray(grads[k]).reshape(-1)[index[k]]
+                            - np.asarray(reference[k]).reshape(-1)[index[k]]).max())
+               / float(np.abs(reference[k]).max()) for k in names)
+
+
+def near_tie_flips(model, ids, names, index):
+    """How far one rounding decision moves a compute-bf16 result: each
+    Linear operand value of `ids`'s loss and gradients within NEAR_TIE_ULPS
+    float32 ulps of a bf16 tie (the decisions float32 noise can flip) is
+    rounded to its other bf16 neighbour, one value at a time: at every
+    operand that rounds the same tensor (q, k and v read one; zplan rounds
+    it once). Returns the number of such values and the largest change of
+    the sampled gradients (sampled_change()) and of the loss."""
+    seen = []
+
+    def record(t):
+        seen.append(t.detach().clone())
+        return bf16_round(t)
+
+    try:
+        Bf16Linear.rounding = staticmethod(record)
+        loss, grads = ef.loss_and_gradients(model, ids)
+        same = [[s for s, u in enumerate(seen) if u.shape == t.shape and torch.equal(u, t)]
+                for t in seen]
+        values = set()
+        for site, t in enumerate(seen):
+            bits = t.reshape(-1).numpy().view(np.uint32)
+            near = np.abs((bits & 0xFFFF).astype(np.int64) - 0x8000) <= NEAR_TIE_ULPS
+            values.update((same[site][0], int(k)) for k in np.flatnonzero(near))
+        worst_grad = worst_loss = 0.0
+        for first, element in sorted(values):
+            sites = itertools.count()
+
+            def flip(t):
+                rounded = bf16_round(t)
+                if next(sites) in same[first]:
+                    flat = rounded.reshape(-1).clone()
+                    bits = flat[element:element + 1].to(torch.bfloat16).view(torch.int16)
+                    away = abs(float(t.reshape(-1)[element])) > abs(float(flat[element]))
+                    flat[element] = (bits + (1 if away else -1)).view(torch.bfloat16).to(t.dtype)[0]
+                    rounded = flat.reshape(rounded.shape)
+                return rounded
+
+            Bf16Linear.rounding = staticmethod(flip)
+            flipped_loss, flipped = ef.loss_and_gradients(model, ids)
+            worst_grad = max(worst_grad, sampled_change(flipped, grads, names, index))
+            worst_loss = max(worst_loss, abs(flipped_loss - loss) / abs(loss))
+    finally:
+        Bf16Linear.rounding = staticmethod(bf16_round)
+    return len(values), worst_grad, worst_loss
+
+
 def rounded_model(path, dtype):
     """The fixture with every parameter rounded to bf16, then converted
     (exactly) to `dtype`."""
@@ -298,6 +507,112 @@ def rounded_model(path, dtype):
         for p in model.parameters():
             p.copy_(bf16_round(p))
     return model.to(dtype).eval(), names
+
+
+def compute_bf16_gradients(path, ids, names, arrays):
+    """The compute-bf16 loss and gradients of the golden input (bf16c:
+    keys): the float32 oracle stored, its float64 twin's distance recorded,
+    and how far the compute-fp32 ones (bf16:) lie, in the check's units."""
+    model32, _ = rounded_model(path, torch.float32)
+    loss32, grads32 = ef.loss_and_gradients(multiply_in_bf16(model32), ids)
+    with ef.float64_exact():
+        model64, _ = rounded_model(path, torch.float64)
+        loss64, grads64 = ef.loss_and_gradients(multiply_in_bf16(model64), ids)
+    index = {k: arrays["bf16:gradidx:" + k] for k in names}
+    largest = max(float(np.abs(grads32[k]).max()) for k in names)
+    ratios = {}
+    for k in names:
+        flat = grads32[k].reshape(-1)
+        arrays["bf16c:gradval:" + k] = flat[index[k]].astype(np.float32)
+        arrays["bf16c:gradmax:" + k] = np.float64(np.abs(flat).max())
+        bound = BF16C_GRAD_RTOL * float(np.abs(flat).max()) + 1e-6 * largest
+        ratios[k] = float(np.abs(arrays["bf16c:gradval:" + k].astype(np.float64)
+                                 - arrays["bf16:gradval:" + k]).max()) / bound
+    f64_loss = abs(loss32 - loss64) / abs(loss64)
+    f64_grad = max(float(np.abs(grads32[k] - grads64[k]).max()) / float(np.abs(grads64[k]).max())
+                   for k in names)
+    f64_sampled = sampled_change(grads32, grads64, names, index)
+    vs_loss = abs(loss32 - float(arrays["bf16:loss"])) / abs(loss32)
+    vs_grad = max(float(np.abs(arrays["bf16c:gradval:" + k].astype(np.float64)
+                               - arrays["bf16:gradval:" + k]).max())
+                  / float(arrays["bf16c:gradmax:" + k]) for k in names)
+    vs_ratio, vs_ratio_min = max(ratios.values()), min(ratios.values())
+    near, near_grad, near_loss = near_tie_flips(model32, ids, names, index)
+    print(f"  compute bf16: loss {loss32:.9f}; float32 vs float64: loss {f64_loss:.2e}, "
+          f"gradients {f64_grad:.2e} of max |g| ({f64_sampled:.2e} sampled)")
+    print(f"  compute bf16 vs fp32: loss {vs_loss:.2e}, sampled gradients {vs_grad:.2e} of max "
+          f"|g| = {vs_ratio:.1f} x the bound (every tensor >= {vs_ratio_min:.1f} x)")
+    print(f"  compute bf16: {near} operand values within {NEAR_TIE_ULPS} float32 ulps of a bf16 "
+          f"tie; one rounded the other way moves the sampled gradients by up to "
+          f"{near_grad:.2e} of max |g|, the loss by up to {near_loss:.2e}")
+    if not (f64_loss * MIN_SEPARATION <= BF16C_LOSS_RTOL
+            and f64_grad * MIN_SEPARATION <= BF16C_GRAD_RTOL):
+        raise SystemExit(f"compute bf16: float32 vs float64 (loss {f64_loss:.2e}, gradients "
+                         f"{f64_grad:.2e}) is not {MIN_SEPARATION}x below the tolerances "
+                         f"({BF16C_LOSS_RTOL}, {BF16C_GRAD_RTOL})")
+    if not (vs_loss >= MIN_SEPARATION * BF16C_LOSS_RTOL and vs_ratio >= MIN_SEPARATION):
+        raise SystemExit(f"compute bf16 vs fp32: loss {vs_loss:.2e}, gradients {vs_ratio:.1f} x "
+                         f"the bound: not {MIN_SEPARATION}x the tolerances apart")
+    arrays.update({
+        "bf16c:loss": np.float64(loss32),
+        "bf16c:f64_loss_rel": np.float64(f64_loss),
+        "bf16c:f64_grad_rel": np.float64(f64_grad),
+        "bf16c:f64_sampled_grad_rel": np.float64(f64_sampled),
+        "bf16c:vs_bf16_loss_rel": np.float64(vs_loss),
+        "bf16c:vs_bf16_grad_rel": np.float64(vs_grad),
+        "bf16c:vs_bf16_grad_bound_ratio": np.float64(vs_ratio),
+        "bf16c:vs_bf16_grad_bound_ratio_min": np.float64(vs_ratio_min),
+        "bf16c:near_tie_values": np.int64(near),
+        "bf16c:near_tie_grad_rel": np.float64(near_grad),
+        "bf16c:near_tie_loss_rel": np.float64(near_loss),
+    })
+
+
+def step1_and_max(a, b):
+    """[relative difference at step 1, the largest over the steps]."""
+    error = np.abs(np.asarray(a) - np.asarray(b)) / np.abs(np.asarray(b))
+    return np.array([error[0], error.max()], dtype=np.float64)
+
+
+def compute_bf16_curves(path, tokens, offsets, curves, arrays):
+    """The compute-bf16 curves (COMPUTE_CURVES), their float64 twins, the
+    split (1,2,2) of curve:bf16c, and the distances the check relies on."""
+    counterpart = {"bf16c": "bf16", "bf16c_reduce_bf16_n2": "bf16_reduce_bf16_n2"}
+    for cname, split, bf16_reduce in COMPUTE_CURVES:
+        losses, offs = train_mp(path, tokens, split, True, bf16_reduce, compute_bf16=True)
+        twin, _ = train_mp(path, tokens, split, True, bf16_reduce, compute_bf16=True,
+                           dtype=torch.float64)
+        if not np.array_equal(offs, offsets):
+            raise SystemExit(f"{cname}: row offsets differ between splits")
+        curves[cname] = losses
+        floor = step1_and_max(losses, twin)
+        apart = step1_and_max(losses, curves[counterpart[cname]])
+        print(f"  {cname:24s} B,K,N={','.join(map(str, split))}  "
+              f"{' '.join(f'{v:.7f}' for v in losses)}")
+        print(f"    vs float64: step 1 {floor[0]:.1e}, at most {floor[1]:.1e}; vs compute fp32 "
+              f"{counterpart[cname]}: step 1 {apart[0]:.1e}, at most {apart[1]:.1e}")
+        if not (floor[0] * MIN_SEPARATION <= BF16C_STEP1_RTOL
+                and floor[1] * MIN_SEPARATION <= BF16C_CURVE_RTOL):
+            raise SystemExit(f"{cname}: float32 vs float64 {floor.tolist()} is not "
+                             f"{MIN_SEPARATION}x below the tolerances")
+        if not apart[0] >= MIN_SEPARATION * BF16C_STEP1_RTOL:
+            raise SystemExit(f"{cname}: step 1 is {apart[0]:.2e} from {counterpart[cname]}'s, "
+                             f"not {MIN_SEPARATION} x {BF16C_STEP1_RTOL}")
+        arrays["curve_f64:" + cname] = twin
+        arrays["curve_f64_rel:" + cname] = floor
+        arrays["curve_vs_fp32_compute:" + cname] = apart
+    spread = np.zeros(2)
+    for split in BF16C_OTHER_SPLITS:
+        other, offs = train_mp(path, tokens, split, True, False, compute_bf16=True)
+        difference = step1_and_max(other, curves["bf16c"])
+        spread = np.maximum(spread, difference)
+        print(f"  bf16c B,K,N={','.join(map(str, split))} vs 4,1,1: step 1 {difference[0]:.1e}, "
+              f"at most {difference[1]:.1e}")
+        if not (np.array_equal(offs, offsets) and difference[0] <= BF16C_STEP1_RTOL / 4
+                and difference[1] <= BF16C_CURVE_RTOL / 4):
+            raise SystemExit(f"bf16c split {split}: {other.tolist()} vs "
+                             f"{curves['bf16c'].tolist()} ({difference.tolist()})")
+    arrays["split_spread_bf16c"] = spread
 
 
 def produce(out, versions):
@@ -356,6 +671,7 @@ def produce(out, versions):
                    "bf16:f32_loss_rel": np.float64(f32_loss),
                    "bf16:vs_fp32_grad_bound_ratio": np.float64(vs_fp32),
                    "bf16:sampled_vs_fp32_grad_bound_ratio": np.float64(sampled_vs_fp32)})
+    compute_bf16_gradients(path, ids, names, arrays)
 
     # ---- training curves.
     torch_curve = ef.train_curve(ARCH, path, tokens, ("adamw", "adamw") + HYPER,
@@ -411,6 +727,8 @@ def produce(out, versions):
                 > MIN_VISIBLE:
             raise SystemExit(f"{c} is within {MIN_VISIBLE} of curve fp32 or bf16")
 
+    compute_bf16_curves(path, tokens, offsets, curves, arrays)
+
     arrays["curve_hyper"] = np.array(HYPER, dtype=np.float64)
     arrays["curve_lr"] = np.full(STEPS, HYPER[0], dtype=np.float64)
     for order, losses in order_curves.items():
@@ -420,6 +738,13 @@ def produce(out, versions):
         arrays["curve_split:" + cname] = np.array(split, dtype=np.int64)
         arrays["curve_param_dtype:" + cname] = np.array("bf16" if round_params else "f32")
         arrays["curve_reduce_dtype:" + cname] = np.array("bf16" if bf16_reduce else "f32")
+        arrays["curve_compute_dtype:" + cname] = np.array("f32")
+    for cname, split, bf16_reduce in COMPUTE_CURVES:
+        arrays["curve:" + cname] = curves[cname]
+        arrays["curve_split:" + cname] = np.array(split, dtype=np.int64)
+        arrays["curve_param_dtype:" + cname] = np.array("bf16")
+        arrays["curve_reduce_dtype:" + cname] = np.array("bf16" if bf16_reduce else "f32")
+        arrays["curve_compute_dtype:" + cname] = np.array("bf16")
     arrays.update({
         "split_spread_bf16": np.float64(spread),
         "n4_order_spread": np.float64(order_spread),

@@ -1,13 +1,18 @@
-"""zcc --param-dtype bf16 [--reduce-dtype bf16] against torch's mixed precision.
+"""zcc --param-dtype bf16 [--reduce-dtype bf16] [--compute-dtype fp32|bf16]
+against torch's mixed precision.
 
 The golden (scripts/mp_goldens.py: goldens/llama-opset17-bf16.npz) is "bf16
 parameters over an fp32 master" written out in torch: the float32 master
 weights rounded to bf16 (round to nearest even) for every op that reads a
 parameter, float32 compute and gradients, AdamW on the float32 master; with
 --reduce-dtype bf16 each micro-step's per-rank gradient rounded to bf16 and
-summed over the ranks in bf16. Every zcc here runs with
---persistence-threshold 0, so every parameter is sharded and every parameter
-is rounded (at zcc's default threshold the small ones stay float32). Steps:
+summed over the ranks in bf16; with --compute-dtype bf16 (its bf16c keys)
+every Linear layer's input and output gradient rounded to bf16 too, the
+products accumulated in float32. Steps a-d are compute fp32: their zcc runs
+name --compute-dtype fp32 (zcc's default is the param dtype). Every zcc here
+runs with --persistence-threshold 0, so every parameter is sharded and every
+parameter is rounded (at zcc's default threshold the small ones stay
+float32). Steps:
 
  a. the oracle: the golden's keys are there, its parameters are the model's
     trainable initializers, the corpus is the golden's (token count,
@@ -53,11 +58,26 @@ is rounded (at zcc's default threshold the small ones stay float32). Steps:
     `zrun: per micro-step: gathered X B, reduced Y B`) of (2,1,2) plans
     compiled fp32, bf16 and bf16 + --reduce-dtype bf16: gathered(bf16) * 2 ==
     gathered(fp32), reduced(bf16) == reduced(fp32), reduced(bf16 reduce
-    bf16) * 2 == reduced(fp32), exactly.
+    bf16) * 2 == reduced(fp32), exactly;
+ e. compute bf16, gradients, N = 1, 2, 4: step b's runs with
+    --param-dtype bf16 alone (so zcc's default --compute-dtype is tested),
+    against bf16c:loss (within BF16C_LOSS_RTOL) and bf16c:gradval (within
+    BF16C_GRAD_RTOL * max |torch| + GRAD_FLOOR * the largest); the loss must
+    be further than BF16C_LOSS_RTOL from the compute-fp32 bf16:loss and the
+    gradients outside that bound of bf16:gradval at some sampled entry. Bitwise
+    equality across N is printed as in step b;
+ f. compute bf16, curves: step c's runs for (4,1,1) and (1,2,2) with reduce
+    fp32 against curve:bf16c (the golden's (1,2,2) matches it within a quarter
+    of the tolerances) and (2,1,2) with reduce bf16 against
+    curve:bf16c_reduce_bf16_n2: step 1 within BF16C_STEP1_RTOL, and further
+    than that from the compute-fp32 curve:bf16 or bf16_reduce_bf16_n2; steps
+    2-10 within BF16C_CURVE_RTOL (see the tolerances below for why the later
+    steps cannot tell compute bf16 from fp32).
 Prints one `ok` line per step or run; the first failure prints `FAIL ...` and
-exits 1. The whole check takes about 12 s on 2 cores. --brief: gradients on
+exits 1. The whole check takes about 20 s on 2 cores. --brief: gradients on
 N = 2 only, the curves of (2,1,2) with either reduction and (1,1,4) with bf16
-reduction, and step d. --oracle-only: step a alone (no zcc/zrun).
+reduction, step d, and in compute bf16 the (2,1,2) reduce-bf16 curve.
+--oracle-only: step a alone (no zcc/zrun).
 """
 import argparse
 import hashlib
@@ -103,11 +123,60 @@ GRAD_FLOOR = 1e-6  # of the largest |torch gradient| of any parameter
 # The bf16 reduction itself is checked exactly on gradients (step b2).
 CURVE_RTOL = 5e-5  # --reduce-dtype fp32 (the default)
 CURVE_RTOL_REDUCE_BF16 = 1e-4  # --reduce-dtype bf16
+# --compute-dtype bf16 (steps e and f). Sources of difference between two
+# correct implementations, measured by scripts/mp_goldens.py (the golden's
+# bf16c:f64_*, curve_f64_rel:*, bf16c:near_tie_*) and against zplan:
+#  - float32 arithmetic between rounding points: the float32 oracle is 3.2e-8
+#    (loss) and 2.9e-7 of max |g| (gradients) from the same oracle computed
+#    in float64; zplan matched the float32 oracle to 0 and 1.8e-7;
+#  - rounding flips: an operand value within float32 noise of a bf16 tie
+#    rounds the other way, moving it by one bf16 ulp (up to 2^-7 relative,
+#    twice bf16's epsilon 2^-8 that bounds a rounding itself). The weights
+#    are rounded from values every implementation holds bit for bit; here
+#    every activation and gradient a Linear reads is rounded from a computed
+#    value, so flips happen (float32 vs float64: one per 25k to 40k rounded
+#    values in these runs), and one can move the result as far as all the
+#    rounding does: 31 values of the golden input lie within 32 float32 ulps
+#    of a tie, and flipping one moves the sampled gradients by up to 5.7e-3
+#    of max |g| and the loss by up to 1.6e-5, as far as computing in float32
+#    does (5.9e-3 and 1.14e-5). None of them flips between zplan and torch on
+#    this CPU; a backend whose float32 noise flips one fails step e or the
+#    first step of f, and no tolerance could tell that from not rounding;
+#  - over steps 2-10 such a flip in any micro-batch moves that step's
+#    gradients as much, and AdamW's early steps (about lr * sign(g)) carry a
+#    changed sign of a small entry as a full step: zplan's (2,1,2), (1,2,2)
+#    and (1,1,4) runs flip one attention output (21 float32 ulps from
+#    torch's, across a tie) in the micro-batch of step 1's rows 2-3, and
+#    their curves lie 1.2e-4 from torch's at step 2 and 2.6e-4 at most
+#    (reduce bf16: 1.9e-4); torch's own curve moves by up to 4.9e-5 in
+#    float64 and 6e-5 between splits. That is as far as compute bf16 moves
+#    the curve from compute fp32 (6.8e-4; 2.4e-4 with bf16 reduction).
+# Hence: the loss within BF16C_LOSS_RTOL (31x torch's float32 noise, 11x
+# below the compute-fp32 loss); the sampled gradients within BF16C_GRAD_RTOL
+# * max |torch| + GRAD_FLOOR * the largest (check_gradients.py's bound: 345x
+# the float32 noise, the compute-fp32 gradients 54x outside); a curve's step
+# 1, the loss of the initial weights on the step's rows (no update yet),
+# within BF16C_STEP1_RTOL (6x what zplan showed, 31x the float64 spread, 14x
+# below the compute-fp32 curves' 7.2e-6); steps 2-10 within BF16C_CURVE_RTOL
+# (1.9x what zplan showed, 10x the float64 spread): an envelope that catches
+# a run gone wrong, not one that does not round. Each check asserts that the
+# run is NOT within its loss and gradient, or step-1, tolerance of the
+# compute-fp32 golden.
+BF16C_LOSS_RTOL = 1e-6
+BF16C_GRAD_RTOL = 1e-4
+BF16C_STEP1_RTOL = 5e-7
+BF16C_CURVE_RTOL = 5e-4
 LR_RTOL = 1e-6
 STEPS = 10
 SEQ = 16
-FLAGS = {"fp32": [], "bf16": ["--param-dtype", "bf16"],
-         "bf16-reduce-bf16": ["--param-dtype", "bf16", "--reduce-dtype", "bf16"]}
+# The compute-fp32 checks name --compute-dtype fp32 (the default is the
+# param dtype); the compute-bf16 ones rely on that default.
+FLAGS = {"fp32": ["--compute-dtype", "fp32"],
+         "bf16": ["--param-dtype", "bf16", "--compute-dtype", "fp32"],
+         "bf16-reduce-bf16": ["--param-dtype", "bf16", "--reduce-dtype", "bf16",
+                              "--compute-dtype", "fp32"],
+         "bf16c": ["--param-dtype", "bf16"],
+         "bf16c-reduce-bf16": ["--param-dtype", "bf16", "--reduce-dtype", "bf16"]}
 # (B, K, N, configuration, golden curve; None: the N = 4 order curves)
 CURVES = [
     (4, 1, 1, "bf16", "bf16"),
@@ -120,6 +189,14 @@ CURVES = [
     (1, 2, 2, "bf16-reduce-bf16", "bf16_reduce_bf16_n2_k2"),
 ]
 BRIEF_CURVES = [CURVES[1], CURVES[5], CURVES[6]]
+COMPUTE_CURVES = [
+    (4, 1, 1, "bf16c", "bf16c"),
+    (1, 2, 2, "bf16c", "bf16c"),
+    (2, 1, 2, "bf16c-reduce-bf16", "bf16c_reduce_bf16_n2"),
+]
+BRIEF_COMPUTE_CURVES = [COMPUTE_CURVES[2]]
+# Each compute-bf16 golden curve's compute-fp32 counterpart.
+COMPUTE_FP32_CURVE = {"bf16c": "bf16", "bf16c_reduce_bf16_n2": "bf16_reduce_bf16_n2"}
 STATS = re.compile(r"^zrun: per micro-step: gathered (\d+) B, reduced (\d+) B$", re.M)
 
 
@@ -132,7 +209,9 @@ def check_oracle(golden, shapes, data):
                                       "bf16_reduce_bf16_n4", "bf16_reduce_bf16_n2_k2")]
     wanted += [f"n4_curve:{o}" for o in golden.get("n4_orders", [])]
     wanted += [f"{kind}:{n}" for n in names
-               for kind in ("bf16:gradidx", "bf16:gradval", "bf16:gradmax", "fp32:gradval")]
+               for kind in ("bf16:gradidx", "bf16:gradval", "bf16:gradmax", "fp32:gradval",
+                            "bf16c:gradval", "bf16c:gradmax")]
+    wanted += ["bf16c:loss"] + [f"curve:{c}" for c in ("bf16c", "bf16c_reduce_bf16_n2")]
     missing = [k for k in wanted if k not in golden]
     if missing:
         raise CheckFailure(f"golden: {len(missing)} keys missing, e.g. {missing[:4]}")
@@ -143,7 +222,7 @@ def check_oracle(golden, shapes, data):
         index = golden["bf16:gradidx:" + n]
         if index.min() < 0 or index.max() >= int(np.prod(shapes[n])):
             raise CheckFailure(f"golden: bf16:gradidx:{n} outside {list(shapes[n])}")
-    for k in ["curve:" + c for c in ("fp32", "bf16")] + ["curve_lr"]:
+    for k in ["curve:" + c for c in ("fp32", "bf16", "bf16c")] + ["curve_lr"]:
         if golden[k].shape != (STEPS,) or not np.isfinite(golden[k]).all():
             raise CheckFailure(f"golden {k}: {golden[k]!r}, expected {STEPS} finite values")
     tokens = np.fromfile(data, dtype="<u2")
@@ -163,24 +242,27 @@ def check_oracle(golden, shapes, data):
           f"bf16 loss {float(golden['bf16:loss']):.6f}, {STEPS} steps of {rows} rows")
 
 
-def compare_gradients(label, golden, loss, grads, shapes):
+def loss_error(label, loss, reference):
+    """|loss - reference| / |reference| for zrun's loss.npy."""
+    loss = np.asarray(loss)
+    if loss.size != 1 or not np.isfinite(loss).all():
+        raise CheckFailure(f"{label}: loss.npy holds {loss!r}, expected one finite value")
+    return abs(float(loss.reshape(())) - reference) / abs(reference)
+
+
+def gradient_errors(label, golden, grads, shapes, key, rtol, away):
+    """Our gradients at the golden's sampled entries against `key`:gradval
+    and `away`:gradval, each as the largest ratio to the bound rtol * max
+    |torch| of the tensor + GRAD_FLOOR * the largest max |torch|. Returns
+    (the worst tensor, its ratio, the ratio against `away`)."""
     names = [str(n) for n in golden["param_names"]]
     missing = sorted(set(names) - set(grads))
     extra = sorted(set(grads) - set(names))
     if missing or extra:
         raise CheckFailure(f"{label}: gradients missing for {missing[:5]} ({len(missing)}), "
                            f"extra {extra[:5]} ({len(extra)})")
-    loss = np.asarray(loss)
-    if loss.size != 1 or not np.isfinite(loss).all():
-        raise CheckFailure(f"{label}: loss.npy holds {loss!r}, expected one finite value")
-    reference = float(golden["bf16:loss"])
-    loss_error = abs(float(loss.reshape(())) - reference) / abs(reference)
-    if not loss_error <= LOSS_RTOL:
-        raise CheckFailure(f"{label}: loss {float(loss.reshape(())):.9g}, torch with bf16 "
-                           f"weights {reference:.9g} (relative error {loss_error:.3e} > "
-                           f"{LOSS_RTOL})")
-    floor = GRAD_FLOOR * max(float(golden["bf16:gradmax:" + n]) for n in names)
-    worst_name, worst, unrounded = None, -1.0, 0.0
+    floor = GRAD_FLOOR * max(float(golden[f"{key}:gradmax:{n}"]) for n in names)
+    worst_name, worst, other = None, -1.0, 0.0
     for n in names:
         got = grads[n]
         if got.shape != shapes[n]:
@@ -189,19 +271,49 @@ def compare_gradients(label, golden, loss, grads, shapes):
         if not np.isfinite(got).all():
             raise CheckFailure(f"{label}: gradient of {n} holds NaN or Inf")
         sampled = got.reshape(-1)[golden["bf16:gradidx:" + n]].astype(np.float64)
-        bound = GRAD_RTOL * float(golden["bf16:gradmax:" + n]) + floor
-        ratio = float(np.abs(sampled - golden["bf16:gradval:" + n]).max()) / bound
-        unrounded = max(unrounded,
-                        float(np.abs(sampled - golden["fp32:gradval:" + n]).max()) / bound)
+        bound = rtol * float(golden[f"{key}:gradmax:{n}"]) + floor
+        ratio = float(np.abs(sampled - golden[f"{key}:gradval:{n}"]).max()) / bound
+        other = max(other, float(np.abs(sampled - golden[f"{away}:gradval:{n}"]).max()) / bound)
         if ratio > worst:
             worst_name, worst = n, ratio
     if not worst <= 1.0:
         raise CheckFailure(f"{label}: gradient of {worst_name} at {worst:.2f} of the bound "
-                           f"({GRAD_RTOL} * max |torch| + {floor:.1e}) at the sampled entries")
+                           f"({rtol} * max |torch| + {floor:.1e}) at the sampled entries")
+    return worst_name, worst, other
+
+
+def compare_gradients(label, golden, loss, grads, shapes):
+    reference = float(golden["bf16:loss"])
+    error = loss_error(label, loss, reference)
+    if not error <= LOSS_RTOL:
+        raise CheckFailure(f"{label}: loss {float(np.asarray(loss).reshape(())):.9g}, torch with "
+                           f"bf16 weights {reference:.9g} (relative error {error:.3e} > "
+                           f"{LOSS_RTOL})")
+    worst_name, worst, unrounded = gradient_errors(label, golden, grads, shapes, "bf16",
+                                                   GRAD_RTOL, "fp32")
     if not unrounded > 1.0:
         raise CheckFailure(f"{label}: the gradients are within the bound of the UNROUNDED "
                            f"model's too ({unrounded:.2f}): the weights were not rounded")
-    return loss_error, worst_name, worst, unrounded
+    return error, worst_name, worst, unrounded
+
+
+def compare_gradients_bf16c(label, golden, loss, grads, shapes):
+    """Step e: the compute-bf16 golden (bf16c:), and away from the
+    compute-fp32 one (bf16:) by more than the same tolerances."""
+    reference = float(golden["bf16c:loss"])
+    error = loss_error(label, loss, reference)
+    if not error <= BF16C_LOSS_RTOL:
+        raise CheckFailure(f"{label}: loss {float(np.asarray(loss).reshape(())):.9g}, torch "
+                           f"computing in bf16 {reference:.9g} (relative error {error:.3e} > "
+                           f"{BF16C_LOSS_RTOL})")
+    to_fp32 = loss_error(label, loss, float(golden["bf16:loss"]))
+    worst_name, worst, fp32_ratio = gradient_errors(label, golden, grads, shapes, "bf16c",
+                                                    BF16C_GRAD_RTOL, "bf16")
+    if not (to_fp32 > BF16C_LOSS_RTOL and fp32_ratio > 1.0):
+        raise CheckFailure(f"{label}: the loss ({to_fp32:.2e}) or the gradients ({fp32_ratio:.2f} "
+                           f"of the bound) are within tolerance of the compute-fp32 golden "
+                           f"too: the matmul operands were not rounded")
+    return error, to_fp32, worst_name, worst, fp32_ratio
 
 
 def zrun_gradients(args, label, precision, world, ids_path, shape, out):
@@ -241,6 +353,28 @@ def gradients(args, golden, shapes, out, worlds):
     print(f"ok {args.name} gradients bf16 N={','.join(map(str, worlds))} "
           f"identical-across-N={'yes' if identical else 'no'}")
     return runs
+
+
+def compute_bf16_gradients(args, golden, shapes, out, worlds):
+    """Step e: zcc --param-dtype bf16 alone (compute bf16 by default)."""
+    ids_path = out / "input_ids.npy"
+    np.save(ids_path, golden["input_ids"])
+    shape = "x".join(str(d) for d in golden["input_ids"].shape)
+    runs = {}
+    for world in worlds:
+        label = f"{args.name} gradients bf16 compute-bf16 N={world} persistence=0"
+        loss, grads = zrun_gradients(args, label, "bf16c", world, ids_path, shape, out)
+        error, to_fp32, worst, ratio, fp32_ratio = compare_gradients_bf16c(
+            label, golden, loss, grads, shapes)
+        runs[world] = (loss, grads)
+        print(f"ok {label} loss-rel-err {error:.2e} worst {worst} at {ratio:.3f} of the bound; "
+              f"compute-fp32 loss at {to_fp32:.2e}, gradients at {fp32_ratio:.1f}")
+    first = runs[worlds[0]]
+    identical = all(np.array_equal(loss, first[0])
+                    and all(np.array_equal(g[n], first[1][n]) for n in first[1])
+                    for loss, g in runs.values())
+    print(f"ok {args.name} gradients bf16 compute-bf16 N={','.join(map(str, worlds))} "
+          f"identical-across-N={'yes' if identical else 'no'}")
 
 
 def bf16_round(x):
@@ -318,13 +452,19 @@ def rel(a, b):
     return float(np.max(np.abs(a - b) / np.abs(b)))
 
 
-def curve(args, golden, out, batch, k_steps, world, config, key):
+def logged_curve(args, golden, out, batch, k_steps, world, config):
+    """One run's label and its STEPS logged losses (the lr checked)."""
     label, losses, lrs, _ = train(args, golden, out, batch, k_steps, world, config)
     if losses.shape != (STEPS,):
         raise CheckFailure(f"{label}: {len(losses)} logged steps, expected {STEPS}")
     if not (np.abs(lrs - golden["curve_lr"]) <= LR_RTOL * golden["curve_lr"]).all():
         raise CheckFailure(f"{label}: logged lr {lrs.tolist()}, expected "
                            f"{golden['curve_lr'].tolist()}")
+    return label, losses
+
+
+def curve(args, golden, out, batch, k_steps, world, config, key):
+    label, losses = logged_curve(args, golden, out, batch, k_steps, world, config)
     note = ""
     tolerance = CURVE_RTOL if config == "bf16" else CURVE_RTOL_REDUCE_BF16
     if key is None:
@@ -360,6 +500,34 @@ def curve(args, golden, out, batch, k_steps, world, config, key):
                                f"({float(error.max()):.2e}): no bf16 reduction?")
         note = f" (vs reduce-fp32 {to_reduce_fp32:.2e})" + note
     print(f"ok {label} max-rel-err {float(error.max()):.2e} (vs fp32 {to_fp32:.2e}){note}")
+    return float(error.max())
+
+
+def compute_curve(args, golden, out, batch, k_steps, world, config, key):
+    """Step f: step 1 within BF16C_STEP1_RTOL of curve:`key` and NOT within
+    it of the compute-fp32 counterpart; steps 2-10 within BF16C_CURVE_RTOL."""
+    label, losses = logged_curve(args, golden, out, batch, k_steps, world, config)
+    reference = golden["curve:" + key]
+    error = np.abs(losses - reference) / np.abs(reference)
+    tolerance = np.full(STEPS, BF16C_CURVE_RTOL)
+    tolerance[0] = BF16C_STEP1_RTOL
+    counterpart = COMPUTE_FP32_CURVE[key]
+    other = golden["curve:" + counterpart]
+    to_fp32_compute = np.abs(losses - other) / np.abs(other)
+    if not (error <= tolerance).all():
+        step = int(np.argmax(error / tolerance))
+        raise CheckFailure(f"{label}: step {step + 1} loss {losses[step]:.9g}, torch "
+                           f"{reference[step]:.9g} (relative error {error[step]:.3e} > "
+                           f"{tolerance[step]}; golden curve:{key}; per step "
+                           f"{' '.join(f'{e:.1e}' for e in error)}; curve:{counterpart} at "
+                           f"{' '.join(f'{e:.1e}' for e in to_fp32_compute)})")
+    if not to_fp32_compute[0] > BF16C_STEP1_RTOL:
+        raise CheckFailure(f"{label}: step 1 is within {BF16C_STEP1_RTOL} of the compute-fp32 "
+                           f"curve:{counterpart} too ({to_fp32_compute[0]:.2e}): the matmul "
+                           f"operands were not rounded")
+    print(f"ok {label} step-1-rel-err {error[0]:.2e} max-rel-err {float(error.max()):.2e} "
+          f"(compute fp32 step 1 {to_fp32_compute[0]:.2e}, at most "
+          f"{float(to_fp32_compute.max()):.2e}; vs fp32 {rel(losses, golden['curve:fp32']):.2e})")
     return float(error.max())
 
 
@@ -413,6 +581,10 @@ def main():
     for batch, k_steps, world, config, key in (BRIEF_CURVES if args.brief else CURVES):
         curve(args, golden, out, batch, k_steps, world, config, key)
     stats(args, golden, out)
+    compute_bf16_gradients(args, golden, shapes, out, worlds)
+    for batch, k_steps, world, config, key in (BRIEF_COMPUTE_CURVES if args.brief
+                                               else COMPUTE_CURVES):
+        compute_curve(args, golden, out, batch, k_steps, world, config, key)
 
 
 if __name__ == "__main__":
