@@ -228,6 +228,13 @@ static double operandAndResultBytes(Operation *op) {
   return bytes;
 }
 
+/// Whether `value`'s elements are 16-bit floats (bf16 or f16): a GEMM of
+/// them runs on the 16-bit matrix units.
+static bool has16BitFloats(Value value) {
+  Type element = getElementTypeOrSelf(value.getType());
+  return llvm::isa<FloatType>(element) && element.getIntOrFloatBitWidth() == 16;
+}
+
 /// `flopsPerElement` for each element of the (broadcast) result.
 static OpCost elementwise(Operation *op, double flopsPerElement) {
   return {numElements(op->getResult(0)) * flopsPerElement,
@@ -308,17 +315,17 @@ static OpCost estimateNNOp(Operation *op) {
         double flops = 2 * resultElements * lastExtent(matmul.getLhs());
         if (matmul.getBias())
           flops += resultElements;
-        return OpCost{
-            flops, operandAndResultBytes(matmul),
-            /*usesMatmulUnits=*/true,
-            /*bf16Operands=*/getElementTypeOrSelf(matmul.getLhs()).isBF16()};
+        return OpCost{flops, operandAndResultBytes(matmul),
+                      /*usesMatmulUnits=*/true,
+                      /*halfOperands=*/has16BitFloats(matmul.getLhs())};
       })
       // q [..., S, D], k [..., T, D], v [..., T, Dv]. Per score (there are
       // batch*S*T): 2D for q.k, 2Dv for p.v, one scale, one mask add or
       // select, and a softmax. Bytes assume a fused (flash-style) kernel: the
-      // scores never reach memory. All FLOPs go at the f32 matrix rate (the
-      // runtime's attention kernels compute in f32, also over a bf16 KV
-      // cache), which flatters attention with small head dimensions.
+      // scores never reach memory. All FLOPs go at a matrix rate, which
+      // flatters attention with small head dimensions: the 16-bit one for
+      // a 16-bit query (an f16 graph's), else the f32 one (zplan's attention
+      // kernels compute in f32, also over a bf16 KV cache).
       .Case([](nn::AttentionOp attention) {
         auto keyType = llvm::cast<ShapedType>(attention.getKey().getType());
         int64_t headDim = lastExtent(attention.getQuery());
@@ -328,7 +335,8 @@ static OpCost estimateNNOp(Operation *op) {
         double perScore = 2.0 * headDim + 2.0 * valueDim + 1 +
                           (attention.getMask() ? 1 : 0) + kSoftmaxFlops;
         return OpCost{scores * perScore, operandAndResultBytes(attention),
-                      /*usesMatmulUnits=*/true};
+                      /*usesMatmulUnits=*/true,
+                      /*halfOperands=*/has16BitFloats(attention.getQuery())};
       })
       // An nn op added after this model: charge its memory traffic rather
       // than nothing, so a new op is never free.
@@ -356,7 +364,7 @@ double CostModel::computeSeconds(Operation *op) const {
   if (cost.flops == 0 && cost.bytes == 0)
     return 0;
   double peak = !cost.usesMatmulUnits ? hardware.vectorFlopsPerSecond
-                : cost.bf16Operands   ? hardware.matmulFlopsPerSecond
+                : cost.halfOperands   ? hardware.matmulFlopsPerSecond
                                       : hardware.f32MatmulFlopsPerSecond;
   return std::max(cost.flops / peak,
                   cost.bytes / hardware.memoryBytesPerSecond);

@@ -39,8 +39,9 @@ struct HardwareProfile {
   std::string name;
   /// The machine the numbers describe, in words.
   std::string description;
-  /// Dense matrix-unit peak of a bf16 GEMM accumulating in f32: BF16 tensor
-  /// cores on GPUs; on the CPU, the runtime's bf16 GEMM (widened to f32 SGEMM).
+  /// Dense matrix-unit peak of a 16-bit (bf16, f16) GEMM accumulating in f32:
+  /// tensor cores on GPUs; on the CPU, the runtime's bf16 GEMM (widened to
+  /// f32 SGEMM).
   double matmulFlopsPerSecond = 0;
   /// Peak of an f32 GEMM as the runtime issues it: CUBLAS_COMPUTE_32F
   /// without TF32, so the FP32 CUDA cores on GPUs (an f32 plan's matmuls and
@@ -82,9 +83,10 @@ struct OpCost {
   double bytes = 0;
   /// Runs on the matrix units (matmul, attention) rather than vector units.
   bool usesMatmulUnits = false;
-  /// A matmul of bf16 operands (mixed precision): the bf16 matrix-unit rate
-  /// (HardwareProfile::matmulFlopsPerSecond); otherwise an f32 one.
-  bool bf16Operands = false;
+  /// A matmul (or attention) of 16-bit float operands (mixed precision's
+  /// bf16 matmuls, an f16 graph): the 16-bit matrix-unit rate
+  /// (HardwareProfile::matmulFlopsPerSecond); otherwise the f32 one.
+  bool halfOperands = false;
 };
 
 /// Time of compute ops and collectives on one hardware profile. A pure

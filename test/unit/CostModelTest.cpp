@@ -345,7 +345,7 @@ TEST_F(CostModelTest, RooflinePicksTheLargerTerm) {
   double matmulBytesTime = 4.0 * 3 * 256 * 256 / 1e11;
   ASSERT_GT(matmulFlopsTime, matmulBytesTime);
   EXPECT_DOUBLE_EQ(model.computeSeconds(matmul), matmulFlopsTime);
-  EXPECT_FALSE(model.estimate(matmul).bf16Operands);
+  EXPECT_FALSE(model.estimate(matmul).halfOperands);
 
   // The same product of bf16 operands (mixed precision) runs at the bf16
   // matrix rate, 1e13: 3.4 us of FLOPs now under 2*256^2*2 + 256^2*4 bytes
@@ -356,7 +356,7 @@ TEST_F(CostModelTest, RooflinePicksTheLargerTerm) {
       R"(%y = nn.matmul %a, %b : (tensor<256x256xbf16>, tensor<256x256xbf16>) -> tensor<256x256xf32>
          return %y : tensor<256x256xf32>)");
   ASSERT_TRUE(bf16);
-  EXPECT_TRUE(model.estimate(bf16).bf16Operands);
+  EXPECT_TRUE(model.estimate(bf16).halfOperands);
   EXPECT_DOUBLE_EQ(model.estimate(bf16).bytes, 8.0 * 256 * 256);
   EXPECT_DOUBLE_EQ(model.computeSeconds(bf16), 8.0 * 256 * 256 / 1e11);
   auto wide = parseInFunction<nn::MatmulOp>(
@@ -367,6 +367,14 @@ TEST_F(CostModelTest, RooflinePicksTheLargerTerm) {
   ASSERT_TRUE(wide);
   // 2*4096*256*1024 FLOPs at 1e13 (215 us) over 13.1 MB at 1e11 (131 us).
   EXPECT_DOUBLE_EQ(model.computeSeconds(wide), 2.0 * 4096 * 256 * 1024 / 1e13);
+  // (Each parse replaces the module, so this comes last.) An f16 graph's
+  // GEMM is a 16-bit one too.
+  auto f16 = parseInFunction<nn::MatmulOp>(
+      "(%a: tensor<4x4xf16>, %b: tensor<4x4xf16>) -> tensor<4x4xf16>",
+      R"(%y = nn.matmul %a, %b : (tensor<4x4xf16>, tensor<4x4xf16>) -> tensor<4x4xf16>
+         return %y : tensor<4x4xf16>)");
+  ASSERT_TRUE(f16);
+  EXPECT_TRUE(model.estimate(f16).halfOperands);
 
   // An add: 2048 FLOPs at 1e10 (0.2 us) under 3*2048*4 bytes at 1e11 (0.25 us).
   auto add = parseInFunction<nn::AddOp>(
