@@ -154,6 +154,12 @@ Status trainConfigOf(const py::dict &options, session::TrainConfig &config) {
   words.push_back("(none)");
   train::TrainOptions parsed;
   ZR_RETURN_IF_ERROR(train::parseTrainOptions(words, parsed));
+  // zrun's --steps is how many steps it runs; a script decides that by
+  // calling train_step. It still sets a cosine schedule's length.
+  if (options.contains("steps") && parsed.lrDecay != train::LrDecay::Cosine)
+    return failure("Session's steps only sets lr_schedule='cosine''s length "
+                   "(the script takes its steps by calling train_step); "
+                   "without it, leave steps out");
   config = session::trainConfigOf(parsed);
   return Status::success();
 }
@@ -181,7 +187,8 @@ Status generateOptionsOf(const GenerateKeywords &keywords,
   auto given = [](const py::object &value, const py::object &otherwise) {
     return !value.is_none() && !value.equal(otherwise);
   };
-  ZR_RETURN_IF_ERROR(add("max_new_tokens", keywords.maxNewTokens));
+  if (!keywords.maxNewTokens.is_none())
+    ZR_RETURN_IF_ERROR(add("max_new_tokens", keywords.maxNewTokens));
   if (!keywords.eos.is_none())
     ZR_RETURN_IF_ERROR(add("eos", keywords.eos));
   if (given(keywords.temperature, py::float_(0.0)))
@@ -201,14 +208,32 @@ Status generateOptionsOf(const GenerateKeywords &keywords,
 
 using Int64Array = py::array_t<int64_t, py::array::c_style>;
 
+/// `array` converted to a C-contiguous array of T (a copy when its type or
+/// layout differs: other integer widths, uint64, strided or read-only
+/// views); a null array when numpy cannot convert it (its Python error
+/// cleared: the caller raises its own, naming the argument). array_t's
+/// ensure() without forcecast returns null for any conversion that could
+/// lose values, uint64 to int64 among them, which used to be dereferenced.
+template <typename T>
+py::array_t<T, py::array::c_style> converted(const py::array &array) {
+  auto out = py::array_t < T,
+       py::array::c_style | py::array::forcecast > ::ensure(array);
+  if (!out)
+    PyErr_Clear();
+  return out;
+}
+
 /// `object` as a C-contiguous int64 array of `dimensions` dimensions (a
 /// copy when it is another integer type or layout); fails, naming `name`,
-/// for anything that is not an integer array of that rank.
+/// for anything that is not an integer array of that rank, and for
+/// unsigned values beyond int64.
 Status int64Array(py::handle object, const char *name, size_t dimensions,
                   Int64Array &out) {
   py::array array = py::array::ensure(object);
-  if (!array)
+  if (!array) {
+    PyErr_Clear();
     return failure(name, " is not an array");
+  }
   char kind = array.dtype().kind();
   if (kind != 'i' && kind != 'u')
     return failure(name, " holds ", py::str(array.dtype()).cast<std::string>(),
@@ -216,7 +241,21 @@ Status int64Array(py::handle object, const char *name, size_t dimensions,
   if (static_cast<size_t>(array.ndim()) != dimensions)
     return failure(name, " has ", array.ndim(), " dimensions, not ",
                    dimensions);
-  out = Int64Array::ensure(array);
+  // uint64 converts by wrapping: refuse what int64 cannot hold. (By name:
+  // this pybind11's array::itemsize() reads 0 under numpy 2.)
+  std::string dtypeName = py::str(array.dtype()).cast<std::string>();
+  if (dtypeName == "uint64") {
+    py::array_t<uint64_t, py::array::c_style> wide = converted<uint64_t>(array);
+    if (!wide)
+      return failure(name, " cannot be converted to int64");
+    for (py::ssize_t i = 0; i < wide.size(); ++i)
+      if (wide.data()[i] > static_cast<uint64_t>(INT64_MAX))
+        return failure(name, " holds ", wide.data()[i], " at flat index ", i,
+                       ", beyond int64");
+  }
+  out = converted<int64_t>(array);
+  if (!out)
+    return failure(name, " cannot be converted to int64");
   return Status::success();
 }
 
@@ -240,8 +279,10 @@ std::string joined(const std::vector<std::string> &names) {
 Status floatArray(py::handle object, const char *name,
                   const std::vector<int64_t> &expected, FloatArray &out) {
   py::array array = py::array::ensure(object);
-  if (!array)
+  if (!array) {
+    PyErr_Clear();
     return failure(name, " is not an array");
+  }
   char kind = array.dtype().kind();
   if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b')
     return failure(name, " holds ", py::str(array.dtype()).cast<std::string>(),
@@ -249,7 +290,7 @@ Status floatArray(py::handle object, const char *name,
   if (shapeOf(array) != expected)
     return failure(name, " is ", shapeText(shapeOf(array)), "; the plan takes ",
                    shapeText(expected));
-  out = FloatArray::ensure(array);
+  out = converted<float>(array);
   if (!out)
     return failure(name, " cannot be converted to float32");
   return Status::success();
@@ -406,17 +447,21 @@ public:
         present[i] = true;
       }
     }
-    agreeOrRaise(local);
-
     session::TrainBatch batch;
-    batch.inputIds = ids.data();
-    batch.shape = expected;
-    batch.labels = hasLabels ? labelIds.data() : nullptr;
-    const float **slots[4] = {&batch.completionMask, &batch.advantages,
-                              &batch.oldLogprobs, &batch.refLogprobs};
-    for (int i = 0; i < 4; ++i)
-      if (present[i])
-        *slots[i] = arrays[i].data();
+    if (local.ok()) {
+      batch.inputIds = ids.data();
+      batch.shape = expected;
+      batch.labels = hasLabels ? labelIds.data() : nullptr;
+      const float **slots[4] = {&batch.completionMask, &batch.advantages,
+                                &batch.oldLogprobs, &batch.refLogprobs};
+      for (int i = 0; i < 4; ++i)
+        if (present[i])
+          *slots[i] = arrays[i].data();
+      // Labels the step cannot read, ids outside the vocabulary: refused on
+      // every rank before any of them starts the step.
+      local = open.checkTrainBatch(batch);
+    }
+    agreeOrRaise(local);
     double stepLoss = 0;
     Status status = Status::success();
     {
@@ -730,7 +775,7 @@ PYBIND11_MODULE(zplan, module) {
                 {maxNewTokens, eos, temperature, topK, topP, seed}, gather);
           },
           py::arg("prompts"), py::arg("prompt_lengths") = py::none(),
-          py::arg("max_new_tokens") = 16, py::arg("eos") = py::none(),
+          py::arg("max_new_tokens") = py::none(), py::arg("eos") = py::none(),
           py::arg("temperature") = 0.0, py::arg("top_k") = 0,
           py::arg("top_p") = 1.0, py::arg("seed") = 0,
           py::arg("gather") = false,

@@ -36,8 +36,9 @@ struct GenerateOptions {
   /// --prompt-lengths FILE.npy: int64 (or int32) [B]; empty: every row is
   /// Pmax tokens long.
   std::string promptLengthsPath;
-  /// --max-new-tokens M: tokens generated per row, at most.
-  uint64_t maxNewTokens = 16;
+  /// --max-new-tokens M: tokens generated per row, at most; 0 (not given):
+  /// generate::defaultMaxNewTokens() of the plan, 16 where it has room.
+  uint64_t maxNewTokens = 0;
   /// --eos ID: a row stops after generating it.
   std::optional<int64_t> eos;
   /// --temperature, --top-k, --top-p, --seed.

@@ -7,11 +7,20 @@
 using namespace zplan;
 using namespace zplan::generate;
 
+uint64_t zplan::generate::defaultMaxNewTokens(const GenerationShape &shape) {
+  uint64_t room = shape.maxSequenceLength > shape.promptLength
+                      ? shape.maxSequenceLength - shape.promptLength
+                      : 1;
+  return std::min<uint64_t>(16, room);
+}
+
 Status GenerationState::create(const GenerationShape &shape,
                                GenerationRequest request,
                                const std::string &promptFile,
                                const std::string &lengthsFile,
                                GenerationState &out) {
+  if (request.maxNewTokens == 0)
+    request.maxNewTokens = defaultMaxNewTokens(shape);
   uint64_t columns = request.promptColumns;
   if (columns == 0 || request.prompts.size() % columns != 0)
     return failure("prompt file ", inQuotes(promptFile),

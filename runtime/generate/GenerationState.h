@@ -47,6 +47,11 @@ struct GenerationShape {
   uint64_t vocabulary = 1;
 };
 
+/// The tokens per row generated when the caller names no maximum: 16, or
+/// what the plan leaves room for after its longest prompt (L - P) when that
+/// is less.
+uint64_t defaultMaxNewTokens(const GenerationShape &shape);
+
 /// The user's request, as read from the files and flags.
 struct GenerationRequest {
   /// [B, Pmax] ids, row-major.
@@ -54,6 +59,7 @@ struct GenerationRequest {
   uint64_t promptColumns = 0;
   /// [B]; empty: every row is promptColumns long.
   std::vector<int64_t> promptLengths;
+  /// M; 0: defaultMaxNewTokens(shape).
   uint64_t maxNewTokens = 1;
   std::optional<int64_t> eos;
   /// The global index of row 0 (rank * B on rank `rank`): messages name

@@ -42,9 +42,8 @@ Status
 Session::State::startGeneration(const GenerateRequest &request,
                                 generate::GenerationState &generation) const {
   ZR_RETURN_IF_ERROR(generateProblem);
-  if (request.rows.maxNewTokens == 0)
-    return failure("a generation makes at least 1 new token per row "
-                   "(max_new_tokens 0)");
+  // maxNewTokens 0 is the plan's default (generate::defaultMaxNewTokens):
+  // the parsers refuse an explicit 0.
   return generate::GenerationState::create(
       shape, request.rows,
       request.promptSource.empty() ? "the prompts" : request.promptSource,

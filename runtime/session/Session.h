@@ -291,6 +291,11 @@ public:
   /// The vocabulary size when the plan says it (the logits of an infer or
   /// prefill program), else 0.
   uint64_t vocabulary() const;
+  /// What trainStep() checks before it runs anything, on this rank alone:
+  /// the shapes, labels only where the step takes them, ids (and labels but
+  /// -100) inside the vocabulary, the RL inputs the loss takes. A caller
+  /// that agrees across ranks first (the Python module) calls it before.
+  Status checkTrainBatch(const TrainBatch &batch) const;
 
   /// One micro-step on `batch`; after every K-th, the optimizer step.
   /// `loss`: the micro-step's loss over every rank's micro-batch: the mean

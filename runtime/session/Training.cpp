@@ -13,6 +13,7 @@
 #include "runtime/plan/ProgramContracts.h"
 #include "runtime/session/SessionState.h"
 #include "runtime/support/ShapeText.h"
+#include "runtime/train/RowData.h"
 
 #include <algorithm>
 #include <cmath>
@@ -41,15 +42,24 @@ std::vector<int64_t> Session::trainInputShape() const {
 
 bool Session::trainTakesLabels() const { return state->labels != nullptr; }
 
-uint64_t Session::vocabulary() const {
+/// The vocabulary size when `plan` says it (the logits of an infer or
+/// prefill program), else 0.
+static uint64_t vocabularyOf(const plan::Plan &plan) {
   for (plan::ProgramKind kind :
        {plan::PROGRAM_KIND_INFER, plan::PROGRAM_KIND_PREFILL})
-    if (const plan::Program *program = plan::findProgram(state->plan, kind))
+    if (const plan::Program *program = plan::findProgram(plan, kind))
       if (const plan::Binding *logits =
               plan::findBinding(program->outputs(), plan::BINDING_ROLE_LOGITS))
         return static_cast<uint64_t>(
-            plan::bufferOf(state->plan, logits->buffer()).shape().rbegin()[0]);
+            plan::bufferOf(plan, logits->buffer()).shape().rbegin()[0]);
   return 0;
+}
+
+uint64_t Session::vocabulary() const { return vocabularyOf(state->plan); }
+
+Status Session::checkTrainBatch(const TrainBatch &batch) const {
+  ZR_RETURN_IF_ERROR(state->trainProblem);
+  return state->checkBatch(batch);
 }
 
 std::vector<std::string> Session::trainRlInputs() const {
@@ -84,6 +94,32 @@ Status Session::State::checkBatch(const TrainBatch &batch) const {
     return failure("the micro-batch is ", shapeText(batch.shape), "; program ",
                    inQuotes(step->name()), " takes input_ids ", shapeText(ids),
                    " int64");
+  // Labels the step cannot read would be ignored: the loss would be the
+  // ids' whatever they say.
+  if (batch.labels && !labels)
+    return failure("labels were given, but program ", inQuotes(step->name()),
+                   " takes none: its loss reads input_ids shifted (compile "
+                   "with zcc --input-shape labels=",
+                   ids[0], "x", ids[1], " to train on labels)");
+  // Ids outside the vocabulary would stop the embedding kernel on one rank
+  // mid-step; refused here, before any rank starts it.
+  if (uint64_t vocabulary = vocabularyOf(plan)) {
+    int64_t count = ids[0] * ids[1];
+    for (int64_t i = 0; i < count; ++i)
+      if (batch.inputIds[i] < 0 ||
+          static_cast<uint64_t>(batch.inputIds[i]) >= vocabulary)
+        return failure("input_ids[", i / ids[1], ", ", i % ids[1],
+                       "] = ", batch.inputIds[i],
+                       " is outside the vocabulary [0, ", vocabulary, ")");
+    for (int64_t i = 0; batch.labels && i < count; ++i)
+      if (batch.labels[i] != train::kIgnoredLabel &&
+          (batch.labels[i] < 0 ||
+           static_cast<uint64_t>(batch.labels[i]) >= vocabulary))
+        return failure("labels[", i / ids[1], ", ", i % ids[1],
+                       "] = ", batch.labels[i],
+                       " is outside the vocabulary [0, ", vocabulary,
+                       ") and is not ", train::kIgnoredLabel, " (ignored)");
+  }
   const std::pair<const plan::Binding *, const float *> rl[] = {
       {completionMask, batch.completionMask},
       {advantages, batch.advantages},

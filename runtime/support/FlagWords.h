@@ -13,6 +13,7 @@
 
 #include "runtime/support/Status.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -99,7 +100,10 @@ inline Status parseFlagNumber(const std::string &flag, const std::string &text,
   char *end = nullptr;
   errno = 0;
   double value = std::strtod(text.c_str(), &end);
-  bool inRange = std::isfinite(value) &&
+  // strtod skips leading white space; a value is the number alone.
+  bool spaced =
+      !text.empty() && std::isspace(static_cast<unsigned char>(text[0]));
+  bool inRange = !spaced && std::isfinite(value) &&
                  (range.lowOpen ? value > range.low : value >= range.low) &&
                  (range.highOpen ? value < range.high : value <= range.high);
   if (text.empty() || *end != '\0' || errno != 0 || !inRange) {
@@ -123,8 +127,9 @@ inline Status parseFlagInteger(const std::string &flag, const std::string &text,
   char *end = nullptr;
   errno = 0;
   unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  if (text.empty() || text[0] == '-' || text[0] == '+' || *end != '\0' ||
-      errno != 0 || value < low || value > high)
+  // strtoull skips leading white space and takes a sign: digits only.
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) ||
+      *end != '\0' || errno != 0 || value < low || value > high)
     return failure(flag, " takes an integer from ", low, " to ", high, ", got ",
                    inQuotes(text));
   out = value;

@@ -4,6 +4,7 @@
 #include "runtime/tooling/Arguments.h"
 #include "runtime/support/FlagWords.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -75,7 +76,11 @@ Status parseCount(const std::string &flag, const std::string &text, int64_t low,
   char *end = nullptr;
   errno = 0;
   long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || value < low || value > high)
+  // strtoll skips leading white space: a sign or digit first.
+  bool leading =
+      !text.empty() &&
+      (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-');
+  if (!leading || *end != '\0' || errno != 0 || value < low || value > high)
     return failure(flag, " takes an integer from ", low, " to ", high, ", got ",
                    inQuotes(text));
   out = value;

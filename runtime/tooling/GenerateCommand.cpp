@@ -191,8 +191,9 @@ int zplan::tooling::generateTokens(const Arguments &arguments,
   session::GenerateObserver observer;
   // Rank 0's progress line follows its own rows.
   observer.started = [&] {
+    uint64_t width = generation.request.rows.maxNewTokens;
     progress = std::make_unique<generate::GenerateProgress>(
-        generation.request.rows.maxNewTokens, shape.batch,
+        width ? width : generate::defaultMaxNewTokens(shape), shape.batch,
         train::steadyClock());
   };
   observer.stepDone = [&](uint64_t step, uint64_t tokens, uint64_t active) {

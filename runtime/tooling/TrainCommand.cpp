@@ -118,6 +118,9 @@ Status checkGradientInputs(const Arguments &arguments,
 /// stream or rows) and the batches drawn from it, the loss log, the
 /// generation it makes.
 struct TrainRun {
+  /// --resume: the optimizer and schedule flags that differ from the
+  /// checkpoint's run (TrainOptions::changedOnResume), said on rank 0.
+  std::vector<std::string> resumeChanges;
   /// --data is rows (a 2-D .npy: RowData, RowSampler), not a token stream
   /// (TokenData, BatchSampler).
   bool rows = false;
@@ -264,6 +267,7 @@ Status resume(const train::TrainOptions &options, session::Session &session,
   ZR_RETURN_IF_ERROR(session.load(options.resumeFrom, loaded));
   ZR_RETURN_IF_ERROR(options.checkResume(loaded, run.dataExtent()));
   run.firstStep = loaded.step;
+  run.resumeChanges = options.changedOnResume(loaded);
   return Status::success();
 }
 
@@ -356,13 +360,13 @@ int zplan::tooling::trainPlan(const Arguments &arguments,
       !agree(communicator, resume(options, *session, run)))
     return 1;
   bool rankZero = communicator.rank() == 0;
-  if (rankZero && !options.lossLogPath.empty()) {
-    // Written afresh by each run, line by line as it goes: a resumed run's
-    // log holds the steps it trained (numbered from the checkpoint's).
-    run.lossLog.open(options.lossLogPath, std::ios::trunc);
-    if (!run.lossLog)
-      abortRun(communicator, failure("cannot write --loss-log ",
-                                     inQuotes(options.lossLogPath)));
+  if (rankZero && !run.resumeChanges.empty()) {
+    std::cout << "zrun: resuming at step " << run.firstStep
+              << " with changed settings:";
+    for (const std::string &change : run.resumeChanges)
+      std::cout << " " << change << ";";
+    std::cout << " every other setting is the checkpoint's run's\n"
+              << std::flush;
   }
 
   train::Progress progress(run.firstStep, options.steps, train::steadyClock());
@@ -393,10 +397,21 @@ int zplan::tooling::trainPlan(const Arguments &arguments,
           if (window.step % options.logEvery == 0 ||
               window.step == options.steps)
             std::cout << "zrun: " << line << "\n" << std::flush;
-          if (run.lossLog.is_open())
+          if (!options.lossLogPath.empty()) {
+            // Written afresh by each run, line by line as it goes, from its
+            // first optimizer step (a run that fails before it leaves no
+            // empty log): a resumed run's log holds the steps it trained
+            // (numbered from the checkpoint's).
+            if (!run.lossLog.is_open()) {
+              run.lossLog.open(options.lossLogPath, std::ios::trunc);
+              if (!run.lossLog)
+                abortRun(communicator, failure("cannot write --loss-log ",
+                                               inQuotes(options.lossLogPath)));
+            }
             run.lossLog << train::lossLogLine(window.step, window.loss,
                                               window.lr)
                         << std::flush;
+          }
         }
       }
       // S counts micro-steps over the run (docs/one-plan.md): after one that

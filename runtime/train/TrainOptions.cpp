@@ -158,6 +158,21 @@ Status TrainOptions::checkResume(const LoadedCheckpoint &loaded,
   return Status::success();
 }
 
+std::vector<std::string>
+TrainOptions::changedOnResume(const LoadedCheckpoint &loaded) const {
+  std::vector<std::string> changed;
+  for (const auto &[key, value] : checkpointValues(DataExtent())) {
+    if (key == "seed" || key == "grad-accum" || key.rfind("data-", 0) == 0 ||
+        key == "shuffle")
+      continue; // checkResume's: they must match.
+    const std::string *saved = valueNamed(loaded.values, key);
+    if (saved && *saved != value)
+      changed.push_back("--" + key + " " + value +
+                        " (the checkpoint's run: " + *saved + ")");
+  }
+  return changed;
+}
+
 Status zplan::train::parseTrainOptions(const std::vector<std::string> &words,
                                        TrainOptions &options) {
   constexpr uint64_t kMaxCount = 1000000000000ull;

@@ -83,6 +83,13 @@ struct TrainOptions {
   /// resuming would not continue it; or when it is already at or past
   /// --steps. Other flags (lr, schedule) may change on resume.
   Status checkResume(const LoadedCheckpoint &loaded, DataExtent data) const;
+  /// The optimizer and schedule flags (--lr, --warmup, --lr-schedule,
+  /// --min-lr, --weight-decay, --beta1, --beta2, --eps) whose values differ
+  /// from those of the run that saved `loaded`, each as "--lr 0.001 (the
+  /// checkpoint's run: 0.0003)": a resume may change them (a new phase of
+  /// training), but says so.
+  std::vector<std::string>
+  changedOnResume(const LoadedCheckpoint &loaded) const;
 };
 
 /// `zrun PLAN train --help`'s lines.

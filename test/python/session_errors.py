@@ -35,6 +35,7 @@ def main():
     expect_error("not a session option", lambda: zplan.Session(train_plan, data="x.bin"))
     expect_error("rows' options", lambda: zplan.Session(train_plan, shuffle=True))
     expect_error("threads", lambda: zplan.Session(train_plan, threads=0))
+    expect_error("steps without cosine", lambda: zplan.Session(train_plan, steps=10))
     expect_error("backend", lambda: zplan.Session(train_plan, backend="gpu"))
 
     session = zplan.Session(train_plan, lr=1e-3)
@@ -44,9 +45,24 @@ def main():
     expect_error("one rank wrong", lambda: session.train_step(
         good if rank == 0 else np.zeros((2, 8), dtype=np.int64)))
     expect_error("no generation", lambda: session.generate(good))
+    # Every dtype and layout numpy hands over converts or raises (a uint64
+    # array used to crash the module).
+    expect_error("uint64 beyond int64", lambda: session.train_step(
+        np.full((2, 16), 2**63 + 5, dtype=np.uint64)))
+    expect_error("bool ids", lambda: session.train_step(good.astype(bool)))
+    expect_error("0-d ids", lambda: session.train_step(np.int64(3)))
+    expect_error("labels the plan ignores", lambda: session.train_step(good, good))
+    expect_error("out of vocabulary", lambda: session.train_step(good + 240))
+    expect_error("one rank negative", lambda: session.train_step(
+        good if rank == 0 else good - 1))
     assert session.loss is None
     loss = session.train_step(good.astype(np.int32))
     assert np.isfinite(loss) and session.loss == loss, loss
+    readonly = good.copy()
+    readonly.setflags(write=False)
+    for ids in (good.astype(np.uint64), good.astype(np.uint8), good.astype(">i8"),
+                np.arange(64).reshape(2, 32)[:, ::2], np.asfortranarray(good), readonly):
+        assert np.isfinite(session.train_step(ids)), ids.dtype
 
     generator = zplan.Session(generate_plan)
     prompts = np.full((3, 4), 5, dtype=np.int64)
@@ -58,6 +74,9 @@ def main():
     expect_error("bool option", lambda: generator.generate(prompts, temperature=True))
     expect_error("one rank's lengths", lambda: generator.generate(
         prompts, np.array([4, 4, 4 if rank == 0 else 9]), max_new_tokens=3))
+    # No max_new_tokens: as many as the plan leaves room for, 16 - 6 = 10
+    # (the default of 16 would not fit).
+    assert generator.generate(prompts).shape == (3, 10)
     tokens = generator.generate(prompts, max_new_tokens=np.int64(3), eos=np.int32(7),
                                 temperature=np.float32(0.5), top_k=4, seed=1)
     assert tokens.shape == (3, 3) and tokens.dtype == np.int64, (tokens.shape, tokens.dtype)

@@ -80,8 +80,10 @@ def main():
     if args.save_at and not args.save:
         parser.error("--save-at needs --save")
 
+    # zrun's --steps only sets a cosine schedule's length; the loop below
+    # takes the steps (Session refuses steps otherwise).
     session = zplan.Session(args.plan, check=args.check, lr=args.lr, warmup=args.warmup,
-                            steps=args.steps, grad_accum=args.grad_accum)
+                            grad_accum=args.grad_accum)
     rank, world = session.rank, session.world_size
     rows, row_tokens = session.train_input_shape
     tokens = np.fromfile(args.data, dtype=np.uint16)

@@ -8,6 +8,7 @@
 
 #include "runtime/generate/GenerateOptions.h"
 #include "runtime/generate/GenerateProgress.h"
+#include "runtime/generate/GenerationState.h"
 
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
@@ -49,7 +50,16 @@ TEST(GenerateOptions, DefaultsAreGreedySixteenTokensNoEos) {
   GenerateOptions options;
   ASSERT_TRUE(
       parseGenerateOptions({"--prompt", "p", "--output", "o"}, options).ok());
-  EXPECT_EQ(options.maxNewTokens, 16u);
+  // Not given: the plan's default, 16 where the plan has room for them.
+  EXPECT_EQ(options.maxNewTokens, 0u);
+  GenerationShape roomy;
+  roomy.promptLength = 8;
+  roomy.maxSequenceLength = 64;
+  EXPECT_EQ(defaultMaxNewTokens(roomy), 16u);
+  GenerationShape tight = roomy;
+  tight.promptLength = 6;
+  tight.maxSequenceLength = 16;
+  EXPECT_EQ(defaultMaxNewTokens(tight), 10u);
   EXPECT_FALSE(options.eos.has_value());
   EXPECT_EQ(options.sampling.temperature, 0.0);
   EXPECT_EQ(options.sampling.topK, 0u);
@@ -67,6 +77,12 @@ TEST(GenerateOptions, RefusalsNameTheFlagAndValue) {
                        "--max-new-tokens takes an integer from 1 to "
                        "1000000000, got '0'"));
   EXPECT_TRUE(contains(with({"--eos", "-1"}), "--eos takes an integer from 0"));
+  // strtoull and strtod skip leading white space; a value may not.
+  EXPECT_TRUE(contains(with({"--max-new-tokens", " 4"}),
+                       "--max-new-tokens takes an integer from 1 to "
+                       "1000000000, got ' 4'"));
+  EXPECT_TRUE(contains(with({"--temperature", " 1"}),
+                       "--temperature takes a number in [0, 1e+06], got ' 1'"));
   EXPECT_TRUE(contains(with({"--temperature", "-0.5"}),
                        "--temperature takes a number in [0, 1e+06], got "
                        "'-0.5'"));
