@@ -5,11 +5,18 @@ against fp32 in the same run, on CPU ranks and in zcc's H200 simulation.
 What `--param-dtype bf16` does (FSDP2's names): the shards stay f32 master
 weights (optimizer state and checkpoints f32); each rank rounds its shard to
 bf16 as it all-gathers, so a gather moves half the bytes and a gathered copy
-takes half the memory; every op that reads a parameter reads an f32 cast of
-the bf16 copy made right before it (the cast lives only across that op).
-Compute stays f32: f32 GEMMs, f32 activations. `--reduce-dtype bf16` rounds
-gradients to bf16 for the reduce-scatter (and the persistent parameters'
-all-reduce) and accumulates in f32.
+takes half the memory. With it comes `--compute-dtype bf16` (the default
+under --param-dtype bf16): every matmul that computes from a parameter
+multiplies bf16 operands (the bf16 copy itself, and a bf16 copy of its
+activation or gradient operand, which is also what the backward keeps)
+accumulating in f32; everything else is f32. `--compute-dtype fp32` (config
+bf16-f32mm) reads each parameter through an f32 cast instead: f32 GEMMs, f32
+activations. `--reduce-dtype bf16` rounds gradients to bf16 for the
+reduce-scatter (and the persistent parameters' all-reduce) and accumulates
+in f32. On this CPU a bf16 matmul widens its operands and runs the f32 SGEMM
+(Debian's OpenBLAS has no sbgemm); in the H200 simulation it runs at the
+bf16 tensor-core rate and an f32 one at the FP32 CUDA-core rate (the runtime
+does not use TF32).
 
 Parts (each prints ratios against fp32 measured in the same run):
 
@@ -65,6 +72,7 @@ PARTS = ["counts", "memory", "time", "h200"]
 PRECISIONS = [
     ("fp32", []),
     ("bf16", ["--param-dtype=bf16"]),
+    ("bf16-f32mm", ["--param-dtype=bf16", "--compute-dtype=fp32"]),
     ("bf16+rbf16", ["--param-dtype=bf16", "--reduce-dtype=bf16"]),
 ]
 THRESHOLDS = [("0", ["--persistence-threshold=0"]), ("default", [])]
@@ -396,6 +404,7 @@ TIME_CONFIGS = [
     # (name, kind, zcc flags / FSDP2 worker)
     ("zplan fp32", "zrun", []),
     ("zplan bf16", "zrun", ["--param-dtype=bf16"]),
+    ("zplan bf16-f32mm", "zrun", ["--param-dtype=bf16", "--compute-dtype=fp32"]),
     ("zplan bf16+rbf16", "zrun", ["--param-dtype=bf16", "--reduce-dtype=bf16"]),
     ("FSDP2 fp32", "fsdp2", "fsdp2-fp32"),
     ("FSDP2 bf16", "fsdp2", "fsdp2-bf16"),
@@ -476,7 +485,8 @@ def print_time(results):
                          zip(rows[a]["rounds"], rows[b]["rounds"])]
             return (f"  {a} / {b}: {rows[a]['step'] / rows[b]['step']:.3f} "
                     f"(per round {', '.join(f'{x:.3f}' for x in per_round)})")
-        for a, b in (("zplan bf16", "zplan fp32"), ("zplan bf16+rbf16", "zplan fp32"),
+        for a, b in (("zplan bf16", "zplan fp32"), ("zplan bf16-f32mm", "zplan fp32"),
+                     ("zplan bf16+rbf16", "zplan fp32"),
                      ("FSDP2 bf16", "FSDP2 fp32"), ("zplan bf16", "FSDP2 bf16"),
                      ("zplan fp32", "FSDP2 fp32")):
             print(pair(a, b))
@@ -496,8 +506,9 @@ def print_time(results):
           f"zplan: AG/RS MiB = zrun --stats per micro-step (K = 1); FSDP2: counted "
           f"collectives of one step after warm-up (a gather's output, a "
           f"reduce-scatter's input). vs fp32: max |rel diff| of the first 5 losses "
-          f"against the same system's fp32 run. zplan bf16 computes in f32 (bf16 only "
-          f"in its gathered copies, and its reduced gradients with rbf16); FSDP2 bf16 "
+          f"against the same system's fp32 run. zplan bf16 multiplies bf16 operands "
+          f"in its matmuls (widened to an f32 SGEMM on this CPU) and computes the rest "
+          f"in f32; bf16-f32mm computes in f32 from the bf16 weights; FSDP2 bf16 "
           f"computes in bf16 (CPU bf16 GEMMs, bf16 activations and logits; loss from "
           f"bf16 logits): different numerics.")
     print(flush=True)
@@ -568,6 +579,8 @@ def print_h200(rows):
                      r["precision"] == "fp32")
             b = next(r for r in rows if r["model"] == model and r["world"] == world and
                      r["precision"] == "bf16")
+            m = next(r for r in rows if r["model"] == model and r["world"] == world and
+                     r["precision"] == "bf16-f32mm")
             t = lambda r, p: r["micro"][p]["simulated"]  # noqa: E731
             e = lambda r, p: r["micro"][p]["exposed"]  # noqa: E731
             print(f"  {model} N={world}: bf16/fp32 default {ratio(t(b, 'default'), t(f, 'default'))}"
@@ -575,7 +588,9 @@ def print_h200(rows):
                   f"{ratio(t(b, 'jit'), t(f, 'jit'))} (exposed "
                   f"{ratio(e(b, 'jit'), e(f, 'jit'))}); bf16-default / fp32-jit "
                   f"{ratio(t(b, 'default'), t(f, 'jit'))}; bf16-jit / fp32-default "
-                  f"{ratio(t(b, 'jit'), t(f, 'default'))}")
+                  f"{ratio(t(b, 'jit'), t(f, 'default'))}; bf16-f32mm/fp32 default "
+                  f"{ratio(t(m, 'default'), t(f, 'default'))}, jit "
+                  f"{ratio(t(m, 'jit'), t(f, 'jit'))}")
     for row in rows:
         if row["precision"] == "bf16":
             print(f"  {row['model']} N={row['world']} bf16: " + "; ".join(
