@@ -41,6 +41,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -700,6 +701,10 @@ PYBIND11_MODULE(zplan, module) {
       !status.ok())
     throw std::runtime_error("cannot start MPI: " + status.message());
   world = std::move(communicator);
+  // zrun's default deadline: a rank that stops, hangs, or leaves a call the
+  // others are in (an exception caught on one rank, an early exit) ends the
+  // job instead of hanging it.
+  theWorld().setCollectiveTimeout(300, "zplan");
   py::module_::import("atexit").attr("register")(
       py::cpp_function(&finalizeWorld));
   abortOnUncaughtExceptions();
@@ -708,6 +713,20 @@ PYBIND11_MODULE(zplan, module) {
   module.def(
       "world_size", [] { return theWorld().size(); },
       "The number of ranks mpirun launched.");
+  module.def(
+      "set_collective_timeout",
+      [](double seconds) {
+        if (!(seconds >= 0) || std::isinf(seconds))
+          throw std::runtime_error(
+              "set_collective_timeout takes seconds >= 0 (0: never), got " +
+              py::repr(py::float_(seconds)).cast<std::string>());
+        theWorld().setCollectiveTimeout(seconds, "zplan");
+      },
+      py::arg("seconds"),
+      "The deadline of every collective from now on (zrun "
+      "--collective-timeout; default 300 s, 0: never): past it the job "
+      "ends, every rank non-zero, with one line naming the collective and "
+      "the ranks that did not arrive.");
   module.def("gather_rows", &gatherRows, py::arg("array"),
              "Every rank's array (the same shape on every rank) stacked "
              "along the first axis in rank order: [world_size * rows, ...]. "

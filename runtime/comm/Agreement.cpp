@@ -13,7 +13,13 @@ Status comm::shareFailures(Communicator &communicator, bool failed,
   // communicator reduces.
   std::vector<float> failedRanks(size, 0.0f);
   failedRanks[communicator.rank()] = failed ? 1.0f : 0.0f;
-  ZR_RETURN_IF_ERROR(communicator.allReduce(failedRanks.data(), size));
+  {
+    CollectiveContext named(communicator,
+                            "the ranks' agreement on whether a step or call "
+                            "succeeded (a rank that left the call, or made "
+                            "another, never arrives)");
+    ZR_RETURN_IF_ERROR(communicator.allReduce(failedRanks.data(), size));
+  }
   failures = Failures();
   for (int rank = 0; rank < size; ++rank)
     if (failedRanks[rank] != 0.0f) {

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace zplan::comm {
@@ -78,6 +79,37 @@ public:
   /// the way out when a rank fails while the others may be blocked in a
   /// collective.
   [[noreturn]] virtual void abort(int code) = 0;
+
+  /// The deadline of every collective from now on, in seconds (0: none).
+  /// A collective that has not completed when it passes ends the job: this
+  /// rank prints one line, "`tool`: error: ...", naming the collective (its
+  /// context below), the ranks that had not arrived and how long it
+  /// waited, and aborts every rank. A communicator without a watchdog
+  /// ignores it.
+  virtual void setCollectiveTimeout(double seconds, std::string tool) {
+    (void)seconds;
+    (void)tool;
+  }
+  /// What the collectives issued from now on are for, for that message
+  /// ("program 'train_micro_step' instruction #12 'all_gather' (group 3)");
+  /// empty: the collective's own name alone.
+  virtual void setCollectiveContext(std::string context) { (void)context; }
+};
+
+/// Names the collectives issued during its lifetime for the watchdog's
+/// line (Communicator::setCollectiveContext), and clears the name after.
+class CollectiveContext {
+public:
+  CollectiveContext(Communicator &communicator, std::string text)
+      : communicator(communicator) {
+    communicator.setCollectiveContext(std::move(text));
+  }
+  ~CollectiveContext() { communicator.setCollectiveContext(""); }
+  CollectiveContext(const CollectiveContext &) = delete;
+  CollectiveContext &operator=(const CollectiveContext &) = delete;
+
+private:
+  Communicator &communicator;
 };
 
 } // namespace zplan::comm

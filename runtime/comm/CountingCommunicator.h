@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <utility>
 
 namespace zplan::comm {
 
@@ -56,6 +57,12 @@ public:
   [[noreturn]] void abort(int code) override {
     inner.abort(code);
     std::_Exit(code); // abort() does not return; say so to the compiler.
+  }
+  void setCollectiveTimeout(double seconds, std::string tool) override {
+    inner.setCollectiveTimeout(seconds, std::move(tool));
+  }
+  void setCollectiveContext(std::string context) override {
+    inner.setCollectiveContext(std::move(context));
   }
 
 private:

@@ -66,7 +66,7 @@ Status mpiFailure(const char *statement, const char *file, int line, int code) {
 Status MpiCommunicator::create(int *argc, char ***argv,
                                std::unique_ptr<MpiCommunicator> &out) {
   int provided = MPI_THREAD_SINGLE;
-  ZR_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+  ZR_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   // From here on a failed call returns its code instead of aborting with
   // MPI's own message, so that every error reads the same.
   ZR_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
@@ -80,11 +80,77 @@ Status MpiCommunicator::create(int *argc, char ***argv,
   int rank = 0, size = 0;
   ZR_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   ZR_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
-  out.reset(new MpiCommunicator(rank, size));
+  out.reset(new MpiCommunicator(rank, size, provided >= MPI_THREAD_MULTIPLE));
+  ZR_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &out->notices));
+  ZR_MPI_CHECK(MPI_Comm_set_errhandler(out->notices, MPI_ERRORS_RETURN));
   return Status::success();
 }
 
+MpiCommunicator::MpiCommunicator(int rank, int size, bool threadMultiple)
+    : rankIndex(rank), rankCount(size), threadMultiple(threadMultiple),
+      waiting(static_cast<size_t>(size), 0) {
+  Watchdog::Hooks hooks;
+  // Announcing needs a second thread in MPI while the first is blocked.
+  if (threadMultiple) {
+    hooks.announce = [this](uint64_t sequence) { announce(sequence); };
+    hooks.arrived = [this](uint64_t sequence) { return arrived(sequence); };
+  }
+  hooks.abortAll = [this] {
+    if (this->threadMultiple)
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    // MPI_Abort from a second thread needs MPI_THREAD_MULTIPLE; without
+    // it, exiting is enough: mpirun ends the job when a rank exits non-zero.
+    std::_Exit(1);
+  };
+  watchdog = std::make_unique<Watchdog>(rank, size, std::move(hooks));
+}
+
+void MpiCommunicator::announce(uint64_t sequence) {
+  announced.push_back(sequence);
+  for (int r = 0; r < rankCount; ++r) {
+    if (r == rankIndex)
+      continue;
+    MPI_Request request;
+    if (MPI_Isend(&announced.back(), 1, MPI_UINT64_T, r, /*tag=*/1, notices,
+                  &request) == MPI_SUCCESS)
+      MPI_Request_free(&request);
+  }
+}
+
+std::vector<int> MpiCommunicator::arrived(uint64_t sequence) {
+  // Every announcement sent so far: a rank that announced collective
+  // `sequence` (or a later one) has reached it.
+  for (;;) {
+    int pending = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, 1, notices, &pending, &status) !=
+            MPI_SUCCESS ||
+        !pending)
+      break;
+    uint64_t value = 0;
+    if (MPI_Recv(&value, 1, MPI_UINT64_T, status.MPI_SOURCE, 1, notices,
+                 MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      break;
+    uint64_t &latest = waiting[static_cast<size_t>(status.MPI_SOURCE)];
+    latest = std::max(latest, value);
+  }
+  std::vector<int> ranks;
+  for (int r = 0; r < rankCount; ++r)
+    if (r != rankIndex && waiting[static_cast<size_t>(r)] >= sequence)
+      ranks.push_back(r);
+  return ranks;
+}
+
+void MpiCommunicator::setCollectiveTimeout(double seconds, std::string tool) {
+  watchdog->setTimeout(seconds, std::move(tool));
+}
+
+void MpiCommunicator::setCollectiveContext(std::string context) {
+  watchdog->setContext(std::move(context));
+}
+
 MpiCommunicator::~MpiCommunicator() {
+  watchdog.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized)
@@ -146,6 +212,9 @@ Status MpiCommunicator::allGather(const void *send, void *receive,
                                   uint64_t countPerRank, ElementType type) {
   // Nothing is computed: the elements move as bytes, whatever their type.
   uint64_t bytesPerRank = countPerRank * elementTypeInfo(type).bytes;
+  Watchdog::Scope scope(*watchdog, "all-gather of " +
+                                       std::to_string(bytesPerRank) +
+                                       " B per rank");
   const char *sendBytes = static_cast<const char *>(send);
   char *receiveBytes = static_cast<char *>(receive);
   // In place: MPI reads this rank's slice of `receive` itself.
@@ -189,6 +258,9 @@ Status MpiCommunicator::reduceScatter(const void *send, void *receive,
     return Status::error("[rank " + std::to_string(rankIndex) +
                          "] reduce-scatter of " + std::to_string(countPerRank) +
                          " elements per rank exceeds MPI's int count");
+  Watchdog::Scope scope(
+      *watchdog, "reduce-scatter of " + std::to_string(countPerRank) + " " +
+                     std::string(elementTypeInfo(type).name) + " per rank");
   ZR_MPI_CHECK(MPI_Reduce_scatter_block(send, receive,
                                         static_cast<int>(countPerRank),
                                         datatype, op, MPI_COMM_WORLD));
@@ -205,6 +277,9 @@ Status MpiCommunicator::allReduce(void *data, uint64_t count,
   uint64_t elementBytes = elementTypeInfo(type).bytes;
   uint64_t chunk = kChunkBytes / elementBytes;
   auto *bytes = static_cast<char *>(data);
+  Watchdog::Scope scope(*watchdog, "all-reduce of " + std::to_string(count) +
+                                       " " +
+                                       std::string(elementTypeInfo(type).name));
   for (uint64_t offset = 0; offset < count; offset += chunk) {
     int length = static_cast<int>(std::min(chunk, count - offset));
     ZR_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes + offset * elementBytes,
@@ -215,6 +290,8 @@ Status MpiCommunicator::allReduce(void *data, uint64_t count,
 
 Status MpiCommunicator::broadcast(void *data, uint64_t bytes, int root) {
   char *cursor = static_cast<char *>(data);
+  Watchdog::Scope scope(*watchdog, "broadcast of " + std::to_string(bytes) +
+                                       " B from rank " + std::to_string(root));
   for (uint64_t offset = 0; offset < bytes; offset += kChunkBytes) {
     int length = static_cast<int>(std::min(kChunkBytes, bytes - offset));
     ZR_MPI_CHECK(
@@ -224,6 +301,7 @@ Status MpiCommunicator::broadcast(void *data, uint64_t bytes, int root) {
 }
 
 Status MpiCommunicator::barrier() {
+  Watchdog::Scope scope(*watchdog, "barrier");
   ZR_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
   return Status::success();
 }
@@ -236,6 +314,7 @@ Status MpiCommunicator::gatherText(std::string_view text,
                          std::to_string(text.size()) +
                          " bytes of text are too many to gather");
   int length = static_cast<int>(text.size());
+  Watchdog::Scope scope(*watchdog, "gather of text");
   // Every rank learns every length, so that all of them agree on whether
   // the total fits one Gatherv before any enters it.
   std::vector<int> lengths(rankCount);

@@ -1,9 +1,13 @@
 //===- MpiCommunicator.h - Communicator over Open MPI ---------------------===//
 //
-// The CPU communicator: MPI_COMM_WORLD, one process per rank. MPI is
-// initialized with MPI_THREAD_SERIALIZED because the executor's comm thread,
-// not the main thread, issues the collectives of a run; the two never call
-// MPI at the same time (see Communicator.h). Errors are returned, not fatal
+// The CPU communicator: MPI_COMM_WORLD, one process per rank. The executor's
+// comm thread, not the main thread, issues the collectives of a run; the two
+// never call MPI at the same time (see Communicator.h). MPI is initialized
+// with MPI_THREAD_MULTIPLE where the library provides it, for the watchdog
+// (Watchdog.h), which announces a long wait to the other ranks while the
+// comm thread is blocked in the collective; with MPI_THREAD_SERIALIZED it
+// still ends a job past the deadline, without naming the missing ranks.
+// Errors are returned, not fatal
 // (MPI_ERRORS_RETURN): every call goes through ZR_MPI_CHECK, which turns a
 // failure into a Status naming the call, file:line and rank, so that zrun
 // prints one line and aborts every rank.
@@ -14,7 +18,11 @@
 #define ZPLAN_RUNTIME_COMM_MPICOMMUNICATOR_H
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/Watchdog.h"
 
+#include <mpi.h>
+
+#include <deque>
 #include <memory>
 
 namespace zplan::comm {
@@ -45,12 +53,26 @@ public:
                     std::vector<std::string> &all) override;
   /// MPI_Abort(MPI_COMM_WORLD, code).
   [[noreturn]] void abort(int code) override;
+  void setCollectiveTimeout(double seconds, std::string tool) override;
+  void setCollectiveContext(std::string context) override;
 
 private:
-  MpiCommunicator(int rank, int size) : rankIndex(rank), rankCount(size) {}
+  MpiCommunicator(int rank, int size, bool threadMultiple);
+  /// Point to point on `notices`: the watchdog's announcements.
+  void announce(uint64_t sequence);
+  std::vector<int> arrived(uint64_t sequence);
 
   int rankIndex;
   int rankCount;
+  bool threadMultiple;
+  /// MPI_COMM_WORLD duplicated, so that announcements never match a
+  /// collective's messages.
+  MPI_Comm notices = MPI_COMM_NULL;
+  /// Announced sequence numbers: each send's buffer lives until the end.
+  std::deque<uint64_t> announced;
+  /// The latest wait each rank announced.
+  std::vector<uint64_t> waiting;
+  std::unique_ptr<Watchdog> watchdog;
 };
 
 } // namespace zplan::comm

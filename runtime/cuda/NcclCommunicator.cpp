@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <optional>
+#include <utility>
 
 using namespace zplan;
 using namespace zplan::cuda;
@@ -88,6 +89,16 @@ public:
   Status gatherText(std::string_view text,
                     std::vector<std::string> &all) override {
     return host.gatherText(text, all);
+  }
+  // The host communicator's watchdog (comm/Watchdog.h) watches its own
+  // collectives (the agreements, barriers, broadcasts). The NCCL kernels
+  // are not watched yet: a rank that stops leaves the others in
+  // cudaStreamSynchronize (README, "Reliability": not built).
+  void setCollectiveTimeout(double seconds, std::string tool) override {
+    host.setCollectiveTimeout(seconds, std::move(tool));
+  }
+  void setCollectiveContext(std::string context) override {
+    host.setCollectiveContext(std::move(context));
   }
   [[noreturn]] void abort(int code) override {
     // Peers may be blocked inside an NCCL kernel that this rank will never

@@ -64,6 +64,15 @@ Status Executor::execute(uint32_t index) {
   return Status::success();
 }
 
+/// Names the collective `instruction` issues next, for the watchdog's line
+/// (comm/Watchdog.h): its program, index, opcode, location and group.
+void Executor::nameCollective(const plan::Instruction &instruction,
+                              uint32_t group) {
+  communicator.setCollectiveContext("program " + inQuotes(program.name()) +
+                                    " " + describeInstruction(instruction) +
+                                    " (group " + groupName(group) + ")");
+}
+
 Status Executor::executeAllGather(const plan::Instruction &instruction) {
   uint32_t group = instruction.group();
   const plan::Group &entry = plan.groups(group);
@@ -96,11 +105,13 @@ Status Executor::executeAllGather(const plan::Instruction &instruction) {
         reinterpret_cast<const float *>(shard), countPerRank));
     send = slice;
   }
-  if (Status status =
-          communicator.allGather(send, copy, countPerRank, gathered);
-      !status.ok())
+  nameCollective(instruction, group);
+  Status gatheredStatus =
+      communicator.allGather(send, copy, countPerRank, gathered);
+  communicator.setCollectiveContext("");
+  if (!gatheredStatus.ok())
     return failure(describeInstruction(instruction), " (group ",
-                   groupName(group), "): ", status.message());
+                   groupName(group), "): ", gatheredStatus.message());
   gatheredInRun.fetch_add(sliceBytes * plan.world_size(),
                           std::memory_order_relaxed);
   // This rank's slice is its shard, unless it was rounded on the way.
@@ -154,6 +165,7 @@ Executor::executeGradientReduction(const plan::Instruction &instruction) {
   const uint8_t *sum = staging;
   uint64_t count = padded;
   Status status = Status::success();
+  nameCollective(instruction, group);
   if (instruction.opcode() == plan::OPCODE_ALL_REDUCE) {
     status = communicator.allReduce(staging, padded, type);
   } else {
@@ -162,6 +174,7 @@ Executor::executeGradientReduction(const plan::Instruction &instruction) {
     status = communicator.reduceScatter(
         staging, staging + padded * elementBytes, count, type);
   }
+  communicator.setCollectiveContext("");
   if (!status.ok())
     return failure(describeInstruction(instruction), " (group ",
                    groupName(group), "): ", status.message());

@@ -108,6 +108,8 @@ Status Session::State::decodeAgain(const generate::GenerationState &generation,
   }
   int64_t running = static_cast<int64_t>(generation.activeRows());
   auto start = std::chrono::steady_clock::now();
+  comm::CollectiveContext named(communicator,
+                                "decode's count of the rows still running");
   ZR_RETURN_IF_ERROR(communicator.allReduce(&running, 1, ElementType::I64));
   result.agreementSeconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

@@ -260,6 +260,7 @@ Status Session::State::microStep(const TrainBatch &batch, double &loss) {
     loss = both[0] / std::max(both[1], 1.0);
   } else {
     float total = local;
+    comm::CollectiveContext named(s.communicator, "the micro-step's loss");
     ZR_RETURN_IF_ERROR(s.communicator.allReduce(&total, 1));
     loss = total / static_cast<double>(s.communicator.size());
   }

@@ -43,6 +43,9 @@ const char *const zplan::tooling::kUsage =
     "  --repeat K              run K times; print the last run's time\n"
     "  --stats                 print each rank's peak RSS and memory layout\n"
     "  --threads T             BLAS threads per rank (default 1)\n"
+    "  --collective-timeout S  end the job when a collective waits S seconds\n"
+    "                          (a stopped or hung rank; default 300, 0: "
+    "never)\n"
     "  --backend cpu|cuda|auto where programs run: one GPU per rank over\n"
     "                          NCCL, or the CPU over MPI (default auto: cuda\n"
     "                          when every rank has a GPU; also for train,\n"
@@ -124,6 +127,7 @@ constexpr Flag kFlags[] = {
     {"--trace", true, Run | Generate},
     {"--repeat", true, Run},
     {"--threads", true, Run | Train | Gradients | Generate},
+    {"--collective-timeout", true, Run | Train | Gradients | Generate},
     {"--check", false, Run | Train | Gradients | Generate},
     {"--backend", true, Run | Train | Gradients | Generate},
     {"--stats", false, Run | Train | Generate},
@@ -177,6 +181,10 @@ Status applyFlag(const std::string &flag, const std::string &value,
   else if (flag == "--repeat") {
     arguments.repeatGiven = true;
     return parseCount(flag, value, 1, 1000000, arguments.repeat);
+  } else if (flag == "--collective-timeout") {
+    return parseFlagNumber(
+        flag, value, {0, false, std::numeric_limits<double>::infinity(), true},
+        arguments.collectiveTimeout);
   } else if (flag == "--threads") {
     Status status = parseCount(flag, value, 1, 1024, number);
     arguments.threads = static_cast<int>(number);

@@ -44,6 +44,9 @@ struct Arguments {
   bool repeatGiven = false;
   bool stats = false;
   int threads = 1;
+  /// --collective-timeout: the deadline of every collective, in seconds
+  /// (comm/Watchdog.h); 0: none.
+  double collectiveTimeout = 300;
   bool help = false;
   /// `train`'s options (see kUsage).
   train::TrainOptions train;

@@ -62,6 +62,9 @@ int zplan::zrunMain(int argc, char **argv) {
     printError("cannot start MPI: " + status.message());
     return 1;
   }
+  // From the first collective on, the agreement on the arguments included:
+  // a rank that never arrives ends the job instead of hanging it.
+  communicator->setCollectiveTimeout(arguments.collectiveTimeout, "zrun");
   // Usage errors go through agree() too, so that N ranks print one line.
   int exitCode = 1;
   if (agree(*communicator, parsed)) {
