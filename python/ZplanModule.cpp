@@ -43,6 +43,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -79,6 +80,74 @@ void raiseIfFailed(const Status &status) {
 /// into the collectives of a call the others refused.
 void agreeOrRaise(const Status &local) {
   raiseIfFailed(comm::agreeOnStatus(local, theWorld()));
+}
+
+/// FNV-1a of `text`.
+uint64_t textHash(const std::string &text) {
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : text)
+    hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+
+/// Collective, first thing in every call that runs collectives: every rank
+/// made the same call with the arguments that must agree, which `call`
+/// spells ("generate(prompts [3, 4], max_new_tokens=8, temperature=0, ...)";
+/// not the data each rank holds: prompts and ids differ per rank). A rank
+/// that calls train_step while another calls generate, or asks for another
+/// temperature, would otherwise go on into collectives that never match:
+/// every rank raises RuntimeError naming each rank's call instead. One
+/// all-gather of a hash; the calls' texts only on a mismatch.
+void agreeOnCall(const std::string &call) {
+  comm::MpiCommunicator &world = theWorld();
+  int64_t mine = static_cast<int64_t>(textHash(call));
+  std::vector<int64_t> hashes(static_cast<size_t>(world.size()));
+  {
+    comm::CollectiveContext named(
+        world, "the ranks' agreement on the call " + call +
+                   " (a rank that left, or is in another call, never "
+                   "arrives)");
+    raiseIfFailed(world.allGather(&mine, hashes.data(), 1, ElementType::I64));
+  }
+  if (std::all_of(hashes.begin(), hashes.end(),
+                  [&](int64_t hash) { return hash == hashes[0]; }))
+    return;
+  std::vector<std::string> calls;
+  raiseIfFailed(world.gatherText(call, calls));
+  std::string message;
+  if (world.rank() == 0) {
+    message = "the ranks made different calls (every rank must make the "
+              "same call with the same settings):";
+    for (size_t r = 0; r < calls.size(); ++r)
+      message +=
+          (r ? "; rank " : " rank ") + std::to_string(r) + ": " + calls[r];
+  }
+  uint64_t length = message.size();
+  raiseIfFailed(world.broadcast(&length, sizeof(length), 0));
+  message.resize(length);
+  raiseIfFailed(world.broadcast(message.data(), length, 0));
+  throw std::runtime_error(message);
+}
+
+/// The text of an array argument for a call's signature: its shape and
+/// kind, or "None".
+std::string describeArgument(py::handle object) {
+  if (object.is_none())
+    return "None";
+  py::array array = py::array::ensure(object);
+  if (!array) {
+    PyErr_Clear();
+    return py::str(py::type::of(object)).cast<std::string>();
+  }
+  std::string text = "[";
+  for (py::ssize_t i = 0; i < array.ndim(); ++i)
+    text += (i ? ", " : "") + std::to_string(array.shape(i));
+  return text + "]";
+}
+
+/// repr(object), for a call's signature.
+std::string reprOf(py::handle object) {
+  return py::repr(object).cast<std::string>();
 }
 
 /// A failure while programs ran: the other ranks may be blocked in a
@@ -365,6 +434,42 @@ py::array gatherRows(py::handle object) {
 // zplan.Session
 //===----------------------------------------------------------------------===//
 
+/// Session(...)'s call for agreeOnCall: the plan by its bytes' hash (two
+/// ranks may read one plan at two paths), and every option, keywords
+/// sorted.
+std::string sessionCall(const std::string &planPath, bool check, int threads,
+                        const std::string &backend,
+                        const py::kwargs &trainOptions) {
+  std::string plan = "(unreadable)";
+  if (std::FILE *file = std::fopen(planPath.c_str(), "rb")) {
+    std::string bytes;
+    char buffer[1 << 16];
+    size_t read;
+    while ((read = std::fread(buffer, 1, sizeof buffer, file)) > 0)
+      bytes.append(buffer, read);
+    std::fclose(file);
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx",
+                  static_cast<unsigned long long>(textHash(bytes)));
+    plan = std::string("plan ") + hex;
+  }
+  std::map<std::string, std::string> options;
+  for (auto [key, value] : trainOptions) {
+    std::string text;
+    std::string name = py::str(key).cast<std::string>();
+    if (!flagValue(name, value, text).ok())
+      text = reprOf(value);
+    options[name] = text;
+  }
+  std::string call = "Session(" + plan +
+                     ", check=" + (check ? "True" : "False") +
+                     ", threads=" + std::to_string(threads) +
+                     ", backend=" + reprOf(py::str(backend));
+  for (const auto &[name, text] : options)
+    call += ", " + name + "=" + text;
+  return call + ")";
+}
+
 class PySession;
 /// The sessions still open, closed before MPI is finalized.
 std::set<PySession *> openSessions;
@@ -373,6 +478,7 @@ class PySession {
 public:
   PySession(const std::string &planPath, bool check, int threads,
             const std::string &backend, const py::kwargs &trainOptions) {
+    agreeOnCall(sessionCall(planPath, check, threads, backend, trainOptions));
     session::SessionOptions options;
     options.check = check;
     options.threads = threads;
@@ -403,6 +509,12 @@ public:
 
   double trainStep(py::handle inputIds, py::handle labels, const RlInputs &rl) {
     session::Session &open = get();
+    agreeOnCall("train_step(input_ids " + describeArgument(inputIds) +
+                ", labels " + describeArgument(labels) + ", completion_mask " +
+                describeArgument(rl.completionMask) + ", advantages " +
+                describeArgument(rl.advantages) + ", old_logprobs " +
+                describeArgument(rl.oldLogprobs) + ", ref_logprobs " +
+                describeArgument(rl.refLogprobs) + ")");
     Int64Array ids, labelIds;
     Status local = open.checkCanTrain();
     if (local.ok())
@@ -478,6 +590,9 @@ public:
   /// entropies), zero where `mask` is 0.
   py::object logprobs(py::handle inputIds, py::handle mask, bool entropy) {
     session::Session &open = get();
+    agreeOnCall("logprobs(input_ids " + describeArgument(inputIds) + ", mask " +
+                describeArgument(mask) +
+                ", entropy=" + (entropy ? "True" : "False") + ")");
     Int64Array ids;
     FloatArray maskArray;
     bool masked = !mask.is_none();
@@ -523,6 +638,23 @@ public:
   py::array generate(py::handle prompts, py::handle promptLengths,
                      const GenerateKeywords &keywords, bool gather) {
     session::Session &open = get();
+    // Each rank's request is its own (data parallel: its prompts, and how
+    // many tokens until which EOS, docs/generation.md section 8); the
+    // sampling settings and the shapes agree.
+    std::string call = "generate(prompts " + describeArgument(prompts) +
+                       ", prompt_lengths " + describeArgument(promptLengths);
+    const std::pair<const char *, const py::object *> settings[] = {
+        {"temperature", &keywords.temperature},
+        {"top_k", &keywords.topK},
+        {"top_p", &keywords.topP},
+        {"seed", &keywords.seed}};
+    for (auto [name, value] : settings) {
+      std::string text;
+      if (value->is_none() || !flagValue(name, *value, text).ok())
+        text = reprOf(*value);
+      call += std::string(", ") + name + "=" + text;
+    }
+    agreeOnCall(call + ", gather=" + (gather ? "True" : "False") + ")");
     session::GenerateRequest request;
     Int64Array promptIds, lengths;
     generate::GenerateOptions options;
@@ -579,6 +711,7 @@ public:
 
   std::string save(const std::string &root) {
     session::Session &open = get();
+    agreeOnCall("save(" + reprOf(py::str(root)) + ")");
     train::SaveResult result;
     Status status = Status::success();
     {
@@ -593,6 +726,7 @@ public:
 
   void load(const std::string &path) {
     session::Session &open = get();
+    agreeOnCall("load(" + reprOf(py::str(path)) + ")");
     Status status = Status::success();
     {
       py::gil_scoped_release unlocked;
