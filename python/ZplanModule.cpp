@@ -311,9 +311,11 @@ Status int64Array(py::handle object, const char *name, size_t dimensions,
   if (static_cast<size_t>(array.ndim()) != dimensions)
     return failure(name, " has ", array.ndim(), " dimensions, not ",
                    dimensions);
-  // uint64 converts by wrapping: refuse what int64 cannot hold. (By name:
-  // this pybind11's array::itemsize() reads 0 under numpy 2.)
-  std::string dtypeName = py::str(array.dtype()).cast<std::string>();
+  // uint64 converts by wrapping: refuse what int64 cannot hold. (By the
+  // dtype's name, which ignores byte order: this pybind11's
+  // array::itemsize() reads 0 under numpy 2.)
+  std::string dtypeName =
+      py::str(array.dtype().attr("name")).cast<std::string>();
   if (dtypeName == "uint64") {
     py::array_t<uint64_t, py::array::c_style> wide = converted<uint64_t>(array);
     if (!wide)
