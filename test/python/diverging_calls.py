@@ -17,16 +17,7 @@ import sys
 import numpy as np
 
 import zplan
-
-
-def expect_error(case, call):
-    try:
-        call()
-    except RuntimeError as error:
-        if zplan.rank() == 0:
-            print(f"{case}: {error}", flush=True)
-        return
-    sys.exit(f"{case}: no RuntimeError on rank {zplan.rank()}")
+from session_errors import expect_error  # beside this script
 
 
 def main():

@@ -333,10 +333,26 @@ def zrun_gradients(args, label, precision, world, ids_path, shape, out):
     return np.load(loss_path, allow_pickle=False), read_gradients(directory)
 
 
-def gradients(args, golden, shapes, out, worlds):
+def write_ids(golden, out):
+    """The golden's input_ids as OUT/input_ids.npy; returns the path and
+    the --input-shape text."""
     ids_path = out / "input_ids.npy"
     np.save(ids_path, golden["input_ids"])
-    shape = "x".join(str(d) for d in golden["input_ids"].shape)
+    return ids_path, "x".join(str(d) for d in golden["input_ids"].shape)
+
+
+def print_identical(label, runs, worlds):
+    """Whether N = worlds gave bitwise the same loss and gradients."""
+    first = runs[worlds[0]]
+    identical = all(np.array_equal(loss, first[0])
+                    and all(np.array_equal(g[n], first[1][n]) for n in first[1])
+                    for loss, g in runs.values())
+    print(f"ok {label} N={','.join(map(str, worlds))} "
+          f"identical-across-N={'yes' if identical else 'no'}")
+
+
+def gradients(args, golden, shapes, out, worlds):
+    ids_path, shape = write_ids(golden, out)
     runs = {}
     for world in worlds:
         label = f"{args.name} gradients bf16 N={world} persistence=0"
@@ -346,20 +362,13 @@ def gradients(args, golden, shapes, out, worlds):
         runs[world] = (loss, grads)
         print(f"ok {label} loss-rel-err {loss_error:.2e} worst {worst} at {ratio:.3f} of "
               f"the bound; unrounded weights' gradients at {unrounded:.1f}")
-    first = runs[worlds[0]]
-    identical = all(np.array_equal(loss, first[0])
-                    and all(np.array_equal(g[n], first[1][n]) for n in first[1])
-                    for loss, g in runs.values())
-    print(f"ok {args.name} gradients bf16 N={','.join(map(str, worlds))} "
-          f"identical-across-N={'yes' if identical else 'no'}")
+    print_identical(f"{args.name} gradients bf16", runs, worlds)
     return runs
 
 
 def compute_bf16_gradients(args, golden, shapes, out, worlds):
     """Step e: zcc --param-dtype bf16 alone (compute bf16 by default)."""
-    ids_path = out / "input_ids.npy"
-    np.save(ids_path, golden["input_ids"])
-    shape = "x".join(str(d) for d in golden["input_ids"].shape)
+    ids_path, shape = write_ids(golden, out)
     runs = {}
     for world in worlds:
         label = f"{args.name} gradients bf16 compute-bf16 N={world} persistence=0"
@@ -369,12 +378,7 @@ def compute_bf16_gradients(args, golden, shapes, out, worlds):
         runs[world] = (loss, grads)
         print(f"ok {label} loss-rel-err {error:.2e} worst {worst} at {ratio:.3f} of the bound; "
               f"compute-fp32 loss at {to_fp32:.2e}, gradients at {fp32_ratio:.1f}")
-    first = runs[worlds[0]]
-    identical = all(np.array_equal(loss, first[0])
-                    and all(np.array_equal(g[n], first[1][n]) for n in first[1])
-                    for loss, g in runs.values())
-    print(f"ok {args.name} gradients bf16 compute-bf16 N={','.join(map(str, worlds))} "
-          f"identical-across-N={'yes' if identical else 'no'}")
+    print_identical(f"{args.name} gradients bf16 compute-bf16", runs, worlds)
 
 
 def bf16_round(x):
