@@ -92,6 +92,19 @@ void zplan::tooling::printInspect(const std::string &path,
   os << "parameters: " << plan.parameters_size()
      << ", buffers: " << plan.buffers_size()
      << ", constants: " << plan.constants_size() << "\n";
+  // Mixed precision's compute dtype: matmuls of bf16 operands (f32
+  // accumulation), over every program.
+  int matmuls = 0, bf16Matmuls = 0;
+  for (const plan::Program &program : plan.programs())
+    for (const plan::Instruction &instruction : program.instructions())
+      if (instruction.opcode() == plan::OPCODE_MATMUL) {
+        ++matmuls;
+        bf16Matmuls +=
+            plan::bufferOf(plan, instruction.operands(0)).dtype() == plan::BF16;
+      }
+  if (bf16Matmuls)
+    os << "matmuls: " << bf16Matmuls << " of " << matmuls
+       << " multiply bfloat16 operands, accumulating in float32\n";
 
   os << "groups: " << plan.groups_size() << "\n";
   for (int index = 0; index < plan.groups_size(); ++index) {
