@@ -24,8 +24,13 @@
 
 #include <google/protobuf/unknown_field_set.h>
 
+#include <cerrno>
 #include <cstring>
 #include <map>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace zplan;
 
@@ -301,6 +306,11 @@ public:
 
   /// Whether it holds at least two distinct values (bit patterns).
   bool varies() {
+    // A range of a sparse external file with no data in it reads as zeros:
+    // one value, known without reading (the shaped benchmark models hold
+    // every weight so; reading them is most of their compile time).
+    if (isHole())
+      return false;
     const std::string *bytes = whole();
     if (!bytes)
       return false;
@@ -312,6 +322,37 @@ public:
   }
 
 private:
+  /// Whether the tensor's external data is a hole of its file: no data
+  /// from its offset to its end (lseek SEEK_DATA), so all zeros.
+  bool isHole() const {
+    const onnx::TensorProto &tensor = *candidate.tensor;
+    if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
+      return false;
+    std::string location;
+    int64_t offset = 0;
+    for (const onnx::StringStringEntryProto &entry : tensor.external_data()) {
+      if (entry.key() == "location")
+        location = entry.value();
+      else if (entry.key() == "offset" &&
+               llvm::StringRef(entry.value()).getAsInteger(10, offset))
+        return false;
+    }
+    llvm::SmallString<256> path(modelDir);
+    llvm::sys::path::append(path, location);
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0)
+      return false;
+    off_t end = static_cast<off_t>(offset + count * int64_t(elementBytes));
+    struct stat info;
+    bool hole = false;
+    if (::fstat(fd, &info) == 0 && end <= info.st_size) {
+      off_t data = ::lseek(fd, static_cast<off_t>(offset), SEEK_DATA);
+      hole = (data < 0 && errno == ENXIO) || (data >= end);
+    }
+    ::close(fd);
+    return hole;
+  }
+
   /// The elements at flat `indices`, back to back: from raw_data or the
   /// external file without reading the rest, else from the decoded whole.
   bool readElements(llvm::ArrayRef<int64_t> indices, std::string &out) {
