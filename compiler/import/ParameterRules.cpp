@@ -339,13 +339,17 @@ private:
     }
     llvm::SmallString<256> path(modelDir);
     llvm::sys::path::append(path, location);
-    int fd = ::open(path.c_str(), O_RDONLY);
+    // A regular file only: opening a FIFO would wait for a writer.
+    struct stat info;
+    if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode))
+      return false;
+    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
     if (fd < 0)
       return false;
     off_t end = static_cast<off_t>(offset + count * int64_t(elementBytes));
-    struct stat info;
     bool hole = false;
-    if (::fstat(fd, &info) == 0 && end <= info.st_size) {
+    if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) &&
+        end <= info.st_size) {
       off_t data = ::lseek(fd, static_cast<off_t>(offset), SEEK_DATA);
       hole = (data < 0 && errno == ENXIO) || (data >= end);
     }
