@@ -322,14 +322,14 @@ public:
   }
 
 private:
-  /// Whether the tensor's external data is a hole of its file: no data
-  /// from its offset to its end (lseek SEEK_DATA), so all zeros.
-  bool isHole() const {
+  /// The file (relative to the model) and byte offset of the tensor's
+  /// external data; false when it has none or the offset is malformed.
+  bool externalData(llvm::SmallString<256> &path, int64_t &offset) const {
     const onnx::TensorProto &tensor = *candidate.tensor;
     if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
       return false;
     std::string location;
-    int64_t offset = 0;
+    offset = 0;
     for (const onnx::StringStringEntryProto &entry : tensor.external_data()) {
       if (entry.key() == "location")
         location = entry.value();
@@ -337,8 +337,18 @@ private:
                llvm::StringRef(entry.value()).getAsInteger(10, offset))
         return false;
     }
-    llvm::SmallString<256> path(modelDir);
+    path = modelDir;
     llvm::sys::path::append(path, location);
+    return true;
+  }
+
+  /// Whether the tensor's external data is a hole of its file: no data
+  /// from its offset to its end (lseek SEEK_DATA), so all zeros.
+  bool isHole() const {
+    llvm::SmallString<256> path;
+    int64_t offset = 0;
+    if (!externalData(path, offset))
+      return false;
     // A regular file only: opening a FIFO would wait for a writer.
     struct stat info;
     if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode))
@@ -363,17 +373,10 @@ private:
     const onnx::TensorProto &tensor = *candidate.tensor;
     out.clear();
     if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
-      std::string location;
+      llvm::SmallString<256> path;
       int64_t offset = 0;
-      for (const onnx::StringStringEntryProto &entry : tensor.external_data()) {
-        if (entry.key() == "location")
-          location = entry.value();
-        else if (entry.key() == "offset" &&
-                 llvm::StringRef(entry.value()).getAsInteger(10, offset))
-          return false;
-      }
-      llvm::SmallString<256> path(modelDir);
-      llvm::sys::path::append(path, location);
+      if (!externalData(path, offset))
+        return false;
       llvm::Expected<llvm::sys::fs::file_t> file =
           llvm::sys::fs::openNativeFileForRead(path);
       if (!file) {
