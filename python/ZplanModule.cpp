@@ -30,7 +30,9 @@
 #include "runtime/comm/Agreement.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/generate/GenerateOptions.h"
+#include "runtime/plan/ReadableFile.h"
 #include "runtime/session/Session.h"
+#include "runtime/support/Checksum.h"
 #include "runtime/support/ShapeText.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/TrainOptions.h"
@@ -82,14 +84,6 @@ void agreeOrRaise(const Status &local) {
   raiseIfFailed(comm::agreeOnStatus(local, theWorld()));
 }
 
-/// FNV-1a of `text`.
-uint64_t textHash(const std::string &text) {
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : text)
-    hash = (hash ^ c) * 1099511628211ull;
-  return hash;
-}
-
 /// Collective, first thing in every call that runs collectives: every rank
 /// made the same call with the arguments that must agree, which `call`
 /// spells ("generate(prompts [3, 4], max_new_tokens=8, temperature=0, ...)";
@@ -100,7 +94,7 @@ uint64_t textHash(const std::string &text) {
 /// all-gather of a hash; the calls' texts only on a mismatch.
 void agreeOnCall(const std::string &call) {
   comm::MpiCommunicator &world = theWorld();
-  int64_t mine = static_cast<int64_t>(textHash(call));
+  int64_t mine = static_cast<int64_t>(checksum(call.data(), call.size()));
   std::vector<int64_t> hashes(static_cast<size_t>(world.size()));
   {
     comm::CollectiveContext named(
@@ -442,18 +436,15 @@ py::array gatherRows(py::handle object) {
 std::string sessionCall(const std::string &planPath, bool check, int threads,
                         const std::string &backend,
                         const py::kwargs &trainOptions) {
+  // ReadableFile refuses what Session::open refuses (a FIFO, a device),
+  // which then raises on every rank alike.
   std::string plan = "(unreadable)";
-  if (std::FILE *file = std::fopen(planPath.c_str(), "rb")) {
-    std::string bytes;
-    char buffer[1 << 16];
-    size_t read;
-    while ((read = std::fread(buffer, 1, sizeof buffer, file)) > 0)
-      bytes.append(buffer, read);
-    std::fclose(file);
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx",
-                  static_cast<unsigned long long>(textHash(bytes)));
-    plan = std::string("plan ") + hex;
+  plan::ReadableFile file;
+  std::string bytes;
+  if (file.open(planPath, "plan").ok()) {
+    bytes.resize(file.bytes());
+    if (file.read(0, bytes.size(), bytes.data()).ok())
+      plan = "plan " + checksumText(checksum(bytes.data(), bytes.size()));
   }
   std::map<std::string, std::string> options;
   for (auto [key, value] : trainOptions) {
