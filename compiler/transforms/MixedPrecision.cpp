@@ -15,7 +15,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/SetVector.h"
 
 namespace zplan {
 #define GEN_PASS_DEF_MIXEDPRECISION
@@ -115,23 +114,19 @@ struct MixedPrecisionPass
              {&matmul.getLhsMutable(), &matmul.getRhsMutable()})
           operand->set(bf16Operand(operand->get(), matmul, copies));
       }
-      // The f32 views the bf16 ones replaced, now unread (a chain of them
-      // empties from its end).
-      llvm::SetVector<Operation *> views;
+      // The f32 views the bf16 ones replaced, now unread: erased last
+      // first, so that a chain of them empties from its end in one pass.
+      SmallVector<Operation *> views;
       for (auto [value, copy] : copies)
         if (Operation *def = value.getDefiningOp();
             def && llvm::isa<nn::ReshapeOp, nn::TransposeOp>(def))
-          views.insert(def);
-      SmallVector<Operation *> unread(views.begin(), views.end());
-      for (bool erased = true; erased;) {
-        erased = false;
-        for (Operation *&view : unread)
-          if (view && view->use_empty()) {
-            view->erase();
-            view = nullptr;
-            erased = true;
-          }
-      }
+          views.push_back(def);
+      llvm::sort(views, [](Operation *a, Operation *b) {
+        return b->isBeforeInBlock(a);
+      });
+      for (Operation *view : views)
+        if (view->use_empty())
+          view->erase();
     });
   }
 
