@@ -116,10 +116,7 @@ void agreeOnCall(const std::string &call) {
       message +=
           (r ? "; rank " : " rank ") + std::to_string(r) + ": " + calls[r];
   }
-  uint64_t length = message.size();
-  raiseIfFailed(world.broadcast(&length, sizeof(length), 0));
-  message.resize(length);
-  raiseIfFailed(world.broadcast(message.data(), length, 0));
+  raiseIfFailed(comm::broadcastText(world, message, 0));
   throw std::runtime_error(message);
 }
 

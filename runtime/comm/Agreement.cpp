@@ -44,10 +44,16 @@ Status zplan::comm::agreeOnStatus(const Status &local,
     message = failures.count == communicator.size()
                   ? messages[first]
                   : "rank " + std::to_string(first) + ": " + messages[first];
-  uint64_t length = message.size();
-  ZR_RETURN_IF_ERROR(communicator.broadcast(&length, sizeof(length), 0));
-  message.resize(length);
-  if (length > 0)
-    ZR_RETURN_IF_ERROR(communicator.broadcast(message.data(), length, 0));
+  ZR_RETURN_IF_ERROR(broadcastText(communicator, message, 0));
   return Status::error(message);
+}
+
+Status zplan::comm::broadcastText(Communicator &communicator, std::string &text,
+                                  int root) {
+  uint64_t length = text.size();
+  ZR_RETURN_IF_ERROR(communicator.broadcast(&length, sizeof(length), root));
+  text.resize(length);
+  if (length > 0)
+    ZR_RETURN_IF_ERROR(communicator.broadcast(text.data(), length, root));
+  return Status::success();
 }

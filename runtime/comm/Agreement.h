@@ -34,6 +34,9 @@ Status shareFailures(Communicator &communicator, bool failed,
 /// "rank R: " unless every rank failed.
 Status agreeOnStatus(const Status &local, Communicator &communicator);
 
+/// Collective: rank `root`'s `text` on every rank (its length first).
+Status broadcastText(Communicator &communicator, std::string &text, int root);
+
 } // namespace zplan::comm
 
 #endif // ZPLAN_RUNTIME_COMM_AGREEMENT_H
