@@ -8,6 +8,7 @@
 
 #include "compiler/Errors.h"
 #include "compiler/import/OnnxImporter.h"
+#include "runtime/support/Bfloat16.h"
 
 #include <cstring>
 
@@ -73,8 +74,8 @@ std::string zplan::widenBf16Bytes(llvm::StringRef bytes) {
   for (size_t i = 0; i < bytes.size() / 2; ++i) {
     uint16_t half;
     std::memcpy(&half, bytes.data() + 2 * i, 2);
-    uint32_t bits = static_cast<uint32_t>(half) << 16;
-    std::memcpy(wide.data() + 4 * i, &bits, 4);
+    float value = bf16ToFloat(half);
+    std::memcpy(wide.data() + 4 * i, &value, 4);
   }
   return wide;
 }
