@@ -34,14 +34,11 @@ sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
 sys.dont_write_bytecode = True
 
 import export_fixtures as ef  # noqa: E402  (sets HF offline before transformers)
+sys.path.insert(0, os.path.join(REPO_ROOT, "test", "generate"))
+from round_weights import round_to_bf16  # noqa: E402  (numpy's rounding)
 
 SOURCE = os.path.join(REPO_ROOT, "test", "models", "llama-opset17.onnx")
 DEFAULT_OUT = os.path.join(REPO_ROOT, "test", "models", "llama-opset17-bf16export.onnx")
-
-
-def round_to_bf16_bits(array):
-    bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32)
-    return ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
 
 
 def main():
@@ -60,7 +57,8 @@ def main():
         if tensor.name not in source:
             sys.exit(f"{tensor.name}: no such initializer in {SOURCE}")
         bits = np.frombuffer(tensor.raw_data, dtype=np.uint16)
-        if not np.array_equal(bits, round_to_bf16_bits(source[tensor.name]).reshape(-1)):
+        rounded = round_to_bf16(source[tensor.name]).view(np.uint32) >> 16
+        if not np.array_equal(bits, rounded.reshape(-1).astype(np.uint16)):
             sys.exit(f"{tensor.name}: not the fixture's weight rounded to bf16")
     if ef.export_bytes(wrapper, 17) != data:
         sys.exit("the export is not deterministic")

@@ -47,6 +47,8 @@ from onnx import numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plan_file  # noqa: E402  (runtime/support/Checksum.h in NumPy)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "generate"))
+from round_weights import round_to_bf16  # noqa: E402  (numpy's rounding, not zplan's)
 
 MASK = (1 << 64) - 1
 
@@ -220,14 +222,6 @@ def diverge(args):
             return 0
         offset += size
     return fail(f"no region {args.region} for rank {args.rank}")
-
-
-def round_to_bf16(array):
-    """float32 -> the nearest bf16 (ties to even), as float32 (numpy's own
-    bit arithmetic, not zplan's)."""
-    bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32)
-    rounded = (bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) & np.uint32(0xFFFF0000)
-    return rounded.view(np.float32)
 
 
 def bf16(args):
