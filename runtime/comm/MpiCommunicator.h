@@ -5,7 +5,7 @@
 // never call MPI at the same time (see Communicator.h). MPI is initialized
 // with MPI_THREAD_MULTIPLE where the library provides it, for the watchdog
 // (Watchdog.h), which announces a long wait to the other ranks while the
-// comm thread is blocked in the collective; with MPI_THREAD_SERIALIZED it
+// comm thread waits in the collective; with MPI_THREAD_SERIALIZED it
 // still ends a job past the deadline, without naming the missing ranks.
 // Errors are returned, not fatal
 // (MPI_ERRORS_RETURN): every call goes through ZR_MPI_CHECK, which turns a

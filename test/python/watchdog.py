@@ -1,20 +1,21 @@
 """The collective watchdog (runtime/comm/Watchdog.h): one rank is stopped
 (SIGSTOP) in the middle of a job, and every other rank must end the job,
 non-zero, within --collective-timeout plus 5 s, printing the line that names
-the collective and the stopped rank.
+the collective and the stopped rank. While they wait, the live ranks must
+not spin a core (MpiCommunicator's waitQuietly): their CPU time over the
+wait is measured from /proc and must stay under a quarter of the wall time.
 
     watchdog.py --zcc ZCC --zrun ZRUN --model M.onnx --data TOKENS --out DIR
-                --case train|python-train|python-generate
+                --case train|generate|python-train|python-generate
                 --ranks N --stop R [--timeout T] [--python PY]
 
 Cases: `zrun PLAN train` (the rank is stopped after the job printed its
-second step), and Python loops of Session.train_step and Session.generate
-(after the third iteration; the script is this file with --loop). One
-`zrun PLAN generate` of the fixture is over in milliseconds, before a stop
-could land in it: the Python loop generates again and again instead.
-Prints `ok CASE N=.. stopped rank R: ended in X s (rc Y), ...` or `FAIL ...`
-(exit 1). The stopped process is killed at the end whatever
-happens.
+second step); `zrun PLAN generate` of 1,016 new tokens under --check (about
+2 s; stopped at its first progress line, after the first token); and Python
+loops of Session.train_step and Session.generate (after the third
+iteration; the script is this file with --loop). Prints
+`ok CASE N=.. stopped rank R: ended in X s (rc Y), ...` or `FAIL ...`
+(exit 1). The stopped process is killed at the end whatever happens.
 """
 import argparse
 import os
@@ -22,6 +23,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root"]
@@ -68,6 +70,14 @@ def rank_pids(marker):
     return found
 
 
+def cpu_seconds(pid):
+    """User plus system CPU time of process `pid` (all its threads), in s."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # Fields 14 and 15 of proc(5), counted from the state (field 3) here.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--zcc", default="zcc")
@@ -76,7 +86,7 @@ def main():
     parser.add_argument("--data")
     parser.add_argument("--out")
     parser.add_argument("--case", required=True,
-                        choices=["train", "python-train", "python-generate"])
+                        choices=["train", "generate", "python-train", "python-generate"])
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--stop", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=3.0)
@@ -91,8 +101,10 @@ def main():
     name = f"{args.case}-n{args.ranks}"
     plan = os.path.join(args.out, name + ".zplan")
     train = args.case in ("train", "python-train")
+    # The zrun generate case needs a run long enough to be stopped in.
+    max_len = "1024" if args.case == "generate" else "32"
     compile_flags = (["--mode", "train", "--input-shape", "input_ids=2x16"] if train else
-                     ["--mode", "generate", "--batch", "2", "--max-seq-len", "32",
+                     ["--mode", "generate", "--batch", "2", "--max-seq-len", max_len,
                       "--prompt-len", "8", "--bucket-size", "16KiB", "--policy", "jit"])
     subprocess.run([args.zcc, args.model, "--world-size", str(args.ranks),
                     "--persistence-threshold", "0", "-o", plan] + compile_flags,
@@ -102,27 +114,63 @@ def main():
         command = [args.zrun, plan, "train", "--data", args.data, "--steps", "1000000",
                    "--log-every", "1"] + timeout
         ready = re.compile(r"step 2/")
+    elif args.case == "generate":
+        import numpy as np
+        prompt = os.path.join(args.out, name + "-prompt.npy")
+        np.save(prompt, np.full((2 * args.ranks, 8), 5, dtype=np.int64))
+        command = [args.zrun, plan, "generate", "--prompt", prompt, "--output",
+                   os.path.join(args.out, name + "-tokens.npy"), "--max-new-tokens", "1016",
+                   "--check"] + timeout
+        ready = re.compile(r"token 1/")
     else:
         command = [args.python, os.path.abspath(__file__), "--loop", "--case", args.case,
                    "--plan", plan, "--timeout", str(args.timeout)]
         ready = re.compile(r"iteration 3\b")
+    # stdout and stderr together (zrun generate's progress is on stderr),
+    # every line kept in the log, read by a thread so that the job's output
+    # never blocks it while this process measures.
     err_path = os.path.join(args.out, name + ".err")
-    with open(err_path, "w") as err:
-        job = subprocess.Popen(MPIRUN + ["-np", str(args.ranks)] + command,
-                               stdout=subprocess.PIPE, stderr=err, text=True,
-                               env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    job = subprocess.Popen(MPIRUN + ["-np", str(args.ranks)] + command,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    is_ready = threading.Event()
+
+    def read_output():
+        with open(err_path, "w") as log:
+            for line in job.stdout:
+                log.write(line)
+                log.flush()
+                if ready.search(line):
+                    is_ready.set()
+        is_ready.set()
+
+    reader = threading.Thread(target=read_output, daemon=True)
+    reader.start()
     stopped = None
+    cpu_share = None
     try:
-        for line in job.stdout:
-            if ready.search(line):
-                pids = rank_pids(plan)
-                if args.stop not in pids:
-                    print(f"FAIL {name}: no process of rank {args.stop} ({pids})")
-                    return 1
-                stopped = pids[args.stop]
-                os.kill(stopped, signal.SIGSTOP)
-                began = time.monotonic()
-                break
+        is_ready.wait()
+        if job.poll() is None:
+            pids = rank_pids(plan)
+            if args.stop not in pids:
+                print(f"FAIL {name}: no process of rank {args.stop} ({pids})")
+                return 1
+            stopped = pids[args.stop]
+            os.kill(stopped, signal.SIGSTOP)
+            began = time.monotonic()
+            # The live ranks' CPU time over most of the wait: from when each
+            # has surely reached the collective until shortly before the
+            # deadline.
+            live = [pid for rank, pid in pids.items() if rank != args.stop]
+            window = (0.5, max(1.0, args.timeout - 0.5))
+            time.sleep(window[0])
+            try:
+                used = [cpu_seconds(pid) for pid in live]
+                time.sleep(window[1] - window[0])
+                used = [cpu_seconds(pid) - u for pid, u in zip(live, used)]
+                cpu_share = max(used) / (window[1] - window[0])
+            except OSError:
+                pass  # a rank ended early; the checks below say how
         if stopped is None:
             job.wait()
             print(f"FAIL {name}: the job ended (rc {job.returncode}) before it was ready")
@@ -144,6 +192,7 @@ def main():
                     pass
     # The live ranks' lines. (Open MPI continues a stopped rank before it
     # kills it, and its watchdog, long past its deadline, may print too.)
+    reader.join(timeout=10)
     with open(err_path) as f:
         lines = [m for m in (LINE.search(l) for l in f)
                  if m and int(m.group(1)) != args.stop]
@@ -164,9 +213,14 @@ def main():
         print(f"FAIL {name}: expected every live rank's line to name rank {args.stop} "
               f"as not arrived, got {[m.group(0) for m in lines]} (stderr in {err_path})")
         return 1
+    if cpu_share is None or cpu_share > 0.25:
+        print(f"FAIL {name}: the live ranks' CPU use while waiting was not measured or "
+              f"exceeded a quarter of a core: {cpu_share}")
+        return 1
     first = lines[0]
     print(f"ok {args.case} N={args.ranks} stopped rank {args.stop}: ended in {elapsed:.1f} s "
-          f"(rc {rc}, deadline {args.timeout:g} s); {len(lines)} live rank(s) named it; rank "
+          f"(rc {rc}, deadline {args.timeout:g} s); {len(lines)} live rank(s) named it; "
+          f"the busiest live rank used {100 * cpu_share:.0f}% of a core while waiting; rank "
           f"{first.group(1)}: '{first.group(2)}' waited {first.group(4)} s, {first.group(5)}")
     return 0
 
