@@ -90,6 +90,12 @@ public:
     (void)seconds;
     (void)tool;
   }
+  /// The deadline setCollectiveTimeout() set, and its tool; (0, "zrun")
+  /// for a communicator without a watchdog. A communicator layered on this
+  /// one (NCCL's, which watches its own kernels) follows it.
+  virtual std::pair<double, std::string> collectiveTimeout() const {
+    return {0.0, "zrun"};
+  }
   /// What the collectives issued from now on are for, for that message
   /// ("program 'train_micro_step' instruction #12 'all_gather' (group 3)");
   /// empty: the collective's own name alone.

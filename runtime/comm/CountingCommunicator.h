@@ -61,6 +61,9 @@ public:
   void setCollectiveTimeout(double seconds, std::string tool) override {
     inner.setCollectiveTimeout(seconds, std::move(tool));
   }
+  std::pair<double, std::string> collectiveTimeout() const override {
+    return inner.collectiveTimeout();
+  }
   void setCollectiveContext(std::string context) override {
     inner.setCollectiveContext(std::move(context));
   }

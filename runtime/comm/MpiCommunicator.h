@@ -55,6 +55,9 @@ public:
   [[noreturn]] void abort(int code) override;
   void setCollectiveTimeout(double seconds, std::string tool) override;
   void setCollectiveContext(std::string context) override;
+  std::pair<double, std::string> collectiveTimeout() const override {
+    return watchdog->timeoutSetting();
+  }
 
 private:
   MpiCommunicator(int rank, int size, bool threadMultiple);

@@ -39,6 +39,11 @@ void Watchdog::setTimeout(double seconds, std::string toolName) {
   changed.notify_all();
 }
 
+std::pair<double, std::string> Watchdog::timeoutSetting() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return {timeout, tool};
+}
+
 void Watchdog::setContext(std::string text) {
   std::lock_guard<std::mutex> lock(mutex);
   context = std::move(text);

@@ -33,6 +33,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace zplan::comm {
@@ -58,6 +59,8 @@ public:
   /// The deadline (0: none) and the tool that prints the line ("zrun").
   void setTimeout(double seconds, std::string tool);
   void setContext(std::string text);
+  /// What setTimeout() set.
+  std::pair<double, std::string> timeoutSetting();
 
   /// One collective, from construction to destruction.
   class Scope {

@@ -10,8 +10,17 @@
 // memory.
 //
 // Bootstrap: rank 0 creates the NCCL unique id and broadcasts it over the
-// host communicator; every rank then joins with ncclCommInitRank on its
-// backend's device.
+// host communicator; every rank then joins with ncclCommInitRankConfig on
+// its backend's device.
+//
+// The watchdog: the communicator is non-blocking (ncclConfig_t.blocking =
+// 0), so that no NCCL call can block the host, and every collective is
+// watched by a comm::AsyncWatch through an event recorded after it. A
+// collective that makes no progress within the host communicator's
+// --collective-timeout (a peer stopped, or never issued it) is named on
+// stderr, then ncclCommAbort() stops its kernels and the host communicator
+// aborts every rank; an asynchronous NCCL error does the same at once.
+// Built and compiled here, never run on a GPU (README, "Reliability").
 //
 //===----------------------------------------------------------------------===//
 
