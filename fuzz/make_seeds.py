@@ -9,6 +9,8 @@ are not valid text format (the syntax-error tests) are skipped.
 SEEDS_DIR/npy/: small .npy files of every dtype zrun reads, at ranks 0 to 3,
 in format versions 1.0 and 2.0, plus the kinds zrun must refuse (Fortran
 order, big-endian, an object array, a truncated file).
+SEEDS_DIR/arrays/: one input of the arrays harness (ArraysFuzzer.cpp) per
+dtype it can make, in each layout, with token-like element bytes.
 The binary fixtures and the compiled plans are added by scripts/fuzz.sh.
 """
 import io
@@ -84,13 +86,32 @@ def write_npy_seeds(out):
     return len(seeds)
 
 
+def write_arrays_seeds(out):
+    """Inputs of ArraysFuzzer.cpp: 8 bytes of spec (dtype index, ndim, four
+    extents, layout bits, the rank asked for), then the elements' bytes."""
+    out.mkdir(parents=True, exist_ok=True)
+    payload = bytes(range(1, 65))
+    count = 0
+    # 30 dtypes (ArraysFuzzer.cpp's DTYPES); 2x3 arrays asked for as 2-D,
+    # in C order, Fortran order, strided, reversed, read-only, unaligned,
+    # and as a list and a scalar.
+    for dtype in range(30):
+        for layout in (0x00, 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40):
+            spec = bytes([dtype, 2, 2, 3, 0, 0, layout, 2])
+            (out / f"dtype{dtype}-layout{layout:02x}").write_bytes(spec + payload)
+            count += 1
+    return count
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make_seeds.py SEEDS_DIR")
     seeds = pathlib.Path(sys.argv[1])
     importer = write_importer_seeds(seeds / "importer")
     npy = write_npy_seeds(seeds / "npy")
-    print(f"seeds: {importer} importer models from test/import, {npy} .npy files")
+    arrays = write_arrays_seeds(seeds / "arrays")
+    print(f"seeds: {importer} importer models from test/import, {npy} .npy files, "
+          f"{arrays} array specs")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "python/Arrays.h"
+
 #include "runtime/comm/Agreement.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/generate/GenerateOptions.h"
@@ -55,6 +57,7 @@
 
 namespace py = pybind11;
 using namespace zplan;
+using namespace zplan::arrays;
 
 namespace {
 
@@ -267,96 +270,12 @@ Status generateOptionsOf(const GenerateKeywords &keywords,
 // numpy arrays in
 //===----------------------------------------------------------------------===//
 
-using Int64Array = py::array_t<int64_t, py::array::c_style>;
-
-/// `array` converted to a C-contiguous array of T (a copy when its type or
-/// layout differs: other integer widths, uint64, strided or read-only
-/// views); a null array when numpy cannot convert it (its Python error
-/// cleared: the caller raises its own, naming the argument). array_t's
-/// ensure() without forcecast returns null for any conversion that could
-/// lose values, uint64 to int64 among them, which used to be dereferenced.
-template <typename T>
-py::array_t<T, py::array::c_style> converted(const py::array &array) {
-  auto out = py::array_t < T,
-       py::array::c_style | py::array::forcecast > ::ensure(array);
-  if (!out)
-    PyErr_Clear();
-  return out;
-}
-
-/// `object` as a C-contiguous int64 array of `dimensions` dimensions (a
-/// copy when it is another integer type or layout); fails, naming `name`,
-/// for anything that is not an integer array of that rank, and for
-/// unsigned values beyond int64.
-Status int64Array(py::handle object, const char *name, size_t dimensions,
-                  Int64Array &out) {
-  py::array array = py::array::ensure(object);
-  if (!array) {
-    PyErr_Clear();
-    return failure(name, " is not an array");
-  }
-  char kind = array.dtype().kind();
-  if (kind != 'i' && kind != 'u')
-    return failure(name, " holds ", py::str(array.dtype()).cast<std::string>(),
-                   ", not integer token ids");
-  if (static_cast<size_t>(array.ndim()) != dimensions)
-    return failure(name, " has ", array.ndim(), " dimensions, not ",
-                   dimensions);
-  // uint64 converts by wrapping: refuse what int64 cannot hold. (By the
-  // dtype's name, which ignores byte order: this pybind11's
-  // array::itemsize() reads 0 under numpy 2.)
-  std::string dtypeName =
-      py::str(array.dtype().attr("name")).cast<std::string>();
-  if (dtypeName == "uint64") {
-    py::array_t<uint64_t, py::array::c_style> wide = converted<uint64_t>(array);
-    if (!wide)
-      return failure(name, " cannot be converted to int64");
-    for (py::ssize_t i = 0; i < wide.size(); ++i)
-      if (wide.data()[i] > static_cast<uint64_t>(INT64_MAX))
-        return failure(name, " holds ", wide.data()[i], " at flat index ", i,
-                       ", beyond int64");
-  }
-  out = converted<int64_t>(array);
-  if (!out)
-    return failure(name, " cannot be converted to int64");
-  return Status::success();
-}
-
-std::vector<int64_t> shapeOf(const py::array &array) {
-  return std::vector<int64_t>(array.shape(), array.shape() + array.ndim());
-}
-
-using FloatArray = py::array_t<float, py::array::c_style>;
-
 /// "a, b, c".
 std::string joined(const std::vector<std::string> &names) {
   std::string text;
   for (const std::string &name : names)
     text += (text.empty() ? "" : ", ") + name;
   return text;
-}
-
-/// `object` as a C-contiguous float32 array of shape `expected` (numbers
-/// and bools convert; a mask of ints or bools is fine); a failure names
-/// `name`.
-Status floatArray(py::handle object, const char *name,
-                  const std::vector<int64_t> &expected, FloatArray &out) {
-  py::array array = py::array::ensure(object);
-  if (!array) {
-    PyErr_Clear();
-    return failure(name, " is not an array");
-  }
-  char kind = array.dtype().kind();
-  if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b')
-    return failure(name, " holds ", py::str(array.dtype()).cast<std::string>(),
-                   ", not numbers");
-  if (shapeOf(array) != expected)
-    return failure(name, " is ", shapeText(shapeOf(array)), "; the plan takes ",
-                   shapeText(expected));
-  out = converted<float>(array);
-  if (!out)
-    return failure(name, " cannot be converted to float32");
-  return Status::success();
 }
 
 //===----------------------------------------------------------------------===//
