@@ -39,9 +39,11 @@ std::string GenerateProgress::line(uint64_t step, uint64_t activeRows) const {
   double eta = step > 1 ? decodeSeconds / static_cast<double>(step - 1) *
                               static_cast<double>(maxSteps - step)
                         : 0.0;
-  return "token " + std::to_string(step) + "/" + std::to_string(maxSteps) +
-         "  " + std::to_string(activeRows) + "/" + std::to_string(rows) +
-         " rows active  " + rounded(decodeTokensPerSecond()) + " tok/s  ETA " +
+  // Lockstep decode steps past this rank's last token count no tokens.
+  return "token " + std::to_string(std::min(step, maxSteps)) + "/" +
+         std::to_string(maxSteps) + "  " + std::to_string(activeRows) + "/" +
+         std::to_string(rows) + " rows active  " +
+         rounded(decodeTokensPerSecond()) + " tok/s  ETA " +
          (activeRows == 0 ? "0s" : train::durationText(eta));
 }
 
@@ -62,9 +64,10 @@ std::string GenerateProgress::stepDone(uint64_t step, uint64_t tokens,
 }
 
 bool GenerateProgress::shouldPrint(bool last) {
-  if (!last && lastTime - lastPrinted < 1.0)
+  if (printedLast || (!last && lastTime - lastPrinted < 1.0))
     return false;
   lastPrinted = lastTime;
+  printedLast = last;
   return true;
 }
 

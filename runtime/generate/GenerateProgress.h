@@ -94,6 +94,8 @@ public:
   std::string stepDone(uint64_t step, uint64_t tokens, uint64_t activeRows);
   /// Whether the line of the step just recorded is worth printing: the
   /// first, the last (`last`), or a second since the last printed one.
+  /// Nothing after the last: in lockstep a rank whose rows have finished
+  /// runs decode steps for the other ranks' rows.
   bool shouldPrint(bool last);
 
   /// Seconds from the start to the end of prefill.
@@ -116,6 +118,7 @@ private:
   double prefillEnd;
   double lastTime;
   double lastPrinted = -1e300;
+  bool printedLast = false;
   uint64_t lastStep = 0;
   uint64_t prefillTokens = 0;
   uint64_t decodeTokens = 0;

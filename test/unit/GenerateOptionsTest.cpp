@@ -143,6 +143,23 @@ TEST(GenerateProgress, LinesAndSummaryUnderAFakeClock) {
             "gathered per decode step: 123,456 B (plan)");
 }
 
+TEST(GenerateProgress, NoLineAfterTheLastOneAndNoTokenPastTheLast) {
+  // A rank whose 2 rows finished at token 2 of 2 runs lockstep decode
+  // steps for another rank's rows: zrun printed "token 505/504" for them.
+  double now = 0.0;
+  GenerateProgress progress(2, 2, [&] { return now; });
+  progress.prefillDone(2);
+  EXPECT_TRUE(progress.shouldPrint(false));
+  now = 0.5;
+  EXPECT_EQ(progress.stepDone(1, 2, 0).substr(0, 9), "token 2/2");
+  EXPECT_TRUE(progress.shouldPrint(true));
+  for (uint64_t step = 2; step < 5; ++step) {
+    now += 2.0;
+    EXPECT_EQ(progress.stepDone(step, 0, 0).substr(0, 9), "token 2/2");
+    EXPECT_FALSE(progress.shouldPrint(true));
+  }
+}
+
 TEST(GenerateProgress, RanksCombineIntoTheGlobalBatchsFigures) {
   // Two ranks of 2 rows each under lockstep every 2 steps: rank 0's rows
   // finished after prefill and it decoded 4 steps for rank 1's rows.
