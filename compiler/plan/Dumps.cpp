@@ -214,7 +214,8 @@ std::string zplan::formatReport(
   for (const auto &[text, count] : precisions)
     os << "precision: " << count << " group(s): " << text << "\n";
   // compute-dtype: how many matmuls (over every program) multiply bf16
-  // operands, accumulating in f32.
+  // operands, accumulating in f32 (zplan-mixed-precision rounds the result
+  // of each such matmul to bf16).
   int matmuls = 0, bf16Matmuls = 0;
   for (const plan::Program &program : first.programs())
     for (const plan::Instruction &instruction : program.instructions())
@@ -226,7 +227,8 @@ std::string zplan::formatReport(
       }
   if (bf16Matmuls)
     os << "precision: " << bf16Matmuls << " of " << matmuls
-       << " matmul(s) multiply bf16 operands, accumulating in f32\n";
+       << " matmul(s) multiply bf16 operands, accumulating in f32, and round "
+          "their results to bf16\n";
   for (int p = 0; p < first.programs_size(); ++p) {
     os << "program '" << first.programs(p).name() << "'\n";
     os << "  policy    gathered       collectives  peak/rank      "

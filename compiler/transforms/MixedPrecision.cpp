@@ -26,6 +26,25 @@ using namespace zplan;
 
 namespace {
 
+/// `loc` under a name that says what the pass made there: the ONNX node's
+/// name (the first NameLoc, as zplan-recompute finds a node's block by it)
+/// with `/what` appended, so that a cast is named, and recomputed, with the
+/// layer it belongs to ("/model/layers.0/mlp/up_proj/MatMul/bf16 result").
+Location madeHere(Location loc, StringRef what) {
+  std::string name;
+  if (auto fused = llvm::dyn_cast<FusedLoc>(loc)) {
+    for (Location inner : fused.getLocations())
+      if (auto named = llvm::dyn_cast<NameLoc>(inner)) {
+        name = named.getName().str();
+        break;
+      }
+  } else if (auto named = llvm::dyn_cast<NameLoc>(loc)) {
+    name = named.getName().str();
+  }
+  std::string text = name.empty() ? what.str() : name + "/" + what.str();
+  return NameLoc::get(StringAttr::get(loc.getContext(), text), loc);
+}
+
 struct MixedPrecisionPass
     : zplan::impl::MixedPrecisionBase<MixedPrecisionPass> {
   using MixedPrecisionBase::MixedPrecisionBase;
@@ -127,7 +146,46 @@ struct MixedPrecisionPass
       for (Operation *view : views)
         if (view->use_empty())
           view->erase();
+      for (nn::MatmulOp matmul : matmuls)
+        storeResultInBf16(matmul);
     });
+  }
+
+  /// A matmul of bf16 operands returns its f32 sums rounded to bf16, as
+  /// cuBLAS's bf16 GEMM and torch's autocast do, and the bf16 value is what
+  /// lives on: one cast right after the matmul, read as it is by the bf16
+  /// operand copies of later matmuls (the same rounding; those casts go),
+  /// and through an f32 cast placed right before every other reader, so
+  /// that the f32 copy lives for one op. The activations a backward keeps
+  /// (the projections' outputs) and the gradients between matmuls are
+  /// therefore stored in bf16.
+  static void storeResultInBf16(nn::MatmulOp matmul) {
+    Value result = matmul.getResult();
+    auto type = llvm::cast<RankedTensorType>(result.getType());
+    Type bf16 = BFloat16Type::get(type.getContext());
+    OpBuilder builder(matmul->getContext());
+    builder.setInsertionPointAfter(matmul);
+    auto rounded = builder.create<nn::CastOp>(
+        madeHere(matmul.getLoc(), "bf16 result"), type.clone(bf16), result);
+    llvm::DenseMap<Operation *, Value> widened;
+    for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
+      Operation *reader = use.getOwner();
+      if (reader == rounded)
+        continue;
+      if (auto cast = llvm::dyn_cast<nn::CastOp>(reader);
+          cast && getElementTypeOrSelf(cast.getType()).isBF16()) {
+        cast.getResult().replaceAllUsesWith(rounded.getResult());
+        cast->erase();
+        continue;
+      }
+      Value &f32 = widened[reader];
+      if (!f32) {
+        builder.setInsertionPoint(reader);
+        f32 = builder.create<nn::CastOp>(madeHere(matmul.getLoc(), "f32 read"),
+                                         type, rounded.getResult());
+      }
+      use.set(f32);
+    }
   }
 
   /// The bf16 value `matmul` reads in place of the f32 `value`:
@@ -164,8 +222,7 @@ struct MixedPrecisionPass
       copy = view->getResult(0);
     } else {
       copy = builder.create<nn::CastOp>(
-          NameLoc::get(builder.getStringAttr("bf16 operand"), value.getLoc()),
-          type.clone(bf16), value);
+          madeHere(value.getLoc(), "bf16 operand"), type.clone(bf16), value);
     }
     copies[value] = copy;
     return copy;

@@ -437,8 +437,13 @@ def MixedPrecision : Pass<"zplan-mixed-precision", "::mlir::ModuleOp"> {
     and transposes between a value and a matmul are re-emitted on its bf16
     copy, so that the input a backward matmul reads (dW = x^T dy) is the
     same bf16 copy the forward read: the saved activation is stored in bf16,
-    as torch saves a bf16 Linear's input. The result, the bias and every
-    other op (norms, softmax, attention, the loss, the optimizer) stay f32.
+    as torch saves a bf16 Linear's input. The result is rounded to bf16 (its
+    f32 sums, after the bias), as cuBLAS's bf16 GEMM and autocast return it:
+    one `nn.cast` right after the matmul, read as it is by later matmuls and
+    through an f32 `nn.cast` placed right before every other reader, so the
+    projections' outputs a backward keeps, and the gradients between
+    matmuls, are stored in bf16 too. Every other op (norms, softmax,
+    attention, element-wise ops, the loss, the optimizer) computes in f32.
 
     ```mlir
     %xb = nn.cast %x : tensor<2x16x64xf32> -> tensor<2x16x64xbf16>
@@ -454,8 +459,8 @@ def MixedPrecision : Pass<"zplan-mixed-precision", "::mlir::ModuleOp"> {
            "The type gradients are reduced in: fp32 or bf16">,
     Option<"computeDtype", "compute-dtype", "std::string",
            /*default=*/"\"fp32\"",
-           "The type matmuls read their operands in: fp32 or bf16 (the "
-           "product accumulates in f32)">,
+           "The type matmuls read their operands in and round their "
+           "results to: fp32 or bf16 (the product accumulates in f32)">,
   ];
   let dependentDialects = ["::zplan::nn::NNDialect",
                            "::zplan::zero::ZeroDialect"];

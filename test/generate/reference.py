@@ -25,6 +25,14 @@ Modes:
           logits max |diff| <= tolerance where the row was still running at
           that step (the step that emits EOS included); prints the max diff
           and exits 1 on any mismatch, naming the row and step
+  --bf16-ulps K (with --compare): the logits are bf16 values (zcc
+          --compute-dtype bf16 rounds every product, the LM head's included),
+          so one rounding that falls the other way between two GEMMs' sum
+          orders moves a logit by a bf16 ulp, and one upstream moves the
+          row's logits on the scale of its largest: each must lie within K
+          bf16 ulps at the magnitude of its row's largest |logit| (in
+          [2^e, 2^(e+1)): 2^(e-7)) instead of --tolerance; prints how many
+          logits differ at all
   --cached KV_MODEL (instead of full recompute on MODEL): the same greedy loop
           through a cache export (past_key_values in, present out) fed its own
           present: an independent second route to the same tokens, used to
@@ -185,7 +193,23 @@ def compare(args, tokens, logits, closest):
     worst = float(diff.max())
     where = np.unravel_index(int(np.argmax(diff)), diff.shape)
     status = 0
-    if not worst <= args.tolerance:  # also catches NaN
+    ulps_text = ""
+    if args.bf16_ulps is not None:
+        # One bf16 ulp at the magnitude of the row's largest logit: a rounding
+        # upstream moves every logit of the row on that scale, not its own.
+        scale = np.abs(logits.astype(np.float64)).max(axis=2, keepdims=True)
+        exponent = np.floor(np.log2(np.maximum(scale, 2.0**-126)))
+        ulps = diff / np.exp2(exponent - 7)
+        worst_ulps = float(ulps.max())
+        where = np.unravel_index(int(np.argmax(ulps)), ulps.shape)
+        differ = int(np.count_nonzero(diff))
+        ulps_text = (f", {worst_ulps:.2f} bf16 ulps; {differ} of {int(mask.sum()) * logits.shape[2]} "
+                     f"logits differ")
+        if not worst_ulps <= args.bf16_ulps:
+            print(f"FAIL logits: {worst_ulps:.2f} bf16 ulps (|diff| {diff[where]:.3e}) > "
+                  f"{args.bf16_ulps:g} at step {where[0]}, row {where[1]}, token id {where[2]}")
+            status = 1
+    elif not worst <= args.tolerance:  # also catches NaN
         print(f"FAIL logits: max |diff| {worst:.3e} > {args.tolerance:g} at step {where[0]}, "
               f"row {where[1]}, token id {where[2]}")
         status = 1
@@ -198,7 +222,7 @@ def compare(args, tokens, logits, closest):
         status = 1
     if status == 0:
         print(f"ok tokens identical ({tokens.shape[0]} rows x {tokens.shape[1]} steps, "
-              f"{int(mask.sum())} running row-steps); logits max |diff| {worst:.3e}")
+              f"{int(mask.sum())} running row-steps); logits max |diff| {worst:.3e}{ulps_text}")
     return status
 
 
@@ -215,6 +239,7 @@ def main():
     parser.add_argument("--logits-output")
     parser.add_argument("--compare", nargs=2, metavar=("TOKENS", "LOGITS"))
     parser.add_argument("--tolerance", type=float, default=1e-4)
+    parser.add_argument("--bf16-ulps", type=float)
     args = parser.parse_args()
     if (args.model is None) == (args.cached is None):
         parser.error("give either MODEL (full recompute) or --cached KV_MODEL")

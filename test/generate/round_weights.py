@@ -13,10 +13,12 @@ the lowest kept bit, truncated to the top 16 bits.
 Prints how many initializers and elements it rounded, and how many changed.
 
 --matmul-bf16: zplan's `--compute-dtype bf16` (the default under
---param-dtype bf16) multiplies every Linear layer's bf16 operands in f32, so
-every MatMul that reads a weight (an initializer, directly or through a
-Transpose: torch.onnx's Linear) gets both inputs rounded to bf16 (a Cast to
-BFLOAT16 and back). The attention's own MatMuls (fused into one op by zcc,
+--param-dtype bf16) multiplies every Linear layer's bf16 operands in f32 and
+rounds the result to bf16, so every MatMul that reads a weight (an
+initializer, directly or through a Transpose: torch.onnx's Linear) gets both
+inputs and its result rounded to bf16 (a Cast to BFLOAT16 and back); the
+result after the bias when an Add of a weight follows (zcc folds the bias
+into the product). The attention's own MatMuls (fused into one op by zcc,
 computed in f32) and the rotary table's (positions only) are left alone.
 
 --kv-bf16: zplan's bf16 plans also store the KV cache in bf16, so every
@@ -87,27 +89,47 @@ def round_attention_kv(graph):
     return found
 
 
-def round_linear_inputs(graph):
-    """Inserts bf16 round trips on both inputs of every MatMul that reads
-    a weight, right before it; returns how many MatMuls it changed."""
+def round_linears(graph):
+    """Inserts bf16 round trips on both inputs of every MatMul that reads a
+    weight, right before it, and on its result (after its bias), right
+    after; returns how many MatMuls it changed."""
     weights = {tensor.name for tensor in graph.initializer}
     producer = {output: node for node in graph.node for output in node.output}
+    readers = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
 
     def is_weight(name):
         node = producer.get(name)
         return name in weights or (node is not None and node.op_type == "Transpose"
                                    and node.input[0] in weights)
 
+    def round_trip(source, rounded, back):
+        return [helper.make_node("Cast", [source], [rounded], to=TensorProto.BFLOAT16),
+                helper.make_node("Cast", [rounded], [back], to=TensorProto.FLOAT)]
+
+    # The node whose result is rounded (the MatMul, or the bias Add after
+    # it) -> the round trip that follows it; its readers keep the name.
+    after = {}
     ordered, found = [], 0
     for node in graph.node:
         if node.op_type == "MatMul" and any(is_weight(name) for name in node.input):
             for index, name in enumerate(list(node.input)):
                 rounded, back = f"{node.name}/in{index}/bf16", f"{node.name}/in{index}/bf16_f32"
-                ordered += [helper.make_node("Cast", [name], [rounded], to=TensorProto.BFLOAT16),
-                            helper.make_node("Cast", [rounded], [back], to=TensorProto.FLOAT)]
+                ordered += round_trip(name, rounded, back)
                 node.input[index] = back
+            last = node
+            users = readers.get(node.output[0], [])
+            if (len(users) == 1 and users[0].op_type == "Add"
+                    and any(name in weights for name in users[0].input)):
+                last = users[0]
+            result = last.output[0]
+            last.output[0] = f"{result}/f32"
+            after[id(last)] = round_trip(last.output[0], f"{result}/bf16", result)
             found += 1
         ordered.append(node)
+        ordered += after.pop(id(node), [])
     del graph.node[:]
     graph.node.extend(ordered)
     return found
@@ -134,7 +156,7 @@ def main():
     if "--kv-bf16" in sys.argv:
         print(f"rounded the keys and values of {round_attention_kv(model.graph)} attentions")
     if "--matmul-bf16" in sys.argv:
-        print(f"rounded the inputs of {round_linear_inputs(model.graph)} weight MatMuls")
+        print(f"rounded the inputs and results of {round_linears(model.graph)} weight MatMuls")
     onnx.save_model(model, args[1])
     print(f"rounded {count} initializers, {elements} elements, {changed} changed")
 

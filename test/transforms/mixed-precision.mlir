@@ -7,7 +7,7 @@
 // groups have no gradient). fp32/fp32 leaves the module alone; an unknown
 // dtype is an error; the verifier refuses a gathered type that is not the
 // group's. compute-dtype=bf16 gives every matmul that computes from a
-// parameter bf16 operands (compute.mlir).
+// parameter bf16 operands and a bf16-rounded result (compute.mlir).
 // RUN: split-file %s %t
 // RUN: zcc-opt %t/module.mlir -zplan-mixed-precision="param-dtype=bf16" | FileCheck %t/module.mlir
 // RUN: zcc-opt %t/module.mlir -zplan-mixed-precision="param-dtype=bf16 reduce-dtype=bf16" | FileCheck %t/module.mlir --check-prefix=REDUCE
@@ -155,26 +155,32 @@ func.func @decode(%q: tensor<1x2x1x4xf32>, %nk: tensor<1x1x1x4xf32>, %nv: tensor
 // activation gets one bf16 copy before its first matmul, shared by every
 // later matmul, also through a reshape and transpose re-emitted on the copy
 // (the f32 ones go); a product of position arithmetic alone (%pos) stays
-// f32, and so do the results, the bias and every other op.
+// f32, and so does the bias. Each bf16 product's result is rounded to bf16
+// right after it (%HB, %GB: the copies later matmuls read), and every other
+// reader (here the returns) reads it through an f32 cast placed before it.
 // CHECK-LABEL: func.func @train_micro_step
 // CHECK-SAME: (%[[X:.*]]: tensor<2x4xf32>, %[[POS:.*]]: tensor<4x4xf32>)
 // CHECK: %[[W:.*]] = zero.gather_wait %{{.*}} : tensor<4x8xbf16>
 // CHECK: %[[SB:.*]]:2 = zero.gather_wait %{{.*}} : tensor<8x8xf32>, tensor<8xf32>
-// CHECK-NEXT: nn.matmul %[[POS]], %[[POS]] : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: %[[ROT:.*]] = nn.matmul %[[POS]], %[[POS]] : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
 // CHECK-NEXT: %[[BB:.*]] = nn.cast %[[SB]]#1 : tensor<8xf32> -> tensor<8xbf16>
 // CHECK-NEXT: %[[BF:.*]] = nn.cast %[[BB]] : tensor<8xbf16> -> tensor<8xf32>
 // CHECK-NEXT: %[[XB:.*]] = nn.cast %[[X]] : tensor<2x4xf32> -> tensor<2x4xbf16>
 // CHECK-NEXT: %[[H:.*]] = nn.matmul %[[XB]], %[[W]], %[[BF]] : (tensor<2x4xbf16>, tensor<4x8xbf16>, tensor<8xf32>) -> tensor<2x8xf32>
-// CHECK-NEXT: %[[SR:.*]] = nn.cast %[[SB]]#0 : tensor<8x8xf32> -> tensor<8x8xbf16>
 // CHECK-NEXT: %[[HB:.*]] = nn.cast %[[H]] : tensor<2x8xf32> -> tensor<2x8xbf16>
+// CHECK-NEXT: %[[SR:.*]] = nn.cast %[[SB]]#0 : tensor<8x8xf32> -> tensor<8x8xbf16>
 // CHECK-NEXT: %[[G:.*]] = nn.matmul %[[HB]], %[[SR]] : (tensor<2x8xbf16>, tensor<8x8xbf16>) -> tensor<2x8xf32>
 // CHECK-NEXT: %[[GB:.*]] = nn.cast %[[G]] : tensor<2x8xf32> -> tensor<2x8xbf16>
 // CHECK-NEXT: %[[GR:.*]] = nn.reshape %[[GB]] : tensor<2x8xbf16> -> tensor<16xbf16>
 // CHECK-NEXT: %[[HR:.*]] = nn.reshape %[[HB]] : tensor<2x8xbf16> -> tensor<16xbf16>
-// CHECK-NEXT: nn.matmul %[[GR]], %[[HR]] : (tensor<16xbf16>, tensor<16xbf16>) -> tensor<f32>
+// CHECK-NEXT: %[[DOT:.*]] = nn.matmul %[[GR]], %[[HR]] : (tensor<16xbf16>, tensor<16xbf16>) -> tensor<f32>
+// CHECK-NEXT: %[[DOTB:.*]] = nn.cast %[[DOT]] : tensor<f32> -> tensor<bf16>
 // CHECK-NEXT: %[[HT:.*]] = nn.transpose %[[HB]] {perm = array<i64: 1, 0>} : tensor<2x8xbf16> -> tensor<8x2xbf16>
-// CHECK-NEXT: nn.matmul %[[HT]], %[[GB]] : (tensor<8x2xbf16>, tensor<2x8xbf16>) -> tensor<8x8xf32>
-// CHECK-NEXT: return
+// CHECK-NEXT: %[[DW:.*]] = nn.matmul %[[HT]], %[[GB]] : (tensor<8x2xbf16>, tensor<2x8xbf16>) -> tensor<8x8xf32>
+// CHECK-NEXT: %[[DWB:.*]] = nn.cast %[[DW]] : tensor<8x8xf32> -> tensor<8x8xbf16>
+// CHECK-NEXT: %[[DOTF:.*]] = nn.cast %[[DOTB]] : tensor<bf16> -> tensor<f32>
+// CHECK-NEXT: %[[DWF:.*]] = nn.cast %[[DWB]] : tensor<8x8xbf16> -> tensor<8x8xf32>
+// CHECK-NEXT: return %[[ROT]], %[[DOTF]], %[[DWF]]
 //
 // With f32 gathers, the parameter is rounded by a cast of its own.
 // F32GATHER: %[[W:.*]] = zero.gather_wait %{{.*}} : tensor<4x8xf32>
