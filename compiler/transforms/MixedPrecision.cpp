@@ -147,34 +147,34 @@ struct MixedPrecisionPass
         if (view->use_empty())
           view->erase();
       for (nn::MatmulOp matmul : matmuls)
-        storeResultInBf16(matmul);
+        storeResultInBf16(matmul, copies);
     });
   }
 
   /// A matmul of bf16 operands returns its f32 sums rounded to bf16, as
-  /// cuBLAS's bf16 GEMM and torch's autocast do, and the bf16 value is what
-  /// lives on: one cast right after the matmul, read as it is by the bf16
-  /// operand copies of later matmuls (the same rounding; those casts go),
-  /// and through an f32 cast placed right before every other reader, so
-  /// that the f32 copy lives for one op. The activations a backward keeps
-  /// (the projections' outputs) and the gradients between matmuls are
-  /// therefore stored in bf16.
-  static void storeResultInBf16(nn::MatmulOp matmul) {
+  /// cuBLAS's bf16 GEMM and torch's autocast do: the result (and its bias,
+  /// a bf16-valued parameter whose bf16 copy it reads) becomes bf16, and the
+  /// kernel rounds once, after the bias. The bf16 operand copies later
+  /// matmuls made of the result go (the result is that copy), and every
+  /// other reader gets an f32 cast placed right before it, so that the f32
+  /// copy lives for one op. The activations a backward keeps (the
+  /// projections' outputs) and the gradients between matmuls are therefore
+  /// stored in bf16.
+  static void storeResultInBf16(nn::MatmulOp matmul,
+                                llvm::DenseMap<Value, Value> &copies) {
     Value result = matmul.getResult();
     auto type = llvm::cast<RankedTensorType>(result.getType());
     Type bf16 = BFloat16Type::get(type.getContext());
+    if (Value bias = matmul.getBias())
+      matmul.getBiasMutable().assign(bf16Operand(bias, matmul, copies));
+    result.setType(type.clone(bf16));
     OpBuilder builder(matmul->getContext());
-    builder.setInsertionPointAfter(matmul);
-    auto rounded = builder.create<nn::CastOp>(
-        madeHere(matmul.getLoc(), "bf16 result"), type.clone(bf16), result);
     llvm::DenseMap<Operation *, Value> widened;
     for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
       Operation *reader = use.getOwner();
-      if (reader == rounded)
-        continue;
       if (auto cast = llvm::dyn_cast<nn::CastOp>(reader);
           cast && getElementTypeOrSelf(cast.getType()).isBF16()) {
-        cast.getResult().replaceAllUsesWith(rounded.getResult());
+        cast.getResult().replaceAllUsesWith(result);
         cast->erase();
         continue;
       }
@@ -182,7 +182,7 @@ struct MixedPrecisionPass
       if (!f32) {
         builder.setInsertionPoint(reader);
         f32 = builder.create<nn::CastOp>(madeHere(matmul.getLoc(), "f32 read"),
-                                         type, rounded.getResult());
+                                         type, result);
       }
       use.set(f32);
     }

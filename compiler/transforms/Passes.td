@@ -437,12 +437,13 @@ def MixedPrecision : Pass<"zplan-mixed-precision", "::mlir::ModuleOp"> {
     and transposes between a value and a matmul are re-emitted on its bf16
     copy, so that the input a backward matmul reads (dW = x^T dy) is the
     same bf16 copy the forward read: the saved activation is stored in bf16,
-    as torch saves a bf16 Linear's input. The result is rounded to bf16 (its
-    f32 sums, after the bias), as cuBLAS's bf16 GEMM and autocast return it:
-    one `nn.cast` right after the matmul, read as it is by later matmuls and
-    through an f32 `nn.cast` placed right before every other reader, so the
-    projections' outputs a backward keeps, and the gradients between
-    matmuls, are stored in bf16 too. Every other op (norms, softmax,
+    as torch saves a bf16 Linear's input. The result is bf16 too (and the
+    bias is read as bf16, a bf16-valued parameter): the kernel rounds the
+    f32 sums once, after the bias, as cuBLAS's bf16 GEMM and autocast return
+    it. Later matmuls read it as it is, every other reader through an f32
+    `nn.cast` placed right before it, so the projections' outputs a
+    backward keeps, and the gradients between matmuls, are stored in bf16
+    too. Every other op (norms, softmax,
     attention, element-wise ops, the loss, the optimizer) computes in f32.
 
     ```mlir

@@ -20,6 +20,8 @@
 // 0.3.21 declares cblas_sbgemm in cblas.h but is built without it (the
 // library exports no such symbol), so widening is the only way here; the
 // widened copies are scratch of the kernel's own, outside the plan's arena.
+// With a bf16 result (and bias) the f32 sums land in such a scratch and
+// are rounded into the result, once, after the bias.
 //
 //===----------------------------------------------------------------------===//
 
@@ -159,6 +161,31 @@ Status runMatmul(const KernelCall &call) {
     std::vector<float> lhs = widen(call.operands[0]);
     std::vector<float> rhs = widen(call.operands[1]);
     return multiply<float>(call, shape, lhs.data(), rhs.data());
+  }
+  if (isBf16RoundedProduct(call)) {
+    // The f32 product (onto the widened bias) in a scratch result, then
+    // rounded into the bf16 one: one rounding, after the bias.
+    std::vector<float> lhs = widen(call.operands[0]);
+    std::vector<float> rhs = widen(call.operands[1]);
+    std::vector<TensorRef> operands = call.operands;
+    std::vector<TensorRef> results = call.results;
+    std::vector<float> bias,
+        sums(static_cast<size_t>(results[0].numElements()));
+    if (operands.size() == 3) {
+      bias = widen(operands[2]);
+      operands[2].data = bias.data();
+      operands[2].dtype = ElementType::F32;
+    }
+    results[0].data = sums.data();
+    results[0].dtype = ElementType::F32;
+    KernelCall wide{call.instruction, operands, results};
+    if (Status status = multiply<float>(wide, shape, lhs.data(), rhs.data());
+        !status.ok())
+      return status;
+    uint16_t *out = call.results[0].as<uint16_t>();
+    for (size_t i = 0; i < sums.size(); ++i)
+      out[i] = floatToBf16(sums[i]);
+    return Status::success();
   }
   return dispatchFloatType(call, "lhs", call.operands[0].dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -24,7 +24,9 @@
 // bf16 operands with an f32 result (mixed precision, docs/mixed-precision.md)
 // are one GemmEx with A and B in CUDA_R_16BF, C in CUDA_R_32F and
 // CUBLAS_COMPUTE_32F: tensor cores, exact products, f32 accumulation -- the
-// CPU kernel's widened SGEMM, summed in another order.
+// CPU kernel's widened SGEMM, summed in another order. With a bf16 result
+// (and bias) C is CUDA_R_16BF too: cuBLAS adds the bias written into C to
+// the f32 sums and rounds once, as the CPU kernel does after its SGEMM.
 //
 // Precision: CUBLAS_COMPUTE_32F for f32 (64F for f64), not
 // CUBLAS_COMPUTE_32F_FAST_TF32: the CPU oracle is plain fp32 and the diff
@@ -48,19 +50,23 @@ using namespace zplan::ops;
 
 namespace {
 
-/// cuBLAS's names for element type T and its accumulation (uint16_t: the
-/// bits of a bf16, operands only).
+/// cuBLAS's names for element type T, its accumulation, and the type of
+/// alpha and beta (uint16_t: the bits of a bf16, accumulated in f32).
 template <typename T> struct GemmTypes;
 template <> struct GemmTypes<uint16_t> {
   static constexpr cudaDataType_t data = CUDA_R_16BF;
+  static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  using Scalar = float;
 };
 template <> struct GemmTypes<float> {
   static constexpr cudaDataType_t data = CUDA_R_32F;
   static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  using Scalar = float;
 };
 template <> struct GemmTypes<double> {
   static constexpr cudaDataType_t data = CUDA_R_64F;
   static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_64F;
+  using Scalar = double;
 };
 
 /// One matmul's GEMM arguments in cuBLAS's column-major terms: C^T [N, M] =
@@ -77,10 +83,11 @@ struct Gemm {
 /// Operands of type In, result (and accumulation) of type T.
 template <typename In, typename T>
 Status issueGemms(const KernelCall &call, const Gemm &gemm, const In *lhs,
-                  int64_t lhsStride, const In *rhs, int64_t rhsStride, T beta,
-                  T *result, int64_t resultStride, int64_t count) {
-  const T alpha = 1;
+                  int64_t lhsStride, const In *rhs, int64_t rhsStride,
+                  typename GemmTypes<T>::Scalar beta, T *result,
+                  int64_t resultStride, int64_t count) {
   using Types = GemmTypes<T>;
+  const typename Types::Scalar alpha = 1;
   constexpr cudaDataType_t in = GemmTypes<In>::data;
   if (count == 1)
     return checkCublas(call,
@@ -117,7 +124,7 @@ Status multiply(const KernelCall &call, const MatmulShape &shape) {
   int64_t m = shape.m, n = shape.n, k = shape.k;
   int64_t batchCount = product(shape.batch);
 
-  T beta = 0;
+  typename GemmTypes<T>::Scalar beta = 0;
   if (call.host.operands.size() == 3) {
     std::vector<int64_t> strides;
     if (Status status = matmulBiasStrides(call.host, strides); !status.ok())
@@ -185,6 +192,8 @@ Status runMatmul(const KernelCall &call) {
     return status;
   if (isBf16Product(call.host))
     return multiply<uint16_t, float>(call, shape);
+  if (isBf16RoundedProduct(call.host))
+    return multiply<uint16_t, uint16_t>(call, shape);
   return dispatchFloatType(call.host, "lhs", call.host.operands[0].dtype,
                            [&](auto tag) {
                              using T = typename decltype(tag)::type;

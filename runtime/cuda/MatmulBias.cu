@@ -35,5 +35,8 @@ template Status writeMatmulBias<float>(const KernelCall &,
                                        const std::vector<int64_t> &);
 template Status writeMatmulBias<double>(const KernelCall &,
                                         const std::vector<int64_t> &);
+// bf16 (its bits): the bias of a matmul with a bf16 result, copied as is.
+template Status writeMatmulBias<uint16_t>(const KernelCall &,
+                                          const std::vector<int64_t> &);
 
 } // namespace zplan::cuda

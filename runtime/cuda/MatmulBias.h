@@ -16,9 +16,10 @@
 namespace zplan::cuda {
 
 /// Issues result[i] = bias[offset(i)] on the call's stream for every
-/// element of the matmul's result, the bias (operand 2, T = float or
-/// double) read with element `strides` aligned to the result's shape (0
-/// along broadcast dimensions, as ops::matmulBiasStrides gives).
+/// element of the matmul's result, the bias (operand 2, T = float, double,
+/// or uint16_t for bf16 bits) read with element `strides` aligned to the
+/// result's shape (0 along broadcast dimensions, as ops::matmulBiasStrides
+/// gives).
 template <typename T>
 Status writeMatmulBias(const KernelCall &call,
                        const std::vector<int64_t> &strides);

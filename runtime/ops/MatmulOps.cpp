@@ -95,6 +95,11 @@ bool isBf16Product(const KernelCall &call) {
          call.results[0].dtype == ElementType::F32;
 }
 
+bool isBf16RoundedProduct(const KernelCall &call) {
+  return call.operands[0].dtype == ElementType::BF16 &&
+         call.results[0].dtype == ElementType::BF16;
+}
+
 Status matmulBiasStrides(const KernelCall &call,
                          std::vector<int64_t> &strides) {
   const TensorRef &bias = call.operands[2], &result = call.results[0];

@@ -26,8 +26,9 @@ struct MatmulShape {
   std::vector<int64_t> lhsBatch, rhsBatch, batch;
 };
 
-/// Arity (lhs, rhs, bias?), element types (all the lhs's, or bf16 lhs and
-/// rhs with an f32 result and bias: see isBf16Product) and shapes (numpy
+/// Arity (lhs, rhs, bias?), element types (all the lhs's -- bf16 too, see
+/// isBf16RoundedProduct -- or bf16 lhs and rhs with an f32 result and bias:
+/// see isBf16Product) and shapes (numpy
 /// batch broadcasting, rank-1 promotion, transpose_rhs, the result's
 /// shape); fills `shape`. The element type itself is the caller's to
 /// dispatch on (f32 and f64).
@@ -36,6 +37,12 @@ Status checkMatmul(const KernelCall &call, MatmulShape &shape);
 /// Mixed precision (docs/mixed-precision.md): bf16 operands multiplied
 /// exactly and accumulated in f32 into an f32 result (after checkMatmul).
 bool isBf16Product(const KernelCall &call);
+
+/// Whether `call` (checked by checkMatmul) multiplies bf16 lhs and rhs into
+/// a bf16 result (and takes a bf16 bias): the f32 sums, bias included,
+/// rounded to bf16 once, to nearest even -- mixed precision's Linear
+/// layers, as cuBLAS's GEMM with a bf16 C returns them.
+bool isBf16RoundedProduct(const KernelCall &call);
 
 /// The element strides with which the bias operand is read as it
 /// broadcasts to the result's shape.

@@ -9,9 +9,10 @@
 // hold NaN); k == 0 scales C by beta. Argument checks as cuBLAS documents
 // them (CUBLAS_STATUS_INVALID_VALUE for negative sizes and short leading
 // dimensions; NOT_SUPPORTED for type combinations other than all-32F with
-// COMPUTE_32F, all-64F with COMPUTE_64F, or 16BF A and B with a 32F C and
-// COMPUTE_32F, the three Matmul.cpp uses: bf16 elements are widened exactly
-// and summed in f32).
+// COMPUTE_32F, all-64F with COMPUTE_64F, or 16BF A and B with a 32F or 16BF
+// C and COMPUTE_32F, the four Matmul.cpp uses: bf16 elements are widened
+// exactly and summed in f32, and a 16BF C is read widened and written
+// rounded to nearest even, once, after beta C is added).
 // Sums accumulate in the compute type, in order of k: real cuBLAS may
 // order (and, with split-k, block) them differently, within the diff
 // test's GEMM tolerance.
@@ -20,6 +21,8 @@
 
 #include "runtime/support/Bfloat16.h"
 #include "test/emulation/Prelude.h"
+
+#include <vector>
 
 namespace emu {
 namespace {
@@ -48,6 +51,22 @@ void gemm(cublasOperation_t transa, cublasOperation_t transb, int m, int n,
     }
 }
 
+/// The GEMM into a bf16 C: beta C widened, the f32 result rounded.
+void gemmBf16C(cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+               int k, float alpha, const uint16_t *A, int lda,
+               const uint16_t *B, int ldb, float beta, uint16_t *C, int ldc) {
+  std::vector<float> wide(static_cast<size_t>(m) * n);
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i)
+      wide[i + size_t(j) * m] =
+          beta == 0.0f ? 0.0f : zplan::bf16ToFloat(C[i + int64_t(j) * ldc]);
+  gemm<uint16_t, float>(transa, transb, m, n, k, alpha, A, lda, B, ldb, beta,
+                        wide.data(), m);
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i)
+      C[i + int64_t(j) * ldc] = zplan::floatToBf16(wide[i + size_t(j) * m]);
+}
+
 bool knownOperation(cublasOperation_t op) {
   return op == CUBLAS_OP_N || op == CUBLAS_OP_T;
 }
@@ -72,10 +91,18 @@ cublasStatus_t gemmStridedBatchedEx(
              Ctype == CUDA_R_64F && compute == CUBLAS_COMPUTE_64F;
   bool bf16 = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF &&
               Ctype == CUDA_R_32F && compute == CUBLAS_COMPUTE_32F;
-  if (!f32 && !f64 && !bf16)
+  bool bf16C = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF &&
+               Ctype == CUDA_R_16BF && compute == CUBLAS_COMPUTE_32F;
+  if (!f32 && !f64 && !bf16 && !bf16C)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   for (int e = 0; e < batchCount; ++e) {
-    if (bf16)
+    if (bf16C)
+      gemmBf16C(transa, transb, m, n, k, *static_cast<const float *>(alpha),
+                static_cast<const uint16_t *>(A) + e * strideA, lda,
+                static_cast<const uint16_t *>(B) + e * strideB, ldb,
+                *static_cast<const float *>(beta),
+                static_cast<uint16_t *>(C) + e * strideC, ldc);
+    else if (bf16)
       gemm<uint16_t, float>(transa, transb, m, n, k,
                             *static_cast<const float *>(alpha),
                             static_cast<const uint16_t *>(A) + e * strideA, lda,

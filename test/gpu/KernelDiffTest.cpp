@@ -552,6 +552,25 @@ void addMatmulCases() {
     c.uniform({300, 512}, ElementType::BF16, -0.1, 0.1);
     c.result({1, 1, 300}).tolerance(1e-5, 1e-5);
   });
+  // The same with a bf16 result and bias (cuBLAS's 16BF C against the CPU's
+  // SGEMM rounded after it): a sum the two orders put on either side of a
+  // rounding boundary differs by one bf16 ulp, 2^-8 relative.
+  add("matmul", "bf16_rounded_linear", [](CaseBuilder &c) {
+    c.ints("transpose_rhs", {1}).uniform({2, 16, 64}, ElementType::BF16);
+    c.uniform({48, 64}, ElementType::BF16, -0.2, 0.2)
+        .uniform({48}, ElementType::BF16);
+    c.result({2, 16, 48}, ElementType::BF16).tolerance(4e-3, 1e-5);
+  });
+  add("matmul", "bf16_rounded_batched", [](CaseBuilder &c) {
+    c.uniform({3, 12, 32}, ElementType::BF16)
+        .uniform({3, 32, 20}, ElementType::BF16);
+    c.result({3, 12, 20}, ElementType::BF16).tolerance(4e-3, 1e-5);
+  });
+  add("matmul", "bf16_rounded_decode_gemv", [](CaseBuilder &c) {
+    c.ints("transpose_rhs", {1}).uniform({1, 1, 512}, ElementType::BF16);
+    c.uniform({300, 512}, ElementType::BF16, -0.1, 0.1);
+    c.result({1, 1, 300}, ElementType::BF16).tolerance(4e-3, 1e-5);
+  });
   add("matmul", "misaligned", [](CaseBuilder &c) {
     c.ints("transpose_rhs", {1}).uniform({9, 33}).uniform({17, 33});
     c.uniform({17}).result({9, 17}).misaligned().tolerance(1e-4, 1e-4);

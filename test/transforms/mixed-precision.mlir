@@ -151,42 +151,40 @@ func.func @decode(%q: tensor<1x2x1x4xf32>, %nk: tensor<1x1x1x4xf32>, %nv: tensor
 
 //--- compute.mlir
 // compute-dtype=bf16: a gathered bf16 parameter is read by its matmuls
-// directly (no f32 cast); a persistent one through its bf16 rounding; an
-// activation gets one bf16 copy before its first matmul, shared by every
-// later matmul, also through a reshape and transpose re-emitted on the copy
-// (the f32 ones go); a product of position arithmetic alone (%pos) stays
-// f32, and so does the bias. Each bf16 product's result is rounded to bf16
-// right after it (%HB, %GB: the copies later matmuls read), and every other
-// reader (here the returns) reads it through an f32 cast placed before it.
+// directly (no f32 cast); a persistent one through its bf16 rounding, the
+// bias too; an activation gets one bf16 copy before its first matmul,
+// shared by every later matmul, also through a reshape and transpose
+// re-emitted on the copy (the f32 ones go); a product of position
+// arithmetic alone (%pos) stays f32. Each bf16 product returns bf16 (the
+// kernel rounds its f32 sums once, after the bias): later matmuls read it
+// as it is, and every other reader (here the returns) through an f32 cast
+// placed right before it.
 // CHECK-LABEL: func.func @train_micro_step
 // CHECK-SAME: (%[[X:.*]]: tensor<2x4xf32>, %[[POS:.*]]: tensor<4x4xf32>)
 // CHECK: %[[W:.*]] = zero.gather_wait %{{.*}} : tensor<4x8xbf16>
 // CHECK: %[[SB:.*]]:2 = zero.gather_wait %{{.*}} : tensor<8x8xf32>, tensor<8xf32>
 // CHECK-NEXT: %[[ROT:.*]] = nn.matmul %[[POS]], %[[POS]] : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
 // CHECK-NEXT: %[[BB:.*]] = nn.cast %[[SB]]#1 : tensor<8xf32> -> tensor<8xbf16>
-// CHECK-NEXT: %[[BF:.*]] = nn.cast %[[BB]] : tensor<8xbf16> -> tensor<8xf32>
 // CHECK-NEXT: %[[XB:.*]] = nn.cast %[[X]] : tensor<2x4xf32> -> tensor<2x4xbf16>
-// CHECK-NEXT: %[[H:.*]] = nn.matmul %[[XB]], %[[W]], %[[BF]] : (tensor<2x4xbf16>, tensor<4x8xbf16>, tensor<8xf32>) -> tensor<2x8xf32>
-// CHECK-NEXT: %[[HB:.*]] = nn.cast %[[H]] : tensor<2x8xf32> -> tensor<2x8xbf16>
+// CHECK-NEXT: %[[H:.*]] = nn.matmul %[[XB]], %[[W]], %[[BB]] : (tensor<2x4xbf16>, tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<2x8xbf16>
 // CHECK-NEXT: %[[SR:.*]] = nn.cast %[[SB]]#0 : tensor<8x8xf32> -> tensor<8x8xbf16>
-// CHECK-NEXT: %[[G:.*]] = nn.matmul %[[HB]], %[[SR]] : (tensor<2x8xbf16>, tensor<8x8xbf16>) -> tensor<2x8xf32>
-// CHECK-NEXT: %[[GB:.*]] = nn.cast %[[G]] : tensor<2x8xf32> -> tensor<2x8xbf16>
-// CHECK-NEXT: %[[GR:.*]] = nn.reshape %[[GB]] : tensor<2x8xbf16> -> tensor<16xbf16>
-// CHECK-NEXT: %[[HR:.*]] = nn.reshape %[[HB]] : tensor<2x8xbf16> -> tensor<16xbf16>
-// CHECK-NEXT: %[[DOT:.*]] = nn.matmul %[[GR]], %[[HR]] : (tensor<16xbf16>, tensor<16xbf16>) -> tensor<f32>
-// CHECK-NEXT: %[[DOTB:.*]] = nn.cast %[[DOT]] : tensor<f32> -> tensor<bf16>
-// CHECK-NEXT: %[[HT:.*]] = nn.transpose %[[HB]] {perm = array<i64: 1, 0>} : tensor<2x8xbf16> -> tensor<8x2xbf16>
-// CHECK-NEXT: %[[DW:.*]] = nn.matmul %[[HT]], %[[GB]] : (tensor<8x2xbf16>, tensor<2x8xbf16>) -> tensor<8x8xf32>
-// CHECK-NEXT: %[[DWB:.*]] = nn.cast %[[DW]] : tensor<8x8xf32> -> tensor<8x8xbf16>
-// CHECK-NEXT: %[[DOTF:.*]] = nn.cast %[[DOTB]] : tensor<bf16> -> tensor<f32>
-// CHECK-NEXT: %[[DWF:.*]] = nn.cast %[[DWB]] : tensor<8x8xbf16> -> tensor<8x8xf32>
+// CHECK-NEXT: %[[G:.*]] = nn.matmul %[[H]], %[[SR]] : (tensor<2x8xbf16>, tensor<8x8xbf16>) -> tensor<2x8xbf16>
+// CHECK-NEXT: %[[GR:.*]] = nn.reshape %[[G]] : tensor<2x8xbf16> -> tensor<16xbf16>
+// CHECK-NEXT: %[[HR:.*]] = nn.reshape %[[H]] : tensor<2x8xbf16> -> tensor<16xbf16>
+// CHECK-NEXT: %[[DOT:.*]] = nn.matmul %[[GR]], %[[HR]] : (tensor<16xbf16>, tensor<16xbf16>) -> tensor<bf16>
+// CHECK-NEXT: %[[HT:.*]] = nn.transpose %[[H]] {perm = array<i64: 1, 0>} : tensor<2x8xbf16> -> tensor<8x2xbf16>
+// CHECK-NEXT: %[[DW:.*]] = nn.matmul %[[HT]], %[[G]] : (tensor<8x2xbf16>, tensor<2x8xbf16>) -> tensor<8x8xbf16>
+// CHECK-NEXT: %[[DOTF:.*]] = nn.cast %[[DOT]] : tensor<bf16> -> tensor<f32>
+// CHECK-NEXT: %[[DWF:.*]] = nn.cast %[[DW]] : tensor<8x8xbf16> -> tensor<8x8xf32>
 // CHECK-NEXT: return %[[ROT]], %[[DOTF]], %[[DWF]]
 //
-// With f32 gathers, the parameter is rounded by a cast of its own.
+// With f32 gathers, the parameter is rounded by a cast of its own, and so
+// is the bias.
 // F32GATHER: %[[W:.*]] = zero.gather_wait %{{.*}} : tensor<4x8xf32>
 // F32GATHER: %[[XB:.*]] = nn.cast %{{.*}} : tensor<2x4xf32> -> tensor<2x4xbf16>
 // F32GATHER-NEXT: %[[WB:.*]] = nn.cast %[[W]] : tensor<4x8xf32> -> tensor<4x8xbf16>
-// F32GATHER-NEXT: nn.matmul %[[XB]], %[[WB]], %{{.*}} : (tensor<2x4xbf16>, tensor<4x8xbf16>, tensor<8xf32>) -> tensor<2x8xf32>
+// F32GATHER-NEXT: %[[BB:.*]] = nn.cast %{{.*}}#1 : tensor<8xf32> -> tensor<8xbf16>
+// F32GATHER-NEXT: nn.matmul %[[XB]], %[[WB]], %[[BB]] : (tensor<2x4xbf16>, tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<2x8xbf16>
 nn.parameter @w : tensor<4x8xf32>
 nn.parameter @s : tensor<8x8xf32>
 nn.parameter @b : tensor<8xf32>

@@ -610,6 +610,38 @@ TEST(CpuKernels, MatmulBf16OperandsAccumulateInF32) {
                        "matmul: bias has element type bf16, expected f32"));
 }
 
+TEST(CpuKernels, MatmulBf16ResultIsTheF32SumRoundedOnce) {
+  // A bf16 result (and bias): the f32 product of the widened operands onto
+  // the widened bias, rounded to bf16 once, to nearest even.
+  Tensor x32 = randomFloats(rng(), {2, 24, 96}),
+         w32 = randomFloats(rng(), {40, 96}, -0.1, 0.1),
+         b32 = randomFloats(rng(), {40});
+  Tensor x = toBf16(x32), w = toBf16(w32), b = toBf16(b32);
+  Tensor xWide = toF32(x), wWide = toF32(w), bWide = toF32(b);
+  Op linear = Op("matmul").ints("transpose_rhs", {1});
+  Tensor y({2, 24, 40}, ElementType::BF16), sums({2, 24, 40});
+  runOk(linear, {&x, &w, &b}, y);
+  runOk(linear, {&xWide, &wWide, &bWide}, sums);
+  std::vector<uint16_t> expected;
+  for (float sum : sums.values<float>())
+    expected.push_back(zplan::floatToBf16(sum));
+  EXPECT_EQ(y.values<uint16_t>(), expected);
+  // Without a bias, and the GEMV path.
+  Tensor row32 = randomFloats(rng(), {1, 96});
+  Tensor row = toBf16(row32);
+  Tensor rowWide = toF32(row);
+  Tensor rowY({1, 40}, ElementType::BF16), rowSums({1, 40});
+  runOk(linear, {&row, &w}, rowY);
+  runOk(linear, {&rowWide, &wWide}, rowSums);
+  expected.clear();
+  for (float sum : rowSums.values<float>())
+    expected.push_back(zplan::floatToBf16(sum));
+  EXPECT_EQ(rowY.values<uint16_t>(), expected);
+  // An f32 bias under a bf16 result is an error.
+  EXPECT_TRUE(contains(runError(linear, {&x, &w, &b32}, y),
+                       "matmul: bias has element type f32, expected bf16"));
+}
+
 TEST(CpuKernels, MatmulF64AndErrors) {
   Tensor a = make<double>({2, 2}, {1, 2, 3, 4});
   Tensor b = make<double>({2, 2}, {5, 6, 7, 8});
