@@ -267,8 +267,9 @@ def NN_MatmulOp : NN_Op<"matmul", [Pure]> {
 
     `lhs` and `rhs` have one element type. The result (and the bias) has it
     too, or is f32 when the operands are bf16: a bf16 product accumulated
-    and returned in f32 (zplan-mixed-precision's matmuls, a tensor-core
-    GEMM's CUBLAS_COMPUTE_32F).
+    and returned in f32 (a tensor-core GEMM's CUBLAS_COMPUTE_32F). A bf16
+    result is the f32 sums, bias included, rounded to bf16 once
+    (zplan-mixed-precision's matmuls, a GEMM with a bf16 C).
 
     ```mlir
     %y = nn.matmul %x, %w, %b : (tensor<2x16x64xf32>, tensor<64x256xf32>, tensor<256xf32>) -> tensor<2x16x256xf32>
