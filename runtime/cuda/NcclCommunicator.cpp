@@ -7,6 +7,8 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -262,15 +264,35 @@ zplan::cuda::createNcclCommunicator(comm::Communicator &host,
     return failure("cudaSetDevice(", device.device(),
                    "): ", cudaGetErrorString(error));
   // Non-blocking, so that the watch can abort a communicator whose peer
-  // stopped (NcclCommunicator.h). Every rank reached the broadcast above,
-  // under the host's watchdog; the initialization itself is not watched.
+  // stopped (NcclCommunicator.h). The initialization is itself a collective
+  // (every rank connects to its peers): it has the host's deadline too.
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
   ncclResult_t result =
       ncclCommInitRankConfig(&comm, host.size(), id, host.rank(), &config);
-  if (comm && result == ncclInProgress)
-    result = settle(comm, result);
+  auto [timeout, tool] = host.collectiveTimeout();
+  auto started = std::chrono::steady_clock::now();
+  while (comm && result == ncclInProgress) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (ncclResult_t query = ncclCommGetAsyncError(comm, &result);
+        query != ncclSuccess)
+      result = query;
+    double waited = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - started)
+                        .count();
+    if (result == ncclInProgress && timeout > 0 && waited >= timeout) {
+      std::fprintf(stderr,
+                   "%s: error: [rank %d] NCCL's initialization "
+                   "(ncclCommInitRankConfig) did not complete within "
+                   "--collective-timeout %.1f s (waited %.1f s): which ranks "
+                   "did not arrive is unknown; ending every rank\n",
+                   tool.c_str(), host.rank(), timeout, waited);
+      std::fflush(stderr);
+      ncclCommAbort(comm);
+      host.abort(1);
+    }
+  }
   if (result != ncclSuccess) {
     if (comm)
       ncclCommAbort(comm);
