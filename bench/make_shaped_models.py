@@ -435,6 +435,10 @@ ON_REQUEST_MODELS = {
     "llama2-7b-f32": (build_llama, dict(LLAMA2_7B, dtype="float32")),
     "llama2-70b-f32": (build_llama, dict(LLAMA2_70B, dtype="float32")),
     "llama2-70b-8l-f32": (build_llama, dict(LLAMA2_70B, layers=8, dtype="float32")),
+    # bench/compile_bench.py: compile time against the layer count.
+    "llama2-70b-10l-f32": (build_llama, dict(LLAMA2_70B, layers=10, dtype="float32")),
+    "llama2-70b-20l-f32": (build_llama, dict(LLAMA2_70B, layers=20, dtype="float32")),
+    "llama2-70b-40l-f32": (build_llama, dict(LLAMA2_70B, layers=40, dtype="float32")),
 }
 
 
