@@ -24,13 +24,8 @@ Location zplan::autodiff::gradientLocation(Operation *forward) {
 }
 
 std::string zplan::autodiff::nodeName(Operation *op) {
-  Location loc = op->getLoc();
-  if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (auto name = llvm::dyn_cast<NameLoc>(inner))
-        return name.getName().str();
-  if (auto name = llvm::dyn_cast<NameLoc>(loc))
-    return name.getName().str();
+  if (std::optional<StringRef> name = nn::onnxNodeName(op->getLoc()))
+    return name->str();
   return "<unnamed>";
 }
 

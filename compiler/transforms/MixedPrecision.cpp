@@ -31,17 +31,8 @@ namespace {
 /// with `/what` appended, so that a cast is named, and recomputed, with the
 /// layer it belongs to ("/model/layers.0/mlp/up_proj/MatMul/bf16 result").
 Location madeHere(Location loc, StringRef what) {
-  std::string name;
-  if (auto fused = llvm::dyn_cast<FusedLoc>(loc)) {
-    for (Location inner : fused.getLocations())
-      if (auto named = llvm::dyn_cast<NameLoc>(inner)) {
-        name = named.getName().str();
-        break;
-      }
-  } else if (auto named = llvm::dyn_cast<NameLoc>(loc)) {
-    name = named.getName().str();
-  }
-  std::string text = name.empty() ? what.str() : name + "/" + what.str();
+  std::optional<StringRef> node = nn::onnxNodeName(loc);
+  std::string text = node ? (*node + "/" + what).str() : what.str();
   return NameLoc::get(StringAttr::get(loc.getContext(), text), loc);
 }
 

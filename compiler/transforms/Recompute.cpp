@@ -58,19 +58,6 @@ struct ForwardBlock {
 
 } // namespace
 
-/// The ONNX node name an op was imported from (the first NameLoc, also
-/// inside the FusedLoc of a formed op).
-static std::optional<StringRef> onnxNodeName(Operation *op) {
-  Location loc = op->getLoc();
-  if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (auto name = llvm::dyn_cast<NameLoc>(inner))
-        return name.getName().strref();
-  if (auto name = llvm::dyn_cast<NameLoc>(loc))
-    return name.getName().strref();
-  return std::nullopt;
-}
-
 /// The block of an ONNX node name: the path up to its first scope that is,
 /// or ends in, a layer index ("/model/transformer/h.3/attn/MatMul" ->
 /// "/model/transformer/h.3"; "/model/layers/3/mlp/Mul" -> "/model/layers/3";
@@ -114,7 +101,7 @@ collectBlocks(func::FuncOp func, const llvm::DenseSet<Operation *> &forward) {
         !llvm::isa_and_nonnull<nn::NNDialect>(op.getDialect()) ||
         llvm::isa<nn::ConstantOp>(op))
       continue;
-    std::optional<StringRef> node = onnxNodeName(&op);
+    std::optional<StringRef> node = nn::onnxNodeName(op.getLoc());
     StringRef block = node ? blockOfNodeName(*node) : StringRef();
     if (!block.empty())
       byName[block].push_back(&op);
@@ -226,7 +213,7 @@ static bool recomputeBlock(const ForwardBlock &block,
     if (!needed.count(op))
       continue;
     Operation *clone = builder.clone(*op, mapping);
-    if (std::optional<StringRef> node = onnxNodeName(op))
+    if (std::optional<StringRef> node = nn::onnxNodeName(op->getLoc()))
       clone->setLoc(NameLoc::get(builder.getStringAttr(*node + "/recompute")));
     clones.push_back(clone);
   }

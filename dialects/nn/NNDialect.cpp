@@ -20,6 +20,16 @@ void NNDialect::initialize() {
       >();
 }
 
+std::optional<StringRef> zplan::nn::onnxNodeName(Location loc) {
+  if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (auto name = llvm::dyn_cast<NameLoc>(inner))
+        return name.getName().strref();
+  if (auto name = llvm::dyn_cast<NameLoc>(loc))
+    return name.getName().strref();
+  return std::nullopt;
+}
+
 Operation *NNDialect::materializeConstant(OpBuilder &builder, Attribute value,
                                           Type type, Location loc) {
   auto elements = llvm::dyn_cast<ElementsAttr>(value);

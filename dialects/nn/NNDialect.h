@@ -18,6 +18,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <optional>
+
 namespace zplan::nn {
 
 /// Numpy broadcast of the static shapes `a` and `b`, or failure when a pair
@@ -27,6 +29,11 @@ broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
 
 /// Checks that every operand broadcasts (numpy rules) to the result shape.
 mlir::LogicalResult verifyBroadcast(mlir::Operation *op);
+
+/// The ONNX node name an nn op's location carries: the NameLoc the importer
+/// gave it, or the first NameLoc inside the FusedLoc of an op formed from
+/// several nodes; nullopt when there is none.
+std::optional<llvm::StringRef> onnxNodeName(mlir::Location loc);
 
 /// Op trait for elementwise ops whose operands broadcast to the result.
 template <typename ConcreteType>
