@@ -8,7 +8,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -52,12 +51,16 @@ Status ncclFailure(std::string_view call, int rank, ncclResult_t result) {
 
 /// The outcome of a call on a non-blocking communicator: it may return
 /// ncclInProgress, and then no other call may use `comm` until
-/// ncclCommGetAsyncError says it is done. A stopped peer can keep a call in
-/// progress (a connection to it being set up): the AsyncWatch that watches
-/// the collective ends the job then.
-ncclResult_t settle(ncclComm_t comm, ncclResult_t result) {
+/// ncclCommGetAsyncError says it is done, asked after each `pause` (0: a
+/// yield). A stopped peer can keep a call in progress (a connection to it
+/// being set up): the AsyncWatch that watches the call ends the job then.
+ncclResult_t settle(ncclComm_t comm, ncclResult_t result,
+                    std::chrono::microseconds pause = {}) {
   while (result == ncclInProgress) {
-    std::this_thread::yield();
+    if (pause.count() == 0)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(pause);
     if (ncclResult_t query = ncclCommGetAsyncError(comm, &result);
         query != ncclSuccess)
       return query;
@@ -265,33 +268,26 @@ zplan::cuda::createNcclCommunicator(comm::Communicator &host,
                    "): ", cudaGetErrorString(error));
   // Non-blocking, so that the watch can abort a communicator whose peer
   // stopped (NcclCommunicator.h). The initialization is itself a collective
-  // (every rank connects to its peers): it has the host's deadline too.
+  // (every rank connects to its peers): it is watched as one, under the
+  // host's deadline, and polled every millisecond (it takes a while).
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
   ncclResult_t result =
       ncclCommInitRankConfig(&comm, host.size(), id, host.rank(), &config);
-  auto [timeout, tool] = host.collectiveTimeout();
-  auto started = std::chrono::steady_clock::now();
-  while (comm && result == ncclInProgress) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (ncclResult_t query = ncclCommGetAsyncError(comm, &result);
-        query != ncclSuccess)
-      result = query;
-    double waited = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - started)
-                        .count();
-    if (result == ncclInProgress && timeout > 0 && waited >= timeout) {
-      std::fprintf(stderr,
-                   "%s: error: [rank %d] NCCL's initialization "
-                   "(ncclCommInitRankConfig) did not complete within "
-                   "--collective-timeout %.1f s (waited %.1f s): which ranks "
-                   "did not arrive is unknown; ending every rank\n",
-                   tool.c_str(), host.rank(), timeout, waited);
-      std::fflush(stderr);
+  if (comm && result == ncclInProgress) {
+    std::atomic<bool> initialized{false};
+    comm::AsyncWatch::Hooks hooks;
+    hooks.timeout = [&host] { return host.collectiveTimeout(); };
+    hooks.abortAll = [&host, comm] {
       ncclCommAbort(comm);
       host.abort(1);
-    }
+    };
+    comm::AsyncWatch watch(host.rank(), host.size(), std::move(hooks));
+    watch.issued("NCCL's initialization (ncclCommInitRankConfig)",
+                 [&initialized] { return initialized.load(); });
+    result = settle(comm, result, std::chrono::milliseconds(1));
+    initialized = true;
   }
   if (result != ncclSuccess) {
     if (comm)
