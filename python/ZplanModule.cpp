@@ -123,8 +123,8 @@ void agreeOnCall(const std::string &call) {
   throw std::runtime_error(message);
 }
 
-/// The text of an array argument for a call's signature: its shape and
-/// kind, or "None".
+/// The text of an array argument for a call's signature: its shape, the
+/// type of what is not an array, or "None".
 std::string describeArgument(py::handle object) {
   if (object.is_none())
     return "None";
@@ -133,10 +133,7 @@ std::string describeArgument(py::handle object) {
     PyErr_Clear();
     return py::str(py::type::of(object)).cast<std::string>();
   }
-  std::string text = "[";
-  for (py::ssize_t i = 0; i < array.ndim(); ++i)
-    text += (i ? ", " : "") + std::to_string(array.shape(i));
-  return text + "]";
+  return shapeText(shapeOf(array));
 }
 
 /// repr(object), for a call's signature.
@@ -747,7 +744,7 @@ PYBIND11_MODULE(zplan, module) {
   // zrun's default deadline: a rank that stops, hangs, or leaves a call the
   // others are in (an exception caught on one rank, an early exit) ends the
   // job instead of hanging it.
-  theWorld().setCollectiveTimeout(300, "zplan");
+  theWorld().setCollectiveTimeout(comm::kDefaultCollectiveTimeout, "zplan");
   py::module_::import("atexit").attr("register")(
       py::cpp_function(&finalizeWorld));
   abortOnUncaughtExceptions();

@@ -31,6 +31,12 @@
 
 namespace zplan::comm {
 
+/// The deadline of a collective when the user sets none (zrun
+/// --collective-timeout, zplan.set_collective_timeout), in seconds: long
+/// enough for any collective of a healthy job, short of DeepSpeed's 30
+/// minutes.
+inline constexpr double kDefaultCollectiveTimeout = 300;
+
 class Communicator {
 public:
   virtual ~Communicator() = default;

@@ -12,6 +12,7 @@
 #ifndef ZPLAN_RUNTIME_TOOLING_ARGUMENTS_H
 #define ZPLAN_RUNTIME_TOOLING_ARGUMENTS_H
 
+#include "runtime/comm/Communicator.h"
 #include "runtime/generate/GenerateOptions.h"
 #include "runtime/session/RankDevice.h"
 #include "runtime/support/Status.h"
@@ -46,7 +47,7 @@ struct Arguments {
   int threads = 1;
   /// --collective-timeout: the deadline of every collective, in seconds
   /// (comm/Watchdog.h); 0: none.
-  double collectiveTimeout = 300;
+  double collectiveTimeout = comm::kDefaultCollectiveTimeout;
   bool help = false;
   /// `train`'s options (see kUsage).
   train::TrainOptions train;
