@@ -3,10 +3,12 @@
 #include "runtime/train/TrainOptions.h"
 #include "runtime/support/FlagWords.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <set>
 
@@ -107,6 +109,16 @@ CheckpointValues TrainOptions::checkpointValues(DataExtent data) const {
 
 namespace {
 
+/// The checkpoint values a resume must match, and the flag that sets each:
+/// batch selection is a function of them, so resuming with another value
+/// would train on other rows than the interrupted run.
+const char *const kMustMatch[][2] = {
+    {"seed", "--seed"},
+    {"grad-accum", "--grad-accum"},
+    {"data-tokens", "--data (its token count)"},
+    {"data-rows", "--data (its row count)"},
+    {"shuffle", "--shuffle"}};
+
 /// The value of `key` among `values`, or null.
 const std::string *valueNamed(const CheckpointValues &values,
                               const std::string &key) {
@@ -129,14 +141,6 @@ Status TrainOptions::checkResume(const LoadedCheckpoint &loaded,
                    "; this run reads ",
                    savedRows ? "a token stream" : "rows (a 2-D .npy --data)",
                    ", so it would not continue that run");
-  // Batch selection is a function of these: resuming with another value
-  // would train on other rows than the interrupted run.
-  const char *const kMustMatch[][2] = {
-      {"seed", "--seed"},
-      {"grad-accum", "--grad-accum"},
-      {"data-tokens", "--data (its token count)"},
-      {"data-rows", "--data (its row count)"},
-      {"shuffle", "--shuffle"}};
   for (const auto &[key, flag] : kMustMatch) {
     const std::string *expected = valueNamed(mine, key);
     if (!expected)
@@ -162,8 +166,8 @@ std::vector<std::string>
 TrainOptions::changedOnResume(const LoadedCheckpoint &loaded) const {
   std::vector<std::string> changed;
   for (const auto &[key, value] : checkpointValues(DataExtent())) {
-    if (key == "seed" || key == "grad-accum" || key.rfind("data-", 0) == 0 ||
-        key == "shuffle")
+    if (std::any_of(std::begin(kMustMatch), std::end(kMustMatch),
+                    [&](const auto &entry) { return key == entry[0]; }))
       continue; // checkResume's: they must match.
     const std::string *saved = valueNamed(loaded.values, key);
     if (saved && *saved != value)
