@@ -133,8 +133,10 @@ private:
   void runQueue(plan::Queue queue, uint32_t epoch);
   Status execute(uint32_t index);
   Status executeAllGather(const plan::Instruction &instruction);
-  /// Names the next collective for the communicator's watchdog.
-  void nameCollective(const plan::Instruction &instruction, uint32_t group);
+  /// The name of the collective `instruction` issues, for the
+  /// communicator's watchdog (comm::CollectiveContext).
+  std::string collectiveName(const plan::Instruction &instruction,
+                             uint32_t group) const;
   Status executeRelease(const plan::Instruction &instruction);
   Status executeResidentRelease(const plan::Instruction &instruction);
   /// The carry: carry_gather (a gather that fills the ledger's copy),

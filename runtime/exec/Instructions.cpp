@@ -64,13 +64,12 @@ Status Executor::execute(uint32_t index) {
   return Status::success();
 }
 
-/// Names the collective `instruction` issues next, for the watchdog's line
-/// (comm/Watchdog.h): its program, index, opcode, location and group.
-void Executor::nameCollective(const plan::Instruction &instruction,
-                              uint32_t group) {
-  communicator.setCollectiveContext("program " + inQuotes(program.name()) +
-                                    " " + describeInstruction(instruction) +
-                                    " (group " + groupName(group) + ")");
+/// For the watchdog's line (comm/Watchdog.h): the collective's program,
+/// index, opcode, location and group.
+std::string Executor::collectiveName(const plan::Instruction &instruction,
+                                     uint32_t group) const {
+  return "program " + inQuotes(program.name()) + " " +
+         describeInstruction(instruction) + " (group " + groupName(group) + ")";
 }
 
 Status Executor::executeAllGather(const plan::Instruction &instruction) {
@@ -105,10 +104,12 @@ Status Executor::executeAllGather(const plan::Instruction &instruction) {
         reinterpret_cast<const float *>(shard), countPerRank));
     send = slice;
   }
-  nameCollective(instruction, group);
-  Status gatheredStatus =
-      communicator.allGather(send, copy, countPerRank, gathered);
-  communicator.setCollectiveContext("");
+  Status gatheredStatus = Status::success();
+  {
+    comm::CollectiveContext named(communicator,
+                                  collectiveName(instruction, group));
+    gatheredStatus = communicator.allGather(send, copy, countPerRank, gathered);
+  }
   if (!gatheredStatus.ok())
     return failure(describeInstruction(instruction), " (group ",
                    groupName(group), "): ", gatheredStatus.message());
@@ -165,16 +166,18 @@ Executor::executeGradientReduction(const plan::Instruction &instruction) {
   const uint8_t *sum = staging;
   uint64_t count = padded;
   Status status = Status::success();
-  nameCollective(instruction, group);
-  if (instruction.opcode() == plan::OPCODE_ALL_REDUCE) {
-    status = communicator.allReduce(staging, padded, type);
-  } else {
-    count = padded / static_cast<uint64_t>(plan.world_size());
-    sum = staging + padded * elementBytes;
-    status = communicator.reduceScatter(
-        staging, staging + padded * elementBytes, count, type);
+  {
+    comm::CollectiveContext named(communicator,
+                                  collectiveName(instruction, group));
+    if (instruction.opcode() == plan::OPCODE_ALL_REDUCE) {
+      status = communicator.allReduce(staging, padded, type);
+    } else {
+      count = padded / static_cast<uint64_t>(plan.world_size());
+      sum = staging + padded * elementBytes;
+      status = communicator.reduceScatter(
+          staging, staging + padded * elementBytes, count, type);
+    }
   }
-  communicator.setCollectiveContext("");
   if (!status.ok())
     return failure(describeInstruction(instruction), " (group ",
                    groupName(group), "): ", status.message());
