@@ -157,16 +157,13 @@ Status runMatmul(const KernelCall &call) {
   MatmulShape shape;
   if (Status status = checkMatmul(call, shape); !status.ok())
     return status;
-  if (isBf16Product(call)) {
+  if (isBf16Product(call) || isBf16RoundedProduct(call)) {
     std::vector<float> lhs = widen(call.operands[0]);
     std::vector<float> rhs = widen(call.operands[1]);
-    return multiply<float>(call, shape, lhs.data(), rhs.data());
-  }
-  if (isBf16RoundedProduct(call)) {
-    // The f32 product (onto the widened bias) in a scratch result, then
-    // rounded into the bf16 one: one rounding, after the bias.
-    std::vector<float> lhs = widen(call.operands[0]);
-    std::vector<float> rhs = widen(call.operands[1]);
+    if (isBf16Product(call))
+      return multiply<float>(call, shape, lhs.data(), rhs.data());
+    // A bf16 result: the f32 product (onto the widened bias) in a scratch
+    // result, then rounded into the bf16 one: one rounding, after the bias.
     std::vector<TensorRef> operands = call.operands;
     std::vector<TensorRef> results = call.results;
     std::vector<float> bias,
