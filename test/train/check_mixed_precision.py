@@ -90,10 +90,12 @@ import sys
 import numpy as np
 
 sys.dont_write_bytecode = True
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "generate"))
 import batches
 from check_gradients import model_shapes, read_gradients
 from check_training import read_loss_log
 from common import CheckFailure, compile_train, main_wrapper, mpirun, run_tool
+from round_weights import round_to_bf16  # numpy's rounding, not zplan's
 
 LOSS_RTOL = 1e-5
 GRAD_RTOL = 1e-4
@@ -316,7 +318,7 @@ def compare_gradients_bf16c(label, golden, loss, grads, shapes):
     linear = [str(n) for n in golden["bf16c:linear_names"]]
     for n in linear:
         got = np.ascontiguousarray(grads[n], dtype=np.float32)
-        if not np.array_equal(got, bf16_round(got)):
+        if not np.array_equal(got, round_to_bf16(got)):
             raise CheckFailure(f"{label}: the gradient of {n}, a Linear weight, holds values "
                                f"that are not bf16: the product dW was not rounded")
     to_fp32 = loss_error(label, loss, float(golden["bf16:loss"]))
@@ -392,14 +394,6 @@ def compute_bf16_gradients(args, golden, shapes, out, worlds):
     print_identical(f"{args.name} gradients bf16 compute-bf16", runs, worlds)
 
 
-def bf16_round(x):
-    """float32 -> nearest bf16 (ties to even) -> float32, as torch's
-    x.to(torch.bfloat16) (no NaN here: the values are checked finite)."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return bits.astype(np.uint32).view(np.float32).reshape(np.shape(x))
-
-
 def reduce_bf16_gradients(args, golden, out, worlds, runs):
     """--reduce-dtype bf16 on the same input on every rank: each rank rounds
     the same float32 gradient g to b = bf16(g); N = 2 sums b + b = 2b in bf16
@@ -418,7 +412,7 @@ def reduce_bf16_gradients(args, golden, out, worlds, runs):
                                "the parameters listed differ from the reduce-fp32 run")
         differ, total, worst = 0, 0, 0.0
         for n, g in ref.items():
-            expected = bf16_round(g)
+            expected = round_to_bf16(g)
             got = grads[n]
             if got.shape != g.shape or not np.isfinite(got).all():
                 raise CheckFailure(f"{label}: gradient of {n}: shape {list(got.shape)} or "
