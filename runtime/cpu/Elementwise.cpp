@@ -4,7 +4,8 @@
 // broadcast their operands to the result shape with numpy rules, through
 // forEachRun, whose innermost run is as long as the operands allow (a whole
 // row for a bias add). Transcendental functions of f32 use the f32 libm
-// functions (within an ulp or two). The function of one element is a
+// functions (within an ulp or two). Unary and arithmetic ops also take bf16
+// operands (mixed precision): computed in f32 and rounded once (InBf16). The function of one element is a
 // functor of runtime/ops/ElementwiseOps.h, shared with the CUDA kernels, as
 // are the checks; integer division by zero is an error, found before
 // anything is written.
@@ -29,6 +30,14 @@ Status unary(const KernelCall &call, Fn fn) {
     return status;
   const TensorRef &input = call.operands[0], &result = call.results[0];
   int64_t count = input.numElements();
+  if (input.dtype == ElementType::BF16) {
+    const uint16_t *x = input.as<uint16_t>();
+    uint16_t *y = result.as<uint16_t>();
+    InBf16<Fn> inBf16{fn};
+    for (int64_t i = 0; i < count; ++i)
+      y[i] = inBf16(x[i]);
+    return Status::success();
+  }
   auto body = [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     if constexpr (domain == Domain::FloatOnly && !std::is_floating_point_v<T>) {
@@ -161,6 +170,12 @@ Status arithmetic(const KernelCall &call, Fn fn, Check check) {
     return status;
   const TensorRef &lhs = call.operands[0], &rhs = call.operands[1],
                   &result = call.results[0];
+  if (lhs.dtype == ElementType::BF16) {
+    broadcastBinary(lhs.as<uint16_t>(), lhsStrides, rhs.as<uint16_t>(),
+                    rhsStrides, result.shape, result.as<uint16_t>(),
+                    InBf16<Fn>{fn});
+    return Status::success();
+  }
   return dispatchType(call, "lhs", lhs.dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     if (Status status = check(tag); !status.ok())

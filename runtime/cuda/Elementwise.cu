@@ -10,6 +10,8 @@
 // dimension. The one data check, integer division by zero, cannot happen
 // before the writes as on the CPU: the element is skipped and reported
 // (KernelError::DivisionByZero), and the run fails at synchronize.
+// bf16 operands of the unary and arithmetic ops run the f32 function and
+// round once, as on the CPU (ops::InBf16).
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +42,11 @@ Status unary(const KernelCall &call, Fn fn) {
   const TensorRef &input = call.host.operands[0],
                   &result = call.host.results[0];
   auto layout = contiguousLayout<1>(input.numElements());
+  if (input.dtype == ElementType::BF16)
+    return launchStrided(call, layout,
+                         UnaryBody<uint16_t, ops::InBf16<Fn>>{
+                             input.as<uint16_t>(), result.as<uint16_t>(),
+                             ops::InBf16<Fn>{fn}});
   auto body = [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     if constexpr (domain == Domain::FloatOnly && !std::is_floating_point_v<T>)
@@ -172,14 +179,28 @@ Status binary(const KernelCall &call, const std::vector<int64_t> &lhsStrides,
       });
 }
 
-/// An arithmetic op: `makeBody(tag, lhs, rhs, output)` is its body for the
-/// element type of `tag` (the result's too).
-template <typename MakeBody>
+/// An arithmetic op whose float element function is `Fn`:
+/// `makeBody(tag, lhs, rhs, output)` is its body for the element type of
+/// `tag` (the result's too); bf16 operands run `Fn` in f32 (ops::InBf16).
+template <typename Fn, typename MakeBody>
 Status arithmetic(const KernelCall &call, MakeBody makeBody) {
   std::vector<int64_t> lhsStrides, rhsStrides;
   if (Status status = ops::checkArithmetic(call.host, lhsStrides, rhsStrides);
       !status.ok())
     return status;
+  const TensorRef &lhs = call.host.operands[0], &rhs = call.host.operands[1],
+                  &result = call.host.results[0];
+  if (lhs.dtype == ElementType::BF16) {
+    StridedLayout<2> layout;
+    if (Status status = makeStridedLayout<2>(
+            call, result.shape, {lhsStrides, rhsStrides}, {0, 0}, layout);
+        !status.ok())
+      return status;
+    using Body = BinaryBody<uint16_t, uint16_t, ops::InBf16<Fn>>;
+    return launchStrided(call, layout,
+                         Body{lhs.as<uint16_t>(), rhs.as<uint16_t>(),
+                              result.as<uint16_t>(), ops::InBf16<Fn>{Fn{}}});
+  }
   return binary(call, lhsStrides, rhsStrides,
                 [&](auto tag, auto lhs, auto rhs, const TensorRef &result) {
                   using T = typename decltype(tag)::type;
@@ -189,7 +210,7 @@ Status arithmetic(const KernelCall &call, MakeBody makeBody) {
 
 /// An arithmetic op whose element function is `Fn` for every type.
 template <typename Fn> Status arithmetic(const KernelCall &call) {
-  return arithmetic(call, [](auto tag, auto lhs, auto rhs, auto output) {
+  return arithmetic<Fn>(call, [](auto tag, auto lhs, auto rhs, auto output) {
     using T = typename decltype(tag)::type;
     return BinaryBody<T, T, Fn>{lhs, rhs, output, Fn{}};
   });
@@ -221,7 +242,8 @@ Status runMul(const KernelCall &call) { return arithmetic<ops::MulFn>(call); }
 Status runDiv(const KernelCall &call) {
   // Two body types, one per kind of T: a generic lambda returning either
   // is fine, each instantiation returns one.
-  return arithmetic(call, [&](auto tag, auto lhs, auto rhs, auto output) {
+  return arithmetic<ops::DivFn>(call, [&](auto tag, auto lhs, auto rhs,
+                                          auto output) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_integral_v<T>)
       return IntegerDivBody<T>{lhs, rhs, output, call.device.errorWord,

@@ -19,6 +19,7 @@
 #include "runtime/ops/ActivationOps.h"
 #include "runtime/ops/HostDevice.h"
 #include "runtime/ops/KernelCall.h"
+#include "runtime/support/Bfloat16.h"
 
 #include <array>
 #include <cmath>
@@ -298,6 +299,23 @@ struct MinFn {
       if (std::isnan(a) || std::isnan(b))
         return std::numeric_limits<T>::quiet_NaN();
     return b < a ? b : a;
+  }
+};
+
+/// An element function of floats run on bf16 storage (mixed precision: an
+/// elementwise op whose operands are all bf16, docs/mixed-precision.md):
+/// each operand widened exactly, `fn` computed as the f32 kernel computes
+/// it, the result rounded to nearest even once. This is how torch runs an
+/// elementwise op on bf16 tensors (in float, one rounding per result), and
+/// it is one functor for every backend, so a CPU and a CUDA result differ
+/// only where the f32 results (a libm ulp) straddle a rounding boundary.
+template <typename Fn> struct InBf16 {
+  Fn fn;
+  ZPLAN_HOST_DEVICE uint16_t operator()(uint16_t x) const {
+    return floatToBf16(fn(bf16ToFloat(x)));
+  }
+  ZPLAN_HOST_DEVICE uint16_t operator()(uint16_t a, uint16_t b) const {
+    return floatToBf16(fn(bf16ToFloat(a), bf16ToFloat(b)));
   }
 };
 

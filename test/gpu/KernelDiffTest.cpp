@@ -97,16 +97,23 @@ std::string typeName(ElementType type) {
   return std::string(elementTypeInfo(type).name);
 }
 
-bool isFloat(ElementType type) { return type == F32 || type == F64; }
+bool isFloat(ElementType type) {
+  return type == F32 || type == F64 || type == ElementType::BF16;
+}
 
 /// The tolerance of a float case: `rtol`/`atol` for f32, 1e-12 for f64
-/// (computed in double on both backends, in different orders).
+/// (computed in double on both backends, in different orders); for bf16
+/// (computed in f32 and rounded once) one bf16 ulp, 2^-8 relative, where
+/// f32 is allowed any difference (a libm ulp can straddle a rounding
+/// boundary), else exact.
 void floatTolerance(CaseBuilder &c, ElementType type, double rtol,
                     double atol) {
   if (type == F64)
     c.tolerance(1e-12, 1e-13);
   else if (type == F32)
     c.tolerance(rtol, atol);
+  else if (type == ElementType::BF16 && rtol > 0)
+    c.tolerance(1.0 / 256, atol);
 }
 
 /// Random values of `type` across its range: [-3, 3) for floats, every
@@ -179,7 +186,8 @@ void addUnaryFloatCases() {
       if (u.approximate)
         c.text("approximate", u.approximate);
     };
-    for (ElementType type : {F32, F64}) {
+    // bf16: mixed precision's elementwise ops, computed in f32 and rounded.
+    for (ElementType type : {F32, F64, ElementType::BF16}) {
       for (const auto &[label, shape] : {std::pair{"rows", Shape{3, 1500}},
                                          std::pair{"rank4", Shape{2, 3, 5, 7}},
                                          std::pair{"odd", Shape{1031}}}) {
@@ -221,7 +229,7 @@ void addUnaryFloatCases() {
 
 void addUnaryNumericCases() {
   for (const char *op : {"neg", "abs", "relu"}) {
-    for (ElementType type : {F32, F64, I64, I32, I8, U8})
+    for (ElementType type : {F32, F64, ElementType::BF16, I64, I32, I8, U8})
       add(op, "odd_" + typeName(type), [=](CaseBuilder &c) {
         fullRange(c, {1029}, type);
         c.result({1029}, type);
@@ -289,7 +297,8 @@ void addBinaryCases(const char *op, const BinaryOperands &operands,
 }
 
 void addBinaryCases() {
-  const std::vector<ElementType> numbers = {F64, I64, I32, I8, U8};
+  const std::vector<ElementType> numbers = {F64, ElementType::BF16, I64,
+                                            I32, I8,  U8};
   BinaryOperands fullRanges = [](CaseBuilder &c, const Shape &lhs,
                                  const Shape &rhs, ElementType type) {
     fullRange(c, lhs, type);

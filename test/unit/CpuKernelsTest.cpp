@@ -642,6 +642,50 @@ TEST(CpuKernels, MatmulBf16ResultIsTheF32SumRoundedOnce) {
                        "matmul: bias has element type f32, expected bf16"));
 }
 
+TEST(CpuKernels, ElementwiseBf16IsTheF32ResultRoundedOnce) {
+  // Mixed precision's elementwise ops on bf16 operands: each operand
+  // widened, the f32 kernel's function, the result rounded to nearest even
+  // once (torch's bf16 elementwise ops), broadcasting as in f32.
+  Tensor gate32 = randomFloats(rng(), {2, 5, 33}, -6, 6),
+         up32 = randomFloats(rng(), {2, 5, 33}),
+         row32 = randomFloats(rng(), {33});
+  Tensor gate = toBf16(gate32), up = toBf16(up32), row = toBf16(row32);
+  Tensor gateWide = toF32(gate), upWide = toF32(up), rowWide = toF32(row);
+  auto roundedOnce = [](Tensor &wide) {
+    std::vector<uint16_t> rounded;
+    for (float value : wide.values<float>())
+      rounded.push_back(zplan::floatToBf16(value));
+    return rounded;
+  };
+  for (const char *op : {"silu", "gelu", "exp", "neg", "relu"}) {
+    Tensor y({2, 5, 33}, ElementType::BF16), wide({2, 5, 33});
+    runOk(Op(op), {&gate}, y);
+    runOk(Op(op), {&gateWide}, wide);
+    EXPECT_EQ(y.values<uint16_t>(), roundedOnce(wide)) << op;
+  }
+  for (const char *op : {"mul", "add", "sub", "div"}) {
+    Tensor y({2, 5, 33}, ElementType::BF16), wide({2, 5, 33});
+    runOk(Op(op), {&gate, &up}, y);
+    runOk(Op(op), {&gateWide, &upWide}, wide);
+    EXPECT_EQ(y.values<uint16_t>(), roundedOnce(wide)) << op;
+    runOk(Op(op), {&gate, &row}, y);
+    runOk(Op(op), {&gateWide, &rowWide}, wide);
+    EXPECT_EQ(y.values<uint16_t>(), roundedOnce(wide)) << op << " broadcast";
+  }
+  // The product of two bf16 values is exact in f32, so mul rounds it once:
+  // 1 + 2^-7 (one bf16 ulp above 1) squared is 1 + 2^-6 + 2^-14, which
+  // rounds to 1 + 2^-6.
+  Tensor a32 = make<float>({1}, {1.0078125f});
+  Tensor a = toBf16(a32);
+  Tensor square({1}, ElementType::BF16);
+  runOk(Op("mul"), {&a, &a}, square);
+  EXPECT_EQ(square.values<uint16_t>(),
+            std::vector<uint16_t>{zplan::floatToBf16(1.015625f)});
+  // Operands of two types are refused, naming the one that differs.
+  Tensor y({2, 5, 33}, ElementType::BF16);
+  EXPECT_TRUE(contains(runError(Op("mul"), {&gate, &upWide}, y), "rhs"));
+}
+
 TEST(CpuKernels, MatmulF64AndErrors) {
   Tensor a = make<double>({2, 2}, {1, 2, 3, 4});
   Tensor b = make<double>({2, 2}, {5, 6, 7, 8});
