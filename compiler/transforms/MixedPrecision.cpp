@@ -139,7 +139,78 @@ struct MixedPrecisionPass
           view->erase();
       for (nn::MatmulOp matmul : matmuls)
         storeResultInBf16(matmul, copies);
+      computeElementwiseInBf16(func);
     });
+  }
+
+  /// Autocast runs an elementwise op in its operands' dtype, with type
+  /// promotion: so a forward elementwise op or view whose float operands
+  /// are all bf16 (a matmul's result, or such an op's) returns bf16,
+  /// computed in f32 and rounded once (ops::InBf16), and one f32 operand
+  /// makes it f32. An MLP's activation and its gate product are therefore
+  /// stored in bf16, as torch stores them. The backward's ops (named
+  /// `<node>/grad` by zplan-autodiff) keep computing in f32: the gradients
+  /// between two matmuls stay f32, where torch's would be bf16.
+  static void computeElementwiseInBf16(func::FuncOp func) {
+    SmallVector<Operation *> candidates;
+    func.walk([&](Operation *op) {
+      if (isBf16Capable(op) && !isGradient(op))
+        candidates.push_back(op);
+    });
+    // Program order: an op's operands are decided before it is.
+    for (Operation *op : candidates) {
+      auto result = op->getResult(0);
+      if (getElementTypeOrSelf(result.getType()).isBF16())
+        continue; // made bf16 already (a view re-emitted for a matmul)
+      bool floats = false, allBf16 = true;
+      for (Value operand : op->getOperands()) {
+        if (!llvm::isa<FloatType>(getElementTypeOrSelf(operand.getType())))
+          continue; // where's condition
+        floats = true;
+        allBf16 = allBf16 && bf16Source(operand);
+      }
+      if (!floats || !allBf16)
+        continue;
+      for (OpOperand &operand : op->getOpOperands()) {
+        Value value = operand.get();
+        Value source = bf16Source(value);
+        if (!source || source == value)
+          continue;
+        operand.set(source);
+        if (value.use_empty())
+          value.getDefiningOp()->erase();
+      }
+      storeInBf16(result, op->getLoc());
+    }
+  }
+
+  /// The ops autocast runs in their operands' dtype that zplan computes in
+  /// bf16: the float elementwise ops and the views.
+  static bool isBf16Capable(Operation *op) {
+    return llvm::isa<nn::NegOp, nn::AbsOp, nn::SqrtOp, nn::ReciprocalOp,
+                     nn::ExpOp, nn::LogOp, nn::ErfOp, nn::TanhOp,
+                     nn::SigmoidOp, nn::ReluOp, nn::CosOp, nn::SinOp,
+                     nn::SiluOp, nn::GeluOp, nn::AddOp, nn::SubOp, nn::MulOp,
+                     nn::DivOp, nn::PowOp, nn::MaxOp, nn::MinOp, nn::WhereOp,
+                     nn::ReshapeOp, nn::TransposeOp, nn::ExpandOp,
+                     nn::SliceOp, nn::ConcatOp>(op);
+  }
+
+  /// Whether zplan-autodiff made `op` for the backward (gradientLocation).
+  static bool isGradient(Operation *op) {
+    std::optional<StringRef> name = nn::onnxNodeName(op->getLoc());
+    return name && name->ends_with("/grad");
+  }
+
+  /// The bf16 value `value` holds: itself if bf16, the input of an f32
+  /// cast of a bf16 value (an "f32 read"), else null.
+  static Value bf16Source(Value value) {
+    if (getElementTypeOrSelf(value.getType()).isBF16())
+      return value;
+    if (auto cast = value.getDefiningOp<nn::CastOp>())
+      if (getElementTypeOrSelf(cast.getInput().getType()).isBF16())
+        return cast.getInput();
+    return nullptr;
   }
 
   /// A matmul of bf16 operands returns its f32 sums rounded to bf16, as
@@ -153,13 +224,19 @@ struct MixedPrecisionPass
   /// stored in bf16.
   static void storeResultInBf16(nn::MatmulOp matmul,
                                 llvm::DenseMap<Value, Value> &copies) {
-    Value result = matmul.getResult();
-    auto type = llvm::cast<RankedTensorType>(result.getType());
-    Type bf16 = BFloat16Type::get(type.getContext());
     if (Value bias = matmul.getBias())
       matmul.getBiasMutable().assign(bf16Operand(bias, matmul, copies));
+    storeInBf16(matmul.getResult(), matmul.getLoc());
+  }
+
+  /// Makes the f32 `result` bf16: a reader that casts it to bf16 reads it
+  /// as it is, every other reader through an f32 cast placed right before
+  /// it (one per reader), so that an f32 copy lives for one op.
+  static void storeInBf16(Value result, Location loc) {
+    auto type = llvm::cast<RankedTensorType>(result.getType());
+    Type bf16 = BFloat16Type::get(type.getContext());
     result.setType(type.clone(bf16));
-    OpBuilder builder(matmul->getContext());
+    OpBuilder builder(type.getContext());
     llvm::DenseMap<Operation *, Value> widened;
     for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
       Operation *reader = use.getOwner();
@@ -172,8 +249,8 @@ struct MixedPrecisionPass
       Value &f32 = widened[reader];
       if (!f32) {
         builder.setInsertionPoint(reader);
-        f32 = builder.create<nn::CastOp>(madeHere(matmul.getLoc(), "f32 read"),
-                                         type, result);
+        f32 = builder.create<nn::CastOp>(madeHere(loc, "f32 read"), type,
+                                         result);
       }
       use.set(f32);
     }

@@ -18,6 +18,7 @@
 // RUN: zcc-opt %t/half.mlir -zplan-mixed-precision="param-dtype=bf16" -verify-diagnostics
 // RUN: zcc-opt %t/compute.mlir -zplan-mixed-precision="param-dtype=bf16 compute-dtype=bf16" | FileCheck %t/compute.mlir
 // RUN: zcc-opt %t/compute.mlir -zplan-mixed-precision="compute-dtype=bf16" | FileCheck %t/compute.mlir --check-prefix=F32GATHER
+// RUN: zcc-opt %t/elementwise.mlir -zplan-mixed-precision="param-dtype=bf16 compute-dtype=bf16" | FileCheck %t/elementwise.mlir
 
 //--- module.mlir
 // CHECK: zero.group @group0 {gather_type = bf16,
@@ -208,4 +209,51 @@ func.func @train_micro_step(%x: tensor<2x4xf32>, %pos: tensor<4x4xf32>) -> (tens
   %ht = nn.transpose %h {perm = array<i64: 1, 0>} : tensor<2x8xf32> -> tensor<8x2xf32>
   %dw = nn.matmul %ht, %g : (tensor<8x2xf32>, tensor<2x8xf32>) -> tensor<8x8xf32>
   return %rot, %dot, %dw : tensor<4x4xf32>, tensor<f32>, tensor<8x8xf32>
+}
+
+//--- elementwise.mlir
+// compute-dtype=bf16, the elementwise rule (autocast's "the operands'
+// dtype" with type promotion): a forward op whose float operands are all
+// bf16 -- the MLP's silu of the gate projection and its product with the
+// up projection -- returns bf16, and the next matmul reads it as it is; a
+// view of a bf16 value stays bf16; one f32 operand (the residual) makes the
+// op f32, reading the bf16 one through an f32 cast; an op of the backward
+// (named <node>/grad by zplan-autodiff) computes in f32, each of its bf16
+// operands widened right before it.
+// CHECK-LABEL: func.func @train_micro_step
+// CHECK: %[[W:.*]]:3 = zero.gather_wait %{{.*}} : tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8x4xbf16>
+// CHECK-NEXT: %[[XB:.*]] = nn.cast %[[X:.*]] : tensor<2x4xf32> -> tensor<2x4xbf16>
+// CHECK-NEXT: %[[GATE:.*]] = nn.matmul %[[XB]], %[[W]]#0 : {{.*}} -> tensor<2x8xbf16>
+// CHECK-NEXT: %[[UP:.*]] = nn.matmul %[[XB]], %[[W]]#1 : {{.*}} -> tensor<2x8xbf16>
+// CHECK-NEXT: %[[ACT:.*]] = nn.silu %[[GATE]] : tensor<2x8xbf16>
+// CHECK-NEXT: %[[H:.*]] = nn.mul %[[ACT]], %[[UP]] : (tensor<2x8xbf16>, tensor<2x8xbf16>) -> tensor<2x8xbf16>
+// CHECK-NEXT: %[[Y:.*]] = nn.matmul %[[H]], %[[W]]#2 : (tensor<2x8xbf16>, tensor<8x4xbf16>) -> tensor<2x4xbf16>
+// CHECK-NEXT: %[[YF:.*]] = nn.cast %[[Y]] : tensor<2x4xbf16> -> tensor<2x4xf32>
+// CHECK-NEXT: %[[RES:.*]] = nn.add %[[X]], %[[YF]] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+// CHECK-NEXT: %[[HT:.*]] = nn.transpose %[[H]] {{.*}} : tensor<2x8xbf16> -> tensor<8x2xbf16>
+// CHECK-NEXT: %[[UF:.*]] = nn.cast %[[UP]] : tensor<2x8xbf16> -> tensor<2x8xf32>
+// CHECK-NEXT: %[[HF:.*]] = nn.cast %[[H]] : tensor<2x8xbf16> -> tensor<2x8xf32>
+// CHECK-NEXT: %[[DH:.*]] = nn.mul %[[HF]], %[[UF]] : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT: %[[HTF:.*]] = nn.cast %[[HT]] : tensor<8x2xbf16> -> tensor<8x2xf32>
+// CHECK-NEXT: return %[[RES]], %[[DH]], %[[HTF]]
+nn.parameter @g : tensor<4x8xf32>
+nn.parameter @u : tensor<4x8xf32>
+nn.parameter @d : tensor<8x4xf32>
+zero.group @group0 {offsets = array<i64: 0, 32, 64>, padded_elements = 96 : i64, params = [@g, @u, @d], world_size = 2 : i64}
+
+func.func @train_micro_step(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x8xf32>, tensor<8x2xf32>) {
+  %sg = zero.shard @g : !zero.shard<tensor<4x8xf32>>
+  %su = zero.shard @u : !zero.shard<tensor<4x8xf32>>
+  %sd = zero.shard @d : !zero.shard<tensor<8x4xf32>>
+  %t = zero.gather_start %sg, %su, %sd {group = @group0} : !zero.shard<tensor<4x8xf32>>, !zero.shard<tensor<4x8xf32>>, !zero.shard<tensor<8x4xf32>>
+  %g, %u, %d = zero.gather_wait %t : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8x4xf32>
+  %gate = nn.matmul %x, %g : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  %up = nn.matmul %x, %u : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  %act = nn.silu %gate : tensor<2x8xf32>
+  %h = nn.mul %act, %up : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %y = nn.matmul %h, %d : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %res = nn.add %x, %y : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %ht = nn.transpose %h {perm = array<i64: 1, 0>} : tensor<2x8xf32> -> tensor<8x2xf32>
+  %dh = nn.mul %h, %up : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32> loc("/mlp/Mul/grad")
+  return %res, %dh, %ht : tensor<2x4xf32>, tensor<2x8xf32>, tensor<8x2xf32>
 }
