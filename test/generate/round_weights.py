@@ -9,7 +9,7 @@ nearest bf16, ties to even, and stored back as float32) is the reference.
 The rounding is numpy's own, not zplan's: the float32 bits plus 0x7FFF plus
 the lowest kept bit, truncated to the top 16 bits.
 
-    round_weights.py MODEL OUT [--kv-bf16] [--matmul-bf16]
+    round_weights.py MODEL OUT [--kv-bf16] [--matmul-bf16 [--elementwise-bf16]]
 Prints how many initializers and elements it rounded, and how many changed.
 
 --matmul-bf16: zplan's `--compute-dtype bf16` (the default under
@@ -20,6 +20,11 @@ inputs and its result rounded to bf16 (a Cast to BFLOAT16 and back); the
 result after the bias when an Add of a weight follows (zcc folds the bias
 into the product). The attention's own MatMuls (fused into one op by zcc,
 computed in f32) and the rotary table's (positions only) are left alone.
+
+--elementwise-bf16 (with --matmul-bf16): zplan's elementwise rule under
+`--compute-dtype bf16`: an elementwise op whose float inputs are all bf16 (a
+weight MatMul's rounded result, or such an op's) returns bf16; its result is
+rounded too (round_elementwise).
 
 --kv-bf16: zplan's bf16 plans also store the KV cache in bf16, so every
 attention reads its keys and values rounded. For each Softmax of the graph,
@@ -135,11 +140,81 @@ def round_linears(graph):
     return found
 
 
+# The inputs of a node that carry its data (the rest are shapes, indices,
+# axes): ops that only move elements, whose output is bf16-valued when these
+# inputs are.
+MOVES = {"Reshape": [0], "Transpose": [0], "Slice": [0], "Squeeze": [0],
+         "Unsqueeze": [0], "Expand": [0], "Split": [0], "Identity": [0], "Neg": [0],
+         "Concat": None}
+# Elementwise ops that compute a new value: rounded when every input is
+# bf16-valued.
+COMPUTES = {"Mul", "Add", "Sub", "Div", "Relu", "Tanh", "Sigmoid", "Erf", "Exp"}
+
+
+def round_elementwise(graph):
+    """zplan's elementwise rule under --compute-dtype bf16 (autocast's type
+    promotion): an elementwise op whose float inputs are all bf16 returns
+    bf16, computed in f32 and rounded once. Starting from the weight MatMuls'
+    rounded results (run after round_linears), marks what only moves them
+    bf16-valued, and rounds each computing op all of whose inputs are (a
+    Cast to BFLOAT16 and back after it). SiLU, exported as x * Sigmoid(x), is
+    one op in torch and in zcc (nn.silu), so its Sigmoid is not rounded on
+    its own; the Mul is. An op with one float32 input (the residual, the
+    rotary tables, a constant) stays float32. Returns how many it rounded."""
+    bf16 = {node.output[0] for node in graph.node
+            if node.op_type == "Cast" and node.input[0].endswith("/bf16")}
+    producer = {output: node for node in graph.node for output in node.output}
+    readers = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+
+    def silu_sigmoid(node):
+        """The Sigmoid of a bf16 x read only by Mul(x, Sigmoid(x))."""
+        users = readers.get(node.output[0], [])
+        return (node.op_type == "Sigmoid" and node.input[0] in bf16 and len(users) == 1
+                and users[0].op_type == "Mul" and node.input[0] in users[0].input)
+
+    ordered, found = [], 0
+    for node in graph.node:
+        ordered.append(node)
+        if node.op_type in MOVES:
+            data = MOVES[node.op_type]
+            inputs = node.input if data is None else [node.input[i] for i in data]
+            if inputs and all(name in bf16 for name in inputs):
+                bf16.update(node.output)
+            continue
+        if node.op_type == "Mul" and any(
+                producer.get(name) is not None and silu_sigmoid(producer[name])
+                for name in node.input):
+            inputs = [name for name in node.input if producer.get(name) is None
+                      or not silu_sigmoid(producer[name])]
+        elif node.op_type in COMPUTES and not silu_sigmoid(node):
+            inputs = list(node.input)
+        else:
+            continue
+        if not all(name in bf16 for name in inputs):
+            continue
+        result = node.output[0]
+        node.output[0] = f"{result}/ew_f32"
+        ordered += [helper.make_node("Cast", [node.output[0]], [f"{result}/ew_bf16"],
+                                     to=TensorProto.BFLOAT16),
+                    helper.make_node("Cast", [f"{result}/ew_bf16"], [result],
+                                     to=TensorProto.FLOAT)]
+        bf16.add(result)
+        found += 1
+    del graph.node[:]
+    graph.node.extend(ordered)
+    return found
+
+
 def main():
-    flags = ("--kv-bf16", "--matmul-bf16")
+    flags = ("--kv-bf16", "--matmul-bf16", "--elementwise-bf16")
     args = [a for a in sys.argv[1:] if a not in flags]
-    if len(args) != 2:
-        sys.exit("usage: round_weights.py MODEL OUT [--kv-bf16] [--matmul-bf16]")
+    if len(args) != 2 or ("--elementwise-bf16" in sys.argv
+                          and "--matmul-bf16" not in sys.argv):
+        sys.exit("usage: round_weights.py MODEL OUT [--kv-bf16] "
+                 "[--matmul-bf16 [--elementwise-bf16]]")
     model = onnx.load_model(args[0])
     count = elements = changed = 0
     for index, tensor in enumerate(model.graph.initializer):
@@ -157,6 +232,9 @@ def main():
         print(f"rounded the keys and values of {round_attention_kv(model.graph)} attentions")
     if "--matmul-bf16" in sys.argv:
         print(f"rounded the inputs and results of {round_linears(model.graph)} weight MatMuls")
+    if "--elementwise-bf16" in sys.argv:
+        print(f"rounded the results of {round_elementwise(model.graph)} elementwise ops of "
+              f"bf16 operands")
     onnx.save_model(model, args[1])
     print(f"rounded {count} initializers, {elements} elements, {changed} changed")
 

@@ -71,10 +71,9 @@ float32). Steps:
  f. compute bf16, curves: step c's runs for (4,1,1) and (1,2,2) with reduce
     fp32 against curve:bf16c (the golden's (1,2,2) matches it within half
     of the tolerances) and (2,1,2) with reduce bf16 against
-    curve:bf16c_reduce_bf16_n2: step 1 within BF16C_STEP1_RTOL, and further
-    than that from the compute-fp32 curve:bf16 or bf16_reduce_bf16_n2; steps
-    2-10 within BF16C_CURVE_RTOL (see the tolerances below for why the later
-    steps cannot tell compute bf16 from fp32).
+    curve:bf16c_reduce_bf16_n2: step 1 within BF16C_STEP1_RTOL, steps 2-10
+    within BF16C_CURVE_RTOL (an envelope: see the tolerances below for why
+    the curves cannot tell compute bf16 from fp32; step e does).
 Prints one `ok` line per step or run; the first failure prints `FAIL ...` and
 exits 1. The whole check takes about 20 s on 2 cores. --brief: gradients on
 N = 2 only, the curves of (2,1,2) with either reduction and (1,1,4) with bf16
@@ -129,30 +128,33 @@ CURVE_RTOL = 5e-5  # --reduce-dtype fp32 (the default)
 CURVE_RTOL_REDUCE_BF16 = 1e-4  # --reduce-dtype bf16
 # --compute-dtype bf16 (steps e and f). Every matmul of a Linear layer takes
 # bf16 operands and rounds its float32 sums to bf16 (torch autocast's bf16
-# matmul). Two correct implementations differ where a sum lies within their
-# float32 noise of a bf16 rounding boundary: that value rounds the other way
-# and moves by one bf16 ulp (2^-8 relative, bf16's epsilon), and everything
-# downstream moves with it. scripts/mp_goldens.py measures it as the same
-# oracle in float32 against float64: the loss 2.8e-8 apart, each tensor's
-# gradient at most 3.8e-4 apart in ||.||_2 (a tenth of bf16's epsilon); a
-# 10-step curve 3.5e-7 apart at step 1 and 6.0e-4 at most (AdamW's early,
-# sign-like steps carry a flipped small gradient entry as a whole step).
-# What the checks must tell apart is of the same kind, only everywhere: not
-# rounding the results moves the loss by 2.9e-5 and every gradient by at
-# least 3.05e-3; computing in float32 by 4.0e-5 and 3.96e-3; step 1 of the
-# curves by 5.0e-6; steps 2-10 by about 1e-3, within that envelope.
-# Hence: the loss within BF16C_LOSS_RTOL (36x the noise, 29x below not
-# rounding the results); each gradient within BF16C_GRAD_L2 = 2^-10, a
-# quarter of bf16's epsilon (2.5x the noise, 3x below not rounding); the
-# Linear weights' gradients exactly bf16 values (not rounding dW fails
-# that); step 1 of a curve within BF16C_STEP1_RTOL (2.9x the noise, 5x
-# below compute fp32); steps 2-10 within BF16C_CURVE_RTOL (3.3x the noise):
+# matmul), and each MLP's SiLU and gate product, whose operands are bf16,
+# round their results too (autocast's type promotion). Two correct
+# implementations differ where a value lies within their float32 noise of a
+# bf16 rounding boundary: it rounds the other way and moves by one bf16 ulp
+# (2^-8 relative, bf16's epsilon), and everything downstream moves with it.
+# scripts/mp_goldens.py measures it as the same oracle in float32 against
+# float64: on the gradients' input the loss 1.5e-8 apart and each tensor's
+# gradient at most 1.7e-7 apart in ||.||_2 (no rounding fell the other
+# way); a 10-step curve 2.4e-6 apart at step 1 and 4.4e-4 at most (one
+# forward rounding fell the other way; AdamW's early, sign-like steps carry
+# a flipped small gradient entry as a whole step). What the checks must tell
+# apart is of the same kind, only everywhere: not rounding the matmuls'
+# results moves the loss by 3.3e-5 and every gradient by at least 3.9e-3;
+# not rounding the elementwise results by 5.5e-5 and 2.2e-3; computing in
+# float32 by 1.5e-5 and 4.3e-3; step 1 of the curves by 3e-6 only, within
+# the curves' noise. Hence: the loss within BF16C_LOSS_RTOL (67x the noise,
+# 15x below compute fp32); each gradient within BF16C_GRAD_L2 = 2^-10, a
+# quarter of bf16's epsilon (2.2x below not rounding the elementwise
+# results, the nearest); the Linear weights' gradients exactly bf16 values
+# (not rounding dW fails that); step 1 of a curve within BF16C_STEP1_RTOL
+# (2.1x the noise) and steps 2-10 within BF16C_CURVE_RTOL (4.5x the noise):
 # an envelope that catches a run gone wrong, not one that does not round.
 # The golden refuses to be written when those margins shrink below 2x
 # (10x for the loss).
 BF16C_LOSS_RTOL = 1e-6
 BF16C_GRAD_L2 = 2.0**-10
-BF16C_STEP1_RTOL = 1e-6
+BF16C_STEP1_RTOL = 5e-6
 BF16C_CURVE_RTOL = 2e-3
 LR_RTOL = 1e-6
 STEPS = 10
@@ -513,8 +515,9 @@ def curve(args, golden, out, batch, k_steps, world, config, key):
 
 
 def compute_curve(args, golden, out, batch, k_steps, world, config, key):
-    """Step f: step 1 within BF16C_STEP1_RTOL of curve:`key` and NOT within
-    it of the compute-fp32 counterpart; steps 2-10 within BF16C_CURVE_RTOL."""
+    """Step f: step 1 within BF16C_STEP1_RTOL of curve:`key`, steps 2-10
+    within BF16C_CURVE_RTOL; the distance to the compute-fp32 counterpart is
+    printed (it lies within the float32 noise: step e tells them apart)."""
     label, losses = logged_curve(args, golden, out, batch, k_steps, world, config)
     reference = golden["curve:" + key]
     error = np.abs(losses - reference) / np.abs(reference)
@@ -530,10 +533,6 @@ def compute_curve(args, golden, out, batch, k_steps, world, config, key):
                            f"{tolerance[step]}; golden curve:{key}; per step "
                            f"{' '.join(f'{e:.1e}' for e in error)}; curve:{counterpart} at "
                            f"{' '.join(f'{e:.1e}' for e in to_fp32_compute)})")
-    if not to_fp32_compute[0] > BF16C_STEP1_RTOL:
-        raise CheckFailure(f"{label}: step 1 is within {BF16C_STEP1_RTOL} of the compute-fp32 "
-                           f"curve:{counterpart} too ({to_fp32_compute[0]:.2e}): the matmuls "
-                           f"were not rounded")
     print(f"ok {label} step-1-rel-err {error[0]:.2e} max-rel-err {float(error.max()):.2e} "
           f"(compute fp32 step 1 {to_fp32_compute[0]:.2e}, at most "
           f"{float(to_fp32_compute.max()):.2e}; vs fp32 {rel(losses, golden['curve:fp32']):.2e})")
