@@ -188,12 +188,12 @@ struct MixedPrecisionPass
   /// bf16: the float elementwise ops and the views.
   static bool isBf16Capable(Operation *op) {
     return llvm::isa<nn::NegOp, nn::AbsOp, nn::SqrtOp, nn::ReciprocalOp,
-                     nn::ExpOp, nn::LogOp, nn::ErfOp, nn::TanhOp,
-                     nn::SigmoidOp, nn::ReluOp, nn::CosOp, nn::SinOp,
-                     nn::SiluOp, nn::GeluOp, nn::AddOp, nn::SubOp, nn::MulOp,
-                     nn::DivOp, nn::PowOp, nn::MaxOp, nn::MinOp, nn::WhereOp,
-                     nn::ReshapeOp, nn::TransposeOp, nn::ExpandOp,
-                     nn::SliceOp, nn::ConcatOp>(op);
+                     nn::ExpOp, nn::LogOp, nn::ErfOp, nn::TanhOp, nn::SigmoidOp,
+                     nn::ReluOp, nn::CosOp, nn::SinOp, nn::SiluOp, nn::GeluOp,
+                     nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::PowOp,
+                     nn::MaxOp, nn::MinOp, nn::WhereOp, nn::ReshapeOp,
+                     nn::TransposeOp, nn::ExpandOp, nn::SliceOp, nn::ConcatOp>(
+        op);
   }
 
   /// Whether zplan-autodiff made `op` for the backward (gradientLocation).
@@ -249,8 +249,8 @@ struct MixedPrecisionPass
       Value &f32 = widened[reader];
       if (!f32) {
         builder.setInsertionPoint(reader);
-        f32 = builder.create<nn::CastOp>(madeHere(loc, "f32 read"), type,
-                                         result);
+        f32 =
+            builder.create<nn::CastOp>(madeHere(loc, "f32 read"), type, result);
       }
       use.set(f32);
     }

@@ -5,10 +5,10 @@
 // forEachRun, whose innermost run is as long as the operands allow (a whole
 // row for a bias add). Transcendental functions of f32 use the f32 libm
 // functions (within an ulp or two). Unary and arithmetic ops also take bf16
-// operands (mixed precision): computed in f32 and rounded once (InBf16). The function of one element is a
-// functor of runtime/ops/ElementwiseOps.h, shared with the CUDA kernels, as
-// are the checks; integer division by zero is an error, found before
-// anything is written.
+// operands (mixed precision): computed in f32 and rounded once (InBf16). The
+// function of one element is a functor of runtime/ops/ElementwiseOps.h, shared
+// with the CUDA kernels, as are the checks; integer division by zero is an
+// error, found before anything is written.
 //
 //===----------------------------------------------------------------------===//
 

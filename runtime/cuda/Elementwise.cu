@@ -43,10 +43,10 @@ Status unary(const KernelCall &call, Fn fn) {
                   &result = call.host.results[0];
   auto layout = contiguousLayout<1>(input.numElements());
   if (input.dtype == ElementType::BF16)
-    return launchStrided(call, layout,
-                         UnaryBody<uint16_t, ops::InBf16<Fn>>{
-                             input.as<uint16_t>(), result.as<uint16_t>(),
-                             ops::InBf16<Fn>{fn}});
+    return launchStrided(
+        call, layout,
+        UnaryBody<uint16_t, ops::InBf16<Fn>>{
+            input.as<uint16_t>(), result.as<uint16_t>(), ops::InBf16<Fn>{fn}});
   auto body = [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     if constexpr (domain == Domain::FloatOnly && !std::is_floating_point_v<T>)
@@ -242,15 +242,15 @@ Status runMul(const KernelCall &call) { return arithmetic<ops::MulFn>(call); }
 Status runDiv(const KernelCall &call) {
   // Two body types, one per kind of T: a generic lambda returning either
   // is fine, each instantiation returns one.
-  return arithmetic<ops::DivFn>(call, [&](auto tag, auto lhs, auto rhs,
-                                          auto output) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_integral_v<T>)
-      return IntegerDivBody<T>{lhs, rhs, output, call.device.errorWord,
-                               call.errorTag()};
-    else
-      return BinaryBody<T, T, ops::DivFn>{lhs, rhs, output, ops::DivFn{}};
-  });
+  return arithmetic<ops::DivFn>(
+      call, [&](auto tag, auto lhs, auto rhs, auto output) {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_integral_v<T>)
+          return IntegerDivBody<T>{lhs, rhs, output, call.device.errorWord,
+                                   call.errorTag()};
+        else
+          return BinaryBody<T, T, ops::DivFn>{lhs, rhs, output, ops::DivFn{}};
+      });
 }
 
 Status runPow(const KernelCall &call) { return arithmetic<ops::PowFn>(call); }

@@ -297,8 +297,8 @@ void addBinaryCases(const char *op, const BinaryOperands &operands,
 }
 
 void addBinaryCases() {
-  const std::vector<ElementType> numbers = {F64, ElementType::BF16, I64,
-                                            I32, I8,  U8};
+  const std::vector<ElementType> numbers = {
+      F64, ElementType::BF16, I64, I32, I8, U8};
   BinaryOperands fullRanges = [](CaseBuilder &c, const Shape &lhs,
                                  const Shape &rhs, ElementType type) {
     fullRange(c, lhs, type);
