@@ -184,6 +184,17 @@ struct MixedPrecisionPass
     }
   }
 
+  /// Whether `use` reads a bf16 value as it is, widening it in the kernel
+  /// (exactly, as an f32 cast would): the logits of the loss ops, which
+  /// compute and return f32 (autocast's fp32 list), so that the LM head's
+  /// bf16 logits are never copied whole to f32.
+  static bool readsBf16(OpOperand &use) {
+    return use.getOperandNumber() == 0 &&
+           llvm::isa<nn::CrossEntropyOp, nn::CrossEntropyGradOp,
+                     nn::TokenLogprobsOp, nn::TokenLogprobsGradOp,
+                     nn::TokenEntropyOp>(use.getOwner());
+  }
+
   /// The ops autocast runs in their operands' dtype that zplan computes in
   /// bf16: the float elementwise ops and the views.
   static bool isBf16Capable(Operation *op) {
@@ -229,9 +240,10 @@ struct MixedPrecisionPass
     storeInBf16(matmul.getResult(), matmul.getLoc());
   }
 
-  /// Makes the f32 `result` bf16: a reader that casts it to bf16 reads it
-  /// as it is, every other reader through an f32 cast placed right before
-  /// it (one per reader), so that an f32 copy lives for one op.
+  /// Makes the f32 `result` bf16: a reader that casts it to bf16, or whose
+  /// kernel reads bf16 (readsBf16), reads it as it is, every other reader
+  /// through an f32 cast placed right before it (one per reader), so that
+  /// an f32 copy lives for one op.
   static void storeInBf16(Value result, Location loc) {
     auto type = llvm::cast<RankedTensorType>(result.getType());
     Type bf16 = BFloat16Type::get(type.getContext());
@@ -246,6 +258,8 @@ struct MixedPrecisionPass
         cast->erase();
         continue;
       }
+      if (readsBf16(use))
+        continue;
       Value &f32 = widened[reader];
       if (!f32) {
         builder.setInsertionPoint(reader);

@@ -602,6 +602,14 @@ static LogicalResult verifyTensor(Operation *op, StringRef what, Value value,
   return success();
 }
 
+/// The element type the loss ops compute in and return for `logits`: bf16
+/// logits (mixed precision's LM head) are read widened and computed in f32
+/// (the runtime's ops::lossComputeType).
+static Type lossComputeType(Value logits) {
+  Type element = getElementTypeOrSelf(logits);
+  return element.isBF16() ? Float32Type::get(element.getContext()) : element;
+}
+
 /// logits [..., V] and targets [...]: the shared part of cross_entropy and
 /// its gradient.
 static LogicalResult verifyLogitsAndTargets(Operation *op, Value logits,
@@ -630,7 +638,7 @@ LogicalResult CrossEntropyGradOp::verify() {
     return emitShapeMismatch(*this, "dloss", shapeOf(getDloss()), {});
   auto logits = llvm::cast<RankedTensorType>(getLogits().getType());
   return verifyTensor(*this, "dlogits", getDlogits(), logits.getShape(),
-                      logits.getElementType());
+                      lossComputeType(getLogits()));
 }
 
 LogicalResult TokenLogprobsOp::verify() {
@@ -638,7 +646,7 @@ LogicalResult TokenLogprobsOp::verify() {
     return failure();
   auto logits = llvm::cast<RankedTensorType>(getLogits().getType());
   return verifyTensor(*this, "logp", getLogp(), logits.getShape().drop_back(),
-                      logits.getElementType());
+                      lossComputeType(getLogits()));
 }
 
 LogicalResult TokenLogprobsGradOp::verify() {
@@ -647,10 +655,10 @@ LogicalResult TokenLogprobsGradOp::verify() {
   auto logits = llvm::cast<RankedTensorType>(getLogits().getType());
   if (failed(verifyTensor(*this, "dlogp", getDlogp(),
                           logits.getShape().drop_back(),
-                          logits.getElementType())))
+                          lossComputeType(getLogits()))))
     return failure();
   return verifyTensor(*this, "dlogits", getDlogits(), logits.getShape(),
-                      logits.getElementType());
+                      lossComputeType(getLogits()));
 }
 
 LogicalResult TokenEntropyOp::verify() {
@@ -658,7 +666,8 @@ LogicalResult TokenEntropyOp::verify() {
   if (logits.getRank() == 0)
     return emitOpError("logits must have rank >= 1 ([..., V])");
   return verifyTensor(*this, "entropy", getEntropy(),
-                      logits.getShape().drop_back(), logits.getElementType());
+                      logits.getShape().drop_back(),
+                      lossComputeType(getLogits()));
 }
 
 LogicalResult EmbeddingGradOp::verify() {

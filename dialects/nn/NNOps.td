@@ -606,6 +606,9 @@ def NN_CrossEntropyOp : NN_Op<"cross_entropy", [Pure]> {
     loss = mean, over the positions whose target is not `ignore_index`, of
     `logsumexp(logits[i, :]) - logits[i, target[i]]`; 0 when no position
     counts. logits are [..., V], targets [...]; the loss is an f32 scalar.
+    This op and the other loss ops (cross_entropy_grad, token_logprobs and
+    its gradient, token_entropy) also read bf16 logits (mixed precision's LM
+    head): widened as they are read, computed and returned in f32.
 
     ```mlir
     %loss = nn.cross_entropy %logits, %targets {ignore_index = -100 : i64} : (tensor<2x16x256xf32>, tensor<2x16xi64>) -> tensor<f32>

@@ -10,16 +10,20 @@
 // and rank. Every target is checked before anything
 // is written: a target outside [0, V) that is not ignore_index is an error
 // naming the op, never a read outside the row. The other checks are the
-// ops layer's (runtime/ops/LossOps.h), shared with the CUDA kernels.
+// ops layer's (runtime/ops/LossOps.h), shared with the CUDA kernels. bf16
+// logits (mixed precision) are widened a row at a time and computed in f32.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/IndexingSupport.h"
 #include "runtime/ops/LossOps.h"
+#include "runtime/support/Bfloat16.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 namespace zplan::cpu::detail {
 
@@ -76,6 +80,34 @@ double sumShiftedExp(const T *row, int64_t length, T maximum, Each &&each) {
   return sum;
 }
 
+/// The logits' rows as T, the type the op computes in (lossComputeType):
+/// read in place, or, for bf16 logits (mixed precision's LM head), each
+/// row widened into scratch as it is read -- the values the f32 kernel
+/// reads from an f32 cast of the logits, without that f32 copy of them all.
+template <typename T> class LogitRows {
+public:
+  LogitRows(const TensorRef &logits, int64_t classes)
+      : logits(logits), classes(classes) {}
+
+  const T *operator()(int64_t row) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (logits.dtype == ElementType::BF16) {
+        scratch.resize(static_cast<size_t>(classes));
+        const uint16_t *bits = logits.as<uint16_t>() + row * classes;
+        for (int64_t i = 0; i < classes; ++i)
+          scratch[i] = bf16ToFloat(bits[i]);
+        return scratch.data();
+      }
+    }
+    return logits.as<T>() + row * classes;
+  }
+
+private:
+  const TensorRef &logits;
+  int64_t classes;
+  std::vector<T> scratch;
+};
+
 } // namespace
 
 /// cross_entropy(logits [..., V], targets [...]) -> loss [] (logits' type):
@@ -93,24 +125,26 @@ Status runCrossEntropy(const KernelCall &call) {
           ignoreIndex = shape.ignoreIndex;
   const TensorRef &logits = call.operands[0], &targets = call.operands[1],
                   &loss = call.results[0];
-  return dispatchFloatType(call, "logits", logits.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    double total = 0;
-    for (int64_t row = 0; row < rows; ++row) {
-      int64_t target = indexAt(targets, row);
-      if (target == ignoreIndex)
-        continue;
-      const T *x = logits.as<T>() + row * classes;
-      T maximum = rowMaximum(x, classes);
-      double logSum =
-          std::log(sumShiftedExp(x, classes, maximum, [](int64_t, T) {}));
-      total += static_cast<double>(maximum) + logSum -
-               static_cast<double>(x[target]);
-    }
-    *loss.as<T>() = static_cast<T>(
-        counted == 0 ? 0.0 : total / static_cast<double>(counted));
-    return Status::success();
-  });
+  return dispatchFloatType(
+      call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        LogitRows<T> rowsOf(logits, classes);
+        double total = 0;
+        for (int64_t row = 0; row < rows; ++row) {
+          int64_t target = indexAt(targets, row);
+          if (target == ignoreIndex)
+            continue;
+          const T *x = rowsOf(row);
+          T maximum = rowMaximum(x, classes);
+          double logSum =
+              std::log(sumShiftedExp(x, classes, maximum, [](int64_t, T) {}));
+          total += static_cast<double>(maximum) + logSum -
+                   static_cast<double>(x[target]);
+        }
+        *loss.as<T>() = static_cast<T>(
+            counted == 0 ? 0.0 : total / static_cast<double>(counted));
+        return Status::success();
+      });
 }
 
 /// cross_entropy_grad(logits [..., V], targets [...], dloss []) -> dlogits
@@ -128,32 +162,34 @@ Status runCrossEntropyGrad(const KernelCall &call) {
           ignoreIndex = shape.ignoreIndex;
   const TensorRef &logits = call.operands[0], &targets = call.operands[1],
                   &dloss = call.operands[2], &dlogits = call.results[0];
-  return dispatchFloatType(call, "logits", logits.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    double scale = counted == 0 ? 0.0
-                                : static_cast<double>(*dloss.as<T>()) /
-                                      static_cast<double>(counted);
-    for (int64_t row = 0; row < rows; ++row) {
-      const T *x = logits.as<T>() + row * classes;
-      T *dx = dlogits.as<T>() + row * classes;
-      int64_t target = indexAt(targets, row);
-      if (target == ignoreIndex) {
-        std::fill(dx, dx + classes, T(0));
-        continue;
-      }
-      // One exp per element: exp(x - max) parked in dx, then scaled by
-      // dloss / (count * sum) and the target's one subtracted.
-      double sum = sumShiftedExp(x, classes, rowMaximum(x, classes),
-                                 [&](int64_t i, T e) { dx[i] = e; });
-      // The target's one is subtracted before rounding: p - 1 near p = 1
-      // keeps its digits.
-      double factor = scale / sum;
-      for (int64_t i = 0; i < classes; ++i)
-        dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor -
-                               (i == target ? scale : 0.0));
-    }
-    return Status::success();
-  });
+  return dispatchFloatType(
+      call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        double scale = counted == 0 ? 0.0
+                                    : static_cast<double>(*dloss.as<T>()) /
+                                          static_cast<double>(counted);
+        LogitRows<T> rowsOf(logits, classes);
+        for (int64_t row = 0; row < rows; ++row) {
+          const T *x = rowsOf(row);
+          T *dx = dlogits.as<T>() + row * classes;
+          int64_t target = indexAt(targets, row);
+          if (target == ignoreIndex) {
+            std::fill(dx, dx + classes, T(0));
+            continue;
+          }
+          // One exp per element: exp(x - max) parked in dx, then scaled by
+          // dloss / (count * sum) and the target's one subtracted.
+          double sum = sumShiftedExp(x, classes, rowMaximum(x, classes),
+                                     [&](int64_t i, T e) { dx[i] = e; });
+          // The target's one is subtracted before rounding: p - 1 near p = 1
+          // keeps its digits.
+          double factor = scale / sum;
+          for (int64_t i = 0; i < classes; ++i)
+            dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor -
+                                   (i == target ? scale : 0.0));
+        }
+        return Status::success();
+      });
 }
 
 /// Every target in [0, V) or ignore_index, as countTargets checks them.
@@ -175,23 +211,26 @@ Status runTokenLogprobs(const KernelCall &call) {
     return status;
   const TensorRef &logits = call.operands[0], &targets = call.operands[1],
                   &logp = call.results[0];
-  return dispatchFloatType(call, "logits", logits.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    for (int64_t row = 0; row < shape.rows; ++row) {
-      int64_t target = indexAt(targets, row);
-      if (target == shape.ignoreIndex) {
-        logp.as<T>()[row] = T(0);
-        continue;
-      }
-      const T *x = logits.as<T>() + row * shape.classes;
-      T maximum = rowMaximum(x, shape.classes);
-      double logSum =
-          std::log(sumShiftedExp(x, shape.classes, maximum, [](int64_t, T) {}));
-      logp.as<T>()[row] = static_cast<T>(static_cast<double>(x[target]) -
-                                         static_cast<double>(maximum) - logSum);
-    }
-    return Status::success();
-  });
+  return dispatchFloatType(
+      call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        LogitRows<T> rowsOf(logits, shape.classes);
+        for (int64_t row = 0; row < shape.rows; ++row) {
+          int64_t target = indexAt(targets, row);
+          if (target == shape.ignoreIndex) {
+            logp.as<T>()[row] = T(0);
+            continue;
+          }
+          const T *x = rowsOf(row);
+          T maximum = rowMaximum(x, shape.classes);
+          double logSum = std::log(
+              sumShiftedExp(x, shape.classes, maximum, [](int64_t, T) {}));
+          logp.as<T>()[row] =
+              static_cast<T>(static_cast<double>(x[target]) -
+                             static_cast<double>(maximum) - logSum);
+        }
+        return Status::success();
+      });
 }
 
 /// token_logprobs_grad(logits [..., V], targets [...], dlogp [...]) ->
@@ -205,27 +244,30 @@ Status runTokenLogprobsGrad(const KernelCall &call) {
     return status;
   const TensorRef &logits = call.operands[0], &targets = call.operands[1],
                   &dlogp = call.operands[2], &dlogits = call.results[0];
-  return dispatchFloatType(call, "logits", logits.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    for (int64_t row = 0; row < shape.rows; ++row) {
-      const T *x = logits.as<T>() + row * shape.classes;
-      T *dx = dlogits.as<T>() + row * shape.classes;
-      int64_t target = indexAt(targets, row);
-      double scale = static_cast<double>(dlogp.as<T>()[row]);
-      if (target == shape.ignoreIndex || scale == 0) {
-        std::fill(dx, dx + shape.classes, T(0));
-        continue;
-      }
-      double sum = sumShiftedExp(x, shape.classes, rowMaximum(x, shape.classes),
-                                 [&](int64_t i, T e) { dx[i] = e; });
-      // As cross_entropy_grad: the one is added before rounding.
-      double factor = -scale / sum;
-      for (int64_t i = 0; i < shape.classes; ++i)
-        dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor +
-                               (i == target ? scale : 0.0));
-    }
-    return Status::success();
-  });
+  return dispatchFloatType(
+      call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        LogitRows<T> rowsOf(logits, shape.classes);
+        for (int64_t row = 0; row < shape.rows; ++row) {
+          T *dx = dlogits.as<T>() + row * shape.classes;
+          int64_t target = indexAt(targets, row);
+          double scale = static_cast<double>(dlogp.as<T>()[row]);
+          if (target == shape.ignoreIndex || scale == 0) {
+            std::fill(dx, dx + shape.classes, T(0));
+            continue;
+          }
+          const T *x = rowsOf(row);
+          double sum =
+              sumShiftedExp(x, shape.classes, rowMaximum(x, shape.classes),
+                            [&](int64_t i, T e) { dx[i] = e; });
+          // As cross_entropy_grad: the one is added before rounding.
+          double factor = -scale / sum;
+          for (int64_t i = 0; i < shape.classes; ++i)
+            dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor +
+                                   (i == target ? scale : 0.0));
+        }
+        return Status::success();
+      });
 }
 
 /// token_entropy(logits [..., V]) -> entropy [...]: -sum p log p of
@@ -236,22 +278,25 @@ Status runTokenEntropy(const KernelCall &call) {
   if (Status status = readTokenEntropy(call, shape); !status.ok())
     return status;
   const TensorRef &logits = call.operands[0], &entropy = call.results[0];
-  return dispatchFloatType(call, "logits", logits.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    for (int64_t row = 0; row < shape.rows; ++row) {
-      const T *x = logits.as<T>() + row * shape.classes;
-      T maximum = rowMaximum(x, shape.classes);
-      double weighted = 0;
-      double sum =
-          sumShiftedExp(x, shape.classes, maximum, [&](int64_t i, T e) {
-            weighted += static_cast<double>(e) * (static_cast<double>(x[i]) -
-                                                  static_cast<double>(maximum));
-          });
-      // H = log(sum e) - sum(e (x - max)) / sum e, with e = exp(x - max).
-      entropy.as<T>()[row] = static_cast<T>(std::log(sum) - weighted / sum);
-    }
-    return Status::success();
-  });
+  return dispatchFloatType(
+      call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        LogitRows<T> rowsOf(logits, shape.classes);
+        for (int64_t row = 0; row < shape.rows; ++row) {
+          const T *x = rowsOf(row);
+          T maximum = rowMaximum(x, shape.classes);
+          double weighted = 0;
+          double sum =
+              sumShiftedExp(x, shape.classes, maximum, [&](int64_t i, T e) {
+                weighted +=
+                    static_cast<double>(e) *
+                    (static_cast<double>(x[i]) - static_cast<double>(maximum));
+              });
+          // H = log(sum e) - sum(e (x - max)) / sum e, with e = exp(x - max).
+          entropy.as<T>()[row] = static_cast<T>(std::log(sum) - weighted / sum);
+        }
+        return Status::success();
+      });
 }
 
 } // namespace zplan::cpu::detail

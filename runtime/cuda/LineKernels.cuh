@@ -177,10 +177,10 @@ __device__ inline double typedExp(double x) { return exp(x); }
 
 /// The maximum of a line in its own type, NaN-unaware as the CPU's
 /// std::max loop (a NaN never replaces the running maximum; -inf for an
-/// empty line).
-template <Team kTeam, typename T>
-__device__ T lineMaximum(const T *line, int64_t length, int64_t inner,
-                         T *scratch) {
+/// empty line). `line` is a pointer, or any view whose [] reads a T (the
+/// loss kernels' widened bf16 logits).
+template <Team kTeam, typename T, typename Line>
+__device__ T lineMaximum(Line line, int64_t length, int64_t inner, T *scratch) {
   using Lines = LineTeam<kTeam>;
   T maximum = T(-INFINITY);
   for (int64_t j = Lines::lane(); j < length; j += Lines::size()) {

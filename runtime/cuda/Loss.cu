@@ -6,7 +6,8 @@
 // it writes anything; here the targets live on the device, so a kernel that
 // meets a target outside [0, V) that is not ignore_index reports
 // LabelOutOfRange (the backend fails the op at its next synchronize) and
-// leaves that row out.
+// leaves that row out. bf16 logits (mixed precision) are widened as each
+// element is loaded and computed in f32 (Logits).
 //
 // The mean divides by the number of rows not ignored, which only the
 // targets know: it is counted on the device by one block (every thread
@@ -21,12 +22,31 @@
 
 #include "runtime/cuda/LineKernels.cuh"
 #include "runtime/ops/LossOps.h"
+#include "runtime/support/Bfloat16.h"
+
+#include <type_traits>
 
 namespace zplan::cuda {
 
 using ops::CrossEntropyRows;
 
 namespace {
+
+/// The logits as the kernels read them: elements of T, the type the op
+/// computes in, or bf16 ones (mixed precision's LM head, T = float) widened
+/// as each is loaded -- what the f32 kernel reads from an f32 cast of them,
+/// without that copy.
+template <typename T, typename Stored> struct Logits {
+  using Value = T;
+  const Stored *data;
+  __device__ T operator[](int64_t i) const {
+    if constexpr (std::is_same_v<Stored, uint16_t>)
+      return bf16ToFloat(data[i]);
+    else
+      return data[i];
+  }
+  __device__ Logits operator+(int64_t offset) const { return {data + offset}; }
+};
 
 /// Threads of the single-block kernels that count and add over all rows.
 constexpr unsigned kTotalThreads = 1024;
@@ -51,8 +71,8 @@ __device__ int64_t countedTarget(const Index *targets, int64_t row,
 /// The sum over the team's row of exp(x - maximum), each exp in T, the sum
 /// in double; `each(i, e)` sees every exp, for the gradient that keeps
 /// them.
-template <Team kTeam, typename T, typename Each>
-__device__ double sumShiftedExp(const T *x, int64_t classes, T maximum,
+template <Team kTeam, typename T, typename Line, typename Each>
+__device__ double sumShiftedExp(Line x, int64_t classes, T maximum,
                                 double *scratch, Each &&each) {
   using Lines = LineTeam<kTeam>;
   double sum = 0;
@@ -65,8 +85,8 @@ __device__ double sumShiftedExp(const T *x, int64_t classes, T maximum,
 }
 
 /// lossPerRow[row] = logsumexp(row) - row[target], 0 for a row left out.
-template <Team kTeam, typename T, typename Index>
-__global__ void rowLossKernel(const T *logits, const Index *targets,
+template <Team kTeam, typename T, typename L, typename Index>
+__global__ void rowLossKernel(L logits, const Index *targets,
                               CrossEntropyRows rows, double *lossPerRow,
                               uint32_t *errorWord, uint32_t errorTag) {
   using Lines = LineTeam<kTeam>;
@@ -81,7 +101,7 @@ __global__ void rowLossKernel(const T *logits, const Index *targets,
         lossPerRow[row] = 0;
       continue;
     }
-    const T *x = logits + row * rows.classes;
+    L x = logits + row * rows.classes;
     T maximum = lineMaximum<kTeam>(x, rows.classes, 1, maxScratch);
     double sum = sumShiftedExp<kTeam>(x, rows.classes, maximum, sumScratch,
                                       [](int64_t, T) {});
@@ -136,8 +156,8 @@ __global__ void gradientScaleKernel(const Index *targets, CrossEntropyRows rows,
 /// out: exp(x - maximum) parked in dlogits, then scaled by scale / sum, the
 /// target's one subtracted before rounding (p - 1 near p = 1 keeps its
 /// digits). Each thread rescales the exps it parked.
-template <Team kTeam, typename T, typename Index>
-__global__ void rowGradientKernel(const T *logits, const Index *targets,
+template <Team kTeam, typename T, typename L, typename Index>
+__global__ void rowGradientKernel(L logits, const Index *targets,
                                   CrossEntropyRows rows, const double *scale,
                                   T *dlogits) {
   using Lines = LineTeam<kTeam>;
@@ -147,7 +167,7 @@ __global__ void rowGradientKernel(const T *logits, const Index *targets,
   int64_t classes = rows.classes;
   for (int64_t row = Lines::firstLine(); row < rows.rows;
        row += Lines::lineStride()) {
-    const T *x = logits + row * classes;
+    L x = logits + row * classes;
     T *dx = dlogits + row * classes;
     // Out-of-range rows were reported by gradientScaleKernel.
     int64_t target = countedTarget(targets, row, rows, false, nullptr, 0);
@@ -168,8 +188,8 @@ __global__ void rowGradientKernel(const T *logits, const Index *targets,
 
 /// logp[row] = row[target] - logsumexp(row), 0 for a row left out (an
 /// out-of-range target is reported).
-template <Team kTeam, typename T, typename Index>
-__global__ void tokenLogprobsKernel(const T *logits, const Index *targets,
+template <Team kTeam, typename T, typename L, typename Index>
+__global__ void tokenLogprobsKernel(L logits, const Index *targets,
                                     CrossEntropyRows rows, T *logp,
                                     uint32_t *errorWord, uint32_t errorTag) {
   using Lines = LineTeam<kTeam>;
@@ -184,7 +204,7 @@ __global__ void tokenLogprobsKernel(const T *logits, const Index *targets,
         logp[row] = T(0);
       continue;
     }
-    const T *x = logits + row * rows.classes;
+    L x = logits + row * rows.classes;
     T maximum = lineMaximum<kTeam>(x, rows.classes, 1, maxScratch);
     double sum = sumShiftedExp<kTeam>(x, rows.classes, maximum, sumScratch,
                                       [](int64_t, T) {});
@@ -196,8 +216,8 @@ __global__ void tokenLogprobsKernel(const T *logits, const Index *targets,
 
 /// dlogits = dlogp[row] * (onehot(target) - softmax(row)), 0 for a row left
 /// out; the exps parked in dlogits as rowGradientKernel parks them.
-template <Team kTeam, typename T, typename Index>
-__global__ void tokenLogprobsGradKernel(const T *logits, const Index *targets,
+template <Team kTeam, typename T, typename L, typename Index>
+__global__ void tokenLogprobsGradKernel(L logits, const Index *targets,
                                         CrossEntropyRows rows, const T *dlogp,
                                         T *dlogits, uint32_t *errorWord,
                                         uint32_t errorTag) {
@@ -207,7 +227,7 @@ __global__ void tokenLogprobsGradKernel(const T *logits, const Index *targets,
   int64_t classes = rows.classes;
   for (int64_t row = Lines::firstLine(); row < rows.rows;
        row += Lines::lineStride()) {
-    const T *x = logits + row * classes;
+    L x = logits + row * classes;
     T *dx = dlogits + row * classes;
     int64_t target = countedTarget(targets, row, rows, Lines::lane() == 0,
                                    errorWord, errorTag);
@@ -229,15 +249,15 @@ __global__ void tokenLogprobsGradKernel(const T *logits, const Index *targets,
 
 /// entropy[row] = logsumexp(row) - sum(softmax(row) * row), as the CPU
 /// computes it: log(sum e) - sum(e (x - max)) / sum e.
-template <Team kTeam, typename T>
-__global__ void tokenEntropyKernel(const T *logits, CrossEntropyRows rows,
+template <Team kTeam, typename T, typename L>
+__global__ void tokenEntropyKernel(L logits, CrossEntropyRows rows,
                                    T *entropy) {
   using Lines = LineTeam<kTeam>;
   __shared__ T maxScratch[32];
   __shared__ double sumScratch[32];
   for (int64_t row = Lines::firstLine(); row < rows.rows;
        row += Lines::lineStride()) {
-    const T *x = logits + row * rows.classes;
+    L x = logits + row * rows.classes;
     T maximum = lineMaximum<kTeam>(x, rows.classes, 1, maxScratch);
     double weighted = 0;
     double sum = sumShiftedExp<kTeam>(
@@ -249,6 +269,21 @@ __global__ void tokenEntropyKernel(const T *logits, CrossEntropyRows rows,
     if (Lines::lane() == 0)
       entropy[row] = static_cast<T>(log(sum) - weighted / sum);
   }
+}
+
+/// Calls fn(TypeTag<T>{}, logits view) for T the type the op computes in
+/// (ops::lossComputeType) and the view of the logits' storage.
+template <typename Fn>
+Status dispatchLogits(const KernelCall &call, const TensorRef &logits,
+                      Fn &&fn) {
+  if (logits.dtype == ElementType::BF16)
+    return fn(ops::TypeTag<float>{},
+              Logits<float, uint16_t>{logits.as<uint16_t>()});
+  return ops::dispatchFloatType(call.host, "logits", logits.dtype,
+                                [&](auto tag) -> Status {
+                                  using T = typename decltype(tag)::type;
+                                  return fn(tag, Logits<T, T>{logits.as<T>()});
+                                });
 }
 
 /// Calls fn(TypeTag<Index>{}) for the targets' index type (i64 or i32, as
@@ -276,26 +311,26 @@ Status runCrossEntropy(const KernelCall &call) {
                       " bytes of workspace, more than its " +
                       std::to_string(device.workspaceBytes));
   auto *lossPerRow = static_cast<double *>(device.workspace);
-  return ops::dispatchFloatType(
-      call.host, "logits", logits.dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        return dispatchIndex(targets, [&](auto indexTag) {
-          using Index = typename decltype(indexTag)::type;
-          if (rows.rows > 0) {
-            LineLaunch launch =
-                chooseLineLaunch({rows.rows, rows.classes, 1}, device);
-            launchLines(launch, [&](auto team) {
-              rowLossKernel<decltype(team)::value, T, Index>
-                  <<<launch.blocks, launch.threads, 0, device.stream>>>(
-                      logits.as<T>(), targets.as<Index>(), rows, lossPerRow,
-                      device.errorWord, call.errorTag());
-            });
-          }
-          meanLossKernel<T, Index><<<1, kTotalThreads, 0, device.stream>>>(
-              lossPerRow, targets.as<Index>(), rows, loss.as<T>());
-          return launched(call);
+  return dispatchLogits(call, logits, [&](auto tag, auto view) -> Status {
+    using T = typename decltype(tag)::type;
+    using L = decltype(view);
+    return dispatchIndex(targets, [&](auto indexTag) {
+      using Index = typename decltype(indexTag)::type;
+      if (rows.rows > 0) {
+        LineLaunch launch =
+            chooseLineLaunch({rows.rows, rows.classes, 1}, device);
+        launchLines(launch, [&](auto team) {
+          rowLossKernel<decltype(team)::value, T, L, Index>
+              <<<launch.blocks, launch.threads, 0, device.stream>>>(
+                  view, targets.as<Index>(), rows, lossPerRow, device.errorWord,
+                  call.errorTag());
         });
-      });
+      }
+      meanLossKernel<T, Index><<<1, kTotalThreads, 0, device.stream>>>(
+          lossPerRow, targets.as<Index>(), rows, loss.as<T>());
+      return launched(call);
+    });
+  });
 }
 
 Status runCrossEntropyGrad(const KernelCall &call) {
@@ -310,27 +345,26 @@ Status runCrossEntropyGrad(const KernelCall &call) {
   if (rows.rows == 0) // no targets to check, no gradient to write
     return Status::success();
   auto *scale = static_cast<double *>(device.workspace);
-  return ops::dispatchFloatType(
-      call.host, "logits", logits.dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        return dispatchIndex(targets, [&](auto indexTag) {
-          using Index = typename decltype(indexTag)::type;
-          gradientScaleKernel<T, Index><<<1, kTotalThreads, 0, device.stream>>>(
-              targets.as<Index>(), rows, dloss.as<T>(), scale, device.errorWord,
-              call.errorTag());
-          if (rows.classes > 0) {
-            LineLaunch launch =
-                chooseLineLaunch({rows.rows, rows.classes, 1}, device);
-            launchLines(launch, [&](auto team) {
-              rowGradientKernel<decltype(team)::value, T, Index>
-                  <<<launch.blocks, launch.threads, 0, device.stream>>>(
-                      logits.as<T>(), targets.as<Index>(), rows, scale,
-                      dlogits.as<T>());
-            });
-          }
-          return launched(call);
+  return dispatchLogits(call, logits, [&](auto tag, auto view) -> Status {
+    using T = typename decltype(tag)::type;
+    using L = decltype(view);
+    return dispatchIndex(targets, [&](auto indexTag) {
+      using Index = typename decltype(indexTag)::type;
+      gradientScaleKernel<T, Index><<<1, kTotalThreads, 0, device.stream>>>(
+          targets.as<Index>(), rows, dloss.as<T>(), scale, device.errorWord,
+          call.errorTag());
+      if (rows.classes > 0) {
+        LineLaunch launch =
+            chooseLineLaunch({rows.rows, rows.classes, 1}, device);
+        launchLines(launch, [&](auto team) {
+          rowGradientKernel<decltype(team)::value, T, L, Index>
+              <<<launch.blocks, launch.threads, 0, device.stream>>>(
+                  view, targets.as<Index>(), rows, scale, dlogits.as<T>());
         });
-      });
+      }
+      return launched(call);
+    });
+  });
 }
 
 Status runTokenLogprobs(const KernelCall &call) {
@@ -343,22 +377,22 @@ Status runTokenLogprobs(const KernelCall &call) {
   const DeviceContext &device = call.device;
   if (rows.rows == 0)
     return Status::success();
-  return ops::dispatchFloatType(
-      call.host, "logits", logits.dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        return dispatchIndex(targets, [&](auto indexTag) {
-          using Index = typename decltype(indexTag)::type;
-          LineLaunch launch =
-              chooseLineLaunch({rows.rows, rows.classes, 1}, device);
-          launchLines(launch, [&](auto team) {
-            tokenLogprobsKernel<decltype(team)::value, T, Index>
-                <<<launch.blocks, launch.threads, 0, device.stream>>>(
-                    logits.as<T>(), targets.as<Index>(), rows, logp.as<T>(),
-                    device.errorWord, call.errorTag());
-          });
-          return launched(call);
-        });
+  return dispatchLogits(call, logits, [&](auto tag, auto view) -> Status {
+    using T = typename decltype(tag)::type;
+    using L = decltype(view);
+    return dispatchIndex(targets, [&](auto indexTag) {
+      using Index = typename decltype(indexTag)::type;
+      LineLaunch launch =
+          chooseLineLaunch({rows.rows, rows.classes, 1}, device);
+      launchLines(launch, [&](auto team) {
+        tokenLogprobsKernel<decltype(team)::value, T, L, Index>
+            <<<launch.blocks, launch.threads, 0, device.stream>>>(
+                view, targets.as<Index>(), rows, logp.as<T>(), device.errorWord,
+                call.errorTag());
       });
+      return launched(call);
+    });
+  });
 }
 
 Status runTokenLogprobsGrad(const KernelCall &call) {
@@ -372,22 +406,22 @@ Status runTokenLogprobsGrad(const KernelCall &call) {
   const DeviceContext &device = call.device;
   if (rows.rows == 0 || rows.classes == 0)
     return Status::success();
-  return ops::dispatchFloatType(
-      call.host, "logits", logits.dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        return dispatchIndex(targets, [&](auto indexTag) {
-          using Index = typename decltype(indexTag)::type;
-          LineLaunch launch =
-              chooseLineLaunch({rows.rows, rows.classes, 1}, device);
-          launchLines(launch, [&](auto team) {
-            tokenLogprobsGradKernel<decltype(team)::value, T, Index>
-                <<<launch.blocks, launch.threads, 0, device.stream>>>(
-                    logits.as<T>(), targets.as<Index>(), rows, dlogp.as<T>(),
-                    dlogits.as<T>(), device.errorWord, call.errorTag());
-          });
-          return launched(call);
-        });
+  return dispatchLogits(call, logits, [&](auto tag, auto view) -> Status {
+    using T = typename decltype(tag)::type;
+    using L = decltype(view);
+    return dispatchIndex(targets, [&](auto indexTag) {
+      using Index = typename decltype(indexTag)::type;
+      LineLaunch launch =
+          chooseLineLaunch({rows.rows, rows.classes, 1}, device);
+      launchLines(launch, [&](auto team) {
+        tokenLogprobsGradKernel<decltype(team)::value, T, L, Index>
+            <<<launch.blocks, launch.threads, 0, device.stream>>>(
+                view, targets.as<Index>(), rows, dlogp.as<T>(), dlogits.as<T>(),
+                device.errorWord, call.errorTag());
       });
+      return launched(call);
+    });
+  });
 }
 
 Status runTokenEntropy(const KernelCall &call) {
@@ -399,18 +433,17 @@ Status runTokenEntropy(const KernelCall &call) {
   const DeviceContext &device = call.device;
   if (rows.rows == 0)
     return Status::success();
-  return ops::dispatchFloatType(
-      call.host, "logits", logits.dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        LineLaunch launch =
-            chooseLineLaunch({rows.rows, rows.classes, 1}, device);
-        launchLines(launch, [&](auto team) {
-          tokenEntropyKernel<decltype(team)::value, T>
-              <<<launch.blocks, launch.threads, 0, device.stream>>>(
-                  logits.as<T>(), rows, entropy.as<T>());
-        });
-        return launched(call);
-      });
+  return dispatchLogits(call, logits, [&](auto tag, auto view) -> Status {
+    using T = typename decltype(tag)::type;
+    using L = decltype(view);
+    LineLaunch launch = chooseLineLaunch({rows.rows, rows.classes, 1}, device);
+    launchLines(launch, [&](auto team) {
+      tokenEntropyKernel<decltype(team)::value, T, L>
+          <<<launch.blocks, launch.threads, 0, device.stream>>>(
+              view, rows, entropy.as<T>());
+    });
+    return launched(call);
+  });
 }
 
 } // namespace zplan::cuda

@@ -25,8 +25,15 @@ struct CrossEntropyRows {
   int64_t rows = 0, classes = 0, ignoreIndex = 0;
 };
 
-/// Checks cross_entropy(logits [..., V] f32|f64, targets [...] i64|i32) ->
-/// loss [] (logits' type); reads `rows`.
+/// The type the loss ops compute in and return for logits of `logits`:
+/// bf16 logits (mixed precision's LM head, docs/mixed-precision.md) are
+/// widened exactly as they are read and computed in f32, as the f32 kernel
+/// computes from an f32 cast of them; f32 and f64 compute in their own type.
+ElementType lossComputeType(ElementType logits);
+
+/// Checks cross_entropy(logits [..., V] f32|f64|bf16, targets [...]
+/// i64|i32) -> loss [] (lossComputeType); reads `rows`. The "logits' type"
+/// of the results below is lossComputeType's too.
 Status readCrossEntropy(const KernelCall &call, CrossEntropyRows &rows);
 /// Checks cross_entropy_grad(logits, targets, dloss []) -> dlogits
 /// (logits' type and shape); reads `rows`.

@@ -1409,12 +1409,17 @@ void addLossCases() {
     const char *label;
     Shape logits;
     ElementType targetType = I64;
+    /// The logits' type; the results' is the type it computes in (f32 for
+    /// bf16 logits, mixed precision's, widened as they are read).
     ElementType type = F32;
     double range = 3;
     /// The ignore_index attribute (absent: -100), and how many targets
     /// take the ignored value.
     std::optional<int64_t> ignoreIndex;
     int64_t ignored = 1;
+    ElementType resultType() const {
+      return type == ElementType::BF16 ? F32 : type;
+    }
   };
   const Loss cases[] = {
       {"rows", {8, 50}},
@@ -1426,6 +1431,8 @@ void addLossCases() {
       {"large_logits", {4, 300}, I64, F32, 80},
       {"single_class", {7, 1}, I64, F32, 3, std::nullopt, 0},
       {"no_rows", {0, 10}, I64, F32, 3, std::nullopt, 0},
+      {"bf16_logits", {2, 9, 3000}, I64, ElementType::BF16},
+      {"bf16_gpt2_vocab", {3, 50257}, I32, ElementType::BF16, 8},
   };
   for (const Loss &l : cases) {
     Shape targets(l.logits.begin(), l.logits.end() - 1);
@@ -1442,31 +1449,32 @@ void addLossCases() {
         drawn.setInt(k * rows / std::max<int64_t>(l.ignored, 1),
                      l.ignoreIndex.value_or(-100));
     };
+    ElementType out = l.resultType();
     add("cross_entropy", l.label, [=](CaseBuilder &c) {
       fill(c);
-      c.result({}, l.type);
-      floatTolerance(c, l.type, 1e-5, 1e-6);
+      c.result({}, out);
+      floatTolerance(c, out, 1e-5, 1e-6);
     });
     add("cross_entropy_grad", l.label, [=](CaseBuilder &c) {
       fill(c);
-      c.values({}, l.type, {0.7}).result(l.logits, l.type);
-      floatTolerance(c, l.type, 1e-5, 1e-8);
+      c.values({}, out, {0.7}).result(l.logits, out);
+      floatTolerance(c, out, 1e-5, 1e-8);
     });
     // The RL ops (docs/rl.md) over the same logits and targets.
     add("token_logprobs", l.label, [=](CaseBuilder &c) {
       fill(c);
-      c.result(targets, l.type);
-      floatTolerance(c, l.type, 1e-5, 1e-6);
+      c.result(targets, out);
+      floatTolerance(c, out, 1e-5, 1e-6);
     });
     add("token_logprobs_grad", l.label, [=](CaseBuilder &c) {
       fill(c);
-      c.uniform(targets, l.type, -1, 1).result(l.logits, l.type);
-      floatTolerance(c, l.type, 1e-5, 1e-8);
+      c.uniform(targets, out, -1, 1).result(l.logits, out);
+      floatTolerance(c, out, 1e-5, 1e-8);
     });
     add("token_entropy", l.label, [=](CaseBuilder &c) {
       c.uniform(l.logits, l.type, -l.range, l.range);
-      c.result(targets, l.type);
-      floatTolerance(c, l.type, 1e-5, 1e-6);
+      c.result(targets, out);
+      floatTolerance(c, out, 1e-5, 1e-6);
     });
   }
   for (const char *op : {"cross_entropy", "cross_entropy_grad",

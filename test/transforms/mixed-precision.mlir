@@ -19,6 +19,7 @@
 // RUN: zcc-opt %t/compute.mlir -zplan-mixed-precision="param-dtype=bf16 compute-dtype=bf16" | FileCheck %t/compute.mlir
 // RUN: zcc-opt %t/compute.mlir -zplan-mixed-precision="compute-dtype=bf16" | FileCheck %t/compute.mlir --check-prefix=F32GATHER
 // RUN: zcc-opt %t/elementwise.mlir -zplan-mixed-precision="param-dtype=bf16 compute-dtype=bf16" | FileCheck %t/elementwise.mlir
+// RUN: zcc-opt %t/loss.mlir -zplan-mixed-precision="param-dtype=bf16 compute-dtype=bf16" | FileCheck %t/loss.mlir
 
 //--- module.mlir
 // CHECK: zero.group @group0 {gather_type = bf16,
@@ -256,4 +257,31 @@ func.func @train_micro_step(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x8
   %ht = nn.transpose %h {perm = array<i64: 1, 0>} : tensor<2x8xf32> -> tensor<8x2xf32>
   %dh = nn.mul %h, %up : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32> loc("/mlp/Mul/grad")
   return %res, %dh, %ht : tensor<2x4xf32>, tensor<2x8xf32>, tensor<8x2xf32>
+}
+
+//--- loss.mlir
+// compute-dtype=bf16: the loss ops read the LM head's bf16 logits as they
+// are (their kernels widen them as they read; the loss and its gradient are
+// f32), so no f32 copy of the logits is made; the gradient is cast to bf16
+// for the backward matmul as any operand is.
+// CHECK-LABEL: func.func @train_micro_step
+// CHECK: %[[LOGITS:.*]] = nn.matmul %{{.*}}, %{{.*}} : (tensor<2x4xbf16>, tensor<4x8xbf16>) -> tensor<2x8xbf16>
+// CHECK-NEXT: %[[LOSS:.*]] = nn.cross_entropy %[[LOGITS]], %[[T:.*]] : (tensor<2x8xbf16>, tensor<2xi64>) -> tensor<f32>
+// CHECK-NEXT: %[[D:.*]] = nn.cross_entropy_grad %[[LOGITS]], %[[T]], %{{.*}} : (tensor<2x8xbf16>, tensor<2xi64>, tensor<f32>) -> tensor<2x8xf32>
+// CHECK: %[[DB:.*]] = nn.cast %[[D]] : tensor<2x8xf32> -> tensor<2x8xbf16>
+// CHECK: nn.matmul %{{.*}}, %[[DB]]
+// CHECK-NOT: nn.cast %[[LOGITS]]
+nn.parameter @w : tensor<4x8xf32>
+zero.group @group0 {offsets = array<i64: 0>, padded_elements = 32 : i64, params = [@w], world_size = 2 : i64}
+
+func.func @train_micro_step(%x: tensor<2x4xf32>, %t: tensor<2xi64>, %dl: tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>) {
+  %s = zero.shard @w : !zero.shard<tensor<4x8xf32>>
+  %tok = zero.gather_start %s {group = @group0} : !zero.shard<tensor<4x8xf32>>
+  %w = zero.gather_wait %tok : tensor<4x8xf32>
+  %logits = nn.matmul %x, %w : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  %loss = nn.cross_entropy %logits, %t : (tensor<2x8xf32>, tensor<2xi64>) -> tensor<f32>
+  %d = nn.cross_entropy_grad %logits, %t, %dl : (tensor<2x8xf32>, tensor<2xi64>, tensor<f32>) -> tensor<2x8xf32> loc("loss/grad")
+  %xt = nn.transpose %x {perm = array<i64: 1, 0>} : tensor<2x4xf32> -> tensor<4x2xf32>
+  %dw = nn.matmul %xt, %d : (tensor<4x2xf32>, tensor<2x8xf32>) -> tensor<4x8xf32>
+  return %loss, %dw : tensor<f32>, tensor<4x8xf32>
 }

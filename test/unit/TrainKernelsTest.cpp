@@ -17,6 +17,7 @@
 
 #include "runtime/cpu/Kernels.h"
 #include "runtime/plan/Opcodes.h"
+#include "runtime/support/Bfloat16.h"
 
 #include "test/unit/KernelTestSupport.h"
 #include "test/unit/StatusMatchers.h"
@@ -528,6 +529,49 @@ TEST(TrainKernels, CrossEntropyValueAndGradWithIgnoredRows) {
         EXPECT_EQ(dlogits.floats()[row * 7 + i], 0.0f) << row;
     }
   }
+}
+
+TEST(TrainKernels, LossOpsReadBf16LogitsAsTheirF32Widening) {
+  // Mixed precision's LM head returns bf16 logits: every loss op reads them
+  // widened (exact) and computes and returns f32, bit for bit what it does
+  // on an f32 copy of them.
+  Tensor wide = randomFloats(rng(), {2, 3, 300}, -6, 6);
+  std::vector<uint16_t> bits;
+  for (int64_t i = 0; i < wide.size(); ++i)
+    bits.push_back(zplan::floatToBf16(wide.floats()[i]));
+  Tensor logits = make<uint16_t>({2, 3, 300}, bits, ElementType::BF16);
+  std::vector<float> widened;
+  for (uint16_t b : bits)
+    widened.push_back(zplan::bf16ToFloat(b));
+  Tensor logits32 = make<float>({2, 3, 300}, widened, ElementType::F32);
+  Tensor targets = makeIds({2, 3}, {3, -100, 299, 0, 7, 150}, ElementType::I64);
+  Tensor dloss = make<float>({}, {0.75f}, ElementType::F32);
+  Tensor dlogp = randomFloats(rng(), {2, 3}, -1, 1);
+  struct Run {
+    const char *op;
+    std::vector<Tensor *> rest;
+    std::vector<int64_t> shape;
+  };
+  const Run runs[] = {{"cross_entropy", {&targets}, {}},
+                      {"cross_entropy_grad", {&targets, &dloss}, {2, 3, 300}},
+                      {"token_logprobs", {&targets}, {2, 3}},
+                      {"token_logprobs_grad", {&targets, &dlogp}, {2, 3, 300}},
+                      {"token_entropy", {}, {2, 3}}};
+  for (const Run &run : runs) {
+    SCOPED_TRACE(run.op);
+    std::vector<Tensor *> half{&logits}, full{&logits32};
+    half.insert(half.end(), run.rest.begin(), run.rest.end());
+    full.insert(full.end(), run.rest.begin(), run.rest.end());
+    Tensor got(run.shape), expected(run.shape);
+    runOk(Op(run.op), half, {&got});
+    runOk(Op(run.op), full, {&expected});
+    EXPECT_EQ(got.values(), expected.values());
+  }
+  // A bf16 result under bf16 logits is refused: the loss ops return f32.
+  Tensor halfLoss({}, ElementType::BF16);
+  EXPECT_TRUE(
+      contains(runError(Op("cross_entropy"), {&logits, &targets}, {&halfLoss}),
+               "loss has element type bf16, expected f32"));
 }
 
 TEST(TrainKernels, CrossEntropyOverAWideVocabularyMatchesDouble) {
