@@ -185,14 +185,22 @@ struct MixedPrecisionPass
   }
 
   /// Whether `use` reads a bf16 value as it is, widening it in the kernel
-  /// (exactly, as an f32 cast would): the logits of the loss ops, which
-  /// compute and return f32 (autocast's fp32 list), so that the LM head's
-  /// bf16 logits are never copied whole to f32.
+  /// (exactly, as an f32 cast would), so that no f32 copy of it is made:
+  /// the logits of the loss ops, which compute and return f32 (autocast's
+  /// fp32 list), and the query, key and value of attention and its
+  /// gradient, which compute in f32.
   static bool readsBf16(OpOperand &use) {
-    return use.getOperandNumber() == 0 &&
-           llvm::isa<nn::CrossEntropyOp, nn::CrossEntropyGradOp,
-                     nn::TokenLogprobsOp, nn::TokenLogprobsGradOp,
-                     nn::TokenEntropyOp>(use.getOwner());
+    unsigned index = use.getOperandNumber();
+    Operation *reader = use.getOwner();
+    if (llvm::isa<nn::CrossEntropyOp, nn::CrossEntropyGradOp,
+                  nn::TokenLogprobsOp, nn::TokenLogprobsGradOp,
+                  nn::TokenEntropyOp>(reader))
+      return index == 0;
+    if (llvm::isa<nn::AttentionOp>(reader))
+      return index < 3;
+    if (llvm::isa<nn::AttentionGradOp>(reader))
+      return index >= 1 && index <= 3;
+    return false;
   }
 
   /// The ops autocast runs in their operands' dtype that zplan computes in

@@ -438,6 +438,16 @@ LogicalResult RmsNormOp::verify() {
 // Attention
 //===----------------------------------------------------------------------===//
 
+/// The element type nn.attention and nn.attention_grad compute in: that
+/// of their query, key and value, f32 where those are bf16 (mixed
+/// precision's activations, widened as the kernels read them).
+static Type attentionComputeType(Value query, Value key, Value value) {
+  for (Value operand : {query, key, value})
+    if (!getElementTypeOrSelf(operand).isBF16())
+      return getElementTypeOrSelf(operand);
+  return Float32Type::get(query.getContext());
+}
+
 /// Checks query/key/value/mask and the mask attributes as nn.attention
 /// defines them (shared with nn.attention_grad); returns the output shape
 /// [..., S, Dv].
@@ -450,14 +460,17 @@ verifyAttentionOperands(Operation *op, Value queryValue, Value keyValue,
   if (query.size() < 2)
     return op->emitOpError() << "query has shape " << formatShape(query)
                              << ", expected rank >= 2 ([..., S, D])";
-  Type elementType = getElementTypeOrSelf(queryValue);
-  std::pair<StringRef, Value> others[] = {{"key", keyValue},
-                                          {"value", valueValue}};
-  for (auto [name, other] : others)
-    if (getElementTypeOrSelf(other) != elementType)
+  // Each of query, key and value has the type the op computes in, or is
+  // bf16 (read widened).
+  Type elementType = attentionComputeType(queryValue, keyValue, valueValue);
+  std::pair<StringRef, Value> inputs[] = {
+      {"query", queryValue}, {"key", keyValue}, {"value", valueValue}};
+  for (auto [name, input] : inputs)
+    if (getElementTypeOrSelf(input) != elementType &&
+        !getElementTypeOrSelf(input).isBF16())
       return op->emitOpError()
-             << name << " has element type " << getElementTypeOrSelf(other)
-             << ", expected " << elementType << " (the query's)";
+             << name << " has element type " << getElementTypeOrSelf(input)
+             << ", expected " << elementType << " (or bf16)";
   if (maskKind != "additive" && maskKind != "select")
     return op->emitOpError() << "mask_kind is \"" << maskKind
                              << "\", expected \"additive\" or \"select\"";
@@ -502,11 +515,11 @@ verifyAttentionOperands(Operation *op, Value queryValue, Value keyValue,
 }
 
 LogicalResult AttentionOp::verify() {
-  if (getElementTypeOrSelf(getResult()) != getElementTypeOrSelf(getQuery()))
+  Type computed = attentionComputeType(getQuery(), getKey(), getValue());
+  if (getElementTypeOrSelf(getResult()) != computed)
     return emitOpError() << "result has element type "
                          << getElementTypeOrSelf(getResult()) << ", expected "
-                         << getElementTypeOrSelf(getQuery())
-                         << " (the query's)";
+                         << computed << " (the type it computes in)";
   FailureOr<SmallVector<int64_t>> expected =
       verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
                               getMask(), getMaskKind(), getMaskedValue());
@@ -751,7 +764,7 @@ LogicalResult AttentionGradOp::verify() {
                               getMask(), getMaskKind(), getMaskedValue());
   if (failed(output))
     return failure();
-  Type elementType = getElementTypeOrSelf(getQuery());
+  Type elementType = attentionComputeType(getQuery(), getKey(), getValue());
   if (failed(verifyTensor(*this, "dout", getDout(), *output, elementType)))
     return failure();
   std::pair<StringRef, Value> gradients[] = {

@@ -500,7 +500,9 @@ def NN_AttentionOp : NN_Op<"attention", [Pure]> {
     first) and result [..., S, Dv]. The optional mask broadcasts to
     [..., S, T]: with `mask_kind = "additive"` it is added to the scores,
     with `"select"` (a boolean mask) scores where it is false become
-    `masked_value`.
+    `masked_value`. Any of query, key and value may be bf16 (mixed
+    precision's activations): read widened, the op (and nn.attention_grad)
+    computing and returning f32.
 
     ```mlir
     %o = nn.attention %q, %k, %v mask %m {mask_kind = "select", masked_value = -3.40282347E+38 : f32, scale = 2.500000e-01 : f32} : (tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>, tensor<1x1x16x16xi1>) -> tensor<2x4x16x16xf32>

@@ -6,7 +6,9 @@
 // row turned into probabilities (max subtracted, the sum kept in double),
 // then result[S, Dv] = scores[S, T] v[T, Dv]. The scores live in one
 // thread-local scratch buffer that only grows, so a steady-state call does
-// not allocate. The probabilities are AttentionSupport.h's function, which
+// not allocate. A bf16 query, key or value (mixed precision) is widened one
+// entry at a time (EntrySlab). The probabilities are AttentionSupport.h's
+// function, which
 // attention_grad calls too; the shape and mask rules are the ops layer's
 // (runtime/ops/AttentionOps.h), shared with every backend.
 //
@@ -97,8 +99,7 @@ Status runAttention(const KernelCall &call) {
   if (scratch.size() < static_cast<size_t>(s * t))
     scratch.resize(s * t);
   float *scores = scratch.data();
-  const float *q = query.as<float>(), *k = key.as<float>(),
-              *v = value.as<float>();
+  EntrySlab q(query, s * d), k(key, t * d), v(value, t * dv);
   float *out = result.as<float>();
   int is = static_cast<int>(s), it = static_cast<int>(t),
       idv = static_cast<int>(dv);
@@ -110,11 +111,10 @@ Status runAttention(const KernelCall &call) {
       std::fill(out + entry * s * dv, out + (entry + 1) * s * dv, 0.0f);
       return;
     }
-    attentionProbabilities(q + entry * s * d, k + entry * t * d, scale, shape,
-                           mask, maskOffset, scores);
+    attentionProbabilities(q(entry), k(entry), scale, shape, mask, maskOffset,
+                           scores);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, is, idv, it, 1.0f,
-                scores, it, v + entry * t * dv, idv, 0.0f, out + entry * s * dv,
-                idv);
+                scores, it, v(entry), idv, 0.0f, out + entry * s * dv, idv);
   });
   return Status::success();
 }

@@ -27,8 +27,8 @@ namespace zplan::cpu::detail {
 /// attention_grad(dout [..., S, Dv], query [..., S, D], key [..., T, D],
 /// value [..., T, Dv], mask?; scale, mask_kind, masked_value) -> dquery,
 /// dkey, dvalue (the shapes of q, k, v): the gradient of nn.attention with
-/// the same operands and attributes (the mask broadcasts to [..., S, T]),
-/// f32 only.
+/// the same operands and attributes (the mask broadcasts to [..., S, T]);
+/// f32 gradients, of f32 or bf16 (widened) q, k and v.
 Status runAttentionGrad(const KernelCall &call) {
   AttentionShape shape;
   float scale;
@@ -41,8 +41,8 @@ Status runAttentionGrad(const KernelCall &call) {
   const std::vector<int64_t> &batch = shape.batch;
   int64_t s = shape.s, d = shape.d, t = shape.t, dv = shape.dv;
 
-  const float *q = query.as<float>(), *k = key.as<float>(),
-              *v = value.as<float>(), *g = dout.as<float>();
+  EntrySlab q(query, s * d), k(key, t * d), v(value, t * dv);
+  const float *g = dout.as<float>();
   float *dq = call.results[0].as<float>(), *dk = call.results[1].as<float>(),
         *dvOut = call.results[2].as<float>();
   int64_t entries = product(batch);
@@ -66,8 +66,8 @@ Status runAttentionGrad(const KernelCall &call) {
   int ldqk = std::max(id, 1), ldv = std::max(idv, 1);
 
   forEachAttentionEntry(shape, mask, [&](int64_t entry, int64_t maskOffset) {
-    const float *qe = q + entry * s * d, *ke = k + entry * t * d,
-                *ve = v + entry * t * dv, *ge = g + entry * s * dv;
+    const float *qe = q(entry), *ke = k(entry), *ve = v(entry),
+                *ge = g + entry * s * dv;
     // P, as the forward computed it.
     attentionProbabilities(qe, ke, scale, shape, mask, maskOffset,
                            probabilities);

@@ -50,7 +50,7 @@ __global__ __launch_bounds__(kThreads, 2) void attentionForward(
   __shared__ AccumulateStage<COLS> accumulate;
   TileBlock tile = tileBlock<COLS>(p, queryTiles, chunks);
   int64_t entry = tile.entry, q0 = tile.row0, c0 = tile.column0;
-  const float *q = tile.q, *k = tile.k, *v = tile.v;
+  TileInput q = tile.q, k = tile.k, v = tile.v;
   int64_t maskBase = tile.maskBase;
   int ty = tileRow(), tx = tileColumn();
 

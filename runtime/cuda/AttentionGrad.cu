@@ -52,7 +52,7 @@ __global__ __launch_bounds__(kThreads, 2) void attentionBackward(
   int64_t entry = tile.entry, fixed0 = tile.row0, c0 = tile.column0;
   int64_t rows = kByQuery ? p.s : p.t;
   int64_t width = GRADIENT == Gradient::Value ? p.dv : p.d;
-  const float *q = tile.q, *k = tile.k, *v = tile.v;
+  TileInput q = tile.q, k = tile.k, v = tile.v;
   const float *g = dout + entry * p.s * p.dv;
   int64_t maskBase = tile.maskBase;
   int ty = tileRow(), tx = tileColumn();

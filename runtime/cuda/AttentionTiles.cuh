@@ -29,7 +29,8 @@
 // contracted dimension.
 // Output chunks are W = 16 * COLS columns wide (COLS = 4 or 8); a wider
 // value/head dimension is covered by more blocks, each recomputing its
-// scores.
+// scores. q, k and v may each be bf16 (mixed precision): TileInput widens
+// them as the tiles load them; everything after the load is f32.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +40,7 @@
 #include "runtime/cuda/DeviceSupport.cuh"
 #include "runtime/cuda/Strided.cuh"
 #include "runtime/ops/AttentionOps.h"
+#include "runtime/support/Bfloat16.h"
 
 #include <climits>
 
@@ -55,8 +57,36 @@ constexpr int kInner = 32;
 constexpr int kStage = 16;
 
 /// One call's operands and attributes, passed to the kernels by value.
+/// An input of the attention kernels as the tiles load it: f32, or bf16
+/// (mixed precision's q, k or v) widened as each element is loaded into
+/// shared memory -- what an f32 cast of it would hold, without that copy.
+/// Which one is a flag, the same for every thread of a launch.
+struct TileInput {
+  const void *data = nullptr;
+  bool bf16 = false;
+
+  TileInput() = default;
+  __host__ __device__ TileInput(const float *f32) : data(f32) {}
+  __host__ __device__ TileInput(const void *data, bool bf16)
+      : data(data), bf16(bf16) {}
+  /// The call's operand `input` (f32 or bf16, as the checks allow).
+  static TileInput of(const TensorRef &input) {
+    return {input.data, input.dtype == ElementType::BF16};
+  }
+
+  __device__ float operator[](int64_t i) const {
+    return bf16 ? bf16ToFloat(static_cast<const uint16_t *>(data)[i])
+                : static_cast<const float *>(data)[i];
+  }
+  __host__ __device__ TileInput operator+(int64_t offset) const {
+    if (bf16)
+      return {static_cast<const uint16_t *>(data) + offset, true};
+    return {static_cast<const float *>(data) + offset, false};
+  }
+};
+
 struct AttentionParams {
-  const float *q = nullptr, *k = nullptr, *v = nullptr;
+  TileInput q, k, v;
   int64_t entries = 0, s = 0, t = 0, d = 0, dv = 0;
   float scale = 1;
   const float *additive = nullptr;
@@ -85,9 +115,9 @@ inline Status readAttention(const KernelCall &call, AttentionCheck check,
   if (Status status = check(call.host, shape, scale, mask); !status.ok())
     return status;
   const std::vector<TensorRef> &operands = call.host.operands;
-  params.q = operands[first].as<float>();
-  params.k = operands[first + 1].as<float>();
-  params.v = operands[first + 2].as<float>();
+  params.q = TileInput::of(operands[first]);
+  params.k = TileInput::of(operands[first + 1]);
+  params.v = TileInput::of(operands[first + 2]);
   params.entries = ops::product(shape.batch);
   params.s = shape.s;
   params.t = shape.t;
@@ -141,7 +171,7 @@ Status launchBlocks(const KernelCall &call, int64_t blocks, Launch &&launch) {
 /// rows, or key rows for dk and dv), and its first output column.
 struct TileBlock {
   int64_t entry = 0, row0 = 0, column0 = 0, maskBase = 0;
-  const float *q = nullptr, *k = nullptr, *v = nullptr;
+  TileInput q, k, v;
 };
 
 template <int COLS>
@@ -187,10 +217,9 @@ __device__ inline int tileColumn() { return threadIdx.x % 16; }
 /// x < n, for row-major a [aRows, n] and b [bRows, n]; rows past aRows or
 /// bRows read as 0. Every thread of the block must call it (it
 /// synchronizes); `stage` is free again when it returns.
-__device__ inline void dotTile(const float *__restrict__ a, int64_t aRows,
-                               int64_t a0, const float *__restrict__ b,
-                               int64_t bRows, int64_t b0, int64_t n,
-                               DotStage &stage,
+__device__ inline void dotTile(TileInput a, int64_t aRows, int64_t a0,
+                               TileInput b, int64_t bRows, int64_t b0,
+                               int64_t n, DotStage &stage,
                                float acc[kPerThread][kPerThread]) {
   int ty = tileRow(), tx = tileColumn();
   for (int i = 0; i < kPerThread; ++i)
@@ -279,8 +308,7 @@ template <int COLS> struct AccumulateStage {
 /// returning: `stage` is then free again); the caller has synchronized
 /// after writing `weights`.
 template <int COLS, bool TRANSPOSED>
-__device__ inline void accumulateTile(AccumulateStage<COLS> &stage,
-                                      const float *__restrict__ x,
+__device__ inline void accumulateTile(AccumulateStage<COLS> &stage, TileInput x,
                                       int64_t xRows, int64_t x0, int64_t width,
                                       int64_t c0, float acc[kPerThread][COLS]) {
   constexpr int kWidth = 16 * COLS;

@@ -94,21 +94,26 @@ Status readAttentionAttributes(const KernelCall &call,
   return Status::success();
 }
 
+/// query, key and value: f32, or bf16 (mixed precision), which the kernels
+/// widen as they read; the op computes in f32 either way.
+static Status expectAttentionInput(const KernelCall &call, const char *what,
+                                   const TensorRef &input) {
+  if (input.dtype == ElementType::BF16)
+    return Status::success();
+  return expectType(call, what, input, ElementType::F32);
+}
+
 Status checkAttention(const KernelCall &call, AttentionShape &shape,
                       float &scale, AttentionMask &mask) {
   if (Status status = expectArity(call, 3, 4); !status.ok())
     return status;
   const TensorRef &query = call.operands[0], &key = call.operands[1],
                   &value = call.operands[2], &result = call.results[0];
-  const char *names[] = {"key", "value"};
-  for (size_t i = 1; i < 3; ++i)
-    if (Status status =
-            expectType(call, names[i - 1], call.operands[i], ElementType::F32);
+  const char *names[] = {"query", "key", "value"};
+  for (size_t i = 0; i < 3; ++i)
+    if (Status status = expectAttentionInput(call, names[i], call.operands[i]);
         !status.ok())
       return status;
-  if (Status status = expectType(call, "query", query, ElementType::F32);
-      !status.ok())
-    return status;
   if (Status status = expectType(call, "result", result, ElementType::F32);
       !status.ok())
     return status;
@@ -130,10 +135,13 @@ Status checkAttentionGrad(const KernelCall &call, AttentionShape &shape,
     return status;
   const TensorRef &dout = call.operands[0], &query = call.operands[1],
                   &key = call.operands[2], &value = call.operands[3];
-  const char *operandNames[] = {"dout", "query", "key", "value"};
-  for (size_t i = 0; i < 4; ++i)
-    if (Status status = expectType(call, operandNames[i], call.operands[i],
-                                   ElementType::F32);
+  if (Status status = expectType(call, "dout", dout, ElementType::F32);
+      !status.ok())
+    return status;
+  const char *inputNames[] = {"query", "key", "value"};
+  for (size_t i = 0; i < 3; ++i)
+    if (Status status =
+            expectAttentionInput(call, inputNames[i], call.operands[i + 1]);
         !status.ok())
       return status;
 

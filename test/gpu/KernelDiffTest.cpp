@@ -703,7 +703,10 @@ const std::vector<AttentionCase> &attentionCases() {
   return cases;
 }
 
-void fillAttention(CaseBuilder &c, const AttentionCase &a, bool gradient) {
+/// `inputs`: the types of q, k and v (bf16 ones are mixed precision's,
+/// widened as the kernels read them; the results stay f32).
+void fillAttention(CaseBuilder &c, const AttentionCase &a, bool gradient,
+                   std::array<ElementType, 3> inputs = {F32, F32, F32}) {
   auto shape = [&](int64_t rows, int64_t width) {
     Shape result = a.batch;
     result.insert(result.end(), {rows, width});
@@ -715,9 +718,9 @@ void fillAttention(CaseBuilder &c, const AttentionCase &a, bool gradient) {
              : 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(a.d, 1))));
   if (gradient)
     c.uniform(shape(a.s, a.dv));
-  c.uniform(shape(a.s, a.d), F32, -a.range, a.range)
-      .uniform(shape(a.t, a.d), F32, -a.range, a.range)
-      .uniform(shape(a.t, a.dv));
+  c.uniform(shape(a.s, a.d), inputs[0], -a.range, a.range)
+      .uniform(shape(a.t, a.d), inputs[1], -a.range, a.range)
+      .uniform(shape(a.t, a.dv), inputs[2]);
   if (a.mask)
     a.mask(c, a);
   if (gradient)
@@ -738,6 +741,21 @@ void addAttentionCases() {
     fillAttention(c, attentionCases()[0], false);
     c.misaligned();
   });
+  // Mixed precision: GPT-2's q, k and v are bf16 views of one projection;
+  // Llama's value is bf16 (its q and k leave the rotary products f32).
+  const ElementType bf16 = ElementType::BF16;
+  const std::pair<const char *, std::array<ElementType, 3>> inputs[] = {
+      {"bf16_qkv_", {bf16, bf16, bf16}}, {"bf16_value_", {F32, F32, bf16}}};
+  for (const auto &[prefix, types] : inputs)
+    for (size_t i : {size_t(0), size_t(4), size_t(12)}) {
+      const AttentionCase &a = attentionCases()[i];
+      std::string label = prefix + std::string(a.label);
+      for (bool gradient : {false, true})
+        add(gradient ? "attention_grad" : "attention", label,
+            [a, gradient, types = types](CaseBuilder &c) {
+              fillAttention(c, a, gradient, types);
+            });
+    }
 }
 
 //===----------------------------------------------------------------------===//

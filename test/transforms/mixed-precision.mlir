@@ -20,6 +20,7 @@
 // RUN: zcc-opt %t/compute.mlir -zplan-mixed-precision="compute-dtype=bf16" | FileCheck %t/compute.mlir --check-prefix=F32GATHER
 // RUN: zcc-opt %t/elementwise.mlir -zplan-mixed-precision="param-dtype=bf16 compute-dtype=bf16" | FileCheck %t/elementwise.mlir
 // RUN: zcc-opt %t/loss.mlir -zplan-mixed-precision="param-dtype=bf16 compute-dtype=bf16" | FileCheck %t/loss.mlir
+// RUN: zcc-opt %t/attention.mlir -zplan-mixed-precision="param-dtype=bf16 compute-dtype=bf16" | FileCheck %t/attention.mlir
 
 //--- module.mlir
 // CHECK: zero.group @group0 {gather_type = bf16,
@@ -284,4 +285,36 @@ func.func @train_micro_step(%x: tensor<2x4xf32>, %t: tensor<2xi64>, %dl: tensor<
   %xt = nn.transpose %x {perm = array<i64: 1, 0>} : tensor<2x4xf32> -> tensor<4x2xf32>
   %dw = nn.matmul %xt, %d : (tensor<4x2xf32>, tensor<2x8xf32>) -> tensor<4x8xf32>
   return %loss, %dw : tensor<f32>, tensor<4x8xf32>
+}
+
+//--- attention.mlir
+// compute-dtype=bf16: attention and its gradient read bf16 queries, keys
+// and values as they are (their kernels widen them as they read) and return
+// f32; no f32 copy of q, k or v is made.
+// CHECK-LABEL: func.func @train_micro_step
+// CHECK: %[[Q:.*]] = nn.matmul %{{.*}} -> tensor<4x8xbf16>
+// CHECK-NEXT: %[[K:.*]] = nn.matmul %{{.*}} -> tensor<4x8xbf16>
+// CHECK-NEXT: %[[V:.*]] = nn.matmul %{{.*}} -> tensor<4x8xbf16>
+// CHECK-NEXT: %[[O:.*]] = nn.attention %[[Q]], %[[K]], %[[V]] {{.*}} : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xf32>
+// CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = nn.attention_grad %{{.*}}, %[[Q]], %[[K]], %[[V]] {{.*}} : (tensor<4x8xf32>, tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<4x8xbf16>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK-NOT: nn.cast
+// CHECK: return
+nn.parameter @wq : tensor<4x8xf32>
+nn.parameter @wk : tensor<4x8xf32>
+nn.parameter @wv : tensor<4x8xf32>
+zero.group @group0 {offsets = array<i64: 0, 32, 64>, padded_elements = 96 : i64, params = [@wq, @wk, @wv], world_size = 2 : i64}
+
+func.func @train_micro_step(%x: tensor<4x4xbf16>, %dout: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %sq = zero.shard @wq : !zero.shard<tensor<4x8xf32>>
+  %sk = zero.shard @wk : !zero.shard<tensor<4x8xf32>>
+  %sv = zero.shard @wv : !zero.shard<tensor<4x8xf32>>
+  %t = zero.gather_start %sq, %sk, %sv {group = @group0} : !zero.shard<tensor<4x8xf32>>, !zero.shard<tensor<4x8xf32>>, !zero.shard<tensor<4x8xf32>>
+  %wq, %wk, %wv = zero.gather_wait %t : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  %xf = nn.cast %x : tensor<4x4xbf16> -> tensor<4x4xf32>
+  %q = nn.matmul %xf, %wq : (tensor<4x4xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %k = nn.matmul %xf, %wk : (tensor<4x4xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %v = nn.matmul %xf, %wv : (tensor<4x4xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %o = nn.attention %q, %k, %v {scale = 2.500000e-01 : f32} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %dq, %dk, %dv = nn.attention_grad %dout, %q, %k, %v {scale = 2.500000e-01 : f32} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) loc("/attn/grad")
+  return %o, %dq : tensor<4x8xf32>, tensor<4x8xf32>
 }

@@ -574,6 +574,53 @@ TEST(TrainKernels, LossOpsReadBf16LogitsAsTheirF32Widening) {
                "loss has element type bf16, expected f32"));
 }
 
+TEST(TrainKernels, AttentionReadsBf16InputsAsTheirF32Widening) {
+  // Mixed precision's q, k and v may be bf16: attention and its gradient
+  // read them widened (exact) and compute and return f32, bit for bit what
+  // they do on f32 copies. GPT-2's case (all three bf16) and Llama's (the
+  // value alone), with a causal mask.
+  auto rounded = [](Tensor &wide, Tensor &half) {
+    std::vector<uint16_t> bits;
+    std::vector<float> widened;
+    for (int64_t i = 0; i < wide.size(); ++i) {
+      bits.push_back(zplan::floatToBf16(wide.floats()[i]));
+      widened.push_back(zplan::bf16ToFloat(bits.back()));
+    }
+    half = make<uint16_t>(wide.shape, bits, ElementType::BF16);
+    wide = make<float>(wide.shape, widened, ElementType::F32);
+  };
+  Tensor q = randomFloats(rng(), {2, 3, 9, 16}, -2, 2),
+         k = randomFloats(rng(), {2, 3, 9, 16}, -2, 2),
+         v = randomFloats(rng(), {2, 3, 9, 8}, -2, 2);
+  Tensor qHalf({1}), kHalf({1}), vHalf({1});
+  rounded(q, qHalf);
+  rounded(k, kHalf);
+  rounded(v, vHalf);
+  std::vector<float> causal(81);
+  for (int64_t row = 0; row < 9; ++row)
+    for (int64_t col = 0; col < 9; ++col)
+      causal[row * 9 + col] = col <= row ? 0.0f : -1e9f;
+  Tensor mask = make<float>({9, 9}, causal, ElementType::F32);
+  Tensor dout = randomFloats(rng(), {2, 3, 9, 8}, -1, 1);
+  Op forward = Op("attention").real("scale", 0.25);
+  Op backward = Op("attention_grad").real("scale", 0.25);
+  for (bool all : {true, false}) {
+    SCOPED_TRACE(all ? "q, k, v bf16" : "v bf16");
+    Tensor *qIn = all ? &qHalf : &q, *kIn = all ? &kHalf : &k;
+    Tensor out({2, 3, 9, 8}), expected({2, 3, 9, 8});
+    runOk(forward, {qIn, kIn, &vHalf, &mask}, {&out});
+    runOk(forward, {&q, &k, &v, &mask}, {&expected});
+    EXPECT_EQ(out.values(), expected.values());
+    Tensor dq({2, 3, 9, 16}), dk({2, 3, 9, 16}), dv({2, 3, 9, 8});
+    Tensor dqF({2, 3, 9, 16}), dkF({2, 3, 9, 16}), dvF({2, 3, 9, 8});
+    runOk(backward, {&dout, qIn, kIn, &vHalf, &mask}, {&dq, &dk, &dv});
+    runOk(backward, {&dout, &q, &k, &v, &mask}, {&dqF, &dkF, &dvF});
+    EXPECT_EQ(dq.values(), dqF.values());
+    EXPECT_EQ(dk.values(), dkF.values());
+    EXPECT_EQ(dv.values(), dvF.values());
+  }
+}
+
 TEST(TrainKernels, CrossEntropyOverAWideVocabularyMatchesDouble) {
   // GPT-2's vocabulary: the f32 exp and the double sums must keep the loss
   // and every probability to f32 precision over 50257 terms. Row 0's

@@ -717,23 +717,24 @@ func.func @attention_query_rank(%q: tensor<8xf32>) {
 // -----
 
 func.func @attention_key_element(%q: tensor<2x16x8xf32>, %k: tensor<2x32x8xf16>, %v: tensor<2x32x4xf32>) {
-  // expected-error @+1 {{'nn.attention' op key has element type 'f16', expected 'f32' (the query's)}}
+  // expected-error @+1 {{'nn.attention' op key has element type 'f16', expected 'f32' (or bf16)}}
   %o = nn.attention %q, %k, %v {scale = 1.0 : f32} : (tensor<2x16x8xf32>, tensor<2x32x8xf16>, tensor<2x32x4xf32>) -> tensor<2x16x4xf32>
   return
 }
 
 // -----
 
-func.func @attention_value_element(%q: tensor<2x16x8xf32>, %k: tensor<2x32x8xf32>, %v: tensor<2x32x4xbf16>) {
-  // expected-error @+1 {{'nn.attention' op value has element type 'bf16', expected 'f32' (the query's)}}
-  %o = nn.attention %q, %k, %v {scale = 1.0 : f32} : (tensor<2x16x8xf32>, tensor<2x32x8xf32>, tensor<2x32x4xbf16>) -> tensor<2x16x4xf32>
+// bf16 inputs (mixed precision) are read widened: the op computes in f32.
+func.func @attention_bf16_result(%q: tensor<2x16x8xbf16>, %k: tensor<2x32x8xbf16>, %v: tensor<2x32x4xbf16>) {
+  // expected-error @+1 {{'nn.attention' op result has element type 'bf16', expected 'f32' (the type it computes in)}}
+  %o = nn.attention %q, %k, %v {scale = 1.0 : f32} : (tensor<2x16x8xbf16>, tensor<2x32x8xbf16>, tensor<2x32x4xbf16>) -> tensor<2x16x4xbf16>
   return
 }
 
 // -----
 
 func.func @attention_result_element(%q: tensor<2x16x8xf32>, %k: tensor<2x32x8xf32>, %v: tensor<2x32x4xf32>) {
-  // expected-error @+1 {{'nn.attention' op result has element type 'f16', expected 'f32' (the query's)}}
+  // expected-error @+1 {{'nn.attention' op result has element type 'f16', expected 'f32' (the type it computes in)}}
   %o = nn.attention %q, %k, %v {scale = 1.0 : f32} : (tensor<2x16x8xf32>, tensor<2x32x8xf32>, tensor<2x32x4xf32>) -> tensor<2x16x4xf16>
   return
 }
