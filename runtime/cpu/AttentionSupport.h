@@ -47,9 +47,8 @@ public:
     if (input.dtype != ElementType::BF16)
       return input.as<float>() + entry * elements;
     scratch.resize(static_cast<size_t>(elements));
-    const uint16_t *bits = input.as<uint16_t>() + entry * elements;
-    for (int64_t i = 0; i < elements; ++i)
-      scratch[i] = bf16ToFloat(bits[i]);
+    widenBf16(input.as<uint16_t>() + entry * elements, elements,
+              scratch.data());
     return scratch.data();
   }
 

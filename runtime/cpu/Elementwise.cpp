@@ -282,8 +282,7 @@ Status runCast(const KernelCall &call) {
     if (!status.ok())
       return status;
     if (input.dtype == ElementType::BF16)
-      for (int64_t i = 0; i < count; ++i)
-        result.as<float>()[i] = bf16ToFloat(input.as<uint16_t>()[i]);
+      widenBf16(input.as<uint16_t>(), count, result.as<float>());
     else
       for (int64_t i = 0; i < count; ++i)
         result.as<uint16_t>()[i] = floatToBf16(input.as<float>()[i]);

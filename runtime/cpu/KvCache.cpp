@@ -123,14 +123,10 @@ Status runCachedAttention(const KernelCall &call) {
       if (widen) {
         wideKeys.resize(rows * width);
         wideValues.resize(rows * valueWidth);
-        const uint16_t *k =
-            key.as<uint16_t>() + (b * heads + h) * slots * width;
-        const uint16_t *v =
-            value.as<uint16_t>() + (b * heads + h) * slots * valueWidth;
-        for (int64_t i = 0; i < rows * width; ++i)
-          wideKeys[i] = bf16ToFloat(k[i]);
-        for (int64_t i = 0; i < rows * valueWidth; ++i)
-          wideValues[i] = bf16ToFloat(v[i]);
+        widenBf16(key.as<uint16_t>() + (b * heads + h) * slots * width,
+                  rows * width, wideKeys.data());
+        widenBf16(value.as<uint16_t>() + (b * heads + h) * slots * valueWidth,
+                  rows * valueWidth, wideValues.data());
         keys = wideKeys.data();
         values = wideValues.data();
       } else {

@@ -93,9 +93,8 @@ public:
     if constexpr (std::is_same_v<T, float>) {
       if (logits.dtype == ElementType::BF16) {
         scratch.resize(static_cast<size_t>(classes));
-        const uint16_t *bits = logits.as<uint16_t>() + row * classes;
-        for (int64_t i = 0; i < classes; ++i)
-          scratch[i] = bf16ToFloat(bits[i]);
+        widenBf16(logits.as<uint16_t>() + row * classes, classes,
+                  scratch.data());
         return scratch.data();
       }
     }

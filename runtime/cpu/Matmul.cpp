@@ -144,10 +144,8 @@ Status multiply(const KernelCall &call, const MatmulShape &shape, const T *lhs,
 
 /// `tensor`'s bf16 elements widened to f32.
 std::vector<float> widen(const TensorRef &tensor) {
-  const uint16_t *bits = tensor.as<uint16_t>();
   std::vector<float> wide(static_cast<size_t>(tensor.numElements()));
-  for (size_t i = 0; i < wide.size(); ++i)
-    wide[i] = bf16ToFloat(bits[i]);
+  widenBf16(tensor.as<uint16_t>(), tensor.numElements(), wide.data());
   return wide;
 }
 

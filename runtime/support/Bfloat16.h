@@ -54,6 +54,13 @@ ZPLAN_BF16_FN float bf16ToFloat(uint16_t h) {
 #endif
 }
 
+/// `count` bf16 values widened to f32 into `out` (exact): what the CPU
+/// kernels that read bf16 through f32 BLAS or f32 arithmetic read.
+ZPLAN_BF16_FN void widenBf16(const uint16_t *bits, int64_t count, float *out) {
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = bf16ToFloat(bits[i]);
+}
+
 /// `x` rounded to bf16 and widened back: the f32 value a bf16 copy holds.
 ZPLAN_BF16_FN float roundThroughBf16(float x) {
   return bf16ToFloat(floatToBf16(x));
