@@ -13,6 +13,7 @@
 
 #include "runtime/comm/Launcher.h"
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/cpu/BlasCore.h"
 #include "runtime/generate/GenerateOptions.h"
 #include "runtime/tooling/Arguments.h"
 #include "runtime/tooling/Diagnostics.h"
@@ -31,11 +32,16 @@ using namespace zplan;
 using namespace zplan::tooling;
 
 int zplan::zrunMain(int argc, char **argv) {
+  // First of all, before MPI or any thread: OpenBLAS reads its core type
+  // only when it loads (runtime/cpu/BlasCore.h).
+  cpu::runWithBetterBlasCore(argv);
   Arguments arguments;
   Status parsed = parseArguments(argc, argv, arguments);
   if (arguments.help) {
     std::cout << kUsage << train::kTrainUsage << "generate:\n"
-              << generate::kGenerateUsage;
+              << generate::kGenerateUsage << "\nBLAS: OpenBLAS's "
+              << cpu::blasCoreName()
+              << " kernels (OPENBLAS_CORETYPE chooses others)\n";
     return 0;
   }
   // Only `run` starts MPI: a usage error outside it, or inspect, needs none,
