@@ -28,6 +28,24 @@ namespace zplan::cpu::detail {
 ///   p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps); grad = 0.
 /// param, grad, m, v: f32 of one shape, updated in place. bc1 and bc2 must
 /// be in (0, 1] (t >= 1).
+namespace {
+
+/// adamwUpdate over `count` elements. The update is computed in double;
+/// the default x86-64 target (SSE2) runs its sqrt and divide two lanes at a
+/// time, so the loop is also compiled for AVX2 and AVX-512 and the loader
+/// picks the widest the CPU has (GCC's target_clones). Each lane computes
+/// exactly what the scalar code does: the result is the same on every path.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+void adamwLoop(const AdamWStep &step, float *param, const float *grad,
+               float *m, float *v, int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    adamwUpdate(step, param[i], grad[i], m[i], v[i]);
+}
+
+} // namespace
+
 Status runAdamW(const KernelCall &call) {
   if (Status status = checkOptimizerOperands(call, {"param", "grad", "m", "v"});
       !status.ok())
@@ -46,8 +64,7 @@ Status runAdamW(const KernelCall &call) {
         *grad = call.operands[1].as<float>(), *m = call.operands[2].as<float>(),
         *v = call.operands[3].as<float>();
   int64_t count = call.operands[0].numElements();
-  for (int64_t i = 0; i < count; ++i)
-    adamwUpdate(step, param[i], grad[i], m[i], v[i]);
+  adamwLoop(step, param, grad, m, v, count);
   std::fill(grad, grad + count, 0.0f);
   return Status::success();
 }

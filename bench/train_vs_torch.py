@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""zrun train against PyTorch eager, one process, one thread: the simplest
+thing a user would run instead (issue 24).
+
+Runs with the interpreter of bench/.venv-peers (torch 2.5.1, transformers
+4.46.3, onnx; made by `python3 bench/train_peers.py --setup`):
+
+    bench/.venv-peers/bin/python bench/train_vs_torch.py
+    bench/.venv-peers/bin/python bench/train_vs_torch.py --sizes small --trials 1
+
+What it does, per model size:
+
+  model   transformers LlamaForCausalLM from a config, random init (torch
+          seed 0), eager attention, untied head, vocab 8192:
+            small  4 layers, hidden 256, 4 heads, MLP 688   (7.4M parameters)
+            large  8 layers, hidden 512, 8 heads, MLP 1376  (about 33M)
+          saved once; torch loads these weights, and zcc compiles their ONNX
+          export (torch.onnx.export, dynamo=False, opset 17, logits only).
+  data    data/gpl-3.0.bin (byte-level uint16 tokens); batch B x T (default
+          4 x 128) per step, rows chosen by runtime/train/BatchSampler.h's
+          formula (train_peers.row_offsets, seed 0), labels = input_ids.
+  optim   AdamW, lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0, fp32.
+  torch   torch.set_num_threads(1); loss = model(input_ids, labels).loss;
+          backward; step; zero_grad. Eager mode, as written.
+  zrun    zcc --mode train --world-size 1; `mpirun -np 1 zrun PLAN train
+          --threads 1` (OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1), default flags.
+
+Trials alternate torch and zrun (a slow phase of the shared machine falls on
+both). Each trial's step time is its median over the steps after --warmup
+(zrun's from its progress lines' cumulative rates, as train_peers.py reads
+them); the reported figure is the median over trials, and tokens/s ratios
+zrun / torch are printed per trial and for the medians. The first losses
+must agree: step 1 within 1e-5 relative (the same weights and batch, before
+any update), else the script exits 1 as it does when any command fails.
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(BENCH_DIR)
+sys.path.insert(0, BENCH_DIR)
+sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
+
+import train_peers  # noqa: E402  (row_offsets, the optimizer's constants)
+
+SIZES = {
+    "small": dict(layers=4, hidden=256, heads=4, intermediate=688),
+    "large": dict(layers=8, hidden=512, heads=8, intermediate=1376),
+}
+VOCAB = 8192
+STEP1_RTOL = 1e-5
+
+
+def llama(size):
+    import transformers
+    shape = SIZES[size]
+    config = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=shape["hidden"],
+        intermediate_size=shape["intermediate"], num_hidden_layers=shape["layers"],
+        num_attention_heads=shape["heads"], num_key_value_heads=shape["heads"],
+        max_position_embeddings=512, hidden_act="silu", rms_norm_eps=1e-6,
+        attention_dropout=0.0, use_cache=False, attn_implementation="eager",
+        tie_word_embeddings=False, pad_token_id=None, bos_token_id=0, eos_token_id=0)
+    return transformers.LlamaForCausalLM(config)
+
+
+def prepare(args, size):
+    """weights-SIZE.pt and SIZE.onnx in the work directory; the parameter
+    count."""
+    import torch
+    import export_fixtures
+    weights = os.path.join(args.work_dir, f"weights-{size}.pt")
+    onnx_path = os.path.join(args.work_dir, f"{size}.onnx")
+    torch.manual_seed(0)
+    model = llama(size)
+    if not (os.path.exists(weights) and os.path.exists(onnx_path)):
+        torch.save(model.state_dict(), weights)
+        wrapper = export_fixtures.LogitsOnly(model.eval()).eval()
+        with open(onnx_path, "wb") as handle:
+            handle.write(export_fixtures.export_bytes(wrapper, 17))
+    return sum(p.numel() for p in model.parameters())
+
+
+def batches(args, tokens, steps):
+    import numpy as np
+    for step in range(steps):
+        offsets = train_peers.row_offsets(0, len(tokens), args.rows, args.seq, 1, step, 0)
+        yield np.stack([tokens[o:o + args.seq].astype(np.int64) for o in offsets])
+
+
+def run_torch(args, size, tokens):
+    """(losses, seconds per step) of eager training in this process."""
+    import torch
+    torch.set_num_threads(1)
+    model = llama(size)
+    model.load_state_dict(torch.load(os.path.join(args.work_dir, f"weights-{size}.pt"),
+                                     weights_only=True))
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=train_peers.LR,
+                                  betas=train_peers.BETAS, eps=train_peers.EPS,
+                                  weight_decay=train_peers.WEIGHT_DECAY)
+    losses, seconds = [], []
+    for batch in batches(args, tokens, args.steps):
+        ids = torch.from_numpy(batch)
+        begin = time.perf_counter()
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        seconds.append(time.perf_counter() - begin)
+    return losses, seconds
+
+
+def compile_plan(args, size):
+    plan = os.path.join(args.work_dir, f"{size}.zplan")
+    command = [args.zcc, os.path.join(args.work_dir, f"{size}.onnx"), "--mode=train",
+               "--world-size=1", f"--input-shape=input_ids={args.rows}x{args.seq}",
+               "-o", plan]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(command)}\n{done.stderr.strip()}")
+    return plan
+
+
+def run_zrun(args, plan, size, trial):
+    """(losses, seconds per step) of `zrun train` on one rank."""
+    loss_log = os.path.join(args.work_dir, f"zrun-{size}-{trial}.loss")
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    command = ["mpirun", "-np", "1", "--bind-to", "none", args.zrun, plan, "train",
+               "--data", args.data, "--steps", str(args.steps),
+               "--lr", repr(train_peers.LR), "--beta1", repr(train_peers.BETAS[0]),
+               "--beta2", repr(train_peers.BETAS[1]), "--eps", repr(train_peers.EPS),
+               "--weight-decay", repr(train_peers.WEIGHT_DECAY), "--seed", "0",
+               "--threads", "1", "--loss-log", loss_log]
+    if os.geteuid() == 0:
+        command.insert(1, "--allow-run-as-root")
+    done = subprocess.run(command, capture_output=True, text=True, env=env,
+                          timeout=args.timeout)
+    output = done.stdout + done.stderr
+    if done.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(command)}\n{output.strip()[-1500:]}")
+    losses = [float(line.split("\t")[1]) for line in open(loss_log) if line.strip()]
+    step_tokens = args.rows * args.seq
+    elapsed = [0.0]
+    for match in re.finditer(r"step (\d+)/\d+\s+loss \S+\s+lr \S+\s+([\d,]+) tok/s", output):
+        rate = float(match.group(2).replace(",", ""))
+        elapsed.append(int(match.group(1)) * step_tokens / rate if rate else 0.0)
+    seconds = [b - a for a, b in zip(elapsed, elapsed[1:])]
+    if len(losses) != args.steps or len(seconds) != args.steps:
+        sys.exit(f"FAIL: zrun logged {len(losses)} losses and {len(seconds)} progress "
+                 f"lines for {args.steps} steps:\n{output.strip()[-1500:]}")
+    blas = re.search(r"^BLAS: (.*)$", subprocess.run([args.zrun, "--help"], text=True,
+                                                     capture_output=True).stdout, re.M)
+    return losses, seconds, blas.group(1) if blas else "unknown"
+
+
+def median_step(seconds, warmup):
+    return statistics.median(seconds[warmup:])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="small,large")
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--data", default=os.path.join(REPO_ROOT, "data", "gpl-3.0.bin"))
+    parser.add_argument("--zcc", default=os.path.join(REPO_ROOT, "build", "bin", "zcc"))
+    parser.add_argument("--zrun", default=os.path.join(REPO_ROOT, "build", "bin", "zrun"))
+    parser.add_argument("--work-dir", default=os.path.join(REPO_ROOT, "build",
+                                                           "train-vs-torch"))
+    parser.add_argument("--timeout", type=int, default=1800)
+    args = parser.parse_args()
+    import numpy as np
+    import torch
+    os.makedirs(args.work_dir, exist_ok=True)
+    tokens = np.fromfile(args.data, dtype=np.uint16)
+    if tokens.max() >= VOCAB:
+        sys.exit(f"FAIL: {args.data} holds token {tokens.max()}, past the vocabulary")
+    print(f"# torch {torch.__version__} ({torch.get_num_threads()} threads before "
+          f"set_num_threads(1)); batch {args.rows}x{args.seq}; {args.steps} steps, median "
+          f"over steps {args.warmup + 1}-{args.steps}; {args.trials} trial(s), alternating")
+    failed = False
+    for size in args.sizes.split(","):
+        count = prepare(args, size)
+        plan = compile_plan(args, size)
+        torch_steps, zrun_steps, ratios = [], [], []
+        for trial in range(args.trials):
+            t_losses, t_seconds = run_torch(args, size, tokens)
+            z_losses, z_seconds, blas = run_zrun(args, plan, size, trial)
+            t_step, z_step = median_step(t_seconds, args.warmup), median_step(z_seconds,
+                                                                               args.warmup)
+            torch_steps.append(t_step)
+            zrun_steps.append(z_step)
+            ratios.append(t_step / z_step)
+            step1 = abs(z_losses[0] - t_losses[0]) / abs(t_losses[0])
+            last = abs(z_losses[-1] - t_losses[-1]) / abs(t_losses[-1])
+            print(f"{size} trial {trial + 1}: torch {t_step * 1e3:.1f} ms/step, zrun "
+                  f"{z_step * 1e3:.1f} ms/step, zrun/torch tokens/s {t_step / z_step:.3f}; "
+                  f"loss step 1 torch {t_losses[0]:.6f} zrun {z_losses[0]:.6f} (rel "
+                  f"{step1:.1e}), step {args.steps} rel {last:.1e}")
+            if not step1 <= STEP1_RTOL:
+                print(f"FAIL {size}: the step-1 losses differ by {step1:.2e} > {STEP1_RTOL}")
+                failed = True
+        t_med, z_med = statistics.median(torch_steps), statistics.median(zrun_steps)
+        tokens_per_step = args.rows * args.seq
+        print(f"{size}: {count:,} parameters; torch {tokens_per_step / t_med:,.0f} tok/s, "
+              f"zrun {tokens_per_step / z_med:,.0f} tok/s; zrun/torch {t_med / z_med:.3f} "
+              f"(medians; per trial {', '.join(f'{r:.3f}' for r in ratios)}); zrun {blas}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
