@@ -31,6 +31,7 @@
 
 #include "runtime/comm/Agreement.h"
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/cpu/BlasCore.h"
 #include "runtime/generate/GenerateOptions.h"
 #include "runtime/plan/ReadableFile.h"
 #include "runtime/session/Session.h"
@@ -734,6 +735,17 @@ void abortOnUncaughtExceptions() {
 PYBIND11_MODULE(zplan, module) {
   module.doc() = "zplan: run a zplan plan (training, generation) from Python "
                  "on the ranks mpirun launches";
+  // OpenBLAS chose its kernels when this module loaded it; zrun re-executes
+  // itself to choose better ones (runtime/cpu/BlasCore.h), a module cannot.
+  if (std::string core = cpu::betterBlasCore(); !core.empty()) {
+    std::string message = "OpenBLAS runs its " + cpu::blasCoreName() +
+                          " kernels on this CPU, which can run its " + core +
+                          " ones (2-3x faster; zrun uses those): set "
+                          "OPENBLAS_CORETYPE=" +
+                          core + " before starting Python";
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) != 0)
+      throw pybind11::error_already_set();
+  }
 
   std::unique_ptr<comm::MpiCommunicator> communicator;
   if (Status status =

@@ -49,3 +49,27 @@ def _has_cuda_device():
 
 config.available_features.add(
     "cuda-device" if _has_cuda_device() else "no-cuda-device")
+
+
+# The OpenBLAS kernels zrun runs here: where OpenBLAS did not know the CPU by
+# model number, zrun re-executes itself with OPENBLAS_CORETYPE set
+# (runtime/cpu/BlasCore.h), which the Python module cannot do. Every test
+# process gets zrun's choice, so that the module computes what zrun computes
+# (test/python compares them bit for bit); test/zrun/blas-core.test unsets it
+# to check zrun's own choice.
+def _zrun_blas_core():
+    zrun = os.path.join(config.zplan_tools_dir, "zrun")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    try:
+        text = subprocess.run([zrun, "--help"], capture_output=True, text=True,
+                              env=env, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in text.splitlines():
+        if line.startswith("BLAS: OpenBLAS's "):
+            return line.split()[2]
+    return None
+
+_core = _zrun_blas_core()
+if _core:
+    config.environment["OPENBLAS_CORETYPE"] = _core
