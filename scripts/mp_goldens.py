@@ -308,6 +308,18 @@ class Bf16Result(torch.autograd.Function):
         return dy
 
 
+@contextlib.contextmanager
+def unrounded(function, attribute):
+    """`function.attribute`, one of the roundings above, is the identity for
+    the block: the variants whose distance the golden records."""
+    saved = function.__dict__[attribute]
+    setattr(function, attribute, staticmethod(lambda t: t))
+    try:
+        yield
+    finally:
+        setattr(function, attribute, saved)
+
+
 def bf16_mlp(mlp):
     """LlamaMLP's forward, down(act(gate(x)) * up(x)), with the two
     elementwise ops whose operands are both bf16 (the gate projection's
@@ -523,18 +535,12 @@ def compute_bf16_gradients(path, ids, names, arrays):
     with ef.float64_exact():
         model64, _ = rounded_model(path, torch.float64)
         loss64, grads64 = ef.loss_and_gradients(multiply_in_bf16(model64), ids)
-    try:
-        Bf16Linear.result_rounding = staticmethod(lambda t: t)
+    with unrounded(Bf16Linear, "result_rounding"):
         operands, _ = rounded_model(path, torch.float32)
         loss_ops, grads_ops = ef.loss_and_gradients(multiply_in_bf16(operands), ids)
-    finally:
-        Bf16Linear.result_rounding = staticmethod(bf16_round)
-    try:
-        Bf16Result.rounding = staticmethod(lambda t: t)
-        unrounded, _ = rounded_model(path, torch.float32)
-        loss_ew, grads_ew = ef.loss_and_gradients(multiply_in_bf16(unrounded), ids)
-    finally:
-        Bf16Result.rounding = staticmethod(bf16_round)
+    with unrounded(Bf16Result, "rounding"):
+        results, _ = rounded_model(path, torch.float32)
+        loss_ew, grads_ew = ef.loss_and_gradients(multiply_in_bf16(results), ids)
     fp32, _ = rounded_model(path, torch.float32)
     loss_fp32, grads_fp32 = ef.loss_and_gradients(fp32, ids)
     for k in names:

@@ -50,17 +50,23 @@ def round_to_bf16(array):
     return rounded.view(np.float32)
 
 
+def producers_and_readers(graph):
+    """Each value's producing node, and each value's reading nodes."""
+    producer = {output: node for node in graph.node for output in node.output}
+    readers = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    return producer, readers
+
+
 def round_attention_kv(graph):
     """Inserts bf16 round trips on every attention's keys and values, each
     right before the MatMul that reads them (the graph stays sorted);
     returns how many attentions it found."""
     nodes = list(graph.node)
     position = {node.output[0]: index for index, node in enumerate(nodes) if node.output}
-    producer = {output: node for node in nodes for output in node.output}
-    consumers = {}
-    for node in nodes:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
+    producer, consumers = producers_and_readers(graph)
     before = {}  # index of a MatMul -> the Casts to place before it
 
     def round_input(node, index):
@@ -99,11 +105,7 @@ def round_linears(graph):
     weight, right before it, and on its result (after its bias), right
     after; returns how many MatMuls it changed."""
     weights = {tensor.name for tensor in graph.initializer}
-    producer = {output: node for node in graph.node for output in node.output}
-    readers = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    producer, readers = producers_and_readers(graph)
 
     def is_weight(name):
         node = producer.get(name)
@@ -163,11 +165,7 @@ def round_elementwise(graph):
     rotary tables, a constant) stays float32. Returns how many it rounded."""
     bf16 = {node.output[0] for node in graph.node
             if node.op_type == "Cast" and node.input[0].endswith("/bf16")}
-    producer = {output: node for node in graph.node for output in node.output}
-    readers = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    producer, readers = producers_and_readers(graph)
 
     def silu_sigmoid(node):
         """The Sigmoid of a bf16 x read only by Mul(x, Sigmoid(x))."""
