@@ -9,7 +9,9 @@ takes half the memory. With it comes `--compute-dtype bf16` (the default
 under --param-dtype bf16): every matmul that computes from a parameter
 multiplies bf16 operands (the bf16 copy itself, and a bf16 copy of its
 activation or gradient operand, which is also what the backward keeps)
-accumulating in f32; everything else is f32. `--compute-dtype fp32` (config
+accumulating in f32 and rounding the result to bf16; a forward elementwise op
+whose operands are all bf16 returns bf16 too; everything else is f32.
+`--compute-dtype fp32` (config
 bf16-f32mm) reads each parameter through an f32 cast instead: f32 GEMMs, f32
 activations. `--reduce-dtype bf16` rounds gradients to bf16 for the
 reduce-scatter (and the persistent parameters' all-reduce) and accumulates
@@ -507,7 +509,8 @@ def print_time(results):
           f"collectives of one step after warm-up (a gather's output, a "
           f"reduce-scatter's input). vs fp32: max |rel diff| of the first 5 losses "
           f"against the same system's fp32 run. zplan bf16 multiplies bf16 operands "
-          f"in its matmuls (widened to an f32 SGEMM on this CPU) and computes the rest "
+          f"in its matmuls (widened to an f32 SGEMM on this CPU), rounds their results "
+          f"and the elementwise ops of bf16 operands to bf16, and computes the rest "
           f"in f32; bf16-f32mm computes in f32 from the bf16 weights; FSDP2 bf16 "
           f"computes in bf16 (CPU bf16 GEMMs, bf16 activations and logits; loss from "
           f"bf16 logits): different numerics.")
