@@ -7,7 +7,7 @@
 // then result[S, Dv] = scores[S, T] v[T, Dv]. The scores live in one
 // thread-local scratch buffer that only grows, so a steady-state call does
 // not allocate. A bf16 query, key or value (mixed precision) is widened one
-// entry at a time (EntrySlab). The probabilities are AttentionSupport.h's
+// entry at a time (WidenedSlabs). The probabilities are AttentionSupport.h's
 // function, which
 // attention_grad calls too; the shape and mask rules are the ops layer's
 // (runtime/ops/AttentionOps.h), shared with every backend.
@@ -99,7 +99,7 @@ Status runAttention(const KernelCall &call) {
   if (scratch.size() < static_cast<size_t>(s * t))
     scratch.resize(s * t);
   float *scores = scratch.data();
-  EntrySlab q(query, s * d), k(key, t * d), v(value, t * dv);
+  WidenedSlabs<float> q(query, s * d), k(key, t * d), v(value, t * dv);
   float *out = result.as<float>();
   int is = static_cast<int>(s), it = static_cast<int>(t),
       idv = static_cast<int>(dv);

@@ -41,7 +41,7 @@ Status runAttentionGrad(const KernelCall &call) {
   const std::vector<int64_t> &batch = shape.batch;
   int64_t s = shape.s, d = shape.d, t = shape.t, dv = shape.dv;
 
-  EntrySlab q(query, s * d), k(key, t * d), v(value, t * dv);
+  WidenedSlabs<float> q(query, s * d), k(key, t * d), v(value, t * dv);
   const float *g = dout.as<float>();
   float *dq = call.results[0].as<float>(), *dk = call.results[1].as<float>(),
         *dvOut = call.results[2].as<float>();

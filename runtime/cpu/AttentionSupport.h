@@ -14,9 +14,6 @@
 
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/ops/AttentionOps.h"
-#include "runtime/support/Bfloat16.h"
-
-#include <vector>
 
 namespace zplan::cpu::detail {
 
@@ -33,30 +30,6 @@ void forEachAttentionEntry(const AttentionShape &shape,
                     fn(first + j, maskBase[0] + j * maskStep[0]);
                 });
 }
-
-/// One (batch, head) entry's slab of an attention input as f32, for the
-/// GEMMs: in place, or, for a bf16 input (mixed precision's q, k or v),
-/// widened into `scratch` -- exactly what an f32 cast of the whole tensor
-/// would hold there, without that copy.
-class EntrySlab {
-public:
-  EntrySlab(const TensorRef &input, int64_t elements)
-      : input(input), elements(elements) {}
-
-  const float *operator()(int64_t entry) {
-    if (input.dtype != ElementType::BF16)
-      return input.as<float>() + entry * elements;
-    scratch.resize(static_cast<size_t>(elements));
-    widenBf16(input.as<uint16_t>() + entry * elements, elements,
-              scratch.data());
-    return scratch.data();
-  }
-
-private:
-  const TensorRef &input;
-  int64_t elements;
-  std::vector<float> scratch;
-};
 
 /// Every extent of `shape` fits the BLAS integer (int) the GEMMs take.
 Status checkBlasRange(const KernelCall &call, const AttentionShape &shape);

@@ -20,9 +20,11 @@
 #include "runtime/ops/Shapes.h"
 #include "runtime/ops/StridedWalk.h"
 #include "runtime/ops/TypeDispatch.h"
+#include "runtime/support/Bfloat16.h"
 
 #include <array>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace zplan::cpu::detail {
@@ -68,6 +70,35 @@ void stridedCopy(const T *input, int64_t base,
                   }
                 });
 }
+
+/// Slab `index` (`elements` consecutive elements) of `input` as T, the type
+/// a kernel computes in: in place, or, for a bf16 input read by an f32
+/// kernel (mixed precision: the loss ops' logits a row at a time,
+/// attention's q, k and v a (batch, head) entry at a time), widened into
+/// scratch -- exactly what an f32 cast of the whole tensor would hold
+/// there, without that copy.
+template <typename T> class WidenedSlabs {
+public:
+  WidenedSlabs(const TensorRef &input, int64_t elements)
+      : input(input), elements(elements) {}
+
+  const T *operator()(int64_t index) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (input.dtype == ElementType::BF16) {
+        scratch.resize(static_cast<size_t>(elements));
+        widenBf16(input.as<uint16_t>() + index * elements, elements,
+                  scratch.data());
+        return scratch.data();
+      }
+    }
+    return input.as<T>() + index * elements;
+  }
+
+private:
+  const TensorRef &input;
+  int64_t elements;
+  std::vector<T> scratch;
+};
 
 //===----------------------------------------------------------------------===//
 // Kernel entry points, one family per file

@@ -17,13 +17,10 @@
 
 #include "runtime/cpu/IndexingSupport.h"
 #include "runtime/ops/LossOps.h"
-#include "runtime/support/Bfloat16.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <type_traits>
-#include <vector>
 
 namespace zplan::cpu::detail {
 
@@ -80,33 +77,6 @@ double sumShiftedExp(const T *row, int64_t length, T maximum, Each &&each) {
   return sum;
 }
 
-/// The logits' rows as T, the type the op computes in (lossComputeType):
-/// read in place, or, for bf16 logits (mixed precision's LM head), each
-/// row widened into scratch as it is read -- the values the f32 kernel
-/// reads from an f32 cast of the logits, without that f32 copy of them all.
-template <typename T> class LogitRows {
-public:
-  LogitRows(const TensorRef &logits, int64_t classes)
-      : logits(logits), classes(classes) {}
-
-  const T *operator()(int64_t row) {
-    if constexpr (std::is_same_v<T, float>) {
-      if (logits.dtype == ElementType::BF16) {
-        scratch.resize(static_cast<size_t>(classes));
-        widenBf16(logits.as<uint16_t>() + row * classes, classes,
-                  scratch.data());
-        return scratch.data();
-      }
-    }
-    return logits.as<T>() + row * classes;
-  }
-
-private:
-  const TensorRef &logits;
-  int64_t classes;
-  std::vector<T> scratch;
-};
-
 } // namespace
 
 /// cross_entropy(logits [..., V], targets [...]) -> loss [] (logits' type):
@@ -127,7 +97,7 @@ Status runCrossEntropy(const KernelCall &call) {
   return dispatchFloatType(
       call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        LogitRows<T> rowsOf(logits, classes);
+        WidenedSlabs<T> rowsOf(logits, classes);
         double total = 0;
         for (int64_t row = 0; row < rows; ++row) {
           int64_t target = indexAt(targets, row);
@@ -167,7 +137,7 @@ Status runCrossEntropyGrad(const KernelCall &call) {
         double scale = counted == 0 ? 0.0
                                     : static_cast<double>(*dloss.as<T>()) /
                                           static_cast<double>(counted);
-        LogitRows<T> rowsOf(logits, classes);
+        WidenedSlabs<T> rowsOf(logits, classes);
         for (int64_t row = 0; row < rows; ++row) {
           const T *x = rowsOf(row);
           T *dx = dlogits.as<T>() + row * classes;
@@ -213,7 +183,7 @@ Status runTokenLogprobs(const KernelCall &call) {
   return dispatchFloatType(
       call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        LogitRows<T> rowsOf(logits, shape.classes);
+        WidenedSlabs<T> rowsOf(logits, shape.classes);
         for (int64_t row = 0; row < shape.rows; ++row) {
           int64_t target = indexAt(targets, row);
           if (target == shape.ignoreIndex) {
@@ -246,7 +216,7 @@ Status runTokenLogprobsGrad(const KernelCall &call) {
   return dispatchFloatType(
       call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        LogitRows<T> rowsOf(logits, shape.classes);
+        WidenedSlabs<T> rowsOf(logits, shape.classes);
         for (int64_t row = 0; row < shape.rows; ++row) {
           T *dx = dlogits.as<T>() + row * shape.classes;
           int64_t target = indexAt(targets, row);
@@ -280,7 +250,7 @@ Status runTokenEntropy(const KernelCall &call) {
   return dispatchFloatType(
       call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        LogitRows<T> rowsOf(logits, shape.classes);
+        WidenedSlabs<T> rowsOf(logits, shape.classes);
         for (int64_t row = 0; row < shape.rows; ++row) {
           const T *x = rowsOf(row);
           T maximum = rowMaximum(x, shape.classes);
