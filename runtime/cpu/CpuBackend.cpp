@@ -103,8 +103,7 @@ public:
   }
   Status roundToBf16(plan::Queue, uint16_t *target, const float *source,
                      uint64_t count) override {
-    for (uint64_t i = 0; i < count; ++i)
-      target[i] = floatToBf16(source[i]);
+    narrowBf16(source, static_cast<int64_t>(count), target);
     return Status::success();
   }
   Status accumulateBf16(plan::Queue, float *target, const uint16_t *source,

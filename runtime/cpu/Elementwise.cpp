@@ -284,8 +284,7 @@ Status runCast(const KernelCall &call) {
     if (input.dtype == ElementType::BF16)
       widenBf16(input.as<uint16_t>(), count, result.as<float>());
     else
-      for (int64_t i = 0; i < count; ++i)
-        result.as<uint16_t>()[i] = floatToBf16(input.as<float>()[i]);
+      narrowBf16(input.as<float>(), count, result.as<uint16_t>());
     return Status::success();
   }
   return dispatchType(call, "input", input.dtype, [&](auto fromTag) -> Status {

@@ -155,10 +155,11 @@ Status runMatmul(const KernelCall &call) {
   MatmulShape shape;
   if (Status status = checkMatmul(call, shape); !status.ok())
     return status;
-  if (isBf16Product(call) || isBf16RoundedProduct(call)) {
+  bool rounded = isBf16RoundedProduct(call);
+  if (rounded || isBf16Product(call)) {
     std::vector<float> lhs = widen(call.operands[0]);
     std::vector<float> rhs = widen(call.operands[1]);
-    if (isBf16Product(call))
+    if (!rounded)
       return multiply<float>(call, shape, lhs.data(), rhs.data());
     // A bf16 result: the f32 product (onto the widened bias) in a scratch
     // result, then rounded into the bf16 one: one rounding, after the bias.
@@ -177,9 +178,8 @@ Status runMatmul(const KernelCall &call) {
     if (Status status = multiply<float>(wide, shape, lhs.data(), rhs.data());
         !status.ok())
       return status;
-    uint16_t *out = call.results[0].as<uint16_t>();
-    for (size_t i = 0; i < sums.size(); ++i)
-      out[i] = floatToBf16(sums[i]);
+    narrowBf16(sums.data(), static_cast<int64_t>(sums.size()),
+               call.results[0].as<uint16_t>());
     return Status::success();
   }
   return dispatchFloatType(call, "lhs", call.operands[0].dtype, [&](auto tag) {

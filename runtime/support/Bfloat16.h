@@ -61,6 +61,13 @@ ZPLAN_BF16_FN void widenBf16(const uint16_t *bits, int64_t count, float *out) {
     out[i] = bf16ToFloat(bits[i]);
 }
 
+/// `count` f32 values rounded to bf16 into `out` (floatToBf16 each).
+ZPLAN_BF16_FN void narrowBf16(const float *values, int64_t count,
+                              uint16_t *out) {
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = floatToBf16(values[i]);
+}
+
 /// `x` rounded to bf16 and widened back: the f32 value a bf16 copy holds.
 ZPLAN_BF16_FN float roundThroughBf16(float x) {
   return bf16ToFloat(floatToBf16(x));
