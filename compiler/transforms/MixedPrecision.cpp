@@ -187,8 +187,8 @@ struct MixedPrecisionPass
   /// Whether `use` reads a bf16 value as it is, widening it in the kernel
   /// (exactly, as an f32 cast would), so that no f32 copy of it is made:
   /// the logits of the loss ops, which compute and return f32 (autocast's
-  /// fp32 list), and the query, key and value of attention and its
-  /// gradient, which compute in f32.
+  /// fp32 list), the query, key and value of attention and its gradient,
+  /// which compute in f32, and the bf16 KV cache's keys and values.
   static bool readsBf16(OpOperand &use) {
     unsigned index = use.getOperandNumber();
     Operation *reader = use.getOwner();
@@ -200,6 +200,8 @@ struct MixedPrecisionPass
       return index < 3;
     if (llvm::isa<nn::AttentionGradOp>(reader))
       return index >= 1 && index <= 3;
+    if (llvm::isa<nn::CachedAttentionOp>(reader))
+      return index == 1 || index == 2;
     return false;
   }
 
@@ -287,19 +289,16 @@ struct MixedPrecisionPass
   ///  - anything else: one nn.cast to bf16, shared through `copies`.
   static Value bf16Operand(Value value, nn::MatmulOp matmul,
                            llvm::DenseMap<Value, Value> &copies) {
+    if (Value source = bf16Source(value)) {
+      if (source != value && value.hasOneUse()) {
+        Operation *cast = value.getDefiningOp();
+        cast->dropAllUses(), cast->erase();
+      }
+      return source;
+    }
     auto type = llvm::cast<RankedTensorType>(value.getType());
     Type bf16 = BFloat16Type::get(type.getContext());
-    if (type.getElementType().isBF16())
-      return value;
     Operation *def = value.getDefiningOp();
-    if (auto cast = llvm::dyn_cast_or_null<nn::CastOp>(def)) {
-      Value source = cast.getInput();
-      if (getElementTypeOrSelf(source.getType()).isBF16()) {
-        if (cast->hasOneUse())
-          cast->dropAllUses(), cast->erase();
-        return source;
-      }
-    }
     if (Value copy = copies.lookup(value))
       return copy;
     OpBuilder builder(matmul);
@@ -349,9 +348,8 @@ struct MixedPrecisionPass
             worklist.push_back(reader->getResult(0));
             continue;
           }
-          if (llvm::isa<nn::CachedAttentionOp>(reader) &&
-              (use.getOperandNumber() == 1 || use.getOperandNumber() == 2))
-            continue; // key or value: read as bf16
+          if (readsBf16(use))
+            continue; // cached_attention's key or value
           OpBuilder before(reader);
           use.set(before.create<nn::CastOp>(reader->getLoc(), f32, value));
         }
