@@ -294,6 +294,18 @@ template <typename Fn> Status dispatchIndex(const TensorRef &targets, Fn &&fn) {
   return fn(ops::TypeTag<int32_t>{});
 }
 
+/// dispatchLogits, then dispatchIndex of the targets:
+/// fn(TypeTag<T>{}, logits view, TypeTag<Index>{}).
+template <typename Fn>
+Status dispatchLogitsAndTargets(const KernelCall &call, const TensorRef &logits,
+                                const TensorRef &targets, Fn &&fn) {
+  return dispatchLogits(call, logits, [&](auto tag, auto view) -> Status {
+    return dispatchIndex(targets, [&](auto indexTag) -> Status {
+      return fn(tag, view, indexTag);
+    });
+  });
+}
+
 } // namespace
 
 Status runCrossEntropy(const KernelCall &call) {
@@ -311,26 +323,25 @@ Status runCrossEntropy(const KernelCall &call) {
                       " bytes of workspace, more than its " +
                       std::to_string(device.workspaceBytes));
   auto *lossPerRow = static_cast<double *>(device.workspace);
-  return dispatchLogits(call, logits, [&](auto tag, auto view) -> Status {
-    using T = typename decltype(tag)::type;
-    using L = decltype(view);
-    return dispatchIndex(targets, [&](auto indexTag) {
-      using Index = typename decltype(indexTag)::type;
-      if (rows.rows > 0) {
-        LineLaunch launch =
-            chooseLineLaunch({rows.rows, rows.classes, 1}, device);
-        launchLines(launch, [&](auto team) {
-          rowLossKernel<decltype(team)::value, T, L, Index>
-              <<<launch.blocks, launch.threads, 0, device.stream>>>(
-                  view, targets.as<Index>(), rows, lossPerRow, device.errorWord,
-                  call.errorTag());
-        });
-      }
-      meanLossKernel<T, Index><<<1, kTotalThreads, 0, device.stream>>>(
-          lossPerRow, targets.as<Index>(), rows, loss.as<T>());
-      return launched(call);
-    });
-  });
+  return dispatchLogitsAndTargets(
+      call, logits, targets, [&](auto tag, auto view, auto indexTag) -> Status {
+        using T = typename decltype(tag)::type;
+        using L = decltype(view);
+        using Index = typename decltype(indexTag)::type;
+        if (rows.rows > 0) {
+          LineLaunch launch =
+              chooseLineLaunch({rows.rows, rows.classes, 1}, device);
+          launchLines(launch, [&](auto team) {
+            rowLossKernel<decltype(team)::value, T, L, Index>
+                <<<launch.blocks, launch.threads, 0, device.stream>>>(
+                    view, targets.as<Index>(), rows, lossPerRow,
+                    device.errorWord, call.errorTag());
+          });
+        }
+        meanLossKernel<T, Index><<<1, kTotalThreads, 0, device.stream>>>(
+            lossPerRow, targets.as<Index>(), rows, loss.as<T>());
+        return launched(call);
+      });
 }
 
 Status runCrossEntropyGrad(const KernelCall &call) {
@@ -345,26 +356,25 @@ Status runCrossEntropyGrad(const KernelCall &call) {
   if (rows.rows == 0) // no targets to check, no gradient to write
     return Status::success();
   auto *scale = static_cast<double *>(device.workspace);
-  return dispatchLogits(call, logits, [&](auto tag, auto view) -> Status {
-    using T = typename decltype(tag)::type;
-    using L = decltype(view);
-    return dispatchIndex(targets, [&](auto indexTag) {
-      using Index = typename decltype(indexTag)::type;
-      gradientScaleKernel<T, Index><<<1, kTotalThreads, 0, device.stream>>>(
-          targets.as<Index>(), rows, dloss.as<T>(), scale, device.errorWord,
-          call.errorTag());
-      if (rows.classes > 0) {
-        LineLaunch launch =
-            chooseLineLaunch({rows.rows, rows.classes, 1}, device);
-        launchLines(launch, [&](auto team) {
-          rowGradientKernel<decltype(team)::value, T, L, Index>
-              <<<launch.blocks, launch.threads, 0, device.stream>>>(
-                  view, targets.as<Index>(), rows, scale, dlogits.as<T>());
-        });
-      }
-      return launched(call);
-    });
-  });
+  return dispatchLogitsAndTargets(
+      call, logits, targets, [&](auto tag, auto view, auto indexTag) -> Status {
+        using T = typename decltype(tag)::type;
+        using L = decltype(view);
+        using Index = typename decltype(indexTag)::type;
+        gradientScaleKernel<T, Index><<<1, kTotalThreads, 0, device.stream>>>(
+            targets.as<Index>(), rows, dloss.as<T>(), scale, device.errorWord,
+            call.errorTag());
+        if (rows.classes > 0) {
+          LineLaunch launch =
+              chooseLineLaunch({rows.rows, rows.classes, 1}, device);
+          launchLines(launch, [&](auto team) {
+            rowGradientKernel<decltype(team)::value, T, L, Index>
+                <<<launch.blocks, launch.threads, 0, device.stream>>>(
+                    view, targets.as<Index>(), rows, scale, dlogits.as<T>());
+          });
+        }
+        return launched(call);
+      });
 }
 
 Status runTokenLogprobs(const KernelCall &call) {
@@ -377,22 +387,21 @@ Status runTokenLogprobs(const KernelCall &call) {
   const DeviceContext &device = call.device;
   if (rows.rows == 0)
     return Status::success();
-  return dispatchLogits(call, logits, [&](auto tag, auto view) -> Status {
-    using T = typename decltype(tag)::type;
-    using L = decltype(view);
-    return dispatchIndex(targets, [&](auto indexTag) {
-      using Index = typename decltype(indexTag)::type;
-      LineLaunch launch =
-          chooseLineLaunch({rows.rows, rows.classes, 1}, device);
-      launchLines(launch, [&](auto team) {
-        tokenLogprobsKernel<decltype(team)::value, T, L, Index>
-            <<<launch.blocks, launch.threads, 0, device.stream>>>(
-                view, targets.as<Index>(), rows, logp.as<T>(), device.errorWord,
-                call.errorTag());
+  return dispatchLogitsAndTargets(
+      call, logits, targets, [&](auto tag, auto view, auto indexTag) -> Status {
+        using T = typename decltype(tag)::type;
+        using L = decltype(view);
+        using Index = typename decltype(indexTag)::type;
+        LineLaunch launch =
+            chooseLineLaunch({rows.rows, rows.classes, 1}, device);
+        launchLines(launch, [&](auto team) {
+          tokenLogprobsKernel<decltype(team)::value, T, L, Index>
+              <<<launch.blocks, launch.threads, 0, device.stream>>>(
+                  view, targets.as<Index>(), rows, logp.as<T>(),
+                  device.errorWord, call.errorTag());
+        });
+        return launched(call);
       });
-      return launched(call);
-    });
-  });
 }
 
 Status runTokenLogprobsGrad(const KernelCall &call) {
@@ -406,22 +415,21 @@ Status runTokenLogprobsGrad(const KernelCall &call) {
   const DeviceContext &device = call.device;
   if (rows.rows == 0 || rows.classes == 0)
     return Status::success();
-  return dispatchLogits(call, logits, [&](auto tag, auto view) -> Status {
-    using T = typename decltype(tag)::type;
-    using L = decltype(view);
-    return dispatchIndex(targets, [&](auto indexTag) {
-      using Index = typename decltype(indexTag)::type;
-      LineLaunch launch =
-          chooseLineLaunch({rows.rows, rows.classes, 1}, device);
-      launchLines(launch, [&](auto team) {
-        tokenLogprobsGradKernel<decltype(team)::value, T, L, Index>
-            <<<launch.blocks, launch.threads, 0, device.stream>>>(
-                view, targets.as<Index>(), rows, dlogp.as<T>(), dlogits.as<T>(),
-                device.errorWord, call.errorTag());
+  return dispatchLogitsAndTargets(
+      call, logits, targets, [&](auto tag, auto view, auto indexTag) -> Status {
+        using T = typename decltype(tag)::type;
+        using L = decltype(view);
+        using Index = typename decltype(indexTag)::type;
+        LineLaunch launch =
+            chooseLineLaunch({rows.rows, rows.classes, 1}, device);
+        launchLines(launch, [&](auto team) {
+          tokenLogprobsGradKernel<decltype(team)::value, T, L, Index>
+              <<<launch.blocks, launch.threads, 0, device.stream>>>(
+                  view, targets.as<Index>(), rows, dlogp.as<T>(),
+                  dlogits.as<T>(), device.errorWord, call.errorTag());
+        });
+        return launched(call);
       });
-      return launched(call);
-    });
-  });
 }
 
 Status runTokenEntropy(const KernelCall &call) {
