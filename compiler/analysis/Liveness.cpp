@@ -43,6 +43,10 @@ uint64_t zplan::groupBytes(zero::GroupOp group) {
   return bytesOfGroup(group, SymbolTable(group->getParentOfType<ModuleOp>()));
 }
 
+uint64_t zplan::groupBytes(zero::GroupOp group, const SymbolTable &symbols) {
+  return bytesOfGroup(group, symbols);
+}
+
 uint64_t zplan::reducedGroupBytes(zero::GroupOp group) {
   uint64_t elementBytes =
       group.getReduceType()

@@ -27,6 +27,7 @@
 
 #include "dialects/zero/ZeroDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -42,6 +43,9 @@ uint64_t tensorBytes(mlir::Type type);
 /// Bytes of a group's gathered (full, padded) buffer, in the type it is
 /// gathered in (half the f32 bytes for a bf16 `gather_type`).
 uint64_t groupBytes(zero::GroupOp group);
+/// The same, with the module's symbol table a caller already holds (building
+/// one per call is linear in the module's symbols).
+uint64_t groupBytes(zero::GroupOp group, const mlir::SymbolTable &symbols);
 
 /// Bytes of a group's gradients as a reduction sends them (full, padded), in
 /// its `reduce_type` (bf16) or else its parameters' type.

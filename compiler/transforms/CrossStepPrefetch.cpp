@@ -186,8 +186,10 @@ struct CrossStepPrefetchPass
           memoryBudget > 0 ? static_cast<uint64_t>(memoryBudget) : 0;
       limits.maxInFlight = maxInFlight;
       limits.maxInFlightBytes = maxInFlightBytes;
+      // A fresh picture: the carry rewrote the program since the last one.
+      HoistPicture picture(func);
       [[maybe_unused]] HoistResult result = hoistStart(
-          start, terminator, bytes, group.getWorldSize(), cost, limits,
+          start, terminator, bytes, group.getWorldSize(), cost, limits, picture,
           [&](Operation *op) { return readers.contains(op); });
       LLVM_DEBUG(llvm::dbgs()
                  << "@" << func.getSymName() << ": carry of @"

@@ -4,8 +4,8 @@
 // while the compute queue works (see Passes.td for the rules; the moving
 // itself is StartHoisting.h's, shared with zplan-cross-step-prefetch). Each
 // start is moved with the memory and in-flight picture of the program as it
-// stands after the previous starts moved, so later decisions see earlier
-// ones.
+// stands after the previous starts moved (one HoistPicture per function,
+// kept current), so later decisions see earlier ones.
 // Tests: test/transforms/prefetch.mlir.
 //
 //===----------------------------------------------------------------------===//
@@ -38,25 +38,34 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
         hoistingCostModel(getOperation(), "zplan-prefetch", hardware);
     if (failed(cost))
       return signalPassFailure();
+    // One table for every group lookup (a lookup without one scans the
+    // module's ops).
+    SymbolTable symbols(getOperation());
     for (auto func : getOperation().getOps<func::FuncOp>())
-      prefetchFunction(func, *cost);
+      prefetchFunction(func, *cost, symbols);
   }
 
-  void prefetchFunction(func::FuncOp func, const CostModel &cost) {
-    SmallVector<zero::GatherStartOp> starts;
+  void prefetchFunction(func::FuncOp func, const CostModel &cost,
+                        const SymbolTable &symbols) {
+    SmallVector<std::pair<zero::GatherStartOp, zero::GroupOp>> starts;
     for (auto start : func.getOps<zero::GatherStartOp>()) {
-      auto group = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
-          start, start.getGroupAttr());
+      auto group =
+          start.getGroupAttr()
+              ? symbols.lookup<zero::GroupOp>(start.getGroupAttr().getAttr())
+              : zero::GroupOp();
       if (group && !group.getPersistent())
-        starts.push_back(start);
+        starts.push_back({start, group});
     }
-    for (zero::GatherStartOp start : starts)
-      hoist(start, cost);
+    // Program order: each start moves only above its own place, where the
+    // starts before it have already moved.
+    HoistPicture picture(func);
+    for (auto [start, group] : starts)
+      hoist(start, group, cost, symbols, picture);
   }
 
-  void hoist(zero::GatherStartOp start, const CostModel &cost) {
-    auto group = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
-        start, start.getGroupAttr());
+  void hoist(zero::GatherStartOp start, zero::GroupOp group,
+             const CostModel &cost, const SymbolTable &symbols,
+             HoistPicture &picture) {
     HoistLimits limits;
     limits.stopWhenCovered = policy == SchedulePolicy::Default;
     limits.stopAtWait = policy == SchedulePolicy::Jit;
@@ -65,8 +74,9 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
     limits.maxInFlight = maxInFlight;
     limits.maxInFlightBytes = maxInFlightBytes;
     Operation *wait = *start.getToken().getUsers().begin();
-    [[maybe_unused]] HoistResult result = hoistStart(
-        start, wait, groupBytes(group), group.getWorldSize(), cost, limits);
+    [[maybe_unused]] HoistResult result =
+        hoistStart(start, wait, groupBytes(group, symbols),
+                   group.getWorldSize(), cost, limits, picture);
     LLVM_DEBUG(llvm::dbgs()
                << "@" << group.getSymName() << ": moved " << result.moved
                << " ops earlier, overlapping " << result.overlappedSeconds

@@ -1,8 +1,8 @@
 //===- StartHoisting.cpp - moving a collective's start earlier ------------===//
 //
 // Each start is moved with the memory and in-flight picture of the program
-// as it stands (a fresh LivenessAnalysis), so later decisions see earlier
-// ones.
+// as it stands (a HoistPicture kept current as starts move), so later
+// decisions see earlier ones.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,27 +16,38 @@
 using namespace mlir;
 using namespace zplan;
 
-/// Collectives (other than `self`'s) that a start placed right before op i
-/// would find in flight: started before i and completed at i or later; and
-/// their bytes.
-static void inFlightAt(const LivenessAnalysis &live, Operation *self,
-                       std::vector<int64_t> &count,
-                       std::vector<uint64_t> &bytes) {
+HoistPicture::HoistPicture(func::FuncOp func) {
+  LivenessAnalysis live(func);
+  resident = live.residentBytes();
+  std::vector<uint64_t> liveBytes = live.liveBytes();
+  // Difference arrays over op indices: a collective is in flight at the ops
+  // after its start, through the op that completes it.
   size_t n = live.ops().size();
-  count.assign(n + 2, 0);
-  bytes.assign(n + 2, 0);
+  std::vector<int64_t> count(n + 1, 0);
+  std::vector<uint64_t> bytes(n + 1, 0);
   for (const LivenessAnalysis::Buffer &buffer : live.buffers()) {
-    if (!buffer.collective || buffer.collective == self)
+    if (!buffer.collective)
       continue;
     count[buffer.start + 1] += 1;
     count[buffer.collectiveDone + 1] -= 1;
     bytes[buffer.start + 1] += buffer.bytes;
     bytes[buffer.collectiveDone + 1] -= buffer.bytes;
   }
-  for (size_t i = 1; i <= n; ++i) {
-    count[i] += count[i - 1];
-    bytes[i] += bytes[i - 1];
+  perOp.reserve(n);
+  int64_t flight = 0;
+  uint64_t flightBytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    flight += count[i];
+    flightBytes += bytes[i];
+    perOp[live.ops()[i]] = {liveBytes[i], flight, flightBytes};
   }
+}
+
+void HoistPicture::passed(Operation *op, uint64_t bytes) {
+  AtOp &here = perOp[op];
+  here.liveBytes += bytes;
+  here.inFlight += 1;
+  here.inFlightBytes += bytes;
 }
 
 FailureOr<CostModel> zplan::hoistingCostModel(Operation *op, StringRef pass,
@@ -51,15 +62,10 @@ FailureOr<CostModel> zplan::hoistingCostModel(Operation *op, StringRef pass,
 HoistResult zplan::hoistStart(Operation *start, Operation *consumer,
                               uint64_t bytes, int64_t worldSize,
                               const CostModel &cost, const HoistLimits &limits,
+                              HoistPicture &picture,
                               llvm::function_ref<bool(Operation *)> barrier) {
   HoistResult result;
   result.neededSeconds = cost.allGatherSeconds(bytes, worldSize);
-  auto func = start->getParentOfType<func::FuncOp>();
-  LivenessAnalysis live(func);
-  std::vector<uint64_t> liveBytes = live.liveBytes();
-  std::vector<int64_t> flightCount;
-  std::vector<uint64_t> flightBytes;
-  inFlightAt(live, start, flightCount, flightBytes);
   uint64_t budget = limits.memoryBudget > 0
                         ? limits.memoryBudget
                         : std::numeric_limits<uint64_t>::max();
@@ -73,17 +79,19 @@ HoistResult zplan::hoistStart(Operation *start, Operation *consumer,
   // no previous wait, only the cost stop applies.)
   bool pastHookDistance = true;
   if (limits.atLeastHookDistance)
-    for (Operation *op = start->getPrevNode(); op; op = op->getPrevNode())
+    for (Operation *op = start->getPrevNode(); op && pastHookDistance;
+         op = op->getPrevNode())
       if (llvm::isa<zero::GatherWaitOp>(op))
         pastHookDistance = false;
   while (Operation *previous = start->getPrevNode()) {
     if (llvm::isa<zero::GatherWaitOp>(previous))
       pastHookDistance = true;
+    const HoistPicture::AtOp &here = picture.at(previous);
     if (limits.stopWhenCovered && pastHookDistance) {
-      int64_t here = live.indexOf(previous);
-      double backlog = flightCount[here] > 0
-                           ? cost.allGatherSeconds(flightBytes[here], worldSize)
-                           : 0;
+      double backlog =
+          here.inFlight > 0
+              ? cost.allGatherSeconds(here.inFlightBytes, worldSize)
+              : 0;
       if (result.overlappedSeconds >= result.neededSeconds + backlog)
         break;
     }
@@ -99,16 +107,16 @@ HoistResult zplan::hoistStart(Operation *start, Operation *consumer,
       break;
     if (barrier && barrier(previous))
       break;
-    int64_t index = live.indexOf(previous);
-    if (live.residentBytes() + liveBytes[index] + bytes > budget)
+    if (picture.residentBytes() + here.liveBytes + bytes > budget)
       break;
-    if (flightCount[index] + 1 > limits.maxInFlight ||
+    if (here.inFlight + 1 > limits.maxInFlight ||
         (limits.maxInFlightBytes > 0 &&
-         flightBytes[index] + bytes >
+         here.inFlightBytes + bytes >
              static_cast<uint64_t>(limits.maxInFlightBytes)))
       break;
     result.overlappedSeconds += cost.computeSeconds(previous);
     start->moveBefore(previous);
+    picture.passed(previous, bytes);
     ++result.moved;
   }
   return result;

@@ -14,8 +14,10 @@
 
 #include "compiler/analysis/CostModel.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LogicalResult.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <cstdint>
@@ -52,6 +54,38 @@ struct HoistResult {
   double neededSeconds = 0;
 };
 
+/// What hoistStart reads at each op a start may pass: the transient bytes
+/// live there (LivenessAnalysis) and the collectives in flight. Moving a
+/// start changes the picture only at the ops it passes: its copy is live and
+/// its collective in flight there now; nothing moves below its old place.
+/// So a pass that moves the starts of one function in program order builds
+/// one picture and lets hoistStart keep it current, instead of a fresh
+/// LivenessAnalysis per start (quadratic in the op count: 56% of an 80-layer
+/// training compile before).
+class HoistPicture {
+public:
+  explicit HoistPicture(mlir::func::FuncOp func);
+
+  struct AtOp {
+    /// Transient bytes live at the op.
+    uint64_t liveBytes = 0;
+    /// Collectives started before the op and completed at it or later, and
+    /// their bytes.
+    int64_t inFlight = 0;
+    uint64_t inFlightBytes = 0;
+  };
+  const AtOp &at(mlir::Operation *op) const { return perOp.find(op)->second; }
+  /// Shards, persistent groups and state: the same at every op.
+  uint64_t residentBytes() const { return resident; }
+
+  /// A start of `bytes` now begins above `op`.
+  void passed(mlir::Operation *op, uint64_t bytes);
+
+private:
+  llvm::DenseMap<mlir::Operation *, AtOp> perOp;
+  uint64_t resident = 0;
+};
+
 /// The cost model of a hoisting pass's `hardware` option; on error (an
 /// embedded profile that does not parse), one diagnostic on `op` naming
 /// `pass`.
@@ -66,10 +100,12 @@ hoistingCostModel(mlir::Operation *op, llvm::StringRef pass, Hardware hardware);
 /// order the waits need), an op defining one of its operands, or an op for
 /// which `barrier` holds; and at every op it passes, the copy must fit
 /// `limits.memoryBudget` beside the live buffers and stay within the
-/// in-flight limits.
+/// in-flight limits. `picture` must describe the function as it stands above
+/// `start` (starts below it may not have moved yet); hoistStart updates it.
 HoistResult
 hoistStart(mlir::Operation *start, mlir::Operation *consumer, uint64_t bytes,
            int64_t worldSize, const CostModel &cost, const HoistLimits &limits,
+           HoistPicture &picture,
            llvm::function_ref<bool(mlir::Operation *)> barrier = nullptr);
 
 } // namespace zplan
