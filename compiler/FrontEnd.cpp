@@ -171,7 +171,7 @@ buildGenerationModule(mlir::MLIRContext &context, const CompileOptions &options,
   crashIfTestRequested("import");
   ExportKind exportKind = ExportKind::Plain;
   auto module = importGenerateModule(context, options.modelPath, shape,
-                                     options.import.parameters, exportKind);
+                                     options.import, exportKind);
   if (!module)
     return module.takeError();
   if (llvm::Error error = runImportPipeline(**module, options, diagnostics,

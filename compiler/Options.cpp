@@ -204,6 +204,10 @@ llvm::Error zplan::validateOptions(const CompileOptions &options) {
                       [&](const DumpKind &kind) { return kind.name == dump; }))
       return makeError("unknown --dump '" + dump +
                        "'; expected ir, schedule, memory or report");
+  if (!options.import.readWeights && !options.outputPath.empty())
+    return makeError("--no-weights writes no plan (a plan carries its "
+                     "weights): drop -o, and ask for the schedule with "
+                     "--dump report,schedule,memory");
   if (options.maxInFlight < 1)
     return makeError("--max-in-flight must be at least 1, got " +
                      llvm::Twine(options.maxInFlight));

@@ -106,9 +106,10 @@ zplan::importOptionsFor(const onnx::ModelProto &model, ExportKind kind,
   return options;
 }
 
-llvm::Expected<OwningOpRef<ModuleOp>> zplan::importGenerateModule(
-    MLIRContext &context, llvm::StringRef path, const GenerateShape &shape,
-    const ParameterOptions &parameters, ExportKind &kind) {
+llvm::Expected<OwningOpRef<ModuleOp>>
+zplan::importGenerateModule(MLIRContext &context, llvm::StringRef path,
+                            const GenerateShape &shape,
+                            const ImportOptions &base, ExportKind &kind) {
   onnx::ModelProto model;
   if (llvm::Error error = readOnnxModel(path, model))
     return std::move(error);
@@ -131,7 +132,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> zplan::importGenerateModule(
         importOptionsFor(model, kind, shape, decode);
     if (!options)
       return options.takeError();
-    options->parameters = parameters;
+    options->parameters = base.parameters;
+    options->readWeights = base.readWeights;
     auto imported = importOnnxModel(context, model, path, *options);
     if (!imported)
       return makeError(

@@ -54,13 +54,13 @@ llvm::Expected<ImportOptions> importOptionsFor(const onnx::ModelProto &model,
 
 /// Imports the model at `path` twice and merges the imports into one module
 /// with @generate_begin, @prefill, @decode and @generate_end (in that order)
-/// and each parameter declared once, tied and frozen as `parameters` says
-/// (as the training import of the same flags is). `kind` receives the
-/// export's kind.
+/// and each parameter declared once, tied and frozen as `base` says (as the
+/// training import of the same flags is; its input shapes are ignored, the
+/// programs' own are set here). `kind` receives the export's kind.
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importGenerateModule(mlir::MLIRContext &context, llvm::StringRef path,
-                     const GenerateShape &shape,
-                     const ParameterOptions &parameters, ExportKind &kind);
+                     const GenerateShape &shape, const ImportOptions &base,
+                     ExportKind &kind);
 
 } // namespace zplan
 

@@ -60,10 +60,6 @@ constexpr int64_t kMaxIrVersion = 14;
 constexpr int64_t kMinOpset = 11;
 constexpr int64_t kMaxOpset = 21;
 
-/// A floating-point initializer with more elements than this is a trainable
-/// parameter; smaller ones (scalars, epsilon, scales) are constants.
-constexpr int64_t kMaxConstantInitializerElements = 1;
-
 /// What the importer knows about an ONNX value: static type and shape, maybe
 /// its contents, and the IR value once one has been needed.
 struct Entry {
@@ -114,11 +110,11 @@ llvm::Expected<uint64_t> regularFileSize(const llvm::Twine &path) {
 /// `readData` false only the range is checked: a parameter's bytes are read
 /// by the plan writer, one group at a time, never by the importer (a 70B
 /// model's weights need not even be present to compile it).
-llvm::Error readExternalBytes(const onnx::TensorProto &tensor,
-                              StringRef modelDir, std::string &bytes,
-                              std::string &file, int64_t &offset,
-                              int64_t &length, bool readData = true,
-                              int64_t expectedBytes = -1) {
+/// An initializer's external data fields: location, offset, length (-1
+/// when absent), checked to be well formed without touching the file.
+llvm::Error readExternalFields(const onnx::TensorProto &tensor,
+                               std::string &file, int64_t &offset,
+                               int64_t &length) {
   offset = 0;
   length = -1;
   for (const onnx::StringStringEntryProto &kv : tensor.external_data()) {
@@ -135,6 +131,16 @@ llvm::Error readExternalBytes(const onnx::TensorProto &tensor,
   if (file.empty())
     return makeError("initializer '" + tensor.name() +
                      "' has external data without a location");
+  return llvm::Error::success();
+}
+
+llvm::Error readExternalBytes(const onnx::TensorProto &tensor,
+                              StringRef modelDir, std::string &bytes,
+                              std::string &file, int64_t &offset,
+                              int64_t &length, bool readData = true,
+                              int64_t expectedBytes = -1) {
+  if (llvm::Error error = readExternalFields(tensor, file, offset, length))
+    return error;
   SmallString<256> full(modelDir);
   llvm::sys::path::append(full, file);
   llvm::Expected<uint64_t> fileSize = regularFileSize(full);
@@ -589,9 +595,27 @@ llvm::Error OnnxImporter::declareInitializers() {
       // checkTensorSize has bounded this product.
       int64_t expected =
           numElements(entry.info.shape) * int64_t(elementTypeInfo(*type).bytes);
-      if (llvm::Error error = readExternalData(tensor, bytes, file, offset,
-                                               length, !trainable, expected))
+      if (trainable && !options.readWeights) {
+        // --no-weights: the fields as written; the file is not looked at.
+        if (llvm::Error error =
+                readExternalFields(tensor, file, offset, length))
+          return error;
+        if (length < 0)
+          length = expected;
+      } else if (llvm::Error error =
+                     readExternalData(tensor, bytes, file, offset, length,
+                                      !trainable, expected)) {
+        if (!trainable && !options.readWeights)
+          return makeError(llvm::toString(std::move(error)) +
+                           " (--no-weights skips parameters only: this "
+                           "initializer is a constant the graph computes "
+                           "with)");
+        if (trainable)
+          return makeError(llvm::toString(std::move(error)) +
+                           " (zcc --no-weights compiles the report and dumps "
+                           "without the parameters' data)");
         return error;
+      }
       if (length != expected)
         return makeError("initializer '" + tensor.name() +
                          "': external data "
@@ -628,8 +652,9 @@ llvm::Error OnnxImporter::declareInitializers() {
   }
 
   std::vector<ParameterDecision> decisions;
-  if (llvm::Error error = decideParameters(model, modelDir, candidates,
-                                           options.parameters, decisions))
+  if (llvm::Error error =
+          decideParameters(model, modelDir, candidates, options.parameters,
+                           options.readWeights, decisions))
     return error;
   for (auto [candidate, where, decision] :
        llvm::zip_equal(candidates, declared, decisions)) {
@@ -1754,8 +1779,8 @@ zplan::importOnnxModel(MLIRContext &context, const onnx::ModelProto &model,
                        "f32 master weights from its weights, or export it "
                        "in float32");
     onnx::ModelProto widened = model;
-    if (llvm::Error error =
-            widenBf16(widened, llvm::sys::path::parent_path(path)))
+    if (llvm::Error error = widenBf16(
+            widened, llvm::sys::path::parent_path(path), options.readWeights))
       return std::move(error);
     OnnxImporter importer(context, widened, path, options);
     return importer.import();

@@ -36,6 +36,10 @@ class TensorProto;
 
 namespace zplan {
 
+/// A floating-point initializer with more elements than this is a trainable
+/// parameter; smaller ones (scalars, epsilon, scales) are constants.
+inline constexpr int64_t kMaxConstantInitializerElements = 1;
+
 struct ImportOptions {
   /// Static shapes for graph inputs with dynamic dimensions, by input name
   /// (from `--input-shape NAME=2x16`). A dimension symbol (ONNX dim_param,
@@ -44,6 +48,13 @@ struct ImportOptions {
   std::map<std::string, std::vector<int64_t>> inputShapes;
   /// Ties and freezing beyond the rules (--tie, --untie, --freeze, --train).
   ParameterOptions parameters;
+  /// Whether parameters' external data is looked at (zcc --no-weights: it
+  /// is not; the file may be absent). A parameter's bytes are never read by
+  /// the import itself, only checked and sampled for ties: without them, no
+  /// tie is found from external values (only from the graph, inline data
+  /// and --tie). Constants (shape tables, masks) are always read, wherever
+  /// they are.
+  bool readWeights = true;
 };
 
 /// Imports the ONNX model at `path`. Files ending in `.onnxtxt` or

@@ -225,9 +225,14 @@ uint64_t mix(uint64_t x) {
 /// One candidate's data, read lazily: a few elements, or all of them.
 class CandidateData {
 public:
-  CandidateData(const ParameterCandidate &candidate, llvm::StringRef modelDir)
+  /// `readExternal` false (zcc --no-weights): external data is not read,
+  /// as if it could not be; inline data is part of the graph and is.
+  CandidateData(const ParameterCandidate &candidate, llvm::StringRef modelDir,
+                bool readExternal)
       : candidate(candidate), modelDir(modelDir.str()),
-        elementBytes(elementTypeInfo(candidate.type).bytes) {
+        elementBytes(elementTypeInfo(candidate.type).bytes),
+        unreadable(!readExternal && candidate.tensor->data_location() ==
+                                        onnx::TensorProto::EXTERNAL) {
     count = 1;
     for (int64_t dim : candidate.shape)
       count *= dim;
@@ -283,7 +288,7 @@ public:
 
   /// Every byte, or null when the data cannot be read.
   const std::string *whole() {
-    if (!wholeRead) {
+    if (!wholeRead && !unreadable) {
       wholeRead = true;
       if (llvm::Error error =
               readInitializerBytes(*candidate.tensor, modelDir, data)) {
@@ -309,7 +314,7 @@ public:
     // A range of a sparse external file with no data in it reads as zeros:
     // one value, known without reading (the shaped benchmark models hold
     // every weight so; reading them is most of their compile time).
-    if (isHole())
+    if (unreadable || isHole())
       return false;
     const std::string *bytes = whole();
     if (!bytes)
@@ -469,14 +474,14 @@ std::string tieReason(bool transposed) {
 llvm::Error
 zplan::decideParameters(const onnx::ModelProto &model, llvm::StringRef modelDir,
                         llvm::ArrayRef<ParameterCandidate> candidates,
-                        const ParameterOptions &options,
+                        const ParameterOptions &options, bool readValues,
                         std::vector<ParameterDecision> &decisions) {
   decisions.assign(candidates.size(), ParameterDecision());
   std::vector<CandidateData> data;
   data.reserve(candidates.size());
   llvm::StringMap<size_t> indexOf;
   for (auto [index, candidate] : llvm::enumerate(candidates)) {
-    data.emplace_back(candidate, modelDir);
+    data.emplace_back(candidate, modelDir, readValues);
     indexOf[candidate.tensor->name()] = index;
   }
   llvm::StringSet<> initializers;
@@ -697,7 +702,8 @@ zplan::decideParameters(const onnx::ModelProto &model, llvm::StringRef modelDir,
                 std::to_string(data[parameter].elements()) + " elements" +
                 (transposed ? " (compared transposed)" : "");
     else
-      reason += "; values not compared (the data cannot be read)";
+      reason += readValues ? "; values not compared (the data cannot be read)"
+                           : "; values not compared (--no-weights)";
     decisions[tie.copy].copyOf = parameter;
     decisions[tie.copy].transposed = transposed;
     decisions[parameter].copies.push_back(

@@ -108,14 +108,16 @@ struct ParameterDecision {
 };
 
 /// Decides ties and freezing for `candidates` of `model` (initializer data
-/// read relative to `modelDir`); `decisions` is parallel to `candidates`.
+/// read relative to `modelDir`; with `readValues` false no external data
+/// is read, so no tie is found from external values); `decisions` is
+/// parallel to `candidates`.
 /// A flag naming an initializer that is not a candidate, a --tie whose
 /// shapes or element types differ, a glob matching nothing, or a name both
 /// --freeze and --train match is an error naming it.
 llvm::Error decideParameters(const onnx::ModelProto &model,
                              llvm::StringRef modelDir,
                              llvm::ArrayRef<ParameterCandidate> candidates,
-                             const ParameterOptions &options,
+                             const ParameterOptions &options, bool readValues,
                              std::vector<ParameterDecision> &decisions);
 
 } // namespace zplan

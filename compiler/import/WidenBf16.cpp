@@ -96,13 +96,36 @@ std::optional<std::string> zplan::findBf16(const onnx::ModelProto &model) {
   return std::nullopt;
 }
 
-llvm::Error zplan::widenBf16(onnx::ModelProto &model,
-                             llvm::StringRef modelDir) {
+/// --no-weights: an external bf16 parameter becomes a float one of the same
+/// shape, its data (never read) twice as long.
+static void retypeExternal(onnx::TensorProto &tensor) {
+  tensor.set_data_type(kFloat);
+  for (onnx::StringStringEntryProto &entry : *tensor.mutable_external_data())
+    if (entry.key() == "length") {
+      int64_t length = 0;
+      if (!llvm::StringRef(entry.value()).getAsInteger(10, length))
+        entry.set_value(std::to_string(2 * length));
+    }
+}
+
+llvm::Error zplan::widenBf16(onnx::ModelProto &model, llvm::StringRef modelDir,
+                             bool readWeights) {
   onnx::GraphProto &graph = *model.mutable_graph();
-  for (onnx::TensorProto &tensor : *graph.mutable_initializer())
-    if (tensor.data_type() == kBf16)
-      if (llvm::Error error = widenTensor(tensor, modelDir, "initializer"))
-        return error;
+  for (onnx::TensorProto &tensor : *graph.mutable_initializer()) {
+    if (tensor.data_type() != kBf16)
+      continue;
+    int64_t elements = 1;
+    for (int64_t dim : tensor.dims())
+      elements *= dim;
+    // Constants are read even so: the graph computes with them.
+    if (!readWeights && elements > kMaxConstantInitializerElements &&
+        tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+      retypeExternal(tensor);
+      continue;
+    }
+    if (llvm::Error error = widenTensor(tensor, modelDir, "initializer"))
+      return error;
+  }
   for (auto *values : {graph.mutable_input(), graph.mutable_output(),
                        graph.mutable_value_info()})
     for (onnx::ValueInfoProto &value : *values)

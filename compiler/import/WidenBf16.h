@@ -33,8 +33,10 @@ std::optional<std::string> findBf16(const onnx::ModelProto &model);
 
 /// Rewrites `model` to float as described above; external data of a bf16
 /// initializer is read (relative to `modelDir`) and the widened values kept
-/// inline.
-llvm::Error widenBf16(onnx::ModelProto &model, llvm::StringRef modelDir);
+/// inline. With `readWeights` false (zcc --no-weights) an external
+/// initializer is only retyped: its data stays unread where it is.
+llvm::Error widenBf16(onnx::ModelProto &model, llvm::StringRef modelDir,
+                      bool readWeights = true);
 
 /// `bytes` (little-endian bf16 values) widened to f32's bytes.
 std::string widenBf16Bytes(llvm::StringRef bytes);

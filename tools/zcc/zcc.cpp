@@ -30,6 +30,12 @@ static cl::opt<std::string> modelPath(cl::Positional, cl::Optional,
 static cl::opt<std::string> outputPath("o", cl::desc("Write the plan here"),
                                        cl::value_desc("OUT.zplan"),
                                        cl::cat(zccCategory));
+static cl::opt<bool> noWeights(
+    "no-weights",
+    cl::desc("Compile from the graph alone: parameters' external data is not "
+             "read and may be absent (no -o: the dumps only; ties are what "
+             "the graph and --tie say)"),
+    cl::cat(zccCategory));
 static cl::opt<int64_t> worldSize("world-size", cl::init(1),
                                   cl::desc("Number of ranks (default 1)"),
                                   cl::cat(zccCategory));
@@ -346,6 +352,7 @@ int main(int argc, char **argv) {
   options.paramDtype = paramDtype;
   options.reduceDtype = reduceDtype;
   options.import.parameters.mastersFromBf16 = paramDtype == "bf16";
+  options.import.readWeights = !noWeights;
   options.computeDtype =
       computeDtype.getNumOccurrences() ? computeDtype : paramDtype;
   options.maxInFlight = maxInFlight;
