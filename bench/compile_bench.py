@@ -2,13 +2,13 @@
 """Compile-time benchmark: zcc's time and peak memory against the layer count.
 
 For Llama-2-70B-shaped float32 graphs of 10, 20, 40 and 80 layers (bench/
-make_shaped_models.py: sparse weights, which zcc never reads) and each mode,
-runs
+make_shaped_models.py; zcc --no-weights never reads their sparse weights) and
+each mode, runs
 
     zcc MODEL.onnx --mode infer|train --input-shape input_ids=1x2048 \\
-        --world-size N --hardware h200 --dump report --dump-dir DIR
+        --world-size N --hardware h200 --no-weights --dump report --dump-dir DIR
     zcc MODEL.onnx --mode generate --batch 1 --max-seq-len 2048 \\
-        --prompt-len 128 --world-size N --hardware h200 --dump report ...
+        --prompt-len 128 --world-size N --hardware h200 --no-weights ...
 
 (no -o: nothing is written but the dumps) at N = 8 and 64, and measures each
 compile's wall time and peak RSS (the child's own, from wait4). The baseline
@@ -17,7 +17,7 @@ ratio against the layer ratio says whether compile time grows linearly
 (issue 24 asks for at most linear growth, and 80 layers under 2 s for infer
 and 5 s for train on this machine).
 
-    python3 bench/compile_bench.py                 # all (~5 min on 2 cores)
+    python3 bench/compile_bench.py                 # all (~35 s on 2 cores)
     python3 bench/compile_bench.py --layers 10 --layers 20 --modes infer
 
 Exits 1 when a compile fails.
@@ -48,7 +48,7 @@ MODE_FLAGS = {
 def compile_once(zcc, model, mode, world, dump_dir):
     """(seconds, peak RSS in bytes) of one zcc run; exits on failure."""
     command = [zcc, model] + MODE_FLAGS[mode] + [
-        "--world-size", str(world), "--hardware", "h200", "--dump", "report",
+        "--world-size", str(world), "--hardware", "h200", "--no-weights", "--dump", "report",
         "--dump-dir", dump_dir]
     started = time.monotonic()
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
