@@ -7,6 +7,7 @@ Runs with the interpreter of bench/.venv-peers (torch 2.5.1, transformers
 
     bench/.venv-peers/bin/python bench/train_vs_torch.py
     bench/.venv-peers/bin/python bench/train_vs_torch.py --sizes small --trials 1
+    bench/.venv-peers/bin/python bench/train_vs_torch.py --parts forward
 
 What it does, per model size:
 
@@ -24,6 +25,19 @@ What it does, per model size:
           backward; step; zero_grad. Eager mode, as written.
   zrun    zcc --mode train --world-size 1; `mpirun -np 1 zrun PLAN train
           --threads 1` (OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1), default flags.
+
+The forward (--parts forward; issue 24's `zrun run` against onnxruntime and
+torch), on the same model, weights and first batch:
+
+  torch   model.eval() under torch.no_grad(), 1 thread: the logits.
+  ort     onnxruntime 1.32 on the same ONNX export zcc compiles, one
+          intra-op and one inter-op thread, sequential execution.
+  zrun    zcc --mode infer --world-size 1; `mpirun -np 1 zrun PLAN run
+          --repeat 5 --threads 1`, the `run time` it prints (the last run).
+  Each is timed the same way: 5 back-to-back runs after the session or
+  plan is loaded, the last one timed (zrun's first run is its warm-up, as
+  ort's and torch's). zrun's and ort's logits must be within 1e-4 x
+  max|logit| of torch's, else the script exits 1.
 
 Trials alternate torch and zrun (a slow phase of the shared machine falls on
 both). Each trial's step time is its median over the steps after --warmup
@@ -162,6 +176,101 @@ def run_zrun(args, plan, size, trial):
     return losses, seconds, blas.group(1) if blas else "unknown"
 
 
+FORWARD_REPEAT = 5
+FORWARD_TOLERANCE = 1e-4
+
+
+def forward_torch(args, size, ids):
+    """(logits, seconds of the last of FORWARD_REPEAT runs) of eager torch."""
+    import torch
+    torch.set_num_threads(1)
+    model = llama(size)
+    model.load_state_dict(torch.load(os.path.join(args.work_dir, f"weights-{size}.pt"),
+                                     weights_only=True))
+    model.eval()
+    batch = torch.from_numpy(ids)
+    with torch.no_grad():
+        for _ in range(FORWARD_REPEAT):
+            begin = time.perf_counter()
+            logits = model(input_ids=batch).logits
+            seconds = time.perf_counter() - begin
+    return logits.numpy(), seconds
+
+
+def forward_ort(args, size, ids):
+    """(logits, seconds of the last run) of onnxruntime, one thread."""
+    import onnxruntime
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    session = onnxruntime.InferenceSession(os.path.join(args.work_dir, f"{size}.onnx"),
+                                           options, providers=["CPUExecutionProvider"])
+    for _ in range(FORWARD_REPEAT):
+        begin = time.perf_counter()
+        logits = session.run(None, {"input_ids": ids})[0]
+        seconds = time.perf_counter() - begin
+    return logits, seconds
+
+
+def forward_zrun(args, size, ids, trial):
+    """(logits, the run time zrun prints) of `zrun run` on one rank."""
+    import numpy as np
+    plan = os.path.join(args.work_dir, f"{size}-infer.zplan")
+    if not os.path.exists(plan):
+        command = [args.zcc, os.path.join(args.work_dir, f"{size}.onnx"), "--mode=infer",
+                   f"--input-shape=input_ids={args.rows}x{args.seq}", "-o", plan]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"FAIL: {' '.join(command)}\n{done.stderr.strip()}")
+    ids_path = os.path.join(args.work_dir, f"ids-{size}.npy")
+    out_path = os.path.join(args.work_dir, f"logits-{size}-{trial}.npy")
+    np.save(ids_path, ids)
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    command = ["mpirun", "-np", "1", "--bind-to", "none", args.zrun, plan, "run",
+               "--input", f"input_ids={ids_path}", "--output", f"logits={out_path}",
+               "--repeat", str(FORWARD_REPEAT), "--threads", "1"]
+    if os.geteuid() == 0:
+        command.insert(1, "--allow-run-as-root")
+    done = subprocess.run(command, capture_output=True, text=True, env=env,
+                          timeout=args.timeout)
+    found = re.search(r"zrun: run time ([\d.]+) s", done.stdout)
+    if done.returncode != 0 or not found:
+        sys.exit(f"FAIL: {' '.join(command)}\n{(done.stdout + done.stderr).strip()[-1500:]}")
+    return np.load(out_path), float(found.group(1))
+
+
+def run_forward(args, size, tokens):
+    """Prints the forward's times and ratios; False when a check fails."""
+    import numpy as np
+    ids = next(batches(args, tokens, 1))
+    times = {"torch": [], "ort": [], "zrun": []}
+    ok = True
+    for trial in range(args.trials):
+        expected, t_seconds = forward_torch(args, size, ids)
+        got_ort, o_seconds = forward_ort(args, size, ids)
+        got_zrun, z_seconds = forward_zrun(args, size, ids, trial)
+        bound = FORWARD_TOLERANCE * float(np.abs(expected).max())
+        for name, got in (("ort", got_ort), ("zrun", got_zrun)):
+            diff = float(np.abs(got.astype(np.float64) - expected).max())
+            if not diff <= bound:
+                print(f"FAIL {size} forward: {name}'s logits differ from torch's by {diff:.3g} "
+                      f"> {bound:.3g}")
+                ok = False
+        times["torch"].append(t_seconds)
+        times["ort"].append(o_seconds)
+        times["zrun"].append(z_seconds)
+        print(f"{size} forward trial {trial + 1}: torch {t_seconds * 1e3:.1f} ms, ort "
+              f"{o_seconds * 1e3:.1f} ms, zrun {z_seconds * 1e3:.1f} ms; speed zrun/ort "
+              f"{o_seconds / z_seconds:.3f}, zrun/torch {t_seconds / z_seconds:.3f}")
+    med = {name: statistics.median(values) for name, values in times.items()}
+    print(f"{size} forward {args.rows}x{args.seq}: torch {med['torch'] * 1e3:.1f} ms, ort "
+          f"{med['ort'] * 1e3:.1f} ms, zrun {med['zrun'] * 1e3:.1f} ms (medians); speed "
+          f"zrun/ort {med['ort'] / med['zrun']:.3f}, zrun/torch "
+          f"{med['torch'] / med['zrun']:.3f}")
+    return ok
+
+
 def median_step(seconds, warmup):
     return statistics.median(seconds[warmup:])
 
@@ -169,6 +278,9 @@ def median_step(seconds, warmup):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="small,large")
+    parser.add_argument("--parts", default="train,forward",
+                        help="train (zrun train against torch), forward (zrun run "
+                             "against onnxruntime and torch), or both")
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--warmup", type=int, default=3)
@@ -191,8 +303,13 @@ def main():
           f"set_num_threads(1)); batch {args.rows}x{args.seq}; {args.steps} steps, median "
           f"over steps {args.warmup + 1}-{args.steps}; {args.trials} trial(s), alternating")
     failed = False
+    parts = args.parts.split(",")
     for size in args.sizes.split(","):
         count = prepare(args, size)
+        if "forward" in parts and not run_forward(args, size, tokens):
+            failed = True
+        if "train" not in parts:
+            continue
         plan = compile_plan(args, size)
         torch_steps, zrun_steps, ratios = [], [], []
         for trial in range(args.trials):
