@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""zrun train against PyTorch eager, one process, one thread: the simplest
-thing a user would run instead (issue 24).
+"""zrun train against PyTorch eager, one process, one thread (--threads T for
+T): the simplest thing a user would run instead (issue 24).
 
 Runs with the interpreter of bench/.venv-peers (torch 2.5.1, transformers
 4.46.3, onnx; made by `python3 bench/train_peers.py --setup`):
@@ -112,7 +112,7 @@ def batches(args, tokens, steps):
 def run_torch(args, size, tokens):
     """(losses, seconds per step) of eager training in this process."""
     import torch
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     model = llama(size)
     model.load_state_dict(torch.load(os.path.join(args.work_dir, f"weights-{size}.pt"),
                                      weights_only=True))
@@ -147,13 +147,14 @@ def compile_plan(args, size):
 def run_zrun(args, plan, size, trial):
     """(losses, seconds per step) of `zrun train` on one rank."""
     loss_log = os.path.join(args.work_dir, f"zrun-{size}-{trial}.loss")
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
+               OPENBLAS_NUM_THREADS=str(args.threads))
     command = ["mpirun", "-np", "1", "--bind-to", "none", args.zrun, plan, "train",
                "--data", args.data, "--steps", str(args.steps),
                "--lr", repr(train_peers.LR), "--beta1", repr(train_peers.BETAS[0]),
                "--beta2", repr(train_peers.BETAS[1]), "--eps", repr(train_peers.EPS),
                "--weight-decay", repr(train_peers.WEIGHT_DECAY), "--seed", "0",
-               "--threads", "1", "--loss-log", loss_log]
+               "--threads", str(args.threads), "--loss-log", loss_log]
     if os.geteuid() == 0:
         command.insert(1, "--allow-run-as-root")
     done = subprocess.run(command, capture_output=True, text=True, env=env,
@@ -183,7 +184,7 @@ FORWARD_TOLERANCE = 1e-4
 def forward_torch(args, size, ids):
     """(logits, seconds of the last of FORWARD_REPEAT runs) of eager torch."""
     import torch
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     model = llama(size)
     model.load_state_dict(torch.load(os.path.join(args.work_dir, f"weights-{size}.pt"),
                                      weights_only=True))
@@ -201,7 +202,7 @@ def forward_ort(args, size, ids):
     """(logits, seconds of the last run) of onnxruntime, one thread."""
     import onnxruntime
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = args.threads
     options.inter_op_num_threads = 1
     options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
     session = onnxruntime.InferenceSession(os.path.join(args.work_dir, f"{size}.onnx"),
@@ -226,10 +227,11 @@ def forward_zrun(args, size, ids, trial):
     ids_path = os.path.join(args.work_dir, f"ids-{size}.npy")
     out_path = os.path.join(args.work_dir, f"logits-{size}-{trial}.npy")
     np.save(ids_path, ids)
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
+               OPENBLAS_NUM_THREADS=str(args.threads))
     command = ["mpirun", "-np", "1", "--bind-to", "none", args.zrun, plan, "run",
                "--input", f"input_ids={ids_path}", "--output", f"logits={out_path}",
-               "--repeat", str(FORWARD_REPEAT), "--threads", "1"]
+               "--repeat", str(FORWARD_REPEAT), "--threads", str(args.threads)]
     if os.geteuid() == 0:
         command.insert(1, "--allow-run-as-root")
     done = subprocess.run(command, capture_output=True, text=True, env=env,
@@ -278,6 +280,9 @@ def median_step(seconds, warmup):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="small,large")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="threads of every process: torch.set_num_threads, ort's "
+                             "intra-op threads, zrun --threads (BLAS)")
     parser.add_argument("--parts", default="train,forward",
                         help="train (zrun train against torch), forward (zrun run "
                              "against onnxruntime and torch), or both")
@@ -300,7 +305,7 @@ def main():
     if tokens.max() >= VOCAB:
         sys.exit(f"FAIL: {args.data} holds token {tokens.max()}, past the vocabulary")
     print(f"# torch {torch.__version__} ({torch.get_num_threads()} threads before "
-          f"set_num_threads(1)); batch {args.rows}x{args.seq}; {args.steps} steps, median "
+          f"set_num_threads({args.threads})); batch {args.rows}x{args.seq}; {args.steps} steps, median "
           f"over steps {args.warmup + 1}-{args.steps}; {args.trials} trial(s), alternating")
     failed = False
     parts = args.parts.split(",")
