@@ -109,13 +109,37 @@ def batches(args, tokens, steps):
         yield np.stack([tokens[o:o + args.seq].astype(np.int64) for o in offsets])
 
 
-def run_torch(args, size, tokens):
-    """(losses, seconds per step) of eager training in this process."""
+def load_llama(args, size):
+    """The saved model of `size`, in this process at --threads threads."""
     import torch
     torch.set_num_threads(args.threads)
     model = llama(size)
     model.load_state_dict(torch.load(os.path.join(args.work_dir, f"weights-{size}.pt"),
                                      weights_only=True))
+    return model
+
+
+def zrun_on_one_rank(args, plan, verb, flags):
+    """Runs `mpirun -np 1 zrun PLAN VERB FLAGS --threads T` with T BLAS
+    threads; its stdout and stderr together (exits on failure)."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
+               OPENBLAS_NUM_THREADS=str(args.threads))
+    command = ["mpirun", "-np", "1", "--bind-to", "none", args.zrun, plan, verb] + flags + [
+        "--threads", str(args.threads)]
+    if os.geteuid() == 0:
+        command.insert(1, "--allow-run-as-root")
+    done = subprocess.run(command, capture_output=True, text=True, env=env,
+                          timeout=args.timeout)
+    output = done.stdout + done.stderr
+    if done.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(command)}\n{output.strip()[-1500:]}")
+    return output
+
+
+def run_torch(args, size, tokens):
+    """(losses, seconds per step) of eager training in this process."""
+    import torch
+    model = load_llama(args, size)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=train_peers.LR,
                                   betas=train_peers.BETAS, eps=train_peers.EPS,
@@ -147,21 +171,12 @@ def compile_plan(args, size):
 def run_zrun(args, plan, size, trial):
     """(losses, seconds per step) of `zrun train` on one rank."""
     loss_log = os.path.join(args.work_dir, f"zrun-{size}-{trial}.loss")
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
-               OPENBLAS_NUM_THREADS=str(args.threads))
-    command = ["mpirun", "-np", "1", "--bind-to", "none", args.zrun, plan, "train",
-               "--data", args.data, "--steps", str(args.steps),
-               "--lr", repr(train_peers.LR), "--beta1", repr(train_peers.BETAS[0]),
-               "--beta2", repr(train_peers.BETAS[1]), "--eps", repr(train_peers.EPS),
-               "--weight-decay", repr(train_peers.WEIGHT_DECAY), "--seed", "0",
-               "--threads", str(args.threads), "--loss-log", loss_log]
-    if os.geteuid() == 0:
-        command.insert(1, "--allow-run-as-root")
-    done = subprocess.run(command, capture_output=True, text=True, env=env,
-                          timeout=args.timeout)
-    output = done.stdout + done.stderr
-    if done.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(command)}\n{output.strip()[-1500:]}")
+    output = zrun_on_one_rank(args, plan, "train", [
+        "--data", args.data, "--steps", str(args.steps),
+        "--lr", repr(train_peers.LR), "--beta1", repr(train_peers.BETAS[0]),
+        "--beta2", repr(train_peers.BETAS[1]), "--eps", repr(train_peers.EPS),
+        "--weight-decay", repr(train_peers.WEIGHT_DECAY), "--seed", "0",
+        "--loss-log", loss_log])
     losses = [float(line.split("\t")[1]) for line in open(loss_log) if line.strip()]
     step_tokens = args.rows * args.seq
     elapsed = [0.0]
@@ -184,10 +199,7 @@ FORWARD_TOLERANCE = 1e-4
 def forward_torch(args, size, ids):
     """(logits, seconds of the last of FORWARD_REPEAT runs) of eager torch."""
     import torch
-    torch.set_num_threads(args.threads)
-    model = llama(size)
-    model.load_state_dict(torch.load(os.path.join(args.work_dir, f"weights-{size}.pt"),
-                                     weights_only=True))
+    model = load_llama(args, size)
     model.eval()
     batch = torch.from_numpy(ids)
     with torch.no_grad():
@@ -227,18 +239,12 @@ def forward_zrun(args, size, ids, trial):
     ids_path = os.path.join(args.work_dir, f"ids-{size}.npy")
     out_path = os.path.join(args.work_dir, f"logits-{size}-{trial}.npy")
     np.save(ids_path, ids)
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
-               OPENBLAS_NUM_THREADS=str(args.threads))
-    command = ["mpirun", "-np", "1", "--bind-to", "none", args.zrun, plan, "run",
-               "--input", f"input_ids={ids_path}", "--output", f"logits={out_path}",
-               "--repeat", str(FORWARD_REPEAT), "--threads", str(args.threads)]
-    if os.geteuid() == 0:
-        command.insert(1, "--allow-run-as-root")
-    done = subprocess.run(command, capture_output=True, text=True, env=env,
-                          timeout=args.timeout)
-    found = re.search(r"zrun: run time ([\d.]+) s", done.stdout)
-    if done.returncode != 0 or not found:
-        sys.exit(f"FAIL: {' '.join(command)}\n{(done.stdout + done.stderr).strip()[-1500:]}")
+    output = zrun_on_one_rank(args, plan, "run", [
+        "--input", f"input_ids={ids_path}", "--output", f"logits={out_path}",
+        "--repeat", str(FORWARD_REPEAT)])
+    found = re.search(r"zrun: run time ([\d.]+) s", output)
+    if not found:
+        sys.exit(f"FAIL: zrun run printed no run time:\n{output.strip()[-1500:]}")
     return np.load(out_path), float(found.group(1))
 
 
