@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/plan/Opcodes.h"
 #include "runtime/support/Bfloat16.h"
@@ -1098,6 +1099,48 @@ TEST(CpuKernels, TransposeAnyPermutation) {
   Tensor t({3, 2}, ElementType::I64);
   runOk(Op("transpose").ints("perm", {1, 0}), {&i64}, t);
   EXPECT_EQ(t.values<int64_t>(), (std::vector<int64_t>{1, 4, 2, 5, 3, 6}));
+}
+
+// Large enough for the tiled copy (KernelSupport.h, tiledTransposeCopy):
+// partial tiles at both edges, outer dimensions, a slice's negative step and
+// an expand's zero stride, each against the definition element by element.
+TEST(CpuKernels, TransposeTiledMatchesTheDefinition) {
+  std::vector<int64_t> shape = {2, 3, 70, 45};
+  Tensor x = randomFloats(rng(), shape);
+  for (std::vector<int64_t> perm :
+       {std::vector<int64_t>{0, 1, 3, 2}, std::vector<int64_t>{1, 0, 3, 2},
+        std::vector<int64_t>{3, 0, 2, 1}}) {
+    std::vector<int64_t> resultShape;
+    for (int64_t axis : perm)
+      resultShape.push_back(shape[axis]);
+    Tensor y(resultShape, ElementType::F32);
+    runOk(Op("transpose").ints("perm", perm), {&x}, y);
+    for (int64_t i = 0; i < y.size(); ++i) {
+      std::vector<int64_t> out = unravel(i, resultShape), in(4);
+      for (size_t d = 0; d < 4; ++d)
+        in[perm[d]] = out[d];
+      ASSERT_EQ(y.data<float>()[i], x.data<float>()[broadcastFlat(in, shape)])
+          << i;
+    }
+  }
+  // The tiled copy with other strides: tiledTransposeCopy directly, reading
+  // columns backwards (a negative stride) and one row for every column (a
+  // zero stride, as expand).
+  std::vector<float> source(70 * 45);
+  for (size_t i = 0; i < source.size(); ++i)
+    source[i] = static_cast<float>(i);
+  std::vector<float> backwards(45 * 70);
+  ASSERT_TRUE(cpu::detail::tiledTransposeCopy<float>(
+      source.data(), 44 * 70, {1, -70}, {70, 45}, backwards.data()));
+  for (int64_t i = 0; i < 70; ++i)
+    for (int64_t j = 0; j < 45; ++j)
+      ASSERT_EQ(backwards[i * 45 + j], source[(44 - j) * 70 + i]) << i << j;
+  std::vector<float> repeated(70 * 45);
+  ASSERT_TRUE(cpu::detail::tiledTransposeCopy<float>(
+      source.data(), 0, {1, 0}, {70, 45}, repeated.data()));
+  for (int64_t i = 0; i < 70; ++i)
+    for (int64_t j = 0; j < 45; ++j)
+      ASSERT_EQ(repeated[i * 45 + j], source[i]) << i << j;
 }
 
 TEST(CpuKernels, SliceWithNegativeSteps) {
