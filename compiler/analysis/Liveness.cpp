@@ -98,8 +98,8 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
 
   auto module = func->getParentOfType<ModuleOp>();
   // One hash table for every lookup below: the module has a symbol per
-  // parameter and group, and this analysis is rebuilt often (zplan-prefetch
-  // builds one per gather it moves).
+  // parameter and group, and passes rebuild this analysis as they change
+  // the schedule.
   SymbolTable symbols(module);
   // Each gradient a reduce-scatter reads: the index of its wait.
   llvm::DenseMap<Value, int64_t> gradientEnds;
