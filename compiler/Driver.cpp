@@ -36,7 +36,7 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
   if (llvm::Error error = checkOutputPaths(options, {options.modelPath}))
     return error;
   llvm::Expected<HardwareProfile> profile =
-      getHardwareProfile(options.hardware);
+      loadHardwareProfile(options.hardware, options.hardwareProfile);
   if (!profile)
     return profile.takeError();
   CostModel cost(*profile);

@@ -40,7 +40,8 @@ static PlanMeasure measurePlan(const EmittedPlan &emitted, bool carried) {
     measure.arenaExcess = std::max(measure.arenaExcess, excess);
   }
   measure.simulatedSeconds =
-      simulate(emitted.plan.programs(emitted.primary), emitted.seconds)
+      simulate(emitted.plan.programs(emitted.primary), emitted.seconds,
+               emitted.cost ? &*emitted.cost : nullptr)
           .totalSeconds;
   measure.carried = carried;
   return measure;
@@ -63,6 +64,7 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
   schedule.policy = policy;
   schedule.memoryBudget = static_cast<int64_t>(budget);
   schedule.hardware = options.hardware;
+  schedule.hardwareProfile = options.hardwareProfile;
   schedule.bucketBytes = options.bucketBytes;
   schedule.persistenceThreshold = options.persistenceThreshold;
   schedule.paramDtype = options.paramDtype;

@@ -94,6 +94,10 @@ struct CompileOptions {
   CompileMode mode = CompileMode::Infer;
   /// The profile the cost model and the plan are tuned for.
   Hardware hardware = Hardware::Cpu;
+  /// --hardware-profile: a calibrated profile's JSON file whose numbers
+  /// replace `hardware`'s embedded ones (bench/calibrate_cpu.cpp writes
+  /// one); empty for the embedded profile.
+  std::string hardwareProfile;
   /// Bytes per rank; nullopt for no limit.
   std::optional<uint64_t> memoryBudget;
   ImportOptions import;

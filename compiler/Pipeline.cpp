@@ -56,6 +56,7 @@ static Options hoistingOptions(const zplan::ScheduleOptions &options) {
   hoisting.policy = options.policy;
   hoisting.memoryBudget = options.memoryBudget;
   hoisting.hardware = options.hardware;
+  hoisting.hardwareProfile = options.hardwareProfile;
   hoisting.maxInFlight = options.maxInFlight;
   hoisting.maxInFlightBytes = options.maxInFlightBytes;
   return hoisting;
@@ -87,6 +88,7 @@ void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
   residency.policy = options.policy;
   residency.memoryBudget = options.memoryBudget;
   residency.hardware = options.hardware;
+  residency.hardwareProfile = options.hardwareProfile;
   pm.addPass(createResidency(residency));
 
   // After sharding, so the resident bytes and each group's gathered size are
@@ -111,6 +113,7 @@ void zplan::buildSchedulePipeline(mlir::OpPassManager &pm,
   // collectives they agree on when to stop (docs/generation.md section 8).
   DecodeLockstepOptions lockstep;
   lockstep.hardware = options.hardware;
+  lockstep.hardwareProfile = options.hardwareProfile;
   pm.addPass(createDecodeLockstep(lockstep));
 
   VerifyScheduleOptions verify;

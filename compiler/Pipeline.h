@@ -45,6 +45,9 @@ struct ScheduleOptions {
   /// Bytes per rank; 0 = none.
   int64_t memoryBudget = 0;
   Hardware hardware = Hardware::Cpu;
+  /// A calibrated profile's JSON file in place of `hardware`'s embedded one
+  /// ("": the embedded one).
+  std::string hardwareProfile;
   int64_t bucketBytes = 32 << 20;
   int64_t persistenceThreshold = 100000;
   int64_t alignment = 128;

@@ -18,6 +18,7 @@
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -61,6 +62,8 @@ static const NumericField kNumericFields[] = {
      false},
     {"collective_latency_seconds", &HardwareProfile::collectiveLatencySeconds,
      true},
+    {"compute_slowdown_during_collective",
+     &HardwareProfile::computeSlowdownDuringCollective, true},
 };
 
 llvm::Expected<HardwareProfile> zplan::getHardwareProfile(Hardware hardware) {
@@ -165,6 +168,27 @@ zplan::getHardwareProfile(llvm::StringRef name) {
   }
   return makeError("unknown hardware profile '" + name + "'; known profiles: " +
                    llvm::join(getHardwareProfileNames(), ", "));
+}
+
+llvm::Expected<HardwareProfile>
+zplan::loadHardwareProfile(Hardware hardware, llvm::StringRef path) {
+  if (path.empty())
+    return getHardwareProfile(hardware);
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!file)
+    return makeError("cannot read the hardware profile '" + path +
+                     "': " + file.getError().message());
+  llvm::Expected<HardwareProfile> profile =
+      parseHardwareProfile((*file)->getBuffer());
+  if (!profile)
+    return makeError("hardware profile '" + path +
+                     "': " + llvm::toString(profile.takeError()));
+  if (profile->name != spell(hardware))
+    return makeError("hardware profile '" + path + "' describes '" +
+                     profile->name + "', not the --hardware '" +
+                     spell(hardware) + "' it is to calibrate");
+  return profile;
 }
 
 //===----------------------------------------------------------------------===//
@@ -368,6 +392,19 @@ double CostModel::computeSeconds(Operation *op) const {
                                       : hardware.f32MatmulFlopsPerSecond;
   return std::max(cost.flops / peak,
                   cost.bytes / hardware.memoryBytesPerSecond);
+}
+
+double
+CostModel::computeSecondsBesideCollective(double seconds,
+                                          double commAheadSeconds) const {
+  double slowdown = hardware.computeSlowdownDuringCollective;
+  // An op that computes nothing (a view, a release) is not slowed.
+  if (seconds == 0 || commAheadSeconds <= 0 || slowdown == 0)
+    return seconds;
+  // Done before the collectives are: at 1 - s of its speed throughout.
+  if (slowdown < 1 && seconds < (1 - slowdown) * commAheadSeconds)
+    return seconds / (1 - slowdown);
+  return seconds + slowdown * commAheadSeconds;
 }
 
 /// A ring collective over `bytes` in `steps` passes (all-gather and

@@ -55,6 +55,12 @@ struct HardwareProfile {
   double collectiveBytesPerSecond = 0;
   /// Fixed cost of one collective, whatever its size.
   double collectiveLatencySeconds = 0;
+  /// What a collective on the comm queue costs the compute queue beside it,
+  /// in compute seconds per second of the collective: 0 where it runs on
+  /// units of its own (NCCL on a GPU: overlap is free); about 1 where the
+  /// comm thread takes the cores compute needs (CPU ranks: overlap gains
+  /// nothing); measured by bench/calibrate_cpu.cpp.
+  double computeSlowdownDuringCollective = 0;
   /// JSON field name of each number -> where it comes from, and whether it
   /// is a datasheet peak or an estimate.
   std::map<std::string, std::string> sources;
@@ -69,6 +75,12 @@ llvm::Expected<HardwareProfile> getHardwareProfile(Hardware hardware);
 /// The embedded profile `name`; an unknown name is an error that lists the
 /// known ones.
 llvm::Expected<HardwareProfile> getHardwareProfile(llvm::StringRef name);
+
+/// The embedded profile of `hardware`, or, when `path` is not empty, the
+/// profile in that JSON file (a calibrated one, bench/calibrate_cpu.cpp),
+/// which must name itself as `hardware` is spelt. Errors name the file.
+llvm::Expected<HardwareProfile> loadHardwareProfile(Hardware hardware,
+                                                    llvm::StringRef path);
 
 /// Parses a profile from JSON text. Every numeric field must be present and
 /// positive (the latency may be zero) and carry a non-empty source; unknown
@@ -104,6 +116,15 @@ public:
   /// Roofline time of `op`: max(flops / peak of its units, bytes / memory
   /// bandwidth); 0 for ops that compute nothing.
   double computeSeconds(mlir::Operation *op) const;
+
+  /// How long a compute op of `seconds` takes when the comm queue still has
+  /// `commAheadSeconds` of collectives to run as it starts: the compute
+  /// pays computeSlowdownDuringCollective (s) for every second of them it
+  /// runs beside, so it runs at 1 - s of its speed while they last (s >= 1:
+  /// it waits them out, and pays s - 1 more). s = 0 gives `seconds`
+  /// exactly.
+  double computeSecondsBesideCollective(double seconds,
+                                        double commAheadSeconds) const;
 
   /// One all-gather that leaves `gatheredBytes` (the full, padded group) on
   /// every rank: latency + gatheredBytes * (N-1)/N / bus bandwidth. Each rank

@@ -79,7 +79,10 @@ static ProgramCost replay(func::FuncOp func, const CostModel &cost,
         compute = gather(groupBytes(group), group.getWorldSize());
       continue;
     }
-    compute += cost.computeSeconds(&op);
+    // Beside the collectives still running, compute pays what the
+    // hardware charges for them (0 on a GPU).
+    compute += cost.computeSecondsBesideCollective(cost.computeSeconds(&op),
+                                                   comm - compute);
   }
   // The program ends when its comm queue has drained too.
   if (comm > compute)

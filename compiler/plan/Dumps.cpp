@@ -256,7 +256,8 @@ std::string zplan::formatReport(
               ? &emitted->programs[p]
               : nullptr;
       Timeline timeline =
-          simulate(program, data ? data->seconds : emitted->seconds);
+          simulate(program, data ? data->seconds : emitted->seconds,
+                   emitted->cost ? &*emitted->cost : nullptr);
       uint64_t peak =
           emitted->residentBytes +
           (data ? data->arena.arenaBytes : emitted->arena.arenaBytes);

@@ -1098,6 +1098,7 @@ llvm::Expected<EmittedPlan> Emitter::run() {
   result.arena = result.programs[result.primary].arena;
   result.arena.arenaBytes = out.arena_bytes();
   result.seconds = result.programs[result.primary].seconds;
+  result.cost.emplace(cost);
   // zrun finds programs and bindings by kind and role: a plan that breaks
   // their contract (a generation model whose prefill takes an input the
   // session cannot feed) is refused here, naming it, not on N ranks.

@@ -42,6 +42,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,9 @@ struct EmittedPlan {
   ArenaPlan arena;
   /// The primary program's per-instruction times.
   std::vector<double> seconds;
+  /// The cost model the times come from: the simulator charges its
+  /// overlap cost (CostModel::computeSecondsBesideCollective) with them.
+  std::optional<CostModel> cost;
   /// Per-rank bytes outside the arena: shards and persistent groups (and
   /// training state; in a generation plan the KV caches and resident
   /// copies, counted apart below too).

@@ -8,7 +8,8 @@
 using namespace zplan;
 
 Timeline zplan::simulate(const plan::Program &program,
-                         const std::vector<double> &seconds) {
+                         const std::vector<double> &seconds,
+                         const CostModel *cost) {
   Timeline timeline;
   timeline.finish.assign(program.instructions_size(), 0);
   double computeFree = 0, commFree = 0;
@@ -36,6 +37,10 @@ Timeline zplan::simulate(const plan::Program &program,
     } else {
       double start = std::max(computeFree, ready);
       timeline.exposedCommSeconds += start - computeFree;
+      // The collectives issued before it are still running until commFree.
+      if (cost)
+        duration =
+            cost->computeSecondsBesideCollective(duration, commFree - start);
       computeFree = start + duration;
       timeline.finish[index] = computeFree;
       timeline.computeSeconds += duration;

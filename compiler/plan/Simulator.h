@@ -12,6 +12,7 @@
 #ifndef ZPLAN_COMPILER_PLAN_SIMULATOR_H
 #define ZPLAN_COMPILER_PLAN_SIMULATOR_H
 
+#include "compiler/analysis/CostModel.h"
 #include "runtime/plan/plan.pb.h"
 
 #include <vector>
@@ -29,9 +30,13 @@ struct Timeline {
 };
 
 /// `seconds[i]` is instruction i's duration; a missing, negative or
-/// non-finite one counts as zero, so the totals are always finite.
+/// non-finite one counts as zero, so the totals are always finite. A compute
+/// instruction that starts while the comm queue is busy runs slower by
+/// CostModel::computeSecondsBesideCollective of `cost` (0 on a GPU profile:
+/// no change); null: as if 0.
 Timeline simulate(const plan::Program &program,
-                  const std::vector<double> &seconds);
+                  const std::vector<double> &seconds,
+                  const CostModel *cost = nullptr);
 
 } // namespace zplan
 

@@ -82,8 +82,8 @@ struct CrossStepPrefetchPass
     auto decode = module.lookupSymbol<func::FuncOp>(kDecodeName);
     if (!decode)
       return; // Not a generation module.
-    FailureOr<CostModel> cost =
-        hoistingCostModel(module, "zplan-cross-step-prefetch", hardware);
+    FailureOr<CostModel> cost = hoistingCostModel(
+        module, "zplan-cross-step-prefetch", hardware, hardwareProfile);
     if (failed(cost))
       return signalPassFailure();
     // jit is FSDP2's generate: no prefetch across tokens.
@@ -145,6 +145,11 @@ struct CrossStepPrefetchPass
          << llvm::format("%.3f", before * 1e6)
          << " us without): the tail hides less of its gather than the "
             "token's start does";
+      // Where overlap is not free, say so: that is why on CPU ranks.
+      if (double slowdown = cost->profile().computeSlowdownDuringCollective)
+        os << ", and compute beside a collective pays "
+           << llvm::format("%.3g", slowdown)
+           << " of its time on this hardware profile";
       return record("zplan.carry_skipped", os.str());
     }
     carry(module, name, *cost);

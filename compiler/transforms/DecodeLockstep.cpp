@@ -73,8 +73,8 @@ struct DecodeLockstepPass
     // leaves no rank waiting.
     if (worldSizeOf(module) == 1 || !firstCollective(decode))
       return;
-    FailureOr<CostModel> cost =
-        hoistingCostModel(module, "zplan-decode-lockstep", hardware);
+    FailureOr<CostModel> cost = hoistingCostModel(
+        module, "zplan-decode-lockstep", hardware, hardwareProfile);
     if (failed(cost))
       return signalPassFailure();
     double agreement = agreementSeconds(*cost, worldSizeOf(module));

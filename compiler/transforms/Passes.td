@@ -32,6 +32,13 @@ class HardwareOption
                           "NVIDIA A100 SXM 80GB"),
                clEnumValN(::zplan::Hardware::Cpu, "cpu", "a CPU host"))}]>;
 
+// A calibrated profile (bench/calibrate_cpu.cpp writes one) in place of the
+// embedded one `hardware` names; zcc's --hardware-profile.
+class HardwareProfileOption
+    : Option<"hardwareProfile", "hardware-profile", "std::string",
+             /*default=*/"", "JSON file of a calibrated hardware profile for "
+             "`hardware` (its numbers replace the embedded profile's)">;
+
 def FormNNOps : Pass<"zplan-form-nn-ops", "::mlir::func::FuncOp"> {
   let summary = "Forms the high-level nn ops from the primitive chains "
                 "exporters emit";
@@ -529,6 +536,7 @@ def Residency : Pass<"zplan-residency", "::mlir::ModuleOp"> {
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Bytes per rank; 0 = none (every group resident)">,
     HardwareOption<>,
+    HardwareProfileOption<>,
   ];
   let dependentDialects = ["::zplan::zero::ZeroDialect",
                            "::mlir::func::FuncDialect"];
@@ -695,6 +703,7 @@ def Prefetch : Pass<"zplan-prefetch", "::mlir::ModuleOp"> {
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Bytes per rank; 0 = none">,
     HardwareOption<>,
+    HardwareProfileOption<>,
     Option<"maxInFlight", "max-in-flight", "int64_t", /*default=*/"2",
            "Most gathers started and not yet waited for at any op">,
     Option<"maxInFlightBytes", "max-in-flight-bytes", "int64_t",
@@ -758,6 +767,7 @@ def CrossStepPrefetch : Pass<"zplan-cross-step-prefetch", "::mlir::ModuleOp"> {
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Bytes per rank; 0 = none">,
     HardwareOption<>,
+    HardwareProfileOption<>,
     Option<"maxInFlight", "max-in-flight", "int64_t", /*default=*/"2",
            "Most gathers started and not yet waited for at any op">,
     Option<"maxInFlightBytes", "max-in-flight-bytes", "int64_t",
@@ -797,6 +807,7 @@ def DecodeLockstep : Pass<"zplan-decode-lockstep", "::mlir::ModuleOp"> {
   }];
   let options = [
     HardwareOption<>,
+    HardwareProfileOption<>,
   ];
   let dependentDialects = ["::zplan::zero::ZeroDialect"];
 }

@@ -34,8 +34,8 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
   using PrefetchBase::PrefetchBase;
 
   void runOnOperation() override {
-    FailureOr<CostModel> cost =
-        hoistingCostModel(getOperation(), "zplan-prefetch", hardware);
+    FailureOr<CostModel> cost = hoistingCostModel(
+        getOperation(), "zplan-prefetch", hardware, hardwareProfile);
     if (failed(cost))
       return signalPassFailure();
     // One table for every group lookup (a lookup without one scans the

@@ -99,7 +99,8 @@ struct ResidencyPass : zplan::impl::ResidencyBase<ResidencyPass> {
     auto decode = module.lookupSymbol<func::FuncOp>(kDecodeName);
     if (!decode)
       return; // Not a generation module.
-    llvm::Expected<HardwareProfile> profile = getHardwareProfile(hardware);
+    llvm::Expected<HardwareProfile> profile =
+        loadHardwareProfile(hardware, hardwareProfile);
     if (!profile) {
       module.emitError() << "zplan-residency: "
                          << llvm::toString(profile.takeError());

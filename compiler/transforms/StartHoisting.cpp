@@ -51,8 +51,10 @@ void HoistPicture::passed(Operation *op, uint64_t bytes) {
 }
 
 FailureOr<CostModel> zplan::hoistingCostModel(Operation *op, StringRef pass,
-                                              Hardware hardware) {
-  llvm::Expected<HardwareProfile> profile = getHardwareProfile(hardware);
+                                              Hardware hardware,
+                                              StringRef hardwareProfile) {
+  llvm::Expected<HardwareProfile> profile =
+      loadHardwareProfile(hardware, hardwareProfile);
   if (!profile)
     return op->emitError() << pass << ": "
                            << llvm::toString(profile.takeError());
@@ -92,7 +94,12 @@ HoistResult zplan::hoistStart(Operation *start, Operation *consumer,
           here.inFlight > 0
               ? cost.allGatherSeconds(here.inFlightBytes, worldSize)
               : 0;
-      if (result.overlappedSeconds >= result.neededSeconds + backlog)
+      // Compute beside the collectives runs slower (CostModel::
+      // computeSecondsBesideCollective), so it spans them sooner; where it
+      // pays all of their time (a CPU rank), moving further gains nothing.
+      if (cost.computeSecondsBesideCollective(result.overlappedSeconds,
+                                              result.neededSeconds + backlog) >=
+          result.neededSeconds + backlog)
         break;
     }
     // Comm order stays wait order.

@@ -86,11 +86,13 @@ private:
   uint64_t resident = 0;
 };
 
-/// The cost model of a hoisting pass's `hardware` option; on error (an
-/// embedded profile that does not parse), one diagnostic on `op` naming
-/// `pass`.
-mlir::FailureOr<CostModel>
-hoistingCostModel(mlir::Operation *op, llvm::StringRef pass, Hardware hardware);
+/// The cost model of a schedule pass's `hardware` and `hardware-profile`
+/// options (loadHardwareProfile); on error (a profile that does not parse or
+/// cannot be read), one diagnostic on `op` naming `pass`.
+mlir::FailureOr<CostModel> hoistingCostModel(mlir::Operation *op,
+                                             llvm::StringRef pass,
+                                             Hardware hardware,
+                                             llvm::StringRef hardwareProfile);
 
 /// Moves `start` (a zero.gather_start or zero.carry_start of `bytes`
 /// gathered over `worldSize` ranks) up op by op within its block. The

@@ -17,8 +17,23 @@
 // RUN: zcc-opt %t/hidden.mlir -zplan-cross-step-prefetch | FileCheck %t/hidden.mlir
 // RUN: zcc-opt %t/resident.mlir -zplan-cross-step-prefetch | FileCheck %t/resident.mlir
 // RUN: not zcc-opt %t/tail.mlir -zplan-cross-step-prefetch="policy=eager" 2>&1 | FileCheck %t/tail.mlir --check-prefix=POLICY
+// RUN: zcc-opt %t/tail.mlir -zplan-cross-step-prefetch="hardware-profile=%t/serial.json" | FileCheck %t/tail.mlir --check-prefix=SERIAL
+// RUN: not zcc-opt %t/tail.mlir -zplan-cross-step-prefetch="hardware-profile=%t/old.json" 2>&1 | FileCheck %t/tail.mlir --check-prefix=OLDPROFILE
+// RUN: not zcc-opt %t/tail.mlir -zplan-cross-step-prefetch="hardware=h200 hardware-profile=%t/serial.json" 2>&1 | FileCheck %t/tail.mlir --check-prefix=OTHERHARDWARE
 
 //--- tail.mlir
+
+// A calibrated profile (serial.json: the cpu profile's rates, but compute
+// beside a collective pays all of its time, as bench/calibrate_cpu.cpp
+// measured on a 2-core VM) turns the carry down: with it the tail's compute
+// is charged the carried gather it runs beside, so a decode step is no
+// shorter than with the gather at the token's start.
+// SERIAL: module attributes {zplan.carry_skipped = {bytes = 45056 : i64, group = @ga, reason = "carrying it would not shorten a decode step (99.528 us with the carry, 99.528 us without): the tail hides less of its gather than the token's start does, and compute beside a collective pays 1 of its time on this hardware profile"}}
+// SERIAL-NOT: zero.carry_start
+// A profile without the field (written before it existed) is refused by
+// name, not read as free overlap; one for other hardware is refused too.
+// OLDPROFILE: error: zplan-cross-step-prefetch: hardware profile '{{.*}}old.json': field 'compute_slowdown_during_collective' must be a number
+// OTHERHARDWARE: error: zplan-cross-step-prefetch: hardware profile '{{.*}}serial.json' describes 'cpu', not the --hardware 'h200' it is to calibrate
 
 // On the cpu profile, gathering @ga (11264 f32, 45056 B) over 4 ranks takes
 // 10 us + 45056 B x 3/4 / 3 GB/s = 21.264 us; a relu of 90x125 f32 6 us, an
@@ -244,4 +259,38 @@ func.func @decode(%x: tensor<90x125xf32>) -> tensor<90x125xf32> {
 func.func @generate_end() {
   zero.resident_release {group = @ga}
   return
+}
+
+//--- serial.json
+{
+  "name": "cpu",
+  "matmul_flops_per_second": 50e9,
+  "f32_matmul_flops_per_second": 50e9,
+  "vector_flops_per_second": 20e9,
+  "memory_bytes_per_second": 15e9,
+  "collective_bytes_per_second": 3e9,
+  "collective_latency_seconds": 10e-6,
+  "compute_slowdown_during_collective": 1,
+  "sources": {
+    "matmul_flops_per_second": "test", "f32_matmul_flops_per_second": "test",
+    "vector_flops_per_second": "test", "memory_bytes_per_second": "test",
+    "collective_bytes_per_second": "test", "collective_latency_seconds": "test",
+    "compute_slowdown_during_collective": "test: compute pays all of it"
+  }
+}
+
+//--- old.json
+{
+  "name": "cpu",
+  "matmul_flops_per_second": 50e9,
+  "f32_matmul_flops_per_second": 50e9,
+  "vector_flops_per_second": 20e9,
+  "memory_bytes_per_second": 15e9,
+  "collective_bytes_per_second": 3e9,
+  "collective_latency_seconds": 10e-6,
+  "sources": {
+    "matmul_flops_per_second": "test", "f32_matmul_flops_per_second": "test",
+    "vector_flops_per_second": "test", "memory_bytes_per_second": "test",
+    "collective_bytes_per_second": "test", "collective_latency_seconds": "test"
+  }
 }

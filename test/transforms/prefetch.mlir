@@ -5,6 +5,8 @@
 //
 // RUN: split-file %s %t
 // RUN: zcc-opt %t/cost.mlir -split-input-file -zplan-prefetch="hardware=cpu" | FileCheck %t/cost.mlir
+// RUN: zcc-opt %t/cost.mlir -split-input-file -zplan-prefetch="hardware=cpu hardware-profile=%t/half.json" | FileCheck %t/cost.mlir --check-prefix=HALF
+// RUN: zcc-opt %t/cost.mlir -split-input-file -zplan-prefetch="hardware=cpu hardware-profile=%t/serial.json" | FileCheck %t/cost.mlir --check-prefix=SERIAL
 // RUN: zcc-opt %t/stops.mlir -zplan-prefetch | FileCheck %t/stops.mlir --check-prefix=INFLIGHT
 // RUN: zcc-opt %t/stops.mlir -zplan-prefetch="max-in-flight=3" | FileCheck %t/stops.mlir --check-prefix=START
 // RUN: zcc-opt %t/stops.mlir -zplan-prefetch="policy=jit" | FileCheck %t/stops.mlir --check-prefix=JIT
@@ -59,6 +61,30 @@ func.func @covered_by_matmul(%x: tensor<90x125xf32>, %k: tensor<125x125xf32>) ->
 // CHECK-NEXT: %[[R5:.*]] = nn.relu %[[R4]]
 // CHECK-NEXT: %[[R6:.*]] = nn.relu %[[R5]]
 // CHECK-NEXT: %[[W:.*]] = zero.gather_wait %[[T]]
+//
+// Where compute beside a collective runs slower (a calibrated profile's
+// compute_slowdown_during_collective s, CostModel.h), it spans the 21.264 us
+// sooner: (1 - s) x 21.264 us of compute covers it. s = 0.5: 10.632 us, two
+// relus (12 us). s = 1 (a 2-core CPU rank: overlap gains nothing): any
+// compute, one relu; the copy is held no longer than that buys.
+// HALF-LABEL: func.func @covered_by_four_relus
+// HALF: nn.relu
+// HALF-NEXT: nn.relu
+// HALF-NEXT: nn.relu
+// HALF-NEXT: nn.relu
+// HALF-NEXT: zero.gather_start
+// HALF-NEXT: nn.relu
+// HALF-NEXT: nn.relu
+// HALF-NEXT: zero.gather_wait
+// SERIAL-LABEL: func.func @covered_by_four_relus
+// SERIAL: nn.relu
+// SERIAL-NEXT: nn.relu
+// SERIAL-NEXT: nn.relu
+// SERIAL-NEXT: nn.relu
+// SERIAL-NEXT: nn.relu
+// SERIAL-NEXT: zero.gather_start
+// SERIAL-NEXT: nn.relu
+// SERIAL-NEXT: zero.gather_wait
 nn.parameter @w : tensor<90x125xf32>
 zero.group @gw {params = [@w], padded_elements = 11264 : i64, world_size = 4 : i64}
 func.func @covered_by_four_relus(%x: tensor<90x125xf32>) -> tensor<90x125xf32> {
@@ -164,4 +190,40 @@ func.func @stops(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %w = nn.matmul %r4, %c : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
   zero.release %c : tensor<8x8xf32>
   return %w : tensor<4x8xf32>
+}
+
+//--- half.json
+{
+  "name": "cpu",
+  "matmul_flops_per_second": 50e9,
+  "f32_matmul_flops_per_second": 50e9,
+  "vector_flops_per_second": 20e9,
+  "memory_bytes_per_second": 15e9,
+  "collective_bytes_per_second": 3e9,
+  "collective_latency_seconds": 10e-6,
+  "compute_slowdown_during_collective": 0.5,
+  "sources": {
+    "matmul_flops_per_second": "test", "f32_matmul_flops_per_second": "test",
+    "vector_flops_per_second": "test", "memory_bytes_per_second": "test",
+    "collective_bytes_per_second": "test", "collective_latency_seconds": "test",
+    "compute_slowdown_during_collective": "test"
+  }
+}
+
+//--- serial.json
+{
+  "name": "cpu",
+  "matmul_flops_per_second": 50e9,
+  "f32_matmul_flops_per_second": 50e9,
+  "vector_flops_per_second": 20e9,
+  "memory_bytes_per_second": 15e9,
+  "collective_bytes_per_second": 3e9,
+  "collective_latency_seconds": 10e-6,
+  "compute_slowdown_during_collective": 1,
+  "sources": {
+    "matmul_flops_per_second": "test", "f32_matmul_flops_per_second": "test",
+    "vector_flops_per_second": "test", "memory_bytes_per_second": "test",
+    "collective_bytes_per_second": "test", "collective_latency_seconds": "test",
+    "compute_slowdown_during_collective": "test"
+  }
 }

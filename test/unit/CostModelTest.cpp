@@ -14,7 +14,10 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
 
@@ -428,9 +431,10 @@ TEST(CostModelCollectives, ReduceScatterAndAllReduce) {
 //===----------------------------------------------------------------------===//
 
 const char *const kNumericFields[] = {
-    "matmul_flops_per_second",     "f32_matmul_flops_per_second",
-    "vector_flops_per_second",     "memory_bytes_per_second",
-    "collective_bytes_per_second", "collective_latency_seconds"};
+    "matmul_flops_per_second",           "f32_matmul_flops_per_second",
+    "vector_flops_per_second",           "memory_bytes_per_second",
+    "collective_bytes_per_second",       "collective_latency_seconds",
+    "compute_slowdown_during_collective"};
 
 TEST(CostModelProfiles, EveryProfileLoadsWithASourceForEachNumber) {
   std::vector<std::string> names;
@@ -507,12 +511,15 @@ llvm::json::Object validProfile() {
       {"memory_bytes_per_second", 1e11},
       {"collective_bytes_per_second", 1e10},
       {"collective_latency_seconds", 0},
-      {"sources", llvm::json::Object{{"matmul_flops_per_second", "a"},
-                                     {"f32_matmul_flops_per_second", "a"},
-                                     {"vector_flops_per_second", "b"},
-                                     {"memory_bytes_per_second", "c"},
-                                     {"collective_bytes_per_second", "d"},
-                                     {"collective_latency_seconds", "e"}}}};
+      {"compute_slowdown_during_collective", 0},
+      {"sources",
+       llvm::json::Object{{"matmul_flops_per_second", "a"},
+                          {"f32_matmul_flops_per_second", "a"},
+                          {"vector_flops_per_second", "b"},
+                          {"memory_bytes_per_second", "c"},
+                          {"collective_bytes_per_second", "d"},
+                          {"collective_latency_seconds", "e"},
+                          {"compute_slowdown_during_collective", "f"}}}};
 }
 
 std::string parseError(llvm::json::Object profile) {
@@ -546,10 +553,96 @@ TEST(CostModelProfiles, MalformedProfilesAreRejected) {
   EXPECT_EQ(parseError(std::move(notANumber)),
             "field 'memory_bytes_per_second' must be a number");
 
+  // A profile written before the overlap cost existed is refused by name,
+  // not read as free overlap.
+  llvm::json::Object noSlowdown = validProfile();
+  noSlowdown.erase("compute_slowdown_during_collective");
+  EXPECT_EQ(parseError(std::move(noSlowdown)),
+            "field 'compute_slowdown_during_collective' must be a number");
+
+  llvm::json::Object negativeSlowdown = validProfile();
+  negativeSlowdown["compute_slowdown_during_collective"] = -0.5;
+  EXPECT_EQ(parseError(std::move(negativeSlowdown)),
+            "field 'compute_slowdown_during_collective' must be "
+            "non-negative, got -0.5");
+
   llvm::Expected<HardwareProfile> truncated = parseHardwareProfile("{");
   ASSERT_FALSE(static_cast<bool>(truncated));
   EXPECT_NE(errorText(truncated.takeError()).find("malformed JSON"),
             std::string::npos);
+}
+
+TEST(CostModelProfiles, GpuProfilesChargeNothingForOverlap) {
+  // Their plans stay as they were before the field existed.
+  for (llvm::StringRef name : getHardwareProfileNames()) {
+    llvm::Expected<HardwareProfile> profile = getHardwareProfile(name);
+    ASSERT_TRUE(static_cast<bool>(profile)) << errorText(profile.takeError());
+    EXPECT_EQ(profile->computeSlowdownDuringCollective, 0) << name.str();
+  }
+}
+
+TEST(CostModelOverlap, ComputeBesideACollectivePaysTheSlowdown) {
+  HardwareProfile profile = *getHardwareProfile("cpu");
+  profile.computeSlowdownDuringCollective = 0;
+  CostModel free(profile);
+  EXPECT_EQ(free.computeSecondsBesideCollective(3e-3, 5e-3), 3e-3);
+
+  // s = 0.5: half speed while 4 ms of collectives run. 1 ms of compute
+  // ends inside them (2 ms); 3 ms outlasts them: 2 ms of it in the 4 ms,
+  // then 1 ms alone, so 3 + 0.5 * 4 = 5 ms.
+  profile.computeSlowdownDuringCollective = 0.5;
+  CostModel half(profile);
+  EXPECT_DOUBLE_EQ(half.computeSecondsBesideCollective(1e-3, 4e-3), 2e-3);
+  EXPECT_DOUBLE_EQ(half.computeSecondsBesideCollective(3e-3, 4e-3), 5e-3);
+  EXPECT_EQ(half.computeSecondsBesideCollective(3e-3, 0), 3e-3);
+
+  // s = 1: compute waits the collectives out (overlap gains nothing); an
+  // op that computes nothing is not charged.
+  profile.computeSlowdownDuringCollective = 1;
+  CostModel serial(profile);
+  EXPECT_DOUBLE_EQ(serial.computeSecondsBesideCollective(1e-3, 4e-3), 5e-3);
+  EXPECT_EQ(serial.computeSecondsBesideCollective(0, 4e-3), 0);
+}
+
+TEST(CostModelProfiles, CalibratedProfileFileReplacesTheEmbeddedOne) {
+  llvm::SmallString<128> path;
+  ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("calibrated", "json", path));
+  llvm::json::Object calibrated = validProfile();
+  calibrated["name"] = "cpu";
+  calibrated["compute_slowdown_during_collective"] = 0.9;
+  {
+    std::error_code error;
+    llvm::raw_fd_ostream file(path, error);
+    ASSERT_FALSE(error);
+    file << llvm::json::Value(std::move(calibrated));
+  }
+  llvm::Expected<HardwareProfile> loaded =
+      loadHardwareProfile(Hardware::Cpu, path);
+  ASSERT_TRUE(static_cast<bool>(loaded)) << errorText(loaded.takeError());
+  EXPECT_EQ(loaded->computeSlowdownDuringCollective, 0.9);
+  EXPECT_EQ(loaded->matmulFlopsPerSecond, 1e12);
+
+  llvm::Expected<HardwareProfile> wrongName =
+      loadHardwareProfile(Hardware::H200, path);
+  ASSERT_FALSE(static_cast<bool>(wrongName));
+  EXPECT_EQ(errorText(wrongName.takeError()),
+            "hardware profile '" + path.str().str() +
+                "' describes 'cpu', not the --hardware 'h200' it is to "
+                "calibrate");
+  llvm::sys::fs::remove(path);
+
+  llvm::Expected<HardwareProfile> missing =
+      loadHardwareProfile(Hardware::Cpu, "/nonexistent/profile.json");
+  ASSERT_FALSE(static_cast<bool>(missing));
+  EXPECT_NE(errorText(missing.takeError())
+                .find("cannot read the hardware profile "
+                      "'/nonexistent/profile.json'"),
+            std::string::npos);
+
+  llvm::Expected<HardwareProfile> embedded =
+      loadHardwareProfile(Hardware::H200, "");
+  ASSERT_TRUE(static_cast<bool>(embedded)) << errorText(embedded.takeError());
+  EXPECT_EQ(embedded->name, "h200");
 }
 
 } // namespace

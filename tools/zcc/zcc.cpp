@@ -57,6 +57,11 @@ static cl::opt<zplan::Hardware>
     hardware("hardware", cl::init(zplan::Hardware::Cpu),
              cl::desc("The hardware profile the plan is tuned for"),
              cl::cat(zccCategory));
+static cl::opt<std::string> hardwareProfile(
+    "hardware-profile",
+    cl::desc("A calibrated profile (JSON, as bench/calibrate_cpu writes) "
+             "whose numbers replace --hardware's"),
+    cl::value_desc("FILE"), cl::cat(zccCategory));
 static cl::list<std::string>
     dumps("dump", cl::CommaSeparated,
           cl::desc("Dumps to print: ir, schedule, memory, report"),
@@ -345,6 +350,7 @@ int main(int argc, char **argv) {
     return fail(parsedMode.takeError());
   options.mode = *parsedMode;
   options.hardware = hardware;
+  options.hardwareProfile = hardwareProfile;
   options.dumps.insert(dumps.begin(), dumps.end());
   options.dumpDir = dumpDir;
   options.policy = policy;
