@@ -525,6 +525,22 @@ def kv_cache_bytes(args):
             * (args.prompt_len + args.new_tokens) * head_dim * 4)
 
 
+def predicted_rates(report):
+    """What zcc's report predicts: {'carry': decode tokens/s with the carry over
+    without it (1.0 when zcc did not carry: the two schedules are the same),
+    'jit': the chosen policy's decode tokens/s over jit's}."""
+    predicted = {}
+    carried = re.search(r"decode/token .*; tokens/s ([0-9.]+) vs ([0-9.]+)", report)
+    if carried:
+        predicted["carry"] = float(carried.group(1)) / float(carried.group(2))
+    elif re.search(r"carried group \(default policy\): none:", report):
+        predicted["carry"] = 1.0
+    versus_jit = re.search(r"default / jit: ([0-9.]+)x tokens/s", report)
+    if versus_jit:
+        predicted["jit"] = float(versus_jit.group(1))
+    return predicted
+
+
 def run_zrun(args, manifest, world, variant):
     """Returns (row, error, skip reason)."""
     import numpy as np
@@ -536,6 +552,8 @@ def run_zrun(args, manifest, world, variant):
                    f"--max-seq-len={args.prompt_len + args.new_tokens}",
                    f"--prompt-len={args.prompt_len}", f"--world-size={world}",
                    "--hardware=cpu", "--dump=report", "-o", plan]
+    if args.hardware_profile:
+        compile_cmd.append(f"--hardware-profile={args.hardware_profile}")
     budget = None
     if variant in ("streamed", "streamed-nocarry"):
         budget = zrun_budget(args, manifest, world)
@@ -605,7 +623,9 @@ def run_zrun(args, manifest, world, variant):
                if re.search(r"tok/s|first token|per (decoded )?token|gathered|resident|cache",
                             l, re.I) and "progress" not in l.lower()))[-8:],
            "report": [l.rstrip() for l in report.splitlines()
-                      if re.search(r"per token|resident|kv cache|tok/s|tokens/s", l, re.I)]}
+                      if re.search(r"per token|resident|kv cache|tok/s|tokens/s|carried group",
+                                   l, re.I)],
+           "predicted": predicted_rates(report)}
     if os.path.exists(logits_path):
         row["logits"] = np.load(logits_path)[:, :args.batch]  # [M, N*B, V]: rank 0's rows
     if "gathered_run" in summary:
@@ -718,6 +738,9 @@ def main():
                              "the model + --activation-allowance")
     parser.add_argument("--activation-allowance", type=float, default=64,
                         help="MiB of the streamed budget for activations")
+    parser.add_argument("--hardware-profile", default=None,
+                        help="zcc --hardware-profile: a calibrated profile "
+                             "(bench/calibrate_cpu.cpp) in place of the embedded cpu one")
     parser.add_argument("--zcc", default=os.environ.get(
         "ZCC", os.path.join(REPO_ROOT, "build", "bin", "zcc")))
     parser.add_argument("--zrun", default=os.environ.get(
@@ -846,7 +869,15 @@ def main():
     nocarry = rows.get(("zrun-streamed-nocarry", 2))
     if carry and nocarry and decode_rate(carry, args) and decode_rate(nocarry, args):
         print(f"  cross-step prefetch (streamed / streamed-nocarry, N=2, same budget): "
-              f"{decode_rate(carry, args) / decode_rate(nocarry, args):.3f}x tokens/s")
+              f"{decode_rate(carry, args) / decode_rate(nocarry, args):.3f}x tokens/s "
+              f"measured, {carry['predicted'].get('carry', float('nan')):.3f}x predicted "
+              f"by zcc's report")
+    jit = rows.get(("zrun-jit", 2))
+    if carry and jit and decode_rate(carry, args) and decode_rate(jit, args):
+        print(f"  prefetch placement (streamed / jit, N=2): "
+              f"{decode_rate(carry, args) / decode_rate(jit, args):.3f}x tokens/s measured, "
+              f"{carry['predicted'].get('jit', float('nan')):.3f}x predicted by zcc's report "
+              f"(jit under the streamed budget)")
     for skip in skips:
         print(f"note: skipped {skip}")
     for failure in failures:
