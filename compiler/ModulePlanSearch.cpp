@@ -87,6 +87,9 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
   }
   EmitOptions emit;
   emit.hardware = spell(options.hardware).str();
+  // The plan and the report say which numbers it was tuned with.
+  if (!options.hardwareProfile.empty())
+    emit.hardware += " (profile " + options.hardwareProfile + ")";
   emit.memoryBudget = options.memoryBudget.value_or(0);
   emit.modelName = llvm::sys::path::filename(options.modelPath).str();
   if (!options.outputPath.empty())
