@@ -117,6 +117,10 @@ zplan::parseHardwareProfile(llvm::StringRef json) {
   }
 
   for (const NumericField &field : kNumericFields) {
+    if (!object->get(field.key))
+      return makeError("field '" + field.key +
+                       "' is missing (every profile gives each rate, with its "
+                       "source)");
     std::optional<double> value = object->getNumber(field.key);
     if (!value)
       return makeError("field '" + field.key + "' must be a number");

@@ -32,7 +32,7 @@
 // SERIAL-NOT: zero.carry_start
 // A profile without the field (written before it existed) is refused by
 // name, not read as free overlap; one for other hardware is refused too.
-// OLDPROFILE: error: zplan-cross-step-prefetch: hardware profile '{{.*}}old.json': field 'compute_slowdown_during_collective' must be a number
+// OLDPROFILE: error: zplan-cross-step-prefetch: hardware profile '{{.*}}old.json': field 'compute_slowdown_during_collective' is missing (every profile gives each rate, with its source)
 // OTHERHARDWARE: error: zplan-cross-step-prefetch: hardware profile '{{.*}}serial.json' describes 'cpu', not the --hardware 'h200' it is to calibrate
 
 // On the cpu profile, gathering @ga (11264 f32, 45056 B) over 4 ranks takes

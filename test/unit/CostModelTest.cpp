@@ -558,7 +558,8 @@ TEST(CostModelProfiles, MalformedProfilesAreRejected) {
   llvm::json::Object noSlowdown = validProfile();
   noSlowdown.erase("compute_slowdown_during_collective");
   EXPECT_EQ(parseError(std::move(noSlowdown)),
-            "field 'compute_slowdown_during_collective' must be a number");
+            "field 'compute_slowdown_during_collective' is missing (every "
+            "profile gives each rate, with its source)");
 
   llvm::json::Object negativeSlowdown = validProfile();
   negativeSlowdown["compute_slowdown_during_collective"] = -0.5;
