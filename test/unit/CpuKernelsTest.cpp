@@ -1076,25 +1076,31 @@ TEST(CpuKernels, ReductionSumsInDoubleAndIntegers) {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-TEST(CpuKernels, TransposeAnyPermutation) {
-  std::vector<int64_t> shape = {2, 3, 4, 5};
+/// Transposes random floats of `shape` by each of `perms` and checks every
+/// element against the definition: result[out] = input[in], in[perm[d]] =
+/// out[d].
+void expectTransposes(const std::vector<int64_t> &shape,
+                      const std::vector<std::vector<int64_t>> &perms) {
   Tensor x = randomFloats(rng(), shape);
-  for (std::vector<int64_t> perm :
-       {std::vector<int64_t>{0, 2, 1, 3}, std::vector<int64_t>{3, 1, 0, 2},
-        std::vector<int64_t>{0, 1, 3, 2}}) {
+  size_t rank = shape.size();
+  for (const std::vector<int64_t> &perm : perms) {
     std::vector<int64_t> resultShape;
     for (int64_t axis : perm)
       resultShape.push_back(shape[axis]);
     Tensor y(resultShape, ElementType::F32);
     runOk(Op("transpose").ints("perm", perm), {&x}, y);
     for (int64_t i = 0; i < y.size(); ++i) {
-      std::vector<int64_t> out = unravel(i, resultShape), in(4);
-      for (size_t d = 0; d < 4; ++d)
+      std::vector<int64_t> out = unravel(i, resultShape), in(rank);
+      for (size_t d = 0; d < rank; ++d)
         in[perm[d]] = out[d];
       ASSERT_EQ(y.data<float>()[i], x.data<float>()[broadcastFlat(in, shape)])
           << i;
     }
   }
+}
+
+TEST(CpuKernels, TransposeAnyPermutation) {
+  expectTransposes({2, 3, 4, 5}, {{0, 2, 1, 3}, {3, 1, 0, 2}, {0, 1, 3, 2}});
   Tensor i64 = make<int64_t>({2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor t({3, 2}, ElementType::I64);
   runOk(Op("transpose").ints("perm", {1, 0}), {&i64}, t);
@@ -1105,24 +1111,7 @@ TEST(CpuKernels, TransposeAnyPermutation) {
 // partial tiles at both edges, outer dimensions, a slice's negative step and
 // an expand's zero stride, each against the definition element by element.
 TEST(CpuKernels, TransposeTiledMatchesTheDefinition) {
-  std::vector<int64_t> shape = {2, 3, 70, 45};
-  Tensor x = randomFloats(rng(), shape);
-  for (std::vector<int64_t> perm :
-       {std::vector<int64_t>{0, 1, 3, 2}, std::vector<int64_t>{1, 0, 3, 2},
-        std::vector<int64_t>{3, 0, 2, 1}}) {
-    std::vector<int64_t> resultShape;
-    for (int64_t axis : perm)
-      resultShape.push_back(shape[axis]);
-    Tensor y(resultShape, ElementType::F32);
-    runOk(Op("transpose").ints("perm", perm), {&x}, y);
-    for (int64_t i = 0; i < y.size(); ++i) {
-      std::vector<int64_t> out = unravel(i, resultShape), in(4);
-      for (size_t d = 0; d < 4; ++d)
-        in[perm[d]] = out[d];
-      ASSERT_EQ(y.data<float>()[i], x.data<float>()[broadcastFlat(in, shape)])
-          << i;
-    }
-  }
+  expectTransposes({2, 3, 70, 45}, {{0, 1, 3, 2}, {1, 0, 3, 2}, {3, 0, 2, 1}});
   // The tiled copy with other strides: tiledTransposeCopy directly, reading
   // columns backwards (a negative stride) and one row for every column (a
   // zero stride, as expand).
