@@ -20,6 +20,7 @@
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/cpu/BlasCore.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/tooling/Files.h"
 
 #include <algorithm>
 #include <atomic>
@@ -367,13 +368,11 @@ int main(int argc, char **argv) {
     if (outputPath.empty()) {
       std::fputs(json.str().c_str(), stdout);
     } else {
-      std::string temporary = outputPath + ".tmp";
-      std::ofstream file(temporary);
-      file << json.str();
-      file.close();
-      if (!file || std::rename(temporary.c_str(), outputPath.c_str()) != 0) {
-        std::fprintf(stderr, "calibrate_cpu: error: cannot write '%s'\n",
-                     outputPath.c_str());
+      if (Status status = tooling::writeFileAtomically(outputPath, json.str(),
+                                                       "the profile");
+          !status.ok()) {
+        std::fprintf(stderr, "calibrate_cpu: error: %s\n",
+                     status.message().c_str());
         comm->abort(1);
       }
       say("wrote " + outputPath);
