@@ -474,14 +474,14 @@ std::string tieReason(bool transposed) {
 llvm::Error
 zplan::decideParameters(const onnx::ModelProto &model, llvm::StringRef modelDir,
                         llvm::ArrayRef<ParameterCandidate> candidates,
-                        const ParameterOptions &options, bool readValues,
+                        const ParameterOptions &options, bool readExternal,
                         std::vector<ParameterDecision> &decisions) {
   decisions.assign(candidates.size(), ParameterDecision());
   std::vector<CandidateData> data;
   data.reserve(candidates.size());
   llvm::StringMap<size_t> indexOf;
   for (auto [index, candidate] : llvm::enumerate(candidates)) {
-    data.emplace_back(candidate, modelDir, readValues);
+    data.emplace_back(candidate, modelDir, readExternal);
     indexOf[candidate.tensor->name()] = index;
   }
   llvm::StringSet<> initializers;
@@ -702,8 +702,8 @@ zplan::decideParameters(const onnx::ModelProto &model, llvm::StringRef modelDir,
                 std::to_string(data[parameter].elements()) + " elements" +
                 (transposed ? " (compared transposed)" : "");
     else
-      reason += readValues ? "; values not compared (the data cannot be read)"
-                           : "; values not compared (--no-weights)";
+      reason += readExternal ? "; values not compared (the data cannot be read)"
+                             : "; values not compared (--no-weights)";
     decisions[tie.copy].copyOf = parameter;
     decisions[tie.copy].transposed = transposed;
     decisions[parameter].copies.push_back(

@@ -108,7 +108,7 @@ struct ParameterDecision {
 };
 
 /// Decides ties and freezing for `candidates` of `model` (initializer data
-/// read relative to `modelDir`; with `readValues` false no external data
+/// read relative to `modelDir`; with `readExternal` false no external data
 /// is read, so no tie is found from external values); `decisions` is
 /// parallel to `candidates`.
 /// A flag naming an initializer that is not a candidate, a --tie whose
@@ -117,7 +117,7 @@ struct ParameterDecision {
 llvm::Error decideParameters(const onnx::ModelProto &model,
                              llvm::StringRef modelDir,
                              llvm::ArrayRef<ParameterCandidate> candidates,
-                             const ParameterOptions &options, bool readValues,
+                             const ParameterOptions &options, bool readExternal,
                              std::vector<ParameterDecision> &decisions);
 
 } // namespace zplan
