@@ -160,7 +160,7 @@ int main(int argc, char **argv) {
       outputPath = argv[i + 1];
   std::unique_ptr<comm::MpiCommunicator> comm;
   check(comm::MpiCommunicator::create(&argc, &argv, comm));
-  cpu::setBlasThreads(1); // One thread per rank, as zrun runs by default.
+  cpu::setKernelThreads(1); // One thread per rank, as zrun runs by default.
   int ranks = comm->size();
   auto say = [&](const std::string &line) {
     if (comm->rank() == 0)

@@ -120,8 +120,10 @@ def load_llama(args, size):
 
 
 def zrun_on_one_rank(args, plan, verb, flags):
-    """Runs `mpirun -np 1 zrun PLAN VERB FLAGS --threads T` with T BLAS
-    threads; its stdout and stderr together (exits on failure)."""
+    """Runs `mpirun -np 1 zrun PLAN VERB FLAGS --threads T` (T kernel
+    threads: zrun splits the GEMMs and every other kernel over them, and
+    keeps OpenBLAS's own at one); its stdout and stderr together (exits on
+    failure)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
                OPENBLAS_NUM_THREADS=str(args.threads))
     command = ["mpirun", "-np", "1", "--bind-to", "none", args.zrun, plan, verb] + flags + [
@@ -288,7 +290,7 @@ def main():
     parser.add_argument("--sizes", default="small,large")
     parser.add_argument("--threads", type=int, default=1,
                         help="threads of every process: torch.set_num_threads, ort's "
-                             "intra-op threads, zrun --threads (BLAS)")
+                             "intra-op threads, zrun --threads (its kernel threads)")
     parser.add_argument("--parts", default="train,forward",
                         help="train (zrun train against torch), forward (zrun run "
                              "against onnxruntime and torch), or both")

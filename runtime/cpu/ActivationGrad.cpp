@@ -29,11 +29,13 @@ Status runGeluGrad(const KernelCall &call) {
     using T = typename decltype(tag)::type;
     const T *g = dy.as<T>(), *x = input.as<T>();
     T *dx = dinput.as<T>();
-    for (int64_t i = 0; i < count; ++i) {
-      double derivative =
-          tanhForm ? geluTanhDerivative(x[i]) : geluDerivative(x[i]);
-      dx[i] = static_cast<T>(static_cast<double>(g[i]) * derivative);
-    }
+    parallelFor(count, grainFor(4), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        double derivative =
+            tanhForm ? geluTanhDerivative(x[i]) : geluDerivative(x[i]);
+        dx[i] = static_cast<T>(static_cast<double>(g[i]) * derivative);
+      }
+    });
     return Status::success();
   });
 }

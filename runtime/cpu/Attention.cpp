@@ -4,7 +4,8 @@
 // GEMMs around a row softmax: scores[S, T] = scale * q[S, D] k[T, D]^T, the
 // mask applied (added, or `masked_value` where a bool mask is false), each
 // row turned into probabilities (max subtracted, the sum kept in double),
-// then result[S, Dv] = scores[S, T] v[T, Dv]. The scores live in one
+// then result[S, Dv] = scores[S, T] v[T, Dv]. The entries are split across
+// the kernel threads (Parallel.h); each thread's scores live in one
 // thread-local scratch buffer that only grows, so a steady-state call does
 // not allocate. A bf16 query, key or value (mixed precision) is widened one
 // entry at a time (WidenedSlabs). The probabilities are AttentionSupport.h's
@@ -35,7 +36,7 @@ void softmaxRow(float *row, int64_t length) {
     maximum = std::max(maximum, row[t]);
   double sum = 0;
   for (int64_t t = 0; t < length; ++t) {
-    row[t] = std::exp(row[t] - maximum);
+    row[t] = softmaxExp(row[t] - maximum);
     sum += row[t];
   }
   float inverse = static_cast<float>(1.0 / sum);
@@ -64,19 +65,23 @@ void attentionProbabilities(const float *q, const float *k, float scale,
   int ldqk = std::max(id, 1);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, is, it, id, scale, q,
               ldqk, k, ldqk, 0.0f, probabilities, it);
-  for (int64_t row = 0; row < s; ++row) {
-    float *line = probabilities + row * t;
-    int64_t rowMask = maskOffset + row * mask.rowStride;
-    if (mask.additive) {
-      for (int64_t col = 0; col < t; ++col)
-        line[col] += mask.additive[rowMask + col * mask.columnStride];
-    } else if (mask.select) {
-      for (int64_t col = 0; col < t; ++col)
-        if (!mask.select[rowMask + col * mask.columnStride])
-          line[col] = mask.maskedValue;
+  // The rows on the kernel threads (an exp per score is the costly part;
+  // inline when the caller's entries already are on them).
+  parallelFor(s, grainFor(8 * t), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      float *line = probabilities + row * t;
+      int64_t rowMask = maskOffset + row * mask.rowStride;
+      if (mask.additive) {
+        for (int64_t col = 0; col < t; ++col)
+          line[col] += mask.additive[rowMask + col * mask.columnStride];
+      } else if (mask.select) {
+        for (int64_t col = 0; col < t; ++col)
+          if (!mask.select[rowMask + col * mask.columnStride])
+            line[col] = mask.maskedValue;
+      }
+      softmaxRow(line, t);
     }
-    softmaxRow(line, t);
-  }
+  });
 }
 
 Status runAttention(const KernelCall &call) {
@@ -95,26 +100,31 @@ Status runAttention(const KernelCall &call) {
   if (Status status = checkBlasRange(call, shape); !status.ok())
     return status;
 
-  thread_local std::vector<float> scratch;
-  if (scratch.size() < static_cast<size_t>(s * t))
-    scratch.resize(s * t);
-  float *scores = scratch.data();
-  WidenedSlabs<float> q(query, s * d), k(key, t * d), v(value, t * dv);
   float *out = result.as<float>();
   int is = static_cast<int>(s), it = static_cast<int>(t),
       idv = static_cast<int>(dv);
 
   // Every leading index is one independent (batch, head) matrix; only the
-  // mask may broadcast across them.
-  forEachAttentionEntry(shape, mask, [&](int64_t entry, int64_t maskOffset) {
-    if (t == 0) { // softmax over nothing: the empty sum of values
-      std::fill(out + entry * s * dv, out + (entry + 1) * s * dv, 0.0f);
-      return;
-    }
-    attentionProbabilities(q(entry), k(entry), scale, shape, mask, maskOffset,
-                           scores);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, is, idv, it, 1.0f,
-                scores, it, v(entry), idv, 0.0f, out + entry * s * dv, idv);
+  // mask may broadcast across them. The entries run on the kernel threads,
+  // each thread with its own scores (scratch that only grows) and each
+  // chunk with its own widened slabs.
+  parallelForEachAttentionEntry(shape, mask, s * t * 4, [&] {
+    thread_local std::vector<float> scratch;
+    if (scratch.size() < static_cast<size_t>(s * t))
+      scratch.resize(s * t);
+    return [&, scores = scratch.data(), q = WidenedSlabs<float>(query, s * d),
+            k = WidenedSlabs<float>(key, t * d),
+            v = WidenedSlabs<float>(value, t * dv)](
+               int64_t entry, int64_t maskOffset) mutable {
+      if (t == 0) { // softmax over nothing: the empty sum of values
+        std::fill(out + entry * s * dv, out + (entry + 1) * s * dv, 0.0f);
+        return;
+      }
+      attentionProbabilities(q(entry), k(entry), scale, shape, mask, maskOffset,
+                             scores);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, is, idv, it, 1.0f,
+                  scores, it, v(entry), idv, 0.0f, out + entry * s * dv, idv);
+    };
   });
   return Status::success();
 }

@@ -31,6 +31,28 @@ void forEachAttentionEntry(const AttentionShape &shape,
                 });
 }
 
+/// forEachAttentionEntry with the entries split across the kernel threads
+/// (Parallel.h): each chunk of entries calls makeWorker() once, for a
+/// worker that owns the chunk's scratch, then worker(entry, maskOffset)
+/// for each of its entries. Each entry's outputs are its own. `perEntry`
+/// is an entry's work in elements, for the split's grain.
+template <typename MakeWorker>
+void parallelForEachAttentionEntry(const AttentionShape &shape,
+                                   const AttentionMask &mask, int64_t perEntry,
+                                   MakeWorker &&makeWorker) {
+  std::vector<int64_t> maskOffsets;
+  maskOffsets.reserve(static_cast<size_t>(product(shape.batch)));
+  forEachAttentionEntry(shape, mask, [&](int64_t, int64_t maskOffset) {
+    maskOffsets.push_back(maskOffset);
+  });
+  parallelFor(static_cast<int64_t>(maskOffsets.size()), grainFor(perEntry),
+              [&](int64_t begin, int64_t end) {
+                auto worker = makeWorker();
+                for (int64_t entry = begin; entry < end; ++entry)
+                  worker(entry, maskOffsets[entry]);
+              });
+}
+
 /// Every extent of `shape` fits the BLAS integer (int) the GEMMs take.
 Status checkBlasRange(const KernelCall &call, const AttentionShape &shape);
 

@@ -193,7 +193,7 @@ Status CpuBackend::checksum(const void *data, uint64_t bytes, uint64_t &out) {
   return Status::success();
 }
 
-void CpuBackend::setThreads(int threads) { cpu::setBlasThreads(threads); }
+void CpuBackend::setThreads(int threads) { cpu::setKernelThreads(threads); }
 
 CpuBackend &zplan::cpu::cpuBackend() {
   static CpuBackend backend;

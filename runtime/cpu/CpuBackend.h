@@ -21,8 +21,8 @@ class CpuBackend final : public Backend {
 public:
   std::string_view name() const override { return "cpu"; }
 
-  /// The BLAS threads each GEMM may use (OpenBLAS's own pool, one per
-  /// process): 1 unless set, or unless the environment names a count.
+  /// The threads each kernel may use (cpu::setKernelThreads; one pool per
+  /// process): 1 unless set.
   void setThreads(int threads);
   bool hostAddressable() const override { return true; }
 

@@ -8,7 +8,9 @@
 // operands (mixed precision): computed in f32 and rounded once (InBf16). The
 // function of one element is a functor of runtime/ops/ElementwiseOps.h, shared
 // with the CUDA kernels, as are the checks; integer division by zero is an
-// error, found before anything is written.
+// error, found before anything is written. Every op here treats each
+// element on its own: the elements are split across the kernel threads
+// (Parallel.h, KernelSupport.h's parallelForEachRun).
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,8 +36,10 @@ Status unary(const KernelCall &call, Fn fn) {
     const uint16_t *x = input.as<uint16_t>();
     uint16_t *y = result.as<uint16_t>();
     InBf16<Fn> inBf16{fn};
-    for (int64_t i = 0; i < count; ++i)
-      y[i] = inBf16(x[i]);
+    parallelFor(count, grainFor(1), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        y[i] = inBf16(x[i]);
+    });
     return Status::success();
   }
   auto body = [&](auto tag) -> Status {
@@ -45,8 +49,10 @@ Status unary(const KernelCall &call, Fn fn) {
     } else {
       const T *x = input.as<T>();
       T *y = result.as<T>();
-      for (int64_t i = 0; i < count; ++i)
-        y[i] = fn(x[i]);
+      parallelFor(count, grainFor(1), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          y[i] = fn(x[i]);
+      });
       return Status::success();
     }
   };
@@ -132,28 +138,28 @@ template <typename In, typename Out, typename Fn>
 void broadcastBinary(const In *a, const std::vector<int64_t> &aStrides,
                      const In *b, const std::vector<int64_t> &bStrides,
                      const std::vector<int64_t> &shape, Out *out, Fn fn) {
-  forEachRun<2>(shape, {aStrides, bStrides}, {0, 0},
-                [&](int64_t o, const std::array<int64_t, 2> &in,
-                    const std::array<int64_t, 2> &step, int64_t count) {
-                  const In *x = a + in[0];
-                  const In *y = b + in[1];
-                  Out *z = out + o;
-                  if (step[0] == 1 && step[1] == 1) {
-                    for (int64_t j = 0; j < count; ++j)
-                      z[j] = fn(x[j], y[j]);
-                  } else if (step[0] == 1 && step[1] == 0) {
-                    In right = *y;
-                    for (int64_t j = 0; j < count; ++j)
-                      z[j] = fn(x[j], right);
-                  } else if (step[0] == 0 && step[1] == 1) {
-                    In left = *x;
-                    for (int64_t j = 0; j < count; ++j)
-                      z[j] = fn(left, y[j]);
-                  } else {
-                    for (int64_t j = 0; j < count; ++j)
-                      z[j] = fn(x[j * step[0]], y[j * step[1]]);
-                  }
-                });
+  parallelForEachRun<2>(shape, {aStrides, bStrides}, {0, 0},
+                        [&](int64_t o, const std::array<int64_t, 2> &in,
+                            const std::array<int64_t, 2> &step, int64_t count) {
+                          const In *x = a + in[0];
+                          const In *y = b + in[1];
+                          Out *z = out + o;
+                          if (step[0] == 1 && step[1] == 1) {
+                            for (int64_t j = 0; j < count; ++j)
+                              z[j] = fn(x[j], y[j]);
+                          } else if (step[0] == 1 && step[1] == 0) {
+                            In right = *y;
+                            for (int64_t j = 0; j < count; ++j)
+                              z[j] = fn(x[j], right);
+                          } else if (step[0] == 0 && step[1] == 1) {
+                            In left = *x;
+                            for (int64_t j = 0; j < count; ++j)
+                              z[j] = fn(left, y[j]);
+                          } else {
+                            for (int64_t j = 0; j < count; ++j)
+                              z[j] = fn(x[j * step[0]], y[j * step[1]]);
+                          }
+                        });
 }
 
 } // namespace
@@ -256,14 +262,14 @@ Status runWhere(const KernelCall &call) {
     const T *a = onTrue.as<T>();
     const T *b = onFalse.as<T>();
     T *out = result.as<T>();
-    forEachRun<3>(result.shape, strides, {0, 0, 0},
-                  [&](int64_t o, const std::array<int64_t, 3> &in,
-                      const std::array<int64_t, 3> &step, int64_t count) {
-                    for (int64_t j = 0; j < count; ++j)
-                      out[o + j] = c[in[0] + j * step[0]]
-                                       ? a[in[1] + j * step[1]]
-                                       : b[in[2] + j * step[2]];
-                  });
+    parallelForEachRun<3>(
+        result.shape, strides, {0, 0, 0},
+        [&](int64_t o, const std::array<int64_t, 3> &in,
+            const std::array<int64_t, 3> &step, int64_t count) {
+          for (int64_t j = 0; j < count; ++j)
+            out[o + j] = c[in[0] + j * step[0]] ? a[in[1] + j * step[1]]
+                                                : b[in[2] + j * step[2]];
+        });
     return Status::success();
   });
 }
@@ -281,23 +287,29 @@ Status runCast(const KernelCall &call) {
   if (Status status = Status::success(); isBf16Cast(call, status)) {
     if (!status.ok())
       return status;
-    if (input.dtype == ElementType::BF16)
-      widenBf16(input.as<uint16_t>(), count, result.as<float>());
-    else
-      narrowBf16(input.as<float>(), count, result.as<uint16_t>());
+    parallelFor(count, grainFor(1), [&](int64_t begin, int64_t end) {
+      if (input.dtype == ElementType::BF16)
+        widenBf16(input.as<uint16_t>() + begin, end - begin,
+                  result.as<float>() + begin);
+      else
+        narrowBf16(input.as<float>() + begin, end - begin,
+                   result.as<uint16_t>() + begin);
+    });
     return Status::success();
   }
   return dispatchType(call, "input", input.dtype, [&](auto fromTag) -> Status {
     using From = typename decltype(fromTag)::type;
-    return dispatchType(call, "result", result.dtype,
-                        [&](auto toTag) -> Status {
-                          using To = typename decltype(toTag)::type;
-                          const From *x = input.as<From>();
-                          To *y = result.as<To>();
-                          for (int64_t i = 0; i < count; ++i)
-                            y[i] = convert<To>(x[i], toBool);
-                          return Status::success();
-                        });
+    return dispatchType(
+        call, "result", result.dtype, [&](auto toTag) -> Status {
+          using To = typename decltype(toTag)::type;
+          const From *x = input.as<From>();
+          To *y = result.as<To>();
+          parallelFor(count, grainFor(1), [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i)
+              y[i] = convert<To>(x[i], toBool);
+          });
+          return Status::success();
+        });
   });
 }
 

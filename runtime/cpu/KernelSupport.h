@@ -14,6 +14,7 @@
 #define ZPLAN_RUNTIME_CPU_KERNELSUPPORT_H
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Parallel.h"
 #include "runtime/ops/Attributes.h"
 #include "runtime/ops/Checks.h"
 #include "runtime/ops/KernelCall.h"
@@ -24,6 +25,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -42,12 +44,62 @@ using KernelFunction = Status (*)(const KernelCall &call);
 /// array index: the table is built once, keyed by opcode.
 KernelFunction findKernel(plan::Opcode opcode);
 
-/// Decides the BLAS thread count unless setBlasThreads() already did: one
+/// Decides the BLAS thread count unless setKernelThreads() already did: one
 /// thread (ranks share cores), unless the environment names a count.
 void chooseDefaultBlasThreads();
 
 //===----------------------------------------------------------------------===//
-// Strided copies (ops::StridedWalk)
+// Strided walks on the kernel threads (ops::StridedWalk, Parallel.h)
+//===----------------------------------------------------------------------===//
+
+/// ops::forEachRun with the walk split across the kernel threads: by its
+/// outermost merged dimension, or, when the walk is one run, into pieces
+/// of that run. `fn` sees the same elements at the same offsets as
+/// forEachRun's, in runs that may be cut shorter: it must treat each
+/// element on its own (elementwise ops, copies), as they all do.
+template <size_t N, typename Fn>
+void parallelForEachRun(const std::vector<int64_t> &shape,
+                        const std::array<std::vector<int64_t>, N> &strides,
+                        const std::array<int64_t, N> &bases, Fn &&fn) {
+  StridedWalk<N> walk(shape, strides);
+  if (walk.isEmpty())
+    return;
+  const std::vector<int64_t> &extents = walk.mergedExtents();
+  if (extents.size() <= 1) {
+    int64_t count = extents.empty() ? 1 : extents[0];
+    std::array<int64_t, N> step{};
+    for (size_t i = 0; i < N && !extents.empty(); ++i)
+      step[i] = walk.mergedSteps(i)[0];
+    parallelFor(count, grainFor(1), [&](int64_t begin, int64_t end) {
+      std::array<int64_t, N> at;
+      for (size_t i = 0; i < N; ++i)
+        at[i] = bases[i] + begin * step[i];
+      fn(begin, at, step, end - begin);
+    });
+    return;
+  }
+  std::vector<int64_t> innerShape(extents.begin() + 1, extents.end());
+  std::array<std::vector<int64_t>, N> innerStrides;
+  for (size_t i = 0; i < N; ++i)
+    innerStrides[i].assign(walk.mergedSteps(i).begin() + 1,
+                           walk.mergedSteps(i).end());
+  StridedWalk<N> inner(innerShape, innerStrides);
+  int64_t perOuter = product(innerShape);
+  parallelFor(extents[0], grainFor(perOuter), [&](int64_t begin, int64_t end) {
+    for (int64_t outer = begin; outer < end; ++outer) {
+      std::array<int64_t, N> at;
+      for (size_t i = 0; i < N; ++i)
+        at[i] = bases[i] + outer * walk.mergedSteps(i)[0];
+      inner.run(at, [&](int64_t out, const std::array<int64_t, N> &in,
+                        const std::array<int64_t, N> &step, int64_t count) {
+        fn(outer * perOuter + out, in, step, count);
+      });
+    }
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Strided copies
 //===----------------------------------------------------------------------===//
 
 /// stridedCopy where the input is contiguous along the result's
@@ -72,32 +124,34 @@ bool tiledTransposeCopy(const T *input, int64_t base,
   int64_t stride = strides[rank - 1];
   if (rows < kTile || columns < kTile)
     return false;
-  std::vector<int64_t> index(rank - 2, 0);
   int64_t matrices = 1;
   for (size_t d = 0; d + 2 < rank; ++d)
     matrices *= shape[d];
-  int64_t offset = base;
-  for (int64_t m = 0; m < matrices; ++m) {
-    const T *in = input + offset;
-    T *out = output + m * rows * columns;
-    for (int64_t i0 = 0; i0 < rows; i0 += kTile) {
-      int64_t i1 = std::min(i0 + kTile, rows);
-      for (int64_t j0 = 0; j0 < columns; j0 += kTile) {
-        int64_t j1 = std::min(j0 + kTile, columns);
-        for (int64_t i = i0; i < i1; ++i)
-          for (int64_t j = j0; j < j1; ++j)
-            out[i * columns + j] = in[j * stride + i];
-      }
-    }
-    // The next matrix: an odometer over the outer dimensions.
-    for (size_t d = rank - 2; d-- > 0;) {
-      offset += strides[d];
-      if (++index[d] < shape[d])
-        break;
-      offset -= strides[d] * shape[d];
-      index[d] = 0;
-    }
-  }
+  // One item per band of kTile result rows of one matrix, on the kernel
+  // threads; each band is written by one thread.
+  int64_t bands = (rows + kTile - 1) / kTile;
+  parallelFor(matrices * bands, grainFor(kTile * columns),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t item = begin; item < end; ++item) {
+                  int64_t m = item / bands, i0 = item % bands * kTile;
+                  int64_t i1 = std::min(i0 + kTile, rows);
+                  // Matrix m's first element: its outer indices, last fastest.
+                  int64_t offset = base;
+                  for (int64_t d = static_cast<int64_t>(rank) - 3, rest = m;
+                       d >= 0; --d) {
+                    offset += rest % shape[d] * strides[d];
+                    rest /= shape[d];
+                  }
+                  const T *in = input + offset;
+                  T *out = output + m * rows * columns;
+                  for (int64_t j0 = 0; j0 < columns; j0 += kTile) {
+                    int64_t j1 = std::min(j0 + kTile, columns);
+                    for (int64_t i = i0; i < i1; ++i)
+                      for (int64_t j = j0; j < j1; ++j)
+                        out[i * columns + j] = in[j * stride + i];
+                  }
+                }
+              });
   return true;
 }
 
@@ -110,19 +164,30 @@ void stridedCopy(const T *input, int64_t base,
                  const std::vector<int64_t> &shape, T *output) {
   if (tiledTransposeCopy(input, base, strides, shape, output))
     return;
-  forEachRun<1>(shape, {strides}, {base},
-                [&](int64_t out, const std::array<int64_t, 1> &in,
-                    const std::array<int64_t, 1> &step, int64_t count) {
-                  const T *source = input + in[0];
-                  T *target = output + out;
-                  if (step[0] == 1) {
-                    for (int64_t j = 0; j < count; ++j)
-                      target[j] = source[j];
-                  } else {
-                    for (int64_t j = 0; j < count; ++j)
-                      target[j] = source[j * step[0]];
-                  }
-                });
+  parallelForEachRun<1>(shape, {strides}, {base},
+                        [&](int64_t out, const std::array<int64_t, 1> &in,
+                            const std::array<int64_t, 1> &step, int64_t count) {
+                          const T *source = input + in[0];
+                          T *target = output + out;
+                          if (step[0] == 1) {
+                            for (int64_t j = 0; j < count; ++j)
+                              target[j] = source[j];
+                          } else {
+                            for (int64_t j = 0; j < count; ++j)
+                              target[j] = source[j * step[0]];
+                          }
+                        });
+}
+
+/// exp(x) for a softmax's shifted score x = score - max <= 0, in x's type:
+/// exactly std::exp(x), but 0 without calling it below the point where exp
+/// is 0 anyway (-104 for f32, -746 for double: checked over every f32 from
+/// -104 down). A masked score (a float's lowest, as exporters write masks)
+/// otherwise takes libm's slow underflow path: it was a third of a
+/// forward's attention softmax time.
+template <typename T> T softmaxExp(T x) {
+  constexpr T kZeroBelow = std::is_same_v<T, float> ? T(-104) : T(-746);
+  return x < kZeroBelow ? T(0) : std::exp(x);
 }
 
 /// Slab `index` (`elements` consecutive elements) of `input` as T, the type

@@ -1,13 +1,15 @@
-//===- Kernels.cpp - opcode -> CPU kernel, and the BLAS threads -----------===//
+//===- Kernels.cpp - opcode -> CPU kernel, and the kernel threads ---------===//
 //
 // The dispatch table from compute opcodes (runtime/plan/Opcodes.h) to the
-// kernel families in this directory, and the BLAS thread setting. The
+// kernel families in this directory, and the thread setting (BLAS's, and
+// the kernels' own pool, Parallel.h). The
 // attribute and shape helpers the kernels share with every backend are the
 // ops layer's (runtime/ops).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/Parallel.h"
 
 #include "runtime/plan/KernelTable.h"
 #include "runtime/plan/Opcodes.h"
@@ -25,7 +27,7 @@ using namespace detail;
 
 namespace {
 
-/// Set once the thread count is decided: by setBlasThreads(), or by the
+/// Set once the thread count is decided: by setKernelThreads(), or by the
 /// first kernel call (1 thread, unless the environment names a count).
 std::atomic<bool> blasThreadsChosen{false};
 
@@ -60,9 +62,13 @@ Status runKernel(const plan::Instruction &instruction,
 
 bool hasKernel(plan::Opcode opcode) { return findKernel(opcode) != nullptr; }
 
-void setBlasThreads(int threads) {
+void setKernelThreads(int threads) {
+  // The GEMMs are split across the pool's threads, each a one-thread BLAS
+  // call (Matmul.cpp): OpenBLAS's own pool would only compete for the
+  // same cores.
   blasThreadsChosen = true;
-  openblas_set_num_threads(threads < 1 ? 1 : threads);
+  openblas_set_num_threads(1);
+  setKernelPoolThreads(threads);
 }
 
 } // namespace zplan::cpu

@@ -6,7 +6,8 @@
 // every other backend is checked against: fp32 (and the integer/bool types
 // the nn ops take), row-major, results written into caller-provided memory
 // (the arena) -- kernels never allocate per call beyond small fixed
-// scratch. GEMMs go through BLAS (OpenBLAS, one thread per rank by default).
+// scratch. GEMMs go through BLAS (OpenBLAS); the kernels use one thread per
+// rank by default (setKernelThreads).
 //
 // The opcodes are the nn dialect's ops (runtime/plan/Opcodes.h) and the
 // attributes are the ops' (dialects/nn/NNOps.td), as the plan emitter
@@ -44,8 +45,10 @@ Status runKernel(const plan::Instruction &instruction,
 /// work).
 bool hasKernel(plan::Opcode opcode);
 
-/// Sets the BLAS thread count (OpenBLAS); 1 by default for one rank per core.
-void setBlasThreads(int threads);
+/// Sets the threads each kernel may use (Parallel.h's pool; the GEMMs are
+/// split over it too, and OpenBLAS's own threads set to one). 1 by default,
+/// for one rank per core.
+void setKernelThreads(int threads);
 
 } // namespace zplan::cpu
 

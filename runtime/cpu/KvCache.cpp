@@ -147,7 +147,7 @@ Status runCachedAttention(const KernelCall &call) {
           maximum = std::max(maximum, scores[j]);
         double sum = 0;
         for (int j = 0; j < visible; ++j) {
-          scores[j] = std::exp(scores[j] - maximum);
+          scores[j] = softmaxExp(scores[j] - maximum);
           sum += scores[j];
         }
         auto inverse = static_cast<float>(1.0 / sum);

@@ -7,7 +7,8 @@
 // the logits. Both subtract the row's max before exp (taken in the logits'
 // type, as the attention softmax does) and keep every sum in double,
 // rounded once, one row after another: the loss is the same on every run
-// and rank. Every target is checked before anything
+// and rank. Rows run on the kernel threads (Parallel.h); the loss's terms
+// are summed after, in row order. Every target is checked before anything
 // is written: a target outside [0, V) that is not ignore_index is an error
 // naming the op, never a read outside the row. The other checks are the
 // ops layer's (runtime/ops/LossOps.h), shared with the CUDA kernels. bf16
@@ -16,11 +17,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/IndexingSupport.h"
+#include "runtime/cpu/Parallel.h"
 #include "runtime/ops/LossOps.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace zplan::cpu::detail {
 
@@ -51,7 +54,7 @@ Status countTargets(const KernelCall &call, const CrossEntropyRows &rows,
 /// several times faster than the double one over a 50k-word vocabulary)
 /// for f32 logits, as the attention softmax does; the sums stay in double.
 template <typename T> T shiftedExp(T x, T maximum) {
-  return std::exp(x - maximum);
+  return softmaxExp(x - maximum);
 }
 
 /// The row's maximum, in its own type.
@@ -97,19 +100,30 @@ Status runCrossEntropy(const KernelCall &call) {
   return dispatchFloatType(
       call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        WidenedSlabs<T> rowsOf(logits, classes);
+        // Each row's term on the kernel threads, then the terms summed
+        // one row after another: the same total at any thread count. The
+        // caller's scratch only grows (no allocation in a steady state).
+        thread_local std::vector<double> scratch;
+        scratch.assign(static_cast<size_t>(rows), 0.0);
+        double *terms = scratch.data();
+        parallelFor(rows, grainFor(classes), [&](int64_t begin, int64_t end) {
+          WidenedSlabs<T> rowsOf(logits, classes);
+          for (int64_t row = begin; row < end; ++row) {
+            int64_t target = indexAt(targets, row);
+            if (target == ignoreIndex)
+              continue;
+            const T *x = rowsOf(row);
+            T maximum = rowMaximum(x, classes);
+            double logSum =
+                std::log(sumShiftedExp(x, classes, maximum, [](int64_t, T) {}));
+            terms[row] = static_cast<double>(maximum) + logSum -
+                         static_cast<double>(x[target]);
+          }
+        });
         double total = 0;
-        for (int64_t row = 0; row < rows; ++row) {
-          int64_t target = indexAt(targets, row);
-          if (target == ignoreIndex)
-            continue;
-          const T *x = rowsOf(row);
-          T maximum = rowMaximum(x, classes);
-          double logSum =
-              std::log(sumShiftedExp(x, classes, maximum, [](int64_t, T) {}));
-          total += static_cast<double>(maximum) + logSum -
-                   static_cast<double>(x[target]);
-        }
+        for (int64_t row = 0; row < rows; ++row)
+          if (indexAt(targets, row) != ignoreIndex)
+            total += terms[row];
         *loss.as<T>() = static_cast<T>(
             counted == 0 ? 0.0 : total / static_cast<double>(counted));
         return Status::success();
@@ -137,26 +151,28 @@ Status runCrossEntropyGrad(const KernelCall &call) {
         double scale = counted == 0 ? 0.0
                                     : static_cast<double>(*dloss.as<T>()) /
                                           static_cast<double>(counted);
-        WidenedSlabs<T> rowsOf(logits, classes);
-        for (int64_t row = 0; row < rows; ++row) {
-          const T *x = rowsOf(row);
-          T *dx = dlogits.as<T>() + row * classes;
-          int64_t target = indexAt(targets, row);
-          if (target == ignoreIndex) {
-            std::fill(dx, dx + classes, T(0));
-            continue;
+        parallelFor(rows, grainFor(classes), [&](int64_t begin, int64_t end) {
+          WidenedSlabs<T> rowsOf(logits, classes);
+          for (int64_t row = begin; row < end; ++row) {
+            T *dx = dlogits.as<T>() + row * classes;
+            int64_t target = indexAt(targets, row);
+            if (target == ignoreIndex) {
+              std::fill(dx, dx + classes, T(0));
+              continue;
+            }
+            const T *x = rowsOf(row);
+            // One exp per element: exp(x - max) parked in dx, then scaled
+            // by dloss / (count * sum) and the target's one subtracted.
+            double sum = sumShiftedExp(x, classes, rowMaximum(x, classes),
+                                       [&](int64_t i, T e) { dx[i] = e; });
+            // The target's one is subtracted before rounding: p - 1 near
+            // p = 1 keeps its digits.
+            double factor = scale / sum;
+            for (int64_t i = 0; i < classes; ++i)
+              dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor -
+                                     (i == target ? scale : 0.0));
           }
-          // One exp per element: exp(x - max) parked in dx, then scaled by
-          // dloss / (count * sum) and the target's one subtracted.
-          double sum = sumShiftedExp(x, classes, rowMaximum(x, classes),
-                                     [&](int64_t i, T e) { dx[i] = e; });
-          // The target's one is subtracted before rounding: p - 1 near p = 1
-          // keeps its digits.
-          double factor = scale / sum;
-          for (int64_t i = 0; i < classes; ++i)
-            dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor -
-                                   (i == target ? scale : 0.0));
-        }
+        });
         return Status::success();
       });
 }
@@ -183,21 +199,25 @@ Status runTokenLogprobs(const KernelCall &call) {
   return dispatchFloatType(
       call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        WidenedSlabs<T> rowsOf(logits, shape.classes);
-        for (int64_t row = 0; row < shape.rows; ++row) {
-          int64_t target = indexAt(targets, row);
-          if (target == shape.ignoreIndex) {
-            logp.as<T>()[row] = T(0);
-            continue;
-          }
-          const T *x = rowsOf(row);
-          T maximum = rowMaximum(x, shape.classes);
-          double logSum = std::log(
-              sumShiftedExp(x, shape.classes, maximum, [](int64_t, T) {}));
-          logp.as<T>()[row] =
-              static_cast<T>(static_cast<double>(x[target]) -
-                             static_cast<double>(maximum) - logSum);
-        }
+        int64_t classes = shape.classes;
+        parallelFor(
+            shape.rows, grainFor(classes), [&](int64_t begin, int64_t end) {
+              WidenedSlabs<T> rowsOf(logits, classes);
+              for (int64_t row = begin; row < end; ++row) {
+                int64_t target = indexAt(targets, row);
+                if (target == shape.ignoreIndex) {
+                  logp.as<T>()[row] = T(0);
+                  continue;
+                }
+                const T *x = rowsOf(row);
+                T maximum = rowMaximum(x, classes);
+                double logSum = std::log(
+                    sumShiftedExp(x, classes, maximum, [](int64_t, T) {}));
+                logp.as<T>()[row] =
+                    static_cast<T>(static_cast<double>(x[target]) -
+                                   static_cast<double>(maximum) - logSum);
+              }
+            });
         return Status::success();
       });
 }
@@ -216,25 +236,28 @@ Status runTokenLogprobsGrad(const KernelCall &call) {
   return dispatchFloatType(
       call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        WidenedSlabs<T> rowsOf(logits, shape.classes);
-        for (int64_t row = 0; row < shape.rows; ++row) {
-          T *dx = dlogits.as<T>() + row * shape.classes;
-          int64_t target = indexAt(targets, row);
-          double scale = static_cast<double>(dlogp.as<T>()[row]);
-          if (target == shape.ignoreIndex || scale == 0) {
-            std::fill(dx, dx + shape.classes, T(0));
-            continue;
-          }
-          const T *x = rowsOf(row);
-          double sum =
-              sumShiftedExp(x, shape.classes, rowMaximum(x, shape.classes),
-                            [&](int64_t i, T e) { dx[i] = e; });
-          // As cross_entropy_grad: the one is added before rounding.
-          double factor = -scale / sum;
-          for (int64_t i = 0; i < shape.classes; ++i)
-            dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor +
-                                   (i == target ? scale : 0.0));
-        }
+        int64_t classes = shape.classes;
+        parallelFor(
+            shape.rows, grainFor(classes), [&](int64_t begin, int64_t end) {
+              WidenedSlabs<T> rowsOf(logits, classes);
+              for (int64_t row = begin; row < end; ++row) {
+                T *dx = dlogits.as<T>() + row * classes;
+                int64_t target = indexAt(targets, row);
+                double scale = static_cast<double>(dlogp.as<T>()[row]);
+                if (target == shape.ignoreIndex || scale == 0) {
+                  std::fill(dx, dx + classes, T(0));
+                  continue;
+                }
+                const T *x = rowsOf(row);
+                double sum = sumShiftedExp(x, classes, rowMaximum(x, classes),
+                                           [&](int64_t i, T e) { dx[i] = e; });
+                // As cross_entropy_grad: the one is added before rounding.
+                double factor = -scale / sum;
+                for (int64_t i = 0; i < classes; ++i)
+                  dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor +
+                                         (i == target ? scale : 0.0));
+              }
+            });
         return Status::success();
       });
 }
@@ -250,20 +273,25 @@ Status runTokenEntropy(const KernelCall &call) {
   return dispatchFloatType(
       call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        WidenedSlabs<T> rowsOf(logits, shape.classes);
-        for (int64_t row = 0; row < shape.rows; ++row) {
-          const T *x = rowsOf(row);
-          T maximum = rowMaximum(x, shape.classes);
-          double weighted = 0;
-          double sum =
-              sumShiftedExp(x, shape.classes, maximum, [&](int64_t i, T e) {
-                weighted +=
-                    static_cast<double>(e) *
-                    (static_cast<double>(x[i]) - static_cast<double>(maximum));
-              });
-          // H = log(sum e) - sum(e (x - max)) / sum e, with e = exp(x - max).
-          entropy.as<T>()[row] = static_cast<T>(std::log(sum) - weighted / sum);
-        }
+        int64_t classes = shape.classes;
+        parallelFor(
+            shape.rows, grainFor(classes), [&](int64_t begin, int64_t end) {
+              WidenedSlabs<T> rowsOf(logits, classes);
+              for (int64_t row = begin; row < end; ++row) {
+                const T *x = rowsOf(row);
+                T maximum = rowMaximum(x, classes);
+                double weighted = 0;
+                double sum =
+                    sumShiftedExp(x, classes, maximum, [&](int64_t i, T e) {
+                      weighted += static_cast<double>(e) *
+                                  (static_cast<double>(x[i]) -
+                                   static_cast<double>(maximum));
+                    });
+                // H = log(sum e) - sum(e (x - max)) / sum e, e = exp(x - max).
+                entropy.as<T>()[row] =
+                    static_cast<T>(std::log(sum) - weighted / sum);
+              }
+            });
         return Status::success();
       });
 }

@@ -37,19 +37,51 @@ namespace zplan::cpu::detail {
 
 namespace {
 
-/// Row-major C = alpha * A * op(B) + beta * C.
-void gemm(bool transposeB, int m, int n, int k, const float *a, int lda,
-          const float *b, int ldb, float beta, float *c, int ldc) {
+/// Row-major C = A * op(B) + beta * C, one BLAS call.
+void blasGemm(bool transposeB, int m, int n, int k, const float *a, int lda,
+              const float *b, int ldb, float beta, float *c, int ldc) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans,
               transposeB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b,
               ldb, beta, c, ldc);
 }
 
-void gemm(bool transposeB, int m, int n, int k, const double *a, int lda,
-          const double *b, int ldb, double beta, double *c, int ldc) {
+void blasGemm(bool transposeB, int m, int n, int k, const double *a, int lda,
+              const double *b, int ldb, double beta, double *c, int ldc) {
   cblas_dgemm(CblasRowMajor, CblasNoTrans,
               transposeB ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda, b,
               ldb, beta, c, ldc);
+}
+
+/// Row-major C = A * op(B) + beta * C on the kernel threads (Parallel.h):
+/// each runs one single-threaded BLAS call on its block of C, a band of
+/// rows when M >= N (each thread packs all of op(B)), else a band of
+/// columns (each packs all of A). OpenBLAS's own threads stay at one: they
+/// declined to split the 512 x 512 x 512 GEMMs of a Llama layer at all,
+/// and spun on the cores the other kernels needed between GEMMs. K is
+/// never split, so every element is the same sum, in the same order, as
+/// one call's: the same bits at any thread count.
+template <typename T>
+void gemm(bool transposeB, int m, int n, int k, const T *a, int lda, const T *b,
+          int ldb, T beta, T *c, int ldc) {
+  // A block worth a thread: about 4 MFLOP, some 40 us of one core's GEMM.
+  constexpr int64_t kBlockFlops = int64_t(1) << 22;
+  if (m >= n) {
+    int64_t rowFlops = std::max<int64_t>(2 * int64_t(n) * k, 1);
+    parallelFor(m, std::max<int64_t>(kBlockFlops / rowFlops, 1),
+                [&](int64_t begin, int64_t end) {
+                  blasGemm(transposeB, static_cast<int>(end - begin), n, k,
+                           a + begin * lda, lda, b, ldb, beta, c + begin * ldc,
+                           ldc);
+                });
+    return;
+  }
+  int64_t columnFlops = std::max<int64_t>(2 * int64_t(m) * k, 1);
+  parallelFor(n, std::max<int64_t>(kBlockFlops / columnFlops, 1),
+              [&](int64_t begin, int64_t end) {
+                const T *columns = transposeB ? b + begin * ldb : b + begin;
+                blasGemm(transposeB, m, static_cast<int>(end - begin), k, a,
+                         lda, columns, ldb, beta, c + begin, ldc);
+              });
 }
 
 /// y[n] = sum_k x[k] * op(B)[k, n] (+ beta * y): op(B) is B [K, N], or

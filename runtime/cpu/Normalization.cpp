@@ -5,7 +5,9 @@
 // stay within an ulp or two of the exact value whatever the row length,
 // which is what lets them match onnxruntime to 1e-5 on transformer-sized
 // rows. layer_norm takes the variance in a second pass over the row
-// (sum of (x - mean)^2), not as E[x^2] - mean^2, which cancels.
+// (sum of (x - mean)^2), not as E[x^2] - mean^2, which cancels. The norms
+// and softmax split their rows across the kernel threads (Parallel.h); a
+// row's sums stay on one thread.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,20 +36,22 @@ static Status normalizeRows(const KernelCall &call, const TensorRef &input,
     using T = typename decltype(tag)::type;
     const T *w = weight ? weight->as<T>() : nullptr;
     const T *b = bias ? bias->as<T>() : nullptr;
-    for (int64_t row = 0; row < rows; ++row) {
-      const T *x = input.as<T>() + row * width;
-      T *y = result.as<T>() + row * width;
-      RowStatistics statistics = rowStatistics(x, width, epsilon, center);
-      double mean = statistics.mean, inverse = statistics.inverse;
-      for (int64_t i = 0; i < width; ++i) {
-        double normalized = (x[i] - mean) * inverse;
-        if (w)
-          normalized *= w[i];
-        if (b)
-          normalized += b[i];
-        y[i] = static_cast<T>(normalized);
+    parallelFor(rows, grainFor(4 * width), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const T *x = input.as<T>() + row * width;
+        T *y = result.as<T>() + row * width;
+        RowStatistics statistics = rowStatistics(x, width, epsilon, center);
+        double mean = statistics.mean, inverse = statistics.inverse;
+        for (int64_t i = 0; i < width; ++i) {
+          double normalized = (x[i] - mean) * inverse;
+          if (w)
+            normalized *= w[i];
+          if (b)
+            normalized += b[i];
+          y[i] = static_cast<T>(normalized);
+        }
       }
-    }
+    });
     return Status::success();
   });
 }
@@ -82,7 +86,7 @@ Status runSoftmax(const KernelCall &call) {
   int64_t length = lines.length, inner = lines.inner;
   return dispatchFloatType(call, "input", input.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    lines.forEach([&](int64_t first) {
+    parallelForEachLine(lines, [&](int64_t first) {
       const T *x = input.as<T>() + first;
       T *y = result.as<T>() + first;
       T maximum = -std::numeric_limits<T>::infinity();
@@ -90,7 +94,7 @@ Status runSoftmax(const KernelCall &call) {
         maximum = std::max(maximum, x[j * inner]);
       double sum = 0;
       for (int64_t j = 0; j < length; ++j) {
-        T e = std::exp(x[j * inner] - maximum);
+        T e = softmaxExp(x[j * inner] - maximum);
         y[j * inner] = e;
         sum += e;
       }

@@ -5,10 +5,11 @@
 // (NormalizationSupport.h: the row mean, the variance as a second pass over
 // the centred row, 1/sqrt(variance + epsilon), all in double) so that the
 // gradient is the derivative of exactly the function the forward evaluated;
-// every sum is kept in double and rounded once. The weight and bias
-// gradients sum over rows, one row after another, into a thread-local
-// double scratch that only grows: deterministic, and no allocation in a
-// steady state.
+// every sum is kept in double and rounded once. dx is computed a row at a
+// time, the rows split across the kernel threads (Parallel.h); the weight
+// and bias gradients sum over rows, one row after another, into a double
+// scratch that only grows, the columns split across the threads:
+// deterministic at any thread count, and no allocation in a steady state.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +31,12 @@ Status normalizeRowsBackward(const KernelCall &call, int64_t rows,
   const TensorRef &dy = call.operands[0], &input = call.operands[1],
                   &weight = call.operands[2], &dinput = call.results[0],
                   &dweight = call.results[1];
+  // The row statistics, taken once per row; scratch of the caller's that
+  // only grows.
+  thread_local std::vector<RowStatistics> statisticsScratch;
+  statisticsScratch.resize(
+      std::max<size_t>(statisticsScratch.size(), static_cast<size_t>(rows)));
+  RowStatistics *statistics = statisticsScratch.data();
   thread_local std::vector<double> scratch;
   if (scratch.size() < static_cast<size_t>(2 * width))
     scratch.resize(2 * width);
@@ -38,30 +45,51 @@ Status normalizeRowsBackward(const KernelCall &call, int64_t rows,
   return dispatchFloatType(call, "dy", dy.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *w = weight.as<T>();
-    for (int64_t row = 0; row < rows; ++row) {
-      const T *x = input.as<T>() + row * width;
-      const T *g = dy.as<T>() + row * width;
-      T *dx = dinput.as<T>() + row * width;
-      RowStatistics statistics = rowStatistics(x, width, epsilon, center);
-      double mean = statistics.mean, inverse = statistics.inverse;
-      double sumScaled = 0, sumScaledXhat = 0;
-      for (int64_t i = 0; i < width; ++i) {
-        double xhat = (x[i] - mean) * inverse;
-        double scaled = static_cast<double>(g[i]) * w[i];
-        sumScaled += scaled;
-        sumScaledXhat += scaled * xhat;
-        weightSums[i] += static_cast<double>(g[i]) * xhat;
-        biasSums[i] += g[i];
+    // Three passes, each split across the kernel threads: the rows'
+    // statistics; the weight and bias sums over rows, split by columns so
+    // that each column's rows are summed in order (the same bits at any
+    // thread count); then dx, row by row, last, so that it may overwrite
+    // dy.
+    parallelFor(rows, grainFor(2 * width), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row)
+        statistics[row] =
+            rowStatistics(input.as<T>() + row * width, width, epsilon, center);
+    });
+    parallelFor(width, grainFor(2 * rows), [&](int64_t begin, int64_t end) {
+      for (int64_t row = 0; row < rows; ++row) {
+        const T *x = input.as<T>() + row * width;
+        const T *g = dy.as<T>() + row * width;
+        double mean = statistics[row].mean, inverse = statistics[row].inverse;
+        for (int64_t i = begin; i < end; ++i) {
+          double xhat = (x[i] - mean) * inverse;
+          weightSums[i] += static_cast<double>(g[i]) * xhat;
+          biasSums[i] += g[i];
+        }
       }
-      double meanScaled = center ? sumScaled / static_cast<double>(width) : 0;
-      double meanScaledXhat = sumScaledXhat / static_cast<double>(width);
-      for (int64_t i = 0; i < width; ++i) {
-        double xhat = (x[i] - mean) * inverse;
-        double scaled = static_cast<double>(g[i]) * w[i];
-        dx[i] = static_cast<T>(inverse *
-                               (scaled - meanScaled - xhat * meanScaledXhat));
+    });
+    parallelFor(rows, grainFor(4 * width), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const T *x = input.as<T>() + row * width;
+        const T *g = dy.as<T>() + row * width;
+        T *dx = dinput.as<T>() + row * width;
+        double mean = statistics[row].mean, inverse = statistics[row].inverse;
+        double sumScaled = 0, sumScaledXhat = 0;
+        for (int64_t i = 0; i < width; ++i) {
+          double xhat = (x[i] - mean) * inverse;
+          double scaled = static_cast<double>(g[i]) * w[i];
+          sumScaled += scaled;
+          sumScaledXhat += scaled * xhat;
+        }
+        double meanScaled = center ? sumScaled / static_cast<double>(width) : 0;
+        double meanScaledXhat = sumScaledXhat / static_cast<double>(width);
+        for (int64_t i = 0; i < width; ++i) {
+          double xhat = (x[i] - mean) * inverse;
+          double scaled = static_cast<double>(g[i]) * w[i];
+          dx[i] = static_cast<T>(inverse *
+                                 (scaled - meanScaled - xhat * meanScaledXhat));
+        }
       }
-    }
+    });
     T *dw = dweight.as<T>();
     for (int64_t i = 0; i < width; ++i)
       dw[i] = static_cast<T>(weightSums[i]);
@@ -110,7 +138,7 @@ Status runSoftmaxGrad(const KernelCall &call) {
   int64_t length = lines.length, inner = lines.inner;
   return dispatchFloatType(call, "dy", dy.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    lines.forEach([&](int64_t first) {
+    parallelForEachLine(lines, [&](int64_t first) {
       const T *g = dy.as<T>() + first, *p = y.as<T>() + first;
       T *dx = dinput.as<T>() + first;
       double dot = 0;

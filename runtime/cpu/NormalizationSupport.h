@@ -6,7 +6,8 @@
 // inline: it runs once per row of the hot loops. Their checks are the ops
 // layer's (runtime/ops/NormalizationOps.h), shared with the CUDA kernels,
 // whose team form of these statistics (runtime/cuda/NormalizationSupport.cuh)
-// sums as this one does. Private to runtime/cpu.
+// sums as this one does. And the softmax kernels' lines on the kernel
+// threads. Private to runtime/cpu.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +41,18 @@ RowStatistics rowStatistics(const T *x, int64_t width, double epsilon,
   statistics.inverse =
       1.0 / std::sqrt(squares / static_cast<double>(width) + epsilon);
   return statistics;
+}
+
+/// Calls fn(first) for every line of `lines` (SoftmaxLines::forEach's
+/// offsets), the lines split across the kernel threads.
+template <typename Fn>
+void parallelForEachLine(const SoftmaxLines &lines, Fn &&fn) {
+  int64_t inner = lines.inner, length = lines.length;
+  parallelFor(lines.outer * inner, grainFor(4 * length),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t line = begin; line < end; ++line)
+                  fn(line / inner * length * inner + line % inner);
+              });
 }
 
 } // namespace zplan::cpu::detail

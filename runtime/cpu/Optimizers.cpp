@@ -9,8 +9,10 @@
 // beta1 or momentum, beta2, eps, weight_decay, grad_scale, 1 - beta1^t,
 // 1 - beta2^t). Each element is updated on its own, in double, with
 // torch.optim's formulas and order, and rounded once to f32: the same on
-// every run and rank. The checks and the element updates are the ops
-// layer's (runtime/ops/OptimizerOps.h), shared with the CUDA kernels.
+// every run and rank, and at any thread count (the elements are split
+// across the kernel threads, Parallel.h). The checks and the element updates
+// are the ops layer's (runtime/ops/OptimizerOps.h), shared with the CUDA
+// kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,8 +66,11 @@ Status runAdamW(const KernelCall &call) {
         *grad = call.operands[1].as<float>(), *m = call.operands[2].as<float>(),
         *v = call.operands[3].as<float>();
   int64_t count = call.operands[0].numElements();
-  adamwLoop(step, param, grad, m, v, count);
-  std::fill(grad, grad + count, 0.0f);
+  parallelFor(count, grainFor(4), [&](int64_t begin, int64_t end) {
+    adamwLoop(step, param + begin, grad + begin, m + begin, v + begin,
+              end - begin);
+    std::fill(grad + begin, grad + end, 0.0f);
+  });
   return Status::success();
 }
 
@@ -85,9 +90,11 @@ Status runSgd(const KernelCall &call) {
         *grad = call.operands[1].as<float>(),
         *buffer = call.operands[2].as<float>();
   int64_t count = call.operands[0].numElements();
-  for (int64_t i = 0; i < count; ++i)
-    sgdUpdate(step, param[i], grad[i], buffer[i]);
-  std::fill(grad, grad + count, 0.0f);
+  parallelFor(count, grainFor(2), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      sgdUpdate(step, param[i], grad[i], buffer[i]);
+    std::fill(grad + begin, grad + end, 0.0f);
+  });
   return Status::success();
 }
 

@@ -59,7 +59,7 @@ Status RankDevice::open(BackendChoice choice, const BackendOptions &options,
                         comm::Communicator &host,
                         std::unique_ptr<RankDevice> &out) {
   if (options.threads < 1)
-    return failure("the BLAS threads per rank must be at least 1, not ",
+    return failure("the kernel threads per rank must be at least 1, not ",
                    options.threads);
   std::unique_ptr<RankDevice> device(new RankDevice());
   bool useCuda = false;

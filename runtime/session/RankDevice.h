@@ -41,8 +41,9 @@ bool cudaBackendBuilt();
 
 /// The knobs of the backends, each applied by the backend it belongs to.
 struct BackendOptions {
-  /// CPU: BLAS threads per rank (zrun --threads; one per rank by default,
-  /// since ranks share the cores). The CUDA backend has no use for it.
+  /// CPU: kernel threads per rank, the GEMMs' and every other kernel's
+  /// (zrun --threads; one per rank by default, since ranks share the cores).
+  /// The CUDA backend has no use for it.
   int threads = 1;
 };
 

@@ -99,7 +99,7 @@ struct SessionOptions {
   BackendChoice backend = BackendChoice::Auto;
   /// --check: poison released copies, check reads and shard checksums.
   bool check = false;
-  /// BLAS threads of this rank (the CPU backend's knob, RankDevice.h).
+  /// Kernel threads of this rank (the CPU backend's knob, RankDevice.h).
   int threads = 1;
   /// Record a trace of every program's runs (traceEvents()).
   bool trace = false;

@@ -171,7 +171,7 @@ TEST(CpuKernels, NumElementsAndBlasThreads) {
             24);
   EXPECT_EQ((TensorRef{nullptr, {}, ElementType::F32}.numElements()), 1);
   EXPECT_EQ((TensorRef{nullptr, {5, 0}, ElementType::F32}.numElements()), 0);
-  setBlasThreads(1); // must not disturb the kernels below
+  setKernelThreads(1); // must not disturb the kernels below
 }
 
 //===----------------------------------------------------------------------===//
