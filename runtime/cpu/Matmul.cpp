@@ -58,8 +58,11 @@ void blasGemm(bool transposeB, int m, int n, int k, const double *a, int lda,
 /// columns (each packs all of A). OpenBLAS's own threads stay at one: they
 /// declined to split the 512 x 512 x 512 GEMMs of a Llama layer at all,
 /// and spun on the cores the other kernels needed between GEMMs. K is
-/// never split, so every element is the same sum, in the same order, as
-/// one call's: the same bits at any thread count.
+/// never split: each element is the same chain of multiply-adds over K as
+/// in one call, and the bits are the same at any thread count --
+/// CpuKernelThreadsTest checks splits whose boundaries cut OpenBLAS's
+/// tiles, test/train/threads.test whole training runs. (OpenBLAS promises
+/// nothing of the kind; its GEMV, split, did differ: gemv below.)
 template <typename T>
 void gemm(bool transposeB, int m, int n, int k, const T *a, int lda, const T *b,
           int ldb, T beta, T *c, int ldc) {
@@ -85,7 +88,10 @@ void gemm(bool transposeB, int m, int n, int k, const T *a, int lda, const T *b,
 }
 
 /// y[n] = sum_k x[k] * op(B)[k, n] (+ beta * y): op(B) is B [K, N], or
-/// B^T when `transposeB` (B [N, K], a Linear weight).
+/// B^T when `transposeB` (B [N, K], a Linear weight). One BLAS call, on
+/// one thread: OpenBLAS's GEMV is not the same sum for a band of y as for
+/// the whole of it (split, it gave other bits in CpuKernelThreadsTest), so
+/// decode's one-row products are not split.
 void gemv(bool transposeB, int n, int k, const float *b, int ldb,
           const float *x, float beta, float *y) {
   if (transposeB)

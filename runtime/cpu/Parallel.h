@@ -12,8 +12,9 @@
 // its one-thread loop does, and keeps every sum across chunks in the
 // one-thread order (a per-row value is stored and the rows summed after, or
 // the work is split along the dimension the sum does not run over): the
-// results are the same bits whatever T is. The kernel tests run each kernel
-// at 1 and 2 threads and compare bits.
+// results are the same bits whatever T is. CpuKernelThreadsTest runs each
+// split kernel at 1 and 3 threads and compares bytes; test/train/threads.test
+// compares whole training runs and generations.
 //
 //===----------------------------------------------------------------------===//
 
