@@ -1,10 +1,12 @@
 //===- Parallel.h - the CPU kernels' own threads (private) ----------------===//
 //
-// `zrun --threads T` gives each rank T threads, and every kernel splits its
-// work over them here, in contiguous chunks (parallelFor): the GEMMs (each
-// thread a one-thread BLAS call on its block of the result, Matmul.cpp),
-// attention's (batch, head) entries, the loss over the vocabulary, the
-// norms, the elementwise ops, the transposes, the optimizer. OpenBLAS's own
+// `zrun --threads T` gives each rank T threads, and the kernels that make up
+// a step split their work over them here, in contiguous chunks
+// (parallelFor): the GEMMs (each thread a one-thread BLAS call on its block
+// of the result, Matmul.cpp), attention's (batch, head) entries, the loss
+// over the vocabulary, the norms, softmax, the elementwise ops, copies and
+// transposes, the optimizers. (The rest -- embedding, gather, the KV
+// cache's, decode's GEMV -- run on the caller's thread.) OpenBLAS's own
 // pool stays at one thread: two pools on the same cores competed. With one
 // thread nothing changes: the body runs inline, on the caller's thread.
 //
