@@ -80,6 +80,19 @@ double sumShiftedExp(const T *row, int64_t length, T maximum, Each &&each) {
   return sum;
 }
 
+/// fn(row, rowsOf) for each of `rows` rows of `classes` logits, the rows
+/// split across the kernel threads (Parallel.h); rowsOf(row) reads the row
+/// (widening a bf16 one into the chunk's own scratch).
+template <typename T, typename Fn>
+void forEachLogitRow(const TensorRef &logits, int64_t rows, int64_t classes,
+                     Fn &&fn) {
+  parallelFor(rows, grainFor(classes), [&](int64_t begin, int64_t end) {
+    WidenedSlabs<T> rowsOf(logits, classes);
+    for (int64_t row = begin; row < end; ++row)
+      fn(row, rowsOf);
+  });
+}
+
 } // namespace
 
 /// cross_entropy(logits [..., V], targets [...]) -> loss [] (logits' type):
@@ -106,20 +119,18 @@ Status runCrossEntropy(const KernelCall &call) {
         thread_local std::vector<double> scratch;
         scratch.assign(static_cast<size_t>(rows), 0.0);
         double *terms = scratch.data();
-        parallelFor(rows, grainFor(classes), [&](int64_t begin, int64_t end) {
-          WidenedSlabs<T> rowsOf(logits, classes);
-          for (int64_t row = begin; row < end; ++row) {
-            int64_t target = indexAt(targets, row);
-            if (target == ignoreIndex)
-              continue;
-            const T *x = rowsOf(row);
-            T maximum = rowMaximum(x, classes);
-            double logSum =
-                std::log(sumShiftedExp(x, classes, maximum, [](int64_t, T) {}));
-            terms[row] = static_cast<double>(maximum) + logSum -
-                         static_cast<double>(x[target]);
-          }
-        });
+        forEachLogitRow<T>(
+            logits, rows, classes, [&](int64_t row, WidenedSlabs<T> &rowsOf) {
+              int64_t target = indexAt(targets, row);
+              if (target == ignoreIndex)
+                return;
+              const T *x = rowsOf(row);
+              T maximum = rowMaximum(x, classes);
+              double logSum = std::log(
+                  sumShiftedExp(x, classes, maximum, [](int64_t, T) {}));
+              terms[row] = static_cast<double>(maximum) + logSum -
+                           static_cast<double>(x[target]);
+            });
         double total = 0;
         for (int64_t row = 0; row < rows; ++row)
           if (indexAt(targets, row) != ignoreIndex)
@@ -151,28 +162,26 @@ Status runCrossEntropyGrad(const KernelCall &call) {
         double scale = counted == 0 ? 0.0
                                     : static_cast<double>(*dloss.as<T>()) /
                                           static_cast<double>(counted);
-        parallelFor(rows, grainFor(classes), [&](int64_t begin, int64_t end) {
-          WidenedSlabs<T> rowsOf(logits, classes);
-          for (int64_t row = begin; row < end; ++row) {
-            T *dx = dlogits.as<T>() + row * classes;
-            int64_t target = indexAt(targets, row);
-            if (target == ignoreIndex) {
-              std::fill(dx, dx + classes, T(0));
-              continue;
-            }
-            const T *x = rowsOf(row);
-            // One exp per element: exp(x - max) parked in dx, then scaled
-            // by dloss / (count * sum) and the target's one subtracted.
-            double sum = sumShiftedExp(x, classes, rowMaximum(x, classes),
-                                       [&](int64_t i, T e) { dx[i] = e; });
-            // The target's one is subtracted before rounding: p - 1 near
-            // p = 1 keeps its digits.
-            double factor = scale / sum;
-            for (int64_t i = 0; i < classes; ++i)
-              dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor -
-                                     (i == target ? scale : 0.0));
-          }
-        });
+        forEachLogitRow<T>(
+            logits, rows, classes, [&](int64_t row, WidenedSlabs<T> &rowsOf) {
+              T *dx = dlogits.as<T>() + row * classes;
+              int64_t target = indexAt(targets, row);
+              if (target == ignoreIndex) {
+                std::fill(dx, dx + classes, T(0));
+                return;
+              }
+              const T *x = rowsOf(row);
+              // One exp per element: exp(x - max) parked in dx, then scaled
+              // by dloss / (count * sum) and the target's one subtracted.
+              double sum = sumShiftedExp(x, classes, rowMaximum(x, classes),
+                                         [&](int64_t i, T e) { dx[i] = e; });
+              // The target's one is subtracted before rounding: p - 1 near
+              // p = 1 keeps its digits.
+              double factor = scale / sum;
+              for (int64_t i = 0; i < classes; ++i)
+                dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor -
+                                       (i == target ? scale : 0.0));
+            });
         return Status::success();
       });
 }
@@ -200,24 +209,21 @@ Status runTokenLogprobs(const KernelCall &call) {
       call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
         using T = typename decltype(tag)::type;
         int64_t classes = shape.classes;
-        parallelFor(
-            shape.rows, grainFor(classes), [&](int64_t begin, int64_t end) {
-              WidenedSlabs<T> rowsOf(logits, classes);
-              for (int64_t row = begin; row < end; ++row) {
-                int64_t target = indexAt(targets, row);
-                if (target == shape.ignoreIndex) {
-                  logp.as<T>()[row] = T(0);
-                  continue;
-                }
-                const T *x = rowsOf(row);
-                T maximum = rowMaximum(x, classes);
-                double logSum = std::log(
-                    sumShiftedExp(x, classes, maximum, [](int64_t, T) {}));
-                logp.as<T>()[row] =
-                    static_cast<T>(static_cast<double>(x[target]) -
-                                   static_cast<double>(maximum) - logSum);
-              }
-            });
+        forEachLogitRow<T>(logits, shape.rows, classes,
+                           [&](int64_t row, WidenedSlabs<T> &rowsOf) {
+                             int64_t target = indexAt(targets, row);
+                             if (target == shape.ignoreIndex) {
+                               logp.as<T>()[row] = T(0);
+                               return;
+                             }
+                             const T *x = rowsOf(row);
+                             T maximum = rowMaximum(x, classes);
+                             double logSum = std::log(sumShiftedExp(
+                                 x, classes, maximum, [](int64_t, T) {}));
+                             logp.as<T>()[row] = static_cast<T>(
+                                 static_cast<double>(x[target]) -
+                                 static_cast<double>(maximum) - logSum);
+                           });
         return Status::success();
       });
 }
@@ -237,26 +243,24 @@ Status runTokenLogprobsGrad(const KernelCall &call) {
       call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
         using T = typename decltype(tag)::type;
         int64_t classes = shape.classes;
-        parallelFor(
-            shape.rows, grainFor(classes), [&](int64_t begin, int64_t end) {
-              WidenedSlabs<T> rowsOf(logits, classes);
-              for (int64_t row = begin; row < end; ++row) {
-                T *dx = dlogits.as<T>() + row * classes;
-                int64_t target = indexAt(targets, row);
-                double scale = static_cast<double>(dlogp.as<T>()[row]);
-                if (target == shape.ignoreIndex || scale == 0) {
-                  std::fill(dx, dx + classes, T(0));
-                  continue;
-                }
-                const T *x = rowsOf(row);
-                double sum = sumShiftedExp(x, classes, rowMaximum(x, classes),
-                                           [&](int64_t i, T e) { dx[i] = e; });
-                // As cross_entropy_grad: the one is added before rounding.
-                double factor = -scale / sum;
-                for (int64_t i = 0; i < classes; ++i)
-                  dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor +
-                                         (i == target ? scale : 0.0));
+        forEachLogitRow<T>(
+            logits, shape.rows, classes,
+            [&](int64_t row, WidenedSlabs<T> &rowsOf) {
+              T *dx = dlogits.as<T>() + row * classes;
+              int64_t target = indexAt(targets, row);
+              double scale = static_cast<double>(dlogp.as<T>()[row]);
+              if (target == shape.ignoreIndex || scale == 0) {
+                std::fill(dx, dx + classes, T(0));
+                return;
               }
+              const T *x = rowsOf(row);
+              double sum = sumShiftedExp(x, classes, rowMaximum(x, classes),
+                                         [&](int64_t i, T e) { dx[i] = e; });
+              // As cross_entropy_grad: the one is added before rounding.
+              double factor = -scale / sum;
+              for (int64_t i = 0; i < classes; ++i)
+                dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor +
+                                       (i == target ? scale : 0.0));
             });
         return Status::success();
       });
@@ -274,24 +278,22 @@ Status runTokenEntropy(const KernelCall &call) {
       call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
         using T = typename decltype(tag)::type;
         int64_t classes = shape.classes;
-        parallelFor(
-            shape.rows, grainFor(classes), [&](int64_t begin, int64_t end) {
-              WidenedSlabs<T> rowsOf(logits, classes);
-              for (int64_t row = begin; row < end; ++row) {
-                const T *x = rowsOf(row);
-                T maximum = rowMaximum(x, classes);
-                double weighted = 0;
-                double sum =
-                    sumShiftedExp(x, classes, maximum, [&](int64_t i, T e) {
-                      weighted += static_cast<double>(e) *
-                                  (static_cast<double>(x[i]) -
-                                   static_cast<double>(maximum));
-                    });
-                // H = log(sum e) - sum(e (x - max)) / sum e, e = exp(x - max).
-                entropy.as<T>()[row] =
-                    static_cast<T>(std::log(sum) - weighted / sum);
-              }
-            });
+        forEachLogitRow<T>(logits, shape.rows, classes,
+                           [&](int64_t row, WidenedSlabs<T> &rowsOf) {
+                             const T *x = rowsOf(row);
+                             T maximum = rowMaximum(x, classes);
+                             double weighted = 0;
+                             double sum = sumShiftedExp(
+                                 x, classes, maximum, [&](int64_t i, T e) {
+                                   weighted += static_cast<double>(e) *
+                                               (static_cast<double>(x[i]) -
+                                                static_cast<double>(maximum));
+                                 });
+                             // H = log(sum e) - sum(e (x - max)) / sum e, e =
+                             // exp(x - max).
+                             entropy.as<T>()[row] =
+                                 static_cast<T>(std::log(sum) - weighted / sum);
+                           });
         return Status::success();
       });
 }
