@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/AttentionSupport.h"
+#include "runtime/cpu/VectorMath.h"
 
 #include <cblas.h>
 
@@ -28,17 +29,14 @@ namespace zplan::cpu::detail {
 
 namespace {
 
-/// Scores of one row into probabilities: exp(x - max) / sum, summed in
+/// Scores of one row into probabilities: exp(x - max) / sum, the exps
+/// VectorMath's (as the loss and the KV cache's decode take them), summed in
 /// double. A row that is -inf throughout becomes NaN, as in onnxruntime.
 void softmaxRow(float *row, int64_t length) {
   float maximum = -std::numeric_limits<float>::infinity();
   for (int64_t t = 0; t < length; ++t)
     maximum = std::max(maximum, row[t]);
-  double sum = 0;
-  for (int64_t t = 0; t < length; ++t) {
-    row[t] = softmaxExp(row[t] - maximum);
-    sum += row[t];
-  }
+  double sum = expShiftedSum(row, length, maximum, row);
   float inverse = static_cast<float>(1.0 / sum);
   for (int64_t t = 0; t < length; ++t)
     row[t] *= inverse;

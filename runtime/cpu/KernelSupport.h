@@ -184,7 +184,9 @@ void stridedCopy(const T *input, int64_t base,
 /// is 0 anyway (-104 for f32, -746 for double: checked over every f32 from
 /// -104 down). A masked score (a float's lowest, as exporters write masks)
 /// otherwise takes libm's slow underflow path: it was a third of a
-/// forward's attention softmax time.
+/// forward's attention softmax time. (Contiguous f32 rows take
+/// VectorMath.h's expShiftedSum instead: this is for double rows and
+/// strided f32 softmax lines.)
 template <typename T> T softmaxExp(T x) {
   constexpr T kZeroBelow = std::is_same_v<T, float> ? T(-104) : T(-746);
   return x < kZeroBelow ? T(0) : std::exp(x);

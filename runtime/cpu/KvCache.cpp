@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/IndexingSupport.h"
+#include "runtime/cpu/VectorMath.h"
 #include "runtime/ops/KvCacheOps.h"
 #include "runtime/support/Bfloat16.h"
 
@@ -145,11 +146,7 @@ Status runCachedAttention(const KernelCall &call) {
         float maximum = -std::numeric_limits<float>::infinity();
         for (int j = 0; j < visible; ++j)
           maximum = std::max(maximum, scores[j]);
-        double sum = 0;
-        for (int j = 0; j < visible; ++j) {
-          scores[j] = softmaxExp(scores[j] - maximum);
-          sum += scores[j];
-        }
+        double sum = expShiftedSum(scores, visible, maximum, scores);
         auto inverse = static_cast<float>(1.0 / sum);
         cblas_sgemv(CblasRowMajor, CblasTrans, visible,
                     static_cast<int>(valueWidth), inverse, values, ldv, scores,

@@ -5,19 +5,21 @@
 // mean, over the positions whose target is not ignore_index, of
 // logsumexp(logits row) - logits[target], and its gradient with respect to
 // the logits. Both subtract the row's max before exp (taken in the logits'
-// type, as the attention softmax does) and keep every sum in double,
-// rounded once, one row after another: the loss is the same on every run
-// and rank. Rows run on the kernel threads (Parallel.h); the loss's terms
-// are summed after, in row order. Every target is checked before anything
-// is written: a target outside [0, V) that is not ignore_index is an error
-// naming the op, never a read outside the row. The other checks are the
-// ops layer's (runtime/ops/LossOps.h), shared with the CUDA kernels. bf16
-// logits (mixed precision) are widened a row at a time and computed in f32.
+// type, as the attention softmax does: an f32 row sixteen lanes at a time,
+// VectorMath.h) and keep every sum in double, in a fixed order, rounded
+// once: the loss is the same on every run and rank. Rows run on the kernel
+// threads (Parallel.h); the loss's terms are summed after, in row order. Every
+// target is checked before anything is written: a target outside [0, V) that is
+// not ignore_index is an error naming the op, never a read outside the row. The
+// other checks are the ops layer's (runtime/ops/LossOps.h), shared with the
+// CUDA kernels. bf16 logits (mixed precision) are widened a row at a time and
+// computed in f32.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/IndexingSupport.h"
 #include "runtime/cpu/Parallel.h"
+#include "runtime/cpu/VectorMath.h"
 #include "runtime/ops/LossOps.h"
 
 #include <algorithm>
@@ -50,13 +52,6 @@ Status countTargets(const KernelCall &call, const CrossEntropyRows &rows,
   return Status::success();
 }
 
-/// exp(x - maximum) in the row's own type: f32 exp (within an ulp, and
-/// several times faster than the double one over a 50k-word vocabulary)
-/// for f32 logits, as the attention softmax does; the sums stay in double.
-template <typename T> T shiftedExp(T x, T maximum) {
-  return softmaxExp(x - maximum);
-}
-
 /// The row's maximum, in its own type.
 template <typename T> T rowMaximum(const T *row, int64_t length) {
   T maximum = -std::numeric_limits<T>::infinity();
@@ -66,18 +61,24 @@ template <typename T> T rowMaximum(const T *row, int64_t length) {
 }
 
 /// sum(exp(x - maximum)) over the row, in double: the log-sum-exp of the
-/// loss and the softmax denominator of its gradient. `each(i, e)` sees
-/// every exp, for a caller that keeps them (it inlines to nothing for one
-/// that does not).
-template <typename T, typename Each>
-double sumShiftedExp(const T *row, int64_t length, T maximum, Each &&each) {
-  double sum = 0;
-  for (int64_t i = 0; i < length; ++i) {
-    T e = shiftedExp(row[i], maximum);
-    each(i, e);
-    sum += e;
+/// loss and the softmax denominator of its gradient. Each exp is taken in
+/// the row's own type and, when `exps` is not null, kept there. f32 rows
+/// (the usual case) go through VectorMath's exp, sixteen at a time, within
+/// an ulp and summed in its fixed lanes; double rows through std::exp.
+template <typename T>
+double sumShiftedExp(const T *row, int64_t length, T maximum, T *exps) {
+  if constexpr (std::is_same_v<T, float>) {
+    return expShiftedSum(row, length, maximum, exps);
+  } else {
+    double sum = 0;
+    for (int64_t i = 0; i < length; ++i) {
+      T e = softmaxExp(row[i] - maximum);
+      if (exps)
+        exps[i] = e;
+      sum += e;
+    }
+    return sum;
   }
-  return sum;
 }
 
 /// fn(row, rowsOf) for each of `rows` rows of `classes` logits, the rows
@@ -126,8 +127,8 @@ Status runCrossEntropy(const KernelCall &call) {
                 return;
               const T *x = rowsOf(row);
               T maximum = rowMaximum(x, classes);
-              double logSum = std::log(
-                  sumShiftedExp(x, classes, maximum, [](int64_t, T) {}));
+              double logSum =
+                  std::log(sumShiftedExp<T>(x, classes, maximum, nullptr));
               terms[row] = static_cast<double>(maximum) + logSum -
                            static_cast<double>(x[target]);
             });
@@ -173,8 +174,8 @@ Status runCrossEntropyGrad(const KernelCall &call) {
               const T *x = rowsOf(row);
               // One exp per element: exp(x - max) parked in dx, then scaled
               // by dloss / (count * sum) and the target's one subtracted.
-              double sum = sumShiftedExp(x, classes, rowMaximum(x, classes),
-                                         [&](int64_t i, T e) { dx[i] = e; });
+              double sum =
+                  sumShiftedExp(x, classes, rowMaximum(x, classes), dx);
               // The target's one is subtracted before rounding: p - 1 near
               // p = 1 keeps its digits.
               double factor = scale / sum;
@@ -209,21 +210,22 @@ Status runTokenLogprobs(const KernelCall &call) {
       call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
         using T = typename decltype(tag)::type;
         int64_t classes = shape.classes;
-        forEachLogitRow<T>(logits, shape.rows, classes,
-                           [&](int64_t row, WidenedSlabs<T> &rowsOf) {
-                             int64_t target = indexAt(targets, row);
-                             if (target == shape.ignoreIndex) {
-                               logp.as<T>()[row] = T(0);
-                               return;
-                             }
-                             const T *x = rowsOf(row);
-                             T maximum = rowMaximum(x, classes);
-                             double logSum = std::log(sumShiftedExp(
-                                 x, classes, maximum, [](int64_t, T) {}));
-                             logp.as<T>()[row] = static_cast<T>(
-                                 static_cast<double>(x[target]) -
+        forEachLogitRow<T>(
+            logits, shape.rows, classes,
+            [&](int64_t row, WidenedSlabs<T> &rowsOf) {
+              int64_t target = indexAt(targets, row);
+              if (target == shape.ignoreIndex) {
+                logp.as<T>()[row] = T(0);
+                return;
+              }
+              const T *x = rowsOf(row);
+              T maximum = rowMaximum(x, classes);
+              double logSum =
+                  std::log(sumShiftedExp<T>(x, classes, maximum, nullptr));
+              logp.as<T>()[row] =
+                  static_cast<T>(static_cast<double>(x[target]) -
                                  static_cast<double>(maximum) - logSum);
-                           });
+            });
         return Status::success();
       });
 }
@@ -254,8 +256,8 @@ Status runTokenLogprobsGrad(const KernelCall &call) {
                 return;
               }
               const T *x = rowsOf(row);
-              double sum = sumShiftedExp(x, classes, rowMaximum(x, classes),
-                                         [&](int64_t i, T e) { dx[i] = e; });
+              double sum =
+                  sumShiftedExp(x, classes, rowMaximum(x, classes), dx);
               // As cross_entropy_grad: the one is added before rounding.
               double factor = -scale / sum;
               for (int64_t i = 0; i < classes; ++i)
@@ -278,22 +280,24 @@ Status runTokenEntropy(const KernelCall &call) {
       call, "logits", lossComputeType(logits.dtype), [&](auto tag) {
         using T = typename decltype(tag)::type;
         int64_t classes = shape.classes;
-        forEachLogitRow<T>(logits, shape.rows, classes,
-                           [&](int64_t row, WidenedSlabs<T> &rowsOf) {
-                             const T *x = rowsOf(row);
-                             T maximum = rowMaximum(x, classes);
-                             double weighted = 0;
-                             double sum = sumShiftedExp(
-                                 x, classes, maximum, [&](int64_t i, T e) {
-                                   weighted += static_cast<double>(e) *
-                                               (static_cast<double>(x[i]) -
-                                                static_cast<double>(maximum));
-                                 });
-                             // H = log(sum e) - sum(e (x - max)) / sum e, e =
-                             // exp(x - max).
-                             entropy.as<T>()[row] =
-                                 static_cast<T>(std::log(sum) - weighted / sum);
-                           });
+        forEachLogitRow<T>(
+            logits, shape.rows, classes,
+            [&](int64_t row, WidenedSlabs<T> &rowsOf) {
+              const T *x = rowsOf(row);
+              T maximum = rowMaximum(x, classes);
+              thread_local std::vector<T> exps;
+              exps.resize(static_cast<size_t>(classes));
+              double sum = sumShiftedExp(x, classes, maximum, exps.data());
+              double weighted = 0;
+              for (int64_t i = 0; i < classes; ++i)
+                weighted +=
+                    static_cast<double>(exps[i]) *
+                    (static_cast<double>(x[i]) - static_cast<double>(maximum));
+              // H = log(sum e) - sum(e (x - max)) / sum e, e =
+              // exp(x - max).
+              entropy.as<T>()[row] =
+                  static_cast<T>(std::log(sum) - weighted / sum);
+            });
         return Status::success();
       });
 }

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/NormalizationSupport.h"
+#include "runtime/cpu/VectorMath.h"
 #include "runtime/ops/ReductionOps.h"
 
 #include <cmath>
@@ -93,10 +94,19 @@ Status runSoftmax(const KernelCall &call) {
       for (int64_t j = 0; j < length; ++j)
         maximum = std::max(maximum, x[j * inner]);
       double sum = 0;
-      for (int64_t j = 0; j < length; ++j) {
-        T e = softmaxExp(x[j * inner] - maximum);
-        y[j * inner] = e;
-        sum += e;
+      bool contiguousF32 = false;
+      if constexpr (std::is_same_v<T, float>) {
+        // A contiguous f32 line: VectorMath's exp, as attention takes it.
+        contiguousF32 = inner == 1;
+        if (contiguousF32)
+          sum = expShiftedSum(x, length, maximum, y);
+      }
+      if (!contiguousF32) {
+        for (int64_t j = 0; j < length; ++j) {
+          T e = softmaxExp(x[j * inner] - maximum);
+          y[j * inner] = e;
+          sum += e;
+        }
       }
       double inverse = 1.0 / sum;
       for (int64_t j = 0; j < length; ++j)

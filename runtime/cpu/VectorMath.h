@@ -1,0 +1,44 @@
+//===- VectorMath.h - exp, SiLU and sigmoid over f32 arrays (private) -----===//
+//
+// The transcendental loops that dominated the CPU kernels once the GEMMs
+// were split: exp over a softmax's row (the loss over the vocabulary,
+// attention, softmax, the KV cache's decode) and SiLU and sigmoid over an
+// MLP's activations. libm evaluates one element per call; these evaluate
+// sixteen at a time with a polynomial, compiled for AVX-512, AVX2 and the
+// default x86-64 target (GCC's target_clones) with contraction off, so
+// every path computes the same bits: each lane is a fixed sequence of IEEE
+// adds and multiplies, on any CPU and at any thread count.
+//
+// Accuracy (VectorMathTest checks it against libm): f32 exp within an ulp
+// of the correctly rounded value (over [-104, 0], 0.85% of the results
+// are an ulp off it); SiLU and sigmoid are computed in double,
+// as their scalar functors (runtime/ops/ElementwiseOps.h) are, and give
+// the same f32 as those except where the double lies within a few double
+// ulps of an f32 rounding boundary (the test counts none in 2^24 inputs).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_CPU_VECTORMATH_H
+#define ZPLAN_RUNTIME_CPU_VECTORMATH_H
+
+#include <cstdint>
+
+namespace zplan::cpu::detail {
+
+/// y[i] = exp(x[i] - shift) for i in [0, n), the difference taken in f32
+/// (as a softmax subtracts its row's max); returns the sum of the y[i] in
+/// double. The sum runs in sixteen lanes (element i in lane i % 16), added
+/// in lane order at the end: a fixed order, the same for a row wherever
+/// the row is computed. `y` may be null when only the sum is wanted.
+/// Below -104 the exp is 0 (as libm's is); NaN stays NaN.
+double expShiftedSum(const float *x, int64_t n, float shift, float *y);
+
+/// y[i] = x / (1 + exp(-x)) for i in [0, n), in double, rounded once.
+void siluF32(const float *x, int64_t n, float *y);
+
+/// y[i] = 1 / (1 + exp(-x)) for i in [0, n), in double, rounded once.
+void sigmoidF32(const float *x, int64_t n, float *y);
+
+} // namespace zplan::cpu::detail
+
+#endif // ZPLAN_RUNTIME_CPU_VECTORMATH_H
