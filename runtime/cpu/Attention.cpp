@@ -33,10 +33,7 @@ namespace {
 /// VectorMath's (as the loss and the KV cache's decode take them), summed in
 /// double. A row that is -inf throughout becomes NaN, as in onnxruntime.
 void softmaxRow(float *row, int64_t length) {
-  float maximum = -std::numeric_limits<float>::infinity();
-  for (int64_t t = 0; t < length; ++t)
-    maximum = std::max(maximum, row[t]);
-  double sum = expShiftedSum(row, length, maximum, row);
+  double sum = expShiftedSum(row, length, maxOf(row, length), row);
   float inverse = static_cast<float>(1.0 / sum);
   for (int64_t t = 0; t < length; ++t)
     row[t] *= inverse;

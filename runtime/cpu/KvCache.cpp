@@ -143,10 +143,8 @@ Status runCachedAttention(const KernelCall &call) {
         cblas_sgemv(CblasRowMajor, CblasNoTrans, visible,
                     static_cast<int>(width), scale, keys, ld, row, 1, 0.0f,
                     scores, 1);
-        float maximum = -std::numeric_limits<float>::infinity();
-        for (int j = 0; j < visible; ++j)
-          maximum = std::max(maximum, scores[j]);
-        double sum = expShiftedSum(scores, visible, maximum, scores);
+        double sum =
+            expShiftedSum(scores, visible, maxOf(scores, visible), scores);
         auto inverse = static_cast<float>(1.0 / sum);
         cblas_sgemv(CblasRowMajor, CblasTrans, visible,
                     static_cast<int>(valueWidth), inverse, values, ldv, scores,

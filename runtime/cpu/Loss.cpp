@@ -52,12 +52,27 @@ Status countTargets(const KernelCall &call, const CrossEntropyRows &rows,
   return Status::success();
 }
 
-/// The row's maximum, in its own type.
+/// The row's maximum, in its own type (VectorMath's for f32).
 template <typename T> T rowMaximum(const T *row, int64_t length) {
-  T maximum = -std::numeric_limits<T>::infinity();
-  for (int64_t i = 0; i < length; ++i)
-    maximum = std::max(maximum, row[i]);
-  return maximum;
+  if constexpr (std::is_same_v<T, float>) {
+    return maxOf(row, length);
+  } else {
+    T maximum = -std::numeric_limits<T>::infinity();
+    for (int64_t i = 0; i < length; ++i)
+      maximum = std::max(maximum, row[i]);
+    return maximum;
+  }
+}
+
+/// x[i] = x[i] * factor + addend over the row, in double, rounded once.
+template <typename T>
+void scaleRow(T *x, int64_t length, double factor, double addend) {
+  if constexpr (std::is_same_v<T, float>) {
+    scaleInDouble(x, length, factor, addend);
+  } else {
+    for (int64_t i = 0; i < length; ++i)
+      x[i] = static_cast<T>(static_cast<double>(x[i]) * factor + addend);
+  }
 }
 
 /// sum(exp(x - maximum)) over the row, in double: the log-sum-exp of the
@@ -177,11 +192,11 @@ Status runCrossEntropyGrad(const KernelCall &call) {
               double sum =
                   sumShiftedExp(x, classes, rowMaximum(x, classes), dx);
               // The target's one is subtracted before rounding: p - 1 near
-              // p = 1 keeps its digits.
+              // p = 1 keeps its digits. (x - 0.0 is x + -0.0.)
               double factor = scale / sum;
-              for (int64_t i = 0; i < classes; ++i)
-                dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor -
-                                       (i == target ? scale : 0.0));
+              double targetExp = static_cast<double>(dx[target]);
+              scaleRow(dx, classes, factor, -0.0);
+              dx[target] = static_cast<T>(targetExp * factor - scale);
             });
         return Status::success();
       });
@@ -260,9 +275,9 @@ Status runTokenLogprobsGrad(const KernelCall &call) {
                   sumShiftedExp(x, classes, rowMaximum(x, classes), dx);
               // As cross_entropy_grad: the one is added before rounding.
               double factor = -scale / sum;
-              for (int64_t i = 0; i < classes; ++i)
-                dx[i] = static_cast<T>(static_cast<double>(dx[i]) * factor +
-                                       (i == target ? scale : 0.0));
+              double targetExp = static_cast<double>(dx[target]);
+              scaleRow(dx, classes, factor, 0.0);
+              dx[target] = static_cast<T>(targetExp * factor + scale);
             });
         return Status::success();
       });

@@ -187,6 +187,34 @@ double expShiftedSum(const float *x, int64_t n, float shift, float *y) {
 }
 
 ZPLAN_VECTOR_CLONES
+float maxOf(const float *x, int64_t n) {
+  constexpr float kLowest = -std::numeric_limits<float>::infinity();
+  F32x16 lanes = F32x16{} + kLowest;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    F32x16 v = load<F32x16>(x + i);
+    lanes = select(lanes < v, v, lanes);
+  }
+  float maximum = kLowest;
+  for (int lane = 0; lane < kLanes; ++lane)
+    maximum = std::max(maximum, lanes[lane]);
+  for (; i < n; ++i)
+    maximum = std::max(maximum, x[i]);
+  return maximum;
+}
+
+ZPLAN_VECTOR_CLONES
+void scaleInDouble(float *x, int64_t n, double factor, double addend) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    F64x8 wide = __builtin_convertvector(load<F32x8>(x + i), F64x8);
+    store(x + i, __builtin_convertvector(wide * factor + addend, F32x8));
+  }
+  for (; i < n; ++i)
+    x[i] = static_cast<float>(static_cast<double>(x[i]) * factor + addend);
+}
+
+ZPLAN_VECTOR_CLONES
 void siluF32(const float *x, int64_t n, float *y) {
   mapInDouble</*kSilu=*/true>(x, n, y);
 }

@@ -2,7 +2,8 @@
 //
 // The transcendental loops that dominated the CPU kernels once the GEMMs
 // were split: exp over a softmax's row (the loss over the vocabulary,
-// attention, softmax, the KV cache's decode) and SiLU and sigmoid over an
+// attention, softmax, the KV cache's decode), with the row's max before it
+// and the loss gradient's scaling after it, and SiLU and sigmoid over an
 // MLP's activations. libm evaluates one element per call; these evaluate
 // sixteen at a time with a polynomial, compiled for AVX-512, AVX2 and the
 // default x86-64 target (GCC's target_clones) with contraction off, so
@@ -32,6 +33,15 @@ namespace zplan::cpu::detail {
 /// the row is computed. `y` may be null when only the sum is wanted.
 /// Below -104 the exp is 0 (as libm's is); NaN stays NaN.
 double expShiftedSum(const float *x, int64_t n, float shift, float *y);
+
+/// The largest of x[0, n), -inf for n = 0, as a loop of
+/// m = std::max(m, x[i]) from -inf finds it: NaNs are passed over (a zero's
+/// sign may differ, which no softmax sees). Sixteen lanes, then the lanes.
+float maxOf(const float *x, int64_t n);
+
+/// x[i] = x[i] * factor + addend for i in [0, n), in double, rounded once:
+/// the loss gradients' last pass over a row.
+void scaleInDouble(float *x, int64_t n, double factor, double addend);
 
 /// y[i] = x / (1 + exp(-x)) for i in [0, n), in double, rounded once.
 void siluF32(const float *x, int64_t n, float *y);

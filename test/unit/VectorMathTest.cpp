@@ -3,7 +3,8 @@
 // runtime/cpu/VectorMath.h against libm: the f32 exp within an ulp of the
 // correctly rounded value (std::exp in double, rounded once) over every
 // 16th f32 in [-104, 88.7], 0 below -104, NaN for NaN; the sum in its
-// documented lane order; SiLU and sigmoid bit-equal to the scalar functors
+// documented lane order; the row max and the loss gradients' scaling as
+// their scalar loops; SiLU and sigmoid bit-equal to the scalar functors
 // of runtime/ops/ElementwiseOps.h over 2^24 f32 spread over every exponent.
 //
 //===----------------------------------------------------------------------===//
@@ -151,5 +152,47 @@ TEST(VectorMath, SiluAndSigmoidMatchTheScalarFunctors) {
     for (int64_t i = 0; i < n; ++i)
       EXPECT_EQ(bitsOf(tail[i]), bitsOf(silu[1000 + i])) << n;
     EXPECT_EQ(tail[n], -7.0f) << "wrote past the end, n = " << n;
+  }
+}
+
+TEST(VectorMath, MaxOfIsTheScalarLoopsMax) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(maxOf(nullptr, 0), -inf);
+  for (int64_t n = 1; n <= 70; ++n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = std::cos(static_cast<float>(i * n)) * 50.0f;
+    // The largest element in the middle, in the tail, then last; NaNs and
+    // -inf about.
+    x[static_cast<size_t>(n / 2)] = 60.0f + static_cast<float>(n);
+    if (n > 3)
+      x[1] = nan;
+    if (n > 5)
+      x[4] = -inf;
+    float expected = -inf;
+    for (float value : x)
+      expected = std::max(expected, value);
+    EXPECT_EQ(maxOf(x.data(), n), expected) << "n = " << n;
+    x.back() = 1000.0f;
+    EXPECT_EQ(maxOf(x.data(), n), 1000.0f) << "n = " << n;
+  }
+}
+
+TEST(VectorMath, ScaleInDoubleIsTheScalarFormula) {
+  for (double addend : {0.0, -0.0, 0.25}) {
+    for (int64_t n = 0; n <= 20; ++n) {
+      std::vector<float> x(static_cast<size_t>(n) + 1, 9.0f);
+      for (int64_t i = 0; i < n; ++i)
+        x[i] = i % 5 == 0 ? 0.0f : std::sin(static_cast<float>(i)) * 3.0f;
+      std::vector<float> expected = x;
+      for (int64_t i = 0; i < n; ++i)
+        expected[i] =
+            static_cast<float>(static_cast<double>(x[i]) * -0.3 + addend);
+      scaleInDouble(x.data(), n, -0.3, addend);
+      for (int64_t i = 0; i <= n; ++i) // x[n] is past the end: untouched
+        EXPECT_EQ(bitsOf(x[i]), bitsOf(expected[i]))
+            << "n = " << n << ", element " << i << ", addend " << addend;
+    }
   }
 }
