@@ -91,6 +91,7 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
   if (!options.hardwareProfile.empty())
     emit.hardware += " (profile " + options.hardwareProfile + ")";
   emit.memoryBudget = options.memoryBudget.value_or(0);
+  emit.trainDefaults = options.trainDefaults;
   emit.modelName = llvm::sys::path::filename(options.modelPath).str();
   if (!options.outputPath.empty())
     emit.weightsFile =

@@ -13,6 +13,7 @@
 
 #include "compiler/ScheduleChoices.h"
 #include "compiler/import/OnnxImporter.h"
+#include "compiler/plan/TrainDefaults.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -146,6 +147,8 @@ struct CompileOptions {
   std::optional<int64_t> batch;
   std::optional<int64_t> promptLength;
   std::optional<int64_t> maxSeqLength;
+  /// zrun train's defaults from --ds-config, carried by the plan.
+  TrainDefaults trainDefaults;
 };
 
 /// Parses a byte size: a non-negative number with an optional unit, B, KiB,

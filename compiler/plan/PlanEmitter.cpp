@@ -1045,6 +1045,23 @@ llvm::Expected<EmittedPlan> Emitter::run() {
   out.set_model(options.modelName);
   out.set_weights_file(options.weightsFile);
   out.set_memory_budget(options.memoryBudget);
+  if (const TrainDefaults &defaults = options.trainDefaults; defaults.any()) {
+    plan::TrainDefaults &to = *out.mutable_train_defaults();
+    if (defaults.gradAccum)
+      to.set_grad_accum(*defaults.gradAccum);
+    if (defaults.clipGradNorm)
+      to.set_clip_grad_norm(*defaults.clipGradNorm);
+    if (defaults.lr)
+      to.set_lr(*defaults.lr);
+    if (defaults.beta1)
+      to.set_beta1(*defaults.beta1);
+    if (defaults.beta2)
+      to.set_beta2(*defaults.beta2);
+    if (defaults.eps)
+      to.set_eps(*defaults.eps);
+    if (defaults.weightDecay)
+      to.set_weight_decay(*defaults.weightDecay);
+  }
   declareGroups();
   noteParameterRules();
   declareGeneration();

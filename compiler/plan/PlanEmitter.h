@@ -37,6 +37,7 @@
 
 #include "compiler/analysis/CostModel.h"
 #include "compiler/plan/ArenaPlanner.h"
+#include "compiler/plan/TrainDefaults.h"
 #include "runtime/plan/plan.pb.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -56,6 +57,8 @@ struct EmitOptions {
   std::string modelName;
   /// Name of the weights file, relative to the plan.
   std::string weightsFile;
+  /// zrun train's defaults (--ds-config); written only when any is set.
+  TrainDefaults trainDefaults;
 };
 
 /// One program's share of what the dumps need.

@@ -32,6 +32,9 @@ struct FileBinding {
 
 struct Arguments {
   std::string planPath;
+  /// train: the plan's defaults (zcc --ds-config) put among the words, as
+  /// "--flag=value" (TrainCommand.h's withPlanTrainDefaults).
+  std::vector<std::string> planDefaults;
   /// "run", "inspect", "train", "gradients", "export" or "generate".
   std::string command;
   std::vector<FileBinding> inputs;

@@ -35,8 +35,18 @@ int zplan::zrunMain(int argc, char **argv) {
   // First of all, before MPI or any thread: OpenBLAS reads its core type
   // only when it loads (runtime/cpu/BlasCore.h).
   cpu::runWithBetterBlasCore(argv);
+  // A train plan's own defaults (zcc --ds-config) join the words as flags
+  // before they are parsed, and checked as if typed; a flag given wins.
+  std::vector<std::string> planDefaults;
+  std::vector<std::string> words = withPlanTrainDefaults(
+      std::vector<std::string>(argv + 1, argv + argc), planDefaults);
+  std::vector<char *> wordPointers = {argv[0]};
+  for (std::string &word : words)
+    wordPointers.push_back(word.data());
   Arguments arguments;
-  Status parsed = parseArguments(argc, argv, arguments);
+  Status parsed = parseArguments(static_cast<int>(wordPointers.size()),
+                                 wordPointers.data(), arguments);
+  arguments.planDefaults = planDefaults;
   if (arguments.help) {
     std::cout << kUsage << train::kTrainUsage << "generate:\n"
               << generate::kGenerateUsage << "\nBLAS: OpenBLAS's "

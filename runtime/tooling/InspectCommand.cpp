@@ -11,6 +11,7 @@
 #include "runtime/support/ShapeText.h"
 #include "runtime/tooling/Diagnostics.h"
 #include "runtime/tooling/Npy.h"
+#include "runtime/tooling/TrainCommand.h"
 
 #include <cstdio>
 #include <iostream>
@@ -56,8 +57,14 @@ void zplan::tooling::printInspect(const std::string &path,
      << "memory budget: "
      << (plan.memory_budget() ? std::to_string(plan.memory_budget()) + " B"
                               : std::string("none"))
-     << " per rank\n"
-     << "arena: " << plan.arena_bytes() << " B per rank\n"
+     << " per rank\n";
+  if (plan.has_train_defaults()) {
+    os << "training defaults (zcc --ds-config):";
+    for (const std::string &word : trainDefaultWords(plan.train_defaults()))
+      os << " " << word;
+    os << "\n";
+  }
+  os << "arena: " << plan.arena_bytes() << " B per rank\n"
      << "weights: " << inQuotes(plan.weights_file()) << ", "
      << plan.weights_bytes_per_rank() << " B of shards per rank, " << persistent
      << " B persistent\n";

@@ -3,8 +3,10 @@
 #include "runtime/tooling/TrainCommand.h"
 
 #include "runtime/exec/Memory.h"
+#include "runtime/plan/PlanLoading.h"
 #include "runtime/plan/PlanQueries.h"
 #include "runtime/session/Session.h"
+#include "runtime/support/FlagWords.h"
 #include "runtime/support/ShapeText.h"
 #include "runtime/tooling/Diagnostics.h"
 #include "runtime/tooling/Files.h"
@@ -20,10 +22,13 @@
 #include "runtime/train/TokenData.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <sys/stat.h>
 
@@ -337,6 +342,57 @@ int zplan::tooling::writeGradients(const Arguments &arguments,
              : 1;
 }
 
+std::vector<std::string>
+zplan::tooling::trainDefaultWords(const plan::TrainDefaults &defaults) {
+  // The shortest decimal that reads back as the value: "0.9", not
+  // "0.90000000000000002".
+  auto exact = [](double value) {
+    char text[32];
+    for (int digits = 1; digits <= 17; ++digits) {
+      std::snprintf(text, sizeof(text), "%.*g", digits, value);
+      if (std::strtod(text, nullptr) == value)
+        break;
+    }
+    return std::string(text);
+  };
+  std::vector<std::string> words;
+  if (defaults.has_grad_accum())
+    words.push_back("--grad-accum=" + std::to_string(defaults.grad_accum()));
+  if (defaults.has_clip_grad_norm())
+    words.push_back("--clip-grad-norm=" + exact(defaults.clip_grad_norm()));
+  if (defaults.has_lr())
+    words.push_back("--lr=" + exact(defaults.lr()));
+  if (defaults.has_beta1())
+    words.push_back("--beta1=" + exact(defaults.beta1()));
+  if (defaults.has_beta2())
+    words.push_back("--beta2=" + exact(defaults.beta2()));
+  if (defaults.has_eps())
+    words.push_back("--eps=" + exact(defaults.eps()));
+  if (defaults.has_weight_decay())
+    words.push_back("--weight-decay=" + exact(defaults.weight_decay()));
+  return words;
+}
+
+std::vector<std::string>
+zplan::tooling::withPlanTrainDefaults(const std::vector<std::string> &words,
+                                      std::vector<std::string> &added) {
+  added.clear();
+  plan::Plan plan;
+  if (words.size() < 2 || words[1] != "train" ||
+      !plan::loadPlan(words[0], plan).ok() || !plan.has_train_defaults())
+    return words;
+  std::set<std::string> given;
+  for (const std::string &word : words)
+    given.insert(splitFlagWord(word).flag);
+  for (const std::string &word : trainDefaultWords(plan.train_defaults()))
+    if (!given.count(splitFlagWord(word).flag))
+      added.push_back(word);
+  std::vector<std::string> result(words.begin(), words.begin() + 2);
+  result.insert(result.end(), added.begin(), added.end());
+  result.insert(result.end(), words.begin() + 2, words.end());
+  return result;
+}
+
 int zplan::tooling::trainPlan(const Arguments &arguments,
                               comm::Communicator &communicator) {
   const train::TrainOptions &options = arguments.train;
@@ -360,6 +416,12 @@ int zplan::tooling::trainPlan(const Arguments &arguments,
       !agree(communicator, resume(options, *session, run)))
     return 1;
   bool rankZero = communicator.rank() == 0;
+  if (rankZero && !arguments.planDefaults.empty()) {
+    std::cout << "zrun: the plan's training defaults (zcc --ds-config):";
+    for (const std::string &word : arguments.planDefaults)
+      std::cout << " " << word;
+    std::cout << "\n" << std::flush;
+  }
   if (rankZero && !run.resumeChanges.empty()) {
     std::cout << "zrun: resuming at step " << run.firstStep
               << " with changed settings:";

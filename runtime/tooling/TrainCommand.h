@@ -32,9 +32,27 @@
 #define ZPLAN_RUNTIME_TOOLING_TRAINCOMMAND_H
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/plan/plan.pb.h"
 #include "runtime/tooling/Arguments.h"
 
+#include <string>
+#include <vector>
+
 namespace zplan::tooling {
+
+/// The plan's zrun train defaults (plan.proto's TrainDefaults, which
+/// `zcc --ds-config` writes) as flag words, "--grad-accum=2", "--lr=0.001",
+/// each value exact, in TrainDefaults' order; none for a plan without.
+std::vector<std::string> trainDefaultWords(const plan::TrainDefaults &defaults);
+
+/// zrun's words (argv after the program name) with the defaults of the plan
+/// they name put before the first flag, each one whose flag the words do
+/// not give: a flag given wins. `added` gets the words put in. Only for
+/// `PLAN train`; a plan that cannot be read adds nothing (opening the
+/// session reports why).
+std::vector<std::string>
+withPlanTrainDefaults(const std::vector<std::string> &words,
+                      std::vector<std::string> &added);
 
 /// `zrun PLAN train` on this rank; returns the exit status.
 int trainPlan(const Arguments &arguments, comm::Communicator &communicator);
