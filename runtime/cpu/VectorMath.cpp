@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 namespace zplan::cpu::detail {
@@ -43,72 +44,80 @@ inline __attribute__((always_inline)) F select(I mask, F whenTrue,
   return (F)(((I)whenTrue & mask) | ((I)whenFalse & ~mask));
 }
 
-/// exp of sixteen f32 lanes: 0 below -104 (where libm's is 0 too), +inf
-/// above 88.72 (the largest x whose exp is finite), NaN for NaN.
-inline __attribute__((always_inline)) F32x16 exp16(F32x16 x) {
-  constexpr float kLog2e = 0x1.715476p+0f;
-  constexpr float kRound = 0x1.8p23f;
-  constexpr float kLn2Hi = 0x1.63p-1f;       // 9 bits: n * kLn2Hi is exact
-  constexpr float kLn2Lo = -2.12194440e-4f;  // ln 2 - kLn2Hi
-  constexpr int32_t kRoundBits = 0x4b400000; // the bits of kRound
-  constexpr float kZeroBelow = -104.0f, kInfinityAbove = 0x1.62e42ep+6f;
-  I32x16 zero = x<kZeroBelow, infinite = x> kInfinityAbove, nan = x != x;
-  F32x16 clamped = select(zero, F32x16{} + kZeroBelow, x);
-  clamped = select(infinite, F32x16{} + kInfinityAbove, clamped);
-  F32x16 shifted = clamped * kLog2e + kRound;
-  I32x16 n = (I32x16)shifted - kRoundBits;
-  F32x16 nf = shifted - kRound;
-  F32x16 r = (clamped - nf * kLn2Hi) - nf * kLn2Lo;
-  F32x16 p = r * (1.0f / 5040) + 1.0f / 720;
-  p = p * r + 1.0f / 120;
-  p = p * r + 1.0f / 24;
-  p = p * r + 1.0f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  // 2^n = 2^(n >> 1) * 2^(n - (n >> 1)): both factors normal for n in
-  // [-150, 128].
-  I32x16 half = n >> 1;
-  F32x16 low = (F32x16)((half + 127) << 23);
-  F32x16 high = (F32x16)((n - half + 127) << 23);
-  F32x16 y = p * low * high;
-  y = select(zero, F32x16{}, y);
-  y = select(infinite, F32x16{} + std::numeric_limits<float>::infinity(), y);
-  return select(nan, x, y);
-}
+/// exp's constants in one floating-point type T; Int is T's size.
+template <typename T> struct ExpConstants;
 
-/// exp of eight double lanes: 0 below -746, +inf above 709.78, NaN for NaN.
-inline __attribute__((always_inline)) F64x8 exp8(F64x8 x) {
-  constexpr double kLog2e = 0x1.71547652b82fep+0;
-  constexpr double kRound = 0x1.8p52;
-  constexpr double kLn2Hi = 0x1.62e42fee00000p-1;    // n * kLn2Hi is exact
-  constexpr double kLn2Lo = 0x1.a39ef35793c76p-33;   // ln 2 - kLn2Hi
-  constexpr int64_t kRoundBits = 0x4338000000000000; // the bits of kRound
-  constexpr double kZeroBelow = -746.0, kInfinityAbove = 0x1.62e42fefa39efp+9;
-  I64x8 zero = x<kZeroBelow, infinite = x> kInfinityAbove, nan = x != x;
-  F64x8 clamped = select(zero, F64x8{} + kZeroBelow, x);
-  clamped = select(infinite, F64x8{} + kInfinityAbove, clamped);
-  F64x8 shifted = clamped * kLog2e + kRound;
-  I64x8 n = (I64x8)shifted - kRoundBits;
-  F64x8 nf = shifted - kRound;
-  F64x8 r = (clamped - nf * kLn2Hi) - nf * kLn2Lo;
-  // Taylor to r^13, 1/k! for k = 13 down to 2 (then + r + 1).
-  constexpr double kInverseFactorial[] = {
+template <> struct ExpConstants<float> {
+  using Int = int32_t;
+  static constexpr float kLog2e = 0x1.715476p+0f;
+  static constexpr float kRound = 0x1.8p23f;
+  static constexpr Int kRoundBits = 0x4b400000; // the bits of kRound
+  static constexpr float kLn2Hi = 0x1.63p-1f;   // 9 bits: n * kLn2Hi is exact
+  static constexpr float kLn2Lo = -2.12194440e-4f; // ln 2 - kLn2Hi
+  // libm's exp is 0 below kZeroBelow; kInfinityAbove is the largest x
+  // whose exp is finite.
+  static constexpr float kZeroBelow = -104.0f;
+  static constexpr float kInfinityAbove = 0x1.62e42ep+6f;
+  static constexpr Int kExponentBias = 127, kMantissaBits = 23;
+  /// 1/k! for k = 7 down to 2: Taylor to r^7.
+  static constexpr float kInverseFactorial[] = {
+      1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 1.0f / 2};
+};
+
+template <> struct ExpConstants<double> {
+  using Int = int64_t;
+  static constexpr double kLog2e = 0x1.71547652b82fep+0;
+  static constexpr double kRound = 0x1.8p52;
+  static constexpr Int kRoundBits = 0x4338000000000000;   // the bits of kRound
+  static constexpr double kLn2Hi = 0x1.62e42fee00000p-1;  // n * kLn2Hi exact
+  static constexpr double kLn2Lo = 0x1.a39ef35793c76p-33; // ln 2 - kLn2Hi
+  static constexpr double kZeroBelow = -746.0;
+  static constexpr double kInfinityAbove = 0x1.62e42fefa39efp+9;
+  static constexpr Int kExponentBias = 1023, kMantissaBits = 52;
+  /// 1/k! for k = 13 down to 2: Taylor to r^13.
+  static constexpr double kInverseFactorial[] = {
       1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
       1.0 / 362880.0,     1.0 / 40320.0,     1.0 / 5040.0,     1.0 / 720.0,
       1.0 / 120.0,        1.0 / 24.0,        1.0 / 6.0,        1.0 / 2.0};
-  F64x8 p = F64x8{} + kInverseFactorial[0];
-  for (int k = 1; k < 12; ++k)
-    p = p * r + kInverseFactorial[k];
-  p = p * r + 1.0;
-  p = p * r + 1.0;
-  I64x8 half = n >> 1;
-  F64x8 low = (F64x8)((half + 1023) << 52);
-  F64x8 high = (F64x8)((n - half + 1023) << 52);
-  F64x8 y = p * low * high;
-  y = select(zero, F64x8{}, y);
-  y = select(infinite, F64x8{} + std::numeric_limits<double>::infinity(), y);
+};
+
+/// exp of each lane of x, a vector F of T (I: of ExpConstants<T>::Int, the
+/// same lane count): 0 below kZeroBelow, +inf above kInfinityAbove, NaN for
+/// NaN.
+template <typename T, typename F, typename I>
+inline __attribute__((always_inline)) F expLanes(F x) {
+  using C = ExpConstants<T>;
+  I zero = x < C::kZeroBelow;
+  I infinite = x > C::kInfinityAbove;
+  I nan = x != x;
+  F clamped = select(zero, F{} + C::kZeroBelow, x);
+  clamped = select(infinite, F{} + C::kInfinityAbove, clamped);
+  F shifted = clamped * C::kLog2e + C::kRound;
+  I n = (I)shifted - C::kRoundBits;
+  F nf = shifted - C::kRound;
+  F r = (clamped - nf * C::kLn2Hi) - nf * C::kLn2Lo;
+  F p = F{} + C::kInverseFactorial[0];
+  for (size_t k = 1; k < std::size(C::kInverseFactorial); ++k)
+    p = p * r + C::kInverseFactorial[k];
+  p = p * r + T(1);
+  p = p * r + T(1);
+  // 2^n = 2^(n >> 1) * 2^(n - (n >> 1)): both factors are normal for every
+  // n the clamp leaves, so a subnormal result is rounded once.
+  I half = n >> 1;
+  F low = (F)((half + C::kExponentBias) << C::kMantissaBits);
+  F high = (F)((n - half + C::kExponentBias) << C::kMantissaBits);
+  F y = p * low * high;
+  y = select(zero, F{}, y);
+  y = select(infinite, F{} + std::numeric_limits<T>::infinity(), y);
   return select(nan, x, y);
+}
+
+inline __attribute__((always_inline)) F32x16 exp16(F32x16 x) {
+  return expLanes<float, F32x16, I32x16>(x);
+}
+
+inline __attribute__((always_inline)) F64x8 exp8(F64x8 x) {
+  return expLanes<double, F64x8, I64x8>(x);
 }
 
 template <typename V, typename T> inline V load(const T *from) {
