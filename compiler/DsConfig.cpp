@@ -489,3 +489,99 @@ llvm::Expected<DsConfig> zplan::readDsConfig(llvm::StringRef path,
                      "': " + file.getError().message());
   return parseDsConfig((*file)->getBuffer(), path, worldSize);
 }
+
+namespace {
+
+/// The flag `name` takes the config's value `fromConfig` unless the user
+/// gave it as `current`, another value: an error naming both.
+llvm::Error agree(const std::set<std::string> &given, llvm::StringRef name,
+                  const std::string &current, const std::string &fromConfig,
+                  llvm::StringRef path, llvm::StringRef key) {
+  if (!given.count(name.str()) || current == fromConfig)
+    return llvm::Error::success();
+  return makeError("--" + name + " " + current + " disagrees with " + path +
+                   "'s " + key + " (" + fromConfig + ")");
+}
+
+} // namespace
+
+llvm::Error zplan::applyDsConfig(const DsConfig &config, llvm::StringRef path,
+                                 const std::set<std::string> &given,
+                                 CompileOptions &options,
+                                 std::vector<std::string> &warnings) {
+  if (config.persistenceThreshold) {
+    if (llvm::Error error =
+            agree(given, "persistence-threshold",
+                  std::to_string(options.persistenceThreshold),
+                  std::to_string(*config.persistenceThreshold), path,
+                  "zero_optimization.stage3_param_persistence_threshold"))
+      return error;
+    options.persistenceThreshold = *config.persistenceThreshold;
+  }
+  if (config.paramDtype) {
+    if (llvm::Error error = agree(given, "param-dtype", options.paramDtype,
+                                  *config.paramDtype, path, "bf16.enabled"))
+      return error;
+    options.paramDtype = *config.paramDtype;
+    options.import.parameters.mastersFromBf16 = options.paramDtype == "bf16";
+    if (!given.count("compute-dtype"))
+      options.computeDtype = options.paramDtype;
+  }
+  if (config.reduceDtype) {
+    if (llvm::Error error = agree(given, "reduce-dtype", options.reduceDtype,
+                                  *config.reduceDtype, path,
+                                  "communication_data_type (or bf16)"))
+      return error;
+    options.reduceDtype = *config.reduceDtype;
+  }
+  llvm::StringRef prefetchKey = "zero_optimization.stage3_prefetch_bucket_size";
+  if (config.prefetchBucketElements && *config.prefetchBucketElements == 0) {
+    // DeepSpeed's 0 turns prefetching off: gather just before use.
+    if (llvm::Error error = agree(given, "policy", spell(options.policy).str(),
+                                  "jit", path, prefetchKey))
+      return error;
+    options.policy = SchedulePolicy::Jit;
+  } else if (config.prefetchBucketElements) {
+    int64_t bytes =
+        *config.prefetchBucketElements * (options.paramDtype == "bf16" ? 2 : 4);
+    if (llvm::Error error = agree(given, "max-in-flight-bytes",
+                                  std::to_string(options.maxInFlightBytes),
+                                  std::to_string(bytes), path, prefetchKey))
+      return error;
+    options.maxInFlightBytes = bytes;
+  }
+  if (config.reduceBucketElements) {
+    int64_t bytes = *config.reduceBucketElements * 4;
+    if (llvm::Error error =
+            agree(given, "bucket-size", std::to_string(options.bucketBytes),
+                  std::to_string(bytes), path,
+                  "zero_optimization.reduce_bucket_size"))
+      return error;
+    options.bucketBytes = bytes;
+  }
+  warnings = config.ignored;
+  if (!trains(options.mode)) {
+    if (config.optimizer || config.train.any() || config.microBatch)
+      warnings.push_back("the training settings (optimizer, batch, "
+                         "accumulation, clipping) apply to --mode train only");
+    return llvm::Error::success();
+  }
+  if (config.optimizer) {
+    if (llvm::Error error = agree(given, "optimizer", options.optimizer,
+                                  *config.optimizer, path, "optimizer.type"))
+      return error;
+    options.optimizer = *config.optimizer;
+  }
+  if (config.microBatch) {
+    auto ids = options.import.inputShapes.find("input_ids");
+    if (ids == options.import.inputShapes.end() || ids->second.empty() ||
+        ids->second[0] != *config.microBatch)
+      return makeError(path + "'s train_micro_batch_size_per_gpu " +
+                       llvm::Twine(*config.microBatch) +
+                       " is input_ids' first dimension: give --input-shape "
+                       "input_ids=" +
+                       llvm::Twine(*config.microBatch) + "xT");
+  }
+  options.trainDefaults = config.train;
+  return llvm::Error::success();
+}

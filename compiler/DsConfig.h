@@ -16,12 +16,14 @@
 #ifndef ZPLAN_COMPILER_DSCONFIG_H
 #define ZPLAN_COMPILER_DSCONFIG_H
 
+#include "compiler/Options.h"
 #include "compiler/plan/TrainDefaults.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,6 +67,18 @@ llvm::Expected<DsConfig> parseDsConfig(llvm::StringRef text,
 
 /// parseDsConfig of the file at `path`.
 llvm::Expected<DsConfig> readDsConfig(llvm::StringRef path, int64_t worldSize);
+
+/// Sets in `options` (zcc's flags as parsed) what `config` (read from
+/// `path`) says. A flag the user gave (`given`: its name, e.g.
+/// "persistence-threshold") whose value differs is an error naming the flag
+/// and the key. The training settings apply to a training --mode only: a
+/// micro batch must equal input_ids' first dimension there. `warnings`
+/// gets config.ignored and, for a mode without training, that its training
+/// settings do not apply.
+llvm::Error applyDsConfig(const DsConfig &config, llvm::StringRef path,
+                          const std::set<std::string> &given,
+                          CompileOptions &options,
+                          std::vector<std::string> &warnings);
 
 } // namespace zplan
 

@@ -53,7 +53,10 @@ const char *const zplan::train::kTrainUsage =
     "  --log-every N           print every Nth step (rank 0)\n"
     "  --loss-log FILE         write step<TAB>loss<TAB>lr per step\n"
     "  a step's loss is the mean of its K*N micro-batches' losses, each the\n"
-    "  mean over that micro-batch's scored (not -100) next-token targets\n";
+    "  mean over that micro-batch's scored (not -100) next-token targets\n"
+    "  a plan of zcc --ds-config carries defaults for --grad-accum,\n"
+    "  --clip-grad-norm, --lr, --beta1, --beta2, --eps, --weight-decay\n"
+    "  (zrun PLAN inspect shows them); a flag given wins\n";
 
 LrSchedule TrainOptions::schedule() const {
   LrSchedule result;

@@ -1,8 +1,9 @@
 //===- DsConfigTest.cpp - zcc --ds-config's reading of DeepSpeed keys -----===//
 //
 // compiler/DsConfig.h on configs as strings: the values each key maps to,
-// "auto", the keys ignored by name, and the settings refused with the key
-// named. test/zcc/ds-config.test checks the plans and runs they make.
+// "auto", the keys ignored by name, the settings refused with the key
+// named, and applyDsConfig's flags (a flag given must agree).
+// test/zcc/ds-config.test checks the plans and runs they make.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +33,10 @@ std::string errorOf(const std::string &body, int64_t worldSize = 1) {
   if (config)
     return "";
   return llvm::toString(config.takeError());
+}
+
+std::string errorText(llvm::Error error) {
+  return error ? llvm::toString(std::move(error)) : "";
 }
 
 bool contains(const std::vector<std::string> &lines, const std::string &text) {
@@ -145,6 +150,67 @@ TEST(DsConfig, RefusedSettingsNameTheirKey) {
   ASSERT_FALSE(static_cast<bool>(array));
   EXPECT_NE(llvm::toString(array.takeError()).find("a JSON object"),
             std::string::npos);
+}
+
+} // namespace
+
+namespace {
+
+TEST(ApplyDsConfig, SetsTheFlagsAFlagGivenMustAgree) {
+  DsConfig config = parse(R"("zero_optimization": {"stage": 3,
+      "stage3_param_persistence_threshold": 0,
+      "stage3_prefetch_bucket_size": 1000, "reduce_bucket_size": 2000},
+      "bf16": {"enabled": true})");
+  CompileOptions options;
+  options.mode = CompileMode::Train;
+  options.import.inputShapes["input_ids"] = {2, 8};
+  std::vector<std::string> warnings;
+  ASSERT_EQ(errorText(applyDsConfig(config, "ds.json", {}, options, warnings)),
+            "");
+  EXPECT_EQ(options.persistenceThreshold, 0);
+  EXPECT_EQ(options.paramDtype, "bf16");
+  EXPECT_EQ(options.computeDtype, "bf16");
+  EXPECT_EQ(options.reduceDtype, "bf16");
+  EXPECT_TRUE(options.import.parameters.mastersFromBf16);
+  EXPECT_EQ(options.maxInFlightBytes, 2000); // bf16: 2 bytes an element
+  EXPECT_EQ(options.bucketBytes, 8000);      // 4 bytes a gradient element
+
+  CompileOptions disagreeing;
+  disagreeing.persistenceThreshold = 7;
+  EXPECT_EQ(
+      errorText(applyDsConfig(config, "ds.json", {"persistence-threshold"},
+                              disagreeing, warnings)),
+      "--persistence-threshold 7 disagrees with ds.json's "
+      "zero_optimization.stage3_param_persistence_threshold (0)");
+  // Not given: the config's value replaces the default silently.
+  CompileOptions defaults;
+  defaults.persistenceThreshold = 7;
+  EXPECT_EQ(errorText(applyDsConfig(config, "ds.json", {}, defaults, warnings)),
+            "");
+  EXPECT_EQ(defaults.persistenceThreshold, 0);
+}
+
+TEST(ApplyDsConfig, TrainingSettingsOnlyWhereThePlanTrains) {
+  DsConfig config = parse(std::string(kZero3) + R"(,
+      "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2)");
+  CompileOptions infer;
+  infer.mode = CompileMode::Infer;
+  std::vector<std::string> warnings;
+  ASSERT_EQ(errorText(applyDsConfig(config, "ds.json", {}, infer, warnings)),
+            "");
+  EXPECT_FALSE(infer.trainDefaults.any());
+  EXPECT_TRUE(contains(warnings, "apply to --mode train only"));
+
+  CompileOptions train;
+  train.mode = CompileMode::Train;
+  train.import.inputShapes["input_ids"] = {2, 8};
+  EXPECT_EQ(errorText(applyDsConfig(config, "ds.json", {}, train, warnings)),
+            "ds.json's train_micro_batch_size_per_gpu 4 is input_ids' first "
+            "dimension: give --input-shape input_ids=4xT");
+  train.import.inputShapes["input_ids"] = {4, 8};
+  ASSERT_EQ(errorText(applyDsConfig(config, "ds.json", {}, train, warnings)),
+            "");
+  EXPECT_EQ(train.trainDefaults.gradAccum, 2u);
 }
 
 } // namespace

@@ -12,7 +12,6 @@
 #include "compiler/CrashHandler.h"
 #include "compiler/Driver.h"
 #include "compiler/DsConfig.h"
-#include "compiler/Errors.h"
 #include "compiler/import/OnnxImporter.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -20,6 +19,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdio>
+#include <set>
 #include <unistd.h>
 
 using namespace llvm;
@@ -309,101 +309,28 @@ static std::string captureStderr(function_ref<void()> body) {
   return text;
 }
 
-/// `--FLAG VALUE` from the config, unless the flag was given with another
-/// value: an error naming both.
-static Error agree(const cl::Option &flag, StringRef given,
-                   StringRef fromConfig, StringRef key) {
-  if (!flag.getNumOccurrences() || given == fromConfig)
-    return Error::success();
-  return zplan::makeError("--" + flag.ArgStr + " " + given +
-                          " disagrees with " + dsConfig + "'s " + key + " (" +
-                          fromConfig + ")");
-}
-
-/// Reads --ds-config into `options` (DsConfig.h), printing on stderr what
-/// each key became: "zcc: ds-config: KEY VALUE: --flag VALUE" for those
-/// mapped, "zcc: warning: ds-config: KEY: why" for those ignored.
-static Error applyDsConfig(zplan::CompileOptions &options) {
-  Expected<zplan::DsConfig> read =
+/// --ds-config into `options` (compiler/DsConfig.h), with what each key
+/// became on stderr: "zcc: ds-config: KEY VALUE: --flag VALUE" for those
+/// mapped, "zcc: warning: ds-config: ..." for those ignored.
+static Error applyDsConfigFile(zplan::CompileOptions &options) {
+  Expected<zplan::DsConfig> config =
       zplan::readDsConfig(dsConfig, options.worldSize);
-  if (!read)
-    return read.takeError();
-  const zplan::DsConfig &config = *read;
-  if (config.persistenceThreshold) {
-    std::string value = std::to_string(*config.persistenceThreshold);
-    if (Error error = agree(persistenceThreshold,
-                            std::to_string(persistenceThreshold), value,
-                            "zero_optimization.stage3_param_persistence_"
-                            "threshold"))
-      return error;
-    options.persistenceThreshold = *config.persistenceThreshold;
-  }
-  if (config.paramDtype) {
-    if (Error error =
-            agree(paramDtype, paramDtype, *config.paramDtype, "bf16.enabled"))
-      return error;
-    options.paramDtype = *config.paramDtype;
-    options.import.parameters.mastersFromBf16 = options.paramDtype == "bf16";
-    if (!computeDtype.getNumOccurrences())
-      options.computeDtype = options.paramDtype;
-  }
-  if (config.reduceDtype) {
-    if (Error error = agree(reduceDtype, reduceDtype, *config.reduceDtype,
-                            "communication_data_type (or bf16)"))
-      return error;
-    options.reduceDtype = *config.reduceDtype;
-  }
-  if (config.prefetchBucketElements && *config.prefetchBucketElements == 0) {
-    // DeepSpeed's 0 turns prefetching off: gather just before use.
-    if (Error error = agree(policy, zplan::spell(policy.getValue()), "jit",
-                            "zero_optimization.stage3_prefetch_bucket_size"))
-      return error;
-    options.policy = zplan::SchedulePolicy::Jit;
-  } else if (config.prefetchBucketElements) {
-    int64_t bytes =
-        *config.prefetchBucketElements * (options.paramDtype == "bf16" ? 2 : 4);
-    if (Error error =
-            agree(maxInFlightBytes, std::to_string(options.maxInFlightBytes),
-                  std::to_string(bytes),
-                  "zero_optimization.stage3_prefetch_bucket_size"))
-      return error;
-    options.maxInFlightBytes = bytes;
-  }
-  if (config.reduceBucketElements) {
-    int64_t bytes = *config.reduceBucketElements * 4;
-    if (Error error = agree(bucketSize, std::to_string(options.bucketBytes),
-                            std::to_string(bytes),
-                            "zero_optimization.reduce_bucket_size"))
-      return error;
-    options.bucketBytes = bytes;
-  }
-  bool training = zplan::trains(options.mode);
-  if (config.optimizer && training) {
-    if (Error error =
-            agree(optimizer, optimizer, *config.optimizer, "optimizer.type"))
-      return error;
-    options.optimizer = *config.optimizer;
-  }
-  if (config.microBatch && training) {
-    auto ids = options.import.inputShapes.find("input_ids");
-    if (ids == options.import.inputShapes.end() || ids->second.empty() ||
-        ids->second[0] != *config.microBatch)
-      return zplan::makeError(
-          dsConfig + "'s train_micro_batch_size_per_gpu " +
-          Twine(*config.microBatch) +
-          " is input_ids' first dimension: give --input-shape input_ids=" +
-          Twine(*config.microBatch) + "xT");
-  }
-  if (training)
-    options.trainDefaults = config.train;
-  for (const std::string &line : config.mapped)
+  if (!config)
+    return config.takeError();
+  std::set<std::string> given;
+  for (const cl::Option *flag : std::initializer_list<const cl::Option *>{
+           &persistenceThreshold, &paramDtype, &reduceDtype, &computeDtype,
+           &policy, &maxInFlightBytes, &bucketSize, &optimizer})
+    if (flag->getNumOccurrences())
+      given.insert(flag->ArgStr.str());
+  std::vector<std::string> warnings;
+  if (Error error =
+          zplan::applyDsConfig(*config, dsConfig, given, options, warnings))
+    return error;
+  for (const std::string &line : config->mapped)
     errs() << "zcc: ds-config: " << line << "\n";
-  for (const std::string &line : config.ignored)
+  for (const std::string &line : warnings)
     errs() << "zcc: warning: ds-config: " << line << "\n";
-  if (!training &&
-      (config.optimizer || config.train.any() || config.microBatch))
-    errs() << "zcc: warning: ds-config: the training settings (optimizer, "
-              "batch, accumulation, clipping) apply to --mode train only\n";
   return Error::success();
 }
 
@@ -526,7 +453,7 @@ int main(int argc, char **argv) {
     options.memoryBudget = *bytes;
   }
   if (!dsConfig.empty())
-    if (Error error = applyDsConfig(options))
+    if (Error error = applyDsConfigFile(options))
       return fail(std::move(error));
   if (Error error = zplan::compileModel(options, outs(), errs()))
     return fail(std::move(error));
