@@ -9,6 +9,7 @@
 #include "compiler/DsConfig.h"
 
 #include "compiler/Errors.h"
+#include "runtime/support/NumberText.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/Twine.h"
@@ -16,8 +17,6 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 
 using namespace zplan;
 
@@ -75,17 +74,6 @@ sortedEntries(const llvm::json::Object &object) {
   return entries;
 }
 
-/// The shortest decimal that reads back as `value` ("0.0003", "1e-08").
-std::string formatNumber(double value) {
-  char text[32];
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(text, sizeof(text), "%.*g", digits, value);
-    if (std::strtod(text, nullptr) == value)
-      break;
-  }
-  return text;
-}
-
 class Reader {
 public:
   Reader(llvm::StringRef name, int64_t worldSize, DsConfig &out)
@@ -116,8 +104,9 @@ public:
         error = readNumber(key, value, [&](double clip) {
           out.train.clipGradNorm = clip;
           note(key, clip,
-               clip == 0 ? "no clipping"
-                         : "zrun train --clip-grad-norm " + format(clip));
+               clip == 0
+                   ? "no clipping"
+                   : "zrun train --clip-grad-norm " + shortestDecimal(clip));
         });
       } else if (key == "train_micro_batch_size_per_gpu") {
         error = readCount(key, value, 1, [&](int64_t rows) {
@@ -151,13 +140,11 @@ private:
     return makeError(name + ": " + message);
   }
 
-  static std::string format(double value) { return formatNumber(value); }
-
   template <typename T>
   void note(llvm::StringRef key, const T &value, const std::string &meaning) {
     std::string valueText;
     if constexpr (std::is_same_v<T, double>)
-      valueText = format(value);
+      valueText = shortestDecimal(value);
     else if constexpr (std::is_integral_v<T>)
       valueText = std::to_string(value);
     else
@@ -316,17 +303,18 @@ private:
       if (key == "lr") {
         error = readNumber(path, value, [&](double lr) {
           out.train.lr = lr;
-          note(path, lr, "zrun train --lr " + format(lr));
+          note(path, lr, "zrun train --lr " + shortestDecimal(lr));
         });
       } else if (key == "eps") {
         error = readNumber(path, value, [&](double eps) {
           out.train.eps = eps;
-          note(path, eps, "zrun train --eps " + format(eps));
+          note(path, eps, "zrun train --eps " + shortestDecimal(eps));
         });
       } else if (key == "weight_decay") {
         error = readNumber(path, value, [&](double decay) {
           out.train.weightDecay = decay;
-          note(path, decay, "zrun train --weight-decay " + format(decay));
+          note(path, decay,
+               "zrun train --weight-decay " + shortestDecimal(decay));
         });
       } else if (key == "betas") {
         if (isAuto(path, value))
@@ -342,9 +330,10 @@ private:
           return fail(path + " must be [beta1, beta2], each in [0, 1)");
         out.train.beta1 = *beta1;
         out.train.beta2 = *beta2;
-        out.mapped.push_back(path + " [" + format(*beta1) + ", " +
-                             format(*beta2) + "]: zrun train --beta1 " +
-                             format(*beta1) + " --beta2 " + format(*beta2));
+        out.mapped.push_back(
+            path + " [" + shortestDecimal(*beta1) + ", " +
+            shortestDecimal(*beta2) + "]: zrun train --beta1 " +
+            shortestDecimal(*beta1) + " --beta2 " + shortestDecimal(*beta2));
       } else if (key == "adam_w_mode") {
         std::optional<bool> decoupled = value.getAsBoolean();
         if (!decoupled)

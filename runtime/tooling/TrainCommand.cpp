@@ -7,6 +7,7 @@
 #include "runtime/plan/PlanQueries.h"
 #include "runtime/session/Session.h"
 #include "runtime/support/FlagWords.h"
+#include "runtime/support/NumberText.h"
 #include "runtime/support/ShapeText.h"
 #include "runtime/tooling/Diagnostics.h"
 #include "runtime/tooling/Files.h"
@@ -22,8 +23,6 @@
 #include "runtime/train/TokenData.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -344,32 +343,23 @@ int zplan::tooling::writeGradients(const Arguments &arguments,
 
 std::vector<std::string>
 zplan::tooling::trainDefaultWords(const plan::TrainDefaults &defaults) {
-  // The shortest decimal that reads back as the value: "0.9", not
-  // "0.90000000000000002".
-  auto exact = [](double value) {
-    char text[32];
-    for (int digits = 1; digits <= 17; ++digits) {
-      std::snprintf(text, sizeof(text), "%.*g", digits, value);
-      if (std::strtod(text, nullptr) == value)
-        break;
-    }
-    return std::string(text);
-  };
   std::vector<std::string> words;
   if (defaults.has_grad_accum())
     words.push_back("--grad-accum=" + std::to_string(defaults.grad_accum()));
   if (defaults.has_clip_grad_norm())
-    words.push_back("--clip-grad-norm=" + exact(defaults.clip_grad_norm()));
+    words.push_back("--clip-grad-norm=" +
+                    shortestDecimal(defaults.clip_grad_norm()));
   if (defaults.has_lr())
-    words.push_back("--lr=" + exact(defaults.lr()));
+    words.push_back("--lr=" + shortestDecimal(defaults.lr()));
   if (defaults.has_beta1())
-    words.push_back("--beta1=" + exact(defaults.beta1()));
+    words.push_back("--beta1=" + shortestDecimal(defaults.beta1()));
   if (defaults.has_beta2())
-    words.push_back("--beta2=" + exact(defaults.beta2()));
+    words.push_back("--beta2=" + shortestDecimal(defaults.beta2()));
   if (defaults.has_eps())
-    words.push_back("--eps=" + exact(defaults.eps()));
+    words.push_back("--eps=" + shortestDecimal(defaults.eps()));
   if (defaults.has_weight_decay())
-    words.push_back("--weight-decay=" + exact(defaults.weight_decay()));
+    words.push_back("--weight-decay=" +
+                    shortestDecimal(defaults.weight_decay()));
   return words;
 }
 
