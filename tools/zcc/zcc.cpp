@@ -317,12 +317,11 @@ static Error applyDsConfigFile(zplan::CompileOptions &options) {
       zplan::readDsConfig(dsConfig, options.worldSize);
   if (!config)
     return config.takeError();
+  // Every flag given, by name: applyDsConfig looks up the ones it maps.
   std::set<std::string> given;
-  for (const cl::Option *flag : std::initializer_list<const cl::Option *>{
-           &persistenceThreshold, &paramDtype, &reduceDtype, &computeDtype,
-           &policy, &maxInFlightBytes, &bucketSize, &optimizer})
-    if (flag->getNumOccurrences())
-      given.insert(flag->ArgStr.str());
+  for (const auto &entry : cl::getRegisteredOptions())
+    if (entry.getValue()->getNumOccurrences())
+      given.insert(entry.getKey().str());
   std::vector<std::string> warnings;
   if (Error error =
           zplan::applyDsConfig(*config, dsConfig, given, options, warnings))
