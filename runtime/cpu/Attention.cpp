@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <limits>
 
 namespace zplan::cpu::detail {
 

@@ -29,7 +29,6 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 namespace zplan::cpu::detail {
 
