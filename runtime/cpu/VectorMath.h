@@ -12,10 +12,10 @@
 //
 // Accuracy (VectorMathTest checks it against libm): f32 exp within an ulp
 // of the correctly rounded value (over [-104, 0], 0.85% of the results
-// are an ulp off it); SiLU and sigmoid are computed in double,
-// as their scalar functors (runtime/ops/ElementwiseOps.h) are, and give
-// the same f32 as those except where the double lies within a few double
-// ulps of an f32 rounding boundary (the test counts none in 2^24 inputs).
+// are an ulp off it); SiLU and sigmoid in f32 from that exp, within three
+// ulps of the exact value (torch, too, computes them in f32; the scalar
+// functors of runtime/ops/ElementwiseOps.h, which f64 tensors and the
+// CUDA kernels use, compute them in double).
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +34,14 @@ namespace zplan::cpu::detail {
 /// Below -104 the exp is 0 (as libm's is); NaN stays NaN.
 double expShiftedSum(const float *x, int64_t n, float shift, float *y);
 
+/// The sum of x[0, n) in double, in sixteen lanes as expShiftedSum's: the
+/// norms' row statistics (NormalizationSupport.h).
+double sumInDouble(const float *x, int64_t n);
+
+/// The sum of (x[i] - center)^2 for i in [0, n), each term in double, in
+/// the same sixteen lanes.
+double centeredSquareSum(const float *x, int64_t n, double center);
+
 /// The largest of x[0, n), -inf for n = 0, as a loop of
 /// m = std::max(m, x[i]) from -inf finds it: NaNs are passed over (a zero's
 /// sign may differ, which no softmax sees). Sixteen lanes, then the lanes.
@@ -43,10 +51,10 @@ float maxOf(const float *x, int64_t n);
 /// the loss gradients' last pass over a row.
 void scaleInDouble(float *x, int64_t n, double factor, double addend);
 
-/// y[i] = x / (1 + exp(-x)) for i in [0, n), in double, rounded once.
+/// y[i] = x / (1 + exp(-x)) for i in [0, n), in f32.
 void siluF32(const float *x, int64_t n, float *y);
 
-/// y[i] = 1 / (1 + exp(-x)) for i in [0, n), in double, rounded once.
+/// y[i] = 1 / (1 + exp(-x)) for i in [0, n), in f32.
 void sigmoidF32(const float *x, int64_t n, float *y);
 
 } // namespace zplan::cpu::detail
