@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/VectorMath.h"
 #include "runtime/ops/MatmulOps.h"
 #include "runtime/support/Bfloat16.h"
 
@@ -62,7 +63,8 @@ void blasGemm(bool transposeB, int m, int n, int k, const double *a, int lda,
 /// in one call, and the bits are the same at any thread count --
 /// CpuKernelThreadsTest checks splits whose boundaries cut OpenBLAS's
 /// tiles, test/train/threads.test whole training runs. (OpenBLAS promises
-/// nothing of the kind; its GEMV, split, did differ: gemv below.)
+/// nothing of the kind; its GEMV, split, did differ: gemv below is
+/// zplan's own.)
 template <typename T>
 void gemm(bool transposeB, int m, int n, int k, const T *a, int lda, const T *b,
           int ldb, T beta, T *c, int ldc) {
@@ -88,18 +90,20 @@ void gemm(bool transposeB, int m, int n, int k, const T *a, int lda, const T *b,
 }
 
 /// y[n] = sum_k x[k] * op(B)[k, n] (+ beta * y): op(B) is B [K, N], or
-/// B^T when `transposeB` (B [N, K], a Linear weight). One BLAS call, on
-/// one thread: OpenBLAS's GEMV is not the same sum for a band of y as for
-/// the whole of it (split, it gave other bits in CpuKernelThreadsTest), so
-/// decode's one-row products are not split.
+/// B^T when `transposeB` (B [N, K], a Linear weight). f32 products run on
+/// the kernel threads, each a band of y, through VectorMath's loops, whose
+/// every element is one fixed sum: OpenBLAS's GEMV is not the same sum for
+/// a band of y as for the whole of it (split, it gave other bits in
+/// CpuKernelThreadsTest). Memory-bound: each thread streams its rows or
+/// columns of B once.
 void gemv(bool transposeB, int n, int k, const float *b, int ldb,
           const float *x, float beta, float *y) {
-  if (transposeB)
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b, ldb, x, 1, beta, y,
-                1);
-  else
-    cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, b, ldb, x, 1, beta, y,
-                1);
+  parallelFor(n, grainFor(k), [&](int64_t begin, int64_t end) {
+    if (transposeB)
+      dotRows(b + begin * ldb, ldb, end - begin, k, x, beta, y + begin);
+    else
+      axpyRows(b + begin, ldb, k, end - begin, x, beta, y + begin);
+  });
 }
 
 void gemv(bool transposeB, int n, int k, const double *b, int ldb,
@@ -146,7 +150,7 @@ Status multiply(const KernelCall &call, const MatmulShape &shape, const T *lhs,
 
   // One row against a shared weight (a decoded token's projections): a
   // matrix-vector product. GEMM with M = 1 is several times slower in
-  // OpenBLAS than GEMV on the same bytes, and decode is nothing but these.
+  // OpenBLAS than a GEMV on the same bytes, and decode is nothing but these.
   if (product(shape.rhsBatch) == 1 && batchCount * m == 1 && !shape.rhsVector) {
     gemv(shape.transposeRhs, static_cast<int>(n), static_cast<int>(k), rhs, ldb,
          lhs, beta, result);

@@ -5,10 +5,11 @@
 // (parallelFor): the GEMMs (each thread a one-thread BLAS call on its block
 // of the result, Matmul.cpp), attention's (batch, head) entries, the loss
 // over the vocabulary, the norms, softmax, the elementwise ops, copies and
-// transposes, the optimizers. (The rest -- embedding, gather, the KV
-// cache's, decode's GEMV -- run on the caller's thread.) OpenBLAS's own
-// pool stays at one thread: two pools on the same cores competed. With one
-// thread nothing changes: the body runs inline, on the caller's thread.
+// transposes, the optimizers, decode's f32 GEMV (VectorMath.h). (The rest
+// -- embedding, gather, the KV cache's -- run on the caller's thread.)
+// OpenBLAS's own pool stays at one thread: two pools on the same cores
+// competed. With one thread nothing changes: the body runs inline, on the
+// caller's thread.
 //
 // Every kernel that uses parallelFor computes each output element exactly as
 // its one-thread loop does, and keeps every sum across chunks in the

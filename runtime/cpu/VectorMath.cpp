@@ -1,4 +1,4 @@
-//===- VectorMath.cpp - exp, SiLU and sigmoid over f32 arrays -------------===//
+//===- VectorMath.cpp - the CPU kernels' f32 vector loops -----------------===//
 //
 // GCC's generic vectors (vector_size), which every compiler target lowers
 // to its own registers: one AVX-512 register, two AVX2 ones, or four SSE2
@@ -239,6 +239,118 @@ void siluF32(const float *x, int64_t n, float *y) {
 ZPLAN_VECTOR_CLONES
 void sigmoidF32(const float *x, int64_t n, float *y) {
   mapLogistic</*kSilu=*/false>(x, n, y);
+}
+
+ZPLAN_VECTOR_CLONES
+void dotRows(const float *b, int64_t ldb, int64_t rows, int64_t k,
+             const float *x, float beta, float *y) {
+  // Four rows at a time, for four independent streams of loads; each row's
+  // lanes are its own, so a row's bits do not depend on its neighbours.
+  constexpr int kRows = 4;
+  auto finish = [&](int64_t row, F32x16 lanes, const float *rowData) {
+    int64_t i = k - k % kLanes;
+    for (int lane = 0; i < k; ++i, ++lane)
+      lanes[lane] += rowData[i] * x[i];
+    float dot = 0;
+    for (int lane = 0; lane < kLanes; ++lane)
+      dot += lanes[lane];
+    y[row] = beta == 0.0f ? dot : beta * y[row] + dot;
+  };
+  int64_t row = 0;
+  for (; row + kRows <= rows; row += kRows) {
+    const float *r0 = b + row * ldb, *r1 = r0 + ldb, *r2 = r1 + ldb,
+                *r3 = r2 + ldb;
+    F32x16 s0 = {}, s1 = {}, s2 = {}, s3 = {};
+    for (int64_t i = 0; i + kLanes <= k; i += kLanes) {
+      F32x16 v = load<F32x16>(x + i);
+      s0 += load<F32x16>(r0 + i) * v;
+      s1 += load<F32x16>(r1 + i) * v;
+      s2 += load<F32x16>(r2 + i) * v;
+      s3 += load<F32x16>(r3 + i) * v;
+    }
+    finish(row, s0, r0);
+    finish(row + 1, s1, r1);
+    finish(row + 2, s2, r2);
+    finish(row + 3, s3, r3);
+  }
+  for (; row < rows; ++row) {
+    const float *r0 = b + row * ldb;
+    F32x16 s0 = {};
+    for (int64_t i = 0; i + kLanes <= k; i += kLanes)
+      s0 += load<F32x16>(r0 + i) * load<F32x16>(x + i);
+    finish(row, s0, r0);
+  }
+}
+
+ZPLAN_VECTOR_CLONES
+void axpyRows(const float *b, int64_t ldb, int64_t k, int64_t columns,
+              const float *x, float beta, float *y) {
+  // Bands of 128 columns, their sums in eight registers across all of k;
+  // then what is left, sixteen or one column at a time. Each column's sum
+  // runs over k in order, whatever the band.
+  constexpr int kVectors = 8, kBand = kVectors * kLanes;
+  auto finish = [&](int64_t column, float sum) {
+    y[column] = beta == 0.0f ? sum : beta * y[column] + sum;
+  };
+  int64_t begin = 0;
+  // Wide weights (a vocabulary): a band of 128 columns would read each
+  // row's 512 bytes at a stride of the whole row, a page or more apart,
+  // which no prefetcher follows. Bands of 2048 columns read 8 KiB of a row
+  // at a time, their sums in memory that stays in L1.
+  constexpr int64_t kWideBand = 2048;
+  if (columns >= 2 * kWideBand) {
+    alignas(64) float sums[kWideBand];
+    for (; begin + kWideBand <= columns; begin += kWideBand) {
+      std::fill(sums, sums + kWideBand, 0.0f);
+      int64_t i = 0;
+      for (; i + 4 <= k; i += 4) { // four rows per pass over the sums
+        const float *r0 = b + i * ldb + begin, *r1 = r0 + ldb, *r2 = r1 + ldb,
+                    *r3 = r2 + ldb;
+        float x0 = x[i], x1 = x[i + 1], x2 = x[i + 2], x3 = x[i + 3];
+        for (int64_t j = 0; j < kWideBand; j += kLanes) {
+          F32x16 sum = load<F32x16>(sums + j);
+          sum += load<F32x16>(r0 + j) * x0;
+          sum += load<F32x16>(r1 + j) * x1;
+          sum += load<F32x16>(r2 + j) * x2;
+          sum += load<F32x16>(r3 + j) * x3;
+          store(sums + j, sum);
+        }
+      }
+      for (; i < k; ++i) {
+        const float *row = b + i * ldb + begin;
+        float xi = x[i];
+        for (int64_t j = 0; j < kWideBand; j += kLanes)
+          store(sums + j, load<F32x16>(sums + j) + load<F32x16>(row + j) * xi);
+      }
+      for (int64_t j = 0; j < kWideBand; ++j)
+        finish(begin + j, sums[j]);
+    }
+  }
+  for (; begin + kBand <= columns; begin += kBand) {
+    F32x16 sums[kVectors] = {};
+    for (int64_t i = 0; i < k; ++i) {
+      const float *row = b + i * ldb + begin;
+      float xi = x[i];
+      for (int v = 0; v < kVectors; ++v)
+        sums[v] += load<F32x16>(row + v * kLanes) * xi;
+    }
+    for (int v = 0; v < kVectors; ++v)
+      for (int lane = 0; lane < kLanes; ++lane)
+        finish(begin + v * kLanes + lane, sums[v][lane]);
+  }
+  for (; begin + kLanes <= columns; begin += kLanes) {
+    F32x16 sums = {};
+    for (int64_t i = 0; i < k; ++i)
+      sums += load<F32x16>(b + i * ldb + begin) * x[i];
+    for (int lane = 0; lane < kLanes; ++lane)
+      finish(begin + lane, sums[lane]);
+  }
+  for (; begin < columns; ++begin) {
+    float sum = 0;
+    for (int64_t i = 0; i < k; ++i)
+      sum += b[i * ldb + begin] * x[i];
+    finish(begin, sum);
+  }
 }
 
 } // namespace zplan::cpu::detail

@@ -1,14 +1,15 @@
-//===- VectorMath.h - exp, SiLU and sigmoid over f32 arrays (private) -----===//
+//===- VectorMath.h - the CPU kernels' f32 vector loops (private) ---------===//
 //
-// The transcendental loops that dominated the CPU kernels once the GEMMs
-// were split: exp over a softmax's row (the loss over the vocabulary,
-// attention, softmax, the KV cache's decode), with the row's max before it
-// and the loss gradient's scaling after it, and SiLU and sigmoid over an
-// MLP's activations. libm evaluates one element per call; these evaluate
-// sixteen at a time with a polynomial, compiled for AVX-512, AVX2 and the
-// default x86-64 target (GCC's target_clones) with contraction off, so
-// every path computes the same bits: each lane is a fixed sequence of IEEE
-// adds and multiplies, on any CPU and at any thread count.
+// The loops that dominated the CPU kernels once the GEMMs were split: exp
+// over a softmax's row (the loss over the vocabulary, attention, softmax,
+// the KV cache's decode), with the row's max before it and the loss
+// gradient's scaling after it; SiLU and sigmoid over an MLP's
+// activations; the norms' row sums; decode's matrix-vector products.
+// libm evaluates one exp per call; these evaluate sixteen lanes at a time
+// (exp with a polynomial), compiled for AVX-512, AVX2 and the default
+// x86-64 target (GCC's target_clones) with contraction off, so every path
+// computes the same bits: each lane is a fixed sequence of IEEE adds and
+// multiplies, on any CPU and at any thread count.
 //
 // Accuracy (VectorMathTest checks it against libm): f32 exp within an ulp
 // of the correctly rounded value (over [-104, 0], 0.85% of the results
@@ -56,6 +57,23 @@ void siluF32(const float *x, int64_t n, float *y);
 
 /// y[i] = 1 / (1 + exp(-x)) for i in [0, n), in f32.
 void sigmoidF32(const float *x, int64_t n, float *y);
+
+/// Decode's matrix-vector products (Matmul.cpp), split across the kernel
+/// threads by output element: each element's sum has one fixed order, so
+/// the bits do not depend on the split (OpenBLAS's GEMV gave other bits
+/// for a band of the output than for the whole).
+///
+/// y[r] = beta * y[r] + sum_i b[r * ldb + i] * x[i] for r in [0, rows)
+/// (a Linear weight [rows, k] against x): each row's products in sixteen
+/// f32 lanes (element i in lane i % 16), the lanes added in order. beta is
+/// 0 (y not read) or a scale of y.
+void dotRows(const float *b, int64_t ldb, int64_t rows, int64_t k,
+             const float *x, float beta, float *y);
+
+/// y[j] = beta * y[j] + sum_i x[i] * b[i * ldb + j] for j in [0, columns)
+/// (x against a weight [k, columns]): each column's sum over i in order.
+void axpyRows(const float *b, int64_t ldb, int64_t k, int64_t columns,
+              const float *x, float beta, float *y);
 
 } // namespace zplan::cpu::detail
 

@@ -182,8 +182,8 @@ TEST(CpuKernelThreads, NormsAndSoftmaxAreTheSameBits) {
 TEST(CpuKernelThreads, MatmulIsTheSameBits) {
   // Split by rows (M >= N) and by columns (M < N) at boundaries that cut
   // OpenBLAS's tiles, with and without a bias and transpose_rhs; and one
-  // row against a weight (decode's GEMV, which stays one call: split by
-  // output columns it gave other bits).
+  // row against a weight (decode's GEMV, VectorMath's dotRows and
+  // axpyRows, split by output element).
   Tensor tall = randomFloats(rng(), {900, 96}),
          weight = randomFloats(rng(), {96, 40});
   Tensor wide = randomFloats(rng(), {37, 200}),

@@ -5,7 +5,9 @@
 // 16th f32 in [-104, 88.7], 0 below -104, NaN for NaN; the sum in its
 // documented lane order; the row max and the loss gradients' scaling as
 // their scalar loops; SiLU and sigmoid within three ulps of their double
-// formulas over 2^24 f32 spread over every exponent.
+// formulas over 2^24 f32 spread over every exponent; decode's GEMV loops
+// one fixed sum per output element, whatever band of the output a call
+// computes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +19,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
+#include <string>
 #include <vector>
 
 using namespace zplan::cpu::detail;
@@ -214,6 +218,52 @@ TEST(VectorMath, ScaleInDoubleIsTheScalarFormula) {
       for (int64_t i = 0; i <= n; ++i) // x[n] is past the end: untouched
         EXPECT_EQ(bitsOf(x[i]), bitsOf(expected[i]))
             << "n = " << n << ", element " << i << ", addend " << addend;
+    }
+  }
+}
+
+TEST(VectorMath, GemvLoopsAreOneSumPerElementWhateverTheBand) {
+  // Widths that take each path of axpyRows (bands of 2048, of 128, of 16,
+  // single columns) and of dotRows (four rows, then one; k with a tail).
+  std::mt19937 generator(7);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (int64_t k : {1, 37, 64}) {
+    for (int64_t width : {1, 5, 16, 150, 300, 4096 + 2048 + 129}) {
+      SCOPED_TRACE("k " + std::to_string(k) + " width " +
+                   std::to_string(width));
+      std::vector<float> b(static_cast<size_t>(k * width)), x(k);
+      for (float &value : b)
+        value = uniform(generator);
+      for (float &value : x)
+        value = uniform(generator);
+      // x [k] against b [k, width], and b^T [width, k] against x.
+      std::vector<float> columns(width), rows(width);
+      axpyRows(b.data(), width, k, width, x.data(), 0.0f, columns.data());
+      std::vector<float> transposed(b.size());
+      for (int64_t i = 0; i < k; ++i)
+        for (int64_t j = 0; j < width; ++j)
+          transposed[j * k + i] = b[i * width + j];
+      dotRows(transposed.data(), k, width, k, x.data(), 0.0f, rows.data());
+      for (int64_t j = 0; j < width; ++j) {
+        double exact = 0;
+        for (int64_t i = 0; i < k; ++i)
+          exact += static_cast<double>(b[i * width + j]) * x[i];
+        EXPECT_NEAR(columns[j], exact, 1e-5) << j;
+        EXPECT_NEAR(rows[j], exact, 1e-5) << j;
+      }
+      // Any band of the output, computed alone, has the same bits.
+      for (int64_t begin : {int64_t(0), width / 3, width - 1}) {
+        int64_t end = std::min(width, begin + width / 2 + 1);
+        std::vector<float> band(static_cast<size_t>(end - begin), 2.0f);
+        axpyRows(b.data() + begin, width, k, end - begin, x.data(), 1.0f,
+                 band.data());
+        for (int64_t j = begin; j < end; ++j)
+          EXPECT_EQ(bitsOf(band[j - begin]), bitsOf(2.0f + columns[j])) << j;
+        dotRows(transposed.data() + begin * k, k, end - begin, k, x.data(),
+                0.0f, band.data());
+        for (int64_t j = begin; j < end; ++j)
+          EXPECT_EQ(bitsOf(band[j - begin]), bitsOf(rows[j])) << j;
+      }
     }
   }
 }
