@@ -100,6 +100,17 @@ template <typename T, typename V> inline void store(T *to, V v) {
   std::memcpy(to, &v, sizeof(V));
 }
 
+/// The lanes of `lanes` added in lane order, 0 first, in T: the fixed order
+/// every sum here ends with, so that a sum's bits depend only on which
+/// elements fell in which lane.
+template <typename T, typename V>
+inline __attribute__((always_inline)) T addLanesInOrder(V lanes) {
+  T total = 0;
+  for (int lane = 0; lane < kLanes; ++lane)
+    total += lanes[lane];
+  return total;
+}
+
 /// x / (1 + exp(-x)) (SiLU) or 1 / (1 + exp(-x)) (sigmoid) of sixteen
 /// lanes, in f32. exp is taken of -|x| only, as e / (1 + e) with
 /// e = exp(x) for negative x, so it never overflows and the far negative
@@ -164,10 +175,7 @@ double expShiftedSum(const float *x, int64_t n, float shift, float *y) {
       std::memcpy(y + i, out, sizeof(float) * (n - i));
     sums += __builtin_convertvector(e, F64x16);
   }
-  double sum = 0;
-  for (int lane = 0; lane < kLanes; ++lane)
-    sum += sums[lane];
-  return sum;
+  return addLanesInOrder<double>(sums);
 }
 
 ZPLAN_VECTOR_CLONES
@@ -178,10 +186,7 @@ double sumInDouble(const float *x, int64_t n) {
     sums += __builtin_convertvector(load<F32x16>(x + i), F64x16);
   for (int lane = 0; i < n; ++i, ++lane)
     sums[lane] += x[i];
-  double sum = 0;
-  for (int lane = 0; lane < kLanes; ++lane)
-    sum += sums[lane];
-  return sum;
+  return addLanesInOrder<double>(sums);
 }
 
 ZPLAN_VECTOR_CLONES
@@ -197,10 +202,7 @@ double centeredSquareSum(const float *x, int64_t n, double center) {
     double centered = x[i] - center;
     sums[lane] += centered * centered;
   }
-  double sum = 0;
-  for (int lane = 0; lane < kLanes; ++lane)
-    sum += sums[lane];
-  return sum;
+  return addLanesInOrder<double>(sums);
 }
 
 ZPLAN_VECTOR_CLONES
@@ -251,9 +253,7 @@ void dotRows(const float *b, int64_t ldb, int64_t rows, int64_t k,
     int64_t i = k - k % kLanes;
     for (int lane = 0; i < k; ++i, ++lane)
       lanes[lane] += rowData[i] * x[i];
-    float dot = 0;
-    for (int lane = 0; lane < kLanes; ++lane)
-      dot += lanes[lane];
+    float dot = addLanesInOrder<float>(lanes);
     y[row] = beta == 0.0f ? dot : beta * y[row] + dot;
   };
   int64_t row = 0;
