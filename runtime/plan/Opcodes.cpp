@@ -111,6 +111,10 @@ constexpr OpcodeInfo kOpcodes[] = {
      true},
     {OPCODE_CARRY_DRAIN, "carry_drain", COMPUTE, OpcodeKind::Bookkeeping, true,
      true},
+    {OPCODE_TIER_FETCH, "tier_fetch", COMM, OpcodeKind::TierCopy, true, false},
+    {OPCODE_TIER_STORE, "tier_store", COMM, OpcodeKind::TierCopy, true, false},
+    {OPCODE_TIER_WAIT, "tier_wait", COMPUTE, OpcodeKind::Bookkeeping, true,
+     false},
 };
 
 constexpr size_t kOpcodeCount = sizeof(kOpcodes) / sizeof(kOpcodes[0]);

@@ -27,6 +27,8 @@ enum class OpcodeKind : uint8_t {
   Kernel,
   /// A collective over the ranks (comm queue).
   Collective,
+  /// A copy between memory tiers (comm queue): tier_fetch, tier_store.
+  TierCopy,
   /// No data moves: a dependency (gather_wait) or the end of a buffer's life
   /// (release), which --check tracks.
   Bookkeeping,

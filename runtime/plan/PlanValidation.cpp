@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/plan/PlanValidation.h"
+#include "runtime/plan/TierValidation.h"
 
 #include "runtime/plan/CheckedSizes.h"
 #include "runtime/plan/Opcodes.h"
@@ -321,6 +322,18 @@ private:
                        " of ", planTypeName(buffer.dtype()), " but only ",
                        buffer.bytes(), " bytes");
 
+      // Offload (TierValidation.h): only a STATE buffer may live outside
+      // the device, and only one that owns its storage.
+      if (!Buffer::Tier_IsValid(buffer.tier()))
+        return failure(subject, " has no valid tier (",
+                       static_cast<int>(buffer.tier()), ")");
+      if (buffer.tier() != Buffer::DEVICE &&
+          (buffer.kind() != Buffer::STATE || buffer.view_of() != 0))
+        return failure(subject, " lives in the ",
+                       buffer.tier() == Buffer::HOST ? "host" : "nvme",
+                       " tier; only training state (a STATE buffer, not a "
+                       "view) may live outside the device");
+
       if (buffer.view_of() != 0) {
         if (Status status = checkBufferId(buffer.view_of(), subject + " views");
             !status.ok())
@@ -482,6 +495,8 @@ private:
       if (Status status = validateNoDeadlock(program); !status.ok())
         return status;
       if (Status status = validateCarry(program); !status.ok())
+        return status;
+      if (Status status = validateTierCopies(plan, program); !status.ok())
         return status;
       for (const auto &[bindings, kind] :
            {std::pair{&program.inputs(), "input"},

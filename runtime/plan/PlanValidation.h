@@ -41,6 +41,9 @@ namespace zplan::plan {
 ///    instruction of its program's comm queue; carry_wait (result: the
 ///    CARRY buffer) runs only in decode, carry_drain (operand: the CARRY
 ///    buffer) only in generate_end;
+///  - offload (TierValidation.h): only STATE buffers live in the HOST or
+///    NVME tier, only tier copies name them, and each copy has its one
+///    tier_wait before anything else touches its staging buffer;
 ///  - input and output bindings name existing buffers;
 ///  - every program keeps the contract of its kind (ProgramContracts.h).
 /// Stops at the first problem; the message names the buffer (id, name),

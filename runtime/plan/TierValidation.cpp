@@ -1,0 +1,185 @@
+//===- TierValidation.cpp - offload: no read outside the device tier ------===//
+
+#include "runtime/plan/TierValidation.h"
+
+#include "runtime/plan/Opcodes.h"
+#include "runtime/plan/PlanQueries.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace zplan;
+using namespace zplan::plan;
+
+namespace {
+
+const char *tierName(Buffer::Tier tier) {
+  switch (tier) {
+  case Buffer::HOST:
+    return "host";
+  case Buffer::NVME:
+    return "nvme";
+  default:
+    return "device";
+  }
+}
+
+class TierChecker {
+public:
+  TierChecker(const Plan &plan, const Program &program)
+      : plan(plan), program(program) {}
+
+  Status check() {
+    // staging buffer -> the copy (index) that has it until its tier_wait.
+    std::map<uint32_t, int> inFlight;
+    // copy index -> its tier_waits.
+    std::map<int, int> waits;
+    int lastCompute = -1;
+    for (int index = 0; index < program.instructions_size(); ++index) {
+      const Instruction &instruction = program.instructions(index);
+      Opcode opcode = instruction.opcode();
+      bool copy = opcode == OPCODE_TIER_FETCH || opcode == OPCODE_TIER_STORE;
+      if (copy) {
+        ZR_RETURN_IF_ERROR(checkCopy(index, lastCompute));
+        uint32_t staging = opcode == OPCODE_TIER_FETCH
+                               ? instruction.results(0)
+                               : instruction.operands(0);
+        if (inFlight.count(staging))
+          return failure(describe(index), " copies ", describeBuffer(staging),
+                         ", which instruction #", inFlight[staging],
+                         " still copies (no tier_wait between them)");
+        inFlight[staging] = index;
+        waits[index] = 0;
+        continue;
+      }
+      if (opcode == OPCODE_TIER_WAIT) {
+        ZR_RETURN_IF_ERROR(checkWait(index, inFlight, waits));
+      } else {
+        for (const auto *ids :
+             {&instruction.operands(), &instruction.results()})
+          for (uint32_t id : *ids) {
+            const Buffer &root = rootOf(id);
+            if (root.tier() != Buffer::DEVICE)
+              return failure(
+                  describe(index), " names ", describeBuffer(id),
+                  ", which lives in the ", tierName(root.tier()),
+                  " tier: only tier_fetch and tier_store may name it (no "
+                  "kernel or collective can read memory outside the device)");
+            auto found = inFlight.find(root.id());
+            if (found != inFlight.end())
+              return failure(describe(index), " names ", describeBuffer(id),
+                             " while instruction #", found->second,
+                             " still copies it (before its tier_wait)");
+          }
+      }
+      if (instruction.queue() == COMPUTE)
+        lastCompute = index;
+    }
+    for (const auto &[copy, count] : waits)
+      if (count != 1)
+        return failure(describe(copy), " has ", count,
+                       " tier_waits; a tier copy has exactly one");
+    return Status::success();
+  }
+
+private:
+  std::string describe(int index) const {
+    const Instruction &instruction = program.instructions(index);
+    std::string text = "program " + inQuotes(program.name()) +
+                       ", instruction #" + std::to_string(index) + " " +
+                       inQuotes(opcodeName(instruction.opcode()));
+    if (!instruction.location().empty())
+      text += " at " + inQuotes(instruction.location());
+    return text;
+  }
+  std::string describeBuffer(uint32_t id) const {
+    return "buffer " + std::to_string(id) + " " +
+           inQuotes(bufferOf(plan, id).name());
+  }
+  const Buffer &rootOf(uint32_t id) const {
+    while (bufferOf(plan, id).view_of() != 0)
+      id = bufferOf(plan, id).view_of();
+    return bufferOf(plan, id);
+  }
+
+  /// One tier_fetch or tier_store: what it moves, and that it waits for
+  /// the compute instruction before it.
+  Status checkCopy(int index, int lastCompute) const {
+    const Instruction &instruction = program.instructions(index);
+    bool fetch = instruction.opcode() == OPCODE_TIER_FETCH;
+    if (instruction.operands_size() != 1 || instruction.results_size() != 1)
+      return failure(describe(index), " has ", instruction.operands_size(),
+                     " operands and ", instruction.results_size(),
+                     " results; a tier copy has one of each");
+    uint32_t tieredId =
+        fetch ? instruction.operands(0) : instruction.results(0);
+    uint32_t stagingId =
+        fetch ? instruction.results(0) : instruction.operands(0);
+    const Buffer &tiered = bufferOf(plan, tieredId);
+    const Buffer &staging = bufferOf(plan, stagingId);
+    if (tiered.tier() == Buffer::DEVICE || tiered.view_of() != 0)
+      return failure(describe(index), (fetch ? " fetches " : " stores into "),
+                     describeBuffer(tieredId),
+                     ", which is not a buffer of the host or nvme tier");
+    if (staging.kind() != Buffer::ARENA || staging.view_of() != 0 ||
+        staging.tier() != Buffer::DEVICE || staging.bytes() < tiered.bytes())
+      return failure(describe(index), (fetch ? " fetches into " : " stores "),
+                     describeBuffer(stagingId), " (", staging.bytes(),
+                     " bytes), which is not an arena buffer of at least the ",
+                     tiered.bytes(), " bytes of ", describeBuffer(tieredId));
+    if (lastCompute >= 0) {
+      bool waits = false;
+      for (uint32_t waited : instruction.wait_for())
+        waits |= waited == static_cast<uint32_t>(lastCompute);
+      if (!waits)
+        return failure(
+            describe(index), " does not wait for instruction #", lastCompute,
+            " ",
+            inQuotes(opcodeName(program.instructions(lastCompute).opcode())),
+            ", the compute instruction before it: it could touch "
+            "the staging buffer while that instruction runs");
+    }
+    return Status::success();
+  }
+
+  /// One tier_wait: it ends exactly one copy still in flight, whose
+  /// staging buffer is its operand.
+  Status checkWait(int index, std::map<uint32_t, int> &inFlight,
+                   std::map<int, int> &waits) const {
+    const Instruction &instruction = program.instructions(index);
+    if (instruction.wait_for_size() != 1 || instruction.operands_size() != 1)
+      return failure(describe(index), " waits for ",
+                     instruction.wait_for_size(), " instructions with ",
+                     instruction.operands_size(),
+                     " operands; a tier_wait ends one tier copy, its "
+                     "staging buffer its operand");
+    int copy = static_cast<int>(instruction.wait_for(0));
+    Opcode waited = program.instructions(copy).opcode();
+    if (waited != OPCODE_TIER_FETCH && waited != OPCODE_TIER_STORE)
+      return failure(describe(index), " waits for ", describe(copy),
+                     ", which is not a tier copy");
+    auto found = waits.find(copy);
+    if (found == waits.end())
+      return failure(describe(index), " waits for ", describe(copy),
+                     ", which comes after it");
+    ++found->second;
+    uint32_t staging = instruction.operands(0);
+    auto flight = inFlight.find(staging);
+    if (flight == inFlight.end() || flight->second != copy)
+      return failure(describe(index), " names ", describeBuffer(staging),
+                     ", which is not the staging buffer of ", describe(copy));
+    inFlight.erase(flight);
+    return Status::success();
+  }
+
+  const Plan &plan;
+  const Program &program;
+};
+
+} // namespace
+
+Status zplan::plan::validateTierCopies(const Plan &plan,
+                                       const Program &program) {
+  return TierChecker(plan, program).check();
+}

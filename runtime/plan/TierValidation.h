@@ -1,0 +1,37 @@
+//===- TierValidation.h - offload: no read outside the device tier --------===//
+//
+// The static form of ZeRO-3 offload's "empty weight" (docs/offload.md): a
+// buffer in the HOST or NVME tier has no device address, so an instruction
+// that read it would read nothing. validatePlan() calls this for every
+// program, after the per-instruction checks, and it proves:
+//  - only tier_fetch and tier_store name a HOST or NVME buffer (or a view
+//    of one);
+//  - a tier_fetch moves one tiered buffer into one ARENA staging buffer (not
+//    a view) of at least its bytes; a tier_store moves one back;
+//  - each tier copy waits for the compute instruction before it (the
+//    staging buffer's bytes may have been another buffer's until then, and
+//    a store's were just written by the update), and has exactly one
+//    tier_wait, whose only wait_for is that copy and whose operand is its
+//    staging buffer;
+//  - no other instruction names a staging buffer between its copy and that
+//    copy's tier_wait: the copy may still be writing (fetch) or reading
+//    (store) it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_PLAN_TIERVALIDATION_H
+#define ZPLAN_RUNTIME_PLAN_TIERVALIDATION_H
+
+#include "runtime/plan/plan.pb.h"
+#include "runtime/support/Status.h"
+
+namespace zplan::plan {
+
+/// Checks the tier copies of `program` (of a plan whose buffers,
+/// instructions and views validatePlan() already checked). The message
+/// names the program, the instruction and the buffer.
+Status validateTierCopies(const Plan &plan, const Program &program);
+
+} // namespace zplan::plan
+
+#endif // ZPLAN_RUNTIME_PLAN_TIERVALIDATION_H
