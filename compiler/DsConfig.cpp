@@ -351,6 +351,8 @@ private:
     return llvm::Error::success();
   }
 
+  /// offload_optimizer: --offload-optimizer (device) and --offload-dir
+  /// (nvme_path); offload_param has no tier yet (docs/offload.md).
   llvm::Error readOffload(llvm::StringRef key, const llvm::json::Value &value) {
     const llvm::json::Object *object = value.getAsObject();
     if (!object)
@@ -358,15 +360,41 @@ private:
     std::optional<llvm::StringRef> device =
         object->get("device") ? object->get("device")->getAsString()
                               : std::optional<llvm::StringRef>("none");
-    if (!device)
+    if (!device || (*device != "none" && *device != "cpu" && *device != "nvme"))
       return fail(key + ".device must be \"none\", \"cpu\" or \"nvme\"");
-    if (*device != "none")
+    bool optimizer = key.ends_with("offload_optimizer");
+    if (*device != "none" && !optimizer)
       return fail(key + ".device \"" + *device +
-                  "\": zplan has no offload tier yet; set it to \"none\" (or "
-                  "remove " +
-                  key + ") to plan every buffer in device memory");
-    note((key + ".device").str(), "none",
-         "no offload (every buffer on the device)");
+                  "\": zplan offloads the optimizer's state only so far "
+                  "(offload_optimizer); set it to \"none\" (or remove " +
+                  key + ") to keep the parameter shards in device memory");
+    if (optimizer)
+      out.offloadOptimizer = device->str();
+    note((key + ".device").str(), *device,
+         *device == "none" ? std::string("no offload (on the device)")
+                           : "--offload-optimizer " + device->str());
+    for (const auto &[field, entryPointer] : sortedEntries(*object)) {
+      const llvm::json::Value &entry = *entryPointer;
+      std::string path = (key + "." + field).str();
+      if (field == "device")
+        continue;
+      if (field == "nvme_path" && optimizer) {
+        std::optional<llvm::StringRef> dir = entry.getAsString();
+        if (!dir)
+          return fail(path + " must be a string");
+        if (*device == "nvme") {
+          out.offloadDir = dir->str();
+          note(path, *dir, "--offload-dir " + dir->str());
+        } else {
+          out.ignored.push_back(path + ": the device is not nvme");
+        }
+      } else if (field == "pin_memory") {
+        out.ignored.push_back(path + ": zplan's CUDA backend decides how it "
+                                     "holds host memory (nothing changes)");
+      } else {
+        ignore((key + ".").str(), field);
+      }
+    }
     return llvm::Error::success();
   }
 
@@ -550,8 +578,9 @@ llvm::Error zplan::applyDsConfig(const DsConfig &config, llvm::StringRef path,
   }
   warnings = config.ignored;
   if (!trains(options.mode)) {
-    if (config.optimizer || config.train.any() || config.microBatch)
-      warnings.push_back("the training settings (optimizer, batch, "
+    if (config.optimizer || config.train.any() || config.microBatch ||
+        config.offloadOptimizer.value_or("none") != "none")
+      warnings.push_back("the training settings (optimizer, offload, batch, "
                          "accumulation, clipping) apply to --mode train only");
     return llvm::Error::success();
   }
@@ -560,6 +589,21 @@ llvm::Error zplan::applyDsConfig(const DsConfig &config, llvm::StringRef path,
                                   *config.optimizer, path, "optimizer.type"))
       return error;
     options.optimizer = *config.optimizer;
+  }
+  if (config.offloadOptimizer) {
+    if (llvm::Error error =
+            agree(given, "offload-optimizer", options.offloadOptimizer,
+                  *config.offloadOptimizer, path,
+                  "zero_optimization.offload_optimizer.device"))
+      return error;
+    options.offloadOptimizer = *config.offloadOptimizer;
+    if (!config.offloadDir.empty()) {
+      if (llvm::Error error =
+              agree(given, "offload-dir", options.offloadDir, config.offloadDir,
+                    path, "zero_optimization.offload_optimizer.nvme_path"))
+        return error;
+      options.offloadDir = config.offloadDir;
+    }
   }
   if (config.microBatch) {
     auto ids = options.import.inputShapes.find("input_ids");

@@ -92,6 +92,11 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
     emit.hardware += " (profile " + options.hardwareProfile + ")";
   emit.memoryBudget = options.memoryBudget.value_or(0);
   emit.trainDefaults = options.trainDefaults;
+  if (options.offloadOptimizer == "cpu")
+    emit.optimizerTier = plan::Buffer::HOST;
+  else if (options.offloadOptimizer == "nvme")
+    emit.optimizerTier = plan::Buffer::NVME;
+  emit.offloadDir = options.offloadDir;
   emit.modelName = llvm::sys::path::filename(options.modelPath).str();
   if (!options.outputPath.empty())
     emit.weightsFile =

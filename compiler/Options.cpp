@@ -191,6 +191,24 @@ static llvm::Error validateGenerateOptions(const CompileOptions &options) {
   return llvm::Error::success();
 }
 
+/// --offload-optimizer and --offload-dir (docs/offload.md).
+static llvm::Error validateOffloadOptions(const CompileOptions &options) {
+  llvm::StringRef tier = options.offloadOptimizer;
+  if (tier != "none" && tier != "cpu" && tier != "nvme")
+    return makeError("unknown --offload-optimizer '" + tier +
+                     "'; expected none, cpu or nvme (DeepSpeed's "
+                     "offload_optimizer.device)");
+  if (tier != "none" && !trains(options.mode))
+    return makeError("--offload-optimizer applies to --mode train only (a "
+                     "plan without an optimizer step has no optimizer state)");
+  if (tier == "nvme" && options.offloadDir.empty())
+    return makeError("--offload-optimizer nvme needs --offload-dir DIR (where "
+                     "each rank keeps its state file; DeepSpeed's nvme_path)");
+  if (tier != "nvme" && !options.offloadDir.empty())
+    return makeError("--offload-dir applies to --offload-optimizer nvme only");
+  return llvm::Error::success();
+}
+
 llvm::Error zplan::validateOptions(const CompileOptions &options) {
   if (options.worldSize < 1)
     return makeError("--world-size must be at least 1, got " +
@@ -229,6 +247,8 @@ llvm::Error zplan::validateOptions(const CompileOptions &options) {
   if (options.optimizer != "adamw" && options.optimizer != "sgd")
     return makeError("unknown --optimizer '" + options.optimizer +
                      "'; expected adamw or sgd");
+  if (llvm::Error error = validateOffloadOptions(options))
+    return error;
   const ParameterOptions &parameters = options.import.parameters;
   if (!trains(options.mode) &&
       (!parameters.freeze.empty() || !parameters.train.empty()))

@@ -131,6 +131,12 @@ struct CompileOptions {
   /// ("adamw", "sgd").
   std::string loss = "causal-lm";
   std::string optimizer = "adamw";
+  /// --offload-optimizer (docs/offload.md; DeepSpeed's offload_optimizer):
+  /// where the optimizer's moments live, "none" (the device), "cpu" (host
+  /// memory) or "nvme" (a file per rank under `offloadDir`), streamed
+  /// through the arena for each group's update.
+  std::string offloadOptimizer = "none";
+  std::string offloadDir;
   /// --loss grpo / dpo: TRL's options (docs/rl.md). --loss-type (grpo:
   /// grpo | dapo), --beta (unset: TRL's default), --epsilon,
   /// --epsilon-high (unset: --epsilon), --old-logprobs.

@@ -441,6 +441,14 @@ double CostModel::allReduceSeconds(uint64_t bytes, int64_t worldSize) const {
   return ringSeconds(hardware, static_cast<double>(bytes), worldSize, 2);
 }
 
+double CostModel::tierCopySeconds(uint64_t bytes, bool nvme) const {
+  constexpr double kPcieBytesPerSecond = 25e9, kNvmeBytesPerSecond = 2e9;
+  double rate = nvme                     ? kNvmeBytesPerSecond
+                : hardware.name == "cpu" ? hardware.memoryBytesPerSecond
+                                         : kPcieBytesPerSecond;
+  return static_cast<double>(bytes) / rate;
+}
+
 double CostModel::optimizerSeconds(uint64_t shardBytes) const {
   return 8.0 * static_cast<double>(shardBytes) / hardware.memoryBytesPerSecond;
 }

@@ -145,6 +145,14 @@ public:
   /// way).
   double optimizerSeconds(uint64_t shardBytes) const;
 
+  /// One copy of `bytes` between the device and host memory (`nvme`
+  /// false) or a file on NVMe (true), for offload (docs/offload.md). The
+  /// profiles hold no measured link rates yet: the CPU's host copy is a
+  /// memcpy at its memory bandwidth, a GPU's a PCIe 5 x16 transfer at an
+  /// assumed 25 GB/s, and NVMe an assumed 2 GB/s. Estimates that rank
+  /// choices, like every rate here.
+  double tierCopySeconds(uint64_t bytes, bool nvme) const;
+
   const HardwareProfile &profile() const { return hardware; }
 
 private:

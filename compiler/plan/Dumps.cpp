@@ -155,6 +155,14 @@ std::string zplan::formatMemoryDump(const EmittedPlan &emitted) {
   if (emitted.residentCopyBytes)
     os << "  of which resident copies: " << emitted.residentCopyBytes << " B ("
        << formatSize(emitted.residentCopyBytes) << ")\n";
+  // Offload (docs/offload.md): training state outside the device, not in
+  // the totals below; the optimizer step stages it through the arena.
+  for (auto [bytes, tier] : {std::pair{emitted.hostTierBytes, "host"},
+                             std::pair{emitted.nvmeTierBytes, "nvme"}})
+    if (bytes)
+      os << "offloaded to " << tier << " (optimizer moments): " << bytes
+         << " B (" << formatSize(bytes) << "), copied in and out "
+         << emitted.tierCopyBytesPerStep << " B per optimizer step\n";
   os << "arena: " << arena.arenaBytes << " B (" << formatSize(arena.arenaBytes)
      << ")\n";
   os << "lower bound: " << arena.lowerBound << " B ("

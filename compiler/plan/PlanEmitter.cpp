@@ -171,6 +171,12 @@ private:
   llvm::Error emitReduceScatter(zero::ReduceScatterStartOp start);
   llvm::Error emitReduceScatterWait(zero::ReduceScatterWaitOp wait);
   llvm::Error emitOptimizerUpdate(zero::OptimizerUpdateOp update);
+  /// Offload (docs/offload.md): whether `group`'s moments live outside the
+  /// device; the tier_fetch of each into a staging buffer (once per
+  /// group); the tier_waits of the stores issued one update before.
+  bool stateOffloaded(uint32_t group);
+  void fetchState(uint32_t group);
+  void waitForStores();
   llvm::Error planMemory();
   llvm::Error carriedCopyRequests(std::vector<BufferRequest> &requests);
 
@@ -198,6 +204,19 @@ private:
   // the optimizer's moments (adamw: m, v; sgd: the momentum buffer).
   llvm::DenseMap<uint32_t, uint32_t> gradientBuffer;
   llvm::DenseMap<uint32_t, SmallVector<uint32_t, 2>> optimizerBuffers;
+  /// Offload: the groups of @optimizer_step's updates in order (the next
+  /// one's moments are fetched while this one's update runs), how many
+  /// were emitted, each fetched group's staging buffers and tier_fetches,
+  /// and the tier_stores whose tier_wait is deferred past the next update
+  /// (store index, staging buffer), so that the store overlaps it.
+  SmallVector<uint32_t> updateGroups;
+  size_t updatesEmitted = 0;
+  struct StagedState {
+    SmallVector<uint32_t, 2> buffers;
+    SmallVector<uint32_t, 2> fetches;
+  };
+  llvm::DenseMap<uint32_t, StagedState> stagedState;
+  SmallVector<std::pair<uint32_t, uint32_t>> pendingStores;
   llvm::DenseMap<Value, uint32_t> reduceStaging;     // reduce token -> staging
   llvm::DenseMap<Value, uint32_t> reduceInstruction; // reduce token -> index
   int64_t lastCompute = -1;
@@ -321,16 +340,23 @@ void Emitter::declareState(llvm::StringRef optimizer) {
                                   : shardBuffer.lookup(index));
     auto type = RankedTensorType::get({resident.shape(0)},
                                       Float32Type::get(module.getContext()));
-    auto declare = [&](llvm::StringRef role) {
+    auto declare = [&](llvm::StringRef role, plan::Buffer::Tier tier) {
       uint32_t id = addBuffer(plan::Buffer::STATE,
                               group.name() + " (" + role.str() + ")", type);
       buffer(id).set_group(index);
-      result.residentBytes += buffer(id).bytes();
+      buffer(id).set_tier(tier);
+      uint64_t bytes = buffer(id).bytes();
+      (tier == plan::Buffer::HOST   ? result.hostTierBytes
+       : tier == plan::Buffer::NVME ? result.nvmeTierBytes
+                                    : result.residentBytes) += bytes;
       return id;
     };
-    gradientBuffer[index] = declare("grad");
+    // The gradient accumulator stays on the device: every micro-step's
+    // reduce-scatter adds into it. The moments are read only by the update
+    // (--offload-optimizer moves them).
+    gradientBuffer[index] = declare("grad", plan::Buffer::DEVICE);
     for (llvm::StringRef role : moments)
-      optimizerBuffers[index].push_back(declare(role));
+      optimizerBuffers[index].push_back(declare(role, options.optimizerTier));
   }
 }
 
@@ -766,16 +792,115 @@ llvm::Error Emitter::emitOptimizerUpdate(zero::OptimizerUpdateOp update) {
   uint64_t bytes = groupBytes(groupOp);
   if (!entry.persistent())
     bytes /= result.plan.world_size();
+  bool offloaded = stateOffloaded(group);
+  SmallVector<uint32_t, 2> moments(optimizerBuffers.lookup(group));
+  ++updatesEmitted;
+  if (offloaded) {
+    // This group's moments (fetched one update ahead, unless it is the
+    // first), then the next group's, so that its copy overlaps this update.
+    fetchState(group);
+    if (updatesEmitted < updateGroups.size() &&
+        stateOffloaded(updateGroups[updatesEmitted]))
+      fetchState(updateGroups[updatesEmitted]);
+    StagedState staged = stagedState.lookup(group);
+    for (auto [staging, fetch] :
+         llvm::zip_equal(staged.buffers, staged.fetches)) {
+      plan::Instruction &wait =
+          addInstruction(plan::OPCODE_TIER_WAIT, nullptr, 0);
+      wait.set_location("@" + entry.name());
+      wait.add_operands(staging);
+      wait.set_group(group);
+      wait.add_wait_for(fetch);
+    }
+    moments = staged.buffers;
+  }
   plan::Instruction &instruction =
       addInstruction(*opcode, update, cost.optimizerSeconds(bytes));
+  uint32_t updateIndex = instruction.index();
   instruction.add_operands(entry.persistent() ? persistentBuffer.lookup(group)
                                               : shardBuffer.lookup(group));
   instruction.add_operands(gradientBuffer.lookup(group));
-  for (uint32_t id : optimizerBuffers.lookup(group))
+  for (uint32_t id : moments)
     instruction.add_operands(id);
   instruction.add_operands(valueBuffer.lookup(update.getHyper()));
   instruction.set_group(group);
+  if (!offloaded)
+    return llvm::Error::success();
+  // The updated moments go back to their tier; the previous update's stores
+  // are waited for now, so that each store overlaps the update after it.
+  SmallVector<std::pair<uint32_t, uint32_t>> stores;
+  for (auto [staging, tiered] :
+       llvm::zip_equal(moments, optimizerBuffers.lookup(group))) {
+    const plan::Buffer &target = buffer(tiered);
+    plan::Instruction &store = addInstruction(
+        plan::OPCODE_TIER_STORE, nullptr,
+        cost.tierCopySeconds(target.bytes(),
+                             target.tier() == plan::Buffer::NVME));
+    store.set_location("@" + entry.name());
+    store.add_operands(staging);
+    store.add_results(tiered);
+    store.set_group(group);
+    store.add_wait_for(updateIndex);
+    result.tierCopyBytesPerStep += target.bytes();
+    stores.emplace_back(store.index(), staging);
+  }
+  waitForStores();
+  pendingStores = std::move(stores);
+  stagedState.erase(group);
   return llvm::Error::success();
+}
+
+bool Emitter::stateOffloaded(uint32_t group) {
+  auto found = optimizerBuffers.find(group);
+  return found != optimizerBuffers.end() && !found->second.empty() &&
+         buffer(found->second.front()).tier() != plan::Buffer::DEVICE;
+}
+
+/// COMM `tier_fetch` of each of `group`'s moments into a staging buffer of
+/// the arena, once per group. Like a gather, it waits for the compute
+/// instruction before it, so it never writes arena bytes an earlier
+/// instruction still uses.
+void Emitter::fetchState(uint32_t group) {
+  if (stagedState.count(group))
+    return;
+  StagedState staged;
+  int64_t before = lastCompute;
+  for (uint32_t tiered : optimizerBuffers.lookup(group)) {
+    std::string name = buffer(tiered).name() + " staged";
+    auto type = RankedTensorType::get({buffer(tiered).shape(0)},
+                                      Float32Type::get(module.getContext()));
+    uint32_t staging = addBuffer(plan::Buffer::ARENA, name, type);
+    const plan::Buffer &source = buffer(tiered);
+    plan::Instruction &fetch = addInstruction(
+        plan::OPCODE_TIER_FETCH, nullptr,
+        cost.tierCopySeconds(source.bytes(),
+                             source.tier() == plan::Buffer::NVME));
+    fetch.set_location("@" + result.plan.groups(group).name());
+    fetch.add_operands(tiered);
+    fetch.add_results(staging);
+    fetch.set_group(group);
+    if (before >= 0)
+      fetch.add_wait_for(before);
+    result.tierCopyBytesPerStep += source.bytes();
+    staged.buffers.push_back(staging);
+    staged.fetches.push_back(fetch.index());
+  }
+  stagedState[group] = std::move(staged);
+}
+
+/// COMPUTE `tier_wait` for each pending tier_store: its staging buffer
+/// lives until the store has read it.
+void Emitter::waitForStores() {
+  for (auto [store, staging] : pendingStores) {
+    plan::Instruction &wait =
+        addInstruction(plan::OPCODE_TIER_WAIT, nullptr, 0);
+    wait.set_location(
+        program->instructions(static_cast<int>(store)).location());
+    wait.add_operands(staging);
+    wait.set_group(program->instructions(static_cast<int>(store)).group());
+    wait.add_wait_for(store);
+  }
+  pendingStores.clear();
 }
 
 /// COMM `resident_gather` of a resident group into its RESIDENT copy, then
@@ -1045,6 +1170,7 @@ llvm::Expected<EmittedPlan> Emitter::run() {
   out.set_model(options.modelName);
   out.set_weights_file(options.weightsFile);
   out.set_memory_budget(options.memoryBudget);
+  out.set_offload_dir(options.offloadDir);
   if (const TrainDefaults &defaults = options.trainDefaults; defaults.any()) {
     plan::TrainDefaults &to = *out.mutable_train_defaults();
     if (defaults.gradAccum)
@@ -1107,8 +1233,15 @@ llvm::Expected<EmittedPlan> Emitter::run() {
           static_cast<uint32_t>(lockstepPeriodOf(func)));
     lastCompute = -1;
     carryHeld.clear();
+    if (name == kOptimizerStepName) {
+      updateGroups.clear();
+      updatesEmitted = 0;
+      for (auto update : func.getOps<zero::OptimizerUpdateOp>())
+        updateGroups.push_back(groupIndex.lookup(update.getGroup()));
+    }
     if (llvm::Error error = emitOps(func))
       return std::move(error);
+    waitForStores();
     if (llvm::Error error = planMemory())
       return std::move(error);
   }

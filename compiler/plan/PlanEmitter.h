@@ -59,6 +59,10 @@ struct EmitOptions {
   std::string weightsFile;
   /// zrun train's defaults (--ds-config); written only when any is set.
   TrainDefaults trainDefaults;
+  /// Where the optimizer's moments live (--offload-optimizer), and the
+  /// directory of the NVME tier's files (docs/offload.md).
+  plan::Buffer::Tier optimizerTier = plan::Buffer::DEVICE;
+  std::string offloadDir;
 };
 
 /// One program's share of what the dumps need.
@@ -89,6 +93,12 @@ struct EmittedPlan {
   /// training state; in a generation plan the KV caches and resident
   /// copies, counted apart below too).
   uint64_t residentBytes = 0;
+  /// Per-rank bytes of training state in the HOST and NVME tiers
+  /// (--offload-optimizer), not counted in residentBytes; and the bytes one
+  /// optimizer step copies between the tiers and the arena, both ways.
+  uint64_t hostTierBytes = 0;
+  uint64_t nvmeTierBytes = 0;
+  uint64_t tierCopyBytesPerStep = 0;
   /// Generation: the KV caches (CACHE buffers) per rank.
   uint64_t kvCacheBytes = 0;
   /// Generation: the resident groups' gathered copies (RESIDENT buffers)

@@ -140,7 +140,13 @@ TEST(DsConfig, RefusedSettingsNameTheirKey) {
       std::string::npos);
   EXPECT_NE(errorOf(R"("zero_optimization": {"stage": 3,
                        "offload_param": {"device": "nvme"}})")
-                .find("offload_param.device \"nvme\": zplan has no offload"),
+                .find("offload_param.device \"nvme\": zplan offloads the "
+                      "optimizer's state only so far"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"("zero_optimization": {"stage": 3,
+                       "offload_optimizer": {"device": "disk"}})")
+                .find("offload_optimizer.device must be \"none\", \"cpu\" "
+                      "or \"nvme\""),
             std::string::npos);
   EXPECT_NE(
       errorOf(std::string(kZero3) + R"(, "gradient_accumulation_steps": 0)")
@@ -188,6 +194,33 @@ TEST(ApplyDsConfig, SetsTheFlagsAFlagGivenMustAgree) {
   EXPECT_EQ(errorText(applyDsConfig(config, "ds.json", {}, defaults, warnings)),
             "");
   EXPECT_EQ(defaults.persistenceThreshold, 0);
+}
+
+TEST(ApplyDsConfig, OffloadOptimizerIsTheOffloadFlags) {
+  DsConfig config = parse(R"("zero_optimization": {"stage": 3,
+      "offload_optimizer": {"device": "nvme", "nvme_path": "/scratch",
+                            "pin_memory": true, "buffer_count": 4}})");
+  EXPECT_EQ(config.offloadOptimizer, "nvme");
+  EXPECT_EQ(config.offloadDir, "/scratch");
+  EXPECT_TRUE(contains(config.mapped, "offload_optimizer.device nvme: "
+                                      "--offload-optimizer nvme"));
+  EXPECT_TRUE(contains(config.ignored, "offload_optimizer.pin_memory"));
+  EXPECT_TRUE(contains(config.ignored, "offload_optimizer.buffer_count"));
+  CompileOptions options;
+  options.mode = CompileMode::Train;
+  std::vector<std::string> warnings;
+  ASSERT_EQ(errorText(applyDsConfig(config, "ds.json", {}, options, warnings)),
+            "");
+  EXPECT_EQ(options.offloadOptimizer, "nvme");
+  EXPECT_EQ(options.offloadDir, "/scratch");
+
+  CompileOptions given;
+  given.mode = CompileMode::Train;
+  given.offloadOptimizer = "cpu";
+  EXPECT_EQ(errorText(applyDsConfig(config, "ds.json", {"offload-optimizer"},
+                                    given, warnings)),
+            "--offload-optimizer cpu disagrees with ds.json's "
+            "zero_optimization.offload_optimizer.device (nvme)");
 }
 
 TEST(ApplyDsConfig, TrainingSettingsOnlyWhereThePlanTrains) {

@@ -153,6 +153,18 @@ static cl::opt<bool> biasCorrectionKl(
 static cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
                                       cl::desc("--mode train: adamw or sgd"),
                                       cl::cat(zccCategory));
+static cl::opt<std::string> offloadOptimizer(
+    "offload-optimizer", cl::init("none"),
+    cl::desc("--mode train: where the optimizer's moments live: none (device "
+             "memory), cpu (host memory) or nvme (a file per rank under "
+             "--offload-dir); each group's are copied in for its update and "
+             "back (docs/offload.md)"),
+    cl::cat(zccCategory));
+static cl::opt<std::string>
+    offloadDir("offload-dir",
+               cl::desc("--offload-optimizer nvme: the directory of the "
+                        "ranks' state files (zrun --offload-dir overrides it)"),
+               cl::value_desc("DIR"), cl::cat(zccCategory));
 
 static cl::list<std::string> ties(
     "tie",
@@ -399,6 +411,8 @@ int main(int argc, char **argv) {
   options.crossStepPrefetch = crossStepPrefetch;
   options.loss = loss;
   options.optimizer = optimizer;
+  options.offloadOptimizer = offloadOptimizer;
+  options.offloadDir = offloadDir;
   options.lossType = lossType;
   if (beta.getNumOccurrences())
     options.beta = beta;
