@@ -143,6 +143,7 @@ Status Executor::run() {
   uint32_t epoch = ++runCount;
   gatheredInRun.store(0, std::memory_order_relaxed);
   reducedInRun.store(0, std::memory_order_relaxed);
+  tierCopiedInRun.store(0, std::memory_order_relaxed);
   if (options.check) {
     for (int id = 0; id <= plan.buffers_size(); ++id)
       copyState[id].store(kNotGathered, std::memory_order_relaxed);

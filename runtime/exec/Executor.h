@@ -121,6 +121,12 @@ public:
     return reducedInRun.load(std::memory_order_relaxed);
   }
 
+  /// The bytes the last run's tier copies (tier_fetch, tier_store) moved
+  /// between the HOST or NVME tier and the arena on this rank.
+  uint64_t bytesTierCopiedLastRun() const {
+    return tierCopiedInRun.load(std::memory_order_relaxed);
+  }
+
 private:
   Executor(const plan::Plan &plan, const plan::Program &program,
            RankMemory &memory, comm::Communicator &communicator,
@@ -138,6 +144,8 @@ private:
   std::string collectiveName(const plan::Instruction &instruction,
                              uint32_t group) const;
   Status executeRelease(const plan::Instruction &instruction);
+  /// tier_fetch and tier_store (TierStore.h), on the comm thread.
+  Status executeTierCopy(const plan::Instruction &instruction);
   Status executeResidentRelease(const plan::Instruction &instruction);
   /// The carry: carry_gather (a gather that fills the ledger's copy),
   /// carry_wait and carry_drain (bookkeeping on the ledger).
@@ -207,6 +215,10 @@ private:
   /// Bytes gathered in the current (or last) run; the comm thread adds.
   std::atomic<uint64_t> gatheredInRun{0};
   std::atomic<uint64_t> reducedInRun{0};
+  std::atomic<uint64_t> tierCopiedInRun{0};
+  /// Host bytes a tier copy passes through where the backend's memory is
+  /// not the host's (comm thread only).
+  std::vector<uint8_t> tierScratch;
 
   // --check state.
   /// copyState values besides a release's index.

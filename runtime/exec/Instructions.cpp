@@ -37,8 +37,13 @@ Status Executor::execute(uint32_t index) {
   case plan::OPCODE_REDUCE_SCATTER:
   case plan::OPCODE_ALL_REDUCE:
     return executeGradientReduction(instruction);
+  case plan::OPCODE_TIER_FETCH:
+  case plan::OPCODE_TIER_STORE:
+    return executeTierCopy(instruction);
   case plan::OPCODE_REDUCE_SCATTER_WAIT:
-    // The dependency on the collective (wait_for) is the whole effect.
+  case plan::OPCODE_TIER_WAIT:
+    // The dependency on the copy or collective (wait_for) is the whole
+    // effect.
     return Status::success();
   case plan::OPCODE_GATHER_WAIT:
     // The dependency on the all_gather (wait_for) is the whole effect. A
@@ -70,6 +75,42 @@ std::string Executor::collectiveName(const plan::Instruction &instruction,
                                      uint32_t group) const {
   return "program " + inQuotes(program.name()) + " " +
          describeInstruction(instruction) + " (group " + groupName(group) + ")";
+}
+
+/// A tier_fetch reads its operand (a HOST or NVME buffer) into the arena
+/// staging buffer it names as result; a tier_store writes the staging
+/// buffer (operand) back. Where the backend's memory is not the host's,
+/// the bytes pass through host scratch.
+Status Executor::executeTierCopy(const plan::Instruction &instruction) {
+  TierStore *store = memory.tierStore();
+  bool fetch = instruction.opcode() == plan::OPCODE_TIER_FETCH;
+  uint32_t tiered = fetch ? instruction.operands(0) : instruction.results(0);
+  uint32_t staging = fetch ? instruction.results(0) : instruction.operands(0);
+  uint64_t bytes = plan::bufferOf(plan, tiered).bytes();
+  if (!store || !store->holds(tiered))
+    return failure(describeInstruction(instruction), ": buffer ",
+                   inQuotes(plan::bufferOf(plan, tiered).name()),
+                   " is not in this rank's tier store");
+  uint8_t *device = memory.address(staging);
+  bool inPlace = backend.hostAddressable();
+  if (!inPlace)
+    tierScratch.resize(bytes);
+  void *host = inPlace ? static_cast<void *>(device) : tierScratch.data();
+  Status status = Status::success();
+  if (fetch) {
+    status = store->read(tiered, host);
+    if (status.ok() && !inPlace)
+      status = backend.copyFromHost(device, host, bytes);
+  } else {
+    if (!inPlace)
+      status = backend.copyToHost(host, device, bytes);
+    if (status.ok())
+      status = store->write(tiered, host);
+  }
+  if (!status.ok())
+    return failure(describeInstruction(instruction), ": ", status.message());
+  tierCopiedInRun.fetch_add(bytes, std::memory_order_relaxed);
+  return Status::success();
 }
 
 Status Executor::executeAllGather(const plan::Instruction &instruction) {

@@ -33,7 +33,8 @@ std::string describeBuffer(const plan::Buffer &buffer) {
 Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
                         uint32_t rank, Backend &backend,
                         std::unique_ptr<RankMemory> &out,
-                        GenerationState generation) {
+                        GenerationState generation,
+                        const std::string &offloadDir) {
   std::unique_ptr<RankMemory> memory(new RankMemory(backend));
   memory->rankIndex = rank;
   std::vector<uint8_t> hostBytes;
@@ -70,10 +71,11 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
   }
 
   // Training state (gradient accumulators, optimizer moments): zero at
-  // load, in one pool.
+  // load, in one pool; what the plan offloads, in the tier store.
   uint64_t stateBytes = 0;
   for (const plan::Buffer &buffer : plan.buffers())
-    if (buffer.kind() == plan::Buffer::STATE && buffer.view_of() == 0) {
+    if (buffer.kind() == plan::Buffer::STATE && buffer.view_of() == 0 &&
+        buffer.tier() == plan::Buffer::DEVICE) {
       memory->stateOffsets[buffer.id()] = stateBytes;
       stateBytes += roundUp(buffer.bytes());
     }
@@ -88,6 +90,14 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
         !status.ok())
       return status;
   }
+
+  bool offloads = false;
+  for (const plan::Buffer &buffer : plan.buffers())
+    offloads |= buffer.tier() != plan::Buffer::DEVICE;
+  if (offloads)
+    ZR_RETURN_IF_ERROR(TierStore::open(
+        plan, rank, offloadDir.empty() ? plan.offload_dir() : offloadDir,
+        memory->tiers));
 
   // Generation: the KV caches and the resident groups' copies, in one pool
   // (allocateGeneration), now or when a generation begins.
@@ -170,7 +180,9 @@ Status RankMemory::resolve(const plan::Plan &plan) {
       break;
     }
     case plan::Buffer::STATE:
-      base = statePool->data() + stateOffsets[buffer.id()];
+      // A HOST or NVME buffer has no device address: the tier store holds it.
+      if (buffer.tier() == plan::Buffer::DEVICE)
+        base = statePool->data() + stateOffsets[buffer.id()];
       break;
     case plan::Buffer::CACHE:
     case plan::Buffer::RESIDENT:

@@ -44,6 +44,7 @@
 #define ZPLAN_RUNTIME_EXEC_MEMORY_H
 
 #include "runtime/Backend.h"
+#include "runtime/exec/TierStore.h"
 #include "runtime/plan/plan.pb.h"
 #include "runtime/support/Status.h"
 
@@ -68,10 +69,13 @@ public:
   /// validatePlan(). Fails when the weights file cannot be read, a buffer
   /// does not fit the section it lives in, or the arena cannot be
   /// allocated.
+  /// `offloadDir` overrides the plan's offload_dir (TierStore.h): where
+  /// the NVME tier's file goes; empty keeps the plan's.
   static Status load(const std::string &planPath, const plan::Plan &plan,
                      uint32_t rank, Backend &backend,
                      std::unique_ptr<RankMemory> &out,
-                     GenerationState generation = GenerationState::AtLoad);
+                     GenerationState generation = GenerationState::AtLoad,
+                     const std::string &offloadDir = "");
 
   /// The backend that holds this memory, and runs the kernels on it.
   Backend &backend() const { return *owner; }
@@ -79,7 +83,8 @@ public:
   RankMemory(const RankMemory &) = delete;
   RankMemory &operator=(const RankMemory &) = delete;
 
-  /// The address of buffer `id` (1 .. buffers_size()).
+  /// The address of buffer `id` (1 .. buffers_size()); null for a buffer
+  /// in the HOST or NVME tier, which only tierStore() holds.
   uint8_t *address(uint32_t id) const { return addresses[id]; }
 
   /// Host code reads and writes buffers only through these (inputs before
@@ -125,6 +130,10 @@ public:
   BackendMemory &shardSection() const { return *shards; }
   BackendMemory &persistentSection() const { return *persistent; }
   BackendMemory &stateSection() const { return *statePool; }
+  /// The training state outside the device (docs/offload.md): the
+  /// buffers of the HOST and NVME tiers, which only the tier copies read
+  /// and write. Null when the plan keeps everything on the device.
+  TierStore *tierStore() const { return tiers.get(); }
   /// Allocates the KV caches and resident copies of a generation plan
   /// (zeroed; nothing for other plans) and resolves their addresses (null
   /// until then); every resident copy starts NotGathered. Fails when the
@@ -188,6 +197,7 @@ private:
   std::unique_ptr<BackendMemory> constantPool;
   std::vector<uint64_t> constantOffsets; // in constantPool, by constant index
   std::unique_ptr<BackendMemory> statePool;
+  std::unique_ptr<TierStore> tiers;
   std::map<uint32_t, uint64_t> stateOffsets; // in statePool, by buffer id
   /// Null while no generation runs (see the file comment).
   std::unique_ptr<BackendMemory> generationPool;

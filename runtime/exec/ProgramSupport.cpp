@@ -88,10 +88,14 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
     std::string subject = "program " + inQuotes(program.name()) + ", " +
                           describeInstruction(instruction);
     plan::Opcode opcode = instruction.opcode();
-    // validatePlan() checked what the carry's bookkeeping names.
+    // validatePlan() checked what the carry's bookkeeping and the tier
+    // copies name.
     if (opcode == plan::OPCODE_RELEASE || opcode == plan::OPCODE_GATHER_WAIT ||
         opcode == plan::OPCODE_REDUCE_SCATTER_WAIT ||
-        opcode == plan::OPCODE_CARRY_WAIT || opcode == plan::OPCODE_CARRY_DRAIN)
+        opcode == plan::OPCODE_CARRY_WAIT ||
+        opcode == plan::OPCODE_CARRY_DRAIN ||
+        opcode == plan::OPCODE_TIER_FETCH ||
+        opcode == plan::OPCODE_TIER_STORE || opcode == plan::OPCODE_TIER_WAIT)
       continue;
     if (opcode == plan::OPCODE_RESIDENT_RELEASE) {
       for (uint32_t id : instruction.operands()) {

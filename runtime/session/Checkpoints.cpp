@@ -3,7 +3,10 @@
 // A save writes this rank's shards, persistent groups and training state
 // (runtime/train/Checkpoint.h) from host memory: the sections themselves on
 // the CPU, host copies on a device (CheckpointStaging); a load reads them
-// back the same way and restores the optimizer step counter.
+// back the same way and restores the optimizer step counter. State the plan
+// offloads (docs/offload.md) is one more region, "offloaded state", read
+// from and written to the tier store through host memory: a save or load
+// holds those bytes in host memory while it runs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,10 +27,11 @@ namespace {
 /// load.
 class CheckpointStaging {
 public:
-  explicit CheckpointStaging(const RankMemory &memory)
+  CheckpointStaging(const plan::Plan &plan, const RankMemory &memory)
       : backend(memory.backend()),
         sections{&memory.shardSection(), &memory.persistentSection(),
-                 &memory.stateSection()} {
+                 &memory.stateSection()},
+        tiers(memory.tierStore()) {
     const char *names[] = {"shards", "persistent", "state"};
     bool inPlace = backend.hostAddressable();
     copies.resize(inPlace ? 0 : sections.size());
@@ -38,18 +42,34 @@ public:
                          inPlace ? sections[i]->data() : copies[i].data(),
                          sections[i]->bytes()});
     }
+    // The state the plan offloads (docs/offload.md), buffer after buffer in
+    // plan order, staged in host memory for the save or load.
+    if (!tiers)
+      return;
+    uint64_t bytes = 0;
+    for (const plan::Buffer &buffer : plan.buffers())
+      if (tiers->holds(buffer.id())) {
+        offloaded.emplace_back(buffer.id(), bytes);
+        bytes += buffer.bytes();
+      }
+    offloadedBytes.resize(bytes);
+    regions.push_back({"offloaded state", offloadedBytes.data(), bytes});
   }
 
   Status fromBackend() {
     for (size_t i = 0; i < copies.size(); ++i)
       ZR_RETURN_IF_ERROR(backend.copyToHost(
           copies[i].data(), sections[i]->data(), copies[i].size()));
+    for (auto [id, offset] : offloaded)
+      ZR_RETURN_IF_ERROR(tiers->read(id, offloadedBytes.data() + offset));
     return Status::success();
   }
   Status toBackend() {
     for (size_t i = 0; i < copies.size(); ++i)
       ZR_RETURN_IF_ERROR(backend.copyFromHost(
           sections[i]->data(), copies[i].data(), copies[i].size()));
+    for (auto [id, offset] : offloaded)
+      ZR_RETURN_IF_ERROR(tiers->write(id, offloadedBytes.data() + offset));
     return Status::success();
   }
 
@@ -60,6 +80,11 @@ private:
   std::array<BackendMemory *, 3> sections;
   /// Empty where the regions are the sections themselves.
   std::vector<std::vector<uint8_t>> copies;
+  /// The tier store, its buffers (id, offset in offloadedBytes), and their
+  /// bytes in host memory.
+  TierStore *tiers;
+  std::vector<std::pair<uint32_t, uint64_t>> offloaded;
+  std::vector<uint8_t> offloadedBytes;
 };
 
 } // namespace
@@ -78,7 +103,7 @@ Status Session::save(const std::string &root,
   info.planIdentity = plan::planIdentity(s.plan);
   info.step = s.optimizerSteps;
   info.values = values;
-  CheckpointStaging staging(*s.memory);
+  CheckpointStaging staging(s.plan, *s.memory);
   ZR_RETURN_IF_ERROR(staging.fromBackend());
   return train::saveCheckpoint(root, info, staging.regions, s.communicator,
                                result, options);
@@ -94,7 +119,7 @@ Status Session::save(const std::string &root) {
 Status Session::load(const std::string &path, train::LoadedCheckpoint &loaded) {
   State &s = *state;
   ZR_RETURN_IF_ERROR(s.usable());
-  CheckpointStaging staging(*s.memory);
+  CheckpointStaging staging(s.plan, *s.memory);
   ZR_RETURN_IF_ERROR(train::loadCheckpoint(path, plan::planIdentity(s.plan),
                                            staging.regions, s.communicator,
                                            loaded));

@@ -172,7 +172,7 @@ Status Session::open(const std::string &planPath,
   ZR_RETURN_IF_ERROR(RankMemory::load(
       planPath, plan, static_cast<uint32_t>(communicator.rank()),
       state->device->backend(), state->memory,
-      RankMemory::GenerationState::Deferred));
+      RankMemory::GenerationState::Deferred, options.offloadDir));
   if (state->stepProblem.ok())
     ZR_RETURN_IF_ERROR(state->prepare(*state->step));
   if (state->trainProblem.ok())
@@ -334,6 +334,12 @@ uint64_t Session::bytesReducedLastRun(const plan::Program &program) const {
   const std::unique_ptr<Executor> &executor =
       state->executors[state->indexOf(program)];
   return executor ? executor->bytesReducedLastRun() : 0;
+}
+
+uint64_t Session::bytesTierCopiedLastRun(const plan::Program &program) const {
+  const std::unique_ptr<Executor> &executor =
+      state->executors[state->indexOf(program)];
+  return executor ? executor->bytesTierCopiedLastRun() : 0;
 }
 
 //===----------------------------------------------------------------------===//

@@ -103,6 +103,9 @@ struct SessionOptions {
   int threads = 1;
   /// Record a trace of every program's runs (traceEvents()).
   bool trace = false;
+  /// --offload-dir: where the NVME tier's file goes (docs/offload.md);
+  /// empty: the plan's offload_dir.
+  std::string offloadDir;
   TrainConfig train;
 };
 
@@ -270,6 +273,9 @@ public:
   /// The bytes of gradients `program`'s last run sent into reductions on
   /// this rank (in each group's reduce dtype; 0 before its first run).
   uint64_t bytesReducedLastRun(const plan::Program &program) const;
+  /// The bytes `program`'s last run copied between the HOST or NVME tier
+  /// and the arena on this rank (docs/offload.md; 0 before its first run).
+  uint64_t bytesTierCopiedLastRun(const plan::Program &program) const;
 
   //===--------------------------------------------------------------------===//
   // Training

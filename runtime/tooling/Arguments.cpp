@@ -44,6 +44,8 @@ const char *const zplan::tooling::kUsage =
     "  --stats                 print each rank's peak RSS and memory layout\n"
     "  --threads T             kernel threads per rank: BLAS and the CPU\n"
     "                          kernels (default 1)\n"
+    "  --offload-dir DIR       where each rank keeps its nvme tier's file\n"
+    "                          (default: the plan's, zcc --offload-dir)\n"
     "  --collective-timeout S  end the job when a collective waits S seconds\n"
     "                          (a stopped or hung rank; default 300, 0: "
     "never)\n"
@@ -128,6 +130,7 @@ constexpr Flag kFlags[] = {
     {"--trace", true, Run | Generate},
     {"--repeat", true, Run},
     {"--threads", true, Run | Train | Gradients | Generate},
+    {"--offload-dir", true, Run | Train | Gradients | Generate},
     {"--collective-timeout", true, Run | Train | Gradients | Generate},
     {"--check", false, Run | Train | Gradients | Generate},
     {"--backend", true, Run | Train | Gradients | Generate},
@@ -190,7 +193,9 @@ Status applyFlag(const std::string &flag, const std::string &value,
     Status status = parseCount(flag, value, 1, 1024, number);
     arguments.threads = static_cast<int>(number);
     return status;
-  } else if (flag == "--check")
+  } else if (flag == "--offload-dir")
+    arguments.offloadDir = value;
+  else if (flag == "--check")
     arguments.check = true;
   else if (flag == "--backend")
     return parseBackendChoice(value, arguments.backend);

@@ -48,6 +48,8 @@ struct Arguments {
   bool repeatGiven = false;
   bool stats = false;
   int threads = 1;
+  /// --offload-dir: where the NVME tier's file goes (docs/offload.md).
+  std::string offloadDir;
   /// --collective-timeout: the deadline of every collective, in seconds
   /// (comm/Watchdog.h); 0: none.
   double collectiveTimeout = comm::kDefaultCollectiveTimeout;

@@ -73,6 +73,7 @@ Status checkGeneration(Generation &generation) {
   options.check = arguments.check;
   options.backend = arguments.backend;
   options.threads = arguments.threads;
+  options.offloadDir = arguments.offloadDir;
   options.trace = !arguments.tracePath.empty();
   ZR_RETURN_IF_ERROR(session::Session::open(arguments.planPath,
                                             generation.communicator, options,

@@ -68,13 +68,18 @@ void zplan::tooling::printInspect(const std::string &path,
      << "weights: " << inQuotes(plan.weights_file()) << ", "
      << plan.weights_bytes_per_rank() << " B of shards per rank, " << persistent
      << " B persistent\n";
-  uint64_t state = 0, caches = 0, resident = 0, carried = 0;
+  uint64_t state = 0, caches = 0, resident = 0, carried = 0, hostTier = 0,
+           nvmeTier = 0;
   int cacheCount = 0, residentCount = 0, carriedCount = 0;
   for (const plan::Buffer &buffer : plan.buffers()) {
     if (buffer.view_of() != 0)
       continue;
     if (buffer.kind() == plan::Buffer::STATE)
       state += buffer.bytes();
+    if (buffer.tier() == plan::Buffer::HOST)
+      hostTier += buffer.bytes();
+    if (buffer.tier() == plan::Buffer::NVME)
+      nvmeTier += buffer.bytes();
     if (buffer.kind() == plan::Buffer::CACHE)
       caches += buffer.bytes(), ++cacheCount;
     if (buffer.kind() == plan::Buffer::RESIDENT)
@@ -82,9 +87,17 @@ void zplan::tooling::printInspect(const std::string &path,
     if (buffer.kind() == plan::Buffer::CARRY)
       carried += buffer.bytes(), ++carriedCount;
   }
-  if (state)
+  if (state) {
     os << "training state: " << state
-       << " B per rank (gradient shards and optimizer moments)\n";
+       << " B per rank (gradient shards and optimizer moments)";
+    // Offload (docs/offload.md): the moments outside the device.
+    if (hostTier)
+      os << "; " << hostTier << " B of it in the host tier";
+    if (nvmeTier)
+      os << "; " << nvmeTier << " B of it in the nvme tier under "
+         << inQuotes(plan.offload_dir());
+    os << "\n";
+  }
   if (cacheCount)
     os << "KV cache: " << caches << " B per rank (" << cacheCount
        << " buffers)\n";

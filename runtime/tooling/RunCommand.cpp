@@ -48,6 +48,7 @@ Status openRun(Run &run) {
   options.backend = arguments.backend;
   options.check = arguments.check;
   options.threads = arguments.threads;
+  options.offloadDir = arguments.offloadDir;
   options.trace = !arguments.tracePath.empty();
   return session::Session::open(arguments.planPath, run.communicator, options,
                                 run.session);

@@ -22,6 +22,13 @@ bool zplan::tooling::printStats(comm::Communicator &communicator,
        << " B, persistent " << memory.persistentBytes() << " B";
   if (uint64_t state = memory.stateSection().bytes())
     line << ", training state " << state << " B";
+  // Offload (docs/offload.md): the state outside the device.
+  if (const TierStore *tiers = memory.tierStore()) {
+    if (tiers->hostBytes())
+      line << ", host tier " << tiers->hostBytes() << " B";
+    if (tiers->nvmeBytes())
+      line << ", nvme tier " << tiers->nvmeBytes() << " B";
+  }
   // Only a plan that generates allocates and frees memory after load (its
   // generation state, Memory.h): what it holds now and held at most.
   if (uint64_t generation = memory.generationBytes())

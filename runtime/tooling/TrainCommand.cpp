@@ -44,6 +44,7 @@ Status openSession(const Arguments &arguments, comm::Communicator &communicator,
   options.check = arguments.check;
   options.backend = arguments.backend;
   options.threads = arguments.threads;
+  options.offloadDir = arguments.offloadDir;
   options.train = session::trainConfigOf(arguments.train);
   options.train.momentum = arguments.momentum;
   options.train.clipGradNorm = arguments.clipGradNorm;
@@ -504,8 +505,13 @@ int zplan::tooling::trainPlan(const Arguments &arguments,
         session->plan(), plan::PROGRAM_KIND_TRAIN_MICRO_STEP);
     std::cout << "zrun: per micro-step: gathered "
               << session->bytesGatheredLastRun(microStep) << " B, reduced "
-              << session->bytesReducedLastRun(microStep) << " B\n"
-              << std::flush;
+              << session->bytesReducedLastRun(microStep) << " B\n";
+    // Offload: what the last optimizer step copied between the tiers.
+    const plan::Program &step =
+        *plan::findProgram(session->plan(), plan::PROGRAM_KIND_OPTIMIZER_STEP);
+    if (uint64_t copied = session->bytesTierCopiedLastRun(step))
+      std::cout << "zrun: per optimizer step: tier copies " << copied << " B\n";
+    std::cout << std::flush;
   }
   if (arguments.stats && !printStats(communicator, session->rankMemory()))
     return 1;

@@ -1,0 +1,73 @@
+"""Writes a copy of an offload plan (zcc --offload-optimizer) whose
+optimizer_step breaks one rule of runtime/plan/TierValidation.h, for the
+negative tests of test/train/offload.test.
+
+    break_offload.py --proto-dir DIR MODE IN.zplan OUT.zplan
+
+DIR holds the Python classes protoc generated for runtime/plan/plan.proto.
+MODE:
+
+  tier-read   the first adamw reads its first moment from the tier itself
+              instead of the staging buffer (offload's "empty weight": a
+              kernel reading memory that is not on the device);
+  wait-late   the tier_wait of the first tier_fetch moves to right after
+              the adamw that reads its staging buffer;
+  store-early the first tier_store no longer waits for the adamw that
+              wrote its staging buffer.
+
+Indices and wait_for are renumbered, so only the rule broken fails. Prints
+`broken: #INDEX 'OP'`, the instruction zrun must name.
+"""
+import argparse
+import os
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "zrun"))
+import break_plan  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--proto-dir", required=True)
+    parser.add_argument("mode", choices=["tier-read", "wait-late",
+                                         "store-early"])
+    parser.add_argument("input")
+    parser.add_argument("output")
+    args = parser.parse_args()
+    pb = break_plan.load_plan_module(args.proto_dir)
+    plan = pb.Plan()
+    with open(args.input, "rb") as file:
+        plan.ParseFromString(file.read())
+    program = next(p for p in plan.programs
+                   if p.kind == pb.PROGRAM_KIND_OPTIMIZER_STEP)
+    ops = program.instructions
+    adamw = next(i for i in ops if i.opcode == pb.OPCODE_ADAMW)
+    if args.mode == "tier-read":
+        staged = adamw.operands[2]
+        fetch = next(i for i in ops if i.opcode == pb.OPCODE_TIER_FETCH
+                     and i.results[0] == staged)
+        adamw.operands[2] = fetch.operands[0]
+        broken = adamw.index
+    elif args.mode == "wait-late":
+        fetch = next(i for i in ops if i.opcode == pb.OPCODE_TIER_FETCH)
+        wait = next(i for i in ops if i.opcode == pb.OPCODE_TIER_WAIT
+                    and list(i.wait_for) == [fetch.index])
+        break_plan.move_instruction(program, wait.index, adamw.index)
+        # After the move the adamw sits one place earlier.
+        broken = adamw.index - 1
+    else:
+        store = next(i for i in ops if i.opcode == pb.OPCODE_TIER_STORE)
+        del store.wait_for[:]
+        broken = store.index
+    instruction = program.instructions[broken]
+    print(f"broken: #{broken} "
+          f"'{break_plan.opcode_name(pb, instruction.opcode)}'")
+    sealed = break_plan.seal_with_weights(plan, args)
+    with open(args.output, "wb") as file:
+        file.write(sealed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
