@@ -71,7 +71,8 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
   }
 
   // Training state (gradient accumulators, optimizer moments): zero at
-  // load, in one pool; what the plan offloads, in the tier store.
+  // load (allocate() zeroes), in one pool; what the plan offloads, in the
+  // tier store.
   uint64_t stateBytes = 0;
   for (const plan::Buffer &buffer : plan.buffers())
     if (buffer.kind() == plan::Buffer::STATE && buffer.view_of() == 0 &&
@@ -83,13 +84,6 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
           backend.allocate(stateBytes, "the training state", memory->statePool);
       !status.ok())
     return status;
-  if (stateBytes) {
-    std::vector<uint8_t> zeros(stateBytes, 0);
-    if (Status status = backend.copyFromHost(memory->statePool->data(),
-                                             zeros.data(), stateBytes);
-        !status.ok())
-      return status;
-  }
 
   bool offloads = false;
   for (const plan::Buffer &buffer : plan.buffers())

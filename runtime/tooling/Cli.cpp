@@ -27,9 +27,38 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <new>
 
 using namespace zplan;
 using namespace zplan::tooling;
+
+/// The command, on the ranks MPI started, once they agree that the
+/// arguments parsed.
+static int runCommand(const Arguments &arguments, const Status &parsed,
+                      comm::MpiCommunicator &communicator) {
+  int exitCode = 1;
+  if (agree(communicator, parsed)) {
+    if (arguments.command == "train")
+      exitCode = trainPlan(arguments, communicator);
+    else if (arguments.command == "gradients")
+      exitCode = writeGradients(arguments, communicator);
+    else if (arguments.command == "generate")
+      exitCode = generateTokens(arguments, communicator);
+    else if (arguments.command == "export") {
+      Status single =
+          communicator.size() == 1
+              ? Status::success()
+              : failure("'export' runs as one process (it reads every "
+                        "rank's checkpoint file); run it without mpirun, "
+                        "not on ",
+                        communicator.size(), " ranks");
+      if (agree(communicator, single))
+        exitCode = exportPlan(arguments);
+    } else
+      exitCode = runPlan(arguments, communicator);
+  }
+  return exitCode;
+}
 
 int zplan::zrunMain(int argc, char **argv) {
   // First of all, before MPI or any thread: OpenBLAS reads its core type
@@ -82,26 +111,17 @@ int zplan::zrunMain(int argc, char **argv) {
   // a rank that never arrives ends the job instead of hanging it.
   communicator->setCollectiveTimeout(arguments.collectiveTimeout, "zrun");
   // Usage errors go through agree() too, so that N ranks print one line.
+  // A host allocation that fails (a memory limit: ulimit -v, a cgroup) is
+  // an error line, not an abort. The other ranks may wait in a collective
+  // this rank will never join: it exits at once, and mpirun ends them.
   int exitCode = 1;
-  if (agree(*communicator, parsed)) {
-    if (arguments.command == "train")
-      exitCode = trainPlan(arguments, *communicator);
-    else if (arguments.command == "gradients")
-      exitCode = writeGradients(arguments, *communicator);
-    else if (arguments.command == "generate")
-      exitCode = generateTokens(arguments, *communicator);
-    else if (arguments.command == "export") {
-      Status single =
-          communicator->size() == 1
-              ? Status::success()
-              : failure("'export' runs as one process (it reads every "
-                        "rank's checkpoint file); run it without mpirun, "
-                        "not on ",
-                        communicator->size(), " ranks");
-      if (agree(*communicator, single))
-        exitCode = exportPlan(arguments);
-    } else
-      exitCode = runPlan(arguments, *communicator);
+  try {
+    exitCode = runCommand(arguments, parsed, *communicator);
+  } catch (const std::bad_alloc &) {
+    printError("out of host memory: an allocation failed (a memory limit, "
+               "or more than the machine has; zrun --stats and zcc --dump "
+               "memory show what each rank holds)");
+    std::_Exit(1);
   }
   communicator.reset(); // MPI_Finalize, after the executor's thread ended.
   return exitCode;
