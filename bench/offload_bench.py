@@ -47,6 +47,7 @@ REPO_ROOT = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
 
+import train_peers  # noqa: E402  (step_seconds)
 import train_vs_torch  # noqa: E402  (the model and its export)
 
 TIERS = ("none", "cpu", "nvme")
@@ -94,13 +95,7 @@ def run_zrun(args, plan, steps, tag, cgroup=None, timeout=None):
         output, _ = process.communicate()
         output += f"\n(killed after {timeout or args.timeout} s)"
     rss = re.search(r"rank 0: peak RSS (\d+) B", output)
-    step_tokens = args.rows * args.seq
-    elapsed = [0.0]
-    for match in re.finditer(r"step (\d+)/\d+\s+loss \S+\s+lr \S+\s+([\d,]+) tok/s",
-                             output):
-        rate = float(match.group(2).replace(",", ""))
-        elapsed.append(int(match.group(1)) * step_tokens / rate if rate else 0.0)
-    seconds = [b - a for a, b in zip(elapsed, elapsed[1:])]
+    seconds = train_peers.step_seconds(output, args.rows * args.seq)
     return (process.returncode, output, int(rss.group(1)) if rss else 0,
             seconds, loss_log)
 

@@ -90,6 +90,18 @@ def splitmix64(x):
     return z ^ (z >> 31)
 
 
+def step_seconds(output, step_tokens):
+    """Each step's seconds from zrun train's progress lines, which carry the
+    cumulative rate since training began: the elapsed time at step k is
+    tokens_k / rate_k, and a step's time the difference of two."""
+    elapsed = [0.0]
+    for match in re.finditer(r"step (\d+)/\d+\s+loss \S+\s+lr \S+\s+([\d,]+) tok/s",
+                             output):
+        rate = float(match.group(2).replace(",", ""))
+        elapsed.append(int(match.group(1)) * step_tokens / rate if rate else 0.0)
+    return [b - a for a, b in zip(elapsed, elapsed[1:])]
+
+
 def row_offsets(seed, num_tokens, rows, row_tokens, ranks, step, rank):
     """Token offsets of the rows rank `rank` reads at step `step` (K = 1)."""
     key = splitmix64(seed ^ ((0x9E3779B97F4A7C15 * (step + 1)) & MASK64))
@@ -332,16 +344,7 @@ def run_zrun(args, world):
     if done.returncode != 0:
         return None, f"zrun exit status {done.returncode}: {output.strip()[-800:]}"
     losses = [float(line.split("\t")[1]) for line in open(loss_log) if line.strip()]
-    # Progress lines carry the cumulative rate since training began; the
-    # elapsed time at step k is tokens_k / rate_k, and a step's time the
-    # difference of two.
-    step_tokens = world * args.rows * args.seq
-    elapsed = [0.0]
-    for match in re.finditer(r"step (\d+)/\d+\s+loss \S+\s+lr \S+\s+([\d,]+) tok/s",
-                             output):
-        rate = float(match.group(2).replace(",", ""))
-        elapsed.append(int(match.group(1)) * step_tokens / rate if rate else 0.0)
-    seconds = [b - a for a, b in zip(elapsed, elapsed[1:])]
+    seconds = step_seconds(output, world * args.rows * args.seq)
     rss = [int(m.group(1)) * 1024
            for m in re.finditer(r"zrun-bench: peak RSS (\d+) KiB", output)]
     collectives = zrun_collectives(report)

@@ -180,12 +180,7 @@ def run_zrun(args, plan, size, trial):
         "--weight-decay", repr(train_peers.WEIGHT_DECAY), "--seed", "0",
         "--loss-log", loss_log])
     losses = [float(line.split("\t")[1]) for line in open(loss_log) if line.strip()]
-    step_tokens = args.rows * args.seq
-    elapsed = [0.0]
-    for match in re.finditer(r"step (\d+)/\d+\s+loss \S+\s+lr \S+\s+([\d,]+) tok/s", output):
-        rate = float(match.group(2).replace(",", ""))
-        elapsed.append(int(match.group(1)) * step_tokens / rate if rate else 0.0)
-    seconds = [b - a for a, b in zip(elapsed, elapsed[1:])]
+    seconds = train_peers.step_seconds(output, args.rows * args.seq)
     if len(losses) != args.steps or len(seconds) != args.steps:
         sys.exit(f"FAIL: zrun logged {len(losses)} losses and {len(seconds)} progress "
                  f"lines for {args.steps} steps:\n{output.strip()[-1500:]}")

@@ -177,6 +177,7 @@ private:
   bool stateOffloaded(uint32_t group);
   void fetchState(uint32_t group);
   void waitForStores();
+  void addTierWait(uint32_t copy, uint32_t staging);
   llvm::Error planMemory();
   llvm::Error carriedCopyRequests(std::vector<BufferRequest> &requests);
 
@@ -804,14 +805,8 @@ llvm::Error Emitter::emitOptimizerUpdate(zero::OptimizerUpdateOp update) {
       fetchState(updateGroups[updatesEmitted]);
     StagedState staged = stagedState.lookup(group);
     for (auto [staging, fetch] :
-         llvm::zip_equal(staged.buffers, staged.fetches)) {
-      plan::Instruction &wait =
-          addInstruction(plan::OPCODE_TIER_WAIT, nullptr, 0);
-      wait.set_location("@" + entry.name());
-      wait.add_operands(staging);
-      wait.set_group(group);
-      wait.add_wait_for(fetch);
-    }
+         llvm::zip_equal(staged.buffers, staged.fetches))
+      addTierWait(fetch, staging);
     moments = staged.buffers;
   }
   plan::Instruction &instruction =
@@ -891,16 +886,23 @@ void Emitter::fetchState(uint32_t group) {
 /// COMPUTE `tier_wait` for each pending tier_store: its staging buffer
 /// lives until the store has read it.
 void Emitter::waitForStores() {
-  for (auto [store, staging] : pendingStores) {
-    plan::Instruction &wait =
-        addInstruction(plan::OPCODE_TIER_WAIT, nullptr, 0);
-    wait.set_location(
-        program->instructions(static_cast<int>(store)).location());
-    wait.add_operands(staging);
-    wait.set_group(program->instructions(static_cast<int>(store)).group());
-    wait.add_wait_for(store);
-  }
+  for (auto [store, staging] : pendingStores)
+    addTierWait(store, staging);
   pendingStores.clear();
+}
+
+/// COMPUTE `tier_wait` for the tier copy at index `copy`, whose staging
+/// buffer is `staging`; at the copy's location and group.
+void Emitter::addTierWait(uint32_t copy, uint32_t staging) {
+  const plan::Instruction &waited =
+      program->instructions(static_cast<int>(copy));
+  std::string location = waited.location();
+  uint32_t group = waited.group();
+  plan::Instruction &wait = addInstruction(plan::OPCODE_TIER_WAIT, nullptr, 0);
+  wait.set_location(location);
+  wait.add_operands(staging);
+  wait.set_group(group);
+  wait.add_wait_for(copy);
 }
 
 /// COMM `resident_gather` of a resident group into its RESIDENT copy, then
