@@ -21,6 +21,10 @@
 // created after allocateGeneration() and destroyed before
 // releaseGeneration().
 //
+// Training state the plan offloads (docs/offload.md: Buffer.tier HOST or
+// NVME) is not in the state pool: load() opens a TierStore for it, and its
+// buffers have no address here (only the tier copies reach them).
+//
 // The memory counts the bytes it holds (every section, pool and the arena)
 // now and at most since load: heldBytes() and peakBytes().
 //
