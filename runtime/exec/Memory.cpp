@@ -24,10 +24,6 @@ uint64_t roundUp(uint64_t bytes) {
   return (bytes + kMemoryAlignment - 1) / kMemoryAlignment * kMemoryAlignment;
 }
 
-std::string describeBuffer(const plan::Buffer &buffer) {
-  return "buffer " + std::to_string(buffer.id()) + " '" + buffer.name() + "'";
-}
-
 } // namespace
 
 Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
@@ -166,7 +162,7 @@ Status RankMemory::resolve(const plan::Plan &plan) {
       if (__builtin_add_overflow(group.weights_offset(), buffer.bytes(),
                                  &end) ||
           end > section.bytes())
-        return failure(describeBuffer(buffer), " (", buffer.bytes(),
+        return failure(plan::describeBuffer(buffer), " (", buffer.bytes(),
                        " bytes at weights offset ", group.weights_offset(),
                        ") ends past the ", shard ? "rank's" : "persistent",
                        " weights section of ", section.bytes(), " bytes");

@@ -2,6 +2,8 @@
 
 #include "runtime/plan/PlanQueries.h"
 
+#include "runtime/plan/Opcodes.h"
+
 #include "runtime/support/ElementType.h"
 
 #include <cstdio>
@@ -12,6 +14,28 @@ using namespace zplan::plan;
 
 const Buffer &zplan::plan::bufferOf(const Plan &plan, uint32_t id) {
   return plan.buffers(static_cast<int>(id) - 1);
+}
+
+const Buffer &zplan::plan::rootBufferOf(const Plan &plan, uint32_t id) {
+  while (bufferOf(plan, id).view_of() != 0)
+    id = bufferOf(plan, id).view_of();
+  return bufferOf(plan, id);
+}
+
+std::string zplan::plan::describeBuffer(const Buffer &buffer) {
+  return "buffer " + std::to_string(buffer.id()) + " " +
+         inQuotes(buffer.name());
+}
+
+std::string zplan::plan::describeInstruction(const Program &program,
+                                             int position) {
+  const Instruction &instruction = program.instructions(position);
+  std::string text = "program " + inQuotes(program.name()) + ", instruction #" +
+                     std::to_string(position) + " " +
+                     inQuotes(opcodeName(instruction.opcode()));
+  if (!instruction.location().empty())
+    text += " at " + inQuotes(instruction.location());
+  return text;
 }
 
 std::vector<int64_t> zplan::plan::shapeOf(const Buffer &buffer) {

@@ -24,6 +24,17 @@ namespace zplan::plan {
 /// Buffer `id` (1-based).
 const Buffer &bufferOf(const Plan &plan, uint32_t id);
 
+/// The buffer that owns buffer `id`'s storage: `id` itself, or the end of
+/// its view_of chain (validatePlan() proves every chain ends).
+const Buffer &rootBufferOf(const Plan &plan, uint32_t id);
+
+/// "buffer 7 'group0 (adam m)'", for messages.
+std::string describeBuffer(const Buffer &buffer);
+
+/// "program 'infer', instruction #3 'matmul' at '/model/MatMul'", for
+/// messages (the location only when the instruction has one).
+std::string describeInstruction(const Program &program, int position);
+
 std::vector<int64_t> shapeOf(const Buffer &buffer);
 
 /// Product of the dimensions.

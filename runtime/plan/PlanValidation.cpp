@@ -31,11 +31,6 @@ namespace {
 // Messages
 //===----------------------------------------------------------------------===//
 
-std::string describeBuffer(const Buffer &buffer) {
-  return "buffer " + std::to_string(buffer.id()) + " " +
-         inQuotes(buffer.name());
-}
-
 std::string describeGroup(const Plan &plan, uint32_t index) {
   return "group " + std::to_string(index) + " " +
          inQuotes(plan.groups(index).name());
@@ -43,16 +38,6 @@ std::string describeGroup(const Plan &plan, uint32_t index) {
 
 std::string describeParameter(const Parameter &parameter) {
   return "parameter " + inQuotes(parameter.name());
-}
-
-std::string describeInstruction(const Program &program, int position) {
-  const Instruction &instruction = program.instructions(position);
-  std::string text = "program " + inQuotes(program.name()) + ", instruction #" +
-                     std::to_string(position) + " " +
-                     inQuotes(opcodeName(instruction.opcode()));
-  if (!instruction.location().empty())
-    text += " at " + inQuotes(instruction.location());
-  return text;
 }
 
 //===----------------------------------------------------------------------===//
@@ -567,17 +552,10 @@ private:
     return validateGenerationInstruction(instruction, subject);
   }
 
-  /// The buffer that owns `id`'s storage (view chains were checked).
-  const Buffer &rootBuffer(uint32_t id) const {
-    while (bufferOf(plan, id).view_of() != 0)
-      id = bufferOf(plan, id).view_of();
-    return bufferOf(plan, id);
-  }
-
   /// A gather's operand is (a view of) its group's SHARD.
   Status checkGathersItsShard(const Instruction &instruction,
                               const std::string &subject) const {
-    const Buffer &shard = rootBuffer(instruction.operands(0));
+    const Buffer &shard = rootBufferOf(plan, instruction.operands(0));
     if (shard.kind() == Buffer::SHARD && shard.group() == instruction.group())
       return Status::success();
     return failure(subject, " gathers ", describeBuffer(shard),
@@ -621,11 +599,11 @@ private:
       if (Status status = checkArity(instruction, subject, 3, 1); !status.ok())
         return status;
       const Buffer &cache = operand(0), &entries = operand(1);
-      const Buffer &root = rootBuffer(cache.id());
+      const Buffer &root = rootBufferOf(plan, cache.id());
       if (root.kind() != Buffer::CACHE)
         return failure(subject, " appends to ", describeBuffer(cache),
                        ", which is not a KV cache (a CACHE buffer)");
-      if (rootBuffer(instruction.results(0)).id() != root.id())
+      if (rootBufferOf(plan, instruction.results(0)).id() != root.id())
         return failure(subject, ": its result ",
                        describeBuffer(bufferOf(plan, instruction.results(0))),
                        " is not its cache ", describeBuffer(root),
@@ -694,8 +672,8 @@ private:
             !status.ok())
           return status;
       }
-      const Buffer &copy =
-          rootBuffer(gather ? instruction.results(0) : instruction.operands(0));
+      const Buffer &copy = rootBufferOf(plan, gather ? instruction.results(0)
+                                                     : instruction.operands(0));
       if (copy.kind() != Buffer::RESIDENT ||
           copy.group() != instruction.group())
         return failure(subject, gather ? " gathers into " : " releases ",

@@ -46,7 +46,8 @@ public:
                                ? instruction.results(0)
                                : instruction.operands(0);
         if (inFlight.count(staging))
-          return failure(describe(index), " copies ", describeBuffer(staging),
+          return failure(describeInstruction(program, index), " copies ",
+                         describeBuffer(bufferOf(plan, staging)),
                          ", which instruction #", inFlight[staging],
                          " still copies (no tier_wait between them)");
         inFlight[staging] = index;
@@ -59,16 +60,18 @@ public:
         for (const auto *ids :
              {&instruction.operands(), &instruction.results()})
           for (uint32_t id : *ids) {
-            const Buffer &root = rootOf(id);
+            const Buffer &root = rootBufferOf(plan, id);
             if (root.tier() != Buffer::DEVICE)
               return failure(
-                  describe(index), " names ", describeBuffer(id),
-                  ", which lives in the ", tierName(root.tier()),
+                  describeInstruction(program, index), " names ",
+                  describeBuffer(bufferOf(plan, id)), ", which lives in the ",
+                  tierName(root.tier()),
                   " tier: only tier_fetch and tier_store may name it (no "
                   "kernel or collective can read memory outside the device)");
             auto found = inFlight.find(root.id());
             if (found != inFlight.end())
-              return failure(describe(index), " names ", describeBuffer(id),
+              return failure(describeInstruction(program, index), " names ",
+                             describeBuffer(bufferOf(plan, id)),
                              " while instruction #", found->second,
                              " still copies it (before its tier_wait)");
           }
@@ -78,39 +81,21 @@ public:
     }
     for (const auto &[copy, count] : waits)
       if (count != 1)
-        return failure(describe(copy), " has ", count,
+        return failure(describeInstruction(program, copy), " has ", count,
                        " tier_waits; a tier copy has exactly one");
     return Status::success();
   }
 
 private:
-  std::string describe(int index) const {
-    const Instruction &instruction = program.instructions(index);
-    std::string text = "program " + inQuotes(program.name()) +
-                       ", instruction #" + std::to_string(index) + " " +
-                       inQuotes(opcodeName(instruction.opcode()));
-    if (!instruction.location().empty())
-      text += " at " + inQuotes(instruction.location());
-    return text;
-  }
-  std::string describeBuffer(uint32_t id) const {
-    return "buffer " + std::to_string(id) + " " +
-           inQuotes(bufferOf(plan, id).name());
-  }
-  const Buffer &rootOf(uint32_t id) const {
-    while (bufferOf(plan, id).view_of() != 0)
-      id = bufferOf(plan, id).view_of();
-    return bufferOf(plan, id);
-  }
-
   /// One tier_fetch or tier_store: what it moves, and that it waits for
   /// the compute instruction before it.
   Status checkCopy(int index, int lastCompute) const {
     const Instruction &instruction = program.instructions(index);
     bool fetch = instruction.opcode() == OPCODE_TIER_FETCH;
     if (instruction.operands_size() != 1 || instruction.results_size() != 1)
-      return failure(describe(index), " has ", instruction.operands_size(),
-                     " operands and ", instruction.results_size(),
+      return failure(describeInstruction(program, index), " has ",
+                     instruction.operands_size(), " operands and ",
+                     instruction.results_size(),
                      " results; a tier copy has one of each");
     uint32_t tieredId =
         fetch ? instruction.operands(0) : instruction.results(0);
@@ -119,23 +104,25 @@ private:
     const Buffer &tiered = bufferOf(plan, tieredId);
     const Buffer &staging = bufferOf(plan, stagingId);
     if (tiered.tier() == Buffer::DEVICE || tiered.view_of() != 0)
-      return failure(describe(index), (fetch ? " fetches " : " stores into "),
-                     describeBuffer(tieredId),
+      return failure(describeInstruction(program, index),
+                     (fetch ? " fetches " : " stores into "),
+                     describeBuffer(tiered),
                      ", which is not a buffer of the host or nvme tier");
     if (staging.kind() != Buffer::ARENA || staging.view_of() != 0 ||
         staging.tier() != Buffer::DEVICE || staging.bytes() < tiered.bytes())
-      return failure(describe(index), (fetch ? " fetches into " : " stores "),
-                     describeBuffer(stagingId), " (", staging.bytes(),
+      return failure(describeInstruction(program, index),
+                     (fetch ? " fetches into " : " stores "),
+                     describeBuffer(staging), " (", staging.bytes(),
                      " bytes), which is not an arena buffer of at least the ",
-                     tiered.bytes(), " bytes of ", describeBuffer(tieredId));
+                     tiered.bytes(), " bytes of ", describeBuffer(tiered));
     if (lastCompute >= 0) {
       bool waits = false;
       for (uint32_t waited : instruction.wait_for())
         waits |= waited == static_cast<uint32_t>(lastCompute);
       if (!waits)
         return failure(
-            describe(index), " does not wait for instruction #", lastCompute,
-            " ",
+            describeInstruction(program, index),
+            " does not wait for instruction #", lastCompute, " ",
             inQuotes(opcodeName(program.instructions(lastCompute).opcode())),
             ", the compute instruction before it: it could touch "
             "the staging buffer while that instruction runs");
@@ -149,7 +136,7 @@ private:
                    std::map<int, int> &waits) const {
     const Instruction &instruction = program.instructions(index);
     if (instruction.wait_for_size() != 1 || instruction.operands_size() != 1)
-      return failure(describe(index), " waits for ",
+      return failure(describeInstruction(program, index), " waits for ",
                      instruction.wait_for_size(), " instructions with ",
                      instruction.operands_size(),
                      " operands; a tier_wait ends one tier copy, its "
@@ -157,18 +144,22 @@ private:
     int copy = static_cast<int>(instruction.wait_for(0));
     Opcode waited = program.instructions(copy).opcode();
     if (waited != OPCODE_TIER_FETCH && waited != OPCODE_TIER_STORE)
-      return failure(describe(index), " waits for ", describe(copy),
+      return failure(describeInstruction(program, index), " waits for ",
+                     describeInstruction(program, copy),
                      ", which is not a tier copy");
     auto found = waits.find(copy);
     if (found == waits.end())
-      return failure(describe(index), " waits for ", describe(copy),
+      return failure(describeInstruction(program, index), " waits for ",
+                     describeInstruction(program, copy),
                      ", which comes after it");
     ++found->second;
     uint32_t staging = instruction.operands(0);
     auto flight = inFlight.find(staging);
     if (flight == inFlight.end() || flight->second != copy)
-      return failure(describe(index), " names ", describeBuffer(staging),
-                     ", which is not the staging buffer of ", describe(copy));
+      return failure(describeInstruction(program, index), " names ",
+                     describeBuffer(bufferOf(plan, staging)),
+                     ", which is not the staging buffer of ",
+                     describeInstruction(program, copy));
     inFlight.erase(flight);
     return Status::success();
   }
