@@ -177,6 +177,8 @@ private:
   bool stateOffloaded(uint32_t group);
   void fetchState(uint32_t group);
   void waitForStores();
+  uint32_t addTierCopy(plan::Opcode opcode, uint32_t group, uint32_t tiered,
+                       uint32_t staging, int64_t after);
   void addTierWait(uint32_t copy, uint32_t staging);
   llvm::Error planMemory();
   llvm::Error carriedCopyRequests(std::vector<BufferRequest> &requests);
@@ -825,20 +827,10 @@ llvm::Error Emitter::emitOptimizerUpdate(zero::OptimizerUpdateOp update) {
   // are waited for now, so that each store overlaps the update after it.
   SmallVector<std::pair<uint32_t, uint32_t>> stores;
   for (auto [staging, tiered] :
-       llvm::zip_equal(moments, optimizerBuffers.lookup(group))) {
-    const plan::Buffer &target = buffer(tiered);
-    plan::Instruction &store = addInstruction(
-        plan::OPCODE_TIER_STORE, nullptr,
-        cost.tierCopySeconds(target.bytes(),
-                             target.tier() == plan::Buffer::NVME));
-    store.set_location("@" + entry.name());
-    store.add_operands(staging);
-    store.add_results(tiered);
-    store.set_group(group);
-    store.add_wait_for(updateIndex);
-    result.tierCopyBytesPerStep += target.bytes();
-    stores.emplace_back(store.index(), staging);
-  }
+       llvm::zip_equal(moments, optimizerBuffers.lookup(group)))
+    stores.emplace_back(addTierCopy(plan::OPCODE_TIER_STORE, group, tiered,
+                                    staging, updateIndex),
+                        staging);
   waitForStores();
   pendingStores = std::move(stores);
   stagedState.erase(group);
@@ -865,22 +857,33 @@ void Emitter::fetchState(uint32_t group) {
     auto type = RankedTensorType::get({buffer(tiered).shape(0)},
                                       Float32Type::get(module.getContext()));
     uint32_t staging = addBuffer(plan::Buffer::ARENA, name, type);
-    const plan::Buffer &source = buffer(tiered);
-    plan::Instruction &fetch = addInstruction(
-        plan::OPCODE_TIER_FETCH, nullptr,
-        cost.tierCopySeconds(source.bytes(),
-                             source.tier() == plan::Buffer::NVME));
-    fetch.set_location("@" + result.plan.groups(group).name());
-    fetch.add_operands(tiered);
-    fetch.add_results(staging);
-    fetch.set_group(group);
-    if (before >= 0)
-      fetch.add_wait_for(before);
-    result.tierCopyBytesPerStep += source.bytes();
     staged.buffers.push_back(staging);
-    staged.fetches.push_back(fetch.index());
+    staged.fetches.push_back(
+        addTierCopy(plan::OPCODE_TIER_FETCH, group, tiered, staging, before));
   }
   stagedState[group] = std::move(staged);
+}
+
+/// COMM `tier_fetch` (tiered -> staging) or `tier_store` (staging ->
+/// tiered) of one of `group`'s buffers, waiting for instruction `after`
+/// (none when negative); counted in the bytes one step copies. Returns its
+/// index.
+uint32_t Emitter::addTierCopy(plan::Opcode opcode, uint32_t group,
+                              uint32_t tiered, uint32_t staging,
+                              int64_t after) {
+  bool fetch = opcode == plan::OPCODE_TIER_FETCH;
+  uint64_t bytes = buffer(tiered).bytes();
+  plan::Instruction &copy = addInstruction(
+      opcode, nullptr,
+      cost.tierCopySeconds(bytes, buffer(tiered).tier() == plan::Buffer::NVME));
+  copy.set_location("@" + result.plan.groups(group).name());
+  copy.add_operands(fetch ? tiered : staging);
+  copy.add_results(fetch ? staging : tiered);
+  copy.set_group(group);
+  if (after >= 0)
+    copy.add_wait_for(after);
+  result.tierCopyBytesPerStep += bytes;
+  return copy.index();
 }
 
 /// COMPUTE `tier_wait` for each pending tier_store: its staging buffer
