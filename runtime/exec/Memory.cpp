@@ -81,13 +81,9 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
       !status.ok())
     return status;
 
-  bool offloads = false;
-  for (const plan::Buffer &buffer : plan.buffers())
-    offloads |= buffer.tier() != plan::Buffer::DEVICE;
-  if (offloads)
-    ZR_RETURN_IF_ERROR(TierStore::open(
-        plan, rank, offloadDir.empty() ? plan.offload_dir() : offloadDir,
-        memory->tiers));
+  ZR_RETURN_IF_ERROR(TierStore::open(
+      plan, rank, offloadDir.empty() ? plan.offload_dir() : offloadDir,
+      memory->tiers));
 
   // Generation: the KV caches and the resident groups' copies, in one pool
   // (allocateGeneration), now or when a generation begins.
@@ -179,7 +175,7 @@ Status RankMemory::resolve(const plan::Plan &plan) {
       // Resolved by allocateGeneration().
       break;
     default:
-      return failure(describeBuffer(buffer), " has an unknown kind");
+      return failure(plan::describeBuffer(buffer), " has an unknown kind");
     }
     addresses[buffer.id()] = base;
   }

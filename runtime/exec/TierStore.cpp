@@ -43,6 +43,8 @@ Status TierStore::open(const plan::Plan &plan, uint32_t rank,
     size += alignUp(slot.bytes);
     store->slots[buffer.id()] = slot;
   }
+  if (store->slots.empty())
+    return Status::success();
   if (store->hostSize) {
     store->hostPool.reset(new (std::nothrow) uint8_t[store->hostSize]);
     if (!store->hostPool)

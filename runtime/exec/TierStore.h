@@ -43,10 +43,10 @@ namespace zplan {
 
 class TierStore {
 public:
-  /// The store of rank `rank` for `plan` (validated): nothing when the plan
-  /// keeps every buffer on the device. `directory` holds the NVME tier's
-  /// file (the plan's offload_dir unless zrun --offload-dir overrides it);
-  /// a plan with NVME buffers and no directory, or a directory that cannot
+  /// The store of rank `rank` for `plan` (validated); `out` stays null when
+  /// the plan keeps every buffer on the device. `directory` holds the NVME
+  /// tier's file (the plan's offload_dir unless zrun --offload-dir overrides
+  /// it); a plan with NVME buffers and no directory, or a directory that cannot
   /// hold the file, is an error that names it.
   static Status open(const plan::Plan &plan, uint32_t rank,
                      const std::string &directory,
