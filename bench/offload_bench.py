@@ -106,14 +106,7 @@ def main():
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--rows", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--data", default=os.path.join(REPO_ROOT, "data", "gpl-3.0.bin"))
-    parser.add_argument("--zcc", default=os.path.join(REPO_ROOT, "build", "bin", "zcc"))
-    parser.add_argument("--zrun", default=os.path.join(REPO_ROOT, "build", "bin", "zrun"))
-    parser.add_argument("--work-dir", default=os.path.join(REPO_ROOT, "build",
-                                                           "train-vs-torch"))
-    parser.add_argument("--timeout", type=int, default=1800)
+    train_vs_torch.add_run_arguments(parser)
     args = parser.parse_args()
     os.makedirs(os.path.join(args.work_dir, "nvme"), exist_ok=True)
     # train_vs_torch.prepare reads these.

@@ -280,6 +280,19 @@ def median_step(seconds, warmup):
     return statistics.median(seconds[warmup:])
 
 
+def add_run_arguments(parser):
+    """The batch, data, tools, work directory and timeout, as this script and
+    bench/offload_bench.py (which trains its models) take them."""
+    parser.add_argument("--rows", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--data", default=os.path.join(REPO_ROOT, "data", "gpl-3.0.bin"))
+    parser.add_argument("--zcc", default=os.path.join(REPO_ROOT, "build", "bin", "zcc"))
+    parser.add_argument("--zrun", default=os.path.join(REPO_ROOT, "build", "bin", "zrun"))
+    parser.add_argument("--work-dir", default=os.path.join(REPO_ROOT, "build",
+                                                           "train-vs-torch"))
+    parser.add_argument("--timeout", type=int, default=1800)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="small,large")
@@ -292,14 +305,7 @@ def main():
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--rows", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--data", default=os.path.join(REPO_ROOT, "data", "gpl-3.0.bin"))
-    parser.add_argument("--zcc", default=os.path.join(REPO_ROOT, "build", "bin", "zcc"))
-    parser.add_argument("--zrun", default=os.path.join(REPO_ROOT, "build", "bin", "zrun"))
-    parser.add_argument("--work-dir", default=os.path.join(REPO_ROOT, "build",
-                                                           "train-vs-torch"))
-    parser.add_argument("--timeout", type=int, default=1800)
+    add_run_arguments(parser)
     args = parser.parse_args()
     import numpy as np
     import torch
