@@ -135,12 +135,16 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
                      " results; an ", plan::opcodeName(opcode),
                      " has one of each");
     const plan::Group &group = plan.groups(instruction.group());
-    const plan::Buffer &shard = bufferOf(instruction.operands(0));
+    // The shard itself, or (offloaded parameters) the staging buffer a
+    // tier_fetch of it filled, which TierValidation checked.
+    const plan::Buffer &operand = bufferOf(instruction.operands(0));
+    const plan::Buffer &shard = plan::gatheredShardOf(
+        plan, program, static_cast<int>(instruction.index()));
     const plan::Buffer &copy = bufferOf(instruction.results(0));
-    if (shard.kind() != plan::Buffer::SHARD || shard.view_of() != 0 ||
+    if (shard.kind() != plan::Buffer::SHARD || operand.view_of() != 0 ||
         shard.group() != instruction.group())
-      return failure(subject, " gathers buffer ", shard.id(), " ",
-                     inQuotes(shard.name()), ", which is not the shard of ",
+      return failure(subject, " gathers buffer ", operand.id(), " ",
+                     inQuotes(operand.name()), ", which is not the shard of ",
                      "its group ", groupName(plan, instruction.group()));
     // An all_gather fills a transient copy in the arena; a resident_gather
     // the group's RESIDENT copy, which outlives the program; a carry_gather

@@ -22,6 +22,27 @@ const Buffer &zplan::plan::rootBufferOf(const Plan &plan, uint32_t id) {
   return bufferOf(plan, id);
 }
 
+const Buffer &zplan::plan::gatheredShardOf(const Plan &plan,
+                                           const Program &program,
+                                           int position) {
+  const Buffer &source =
+      rootBufferOf(plan, program.instructions(position).operands(0));
+  if (source.kind() != Buffer::ARENA)
+    return source;
+  for (int index = position - 1; index >= 0; --index) {
+    const Instruction &writer = program.instructions(index);
+    bool writes = false;
+    for (uint32_t id : writer.results())
+      writes |= rootBufferOf(plan, id).id() == source.id();
+    if (!writes)
+      continue;
+    if (writer.opcode() == OPCODE_TIER_FETCH && writer.operands_size() == 1)
+      return rootBufferOf(plan, writer.operands(0));
+    break;
+  }
+  return source;
+}
+
 std::string zplan::plan::describeBuffer(const Buffer &buffer) {
   return "buffer " + std::to_string(buffer.id()) + " " +
          inQuotes(buffer.name());

@@ -28,6 +28,14 @@ const Buffer &bufferOf(const Plan &plan, uint32_t id);
 /// its view_of chain (validatePlan() proves every chain ends).
 const Buffer &rootBufferOf(const Plan &plan, uint32_t id);
 
+/// The buffer a gather (all_gather, resident_gather, carry_gather) at
+/// `position` of `program` gathers from: the root of its operand, or, when
+/// that is an arena buffer the last writer of which before `position` is a
+/// tier_fetch (offloaded parameters, docs/offload.md), the buffer that
+/// tier_fetch read: the group's shard in its tier.
+const Buffer &gatheredShardOf(const Plan &plan, const Program &program,
+                              int position);
+
 /// "buffer 7 'group0 (adam m)'", for messages.
 std::string describeBuffer(const Buffer &buffer);
 

@@ -307,17 +307,20 @@ private:
                        " of ", planTypeName(buffer.dtype()), " but only ",
                        buffer.bytes(), " bytes");
 
-      // Offload (TierValidation.h): only a STATE buffer may live outside
-      // the device, and only one that owns its storage.
+      // Offload (TierValidation.h): only training state and parameter
+      // shards may live outside the device, and only buffers that own
+      // their storage.
       if (!Buffer::Tier_IsValid(buffer.tier()))
         return failure(subject, " has no valid tier (",
                        static_cast<int>(buffer.tier()), ")");
       if (buffer.tier() != Buffer::DEVICE &&
-          (buffer.kind() != Buffer::STATE || buffer.view_of() != 0))
+          ((buffer.kind() != Buffer::STATE && buffer.kind() != Buffer::SHARD) ||
+           buffer.view_of() != 0))
         return failure(subject, " lives in the ",
                        buffer.tier() == Buffer::HOST ? "host" : "nvme",
-                       " tier; only training state (a STATE buffer, not a "
-                       "view) may live outside the device");
+                       " tier; only training state and parameter shards (a "
+                       "STATE or SHARD buffer, not a view) may live outside "
+                       "the device");
 
       if (buffer.view_of() != 0) {
         if (Status status = checkBufferId(buffer.view_of(), subject + " views");
@@ -549,13 +552,15 @@ private:
                        "program ", inQuotes(program.name()), " has ",
                        program.instructions_size(), " instructions");
     }
-    return validateGenerationInstruction(instruction, subject);
+    return validateGenerationInstruction(program, position, subject);
   }
 
-  /// A gather's operand is (a view of) its group's SHARD.
-  Status checkGathersItsShard(const Instruction &instruction,
+  /// A gather's operand is (a view of) its group's SHARD, or the staging
+  /// buffer a tier_fetch of that SHARD filled (offloaded parameters).
+  Status checkGathersItsShard(const Program &program, int position,
                               const std::string &subject) const {
-    const Buffer &shard = rootBufferOf(plan, instruction.operands(0));
+    const Instruction &instruction = program.instructions(position);
+    const Buffer &shard = gatheredShardOf(plan, program, position);
     if (shard.kind() == Buffer::SHARD && shard.group() == instruction.group())
       return Status::success();
     return failure(subject, " gathers ", describeBuffer(shard),
@@ -578,8 +583,9 @@ private:
   /// The instructions of generation (docs/generation.md section 5): what each
   /// operand must be, so that the kernels and the executor's residency
   /// bookkeeping can rely on it. positions are [B, S] of i64 or i32.
-  Status validateGenerationInstruction(const Instruction &instruction,
+  Status validateGenerationInstruction(const Program &program, int position,
                                        const std::string &subject) const {
+    const Instruction &instruction = program.instructions(position);
     auto operand = [&](int i) -> const Buffer & {
       return bufferOf(plan, instruction.operands(i));
     };
@@ -646,7 +652,7 @@ private:
           !status.ok())
         return status;
       if (gather) {
-        if (Status status = checkGathersItsShard(instruction, subject);
+        if (Status status = checkGathersItsShard(program, position, subject);
             !status.ok())
           return status;
       }
@@ -668,7 +674,7 @@ private:
           !status.ok())
         return status;
       if (gather) {
-        if (Status status = checkGathersItsShard(instruction, subject);
+        if (Status status = checkGathersItsShard(program, position, subject);
             !status.ok())
           return status;
       }

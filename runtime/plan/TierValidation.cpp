@@ -6,6 +6,7 @@
 #include "runtime/plan/PlanQueries.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ public:
     // copy index -> its tier_waits.
     std::map<int, int> waits;
     int lastCompute = -1;
+    // fetch index -> the comm instructions that read its staging buffer;
+    // the instructions some compute instruction so far waits for.
+    std::map<int, std::vector<int>> readers;
+    std::set<int> waitedFor;
     for (int index = 0; index < program.instructions_size(); ++index) {
       const Instruction &instruction = program.instructions(index);
       Opcode opcode = instruction.opcode();
@@ -56,6 +61,17 @@ public:
       }
       if (opcode == OPCODE_TIER_WAIT) {
         ZR_RETURN_IF_ERROR(checkWait(index, inFlight, waits));
+        int copy = static_cast<int>(instruction.wait_for(0));
+        for (int reader : readers[copy])
+          if (!waitedFor.count(reader))
+            return failure(
+                describeInstruction(program, index),
+                " ends the staging buffer of instruction #", copy, " ",
+                inQuotes(opcodeName(program.instructions(copy).opcode())),
+                " before instruction #", reader, " ",
+                inQuotes(opcodeName(program.instructions(reader).opcode())),
+                ", which reads it, is waited for: the arena may reuse its "
+                "bytes while the collective still reads them");
       } else {
         for (const auto *ids :
              {&instruction.operands(), &instruction.results()})
@@ -69,15 +85,31 @@ public:
                   " tier: only tier_fetch and tier_store may name it (no "
                   "kernel or collective can read memory outside the device)");
             auto found = inFlight.find(root.id());
-            if (found != inFlight.end())
-              return failure(describeInstruction(program, index), " names ",
-                             describeBuffer(bufferOf(plan, id)),
-                             " while instruction #", found->second,
-                             " still copies it (before its tier_wait)");
+            if (found == inFlight.end())
+              continue;
+            // A collective after a tier_fetch on the comm queue, which runs
+            // in order, may read what it fetched (an offloaded shard's
+            // gather); its tier_wait must then come after the wait for
+            // that collective, which reads the staging buffer until then.
+            bool operand = ids == &instruction.operands();
+            if (instruction.queue() == COMM && operand &&
+                program.instructions(found->second).opcode() ==
+                    OPCODE_TIER_FETCH &&
+                !isResultOf(instruction, root.id())) {
+              readers[found->second].push_back(index);
+              continue;
+            }
+            return failure(describeInstruction(program, index), " names ",
+                           describeBuffer(bufferOf(plan, id)),
+                           " while instruction #", found->second,
+                           " still copies it (before its tier_wait)");
           }
       }
-      if (instruction.queue() == COMPUTE)
+      if (instruction.queue() == COMPUTE) {
         lastCompute = index;
+        for (uint32_t waited : instruction.wait_for())
+          waitedFor.insert(static_cast<int>(waited));
+      }
     }
     for (const auto &[copy, count] : waits)
       if (count != 1)
@@ -87,6 +119,13 @@ public:
   }
 
 private:
+  bool isResultOf(const Instruction &instruction, uint32_t root) const {
+    for (uint32_t id : instruction.results())
+      if (rootBufferOf(plan, id).id() == root)
+        return true;
+    return false;
+  }
+
   /// One tier_fetch or tier_store: what it moves, and that it waits for
   /// the compute instruction before it.
   Status checkCopy(int index, int lastCompute) const {

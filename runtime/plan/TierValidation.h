@@ -15,7 +15,11 @@
 //    staging buffer;
 //  - no other instruction names a staging buffer between its copy and that
 //    copy's tier_wait: the copy may still be writing (fetch) or reading
-//    (store) it.
+//    (store) it. One exception: a collective after a tier_fetch on the
+//    comm queue may read what it fetched (an offloaded shard's gather),
+//    since that queue runs in order; the tier_wait then comes after a
+//    compute instruction that waits for that collective, so that the
+//    staging bytes are not reused while it still reads them.
 //
 //===----------------------------------------------------------------------===//
 

@@ -11,9 +11,11 @@
 #include "runtime/plan/Weights.h"
 
 #include "runtime/plan/CheckedSizes.h"
+#include "runtime/plan/PlanQueries.h"
 #include "runtime/plan/ReadableFile.h"
 #include "runtime/support/Checksum.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -199,6 +201,68 @@ Status zplan::plan::readRankWeights(const std::string &planPath,
   uint64_t offset = static_cast<uint64_t>(rank) * plan.weights_bytes_per_rank();
   return readSection(weights, offset, weights.header.rankChecksums[rank],
                      "rank " + std::to_string(rank) + "'s section", out);
+}
+
+Status zplan::plan::readRankShards(
+    const std::string &planPath, const Plan &plan, uint32_t rank,
+    const std::function<Status(const Buffer &shard, const uint8_t *bytes)>
+        &sink) {
+  if (rank >= plan.world_size())
+    return failure("rank ", rank, " is out of range: the plan has ",
+                   plan.world_size(), " ranks");
+  OpenWeights weights;
+  ZR_RETURN_IF_ERROR(openWeights(planPath, plan, weights));
+  std::vector<const Buffer *> shards;
+  for (const Buffer &buffer : plan.buffers())
+    if (buffer.kind() == Buffer::SHARD && buffer.view_of() == 0)
+      shards.push_back(&buffer);
+  auto offsetOf = [&](const Buffer *shard) {
+    return plan.groups(static_cast<int>(shard->group())).weights_offset();
+  };
+  std::stable_sort(shards.begin(), shards.end(),
+                   [&](const Buffer *a, const Buffer *b) {
+                     return offsetOf(a) < offsetOf(b);
+                   });
+  uint64_t sectionBytes = plan.weights_bytes_per_rank();
+  uint64_t base = static_cast<uint64_t>(rank) * sectionBytes;
+  Checksum sum;
+  std::vector<uint8_t> piece;
+  // Reads [from, to) of the section into `piece` (zeros without a file).
+  auto readRange = [&](uint64_t from, uint64_t to) -> Status {
+    piece.assign(to - from, 0);
+    if (weights.hasFile)
+      ZR_RETURN_IF_ERROR(weights.file.read(weights.dataAt + base + from,
+                                           to - from, piece.data()));
+    sum.update(piece.data(), piece.size());
+    return Status::success();
+  };
+  uint64_t at = 0;
+  for (const Buffer *shard : shards) {
+    uint64_t offset = offsetOf(shard), end;
+    if (offset < at || !checkedAdd(offset, shard->bytes(), end) ||
+        end > sectionBytes)
+      return failure(describeBuffer(*shard), " (", shard->bytes(),
+                     " bytes at weights offset ", offset,
+                     ") is not inside the rank's weights section of ",
+                     sectionBytes, " bytes after the shard before it");
+    if (offset > at)
+      ZR_RETURN_IF_ERROR(readRange(at, offset));
+    ZR_RETURN_IF_ERROR(readRange(offset, end));
+    ZR_RETURN_IF_ERROR(sink(*shard, piece.data()));
+    at = end;
+  }
+  if (at < sectionBytes)
+    ZR_RETURN_IF_ERROR(readRange(at, sectionBytes));
+  if (!weights.hasFile)
+    return Status::success();
+  uint64_t stored = weights.header.rankChecksums[rank];
+  if (sum.value() != stored)
+    return failure(weights.file.subject(), ": rank ", rank,
+                   "'s section fails its checksum (stored ",
+                   checksumText(stored), ", computed ",
+                   checksumText(sum.value()),
+                   "): the file is corrupt or belongs to another plan");
+  return Status::success();
 }
 
 Status zplan::plan::readPersistentWeights(const std::string &planPath,

@@ -35,6 +35,7 @@
 #include "runtime/plan/PlanFormat.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -97,6 +98,18 @@ Status computeWeightsLayout(const Plan &plan, WeightsLayout &layout);
 /// file fails on all ranks alike), or corrupt.
 Status readRankWeights(const std::string &planPath, const Plan &plan,
                        uint32_t rank, std::vector<uint8_t> &out);
+
+/// Reads rank `rank`'s section one shard at a time (offloaded parameters,
+/// docs/offload.md: so that the whole section is never in host memory at
+/// once), in section order, handing each root SHARD buffer's bytes to
+/// `sink`; the bytes between shards are read for the checksum only. The
+/// section's checksum is compared at the end: a corrupt file fails after
+/// `sink` has seen its bytes, so the caller must not keep them on failure.
+/// Fails as readRankWeights() does.
+Status readRankShards(const std::string &planPath, const Plan &plan,
+                      uint32_t rank,
+                      const std::function<Status(const Buffer &shard,
+                                                 const uint8_t *bytes)> &sink);
 
 /// Reads the persistent section into `out` (resized to
 /// persistentWeightsBytes(plan)); fails as readRankWeights() does.
