@@ -159,6 +159,7 @@ private:
   /// accumulator (see checkProgramSupported).
   Status executeGradientReduction(const plan::Instruction &instruction);
   /// --check: the checksums of shards, persistent groups and constants now.
+  Status checksumOf(const plan::Buffer &buffer, uint64_t &out) const;
   Status takeResidentChecksums();
   /// Where the checksum of `buffer` is kept when it is a shard, a
   /// persistent group or a constant (not a view), with `what` it is; null

@@ -33,10 +33,13 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
                         const std::string &offloadDir) {
   std::unique_ptr<RankMemory> memory(new RankMemory(backend));
   memory->rankIndex = rank;
+  // What the plan offloads (docs/offload.md) lives in the tier store, not
+  // on the device.
+  ZR_RETURN_IF_ERROR(TierStore::open(
+      plan, rank, offloadDir.empty() ? plan.offload_dir() : offloadDir,
+      memory->tiers));
   std::vector<uint8_t> hostBytes;
-  if (Status status = plan::readRankWeights(planPath, plan, rank, hostBytes);
-      !status.ok())
-    return status;
+  ZR_RETURN_IF_ERROR(memory->loadShards(planPath, plan, hostBytes));
   if (Status status = backend.adopt(std::move(hostBytes), memory->shards);
       !status.ok())
     return status;
@@ -81,10 +84,6 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
       !status.ok())
     return status;
 
-  ZR_RETURN_IF_ERROR(TierStore::open(
-      plan, rank, offloadDir.empty() ? plan.offload_dir() : offloadDir,
-      memory->tiers));
-
   // Generation: the KV caches and the resident groups' copies, in one pool
   // (allocateGeneration), now or when a generation begins.
   for (const plan::Buffer &buffer : plan.buffers())
@@ -112,6 +111,71 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
   if (generation == GenerationState::AtLoad)
     ZR_RETURN_IF_ERROR(memory->allocateGeneration());
   out = std::move(memory);
+  return Status::success();
+}
+
+/// The rank's shards: where every one is on the device, its weights
+/// section as the file holds it, read whole. Where some are offloaded
+/// (--offload-params), one shard at a time: an offloaded one goes to the
+/// tier store, the others into `out`, packed, so that the section is never
+/// in host memory whole.
+Status RankMemory::loadShards(const std::string &planPath,
+                              const plan::Plan &plan,
+                              std::vector<uint8_t> &out) {
+  for (const plan::Buffer &buffer : plan.buffers())
+    if (buffer.kind() == plan::Buffer::SHARD && buffer.view_of() == 0) {
+      uint64_t layoutOffset = plan.groups(buffer.group()).weights_offset();
+      shardLayout.push_back({buffer.id(), layoutOffset, buffer.bytes(),
+                             buffer.tier() != plan::Buffer::DEVICE});
+    }
+  weightsSection = plan.weights_bytes_per_rank();
+  shardsOffloaded =
+      std::any_of(shardLayout.begin(), shardLayout.end(),
+                  [](const ShardSlot &slot) { return slot.tiered; });
+  if (!shardsOffloaded) {
+    for (ShardSlot &slot : shardLayout)
+      slot.deviceOffset = slot.layoutOffset;
+    return plan::readRankWeights(planPath, plan, rankIndex, out);
+  }
+  std::map<uint32_t, ShardSlot *> byId;
+  uint64_t packed = 0;
+  for (ShardSlot &slot : shardLayout) {
+    byId[slot.id] = &slot;
+    if (!slot.tiered) {
+      slot.deviceOffset = packed;
+      packed += roundUp(slot.bytes);
+    }
+  }
+  out.assign(packed, 0);
+  return plan::readRankShards(
+      planPath, plan, rankIndex,
+      [&](const plan::Buffer &shard, const uint8_t *bytes) -> Status {
+        const ShardSlot &slot = *byId.at(shard.id());
+        if (slot.tiered)
+          return tiers->write(shard.id(), bytes);
+        std::memcpy(out.data() + slot.deviceOffset, bytes, slot.bytes);
+        return Status::success();
+      });
+}
+
+Status RankMemory::readShards(uint8_t *host) const {
+  std::memset(host, 0, weightsSection);
+  for (const ShardSlot &slot : shardLayout)
+    ZR_RETURN_IF_ERROR(
+        slot.tiered ? tiers->read(slot.id, host + slot.layoutOffset)
+                    : owner->copyToHost(host + slot.layoutOffset,
+                                        shards->data() + slot.deviceOffset,
+                                        slot.bytes));
+  return Status::success();
+}
+
+Status RankMemory::writeShards(const uint8_t *host) {
+  for (const ShardSlot &slot : shardLayout)
+    ZR_RETURN_IF_ERROR(
+        slot.tiered
+            ? tiers->write(slot.id, host + slot.layoutOffset)
+            : owner->copyFromHost(shards->data() + slot.deviceOffset,
+                                  host + slot.layoutOffset, slot.bytes));
   return Status::success();
 }
 
@@ -152,17 +216,24 @@ Status RankMemory::resolve(const plan::Plan &plan) {
     case plan::Buffer::SHARD:
     case plan::Buffer::PERSISTENT: {
       bool shard = buffer.kind() == plan::Buffer::SHARD;
+      // An offloaded shard has no device address: the tier store holds it.
+      if (buffer.tier() != plan::Buffer::DEVICE)
+        break;
       const plan::Group &group = plan.groups(buffer.group());
       const BackendMemory &section = shard ? *shards : *persistent;
+      uint64_t offset = group.weights_offset();
+      if (shard)
+        for (const ShardSlot &slot : shardLayout)
+          if (slot.id == buffer.id())
+            offset = slot.deviceOffset;
       uint64_t end;
-      if (__builtin_add_overflow(group.weights_offset(), buffer.bytes(),
-                                 &end) ||
+      if (__builtin_add_overflow(offset, buffer.bytes(), &end) ||
           end > section.bytes())
         return failure(plan::describeBuffer(buffer), " (", buffer.bytes(),
-                       " bytes at weights offset ", group.weights_offset(),
-                       ") ends past the ", shard ? "rank's" : "persistent",
-                       " weights section of ", section.bytes(), " bytes");
-      base = section.data() + group.weights_offset();
+                       " bytes at weights offset ", offset, ") ends past the ",
+                       shard ? "rank's" : "persistent", " weights section of ",
+                       section.bytes(), " bytes");
+      base = section.data() + offset;
       break;
     }
     case plan::Buffer::STATE:

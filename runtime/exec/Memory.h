@@ -122,7 +122,8 @@ public:
 
   uint8_t *arena() const { return arenaStorage->data(); }
   uint64_t arenaBytes() const { return arenaSize; }
-  /// This rank's section of the weights file (its shards).
+  /// This rank's shards on the device: its section of the weights file,
+  /// less the shards the plan offloads (--offload-params).
   uint64_t shardBytes() const { return shards->bytes(); }
   /// The persistent section (persistent groups, whole).
   uint64_t persistentBytes() const { return persistent->bytes(); }
@@ -132,6 +133,14 @@ public:
   /// persistent groups, and the training state (STATE buffers, zero at
   /// load; empty for a plan without training).
   BackendMemory &shardSection() const { return *shards; }
+  /// Whether the plan offloads any shard (docs/offload.md). Then the
+  /// shard section holds only the others, packed, and a checkpoint reads
+  /// and writes the shards through these, in the weights file's layout
+  /// (weightsSectionBytes(), the layout of a plan that offloads none).
+  bool offloadsShards() const { return shardsOffloaded; }
+  uint64_t weightsSectionBytes() const { return weightsSection; }
+  Status readShards(uint8_t *host) const;
+  Status writeShards(const uint8_t *host);
   BackendMemory &persistentSection() const { return *persistent; }
   BackendMemory &stateSection() const { return *statePool; }
   /// The training state outside the device (docs/offload.md): the
@@ -193,10 +202,23 @@ public:
 private:
   explicit RankMemory(Backend &backend) : owner(&backend) {}
   Status resolve(const plan::Plan &plan);
+  Status loadShards(const std::string &planPath, const plan::Plan &plan,
+                    std::vector<uint8_t> &out);
 
   Backend *owner;
   uint32_t rankIndex = 0;
   std::unique_ptr<BackendMemory> shards;
+  /// Every SHARD buffer: its offset in the weights file's rank section,
+  /// and, unless the tier store holds it, in `shards`.
+  struct ShardSlot {
+    uint32_t id = 0;
+    uint64_t layoutOffset = 0, bytes = 0;
+    bool tiered = false;
+    uint64_t deviceOffset = 0;
+  };
+  std::vector<ShardSlot> shardLayout;
+  bool shardsOffloaded = false;
+  uint64_t weightsSection = 0;
   std::unique_ptr<BackendMemory> persistent;
   std::unique_ptr<BackendMemory> constantPool;
   std::vector<uint64_t> constantOffsets; // in constantPool, by constant index

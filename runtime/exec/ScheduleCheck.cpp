@@ -40,10 +40,17 @@ Status Executor::takeResidentChecksums() {
   for (const plan::Buffer &buffer : plan.buffers()) {
     const char *what;
     if (uint64_t *slot = checksumSlot(buffer, what))
-      ZR_RETURN_IF_ERROR(
-          backend.checksum(memory.address(buffer.id()), buffer.bytes(), *slot));
+      ZR_RETURN_IF_ERROR(checksumOf(buffer, *slot));
   }
   return Status::success();
+}
+
+/// The checksum of a buffer's bytes now: on the device, or (an offloaded
+/// shard) as the tier store holds them.
+Status Executor::checksumOf(const plan::Buffer &buffer, uint64_t &out) const {
+  if (buffer.tier() != plan::Buffer::DEVICE)
+    return memory.tierStore()->checksumOf(buffer.id(), out);
+  return backend.checksum(memory.address(buffer.id()), buffer.bytes(), out);
 }
 
 std::string Executor::describeCopyRead(uint32_t id) const {
@@ -112,8 +119,7 @@ Status Executor::checkResidentData() {
     if (!expected)
       continue;
     uint64_t sum;
-    ZR_RETURN_IF_ERROR(
-        backend.checksum(memory.address(buffer.id()), buffer.bytes(), sum));
+    ZR_RETURN_IF_ERROR(checksumOf(buffer, sum));
     if (sum != *expected)
       return failure("after the run of program ", inQuotes(program.name()),
                      ": ", what, " buffer ", buffer.id(), " ",

@@ -117,6 +117,22 @@ Status TierStore::read(uint32_t id, void *target) {
   return Status::success();
 }
 
+Status TierStore::checksumOf(uint32_t id, uint64_t &out) const {
+  auto found = slots.find(id);
+  if (found == slots.end())
+    return failure("buffer ", id, " is not in a host or nvme tier");
+  const Slot &slot = found->second;
+  if (!slot.written) {
+    std::vector<uint8_t> zeros(slot.bytes);
+    out = checksum(zeros.data(), zeros.size());
+  } else if (slot.tier == plan::Buffer::HOST) {
+    out = checksum(hostPool.get() + slot.offset, slot.bytes);
+  } else {
+    out = slot.checksum;
+  }
+  return Status::success();
+}
+
 Status TierStore::write(uint32_t id, const void *source) {
   auto found = slots.find(id);
   if (found == slots.end())

@@ -1,7 +1,8 @@
 //===- TierStore.h - one rank's buffers outside the device tier -----------===//
 //
-// Offload (docs/offload.md): a plan may keep training state (today the
-// optimizer's moments, zcc --offload-optimizer) outside the device, in the
+// Offload (docs/offload.md): a plan may keep training state (the
+// optimizer's moments, zcc --offload-optimizer) and the parameter shards
+// (--offload-params) outside the device, in the
 // HOST tier (host memory) or the NVME tier (a file per rank). No kernel
 // reads such a buffer: the plan copies it into an arena staging buffer
 // with a tier_fetch and back with a tier_store (the executor runs both on
@@ -61,6 +62,10 @@ public:
   Status read(uint32_t id, void *target);
   /// Copies all of buffer `id`'s bytes from `source` (host memory).
   Status write(uint32_t id, const void *source);
+  /// The checksum (runtime/support/Checksum.h) of buffer `id`'s bytes now:
+  /// the one its last write recorded in the nvme tier, computed over the
+  /// host tier's bytes (zrun --check: what no run may change).
+  Status checksumOf(uint32_t id, uint64_t &out) const;
 
   /// The bytes each tier holds on this rank.
   uint64_t hostBytes() const { return hostSize; }

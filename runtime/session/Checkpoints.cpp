@@ -3,10 +3,12 @@
 // A save writes this rank's shards, persistent groups and training state
 // (runtime/train/Checkpoint.h) from host memory: the sections themselves on
 // the CPU, host copies on a device (CheckpointStaging); a load reads them
-// back the same way and restores the optimizer step counter. State the plan
-// offloads (docs/offload.md) is one more region, "offloaded state", read
-// from and written to the tier store through host memory: a save or load
-// holds those bytes in host memory while it runs.
+// back the same way and restores the optimizer step counter. Optimizer
+// state the plan offloads (docs/offload.md) is one more region, "offloaded
+// state", read from and written to the tier store through host memory;
+// offloaded shards are assembled into the "shards" region, in the weights
+// file's layout. A save or load holds those bytes in host memory while it
+// runs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,20 +29,27 @@ namespace {
 /// load.
 class CheckpointStaging {
 public:
-  CheckpointStaging(const plan::Plan &plan, const RankMemory &memory)
-      : backend(memory.backend()),
+  CheckpointStaging(const plan::Plan &plan, RankMemory &memory)
+      : backend(memory.backend()), memory(memory),
         sections{&memory.shardSection(), &memory.persistentSection(),
                  &memory.stateSection()},
         tiers(memory.tierStore()) {
     const char *names[] = {"shards", "persistent", "state"};
     bool inPlace = backend.hostAddressable();
-    copies.resize(inPlace ? 0 : sections.size());
+    copies.resize(sections.size());
     for (size_t i = 0; i < sections.size(); ++i) {
-      if (!inPlace)
-        copies[i].resize(sections[i]->bytes());
-      regions.push_back({names[i],
-                         inPlace ? sections[i]->data() : copies[i].data(),
-                         sections[i]->bytes()});
+      // Offloaded shards (--offload-params): the region is the weights
+      // file's rank section, assembled from the device and the tier store,
+      // as a plan without offload saves it (zrun export reads either).
+      bool assembled = i == 0 && memory.offloadsShards();
+      if (!inPlace || assembled)
+        copies[i].resize(assembled ? memory.weightsSectionBytes()
+                                   : sections[i]->bytes());
+      regions.push_back(
+          {names[i],
+           copies[i].empty() && !assembled ? sections[i]->data()
+                                           : copies[i].data(),
+           assembled ? memory.weightsSectionBytes() : sections[i]->bytes()});
     }
     // The state the plan offloads (docs/offload.md), buffer after buffer in
     // plan order, staged in host memory for the save or load.
@@ -48,7 +57,7 @@ public:
       return;
     uint64_t bytes = 0;
     for (const plan::Buffer &buffer : plan.buffers())
-      if (tiers->holds(buffer.id())) {
+      if (buffer.kind() == plan::Buffer::STATE && tiers->holds(buffer.id())) {
         offloaded.emplace_back(buffer.id(), bytes);
         bytes += buffer.bytes();
       }
@@ -57,17 +66,25 @@ public:
   }
 
   Status fromBackend() {
-    for (size_t i = 0; i < copies.size(); ++i)
-      ZR_RETURN_IF_ERROR(backend.copyToHost(
-          copies[i].data(), sections[i]->data(), copies[i].size()));
+    for (size_t i = 0; i < copies.size(); ++i) {
+      if (i == 0 && memory.offloadsShards())
+        ZR_RETURN_IF_ERROR(memory.readShards(copies[i].data()));
+      else if (!copies[i].empty())
+        ZR_RETURN_IF_ERROR(backend.copyToHost(
+            copies[i].data(), sections[i]->data(), copies[i].size()));
+    }
     for (auto [id, offset] : offloaded)
       ZR_RETURN_IF_ERROR(tiers->read(id, offloadedBytes.data() + offset));
     return Status::success();
   }
   Status toBackend() {
-    for (size_t i = 0; i < copies.size(); ++i)
-      ZR_RETURN_IF_ERROR(backend.copyFromHost(
-          sections[i]->data(), copies[i].data(), copies[i].size()));
+    for (size_t i = 0; i < copies.size(); ++i) {
+      if (i == 0 && memory.offloadsShards())
+        ZR_RETURN_IF_ERROR(memory.writeShards(copies[i].data()));
+      else if (!copies[i].empty())
+        ZR_RETURN_IF_ERROR(backend.copyFromHost(
+            sections[i]->data(), copies[i].data(), copies[i].size()));
+    }
     for (auto [id, offset] : offloaded)
       ZR_RETURN_IF_ERROR(tiers->write(id, offloadedBytes.data() + offset));
     return Status::success();
@@ -77,6 +94,7 @@ public:
 
 private:
   Backend &backend;
+  RankMemory &memory;
   std::array<BackendMemory *, 3> sections;
   /// Empty where the regions are the sections themselves.
   std::vector<std::vector<uint8_t>> copies;

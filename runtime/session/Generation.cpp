@@ -215,6 +215,9 @@ Status Session::generate(const GenerateRequest &request, GenerateResult &result,
     status = writeHostInputs(*s.memory, {&decodeIds, &decodePositions});
     if (status.ok())
       status = run(kDecode);
+    if (status.ok())
+      result.decodeTierCopiedBytes +=
+          bytesTierCopiedLastRun(*s.programs[kDecode]);
     uint64_t before = generation.generatedTokens();
     if (status.ok())
       status =

@@ -185,6 +185,9 @@ struct GenerateResult {
   double agreementSeconds = 0.0;
   /// Bytes this rank's collectives all-gathered over the decode runs.
   uint64_t decodeGatheredBytes = 0;
+  /// Bytes this rank's decode runs copied in from the HOST or NVME tier
+  /// (offloaded shards, docs/offload.md).
+  uint64_t decodeTierCopiedBytes = 0;
   /// This rank's bytes held while the generation state was allocated.
   uint64_t bytesDuring = 0;
 };

@@ -237,6 +237,11 @@ int zplan::tooling::generateTokens(const Arguments &arguments,
     for (const std::string &summary : generate::summaryLines(
              generate::combine(perRank), generation.all.batch, facts, perRank))
       std::cout << "zrun: " << summary << "\n";
+    // Offloaded shards (docs/offload.md): what the last decode step copied
+    // in from their tier, on this rank.
+    if (arguments.stats && mine.decodeSteps > 0 && mine.decodeTierCopiedBytes)
+      std::cout << "zrun: per decode step: tier copies "
+                << mine.decodeTierCopiedBytes / mine.decodeSteps << " B\n";
     std::cout << std::flush;
   }
   if (arguments.stats && !printStats(communicator, session.rankMemory()))

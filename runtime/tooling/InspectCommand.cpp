@@ -68,18 +68,21 @@ void zplan::tooling::printInspect(const std::string &path,
      << "weights: " << inQuotes(plan.weights_file()) << ", "
      << plan.weights_bytes_per_rank() << " B of shards per rank, " << persistent
      << " B persistent\n";
-  uint64_t state = 0, caches = 0, resident = 0, carried = 0, hostTier = 0,
-           nvmeTier = 0;
+  uint64_t state = 0, caches = 0, resident = 0, carried = 0;
+  // Offload (docs/offload.md): the bytes of STATE and SHARD buffers in the
+  // host and nvme tiers.
+  uint64_t stateHost = 0, stateNvme = 0, shardHost = 0, shardNvme = 0;
   int cacheCount = 0, residentCount = 0, carriedCount = 0;
   for (const plan::Buffer &buffer : plan.buffers()) {
     if (buffer.view_of() != 0)
       continue;
     if (buffer.kind() == plan::Buffer::STATE)
       state += buffer.bytes();
+    bool shard = buffer.kind() == plan::Buffer::SHARD;
     if (buffer.tier() == plan::Buffer::HOST)
-      hostTier += buffer.bytes();
+      (shard ? shardHost : stateHost) += buffer.bytes();
     if (buffer.tier() == plan::Buffer::NVME)
-      nvmeTier += buffer.bytes();
+      (shard ? shardNvme : stateNvme) += buffer.bytes();
     if (buffer.kind() == plan::Buffer::CACHE)
       caches += buffer.bytes(), ++cacheCount;
     if (buffer.kind() == plan::Buffer::RESIDENT)
@@ -90,14 +93,20 @@ void zplan::tooling::printInspect(const std::string &path,
   if (state) {
     os << "training state: " << state
        << " B per rank (gradient shards and optimizer moments)";
-    // Offload (docs/offload.md): the moments outside the device.
-    if (hostTier)
-      os << "; " << hostTier << " B of it in the host tier";
-    if (nvmeTier)
-      os << "; " << nvmeTier << " B of it in the nvme tier under "
+    // Offload: the moments outside the device.
+    if (stateHost)
+      os << "; " << stateHost << " B of it in the host tier";
+    if (stateNvme)
+      os << "; " << stateNvme << " B of it in the nvme tier under "
          << inQuotes(plan.offload_dir());
     os << "\n";
   }
+  if (shardHost)
+    os << "parameter shards: " << shardHost << " B per rank in the host tier\n";
+  if (shardNvme)
+    os << "parameter shards: " << shardNvme
+       << " B per rank in the nvme tier under " << inQuotes(plan.offload_dir())
+       << "\n";
   if (cacheCount)
     os << "KV cache: " << caches << " B per rank (" << cacheCount
        << " buffers)\n";

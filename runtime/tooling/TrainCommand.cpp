@@ -505,7 +505,10 @@ int zplan::tooling::trainPlan(const Arguments &arguments,
         session->plan(), plan::PROGRAM_KIND_TRAIN_MICRO_STEP);
     std::cout << "zrun: per micro-step: gathered "
               << session->bytesGatheredLastRun(microStep) << " B, reduced "
-              << session->bytesReducedLastRun(microStep) << " B\n";
+              << session->bytesReducedLastRun(microStep) << " B";
+    if (uint64_t copied = session->bytesTierCopiedLastRun(microStep))
+      std::cout << ", tier copies " << copied << " B";
+    std::cout << "\n";
     // Offload: what the last optimizer step copied between the tiers.
     const plan::Program &step =
         *plan::findProgram(session->plan(), plan::PROGRAM_KIND_OPTIMIZER_STEP);
