@@ -351,8 +351,9 @@ private:
     return llvm::Error::success();
   }
 
-  /// offload_optimizer: --offload-optimizer (device) and --offload-dir
-  /// (nvme_path); offload_param has no tier yet (docs/offload.md).
+  /// offload_optimizer and offload_param: --offload-optimizer and
+  /// --offload-params (device), --offload-dir (nvme_path; zplan keeps one
+  /// file per rank, so both must name the same directory).
   llvm::Error readOffload(llvm::StringRef key, const llvm::json::Value &value) {
     const llvm::json::Object *object = value.getAsObject();
     if (!object)
@@ -363,26 +364,27 @@ private:
     if (!device || (*device != "none" && *device != "cpu" && *device != "nvme"))
       return fail(key + ".device must be \"none\", \"cpu\" or \"nvme\"");
     bool optimizer = key.ends_with("offload_optimizer");
-    if (*device != "none" && !optimizer)
-      return fail(key + ".device \"" + *device +
-                  "\": zplan offloads the optimizer's state only so far "
-                  "(offload_optimizer); set it to \"none\" (or remove " +
-                  key + ") to keep the parameter shards in device memory");
-    if (optimizer)
-      out.offloadOptimizer = device->str();
+    (optimizer ? out.offloadOptimizer : out.offloadParams) = device->str();
+    const char *flag = optimizer ? "--offload-optimizer " : "--offload-params ";
     note((key + ".device").str(), *device,
          *device == "none" ? std::string("no offload (on the device)")
-                           : "--offload-optimizer " + device->str());
+                           : flag + device->str());
     for (const auto &[field, entryPointer] : sortedEntries(*object)) {
       const llvm::json::Value &entry = *entryPointer;
       std::string path = (key + "." + field).str();
       if (field == "device")
         continue;
-      if (field == "nvme_path" && optimizer) {
+      if (field == "nvme_path") {
         std::optional<llvm::StringRef> dir = entry.getAsString();
         if (!dir)
           return fail(path + " must be a string");
         if (*device == "nvme") {
+          if (!out.offloadDir.empty() && out.offloadDir != *dir)
+            return fail(path + " \"" + *dir +
+                        "\" differs from the other "
+                        "offload's nvme_path \"" +
+                        out.offloadDir +
+                        "\": zplan keeps one file per rank, in one directory");
           out.offloadDir = dir->str();
           note(path, *dir, "--offload-dir " + dir->str());
         } else {
@@ -577,6 +579,26 @@ llvm::Error zplan::applyDsConfig(const DsConfig &config, llvm::StringRef path,
     options.bucketBytes = bytes;
   }
   warnings = config.ignored;
+  // offload_param applies to every mode: the shards are read by inference
+  // and generation too.
+  if (config.offloadParams) {
+    if (llvm::Error error =
+            agree(given, "offload-params", options.offloadParams,
+                  *config.offloadParams, path,
+                  "zero_optimization.offload_param.device"))
+      return error;
+    options.offloadParams = *config.offloadParams;
+  }
+  bool optimizerNvme =
+      trains(options.mode) && config.offloadOptimizer.value_or("") == "nvme";
+  if (!config.offloadDir.empty() &&
+      (config.offloadParams.value_or("") == "nvme" || optimizerNvme)) {
+    if (llvm::Error error =
+            agree(given, "offload-dir", options.offloadDir, config.offloadDir,
+                  path, "zero_optimization's nvme_path"))
+      return error;
+    options.offloadDir = config.offloadDir;
+  }
   if (!trains(options.mode)) {
     if (config.optimizer || config.train.any() || config.microBatch ||
         config.offloadOptimizer.value_or("none") != "none")
@@ -597,13 +619,6 @@ llvm::Error zplan::applyDsConfig(const DsConfig &config, llvm::StringRef path,
                   "zero_optimization.offload_optimizer.device"))
       return error;
     options.offloadOptimizer = *config.offloadOptimizer;
-    if (!config.offloadDir.empty()) {
-      if (llvm::Error error =
-              agree(given, "offload-dir", options.offloadDir, config.offloadDir,
-                    path, "zero_optimization.offload_optimizer.nvme_path"))
-        return error;
-      options.offloadDir = config.offloadDir;
-    }
   }
   if (config.microBatch) {
     auto ids = options.import.inputShapes.find("input_ids");

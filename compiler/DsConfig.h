@@ -7,9 +7,9 @@
 // `zrun train` (plan/TrainDefaults.h). Every key is accounted for: mapped
 // (a note naming the flag and value), ignored with the reason (a named
 // warning), or refused (an error naming the key): a stage other than 3,
-// fp16, an optimizer other than AdamW, and parameter offload, which zplan
-// does not have yet. "auto" (the Hugging Face Trainer's placeholder) leaves a
-// key to zcc's and zrun's defaults. docs/ds-config.md lists the keys.
+// fp16, an optimizer other than AdamW. "auto" (the Hugging Face Trainer's
+// placeholder) leaves a key to zcc's and zrun's defaults. docs/ds-config.md
+// lists the keys.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,9 +48,11 @@ struct DsConfig {
   /// optimizer.type AdamW (or Adam, whose adam_w_mode is on by default):
   /// --optimizer adamw.
   std::optional<std::string> optimizer;
-  /// zero_optimization.offload_optimizer.device and .nvme_path:
-  /// --offload-optimizer, --offload-dir.
+  /// zero_optimization.offload_optimizer.device and
+  /// zero_optimization.offload_param.device: --offload-optimizer,
+  /// --offload-params; their nvme_path (one directory): --offload-dir.
   std::optional<std::string> offloadOptimizer;
+  std::optional<std::string> offloadParams;
   std::string offloadDir;
   /// train_micro_batch_size_per_gpu: input_ids' first dimension.
   std::optional<int64_t> microBatch;

@@ -73,7 +73,10 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
   schedule.maxInFlight = options.maxInFlight;
   schedule.maxInFlightBytes = options.maxInFlightBytes;
   schedule.optimizer = options.optimizer;
-  schedule.crossStepPrefetch = crossStepPrefetch && options.crossStepPrefetch;
+  // An offloaded shard is fetched into a staging copy that lives within one
+  // program (docs/offload.md); a carried gather would read it in the next.
+  schedule.crossStepPrefetch = crossStepPrefetch && options.crossStepPrefetch &&
+                               options.offloadParams == "none";
   buildSchedulePipeline(pm, schedule);
   diagnostics.clear();
   if (mlir::failed(pm.run(*copy)))
@@ -92,10 +95,13 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
     emit.hardware += " (profile " + options.hardwareProfile + ")";
   emit.memoryBudget = options.memoryBudget.value_or(0);
   emit.trainDefaults = options.trainDefaults;
-  if (options.offloadOptimizer == "cpu")
-    emit.optimizerTier = plan::Buffer::HOST;
-  else if (options.offloadOptimizer == "nvme")
-    emit.optimizerTier = plan::Buffer::NVME;
+  auto tierOf = [](llvm::StringRef option) {
+    return option == "cpu"    ? plan::Buffer::HOST
+           : option == "nvme" ? plan::Buffer::NVME
+                              : plan::Buffer::DEVICE;
+  };
+  emit.optimizerTier = tierOf(options.offloadOptimizer);
+  emit.parameterTier = tierOf(options.offloadParams);
   emit.offloadDir = options.offloadDir;
   emit.modelName = llvm::sys::path::filename(options.modelPath).str();
   if (!options.outputPath.empty())

@@ -17,6 +17,7 @@
 #include "llvm/Support/ErrorHandling.h"
 
 #include <cmath>
+#include <tuple>
 
 using namespace zplan;
 
@@ -191,21 +192,33 @@ static llvm::Error validateGenerateOptions(const CompileOptions &options) {
   return llvm::Error::success();
 }
 
-/// --offload-optimizer and --offload-dir (docs/offload.md).
+/// --offload-optimizer, --offload-params and --offload-dir
+/// (docs/offload.md).
 static llvm::Error validateOffloadOptions(const CompileOptions &options) {
-  llvm::StringRef tier = options.offloadOptimizer;
-  if (tier != "none" && tier != "cpu" && tier != "nvme")
-    return makeError("unknown --offload-optimizer '" + tier +
-                     "'; expected none, cpu or nvme (DeepSpeed's "
-                     "offload_optimizer.device)");
-  if (tier != "none" && !trains(options.mode))
+  for (auto [flag, tier, key] :
+       {std::tuple{"--offload-optimizer", &options.offloadOptimizer,
+                   "offload_optimizer"},
+        std::tuple{"--offload-params", &options.offloadParams,
+                   "offload_param"}})
+    if (*tier != "none" && *tier != "cpu" && *tier != "nvme")
+      return makeError("unknown " + llvm::Twine(flag) + " '" + *tier +
+                       "'; expected none, cpu or nvme (DeepSpeed's " + key +
+                       ".device)");
+  if (options.offloadOptimizer != "none" && !trains(options.mode))
     return makeError("--offload-optimizer applies to --mode train only (a "
                      "plan without an optimizer step has no optimizer state)");
-  if (tier == "nvme" && options.offloadDir.empty())
-    return makeError("--offload-optimizer nvme needs --offload-dir DIR (where "
-                     "each rank keeps its state file; DeepSpeed's nvme_path)");
-  if (tier != "nvme" && !options.offloadDir.empty())
-    return makeError("--offload-dir applies to --offload-optimizer nvme only");
+  bool nvme =
+      options.offloadOptimizer == "nvme" || options.offloadParams == "nvme";
+  if (nvme && options.offloadDir.empty())
+    return makeError("--offload-" +
+                     llvm::Twine(options.offloadOptimizer == "nvme"
+                                     ? "optimizer"
+                                     : "params") +
+                     " nvme needs --offload-dir DIR (where each rank keeps its "
+                     "state file; DeepSpeed's nvme_path)");
+  if (!nvme && !options.offloadDir.empty())
+    return makeError("--offload-dir applies to --offload-optimizer nvme or "
+                     "--offload-params nvme only");
   return llvm::Error::success();
 }
 

@@ -136,6 +136,11 @@ struct CompileOptions {
   /// memory) or "nvme" (a file per rank under `offloadDir`), streamed
   /// through the arena for each group's update.
   std::string offloadOptimizer = "none";
+  /// --offload-params (DeepSpeed's offload_param): where the parameter
+  /// shards live, "none", "cpu" or "nvme"; each is copied into the arena
+  /// before the collective or update that reads it.
+  std::string offloadParams = "none";
+  /// The NVME tier's directory, for either option.
   std::string offloadDir;
   /// --loss grpo / dpo: TRL's options (docs/rl.md). --loss-type (grpo:
   /// grpo | dapo), --beta (unset: TRL's default), --epsilon,

@@ -16,6 +16,7 @@
 
 #include <map>
 #include <set>
+#include <tuple>
 
 using namespace zplan;
 
@@ -155,14 +156,32 @@ std::string zplan::formatMemoryDump(const EmittedPlan &emitted) {
   if (emitted.residentCopyBytes)
     os << "  of which resident copies: " << emitted.residentCopyBytes << " B ("
        << formatSize(emitted.residentCopyBytes) << ")\n";
-  // Offload (docs/offload.md): training state outside the device, not in
-  // the totals below; the optimizer step stages it through the arena.
-  for (auto [bytes, tier] : {std::pair{emitted.hostTierBytes, "host"},
-                             std::pair{emitted.nvmeTierBytes, "nvme"}})
+  // Offload (docs/offload.md): state outside the device, not in the totals
+  // below; each program stages what it reads through the arena.
+  auto tierOf = [&](plan::Buffer::Kind kind) -> const char * {
+    for (const plan::Buffer &buffer : plan.buffers())
+      if (buffer.kind() == kind && buffer.tier() != plan::Buffer::DEVICE)
+        return buffer.tier() == plan::Buffer::HOST ? "host" : "nvme";
+    return "device";
+  };
+  for (auto [bytes, kind, what] :
+       {std::tuple{emitted.offloadedShardBytes, plan::Buffer::SHARD,
+                   "parameter shards"},
+        std::tuple{emitted.offloadedMomentBytes, plan::Buffer::STATE,
+                   "optimizer moments"}})
     if (bytes)
-      os << "offloaded to " << tier << " (optimizer moments): " << bytes
-         << " B (" << formatSize(bytes) << "), copied in and out "
-         << emitted.tierCopyBytesPerStep << " B per optimizer step\n";
+      os << "offloaded to " << tierOf(kind) << " (" << what << "): " << bytes
+         << " B (" << formatSize(bytes) << ")\n";
+  if (emitted.offloadedShardBytes || emitted.offloadedMomentBytes) {
+    os << "tier copies per run:";
+    const char *separator = " ";
+    for (auto [index, program] : llvm::enumerate(plan.programs()))
+      if (uint64_t bytes = emitted.programs[index].tierCopyBytes) {
+        os << separator << program.name() << " " << bytes << " B";
+        separator = ", ";
+      }
+    os << "\n";
+  }
   os << "arena: " << arena.arenaBytes << " B (" << formatSize(arena.arenaBytes)
      << ")\n";
   os << "lower bound: " << arena.lowerBound << " B ("

@@ -134,12 +134,33 @@ private:
   /// to bf16 by a one-rank gather, as on N ranks.
   bool readsShardInPlace(uint32_t group) const {
     const plan::Group &entry = result.plan.groups(group);
-    return result.plan.world_size() == 1 &&
+    return result.plan.world_size() == 1 && !shardOffloaded(group) &&
+           (entry.gather_dtype() == plan::DATA_TYPE_UNSPECIFIED ||
+            entry.gather_dtype() == entry.dtype());
+  }
+  /// Offload (docs/offload.md): whether `group`'s shard lives outside the
+  /// device (--offload-params); then every gather of it reads a staging
+  /// copy that a tier_fetch fills first.
+  bool shardOffloaded(uint32_t group) const {
+    auto found = shardBuffer.find(group);
+    return found != shardBuffer.end() &&
+           result.plan.buffers(found->second - 1).tier() !=
+               plan::Buffer::DEVICE;
+  }
+  /// On one rank an offloaded shard that gathers in its own type is the
+  /// whole group: the tier_fetch fills the gathered copy itself, and its
+  /// tier_wait stands for the gather_wait.
+  bool fetchesShardWhole(uint32_t group) const {
+    const plan::Group &entry = result.plan.groups(group);
+    return result.plan.world_size() == 1 && shardOffloaded(group) &&
            (entry.gather_dtype() == plan::DATA_TYPE_UNSPECIFIED ||
             entry.gather_dtype() == entry.dtype());
   }
   uint32_t addBuffer(plan::Buffer::Kind kind, llvm::StringRef name,
                      RankedTensorType type);
+  /// An ARENA buffer of `tiered`'s shape, type and bytes, named
+  /// "<its name> staged".
+  uint32_t addStaging(uint32_t tiered);
   uint32_t addView(uint32_t base, uint64_t byteOffset, llvm::StringRef name,
                    RankedTensorType type);
   plan::Buffer &buffer(uint32_t id) {
@@ -153,7 +174,16 @@ private:
   plan::Instruction &addInstruction(plan::Opcode opcode, Operation *source,
                                     double seconds);
   plan::Instruction &addGroupGather(plan::Opcode opcode, Operation *op,
-                                    FlatSymbolRefAttr group, uint32_t copy);
+                                    FlatSymbolRefAttr group, uint32_t copy,
+                                    uint32_t source);
+  /// The buffer a gather of `group` reads: its shard, or, when the shard is
+  /// offloaded, a staging copy that a tier_fetch emitted now fills (noted
+  /// in `fetch`, whose tier_wait the caller places after the gather's
+  /// wait).
+  struct ShardFetch {
+    uint32_t copy = 0, staging = 0;
+  };
+  uint32_t shardSource(uint32_t group, std::optional<ShardFetch> &fetch);
   void addAttributes(plan::Instruction &instruction, Operation *op);
   void declareState(llvm::StringRef optimizer);
   void noteParameterRules();
@@ -171,9 +201,11 @@ private:
   llvm::Error emitReduceScatter(zero::ReduceScatterStartOp start);
   llvm::Error emitReduceScatterWait(zero::ReduceScatterWaitOp wait);
   llvm::Error emitOptimizerUpdate(zero::OptimizerUpdateOp update);
-  /// Offload (docs/offload.md): whether `group`'s moments live outside the
-  /// device; the tier_fetch of each into a staging buffer (once per
-  /// group); the tier_waits of the stores issued one update before.
+  /// Offload (docs/offload.md): what `group`'s update reads outside the
+  /// device (its shard, its moments), whether anything; the tier_fetch of
+  /// each into a staging buffer (once per group); the tier_waits of the
+  /// stores issued one update before.
+  SmallVector<uint32_t, 3> tieredUpdateOperands(uint32_t group);
   bool stateOffloaded(uint32_t group);
   void fetchState(uint32_t group);
   void waitForStores();
@@ -203,6 +235,8 @@ private:
   llvm::DenseMap<Value, uint32_t> tokenCopy; // gather token -> copy
   llvm::DenseMap<Value, uint32_t>
       tokenInstruction; // gather token -> all_gather
+  /// gather token -> the tier_fetch of the offloaded shard it gathers.
+  llvm::DenseMap<Value, ShardFetch> tokenFetch;
   // Training state per group (STATE buffers): the gradient accumulator and
   // the optimizer's moments (adamw: m, v; sgd: the momentum buffer).
   llvm::DenseMap<uint32_t, uint32_t> gradientBuffer;
@@ -215,8 +249,8 @@ private:
   SmallVector<uint32_t> updateGroups;
   size_t updatesEmitted = 0;
   struct StagedState {
-    SmallVector<uint32_t, 2> buffers;
-    SmallVector<uint32_t, 2> fetches;
+    SmallVector<uint32_t, 3> buffers;
+    SmallVector<uint32_t, 3> fetches;
   };
   llvm::DenseMap<uint32_t, StagedState> stagedState;
   SmallVector<std::pair<uint32_t, uint32_t>> pendingStores;
@@ -295,7 +329,10 @@ void Emitter::declareGroups() {
           addBuffer(plan::Buffer::SHARD, group.getSymName().str() + " (shard)",
                     shardType);
       buffer(shardBuffer[index]).set_group(index);
-      result.residentBytes += shard;
+      buffer(shardBuffer[index]).set_tier(options.parameterTier);
+      (options.parameterTier == plan::Buffer::DEVICE
+           ? result.residentBytes
+           : result.offloadedShardBytes) += shard;
     }
   }
   out.set_weights_bytes_per_rank(rankOffset);
@@ -348,10 +385,9 @@ void Emitter::declareState(llvm::StringRef optimizer) {
                               group.name() + " (" + role.str() + ")", type);
       buffer(id).set_group(index);
       buffer(id).set_tier(tier);
-      uint64_t bytes = buffer(id).bytes();
-      (tier == plan::Buffer::HOST   ? result.hostTierBytes
-       : tier == plan::Buffer::NVME ? result.nvmeTierBytes
-                                    : result.residentBytes) += bytes;
+      (tier == plan::Buffer::DEVICE ? result.residentBytes
+                                    : result.offloadedMomentBytes) +=
+          buffer(id).bytes();
       return id;
     };
     // The gradient accumulator stays on the device: every micro-step's
@@ -445,6 +481,18 @@ uint32_t Emitter::addBuffer(plan::Buffer::Kind kind, llvm::StringRef name,
   return entry->id();
 }
 
+uint32_t Emitter::addStaging(uint32_t tiered) {
+  plan::Buffer copy = buffer(tiered);
+  plan::Buffer *entry = result.plan.add_buffers();
+  entry->set_id(result.plan.buffers_size());
+  entry->set_name(copy.name() + " staged");
+  entry->set_kind(plan::Buffer::ARENA);
+  *entry->mutable_shape() = copy.shape();
+  entry->set_dtype(copy.dtype());
+  entry->set_bytes(copy.bytes());
+  return entry->id();
+}
+
 uint32_t Emitter::addView(uint32_t base, uint64_t byteOffset,
                           llvm::StringRef name, RankedTensorType type) {
   uint32_t root = baseOf(base);
@@ -480,7 +528,7 @@ plan::Instruction &Emitter::addInstruction(plan::Opcode opcode,
 /// uses.
 plan::Instruction &Emitter::addGroupGather(plan::Opcode opcode, Operation *op,
                                            FlatSymbolRefAttr group,
-                                           uint32_t copy) {
+                                           uint32_t copy, uint32_t source) {
   uint32_t index = groupIndex.lookup(group.getValue());
   auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(op, group);
   int64_t before = lastCompute;
@@ -488,12 +536,24 @@ plan::Instruction &Emitter::addGroupGather(plan::Opcode opcode, Operation *op,
       opcode, nullptr,
       cost.allGatherSeconds(groupBytes(groupOp), result.plan.world_size()));
   instruction.set_location("@" + result.plan.groups(index).name());
-  instruction.add_operands(shardBuffer.lookup(index));
+  instruction.add_operands(source);
   instruction.add_results(copy);
   instruction.set_group(index);
   if (before >= 0)
     instruction.add_wait_for(before);
   return instruction;
+}
+
+uint32_t Emitter::shardSource(uint32_t group,
+                              std::optional<ShardFetch> &fetch) {
+  uint32_t shard = shardBuffer.lookup(group);
+  if (!shardOffloaded(group))
+    return shard;
+  uint32_t staging = addStaging(shard);
+  fetch = ShardFetch{
+      addTierCopy(plan::OPCODE_TIER_FETCH, group, shard, staging, lastCompute),
+      staging};
+  return staging;
 }
 
 void Emitter::addAttributes(plan::Instruction &instruction, Operation *op) {
@@ -615,14 +675,29 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
       const plan::Group &entry = result.plan.groups(group);
       auto groupOp = SymbolTable::lookupNearestSymbolFrom<zero::GroupOp>(
           start, start.getGroupAttr());
+      bool whole = fetchesShardWhole(group);
       uint32_t copy =
-          addBuffer(plan::Buffer::ARENA, entry.name() + " (gathered)",
+          addBuffer(plan::Buffer::ARENA,
+                    entry.name() + (whole ? " (fetched)" : " (gathered)"),
                     wholeGroupType(groupOp));
       buffer(copy).set_group(group);
-      plan::Instruction &gather = addGroupGather(plan::OPCODE_ALL_GATHER, start,
-                                                 start.getGroupAttr(), copy);
       tokenCopy[start.getToken()] = copy;
+      if (whole) {
+        // One rank, offloaded: the shard is the group; fetch it into the
+        // copy, and its tier_wait stands for the gather_wait.
+        tokenFetch[start.getToken()] = {
+            addTierCopy(plan::OPCODE_TIER_FETCH, group,
+                        shardBuffer.lookup(group), copy, lastCompute),
+            copy};
+        continue;
+      }
+      std::optional<ShardFetch> fetch;
+      uint32_t source = shardSource(group, fetch);
+      plan::Instruction &gather = addGroupGather(
+          plan::OPCODE_ALL_GATHER, start, start.getGroupAttr(), copy, source);
       tokenInstruction[start.getToken()] = gather.index();
+      if (fetch)
+        tokenFetch[start.getToken()] = *fetch;
       continue;
     }
     if (auto wait = llvm::dyn_cast<zero::GatherWaitOp>(op)) {
@@ -632,13 +707,21 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
       bool inPlace = persistent || readsShardInPlace(group);
       uint32_t base = persistent ? persistentBuffer.lookup(group)
                                  : tokenCopy.lookup(wait.getToken());
-      if (!inPlace) {
+      if (fetchesShardWhole(group)) {
+        ShardFetch fetch = tokenFetch.lookup(wait.getToken());
+        addTierWait(fetch.copy, fetch.staging);
+      } else if (!inPlace) {
         plan::Instruction &instruction =
             addInstruction(plan::OPCODE_GATHER_WAIT, nullptr, 0);
         instruction.set_location("@" + result.plan.groups(group).name());
         instruction.add_operands(base);
         instruction.set_group(group);
         instruction.add_wait_for(tokenInstruction.lookup(wait.getToken()));
+        // The staging copy of an offloaded shard lives until its gather is
+        // done.
+        if (auto fetch = tokenFetch.find(wait.getToken());
+            fetch != tokenFetch.end())
+          addTierWait(fetch->second.copy, fetch->second.staging);
       }
       if (llvm::Error error = addParameterViews(wait, base, start.getShards(),
                                                 wait.getTensors()))
@@ -796,7 +879,14 @@ llvm::Error Emitter::emitOptimizerUpdate(zero::OptimizerUpdateOp update) {
   if (!entry.persistent())
     bytes /= result.plan.world_size();
   bool offloaded = stateOffloaded(group);
-  SmallVector<uint32_t, 2> moments(optimizerBuffers.lookup(group));
+  // The update's state operands: the shard (the whole group when it is
+  // persistent), the gradient accumulator, the moments.
+  SmallVector<uint32_t, 4> operands{entry.persistent()
+                                        ? persistentBuffer.lookup(group)
+                                        : shardBuffer.lookup(group),
+                                    gradientBuffer.lookup(group)};
+  llvm::append_range(operands, optimizerBuffers.lookup(group));
+  SmallVector<uint32_t, 3> tiered = tieredUpdateOperands(group);
   ++updatesEmitted;
   if (offloaded) {
     // This group's moments (fetched one update ahead, unless it is the
@@ -809,54 +899,62 @@ llvm::Error Emitter::emitOptimizerUpdate(zero::OptimizerUpdateOp update) {
     for (auto [staging, fetch] :
          llvm::zip_equal(staged.buffers, staged.fetches))
       addTierWait(fetch, staging);
-    moments = staged.buffers;
+    // The update reads and writes the staged copies.
+    for (uint32_t &id : operands)
+      if (const auto *found = llvm::find(tiered, id); found != tiered.end())
+        id = staged.buffers[found - tiered.begin()];
   }
   plan::Instruction &instruction =
       addInstruction(*opcode, update, cost.optimizerSeconds(bytes));
   uint32_t updateIndex = instruction.index();
-  instruction.add_operands(entry.persistent() ? persistentBuffer.lookup(group)
-                                              : shardBuffer.lookup(group));
-  instruction.add_operands(gradientBuffer.lookup(group));
-  for (uint32_t id : moments)
+  for (uint32_t id : operands)
     instruction.add_operands(id);
   instruction.add_operands(valueBuffer.lookup(update.getHyper()));
   instruction.set_group(group);
   if (!offloaded)
     return llvm::Error::success();
-  // The updated moments go back to their tier; the previous update's stores
-  // are waited for now, so that each store overlaps the update after it.
+  // The updated shard and moments go back to their tier; the previous
+  // update's stores are waited for now, so that each store overlaps the
+  // update after it.
   SmallVector<std::pair<uint32_t, uint32_t>> stores;
-  for (auto [staging, tiered] :
-       llvm::zip_equal(moments, optimizerBuffers.lookup(group)))
-    stores.emplace_back(addTierCopy(plan::OPCODE_TIER_STORE, group, tiered,
-                                    staging, updateIndex),
-                        staging);
+  for (auto [staging, home] :
+       llvm::zip_equal(stagedState.lookup(group).buffers, tiered))
+    stores.emplace_back(
+        addTierCopy(plan::OPCODE_TIER_STORE, group, home, staging, updateIndex),
+        staging);
   waitForStores();
   pendingStores = std::move(stores);
   stagedState.erase(group);
   return llvm::Error::success();
 }
 
-bool Emitter::stateOffloaded(uint32_t group) {
-  auto found = optimizerBuffers.find(group);
-  return found != optimizerBuffers.end() && !found->second.empty() &&
-         buffer(found->second.front()).tier() != plan::Buffer::DEVICE;
+/// What `group`'s update reads outside the device: its shard
+/// (--offload-params) and its moments (--offload-optimizer), in that order.
+SmallVector<uint32_t, 3> Emitter::tieredUpdateOperands(uint32_t group) {
+  SmallVector<uint32_t, 3> tiered;
+  if (shardOffloaded(group))
+    tiered.push_back(shardBuffer.lookup(group));
+  for (uint32_t id : optimizerBuffers.lookup(group))
+    if (buffer(id).tier() != plan::Buffer::DEVICE)
+      tiered.push_back(id);
+  return tiered;
 }
 
-/// COMM `tier_fetch` of each of `group`'s moments into a staging buffer of
-/// the arena, once per group. Like a gather, it waits for the compute
-/// instruction before it, so it never writes arena bytes an earlier
-/// instruction still uses.
+bool Emitter::stateOffloaded(uint32_t group) {
+  return !tieredUpdateOperands(group).empty();
+}
+
+/// COMM `tier_fetch` of each of `group`'s offloaded update operands (its
+/// shard, its moments) into a staging buffer of the arena, once per group. Like
+/// a gather, it waits for the compute instruction before it, so it never writes
+/// arena bytes an earlier instruction still uses.
 void Emitter::fetchState(uint32_t group) {
   if (stagedState.count(group))
     return;
   StagedState staged;
   int64_t before = lastCompute;
-  for (uint32_t tiered : optimizerBuffers.lookup(group)) {
-    std::string name = buffer(tiered).name() + " staged";
-    auto type = RankedTensorType::get({buffer(tiered).shape(0)},
-                                      Float32Type::get(module.getContext()));
-    uint32_t staging = addBuffer(plan::Buffer::ARENA, name, type);
+  for (uint32_t tiered : tieredUpdateOperands(group)) {
+    uint32_t staging = addStaging(tiered);
     staged.buffers.push_back(staging);
     staged.fetches.push_back(
         addTierCopy(plan::OPCODE_TIER_FETCH, group, tiered, staging, before));
@@ -882,7 +980,7 @@ uint32_t Emitter::addTierCopy(plan::Opcode opcode, uint32_t group,
   copy.set_group(group);
   if (after >= 0)
     copy.add_wait_for(after);
-  result.tierCopyBytesPerStep += bytes;
+  current->tierCopyBytes += bytes;
   return copy.index();
 }
 
@@ -920,8 +1018,10 @@ llvm::Error Emitter::emitResidentGather(zero::ResidentGatherOp gather) {
   if (!copy)
     return makeError("cannot emit " + describeOp(gather) + ": group @" +
                      entry.name() + " is not resident");
+  std::optional<ShardFetch> fetch;
+  uint32_t source = shardSource(group, fetch);
   uint32_t gatherIndex = addGroupGather(plan::OPCODE_RESIDENT_GATHER, gather,
-                                        gather.getGroupAttr(), copy)
+                                        gather.getGroupAttr(), copy, source)
                              .index();
   plan::Instruction &wait =
       addInstruction(plan::OPCODE_GATHER_WAIT, nullptr, 0);
@@ -929,6 +1029,8 @@ llvm::Error Emitter::emitResidentGather(zero::ResidentGatherOp gather) {
   wait.add_operands(copy);
   wait.set_group(group);
   wait.add_wait_for(gatherIndex);
+  if (fetch)
+    addTierWait(fetch->copy, fetch->staging);
   return llvm::Error::success();
 }
 
@@ -983,8 +1085,16 @@ llvm::Error Emitter::emitCarryStart(zero::CarryStartOp start) {
                      ": the carried copy of @" + entry.name() +
                      " that this program's carry_wait handed over is not "
                      "released before it");
+  // ModulePlanSearch turns the cross-step prefetch off with
+  // --offload-params: a carried shard's staging copy would have to outlive
+  // the program that fetched it.
+  if (shardOffloaded(group))
+    return makeError("cannot emit " + describeOp(start) + ": the shard of @" +
+                     entry.name() +
+                     " is offloaded, and a carried gather cannot read it "
+                     "(compile with --cross-step-prefetch=false)");
   addGroupGather(plan::OPCODE_CARRY_GATHER, start, start.getGroupAttr(),
-                 carryBuffer.lookup(group));
+                 carryBuffer.lookup(group), shardBuffer.lookup(group));
   return llvm::Error::success();
 }
 

@@ -62,6 +62,9 @@ struct EmitOptions {
   /// Where the optimizer's moments live (--offload-optimizer), and the
   /// directory of the NVME tier's files (docs/offload.md).
   plan::Buffer::Tier optimizerTier = plan::Buffer::DEVICE;
+  /// Where the sharded groups' shards live (--offload-params); persistent
+  /// groups stay whole on the device, as DeepSpeed keeps them.
+  plan::Buffer::Tier parameterTier = plan::Buffer::DEVICE;
   std::string offloadDir;
 };
 
@@ -71,6 +74,9 @@ struct EmittedProgram {
   ArenaPlan arena;
   /// Per instruction: the cost model's time (compute or collective).
   std::vector<double> seconds;
+  /// The bytes one run of it copies between the HOST or NVME tier and the
+  /// arena, both ways (tier_fetch, tier_store).
+  uint64_t tierCopyBytes = 0;
 };
 
 /// A plan together with what the dumps need to explain it.
@@ -93,12 +99,11 @@ struct EmittedPlan {
   /// training state; in a generation plan the KV caches and resident
   /// copies, counted apart below too).
   uint64_t residentBytes = 0;
-  /// Per-rank bytes of training state in the HOST and NVME tiers
-  /// (--offload-optimizer), not counted in residentBytes; and the bytes one
-  /// optimizer step copies between the tiers and the arena, both ways.
-  uint64_t hostTierBytes = 0;
-  uint64_t nvmeTierBytes = 0;
-  uint64_t tierCopyBytesPerStep = 0;
+  /// Per-rank bytes in the HOST and NVME tiers (--offload-optimizer,
+  /// --offload-params), not counted in residentBytes: the optimizer's
+  /// moments and the parameter shards, each in the tier its option names.
+  uint64_t offloadedMomentBytes = 0;
+  uint64_t offloadedShardBytes = 0;
   /// Generation: the KV caches (CACHE buffers) per rank.
   uint64_t kvCacheBytes = 0;
   /// Generation: the resident groups' gathered copies (RESIDENT buffers)

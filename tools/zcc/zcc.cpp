@@ -160,11 +160,18 @@ static cl::opt<std::string> offloadOptimizer(
              "--offload-dir); each group's are copied in for its update and "
              "back (docs/offload.md)"),
     cl::cat(zccCategory));
-static cl::opt<std::string>
-    offloadDir("offload-dir",
-               cl::desc("--offload-optimizer nvme: the directory of the "
-                        "ranks' state files (zrun --offload-dir overrides it)"),
-               cl::value_desc("DIR"), cl::cat(zccCategory));
+static cl::opt<std::string> offloadParams(
+    "offload-params", cl::init("none"),
+    cl::desc("where the parameter shards live: none (device memory), cpu "
+             "(host memory) or nvme (a file per rank under --offload-dir); "
+             "each is copied in before the gather or update that reads it "
+             "(docs/offload.md)"),
+    cl::cat(zccCategory));
+static cl::opt<std::string> offloadDir(
+    "offload-dir",
+    cl::desc("--offload-optimizer nvme, --offload-params nvme: the directory "
+             "of the ranks' tier files (zrun --offload-dir overrides it)"),
+    cl::value_desc("DIR"), cl::cat(zccCategory));
 
 static cl::list<std::string> ties(
     "tie",
@@ -412,6 +419,7 @@ int main(int argc, char **argv) {
   options.loss = loss;
   options.optimizer = optimizer;
   options.offloadOptimizer = offloadOptimizer;
+  options.offloadParams = offloadParams;
   options.offloadDir = offloadDir;
   options.lossType = lossType;
   if (beta.getNumOccurrences())
