@@ -1,6 +1,6 @@
-"""Writes a copy of an offload plan (zcc --offload-optimizer) whose
-optimizer_step breaks one rule of runtime/plan/TierValidation.h, for the
-negative tests of test/train/offload.test.
+"""Writes a copy of an offload plan (zcc --offload-optimizer or
+--offload-params) that breaks one rule of runtime/plan/TierValidation.h, for
+the negative tests of test/train/offload.test and offload-params.test.
 
     break_offload.py --proto-dir DIR MODE IN.zplan OUT.zplan
 
@@ -13,7 +13,13 @@ MODE:
   wait-late   the tier_wait of the first tier_fetch moves to right after
               the adamw that reads its staging buffer;
   store-early the first tier_store no longer waits for the adamw that
-              wrote its staging buffer.
+              wrote its staging buffer;
+  gather-tier (--offload-params, N > 1) the first all_gather of
+              train_micro_step reads the shard in its tier instead of the
+              staging copy its tier_fetch filled;
+  staging-early (--offload-params, N > 1) the tier_wait that ends that
+              staging copy moves before the gather_wait of the all_gather
+              that reads it.
 
 Indices and wait_for are renumbered, so only the rule broken fails. Prints
 `broken: #INDEX 'OP'`, the instruction zrun must name.
@@ -31,7 +37,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--proto-dir", required=True)
     parser.add_argument("mode", choices=["tier-read", "wait-late",
-                                         "store-early"])
+                                         "store-early", "gather-tier",
+                                         "staging-early"])
     parser.add_argument("input")
     parser.add_argument("output")
     args = parser.parse_args()
@@ -39,11 +46,29 @@ def main():
     plan = pb.Plan()
     with open(args.input, "rb") as file:
         plan.ParseFromString(file.read())
-    program = next(p for p in plan.programs
-                   if p.kind == pb.PROGRAM_KIND_OPTIMIZER_STEP)
+    shards = args.mode in ("gather-tier", "staging-early")
+    kind = (pb.PROGRAM_KIND_TRAIN_MICRO_STEP if shards
+            else pb.PROGRAM_KIND_OPTIMIZER_STEP)
+    program = next(p for p in plan.programs if p.kind == kind)
     ops = program.instructions
-    adamw = next(i for i in ops if i.opcode == pb.OPCODE_ADAMW)
-    if args.mode == "tier-read":
+    adamw = next((i for i in ops if i.opcode == pb.OPCODE_ADAMW), None)
+    if shards:
+        gather = next(i for i in ops if i.opcode == pb.OPCODE_ALL_GATHER)
+        fetch = next(i for i in ops if i.opcode == pb.OPCODE_TIER_FETCH
+                     and i.results[0] == gather.operands[0])
+        if args.mode == "gather-tier":
+            gather.operands[0] = fetch.operands[0]
+            broken = gather.index
+        else:
+            wait = next(i for i in ops if i.opcode == pb.OPCODE_TIER_WAIT
+                        and list(i.wait_for) == [fetch.index])
+            gather_wait = next(i for i in ops
+                               if i.opcode == pb.OPCODE_GATHER_WAIT
+                               and list(i.wait_for) == [gather.index])
+            break_plan.move_instruction(program, wait.index,
+                                        gather_wait.index)
+            broken = gather_wait.index
+    elif args.mode == "tier-read":
         staged = adamw.operands[2]
         fetch = next(i for i in ops if i.opcode == pb.OPCODE_TIER_FETCH
                      and i.results[0] == staged)

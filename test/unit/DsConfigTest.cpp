@@ -139,9 +139,11 @@ TEST(DsConfig, RefusedSettingsNameTheirKey) {
           .find("communication_data_type must be"),
       std::string::npos);
   EXPECT_NE(errorOf(R"("zero_optimization": {"stage": 3,
-                       "offload_param": {"device": "nvme"}})")
-                .find("offload_param.device \"nvme\": zplan offloads the "
-                      "optimizer's state only so far"),
+                       "offload_param": {"device": "nvme", "nvme_path": "/a"},
+                       "offload_optimizer": {"device": "nvme",
+                                             "nvme_path": "/b"}})")
+                .find("offload_param.nvme_path \"/a\" differs from the "
+                      "other offload's nvme_path \"/b\""),
             std::string::npos);
   EXPECT_NE(errorOf(R"("zero_optimization": {"stage": 3,
                        "offload_optimizer": {"device": "disk"}})")
@@ -221,6 +223,32 @@ TEST(ApplyDsConfig, OffloadOptimizerIsTheOffloadFlags) {
                                     given, warnings)),
             "--offload-optimizer cpu disagrees with ds.json's "
             "zero_optimization.offload_optimizer.device (nvme)");
+}
+
+TEST(ApplyDsConfig, OffloadParamIsTheOffloadParamsFlag) {
+  DsConfig config = parse(R"("zero_optimization": {"stage": 3,
+      "offload_param": {"device": "nvme", "nvme_path": "/scratch",
+                        "pin_memory": true}})");
+  EXPECT_EQ(config.offloadParams, "nvme");
+  EXPECT_EQ(config.offloadDir, "/scratch");
+  EXPECT_TRUE(contains(config.mapped, "offload_param.device nvme: "
+                                      "--offload-params nvme"));
+  EXPECT_TRUE(contains(config.ignored, "offload_param.pin_memory"));
+  // The shards are read by every mode: generation maps it too.
+  CompileOptions options;
+  options.mode = CompileMode::Generate;
+  std::vector<std::string> warnings;
+  ASSERT_EQ(errorText(applyDsConfig(config, "ds.json", {}, options, warnings)),
+            "");
+  EXPECT_EQ(options.offloadParams, "nvme");
+  EXPECT_EQ(options.offloadDir, "/scratch");
+
+  CompileOptions given;
+  given.offloadParams = "cpu";
+  EXPECT_EQ(errorText(applyDsConfig(config, "ds.json", {"offload-params"},
+                                    given, warnings)),
+            "--offload-params cpu disagrees with ds.json's "
+            "zero_optimization.offload_param.device (nvme)");
 }
 
 TEST(ApplyDsConfig, TrainingSettingsOnlyWhereThePlanTrains) {
