@@ -11,6 +11,7 @@
 #include "compiler/Errors.h"
 #include "compiler/Pipeline.h"
 #include "compiler/plan/Simulator.h"
+#include "compiler/transforms/Programs.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Path.h"
@@ -58,6 +59,12 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
   searched.scheduledIr.emplace_back();
   searched.generation.emplace_back();
   mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
+  // The budget counts device bytes: what the emitter will offload is not.
+  mlir::UnitAttr unit = mlir::UnitAttr::get(module.getContext());
+  if (options.offloadParams != "none")
+    (*copy)->setAttr(kShardsOffloadedAttr, unit);
+  if (options.offloadOptimizer != "none")
+    (*copy)->setAttr(kMomentsOffloadedAttr, unit);
   mlir::PassManager pm(module.getContext());
   ScheduleOptions schedule;
   schedule.worldSize = options.worldSize;

@@ -207,10 +207,17 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
       if (llvm::isa<func::ReturnOp>(user))
         buffer.end = last;
 
+  // Offload (docs/offload.md): what lives outside the device is not
+  // counted; --memory-budget counts device bytes.
+  bool shardsOffloaded = module->hasAttr(kShardsOffloadedAttr);
+  bool momentsOffloaded = module->hasAttr(kMomentsOffloadedAttr);
   for (auto group : module.getOps<zero::GroupOp>()) {
     uint64_t stored = static_cast<uint64_t>(group.getPaddedElements()) *
                       groupElementBytes(group, symbols, /*gathered=*/false);
-    resident += group.getPersistent() ? stored : stored / group.getWorldSize();
+    if (group.getPersistent())
+      resident += stored;
+    else if (!shardsOffloaded)
+      resident += stored / group.getWorldSize();
     // A resident group's gathered copy lives for the whole generation,
     // beside its shard.
     if (group.getResident() && !group.getPersistent())
@@ -231,7 +238,10 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
       uint64_t elements = static_cast<uint64_t>(group.getPaddedElements());
       if (!group.getPersistent())
         elements /= static_cast<uint64_t>(group.getWorldSize());
-      uint64_t copies = update.getOptimizer() == "adamw" ? 3 : 2;
+      // The gradient accumulator stays on the device.
+      uint64_t copies = momentsOffloaded                   ? 1
+                        : update.getOptimizer() == "adamw" ? 3
+                                                           : 2;
       resident += elements * sizeof(float) * copies;
     }
 }

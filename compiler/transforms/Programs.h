@@ -36,6 +36,15 @@ inline constexpr llvm::StringLiteral kLogprobsName = "logprobs";
 /// (plan LOSS_NORMALIZATION_TOKEN_SUM), not a mean over its rows.
 inline constexpr llvm::StringLiteral kTokenSumLossAttr = "zplan.token_sum_loss";
 
+/// Unit attributes on the module (zcc --offload-params, --offload-optimizer,
+/// docs/offload.md): the sharded groups' shards, or the optimizer's
+/// moments, live outside the device, so that --memory-budget, which counts
+/// device bytes, does not count them (LivenessAnalysis::residentBytes()).
+inline constexpr llvm::StringLiteral kShardsOffloadedAttr =
+    "zplan.shards_offloaded";
+inline constexpr llvm::StringLiteral kMomentsOffloadedAttr =
+    "zplan.moments_offloaded";
+
 /// The plan program a function becomes: "infer" for @forward, else the
 /// function's own name.
 inline llvm::StringRef programNameOf(llvm::StringRef function) {
