@@ -2,8 +2,8 @@
 //
 // compileModel() is the order of zcc's stages and nothing else: each stage
 // is a call into the file that owns it (Options.h, FrontEnd.h,
-// ModulePlanSearch.h, plan/Report.h, OutputFiles.h), and the crash phase
-// is named before each, so that a crash says which stage it was in.
+// ModulePlanSearch.h or OffloadChoice.h, plan/Report.h, OutputFiles.h), and the
+// crash phase is named before each, so that a crash says which stage it was in.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +13,7 @@
 #include "compiler/Errors.h"
 #include "compiler/FrontEnd.h"
 #include "compiler/ModulePlanSearch.h"
+#include "compiler/OffloadChoice.h"
 #include "compiler/OutputFiles.h"
 #include "compiler/Registration.h"
 #include "compiler/analysis/CostModel.h"
@@ -75,10 +76,20 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
   setCrashPhase("scheduling '" + options.modelPath + "'");
   crashIfTestRequested("schedule");
   SearchedPlans searched;
-  llvm::Expected<PlanSearchResult> search = searchModulePlan(
-      **module, options, options.policy, cost, diagnostics, searched);
+  // --offload auto chooses --offload-optimizer and --offload-params; what
+  // follows uses the options it chose.
+  CompileOptions resolved = options;
+  std::string offloadChoice;
+  llvm::Expected<PlanSearchResult> search =
+      options.offload == "auto"
+          ? chooseOffload(**module, options, cost, diagnostics, searched,
+                          resolved, offloadChoice)
+          : searchModulePlan(**module, options, options.policy, cost,
+                             diagnostics, searched);
   if (!search)
     return search.takeError();
+  if (!offloadChoice.empty())
+    notes << "zcc: " << offloadChoice << "\n";
   EmittedPlan &chosen = *searched.plans[search->chosen];
 
   setCrashPhase("writing the dumps");
@@ -113,7 +124,7 @@ llvm::Error zplan::compileModel(const CompileOptions &options,
     SearchedPlans baselinePlans;
     std::string note;
     std::optional<ReportedPlan> baseline =
-        findBaselinePlan(**module, options, cost, diagnostics, searched,
+        findBaselinePlan(**module, resolved, cost, diagnostics, searched,
                          *search, baselinePlans, note);
     bool combined = options.mode == CompileMode::TrainGenerate ||
                     options.mode == CompileMode::TrainInfer;

@@ -204,6 +204,17 @@ static llvm::Error validateOffloadOptions(const CompileOptions &options) {
       return makeError("unknown " + llvm::Twine(flag) + " '" + *tier +
                        "'; expected none, cpu or nvme (DeepSpeed's " + key +
                        ".device)");
+  if (options.offload != "none" && options.offload != "auto")
+    return makeError("unknown --offload '" + options.offload +
+                     "'; expected none or auto");
+  bool automatic = options.offload == "auto";
+  if (automatic && !options.memoryBudget)
+    return makeError("--offload auto needs --memory-budget: it offloads only "
+                     "as much as the device budget requires");
+  if (automatic &&
+      (options.offloadOptimizer != "none" || options.offloadParams != "none"))
+    return makeError("--offload auto chooses --offload-optimizer and "
+                     "--offload-params itself; give it alone");
   if (options.offloadOptimizer != "none" && !trains(options.mode))
     return makeError("--offload-optimizer applies to --mode train only (a "
                      "plan without an optimizer step has no optimizer state)");
@@ -216,9 +227,9 @@ static llvm::Error validateOffloadOptions(const CompileOptions &options) {
                                      : "params") +
                      " nvme needs --offload-dir DIR (where each rank keeps its "
                      "state file; DeepSpeed's nvme_path)");
-  if (!nvme && !options.offloadDir.empty())
-    return makeError("--offload-dir applies to --offload-optimizer nvme or "
-                     "--offload-params nvme only");
+  if (!nvme && !automatic && !options.offloadDir.empty())
+    return makeError("--offload-dir applies to --offload-optimizer nvme, "
+                     "--offload-params nvme or --offload auto only");
   return llvm::Error::success();
 }
 

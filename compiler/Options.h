@@ -140,7 +140,11 @@ struct CompileOptions {
   /// shards live, "none", "cpu" or "nvme"; each is copied into the arena
   /// before the collective or update that reads it.
   std::string offloadParams = "none";
-  /// The NVME tier's directory, for either option.
+  /// --offload auto (OffloadChoice.h): offload only as much as
+  /// --memory-budget requires, moments first; "none" leaves it to the two
+  /// options above.
+  std::string offload = "none";
+  /// The NVME tier's directory, for either option (and --offload auto).
   std::string offloadDir;
   /// --loss grpo / dpo: TRL's options (docs/rl.md). --loss-type (grpo:
   /// grpo | dapo), --beta (unset: TRL's default), --epsilon,

@@ -167,6 +167,13 @@ static cl::opt<std::string> offloadParams(
              "each is copied in before the gather or update that reads it "
              "(docs/offload.md)"),
     cl::cat(zccCategory));
+static cl::opt<std::string> offloadAuto(
+    "offload", cl::init("none"),
+    cl::desc("auto: offload only as much as --memory-budget requires, the "
+             "optimizer moments first, then the parameter shards (nvme under "
+             "--offload-dir, else cpu); none: as --offload-optimizer and "
+             "--offload-params say (docs/offload.md)"),
+    cl::cat(zccCategory));
 static cl::opt<std::string> offloadDir(
     "offload-dir",
     cl::desc("--offload-optimizer nvme, --offload-params nvme: the directory "
@@ -420,6 +427,7 @@ int main(int argc, char **argv) {
   options.optimizer = optimizer;
   options.offloadOptimizer = offloadOptimizer;
   options.offloadParams = offloadParams;
+  options.offload = offloadAuto;
   options.offloadDir = offloadDir;
   options.lossType = lossType;
   if (beta.getNumOccurrences())
