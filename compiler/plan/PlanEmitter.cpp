@@ -181,7 +181,8 @@ private:
   /// in `fetch`, whose tier_wait the caller places after the gather's
   /// wait).
   struct ShardFetch {
-    uint32_t copy = 0, staging = 0;
+    uint32_t instruction = 0; // the tier_fetch
+    uint32_t staging = 0;     // the buffer it fills
   };
   uint32_t shardSource(uint32_t group, std::optional<ShardFetch> &fetch);
   void addAttributes(plan::Instruction &instruction, Operation *op);
@@ -709,7 +710,7 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
                                  : tokenCopy.lookup(wait.getToken());
       if (fetchesShardWhole(group)) {
         ShardFetch fetch = tokenFetch.lookup(wait.getToken());
-        addTierWait(fetch.copy, fetch.staging);
+        addTierWait(fetch.instruction, fetch.staging);
       } else if (!inPlace) {
         plan::Instruction &instruction =
             addInstruction(plan::OPCODE_GATHER_WAIT, nullptr, 0);
@@ -721,7 +722,7 @@ llvm::Error Emitter::emitOps(func::FuncOp func) {
         // done.
         if (auto fetch = tokenFetch.find(wait.getToken());
             fetch != tokenFetch.end())
-          addTierWait(fetch->second.copy, fetch->second.staging);
+          addTierWait(fetch->second.instruction, fetch->second.staging);
       }
       if (llvm::Error error = addParameterViews(wait, base, start.getShards(),
                                                 wait.getTensors()))
@@ -1030,7 +1031,7 @@ llvm::Error Emitter::emitResidentGather(zero::ResidentGatherOp gather) {
   wait.set_group(group);
   wait.add_wait_for(gatherIndex);
   if (fetch)
-    addTierWait(fetch->copy, fetch->staging);
+    addTierWait(fetch->instruction, fetch->staging);
   return llvm::Error::success();
 }
 
