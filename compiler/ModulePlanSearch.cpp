@@ -60,11 +60,14 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
   searched.generation.emplace_back();
   mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
   // The budget counts device bytes: what the emitter will offload is not.
-  mlir::UnitAttr unit = mlir::UnitAttr::get(module.getContext());
+  mlir::Builder builder(module.getContext());
   if (options.offloadParams != "none")
-    (*copy)->setAttr(kShardsOffloadedAttr, unit);
+    (*copy)->setAttr(kShardsOffloadedAttr,
+                     builder.getI64IntegerAttr(options.offloadedShardQuarters));
   if (options.offloadOptimizer != "none")
-    (*copy)->setAttr(kMomentsOffloadedAttr, unit);
+    (*copy)->setAttr(
+        kMomentsOffloadedAttr,
+        builder.getI64IntegerAttr(options.offloadedMomentQuarters));
   mlir::PassManager pm(module.getContext());
   ScheduleOptions schedule;
   schedule.worldSize = options.worldSize;

@@ -18,10 +18,31 @@ bool overBudget(llvm::StringRef message) {
   return message.contains("memory budget") || message.contains("the budget");
 }
 
+/// One step of the search: how many quarters of the groups' moments and
+/// shards are offloaded (OffloadSelection.h).
 struct Level {
-  bool moments = false, shards = false;
-  const char *what;
+  int moments = 0, shards = 0;
 };
+
+/// "the optimizer moments of the largest half of the groups", ...
+std::string describe(const Level &level) {
+  auto share = [](int quarters, const char *what) {
+    static const char *const shares[] = {
+        "", "of the largest quarter of the groups",
+        "of the largest half of the groups",
+        "of the largest three quarters of the groups", "of every group"};
+    return std::string(what) + " " + shares[quarters];
+  };
+  if (!level.moments && !level.shards)
+    return "nothing";
+  std::string text;
+  if (level.moments)
+    text = share(level.moments, "the optimizer moments");
+  if (level.shards)
+    text += (text.empty() ? "" : " and ") +
+            share(level.shards, "the parameter shards");
+  return text;
+}
 
 } // namespace
 
@@ -31,18 +52,22 @@ zplan::chooseOffload(mlir::ModuleOp module, const CompileOptions &options,
                      SearchedPlans &searched, CompileOptions &resolved,
                      std::string &choice) {
   std::string tier = options.offloadDir.empty() ? "cpu" : "nvme";
-  llvm::SmallVector<Level, 3> levels{{false, false, "nothing"}};
-  if (trains(options.mode))
-    levels.push_back({true, false, "the optimizer moments"});
-  levels.push_back({trains(options.mode), true,
-                    trains(options.mode)
-                        ? "the optimizer moments and the parameter shards"
-                        : "the parameter shards"});
+  // Cheapest per byte first: the moments a quarter of the groups at a
+  // time, then, with all of them, the shards the same way.
+  llvm::SmallVector<Level, 9> levels{{0, 0}};
+  bool training = trains(options.mode);
+  if (training)
+    for (int quarters = 1; quarters <= 4; ++quarters)
+      levels.push_back({quarters, 0});
+  for (int quarters = 1; quarters <= 4; ++quarters)
+    levels.push_back({training ? 4 : 0, quarters});
   std::string previous;
   for (const Level &level : levels) {
     resolved = options;
     resolved.offloadOptimizer = level.moments ? tier : "none";
     resolved.offloadParams = level.shards ? tier : "none";
+    resolved.offloadedMomentQuarters = level.moments ? level.moments : 4;
+    resolved.offloadedShardQuarters = level.shards ? level.shards : 4;
     diagnostics.clear();
     // The search's call indices count from its own first call.
     SearchedPlans attempt;
@@ -50,10 +75,8 @@ zplan::chooseOffload(mlir::ModuleOp module, const CompileOptions &options,
         module, resolved, resolved.policy, cost, diagnostics, attempt);
     if (search) {
       searched = std::move(attempt);
-      choice = "offload auto: " + std::string(level.what) +
-               (level.moments || level.shards ? " to " + tier : "") +
-               " (--offload-optimizer " + resolved.offloadOptimizer +
-               " --offload-params " + resolved.offloadParams + ")";
+      choice = "offload auto: " + describe(level) +
+               (level.moments || level.shards ? " to " + tier : "");
       if (!previous.empty())
         choice += "; with less offloaded the plan does not fit: " + previous;
       search->summary += "; " + choice;
@@ -64,7 +87,6 @@ zplan::chooseOffload(mlir::ModuleOp module, const CompileOptions &options,
       return makeError(message);
     previous = llvm::StringRef(message).split('\n').first.str();
   }
-  return makeError("--offload auto: even with " +
-                   std::string(levels.back().what) + " in the " + tier +
-                   " tier: " + previous);
+  return makeError("--offload auto: even with " + describe(levels.back()) +
+                   " in the " + tier + " tier: " + previous);
 }

@@ -12,6 +12,10 @@
 //     micro-step (every gather of it), and in and out once more per
 //     optimizer step.
 //
+// Each kind goes a quarter of the groups at a time, the largest first
+// (compiler/analysis/OffloadSelection.h), so at most eight searches follow
+// the first.
+//
 // The tier is nvme when --offload-dir names a directory, else cpu (host
 // memory). What was chosen, and why, ends the search summary (the report
 // and the ir dump) and is one of zcc's notes.
@@ -29,7 +33,8 @@ namespace zplan {
 
 /// The plan search of compileModel() under `--offload auto`: the result of
 /// the first level that fits, with `resolved` the options it was compiled
-/// with (--offload-optimizer, --offload-params set) and `choice` one line
+/// with (--offload-optimizer, --offload-params and their quarters set) and
+/// `choice` one line
 /// saying what was offloaded. Fails as searchModulePlan() does when even
 /// the last level does not fit, naming what was offloaded.
 llvm::Expected<PlanSearchResult>

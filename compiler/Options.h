@@ -144,6 +144,11 @@ struct CompileOptions {
   /// --memory-budget requires, moments first; "none" leaves it to the two
   /// options above.
   std::string offload = "none";
+  /// How many quarters of the groups --offload-optimizer and
+  /// --offload-params move (compiler/analysis/OffloadSelection.h): every
+  /// group, unless --offload auto chose fewer.
+  int offloadedMomentQuarters = 4;
+  int offloadedShardQuarters = 4;
   /// The NVME tier's directory, for either option (and --offload auto).
   std::string offloadDir;
   /// --loss grpo / dpo: TRL's options (docs/rl.md). --loss-type (grpo:

@@ -2,6 +2,8 @@
 
 #include "compiler/analysis/Liveness.h"
 
+#include "compiler/analysis/OffloadSelection.h"
+
 #include "compiler/transforms/Programs.h"
 
 #include "dialects/nn/NNDialect.h"
@@ -209,14 +211,13 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
 
   // Offload (docs/offload.md): what lives outside the device is not
   // counted; --memory-budget counts device bytes.
-  bool shardsOffloaded = module->hasAttr(kShardsOffloadedAttr);
-  bool momentsOffloaded = module->hasAttr(kMomentsOffloadedAttr);
+  OffloadSelection offloaded = selectOffloaded(module);
   for (auto group : module.getOps<zero::GroupOp>()) {
     uint64_t stored = static_cast<uint64_t>(group.getPaddedElements()) *
                       groupElementBytes(group, symbols, /*gathered=*/false);
     if (group.getPersistent())
       resident += stored;
-    else if (!shardsOffloaded)
+    else if (!offloaded.shards.contains(group.getSymName()))
       resident += stored / group.getWorldSize();
     // A resident group's gathered copy lives for the whole generation,
     // beside its shard.
@@ -239,9 +240,9 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
       if (!group.getPersistent())
         elements /= static_cast<uint64_t>(group.getWorldSize());
       // The gradient accumulator stays on the device.
-      uint64_t copies = momentsOffloaded                   ? 1
-                        : update.getOptimizer() == "adamw" ? 3
-                                                           : 2;
+      uint64_t copies = offloaded.moments.contains(group.getSymName()) ? 1
+                        : update.getOptimizer() == "adamw"             ? 3
+                                                                       : 2;
       resident += elements * sizeof(float) * copies;
     }
 }

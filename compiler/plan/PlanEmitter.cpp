@@ -5,6 +5,7 @@
 #include "compiler/Errors.h"
 #include "compiler/analysis/Liveness.h"
 #include "compiler/analysis/Lockstep.h"
+#include "compiler/analysis/OffloadSelection.h"
 #include "compiler/transforms/Programs.h"
 #include "compiler/transforms/ScheduleDiagnostics.h"
 #include "dialects/nn/NNDialect.h"
@@ -222,6 +223,9 @@ private:
   EmittedPlan result;
   plan::Program *program = nullptr;
 
+  /// The groups whose shards and moments the plan offloads
+  /// (OffloadSelection.h), into options.parameterTier and optimizerTier.
+  OffloadSelection offloaded;
   llvm::StringMap<uint32_t> groupIndex;
   llvm::StringMap<uint32_t> parameterIndex;
   llvm::DenseMap<uint32_t, uint32_t> shardBuffer;      // group -> SHARD
@@ -330,10 +334,12 @@ void Emitter::declareGroups() {
           addBuffer(plan::Buffer::SHARD, group.getSymName().str() + " (shard)",
                     shardType);
       buffer(shardBuffer[index]).set_group(index);
-      buffer(shardBuffer[index]).set_tier(options.parameterTier);
-      (options.parameterTier == plan::Buffer::DEVICE
-           ? result.residentBytes
-           : result.offloadedShardBytes) += shard;
+      plan::Buffer::Tier tier = offloaded.shards.contains(group.getSymName())
+                                    ? options.parameterTier
+                                    : plan::Buffer::DEVICE;
+      buffer(shardBuffer[index]).set_tier(tier);
+      (tier == plan::Buffer::DEVICE ? result.residentBytes
+                                    : result.offloadedShardBytes) += shard;
     }
   }
   out.set_weights_bytes_per_rank(rankOffset);
@@ -395,8 +401,11 @@ void Emitter::declareState(llvm::StringRef optimizer) {
     // reduce-scatter adds into it. The moments are read only by the update
     // (--offload-optimizer moves them).
     gradientBuffer[index] = declare("grad", plan::Buffer::DEVICE);
+    plan::Buffer::Tier tier = offloaded.moments.contains(group.name())
+                                  ? options.optimizerTier
+                                  : plan::Buffer::DEVICE;
     for (llvm::StringRef role : moments)
-      optimizerBuffers[index].push_back(declare(role, options.optimizerTier));
+      optimizerBuffers[index].push_back(declare(role, tier));
   }
 }
 
@@ -1304,6 +1313,7 @@ llvm::Expected<EmittedPlan> Emitter::run() {
     if (defaults.weightDecay)
       to.set_weight_decay(*defaults.weightDecay);
   }
+  offloaded = selectOffloaded(module);
   declareGroups();
   noteParameterRules();
   declareGeneration();

@@ -59,11 +59,13 @@ struct EmitOptions {
   std::string weightsFile;
   /// zrun train's defaults (--ds-config); written only when any is set.
   TrainDefaults trainDefaults;
-  /// Where the optimizer's moments live (--offload-optimizer), and the
-  /// directory of the NVME tier's files (docs/offload.md).
+  /// The tier of the optimizer's moments (--offload-optimizer) and of the
+  /// sharded groups' shards (--offload-params) that the module offloads
+  /// (compiler/analysis/OffloadSelection.h: every group's, unless
+  /// --offload auto chose fewer; persistent groups stay whole on the
+  /// device, as DeepSpeed keeps them), and the directory of the NVME
+  /// tier's files (docs/offload.md).
   plan::Buffer::Tier optimizerTier = plan::Buffer::DEVICE;
-  /// Where the sharded groups' shards live (--offload-params); persistent
-  /// groups stay whole on the device, as DeepSpeed keeps them.
   plan::Buffer::Tier parameterTier = plan::Buffer::DEVICE;
   std::string offloadDir;
 };

@@ -36,10 +36,13 @@ inline constexpr llvm::StringLiteral kLogprobsName = "logprobs";
 /// (plan LOSS_NORMALIZATION_TOKEN_SUM), not a mean over its rows.
 inline constexpr llvm::StringLiteral kTokenSumLossAttr = "zplan.token_sum_loss";
 
-/// Unit attributes on the module (zcc --offload-params, --offload-optimizer,
-/// docs/offload.md): the sharded groups' shards, or the optimizer's
-/// moments, live outside the device, so that --memory-budget, which counts
-/// device bytes, does not count them (LivenessAnalysis::residentBytes()).
+/// Integer attributes on the module (zcc --offload-params,
+/// --offload-optimizer, --offload auto; docs/offload.md): how many quarters
+/// of the sharded groups' shards, or of the optimizer's moments, live
+/// outside the device (which groups: compiler/analysis/OffloadSelection.h).
+/// --memory-budget, which counts device bytes, does not count them
+/// (LivenessAnalysis::residentBytes()), and the plan emitter puts them in
+/// their tier.
 inline constexpr llvm::StringLiteral kShardsOffloadedAttr =
     "zplan.shards_offloaded";
 inline constexpr llvm::StringLiteral kMomentsOffloadedAttr =

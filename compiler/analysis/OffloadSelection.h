@@ -1,0 +1,36 @@
+//===- OffloadSelection.h - which groups' state is offloaded
+//---------------===//
+//
+// Offload (docs/offload.md) is decided before the schedule pipeline makes
+// the groups (zplan-shard-parameters), so the module says how much, and
+// this file says which: the attribute kShardsOffloadedAttr or
+// kMomentsOffloadedAttr (compiler/transforms/Programs.h) holds a number of
+// quarters, 1 to 4, and the groups offloaded are the largest first (then
+// by name) until their bytes reach that share of all of them; 4 is every
+// group. The liveness analysis (what --memory-budget counts) and the plan
+// emitter (each buffer's tier) both ask here, so they agree.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_COMPILER_ANALYSIS_OFFLOADSELECTION_H
+#define ZPLAN_COMPILER_ANALYSIS_OFFLOADSELECTION_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace zplan {
+
+struct OffloadSelection {
+  /// Sharded groups whose shard lives outside the device.
+  llvm::StringSet<> shards;
+  /// Trained groups whose optimizer moments live outside the device.
+  llvm::StringSet<> moments;
+};
+
+/// The groups of `module` (after zplan-shard-parameters and
+/// zplan-optimizer-step) whose shards and moments are offloaded.
+OffloadSelection selectOffloaded(mlir::ModuleOp module);
+
+} // namespace zplan
+
+#endif // ZPLAN_COMPILER_ANALYSIS_OFFLOADSELECTION_H
