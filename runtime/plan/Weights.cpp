@@ -92,17 +92,25 @@ Status openWeights(const std::string &planPath, const Plan &plan,
 
 /// Reads `out.size()` bytes at `offset` (after the header) and checks them
 /// against `stored`; `section` ("rank 2's section") names them.
-Status readSection(const OpenWeights &weights, uint64_t offset, uint64_t stored,
-                   const std::string &section, std::vector<uint8_t> &out) {
-  ZR_RETURN_IF_ERROR(
-      weights.file.read(weights.dataAt + offset, out.size(), out.data()));
-  uint64_t computed = checksum(out.data(), out.size());
+/// A section's checksum as computed over the bytes read against the one
+/// the header stores.
+Status compareSectionChecksum(const OpenWeights &weights,
+                              const std::string &section, uint64_t stored,
+                              uint64_t computed) {
   if (computed != stored)
     return failure(weights.file.subject(), ": ", section,
                    " fails its checksum (stored ", checksumText(stored),
                    ", computed ", checksumText(computed),
                    "): the file is corrupt or belongs to another plan");
   return Status::success();
+}
+
+Status readSection(const OpenWeights &weights, uint64_t offset, uint64_t stored,
+                   const std::string &section, std::vector<uint8_t> &out) {
+  ZR_RETURN_IF_ERROR(
+      weights.file.read(weights.dataAt + offset, out.size(), out.data()));
+  return compareSectionChecksum(weights, section, stored,
+                                checksum(out.data(), out.size()));
 }
 
 } // namespace
@@ -255,14 +263,9 @@ Status zplan::plan::readRankShards(
     ZR_RETURN_IF_ERROR(readRange(at, sectionBytes));
   if (!weights.hasFile)
     return Status::success();
-  uint64_t stored = weights.header.rankChecksums[rank];
-  if (sum.value() != stored)
-    return failure(weights.file.subject(), ": rank ", rank,
-                   "'s section fails its checksum (stored ",
-                   checksumText(stored), ", computed ",
-                   checksumText(sum.value()),
-                   "): the file is corrupt or belongs to another plan");
-  return Status::success();
+  return compareSectionChecksum(
+      weights, "rank " + std::to_string(rank) + "'s section",
+      weights.header.rankChecksums[rank], sum.value());
 }
 
 Status zplan::plan::readPersistentWeights(const std::string &planPath,
