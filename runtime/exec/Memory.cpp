@@ -137,10 +137,8 @@ Status RankMemory::loadShards(const std::string &planPath,
       slot.deviceOffset = slot.layoutOffset;
     return plan::readRankWeights(planPath, plan, rankIndex, out);
   }
-  std::map<uint32_t, ShardSlot *> byId;
   uint64_t packed = 0;
   for (ShardSlot &slot : shardLayout) {
-    byId[slot.id] = &slot;
     if (!slot.tiered) {
       slot.deviceOffset = packed;
       packed += roundUp(slot.bytes);
@@ -150,12 +148,19 @@ Status RankMemory::loadShards(const std::string &planPath,
   return plan::readRankShards(
       planPath, plan, rankIndex,
       [&](const plan::Buffer &shard, const uint8_t *bytes) -> Status {
-        const ShardSlot &slot = *byId.at(shard.id());
+        const ShardSlot &slot = shardSlot(shard.id());
         if (slot.tiered)
           return tiers->write(shard.id(), bytes);
         std::memcpy(out.data() + slot.deviceOffset, bytes, slot.bytes);
         return Status::success();
       });
+}
+
+const RankMemory::ShardSlot &RankMemory::shardSlot(uint32_t id) const {
+  // shardLayout is in buffer order, so by increasing id.
+  return *std::lower_bound(
+      shardLayout.begin(), shardLayout.end(), id,
+      [](const ShardSlot &slot, uint32_t key) { return slot.id < key; });
 }
 
 Status RankMemory::readShards(uint8_t *host) const {
@@ -221,11 +226,8 @@ Status RankMemory::resolve(const plan::Plan &plan) {
         break;
       const plan::Group &group = plan.groups(buffer.group());
       const BackendMemory &section = shard ? *shards : *persistent;
-      uint64_t offset = group.weights_offset();
-      if (shard)
-        for (const ShardSlot &slot : shardLayout)
-          if (slot.id == buffer.id())
-            offset = slot.deviceOffset;
+      uint64_t offset =
+          shard ? shardSlot(buffer.id()).deviceOffset : group.weights_offset();
       uint64_t end;
       if (__builtin_add_overflow(offset, buffer.bytes(), &end) ||
           end > section.bytes())

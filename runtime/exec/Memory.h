@@ -217,6 +217,8 @@ private:
     uint64_t deviceOffset = 0;
   };
   std::vector<ShardSlot> shardLayout;
+  /// The slot of SHARD buffer `id`.
+  const ShardSlot &shardSlot(uint32_t id) const;
   bool shardsOffloaded = false;
   uint64_t weightsSection = 0;
   std::unique_ptr<BackendMemory> persistent;
