@@ -132,10 +132,16 @@ private:
   /// On one rank a group's shard is the whole group, read in place: no
   /// collective, no copy, no arena bytes. Not when the group gathers in
   /// another type than its shard's (mixed precision): its copy is rounded
-  /// to bf16 by a one-rank gather, as on N ranks.
+  /// to bf16 by a one-rank gather, as on N ranks. Nor when the shard is
+  /// offloaded: it is fetched (fetchesShardWhole).
   bool readsShardInPlace(uint32_t group) const {
+    return shardIsWholeGroup(group) && !shardOffloaded(group);
+  }
+  /// One rank, and the group gathers in its shard's type: the shard is the
+  /// gathered copy, bit for bit.
+  bool shardIsWholeGroup(uint32_t group) const {
     const plan::Group &entry = result.plan.groups(group);
-    return result.plan.world_size() == 1 && !shardOffloaded(group) &&
+    return result.plan.world_size() == 1 &&
            (entry.gather_dtype() == plan::DATA_TYPE_UNSPECIFIED ||
             entry.gather_dtype() == entry.dtype());
   }
@@ -152,10 +158,7 @@ private:
   /// whole group: the tier_fetch fills the gathered copy itself, and its
   /// tier_wait stands for the gather_wait.
   bool fetchesShardWhole(uint32_t group) const {
-    const plan::Group &entry = result.plan.groups(group);
-    return result.plan.world_size() == 1 && shardOffloaded(group) &&
-           (entry.gather_dtype() == plan::DATA_TYPE_UNSPECIFIED ||
-            entry.gather_dtype() == entry.dtype());
+    return shardIsWholeGroup(group) && shardOffloaded(group);
   }
   uint32_t addBuffer(plan::Buffer::Kind kind, llvm::StringRef name,
                      RankedTensorType type);
@@ -1313,7 +1316,7 @@ llvm::Expected<EmittedPlan> Emitter::run() {
     if (defaults.weightDecay)
       to.set_weight_decay(*defaults.weightDecay);
   }
-  offloaded = selectOffloaded(module);
+  offloaded = selectOffloaded(module, SymbolTable(module));
   declareGroups();
   noteParameterRules();
   declareGeneration();
