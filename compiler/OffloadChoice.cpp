@@ -1,5 +1,4 @@
-//===- OffloadChoice.cpp - zcc --offload auto
-//------------------------------===//
+//===- OffloadChoice.cpp - zcc --offload auto -----------------------------===//
 
 #include "compiler/OffloadChoice.h"
 

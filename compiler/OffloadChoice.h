@@ -1,5 +1,4 @@
-//===- OffloadChoice.h - zcc --offload auto
-//--------------------------------===//
+//===- OffloadChoice.h - zcc --offload auto -------------------------------===//
 //
 // `--offload auto` (docs/offload.md) offloads only as much as the device
 // budget (--memory-budget) requires: the plan search runs without offload
@@ -34,9 +33,8 @@ namespace zplan {
 /// The plan search of compileModel() under `--offload auto`: the result of
 /// the first level that fits, with `resolved` the options it was compiled
 /// with (--offload-optimizer, --offload-params and their quarters set) and
-/// `choice` one line
-/// saying what was offloaded. Fails as searchModulePlan() does when even
-/// the last level does not fit, naming what was offloaded.
+/// `choice` one line saying what was offloaded. Fails as searchModulePlan()
+/// does when even the last level does not fit, naming what was offloaded.
 llvm::Expected<PlanSearchResult>
 chooseOffload(mlir::ModuleOp module, const CompileOptions &options,
               const CostModel &cost, std::string &diagnostics,

@@ -211,7 +211,7 @@ LivenessAnalysis::LivenessAnalysis(func::FuncOp func) {
 
   // Offload (docs/offload.md): what lives outside the device is not
   // counted; --memory-budget counts device bytes.
-  OffloadSelection offloaded = selectOffloaded(module);
+  OffloadSelection offloaded = selectOffloaded(module, symbols);
   for (auto group : module.getOps<zero::GroupOp>()) {
     uint64_t stored = static_cast<uint64_t>(group.getPaddedElements()) *
                       groupElementBytes(group, symbols, /*gathered=*/false);

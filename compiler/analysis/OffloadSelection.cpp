@@ -1,5 +1,4 @@
-//===- OffloadSelection.cpp - which groups' state is offloaded
-//-------------===//
+//===- OffloadSelection.cpp - which groups' state is offloaded ------------===//
 
 #include "compiler/analysis/OffloadSelection.h"
 
@@ -7,7 +6,6 @@
 #include "dialects/zero/ZeroDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/SymbolTable.h"
 
 #include <algorithm>
 #include <vector>
@@ -51,22 +49,26 @@ void takeLargest(std::vector<zero::GroupOp> groups, int64_t quarters,
 
 } // namespace
 
-OffloadSelection zplan::selectOffloaded(ModuleOp module) {
+OffloadSelection zplan::selectOffloaded(ModuleOp module,
+                                        const SymbolTable &symbols) {
   OffloadSelection selection;
+  int64_t shardQuarters = quartersOf(module, kShardsOffloadedAttr);
+  int64_t momentQuarters = quartersOf(module, kMomentsOffloadedAttr);
+  // The liveness analysis asks on every rebuild: nothing to collect or
+  // sort for a module that offloads nothing.
+  if (shardQuarters == 0 && momentQuarters == 0)
+    return selection;
   std::vector<zero::GroupOp> sharded;
   for (auto group : module.getOps<zero::GroupOp>())
     if (!group.getPersistent())
       sharded.push_back(group);
-  takeLargest(sharded, quartersOf(module, kShardsOffloadedAttr),
-              selection.shards);
+  takeLargest(sharded, shardQuarters, selection.shards);
   std::vector<zero::GroupOp> trained;
-  if (auto step = module.lookupSymbol<func::FuncOp>(kOptimizerStepName)) {
-    SymbolTable symbols(module);
+  if (auto step = symbols.lookup<func::FuncOp>(kOptimizerStepName)) {
     for (auto update : step.getOps<zero::OptimizerUpdateOp>())
       if (auto group = symbols.lookup<zero::GroupOp>(update.getGroup()))
         trained.push_back(group);
   }
-  takeLargest(trained, quartersOf(module, kMomentsOffloadedAttr),
-              selection.moments);
+  takeLargest(trained, momentQuarters, selection.moments);
   return selection;
 }

@@ -1,5 +1,4 @@
-//===- OffloadSelection.h - which groups' state is offloaded
-//---------------===//
+//===- OffloadSelection.h - which groups' state is offloaded --------------===//
 //
 // Offload (docs/offload.md) is decided before the schedule pipeline makes
 // the groups (zplan-shard-parameters), so the module says how much, and
@@ -16,6 +15,7 @@
 #define ZPLAN_COMPILER_ANALYSIS_OFFLOADSELECTION_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace zplan {
@@ -28,8 +28,11 @@ struct OffloadSelection {
 };
 
 /// The groups of `module` (after zplan-shard-parameters and
-/// zplan-optimizer-step) whose shards and moments are offloaded.
-OffloadSelection selectOffloaded(mlir::ModuleOp module);
+/// zplan-optimizer-step) whose shards and moments are offloaded, looked up
+/// in `symbols` (the module's table, which the caller has); empty at once
+/// for a module that offloads nothing.
+OffloadSelection selectOffloaded(mlir::ModuleOp module,
+                                 const mlir::SymbolTable &symbols);
 
 } // namespace zplan
 
