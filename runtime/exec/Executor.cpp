@@ -84,14 +84,31 @@ Status Executor::prepare() {
     const plan::OpcodeInfo *opcode = plan::findOpcode(instruction.opcode());
     if (!opcode || opcode->kind != plan::OpcodeKind::Kernel)
       continue;
+    // An instruction on the host (the host-side optimizer step) reads the
+    // tier store's host buffers in place, with the CPU's kernels, on the
+    // compute thread (TierValidation.h proved every buffer it names is in
+    // the host tier and that the copies around it are waited for).
+    bool onHost = instruction.on_host();
+    if (onHost && (!options.hostKernels || !memory.tierStore()))
+      return failure(describeInstruction(instruction),
+                     " runs on the host, but this executor was given no ",
+                     options.hostKernels ? "host tier" : "host kernels");
+    auto tensorFor = [&](uint32_t id) {
+      TensorRef tensor = tensorOf(id);
+      if (onHost)
+        tensor.data = memory.tierStore()->hostAddress(memory.rootOf(id)) +
+                      memory.offsetInRoot(id);
+      return tensor;
+    };
     std::vector<TensorRef> operands, results;
     for (uint32_t id : instruction.operands())
-      operands.push_back(tensorOf(id));
+      operands.push_back(tensorFor(id));
     for (uint32_t id : instruction.results())
-      results.push_back(tensorOf(id));
+      results.push_back(tensorFor(id));
+    Backend &kernelBackend = onHost ? *options.hostKernels : backend;
     if (Status status =
-            backend.prepareKernel(instruction, std::move(operands),
-                                  std::move(results), kernels[index]);
+            kernelBackend.prepareKernel(instruction, std::move(operands),
+                                        std::move(results), kernels[index]);
         !status.ok())
       return failure(describeInstruction(instruction), ": ", status.message());
   }

@@ -80,6 +80,11 @@ struct ExecutorOptions {
   /// Where to record one event per instruction run; null for none. Must
   /// outlive the executor and have room reserved (TraceRecorder::reserve).
   TraceRecorder *trace = nullptr;
+  /// The backend whose kernels run the instructions a plan puts on the host
+  /// (Instruction.on_host, the host-side optimizer step): the CPU's. Such
+  /// an instruction reads the tier store's host buffers in place. Null
+  /// refuses any (a program without them never needs it).
+  Backend *hostKernels = nullptr;
 };
 
 class Executor {

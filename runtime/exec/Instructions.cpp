@@ -40,6 +40,11 @@ Status Executor::execute(uint32_t index) {
   case plan::OPCODE_TIER_FETCH:
   case plan::OPCODE_TIER_STORE:
     return executeTierCopy(instruction);
+  case plan::OPCODE_ZERO: {
+    uint32_t target = instruction.results(0);
+    return queues->zero(plan::COMPUTE, memory.address(target),
+                        plan::bufferOf(plan, target).bytes());
+  }
   case plan::OPCODE_REDUCE_SCATTER_WAIT:
   case plan::OPCODE_TIER_WAIT:
     // The dependency on the copy or collective (wait_for) is the whole

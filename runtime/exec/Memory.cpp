@@ -247,6 +247,9 @@ Status RankMemory::resolve(const plan::Plan &plan) {
     case plan::Buffer::RESIDENT:
       // Resolved by allocateGeneration().
       break;
+    case plan::Buffer::HOST_STAGING:
+      // Host memory of the host-side optimizer step: the tier store holds it.
+      break;
     default:
       return failure(plan::describeBuffer(buffer), " has an unknown kind");
     }

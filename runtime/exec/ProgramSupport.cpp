@@ -88,14 +88,20 @@ Status zplan::checkProgramSupported(const plan::Plan &plan,
     std::string subject = "program " + inQuotes(program.name()) + ", " +
                           describeInstruction(instruction);
     plan::Opcode opcode = instruction.opcode();
-    // validatePlan() checked what the carry's bookkeeping and the tier
-    // copies name.
+    // validatePlan() checked what the carry's bookkeeping, the tier copies
+    // and zero name; the executor runs them itself.
     if (opcode == plan::OPCODE_RELEASE || opcode == plan::OPCODE_GATHER_WAIT ||
         opcode == plan::OPCODE_REDUCE_SCATTER_WAIT ||
         opcode == plan::OPCODE_CARRY_WAIT ||
         opcode == plan::OPCODE_CARRY_DRAIN ||
         opcode == plan::OPCODE_TIER_FETCH ||
-        opcode == plan::OPCODE_TIER_STORE || opcode == plan::OPCODE_TIER_WAIT)
+        opcode == plan::OPCODE_TIER_STORE || opcode == plan::OPCODE_TIER_WAIT ||
+        opcode == plan::OPCODE_ZERO)
+      continue;
+    // An update on the host runs on the CPU's kernels, whatever the backend
+    // (the executor's hostKernels), and validatePlan() allowed only
+    // optimizer updates there.
+    if (instruction.on_host())
       continue;
     if (opcode == plan::OPCODE_RESIDENT_RELEASE) {
       for (uint32_t id : instruction.operands()) {

@@ -46,7 +46,8 @@ Status TierStore::open(const plan::Plan &plan, uint32_t rank,
   if (store->slots.empty())
     return Status::success();
   if (store->hostSize) {
-    store->hostPool.reset(new (std::nothrow) uint8_t[store->hostSize]);
+    store->hostPool.reset(static_cast<uint8_t *>(
+        std::aligned_alloc(kSlotAlignment, store->hostSize)));
     if (!store->hostPool)
       return failure("cannot allocate the host tier (", store->hostSize,
                      " bytes of offloaded state)");
@@ -115,6 +116,18 @@ Status TierStore::read(uint32_t id, void *target) {
                    "' fails its checksum: the file changed "
                    "under the run");
   return Status::success();
+}
+
+uint8_t *TierStore::hostAddress(uint32_t id) {
+  auto found = slots.find(id);
+  if (found == slots.end() || found->second.tier != plan::Buffer::HOST)
+    return nullptr;
+  Slot &slot = found->second;
+  uint8_t *address = hostPool.get() + slot.offset;
+  if (!slot.written)
+    std::memset(address, 0, slot.bytes);
+  slot.written = true;
+  return address;
 }
 
 Status TierStore::checksumOf(uint32_t id, uint64_t &out) const {

@@ -17,6 +17,9 @@
 //    so the file's bytes count against the kernel's cache, not the
 //    process's resident set.
 //
+// A kernel that runs on the host (the host-side optimizer step) reads and
+// writes HOST buffers in place, through hostAddress().
+//
 // A buffer never written reads as zeros without touching the file. Every
 // write records the checksum of what it wrote (runtime/support/Checksum.h)
 // and every read of the file compares it, as the weights file's and the
@@ -35,6 +38,7 @@
 #include "runtime/support/Status.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -62,6 +66,12 @@ public:
   Status read(uint32_t id, void *target);
   /// Copies all of buffer `id`'s bytes from `source` (host memory).
   Status write(uint32_t id, const void *source);
+  /// The address of HOST buffer `id` in the host pool, for a kernel that
+  /// runs on the host (Instruction.on_host, the host-side optimizer step):
+  /// its bytes are zeroed first if nothing has written them, and count as
+  /// written from now on, since the kernel may write them in place. Null
+  /// for a buffer that is not in the host tier.
+  uint8_t *hostAddress(uint32_t id);
   /// The checksum (runtime/support/Checksum.h) of buffer `id`'s bytes now:
   /// the one its last write recorded in the nvme tier, computed over the
   /// host tier's bytes (zrun --check: what no run may change).
@@ -87,7 +97,12 @@ private:
     uint64_t checksum = 0;
   };
   std::map<uint32_t, Slot> slots;
-  std::unique_ptr<uint8_t[]> hostPool;
+  /// Page-aligned, so that a host kernel's vector loads find every slot
+  /// aligned (slots start on page boundaries).
+  struct FreeHostPool {
+    void operator()(uint8_t *pool) const { std::free(pool); }
+  };
+  std::unique_ptr<uint8_t, FreeHostPool> hostPool;
   uint64_t hostSize = 0;
   int file = -1;
   std::string path;

@@ -115,6 +115,7 @@ constexpr OpcodeInfo kOpcodes[] = {
     {OPCODE_TIER_STORE, "tier_store", COMM, OpcodeKind::TierCopy, true, false},
     {OPCODE_TIER_WAIT, "tier_wait", COMPUTE, OpcodeKind::Bookkeeping, true,
      false},
+    {OPCODE_ZERO, "zero", COMPUTE, OpcodeKind::Fill, true, false},
 };
 
 constexpr size_t kOpcodeCount = sizeof(kOpcodes) / sizeof(kOpcodes[0]);

@@ -29,6 +29,8 @@ enum class OpcodeKind : uint8_t {
   Collective,
   /// A copy between memory tiers (comm queue): tier_fetch, tier_store.
   TierCopy,
+  /// Writes zeros into its result (compute queue): zero.
+  Fill,
   /// No data moves: a dependency (gather_wait) or the end of a buffer's life
   /// (release), which --check tracks.
   Bookkeeping,

@@ -28,7 +28,7 @@ namespace zplan::plan {
 
 /// The only Plan.version this reader accepts. Bump it, in the same change as
 /// plan.proto, whenever the meaning of a field changes.
-inline constexpr uint32_t kPlanVersion = 7;
+inline constexpr uint32_t kPlanVersion = 8;
 
 /// "plan version 7, this zrun reads version 2; recompile ...", after
 /// `prefix` ("plan file 'x': "), which names the file when there is one.

@@ -307,20 +307,26 @@ private:
                        " of ", planTypeName(buffer.dtype()), " but only ",
                        buffer.bytes(), " bytes");
 
-      // Offload (TierValidation.h): only training state and parameter
-      // shards may live outside the device, and only buffers that own
-      // their storage.
+      // Offload (TierValidation.h): only training state, parameter shards
+      // and the host step's staging may live outside the device, and only
+      // buffers that own their storage; the staging lives in host memory.
       if (!Buffer::Tier_IsValid(buffer.tier()))
         return failure(subject, " has no valid tier (",
                        static_cast<int>(buffer.tier()), ")");
       if (buffer.tier() != Buffer::DEVICE &&
-          ((buffer.kind() != Buffer::STATE && buffer.kind() != Buffer::SHARD) ||
+          ((buffer.kind() != Buffer::STATE && buffer.kind() != Buffer::SHARD &&
+            buffer.kind() != Buffer::HOST_STAGING) ||
            buffer.view_of() != 0))
         return failure(subject, " lives in the ",
                        buffer.tier() == Buffer::HOST ? "host" : "nvme",
-                       " tier; only training state and parameter shards (a "
-                       "STATE or SHARD buffer, not a view) may live outside "
-                       "the device");
+                       " tier; only training state, parameter shards and "
+                       "host staging (a STATE, SHARD or HOST_STAGING buffer, "
+                       "not a view) may live outside the device");
+      if (buffer.kind() == Buffer::HOST_STAGING &&
+          (buffer.tier() != Buffer::HOST || buffer.view_of() != 0))
+        return failure(subject,
+                       " is host staging (HOST_STAGING) but does not own "
+                       "its storage in the host tier");
 
       if (buffer.view_of() != 0) {
         if (Status status = checkBufferId(buffer.view_of(), subject + " views");

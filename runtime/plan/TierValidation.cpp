@@ -41,27 +41,38 @@ public:
     // the instructions some compute instruction so far waits for.
     std::map<int, std::vector<int>> readers;
     std::set<int> waitedFor;
+    // tiered buffer -> the copy that has it until its tier_wait.
+    std::map<uint32_t, int> tieredInFlight;
     for (int index = 0; index < program.instructions_size(); ++index) {
       const Instruction &instruction = program.instructions(index);
       Opcode opcode = instruction.opcode();
       bool copy = opcode == OPCODE_TIER_FETCH || opcode == OPCODE_TIER_STORE;
       if (copy) {
         ZR_RETURN_IF_ERROR(checkCopy(index, lastCompute));
-        uint32_t staging = opcode == OPCODE_TIER_FETCH
-                               ? instruction.results(0)
-                               : instruction.operands(0);
-        if (inFlight.count(staging))
-          return failure(describeInstruction(program, index), " copies ",
-                         describeBuffer(bufferOf(plan, staging)),
-                         ", which instruction #", inFlight[staging],
-                         " still copies (no tier_wait between them)");
+        bool fetch = opcode == OPCODE_TIER_FETCH;
+        uint32_t staging =
+            fetch ? instruction.results(0) : instruction.operands(0);
+        uint32_t tiered =
+            fetch ? instruction.operands(0) : instruction.results(0);
+        for (auto [id, flights] : {std::pair{staging, &inFlight},
+                                   std::pair{tiered, &tieredInFlight}})
+          if (flights->count(id))
+            return failure(describeInstruction(program, index), " copies ",
+                           describeBuffer(bufferOf(plan, id)),
+                           ", which instruction #", (*flights)[id],
+                           " still copies (no tier_wait between them)");
         inFlight[staging] = index;
+        tieredInFlight[tiered] = index;
         waits[index] = 0;
         continue;
       }
       if (opcode == OPCODE_TIER_WAIT) {
         ZR_RETURN_IF_ERROR(checkWait(index, inFlight, waits));
         int copy = static_cast<int>(instruction.wait_for(0));
+        const Instruction &copied = program.instructions(copy);
+        tieredInFlight.erase(copied.opcode() == OPCODE_TIER_FETCH
+                                 ? copied.operands(0)
+                                 : copied.results(0));
         for (int reader : readers[copy])
           if (!waitedFor.count(reader))
             return failure(
@@ -72,7 +83,11 @@ public:
                 inQuotes(opcodeName(program.instructions(reader).opcode())),
                 ", which reads it, is waited for: the arena may reuse its "
                 "bytes while the collective still reads them");
+      } else if (instruction.on_host()) {
+        ZR_RETURN_IF_ERROR(checkHostInstruction(index, tieredInFlight));
       } else {
+        if (opcode == OPCODE_ZERO)
+          ZR_RETURN_IF_ERROR(checkZero(index));
         for (const auto *ids :
              {&instruction.operands(), &instruction.results()})
           for (uint32_t id : *ids) {
@@ -82,8 +97,9 @@ public:
                   describeInstruction(program, index), " names ",
                   describeBuffer(bufferOf(plan, id)), ", which lives in the ",
                   tierName(root.tier()),
-                  " tier: only tier_fetch and tier_store may name it (no "
-                  "kernel or collective can read memory outside the device)");
+                  " tier: only tier_fetch, tier_store and an update that "
+                  "runs on the host may name it (no device kernel or "
+                  "collective can read memory outside the device)");
             auto found = inFlight.find(root.id());
             if (found == inFlight.end())
               continue;
@@ -126,6 +142,54 @@ private:
     return false;
   }
 
+  /// An instruction that runs on the host (the host-side optimizer step):
+  /// an optimizer update, every operand and result a buffer of the host
+  /// tier (the host reads neither device memory nor the nvme file) that no
+  /// tier copy still has.
+  Status checkHostInstruction(int index,
+                              const std::map<uint32_t, int> &flights) const {
+    const Instruction &instruction = program.instructions(index);
+    if (instruction.opcode() != OPCODE_ADAMW &&
+        instruction.opcode() != OPCODE_SGD)
+      return failure(describeInstruction(program, index),
+                     " runs on the host; only an optimizer update (adamw, "
+                     "sgd) may");
+    for (const auto *ids : {&instruction.operands(), &instruction.results()})
+      for (uint32_t id : *ids) {
+        const Buffer &root = rootBufferOf(plan, id);
+        if (root.tier() != Buffer::HOST)
+          return failure(describeInstruction(program, index),
+                         " runs on the host but names ",
+                         describeBuffer(bufferOf(plan, id)),
+                         ", which lives in the ", tierName(root.tier()),
+                         " tier: a host kernel reads host memory only (copy "
+                         "it in with a tier_store first)");
+        if (auto found = flights.find(root.id()); found != flights.end())
+          return failure(describeInstruction(program, index), " names ",
+                         describeBuffer(bufferOf(plan, id)),
+                         " while instruction #", found->second,
+                         " still copies it (before its tier_wait)");
+      }
+    return Status::success();
+  }
+
+  /// A zero: it clears one training-state buffer of the device (a
+  /// gradient accumulator whose bytes a tier_store took to the host).
+  Status checkZero(int index) const {
+    const Instruction &instruction = program.instructions(index);
+    if (instruction.operands_size() != 0 || instruction.results_size() != 1)
+      return failure(describeInstruction(program, index), " has ",
+                     instruction.operands_size(), " operands and ",
+                     instruction.results_size(),
+                     " results; a zero has one result and no operand");
+    const Buffer &target = bufferOf(plan, instruction.results(0));
+    if (target.kind() != Buffer::STATE || target.view_of() != 0)
+      return failure(describeInstruction(program, index), " zeroes ",
+                     describeBuffer(target),
+                     ", which is not a training-state buffer (STATE)");
+    return Status::success();
+  }
+
   /// One tier_fetch or tier_store: what it moves, and that it waits for
   /// the compute instruction before it.
   Status checkCopy(int index, int lastCompute) const {
@@ -147,8 +211,13 @@ private:
                      (fetch ? " fetches " : " stores into "),
                      describeBuffer(tiered),
                      ", which is not a buffer of the host or nvme tier");
-    if (staging.kind() != Buffer::ARENA || staging.view_of() != 0 ||
-        staging.tier() != Buffer::DEVICE || staging.bytes() < tiered.bytes())
+    // The device side: an arena staging buffer, or (the host-side step) a
+    // gradient accumulator or the hyper-parameters, stored to the host.
+    if (staging.view_of() != 0 || staging.tier() != Buffer::DEVICE ||
+        staging.bytes() < tiered.bytes() ||
+        (staging.kind() != Buffer::ARENA &&
+         (fetch || staging.kind() != Buffer::STATE ||
+          tiered.kind() != Buffer::HOST_STAGING)))
       return failure(describeInstruction(program, index),
                      (fetch ? " fetches into " : " stores "),
                      describeBuffer(staging), " (", staging.bytes(),

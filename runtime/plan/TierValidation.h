@@ -4,10 +4,16 @@
 // buffer in the HOST or NVME tier has no device address, so an instruction
 // that read it would read nothing. validatePlan() calls this for every
 // program, after the per-instruction checks, and it proves:
-//  - only tier_fetch and tier_store name a HOST or NVME buffer (or a view
-//    of one);
+//  - only tier_fetch, tier_store and an instruction that runs on the host
+//    name a HOST or NVME buffer (or a view of one);
 //  - a tier_fetch moves one tiered buffer into one ARENA staging buffer (not
-//    a view) of at least its bytes; a tier_store moves one back;
+//    a view) of at least its bytes; a tier_store moves one back, or (the
+//    host-side optimizer step) moves a device STATE buffer (a gradient
+//    accumulator) into a HOST_STAGING buffer;
+//  - an instruction that runs on the host (Instruction.on_host) is an
+//    optimizer update whose every operand and result lives in the HOST
+//    tier, none of them still in a tier copy (before its tier_wait);
+//  - a zero clears one STATE buffer of the device;
 //  - each tier copy waits for the compute instruction before it (the
 //    staging buffer's bytes may have been another buffer's until then, and
 //    a store's were just written by the update), and has exactly one

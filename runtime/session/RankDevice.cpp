@@ -110,3 +110,5 @@ Status RankDevice::open(BackendChoice choice, const BackendOptions &options,
   out = std::move(device);
   return Status::success();
 }
+
+Backend &RankDevice::hostKernels() const { return cpu::cpuBackend(); }

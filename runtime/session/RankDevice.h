@@ -61,6 +61,10 @@ public:
   /// What the executors' collectives go through: NCCL on CUDA, the host
   /// communicator on the CPU.
   comm::Communicator &collectives() const { return *collectiveComm; }
+  /// Where an instruction the plan puts on the host runs (the host-side
+  /// optimizer step of offload, docs/offload.md): the CPU's kernels, over
+  /// host memory, on either backend.
+  Backend &hostKernels() const;
   /// "cpu", or "cuda device 0 (NVIDIA H200, 139.8 GiB)".
   const std::string &description() const { return text; }
 

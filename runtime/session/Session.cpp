@@ -223,6 +223,7 @@ Status Session::State::prepare(const plan::Program &program) {
     return Status::success();
   ExecutorOptions executorOptions;
   executorOptions.check = options.check;
+  executorOptions.hostKernels = &device->hostKernels();
   if (options.trace)
     executorOptions.trace = &traces[index];
   return Executor::create(plan, program, *memory, *counting, executorOptions,

@@ -72,12 +72,18 @@ void zplan::tooling::printInspect(const std::string &path,
   // Offload (docs/offload.md): the bytes of STATE and SHARD buffers in the
   // host and nvme tiers.
   uint64_t stateHost = 0, stateNvme = 0, shardHost = 0, shardNvme = 0;
+  // The host-side optimizer step's copies (HOST_STAGING), apart.
+  uint64_t hostStaging = 0;
   int cacheCount = 0, residentCount = 0, carriedCount = 0;
   for (const plan::Buffer &buffer : plan.buffers()) {
     if (buffer.view_of() != 0)
       continue;
     if (buffer.kind() == plan::Buffer::STATE)
       state += buffer.bytes();
+    if (buffer.kind() == plan::Buffer::HOST_STAGING) {
+      hostStaging += buffer.bytes();
+      continue;
+    }
     bool shard = buffer.kind() == plan::Buffer::SHARD;
     if (buffer.tier() == plan::Buffer::HOST)
       (shard ? shardHost : stateHost) += buffer.bytes();
@@ -107,6 +113,10 @@ void zplan::tooling::printInspect(const std::string &path,
     os << "parameter shards: " << shardNvme
        << " B per rank in the nvme tier under " << inQuotes(plan.offload_dir())
        << "\n";
+  if (hostStaging)
+    os << "host staging: " << hostStaging
+       << " B per rank (the optimizer step on the host reads the gradients' "
+          "and hyper-parameters' copies there)\n";
   if (cacheCount)
     os << "KV cache: " << caches << " B per rank (" << cacheCount
        << " buffers)\n";
@@ -214,7 +224,9 @@ void zplan::tooling::printInspect(const std::string &path,
       char head[64];
       std::snprintf(head, sizeof(head), "  %5u  %-8s %-19s ",
                     instruction.index(),
-                    instruction.queue() == plan::COMM ? "comm" : "compute",
+                    instruction.queue() == plan::COMM ? "comm"
+                    : instruction.on_host()           ? "host"
+                                                      : "compute",
                     plan::opcodeName(instruction.opcode()).c_str());
       os << head;
       const plan::OpcodeInfo *info = plan::findOpcode(instruction.opcode());

@@ -346,9 +346,9 @@ TEST_F(PlanLoaderTest, WrongVersion) {
   Plan plan = makeValidPlan();
   plan.set_version(9);
   EXPECT_TRUE(contains(loadError(writePlan(plan)),
-                       "plan version 9, this zrun reads version 7"));
+                       "plan version 9, this zrun reads version 8"));
   EXPECT_TRUE(contains(validationError(plan),
-                       "plan version 9, this zrun reads version 7"));
+                       "plan version 9, this zrun reads version 8"));
 }
 
 TEST_F(PlanLoaderTest, NoVersionOrNoPrograms) {

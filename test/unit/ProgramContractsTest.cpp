@@ -348,7 +348,7 @@ TEST(ProgramContracts, VersionTwoPlanIsRefusedByItsVersion) {
   Plan parsed;
   EXPECT_EQ(errorOf(parsePlan(serializePlan(old), "old.zplan", parsed)),
             "plan file 'old.zplan': plan version 2, this zrun reads version "
-            "7; recompile the model with the matching zcc");
+            "8; recompile the model with the matching zcc");
 }
 
 } // namespace
