@@ -452,3 +452,7 @@ double CostModel::tierCopySeconds(uint64_t bytes, bool nvme) const {
 double CostModel::optimizerSeconds(uint64_t shardBytes) const {
   return 8.0 * static_cast<double>(shardBytes) / hardware.memoryBytesPerSecond;
 }
+
+double CostModel::zeroSeconds(uint64_t bytes) const {
+  return static_cast<double>(bytes) / hardware.memoryBytesPerSecond;
+}

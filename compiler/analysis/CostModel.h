@@ -145,6 +145,10 @@ public:
   /// way).
   double optimizerSeconds(uint64_t shardBytes) const;
 
+  /// Setting `bytes` of device memory to zero: one write at its bandwidth
+  /// (the host-side optimizer step's zero of a gradient accumulator).
+  double zeroSeconds(uint64_t bytes) const;
+
   /// One copy of `bytes` between the device and host memory (`nvme`
   /// false) or a file on NVMe (true), for offload (docs/offload.md). The
   /// profiles hold no measured link rates yet: the CPU's host copy is a

@@ -114,6 +114,12 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
         operands = plan::bufferOf(plan, instruction.operands(0)).name() +
                    " <- " +
                    plan::bufferOf(plan, instruction.operands(1)).name();
+      } else if (opcode == plan::OPCODE_ZERO) {
+        // Its one result is what it clears.
+        const plan::Buffer &target =
+            plan::bufferOf(plan, instruction.results(0));
+        bytes = target.bytes();
+        operands = instruction.location() + " (" + target.name() + ")";
       } else {
         for (uint32_t id : instruction.results())
           bytes += plan::bufferOf(plan, id).bytes();
@@ -127,9 +133,13 @@ std::string zplan::formatScheduleDump(const EmittedPlan &emitted) {
           instruction.index() < static_cast<uint32_t>(arena.liveBytes.size())
               ? arena.liveBytes[instruction.index()]
               : 0;
+      // An update on the host runs on the compute queue's thread, in its
+      // order; the column says where it runs.
       os << llvm::format("%6u  %-7s  %-19s %10llu  %10llu  ",
                          instruction.index(),
-                         instruction.queue() == plan::COMM ? "comm" : "compute",
+                         instruction.queue() == plan::COMM ? "comm"
+                         : instruction.on_host()           ? "host"
+                                                           : "compute",
                          plan::opcodeName(opcode).c_str(),
                          static_cast<unsigned long long>(bytes),
                          static_cast<unsigned long long>(live))
@@ -172,6 +182,12 @@ std::string zplan::formatMemoryDump(const EmittedPlan &emitted) {
     if (bytes)
       os << "offloaded to " << tierOf(kind) << " (" << what << "): " << bytes
          << " B (" << formatSize(bytes) << ")\n";
+  if (emitted.hostStepGroups)
+    os << "optimizer step on the host: " << emitted.hostStepGroups
+       << " groups (shard and moments in host memory), host staging "
+       << emitted.hostStagingBytes << " B ("
+       << formatSize(emitted.hostStagingBytes)
+       << ": the gradients' and hyper-parameters' copies)\n";
   if (emitted.offloadedShardBytes || emitted.offloadedMomentBytes) {
     os << "tier copies per run:";
     const char *separator = " ";

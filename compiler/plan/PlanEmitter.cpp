@@ -212,6 +212,14 @@ private:
   /// stores issued one update before.
   SmallVector<uint32_t, 3> tieredUpdateOperands(uint32_t group);
   bool stateOffloaded(uint32_t group);
+  /// Offload: whether `group`'s update runs on the host, as ZeRO-Offload
+  /// runs it (docs/offload.md): its shard and its moments all live in host
+  /// memory, so the update reads them in place, and only the accumulated
+  /// gradient and the hyper-parameters travel, by tier_store.
+  bool stepsOnHost(uint32_t group);
+  llvm::Error emitHostUpdate(zero::OptimizerUpdateOp update, uint32_t group,
+                             plan::Opcode opcode, uint64_t bytes);
+  void storeGradient(uint32_t group);
   void fetchState(uint32_t group);
   void waitForStores();
   uint32_t addTierCopy(plan::Opcode opcode, uint32_t group, uint32_t tiered,
@@ -262,6 +270,14 @@ private:
   };
   llvm::DenseMap<uint32_t, StagedState> stagedState;
   SmallVector<std::pair<uint32_t, uint32_t>> pendingStores;
+  /// The host-side step: each such group's HOST_STAGING gradient copy, the
+  /// one of the hyper-parameters, and, in the program being emitted,
+  /// whether the hyper-parameters were stored and each group's gradient
+  /// store not yet waited for (group -> store index).
+  llvm::DenseMap<uint32_t, uint32_t> hostGradient;
+  uint32_t hostHyper = 0;
+  bool hyperStored = false;
+  llvm::DenseMap<uint32_t, uint32_t> gradientStores;
   llvm::DenseMap<Value, uint32_t> reduceStaging;     // reduce token -> staging
   llvm::DenseMap<Value, uint32_t> reduceInstruction; // reduce token -> index
   int64_t lastCompute = -1;
@@ -409,6 +425,23 @@ void Emitter::declareState(llvm::StringRef optimizer) {
                                   : plan::Buffer::DEVICE;
     for (llvm::StringRef role : moments)
       optimizerBuffers[index].push_back(declare(role, tier));
+    // The host-side step reads a host copy of the accumulated gradient.
+    if (stepsOnHost(index)) {
+      hostGradient[index] = addBuffer(plan::Buffer::HOST_STAGING,
+                                      group.name() + " (grad, host)", type);
+      buffer(hostGradient[index]).set_group(index);
+      buffer(hostGradient[index]).set_tier(plan::Buffer::HOST);
+      result.hostStagingBytes += buffer(hostGradient[index]).bytes();
+      ++result.hostStepGroups;
+    }
+  }
+  if (!hostGradient.empty()) {
+    auto hyperType = RankedTensorType::get(
+        {zero::kHyperParameterCount}, Float32Type::get(module.getContext()));
+    hostHyper = addBuffer(plan::Buffer::HOST_STAGING, "hyper-parameters (host)",
+                          hyperType);
+    buffer(hostHyper).set_tier(plan::Buffer::HOST);
+    result.hostStagingBytes += buffer(hostHyper).bytes();
   }
 }
 
@@ -901,12 +934,15 @@ llvm::Error Emitter::emitOptimizerUpdate(zero::OptimizerUpdateOp update) {
   llvm::append_range(operands, optimizerBuffers.lookup(group));
   SmallVector<uint32_t, 3> tiered = tieredUpdateOperands(group);
   ++updatesEmitted;
+  if (stepsOnHost(group))
+    return emitHostUpdate(update, group, *opcode, bytes);
   if (offloaded) {
     // This group's moments (fetched one update ahead, unless it is the
     // first), then the next group's, so that its copy overlaps this update.
     fetchState(group);
     if (updatesEmitted < updateGroups.size() &&
-        stateOffloaded(updateGroups[updatesEmitted]))
+        stateOffloaded(updateGroups[updatesEmitted]) &&
+        !stepsOnHost(updateGroups[updatesEmitted]))
       fetchState(updateGroups[updatesEmitted]);
     StagedState staged = stagedState.lookup(group);
     for (auto [staging, fetch] :
@@ -939,6 +975,74 @@ llvm::Error Emitter::emitOptimizerUpdate(zero::OptimizerUpdateOp update) {
   pendingStores = std::move(stores);
   stagedState.erase(group);
   return llvm::Error::success();
+}
+
+/// The host-side optimizer step of one group (docs/offload.md), as
+/// ZeRO-Offload runs it: COMM `tier_store` of the hyper-parameters (once
+/// per program) and of the gradient accumulator (this group's, unless the
+/// update before issued it, then the next group's, so that it overlaps
+/// this update) into host memory; COMPUTE `tier_wait` for this group's;
+/// `zero` of the accumulator, which the next micro-steps add into; then
+/// the update on the host (Instruction.on_host) over the shard, the
+/// gradient's host copy, the moments and the hyper-parameters' host copy,
+/// all in host memory. Nothing comes back: the next gather fetches the
+/// updated shard from the host.
+llvm::Error Emitter::emitHostUpdate(zero::OptimizerUpdateOp update,
+                                    uint32_t group, plan::Opcode opcode,
+                                    uint64_t bytes) {
+  uint32_t hyper = valueBuffer.lookup(update.getHyper());
+  if (!hyperStored) {
+    uint32_t store = addTierCopy(plan::OPCODE_TIER_STORE, group, hostHyper,
+                                 hyper, lastCompute);
+    addTierWait(store, hyper);
+    hyperStored = true;
+  }
+  storeGradient(group);
+  if (updatesEmitted < updateGroups.size() &&
+      stepsOnHost(updateGroups[updatesEmitted]))
+    storeGradient(updateGroups[updatesEmitted]);
+  uint32_t accumulator = gradientBuffer.lookup(group);
+  addTierWait(gradientStores.lookup(group), accumulator);
+  gradientStores.erase(group);
+  const plan::Buffer &accumulated = buffer(accumulator);
+  plan::Instruction &zero = addInstruction(
+      plan::OPCODE_ZERO, nullptr, cost.zeroSeconds(accumulated.bytes()));
+  zero.set_location("@" + result.plan.groups(group).name());
+  zero.add_results(accumulator);
+  zero.set_group(group);
+  // The cost model charges the update at the device's memory bandwidth;
+  // on a GPU the host's is lower (an estimate that ranks choices).
+  plan::Instruction &instruction =
+      addInstruction(opcode, update, cost.optimizerSeconds(bytes));
+  instruction.add_operands(shardBuffer.lookup(group));
+  instruction.add_operands(hostGradient.lookup(group));
+  for (uint32_t id : optimizerBuffers.lookup(group))
+    instruction.add_operands(id);
+  instruction.add_operands(hostHyper);
+  instruction.set_group(group);
+  instruction.set_on_host(true);
+  return llvm::Error::success();
+}
+
+/// COMM `tier_store` of `group`'s gradient accumulator into its host copy,
+/// once per program.
+void Emitter::storeGradient(uint32_t group) {
+  if (gradientStores.count(group))
+    return;
+  gradientStores[group] =
+      addTierCopy(plan::OPCODE_TIER_STORE, group, hostGradient.lookup(group),
+                  gradientBuffer.lookup(group), lastCompute);
+}
+
+bool Emitter::stepsOnHost(uint32_t group) {
+  if (!shardOffloaded(group) ||
+      buffer(shardBuffer.lookup(group)).tier() != plan::Buffer::HOST)
+    return false;
+  auto moments = optimizerBuffers.find(group);
+  return moments != optimizerBuffers.end() &&
+         llvm::all_of(moments->second, [&](uint32_t id) {
+           return buffer(id).tier() == plan::Buffer::HOST;
+         });
 }
 
 /// What `group`'s update reads outside the device: its shard
@@ -1365,6 +1469,8 @@ llvm::Expected<EmittedPlan> Emitter::run() {
     if (name == kOptimizerStepName) {
       updateGroups.clear();
       updatesEmitted = 0;
+      hyperStored = false;
+      gradientStores.clear();
       for (auto update : func.getOps<zero::OptimizerUpdateOp>())
         updateGroups.push_back(groupIndex.lookup(update.getGroup()));
     }

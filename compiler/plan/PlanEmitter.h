@@ -106,6 +106,11 @@ struct EmittedPlan {
   /// moments and the parameter shards, each in the tier its option names.
   uint64_t offloadedMomentBytes = 0;
   uint64_t offloadedShardBytes = 0;
+  /// The host-side optimizer step (docs/offload.md): the groups whose
+  /// update runs on the host, and the per-rank HOST_STAGING bytes it reads
+  /// (each such group's gradient copy, the hyper-parameters' copy).
+  uint32_t hostStepGroups = 0;
+  uint64_t hostStagingBytes = 0;
   /// Generation: the KV caches (CACHE buffers) per rank.
   uint64_t kvCacheBytes = 0;
   /// Generation: the resident groups' gathered copies (RESIDENT buffers)

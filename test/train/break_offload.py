@@ -1,6 +1,7 @@
 """Writes a copy of an offload plan (zcc --offload-optimizer or
 --offload-params) that breaks one rule of runtime/plan/TierValidation.h, for
-the negative tests of test/train/offload.test and offload-params.test.
+the negative tests of test/train/offload.test, offload-params.test and
+offload-host-step.test.
 
     break_offload.py --proto-dir DIR MODE IN.zplan OUT.zplan
 
@@ -19,7 +20,14 @@ MODE:
               staging copy its tier_fetch filled;
   staging-early (--offload-params, N > 1) the tier_wait that ends that
               staging copy moves before the gather_wait of the all_gather
-              that reads it.
+              that reads it;
+  host-device (the host-side step, both offloaded to cpu) the first update
+              on the host reads the gradient accumulator on the device
+              instead of its host copy;
+  host-early  that update moves before the tier_wait of the store that
+              fills its gradient's host copy;
+  zero-early  the zero of that group's accumulator moves before the same
+              tier_wait, while the store may still read the accumulator.
 
 Indices and wait_for are renumbered, so only the rule broken fails. Prints
 `broken: #INDEX 'OP'`, the instruction zrun must name.
@@ -38,7 +46,8 @@ def main():
     parser.add_argument("--proto-dir", required=True)
     parser.add_argument("mode", choices=["tier-read", "wait-late",
                                          "store-early", "gather-tier",
-                                         "staging-early"])
+                                         "staging-early", "host-device",
+                                         "host-early", "zero-early"])
     parser.add_argument("input")
     parser.add_argument("output")
     args = parser.parse_args()
@@ -68,6 +77,21 @@ def main():
             break_plan.move_instruction(program, wait.index,
                                         gather_wait.index)
             broken = gather_wait.index
+    elif args.mode in ("host-device", "host-early", "zero-early"):
+        host = next(i for i in ops if i.on_host)
+        store = next(i for i in ops if i.opcode == pb.OPCODE_TIER_STORE
+                     and i.results[0] == host.operands[1])
+        wait = next(i for i in ops if i.opcode == pb.OPCODE_TIER_WAIT
+                    and list(i.wait_for) == [store.index])
+        zero = next(i for i in ops if i.opcode == pb.OPCODE_ZERO
+                    and i.results[0] == store.operands[0])
+        if args.mode == "host-device":
+            host.operands[1] = store.operands[0]
+            broken = host.index
+        else:
+            moved = host if args.mode == "host-early" else zero
+            broken = wait.index
+            break_plan.move_instruction(program, moved.index, wait.index)
     elif args.mode == "tier-read":
         staged = adamw.operands[2]
         fetch = next(i for i in ops if i.opcode == pb.OPCODE_TIER_FETCH
