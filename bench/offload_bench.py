@@ -14,16 +14,19 @@ What it does:
   model   bench/train_vs_torch.py's transformers LlamaForCausalLM, random
           init, exported once (default: large, 33.7M parameters, whose AdamW
           moments are 270 MB per rank at world size 1).
-  plans   zcc --mode train --world-size 1, batch 4 x 128, --bucket-size 8MiB
-          (groups of about one layer), at the default persistence threshold (DeepSpeed's: the norms stay whole on the
-          device, every matrix is a shard), five ways:
-          none (every buffer on the device), --offload-optimizer cpu,
-          --offload-optimizer nvme, --offload-params nvme, both on cpu
-          (all-cpu), both on nvme (all-nvme), and both on nvme under
-          --memory-budget 256MiB (all-nvme-budget; 96MiB for the small
-          model), with --offload-dir WORK/nvme.
+  plans   zcc --mode train --world-size 1, batch 4 x 128, --bucket-size
+          8MiB (groups of about one layer), at the default persistence
+          threshold (DeepSpeed's: the norms stay whole on the device, every
+          matrix is a shard), eight ways: none (every buffer on the
+          device), --offload-optimizer cpu, --offload-optimizer nvme,
+          --offload-params nvme, both on cpu (all-cpu, whose updates run on
+          the host), the same with the updates staged through the device
+          (all-cpu-staged, --host-optimizer-step=false), both on nvme
+          (all-nvme), and both on nvme under --memory-budget 256MiB
+          (all-nvme-budget; 96MiB for the small model), with --offload-dir
+          WORK/nvme.
   runs    `mpirun -np 1 zrun PLAN train --steps S --stats --threads 1`,
-          trials alternating the three plans. Each trial reports:
+          trials alternating the plans. Each trial reports:
             - rank 0's peak RSS (zrun --stats, getrusage);
             - the median step time after --warmup steps (from the progress
               lines).
@@ -76,6 +79,10 @@ PLANS = {
     "nvme": ["--offload-optimizer=nvme"],
     "params-nvme": ["--offload-params=nvme"],
     "all-cpu": ["--offload-optimizer=cpu", "--offload-params=cpu"],
+    # The same with the update staged through the device instead of run on
+    # the host (the baseline of the host-side step).
+    "all-cpu-staged": ["--offload-optimizer=cpu", "--offload-params=cpu",
+                       "--host-optimizer-step=false"],
     "all-nvme": ["--offload-optimizer=nvme", "--offload-params=nvme"],
     # The same under a device budget (BUDGETS): the schedule then releases
     # each fetched copy after the forward and fetches it again for the
@@ -322,6 +329,14 @@ def main():
         print(f"| {tier} | {offloaded[tier] / 2**20:.1f} | {peak / 2**20:.1f} | "
               f"{saved / 2**20:.1f} | {share:.3f} | {planned[tier] / 2**20:.1f} | "
               f"{seconds * 1e3:.1f} | {seconds / base_step:.3f} |")
+    host, staged = (statistics.median(step[tier])
+                    for tier in ("all-cpu", "all-cpu-staged"))
+    print(f"\nthe optimizer step on the host (all-cpu) against the same state "
+          f"staged through the device (all-cpu-staged): step "
+          f"{host * 1e3:.1f} ms against {staged * 1e3:.1f} ms, "
+          f"{host / staged:.3f}x; tier copies per step "
+          f"{planned['all-cpu'] / 2**20:.1f} MiB against "
+          f"{planned['all-cpu-staged'] / 2**20:.1f}")
 
     # How much of the copying the schedule hides: the forward of each plan
     # that offloads shards, traced (zrun run --trace). A tier_wait lasts as

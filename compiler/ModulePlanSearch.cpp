@@ -113,6 +113,7 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
   emit.optimizerTier = tierOf(options.offloadOptimizer);
   emit.parameterTier = tierOf(options.offloadParams);
   emit.offloadDir = options.offloadDir;
+  emit.hostOptimizerStep = options.hostOptimizerStep;
   emit.modelName = llvm::sys::path::filename(options.modelPath).str();
   if (!options.outputPath.empty())
     emit.weightsFile =

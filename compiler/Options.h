@@ -151,6 +151,10 @@ struct CompileOptions {
   int offloadedShardQuarters = 4;
   /// The NVME tier's directory, for either option (and --offload auto).
   std::string offloadDir;
+  /// --host-optimizer-step: whether a group whose shard and moments both
+  /// live in host memory is updated on the host (ZeRO-Offload's split) or
+  /// staged through the device like the others.
+  bool hostOptimizerStep = true;
   /// --loss grpo / dpo: TRL's options (docs/rl.md). --loss-type (grpo:
   /// grpo | dapo), --beta (unset: TRL's default), --epsilon,
   /// --epsilon-high (unset: --epsilon), --old-logprobs.

@@ -1035,7 +1035,7 @@ void Emitter::storeGradient(uint32_t group) {
 }
 
 bool Emitter::stepsOnHost(uint32_t group) {
-  if (!shardOffloaded(group) ||
+  if (!options.hostOptimizerStep || !shardOffloaded(group) ||
       buffer(shardBuffer.lookup(group)).tier() != plan::Buffer::HOST)
     return false;
   auto moments = optimizerBuffers.find(group);

@@ -68,6 +68,9 @@ struct EmitOptions {
   plan::Buffer::Tier optimizerTier = plan::Buffer::DEVICE;
   plan::Buffer::Tier parameterTier = plan::Buffer::DEVICE;
   std::string offloadDir;
+  /// Update on the host each group whose shard and moments both live in
+  /// host memory (--host-optimizer-step, docs/offload.md).
+  bool hostOptimizerStep = true;
 };
 
 /// One program's share of what the dumps need.

@@ -158,7 +158,8 @@ static cl::opt<std::string> offloadOptimizer(
     cl::desc("--mode train: where the optimizer's moments live: none (device "
              "memory), cpu (host memory) or nvme (a file per rank under "
              "--offload-dir); each group's are copied in for its update and "
-             "back (docs/offload.md)"),
+             "back, or updated on the host where its shard is in host memory "
+             "too (--host-optimizer-step; docs/offload.md)"),
     cl::cat(zccCategory));
 static cl::opt<std::string> offloadParams(
     "offload-params", cl::init("none"),
@@ -173,6 +174,13 @@ static cl::opt<std::string> offloadAuto(
              "optimizer moments first, then the parameter shards (nvme under "
              "--offload-dir, else cpu); none: as --offload-optimizer and "
              "--offload-params say (docs/offload.md)"),
+    cl::cat(zccCategory));
+static cl::opt<bool> hostOptimizerStep(
+    "host-optimizer-step", cl::init(true),
+    cl::desc("--mode train: run the update of each group whose shard and "
+             "moments both live in host memory on the host, as ZeRO-Offload "
+             "does (default); false stages them through the device and back "
+             "instead (docs/offload.md)"),
     cl::cat(zccCategory));
 static cl::opt<std::string> offloadDir(
     "offload-dir",
@@ -429,6 +437,7 @@ int main(int argc, char **argv) {
   options.offloadParams = offloadParams;
   options.offload = offloadAuto;
   options.offloadDir = offloadDir;
+  options.hostOptimizerStep = hostOptimizerStep;
   options.lossType = lossType;
   if (beta.getNumOccurrences())
     options.beta = beta;
