@@ -17,14 +17,15 @@ What it does:
   plans   zcc --mode train --world-size 1, batch 4 x 128, --bucket-size
           8MiB (groups of about one layer), at the default persistence
           threshold (DeepSpeed's: the norms stay whole on the device, every
-          matrix is a shard), eight ways: none (every buffer on the
+          matrix is a shard), nine ways: none (every buffer on the
           device), --offload-optimizer cpu, --offload-optimizer nvme,
           --offload-params nvme, both on cpu (all-cpu, whose updates run on
           the host), the same with the updates staged through the device
           (all-cpu-staged, --host-optimizer-step=false), both on nvme
-          (all-nvme), and both on nvme under --memory-budget 256MiB
-          (all-nvme-budget; 96MiB for the small model), with --offload-dir
-          WORK/nvme.
+          (all-nvme), the same run with zrun --nvme-io direct
+          (all-nvme-direct: O_DIRECT, around the page cache), and both on
+          nvme under --memory-budget 256MiB (all-nvme-budget; 96MiB for the
+          small model), with --offload-dir WORK/nvme.
   runs    `mpirun -np 1 zrun PLAN train --steps S --stats --threads 1`,
           trials alternating the plans. Each trial reports:
             - rank 0's peak RSS (zrun --stats, getrusage);
@@ -84,12 +85,17 @@ PLANS = {
     "all-cpu-staged": ["--offload-optimizer=cpu", "--offload-params=cpu",
                        "--host-optimizer-step=false"],
     "all-nvme": ["--offload-optimizer=nvme", "--offload-params=nvme"],
+    # The same plan, its file read and written around the page cache
+    # (ZRUN_FLAGS).
+    "all-nvme-direct": ["--offload-optimizer=nvme", "--offload-params=nvme"],
     # The same under a device budget (BUDGETS): the schedule then releases
     # each fetched copy after the forward and fetches it again for the
     # backward, as DeepSpeed's offload does, instead of keeping it.
     "all-nvme-budget": ["--offload-optimizer=nvme", "--offload-params=nvme"],
 }
 BUDGETS = {"small": "96MiB", "large": "256MiB"}
+# zrun flags of a plan's runs beside its zcc flags.
+ZRUN_FLAGS = {"all-nvme-direct": ["--nvme-io", "direct"]}
 TIERS = tuple(PLANS)
 
 
@@ -118,12 +124,12 @@ def compile_plan(args, tier):
     return plan, offloaded, per_step
 
 
-def run_zrun(args, plan, steps, tag, cgroup=None, timeout=None):
+def run_zrun(args, plan, steps, tag, cgroup=None, timeout=None, extra=()):
     """(returncode, output, peak RSS, step seconds, loss log)."""
     loss_log = os.path.join(args.work_dir, f"offload-{tag}.loss")
     zrun = [args.zrun, plan, "train", "--data", args.data, "--steps", str(steps),
             "--lr", "1e-3", "--seed", "0", "--stats", "--threads", "1",
-            "--loss-log", loss_log]
+            "--loss-log", loss_log] + list(extra)
     command = ["mpirun", "-np", "1", "--bind-to", "none"] + zrun
     if os.geteuid() == 0:
         command.insert(1, "--allow-run-as-root")
@@ -175,7 +181,7 @@ def exposed_copies(args, tier, repeat=5):
     command = ["mpirun", "-np", "1", "--bind-to", "none", args.zrun,
                os.path.join(args.work_dir, f"{args.size}-{tier}.zplan"), "run",
                "--input", f"input_ids={ids}", "--repeat", str(repeat),
-               "--threads", "1", "--trace", trace]
+               "--threads", "1", "--trace", trace] + ZRUN_FLAGS.get(tier, [])
     if os.geteuid() == 0:
         command.insert(1, "--allow-run-as-root")
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
@@ -298,7 +304,8 @@ def main():
     for trial in range(args.trials):
         for tier in TIERS:
             code, output, peak, seconds, log, copied = run_zrun(
-                args, plans[tier], args.steps, f"{tier}-{trial}")
+                args, plans[tier], args.steps, f"{tier}-{trial}",
+                extra=ZRUN_FLAGS.get(tier, []))
             if code != 0:
                 sys.exit(f"FAIL: {tier} trial {trial}\n{output.strip()[-1500:]}")
             rss[tier].append(peak)
@@ -337,6 +344,12 @@ def main():
           f"{host / staged:.3f}x; tier copies per step "
           f"{planned['all-cpu'] / 2**20:.1f} MiB against "
           f"{planned['all-cpu-staged'] / 2**20:.1f}")
+    buffered, direct = (statistics.median(step[tier])
+                        for tier in ("all-nvme", "all-nvme-direct"))
+    print(f"the nvme tier's file around the page cache (all-nvme-direct, zrun "
+          f"--nvme-io direct) against through it (all-nvme): step "
+          f"{direct * 1e3:.1f} ms against {buffered * 1e3:.1f} ms, "
+          f"{direct / buffered:.3f}x")
 
     # How much of the copying the schedule hides: the forward of each plan
     # that offloads shards, traced (zrun run --trace). A tier_wait lasts as
@@ -346,7 +359,8 @@ def main():
     print("| plan | tier copies ms per run | exposed (tier_wait) ms | "
           "hidden | forward ms |")
     print("|---|---|---|---|---|")
-    for tier in ("none", "params-nvme", "all-cpu", "all-nvme", "all-nvme-budget"):
+    for tier in ("none", "params-nvme", "all-cpu", "all-nvme", "all-nvme-direct",
+                 "all-nvme-budget"):
         copies, waits, whole = exposed_copies(args, tier)
         hidden = f"{1 - waits / copies:.2f}" if copies else "-"
         print(f"| {tier} | {copies:.2f} | {waits:.2f} | {hidden} | {whole:.1f} |")

@@ -270,14 +270,17 @@ private:
   };
   llvm::DenseMap<uint32_t, StagedState> stagedState;
   SmallVector<std::pair<uint32_t, uint32_t>> pendingStores;
-  /// The host-side step: each such group's HOST_STAGING gradient copy, the
-  /// one of the hyper-parameters, and, in the program being emitted,
-  /// whether the hyper-parameters were stored and each group's gradient
-  /// store not yet waited for (group -> store index).
-  llvm::DenseMap<uint32_t, uint32_t> hostGradient;
+  /// The host-side step: the HOST_STAGING buffers its gradients' copies
+  /// take in turn (of the largest such shard) and the hyper-parameters'
+  /// copy; in the program being emitted, whether the hyper-parameters were
+  /// stored, how many gradients were, and each group's store not yet waited
+  /// for (group -> store index, the copy's view of its slot).
+  SmallVector<uint32_t, 2> hostGradientSlots;
+  int64_t largestHostGradient = 0;
   uint32_t hostHyper = 0;
   bool hyperStored = false;
-  llvm::DenseMap<uint32_t, uint32_t> gradientStores;
+  size_t gradientsStored = 0;
+  llvm::DenseMap<uint32_t, std::pair<uint32_t, uint32_t>> gradientStores;
   llvm::DenseMap<Value, uint32_t> reduceStaging;     // reduce token -> staging
   llvm::DenseMap<Value, uint32_t> reduceInstruction; // reduce token -> index
   int64_t lastCompute = -1;
@@ -425,24 +428,33 @@ void Emitter::declareState(llvm::StringRef optimizer) {
                                   : plan::Buffer::DEVICE;
     for (llvm::StringRef role : moments)
       optimizerBuffers[index].push_back(declare(role, tier));
-    // The host-side step reads a host copy of the accumulated gradient.
     if (stepsOnHost(index)) {
-      hostGradient[index] = addBuffer(plan::Buffer::HOST_STAGING,
-                                      group.name() + " (grad, host)", type);
-      buffer(hostGradient[index]).set_group(index);
-      buffer(hostGradient[index]).set_tier(plan::Buffer::HOST);
-      result.hostStagingBytes += buffer(hostGradient[index]).bytes();
       ++result.hostStepGroups;
+      largestHostGradient =
+          std::max<int64_t>(largestHostGradient, resident.shape(0));
     }
   }
-  if (!hostGradient.empty()) {
-    auto hyperType = RankedTensorType::get(
-        {zero::kHyperParameterCount}, Float32Type::get(module.getContext()));
-    hostHyper = addBuffer(plan::Buffer::HOST_STAGING, "hyper-parameters (host)",
-                          hyperType);
-    buffer(hostHyper).set_tier(plan::Buffer::HOST);
-    result.hostStagingBytes += buffer(hostHyper).bytes();
+  if (!result.hostStepGroups)
+    return;
+  // The host-side step reads a host copy of each group's accumulated
+  // gradient, in one of two buffers of the largest such shard, taken in
+  // turn: a group's copy lives from its store to its update, and the next
+  // group's store (one update ahead) fills the other buffer meanwhile.
+  Type f32 = Float32Type::get(module.getContext());
+  auto gradientType = RankedTensorType::get({largestHostGradient}, f32);
+  for (uint32_t slot = 0; slot < std::min<uint32_t>(2, result.hostStepGroups);
+       ++slot) {
+    hostGradientSlots.push_back(
+        addBuffer(plan::Buffer::HOST_STAGING,
+                  "gradients (host) " + std::to_string(slot), gradientType));
+    buffer(hostGradientSlots.back()).set_tier(plan::Buffer::HOST);
+    result.hostStagingBytes += buffer(hostGradientSlots.back()).bytes();
   }
+  hostHyper =
+      addBuffer(plan::Buffer::HOST_STAGING, "hyper-parameters (host)",
+                RankedTensorType::get({zero::kHyperParameterCount}, f32));
+  buffer(hostHyper).set_tier(plan::Buffer::HOST);
+  result.hostStagingBytes += buffer(hostHyper).bytes();
 }
 
 /// The flat type of a group's gathered copy: all its padded elements, of
@@ -1002,7 +1014,8 @@ llvm::Error Emitter::emitHostUpdate(zero::OptimizerUpdateOp update,
       stepsOnHost(updateGroups[updatesEmitted]))
     storeGradient(updateGroups[updatesEmitted]);
   uint32_t accumulator = gradientBuffer.lookup(group);
-  addTierWait(gradientStores.lookup(group), accumulator);
+  auto [store, hostCopy] = gradientStores.lookup(group);
+  addTierWait(store, accumulator);
   gradientStores.erase(group);
   const plan::Buffer &accumulated = buffer(accumulator);
   plan::Instruction &zero = addInstruction(
@@ -1015,7 +1028,7 @@ llvm::Error Emitter::emitHostUpdate(zero::OptimizerUpdateOp update,
   plan::Instruction &instruction =
       addInstruction(opcode, update, cost.optimizerSeconds(bytes));
   instruction.add_operands(shardBuffer.lookup(group));
-  instruction.add_operands(hostGradient.lookup(group));
+  instruction.add_operands(hostCopy);
   for (uint32_t id : optimizerBuffers.lookup(group))
     instruction.add_operands(id);
   instruction.add_operands(hostHyper);
@@ -1024,14 +1037,23 @@ llvm::Error Emitter::emitHostUpdate(zero::OptimizerUpdateOp update,
   return llvm::Error::success();
 }
 
-/// COMM `tier_store` of `group`'s gradient accumulator into its host copy,
-/// once per program.
+/// COMM `tier_store` of `group`'s gradient accumulator into its host copy
+/// (a view of the next gradient slot), once per program. The store waits
+/// for the compute instruction before it, the update of the group whose
+/// copy that slot held last.
 void Emitter::storeGradient(uint32_t group) {
   if (gradientStores.count(group))
     return;
-  gradientStores[group] =
-      addTierCopy(plan::OPCODE_TIER_STORE, group, hostGradient.lookup(group),
-                  gradientBuffer.lookup(group), lastCompute);
+  uint32_t accumulator = gradientBuffer.lookup(group);
+  uint32_t slot =
+      hostGradientSlots[gradientsStored++ % hostGradientSlots.size()];
+  uint32_t hostCopy =
+      addView(slot, 0, result.plan.groups(group).name() + " (grad, host)",
+              RankedTensorType::get({buffer(accumulator).shape(0)},
+                                    Float32Type::get(module.getContext())));
+  gradientStores[group] = {addTierCopy(plan::OPCODE_TIER_STORE, group, hostCopy,
+                                       accumulator, lastCompute),
+                           hostCopy};
 }
 
 bool Emitter::stepsOnHost(uint32_t group) {
@@ -1470,6 +1492,7 @@ llvm::Expected<EmittedPlan> Emitter::run() {
       updateGroups.clear();
       updatesEmitted = 0;
       hyperStored = false;
+      gradientsStored = 0;
       gradientStores.clear();
       for (auto update : func.getOps<zero::OptimizerUpdateOp>())
         updateGroups.push_back(groupIndex.lookup(update.getGroup()));

@@ -92,7 +92,10 @@ Status Executor::executeTierCopy(const plan::Instruction &instruction) {
   uint32_t tiered = fetch ? instruction.operands(0) : instruction.results(0);
   uint32_t staging = fetch ? instruction.results(0) : instruction.operands(0);
   uint64_t bytes = plan::bufferOf(plan, tiered).bytes();
-  if (!store || !store->holds(tiered))
+  // A store may fill a view (a host-side step's gradient copy in its slot,
+  // TierValidation.h); everything else moves whole buffers.
+  uint32_t root = memory.rootOf(tiered);
+  if (!store || !store->holds(root))
     return failure(describeInstruction(instruction), ": buffer ",
                    inQuotes(plan::bufferOf(plan, tiered).name()),
                    " is not in this rank's tier store");
@@ -110,7 +113,10 @@ Status Executor::executeTierCopy(const plan::Instruction &instruction) {
     if (!inPlace)
       status = backend.copyToHost(host, device, bytes);
     if (status.ok())
-      status = store->write(tiered, host);
+      status = root == tiered
+                   ? store->write(tiered, host)
+                   : store->writePart(root, memory.offsetInRoot(tiered), host,
+                                      bytes);
   }
   if (!status.ok())
     return failure(describeInstruction(instruction), ": ", status.message());

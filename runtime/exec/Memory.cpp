@@ -30,13 +30,13 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
                         uint32_t rank, Backend &backend,
                         std::unique_ptr<RankMemory> &out,
                         GenerationState generation,
-                        const std::string &offloadDir) {
+                        const std::string &offloadDir, NvmeIo nvmeIo) {
   std::unique_ptr<RankMemory> memory(new RankMemory(backend));
   memory->rankIndex = rank;
   // What the plan offloads (docs/offload.md) lives in the tier store, not
   // on the device.
   ZR_RETURN_IF_ERROR(TierStore::open(
-      plan, rank, offloadDir.empty() ? plan.offload_dir() : offloadDir,
+      plan, rank, offloadDir.empty() ? plan.offload_dir() : offloadDir, nvmeIo,
       memory->tiers));
   std::vector<uint8_t> hostBytes;
   ZR_RETURN_IF_ERROR(memory->loadShards(planPath, plan, hostBytes));

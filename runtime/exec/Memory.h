@@ -74,12 +74,14 @@ public:
   /// does not fit the section it lives in, or the arena cannot be
   /// allocated.
   /// `offloadDir` overrides the plan's offload_dir (TierStore.h): where
-  /// the NVME tier's file goes; empty keeps the plan's.
+  /// the NVME tier's file goes; empty keeps the plan's. `nvmeIo`: how it
+  /// is read and written.
   static Status load(const std::string &planPath, const plan::Plan &plan,
                      uint32_t rank, Backend &backend,
                      std::unique_ptr<RankMemory> &out,
                      GenerationState generation = GenerationState::AtLoad,
-                     const std::string &offloadDir = "");
+                     const std::string &offloadDir = "",
+                     NvmeIo nvmeIo = NvmeIo::Buffered);
 
   /// The backend that holds this memory, and runs the kernels on it.
   Backend &backend() const { return *owner; }

@@ -4,6 +4,7 @@
 
 #include "runtime/support/Checksum.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -20,16 +21,18 @@ uint64_t alignUp(uint64_t bytes) {
   return (bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
 }
 
-const char *tierName(plan::Buffer::Tier tier) {
-  return tier == plan::Buffer::NVME ? "nvme" : "host";
-}
+/// Direct I/O moves whole pages through a page-aligned buffer of this many
+/// bytes (a staging buffer has the arena's 64-byte alignment, not the
+/// page's that O_DIRECT needs).
+constexpr uint64_t kBounceBytes = 4 << 20;
 
 } // namespace
 
 Status TierStore::open(const plan::Plan &plan, uint32_t rank,
-                       const std::string &directory,
+                       const std::string &directory, NvmeIo io,
                        std::unique_ptr<TierStore> &out) {
   std::unique_ptr<TierStore> store(new TierStore());
+  store->direct = io == NvmeIo::Direct;
   for (const plan::Buffer &buffer : plan.buffers()) {
     if (buffer.tier() == plan::Buffer::DEVICE)
       continue;
@@ -59,11 +62,23 @@ Status TierStore::open(const plan::Plan &plan, uint32_t rank,
                      "directory: compile with --offload-dir DIR or run "
                      "zrun with --offload-dir DIR");
     store->path = directory + "/zplan-rank" + std::to_string(rank) + ".tier";
+    int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
     store->file = ::open(store->path.c_str(),
-                         O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                         store->direct ? flags | O_DIRECT : flags, 0600);
+    if (store->file < 0 && store->direct && errno == EINVAL)
+      return failure("the file system of '", directory,
+                     "' does not take direct I/O (zrun --nvme-io direct); "
+                     "use --nvme-io buffered");
     if (store->file < 0)
       return failure("cannot create the nvme tier's file '", store->path,
                      "': ", std::strerror(errno));
+    if (store->direct) {
+      store->bounce.reset(static_cast<uint8_t *>(
+          std::aligned_alloc(kSlotAlignment, kBounceBytes)));
+      if (!store->bounce)
+        return failure("cannot allocate the nvme tier's ", kBounceBytes,
+                       "-byte direct I/O buffer");
+    }
     // The file's length is reserved now, so that a full disk fails here
     // and not in the middle of an optimizer step.
     if (int error = ::posix_fallocate(store->file, 0,
@@ -97,16 +112,18 @@ Status TierStore::read(uint32_t id, void *target) {
     return Status::success();
   }
   auto *bytes = static_cast<uint8_t *>(target);
-  for (uint64_t done = 0; done < slot.bytes;) {
-    ssize_t got = ::pread(file, bytes + done, slot.bytes - done,
-                          static_cast<off_t>(slot.offset + done));
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0)
-      return failure("cannot read ", inQuotes(slot.name), " from the ",
-                     tierName(slot.tier), " tier's file '", path,
-                     "': ", got < 0 ? std::strerror(errno) : "it ended early");
-    done += static_cast<uint64_t>(got);
+  if (!direct) {
+    ZR_RETURN_IF_ERROR(transfer(slot, false, bytes, slot.offset, slot.bytes));
+  } else {
+    // Whole pages through the bounce buffer (the slot owns its last
+    // page's padding).
+    std::lock_guard<std::mutex> lock(bounceMutex);
+    for (uint64_t done = 0; done < slot.bytes; done += kBounceBytes) {
+      uint64_t chunk = std::min(kBounceBytes, slot.bytes - done);
+      ZR_RETURN_IF_ERROR(transfer(slot, false, bounce.get(), slot.offset + done,
+                                  alignUp(chunk)));
+      std::memcpy(bytes + done, bounce.get(), chunk);
+    }
   }
   if (checksum(target, slot.bytes) != slot.checksum)
     return failure(inQuotes(slot.name),
@@ -115,6 +132,19 @@ Status TierStore::read(uint32_t id, void *target) {
                    path,
                    "' fails its checksum: the file changed "
                    "under the run");
+  return Status::success();
+}
+
+Status TierStore::writePart(uint32_t id, uint64_t offset, const void *source,
+                            uint64_t bytes) {
+  auto found = slots.find(id);
+  if (found == slots.end() || found->second.tier != plan::Buffer::HOST)
+    return failure("buffer ", id, " is not in the host tier");
+  Slot &slot = found->second;
+  if (offset > slot.bytes || bytes > slot.bytes - offset)
+    return failure("bytes ", offset, "..", offset + bytes, " are outside ",
+                   inQuotes(slot.name), " (", slot.bytes, " bytes)");
+  std::memcpy(hostAddress(id) + offset, source, bytes);
   return Status::success();
 }
 
@@ -157,18 +187,43 @@ Status TierStore::write(uint32_t id, const void *source) {
     return Status::success();
   }
   const auto *bytes = static_cast<const uint8_t *>(source);
-  for (uint64_t done = 0; done < slot.bytes;) {
-    ssize_t put = ::pwrite(file, bytes + done, slot.bytes - done,
-                           static_cast<off_t>(slot.offset + done));
-    if (put < 0 && errno == EINTR)
-      continue;
-    if (put <= 0)
-      return failure("cannot write ", inQuotes(slot.name), " to the ",
-                     tierName(slot.tier), " tier's file '", path,
-                     "': ", put < 0 ? std::strerror(errno) : "no progress");
-    done += static_cast<uint64_t>(put);
+  if (!direct) {
+    ZR_RETURN_IF_ERROR(transfer(slot, true, const_cast<uint8_t *>(bytes),
+                                slot.offset, slot.bytes));
+  } else {
+    std::lock_guard<std::mutex> lock(bounceMutex);
+    for (uint64_t done = 0; done < slot.bytes; done += kBounceBytes) {
+      uint64_t chunk = std::min(kBounceBytes, slot.bytes - done);
+      std::memcpy(bounce.get(), bytes + done, chunk);
+      // The last page's padding: zeros, not the previous chunk's bytes.
+      std::memset(bounce.get() + chunk, 0, alignUp(chunk) - chunk);
+      ZR_RETURN_IF_ERROR(transfer(slot, true, bounce.get(), slot.offset + done,
+                                  alignUp(chunk)));
+    }
   }
   slot.checksum = checksum(source, slot.bytes);
   slot.written = true;
+  return Status::success();
+}
+
+/// pread or pwrite of `bytes` at file offset `offset`, resumed after a
+/// short transfer or a signal.
+Status TierStore::transfer(const Slot &slot, bool write, uint8_t *bytes,
+                           uint64_t offset, uint64_t count) {
+  for (uint64_t done = 0; done < count;) {
+    ssize_t moved = write ? ::pwrite(file, bytes + done, count - done,
+                                     static_cast<off_t>(offset + done))
+                          : ::pread(file, bytes + done, count - done,
+                                    static_cast<off_t>(offset + done));
+    if (moved < 0 && errno == EINTR)
+      continue;
+    if (moved <= 0)
+      return failure("cannot ", write ? "write " : "read ", inQuotes(slot.name),
+                     write ? " to" : " from", " the nvme tier's file '", path,
+                     "': ",
+                     moved < 0 ? std::strerror(errno)
+                               : (write ? "no progress" : "it ended early"));
+    done += static_cast<uint64_t>(moved);
+  }
   return Status::success();
 }

@@ -13,9 +13,11 @@
 //  - NVME: one file, DIR/zplan-rank<R>.tier, created at open (an existing
 //    one is replaced: the state is zero at load, as the device tier's is)
 //    and removed when the store is destroyed. Reads and writes are
-//    pread/pwrite at fixed offsets through the page cache (buffered I/O),
-//    so the file's bytes count against the kernel's cache, not the
-//    process's resident set.
+//    pread/pwrite at fixed offsets, through the page cache (buffered I/O,
+//    the default: the file's bytes count against the kernel's cache, not
+//    the process's resident set), or with zrun --nvme-io direct around it
+//    (O_DIRECT, whole pages through a page-aligned 4 MiB bounce buffer,
+//    one copy at a time). bench/offload_bench.py measures both.
 //
 // A kernel that runs on the host (the host-side optimizer step) reads and
 // writes HOST buffers in place, through hostAddress().
@@ -41,10 +43,14 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 namespace zplan {
+
+/// How the NVME tier's file is read and written (zrun --nvme-io).
+enum class NvmeIo { Buffered, Direct };
 
 class TierStore {
 public:
@@ -54,7 +60,7 @@ public:
   /// it); a plan with NVME buffers and no directory, or a directory that cannot
   /// hold the file, is an error that names it.
   static Status open(const plan::Plan &plan, uint32_t rank,
-                     const std::string &directory,
+                     const std::string &directory, NvmeIo io,
                      std::unique_ptr<TierStore> &out);
   ~TierStore();
   TierStore(const TierStore &) = delete;
@@ -66,6 +72,11 @@ public:
   Status read(uint32_t id, void *target);
   /// Copies all of buffer `id`'s bytes from `source` (host memory).
   Status write(uint32_t id, const void *source);
+  /// Copies `bytes` from `source` into HOST buffer `id` at byte `offset`
+  /// (a view's part of it); the rest reads as before (zeros if nothing was
+  /// written). Not for the nvme tier, whose checksums cover whole buffers.
+  Status writePart(uint32_t id, uint64_t offset, const void *source,
+                   uint64_t bytes);
   /// The address of HOST buffer `id` in the host pool, for a kernel that
   /// runs on the host (Instruction.on_host, the host-side optimizer step):
   /// its bytes are zeroed first if nothing has written them, and count as
@@ -99,12 +110,19 @@ private:
   std::map<uint32_t, Slot> slots;
   /// Page-aligned, so that a host kernel's vector loads find every slot
   /// aligned (slots start on page boundaries).
-  struct FreeHostPool {
+  struct FreeAligned {
     void operator()(uint8_t *pool) const { std::free(pool); }
   };
-  std::unique_ptr<uint8_t, FreeHostPool> hostPool;
+  std::unique_ptr<uint8_t, FreeAligned> hostPool;
   uint64_t hostSize = 0;
+  Status transfer(const Slot &slot, bool write, uint8_t *bytes, uint64_t offset,
+                  uint64_t count);
+
   int file = -1;
+  bool direct = false;
+  /// Direct I/O: the page-aligned buffer every transfer passes through.
+  std::unique_ptr<uint8_t, FreeAligned> bounce;
+  std::mutex bounceMutex;
   std::string path;
   uint64_t fileSize = 0;
 };

@@ -322,11 +322,11 @@ private:
                        " tier; only training state, parameter shards and "
                        "host staging (a STATE, SHARD or HOST_STAGING buffer, "
                        "not a view) may live outside the device");
-      if (buffer.kind() == Buffer::HOST_STAGING &&
-          (buffer.tier() != Buffer::HOST || buffer.view_of() != 0))
+      if (buffer.kind() == Buffer::HOST_STAGING && buffer.view_of() == 0 &&
+          buffer.tier() != Buffer::HOST)
         return failure(subject,
-                       " is host staging (HOST_STAGING) but does not own "
-                       "its storage in the host tier");
+                       " is host staging (HOST_STAGING) outside the host "
+                       "tier");
 
       if (buffer.view_of() != 0) {
         if (Status status = checkBufferId(buffer.view_of(), subject + " views");

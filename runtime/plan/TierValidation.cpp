@@ -52,8 +52,11 @@ public:
         bool fetch = opcode == OPCODE_TIER_FETCH;
         uint32_t staging =
             fetch ? instruction.results(0) : instruction.operands(0);
-        uint32_t tiered =
-            fetch ? instruction.operands(0) : instruction.results(0);
+        // Tracked by the buffer that owns the bytes (a host-side step's
+        // gradient copy is a view of a slot that copies take in turn).
+        uint32_t tiered = rootBufferOf(plan, fetch ? instruction.operands(0)
+                                                   : instruction.results(0))
+                              .id();
         for (auto [id, flights] : {std::pair{staging, &inFlight},
                                    std::pair{tiered, &tieredInFlight}})
           if (flights->count(id))
@@ -70,9 +73,11 @@ public:
         ZR_RETURN_IF_ERROR(checkWait(index, inFlight, waits));
         int copy = static_cast<int>(instruction.wait_for(0));
         const Instruction &copied = program.instructions(copy);
-        tieredInFlight.erase(copied.opcode() == OPCODE_TIER_FETCH
-                                 ? copied.operands(0)
-                                 : copied.results(0));
+        tieredInFlight.erase(
+            rootBufferOf(plan, copied.opcode() == OPCODE_TIER_FETCH
+                                   ? copied.operands(0)
+                                   : copied.results(0))
+                .id());
         for (int reader : readers[copy])
           if (!waitedFor.count(reader))
             return failure(
@@ -206,7 +211,12 @@ private:
         fetch ? instruction.results(0) : instruction.operands(0);
     const Buffer &tiered = bufferOf(plan, tieredId);
     const Buffer &staging = bufferOf(plan, stagingId);
-    if (tiered.tier() == Buffer::DEVICE || tiered.view_of() != 0)
+    // A view only as a store's target in host staging (a gradient's copy
+    // in its slot).
+    const Buffer &tieredRoot = rootBufferOf(plan, tieredId);
+    if (tieredRoot.tier() == Buffer::DEVICE ||
+        (tiered.view_of() != 0 &&
+         (fetch || tieredRoot.kind() != Buffer::HOST_STAGING)))
       return failure(describeInstruction(program, index),
                      (fetch ? " fetches " : " stores into "),
                      describeBuffer(tiered),

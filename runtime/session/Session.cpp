@@ -172,7 +172,8 @@ Status Session::open(const std::string &planPath,
   ZR_RETURN_IF_ERROR(RankMemory::load(
       planPath, plan, static_cast<uint32_t>(communicator.rank()),
       state->device->backend(), state->memory,
-      RankMemory::GenerationState::Deferred, options.offloadDir));
+      RankMemory::GenerationState::Deferred, options.offloadDir,
+      options.nvmeIo));
   if (state->stepProblem.ok())
     ZR_RETURN_IF_ERROR(state->prepare(*state->step));
   if (state->trainProblem.ok())

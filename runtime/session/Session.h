@@ -50,6 +50,7 @@
 #define ZPLAN_RUNTIME_SESSION_SESSION_H
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/exec/TierStore.h"
 #include "runtime/generate/GenerationState.h"
 #include "runtime/generate/Sampler.h"
 #include "runtime/plan/plan.pb.h"
@@ -106,6 +107,8 @@ struct SessionOptions {
   /// --offload-dir: where the NVME tier's file goes (docs/offload.md);
   /// empty: the plan's offload_dir.
   std::string offloadDir;
+  /// --nvme-io: through the page cache (buffered) or around it (direct).
+  NvmeIo nvmeIo = NvmeIo::Buffered;
   TrainConfig train;
 };
 

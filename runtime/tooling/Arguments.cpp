@@ -46,6 +46,8 @@ const char *const zplan::tooling::kUsage =
     "                          kernels (default 1)\n"
     "  --offload-dir DIR       where each rank keeps its nvme tier's file\n"
     "                          (default: the plan's, zcc --offload-dir)\n"
+    "  --nvme-io buffered|direct  that file's I/O: through the page cache\n"
+    "                          (default) or around it (O_DIRECT)\n"
     "  --collective-timeout S  end the job when a collective waits S seconds\n"
     "                          (a stopped or hung rank; default 300, 0: "
     "never)\n"
@@ -131,6 +133,7 @@ constexpr Flag kFlags[] = {
     {"--repeat", true, Run},
     {"--threads", true, Run | Train | Gradients | Generate},
     {"--offload-dir", true, Run | Train | Gradients | Generate},
+    {"--nvme-io", true, Run | Train | Gradients | Generate},
     {"--collective-timeout", true, Run | Train | Gradients | Generate},
     {"--check", false, Run | Train | Gradients | Generate},
     {"--backend", true, Run | Train | Gradients | Generate},
@@ -195,7 +198,12 @@ Status applyFlag(const std::string &flag, const std::string &value,
     return status;
   } else if (flag == "--offload-dir")
     arguments.offloadDir = value;
-  else if (flag == "--check")
+  else if (flag == "--nvme-io") {
+    if (value != "buffered" && value != "direct")
+      return failure("unknown --nvme-io '", value,
+                     "'; expected buffered or direct");
+    arguments.nvmeIo = value == "direct" ? NvmeIo::Direct : NvmeIo::Buffered;
+  } else if (flag == "--check")
     arguments.check = true;
   else if (flag == "--backend")
     return parseBackendChoice(value, arguments.backend);

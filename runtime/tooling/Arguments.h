@@ -13,6 +13,7 @@
 #define ZPLAN_RUNTIME_TOOLING_ARGUMENTS_H
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/exec/TierStore.h"
 #include "runtime/generate/GenerateOptions.h"
 #include "runtime/session/RankDevice.h"
 #include "runtime/support/Status.h"
@@ -50,6 +51,8 @@ struct Arguments {
   int threads = 1;
   /// --offload-dir: where the NVME tier's file goes (docs/offload.md).
   std::string offloadDir;
+  /// --nvme-io buffered|direct: how that file is read and written.
+  NvmeIo nvmeIo = NvmeIo::Buffered;
   /// --collective-timeout: the deadline of every collective, in seconds
   /// (comm/Watchdog.h); 0: none.
   double collectiveTimeout = comm::kDefaultCollectiveTimeout;

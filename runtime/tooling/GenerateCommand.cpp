@@ -74,6 +74,7 @@ Status checkGeneration(Generation &generation) {
   options.backend = arguments.backend;
   options.threads = arguments.threads;
   options.offloadDir = arguments.offloadDir;
+  options.nvmeIo = arguments.nvmeIo;
   options.trace = !arguments.tracePath.empty();
   ZR_RETURN_IF_ERROR(session::Session::open(arguments.planPath,
                                             generation.communicator, options,

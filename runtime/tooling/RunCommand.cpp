@@ -49,6 +49,7 @@ Status openRun(Run &run) {
   options.check = arguments.check;
   options.threads = arguments.threads;
   options.offloadDir = arguments.offloadDir;
+  options.nvmeIo = arguments.nvmeIo;
   options.trace = !arguments.tracePath.empty();
   return session::Session::open(arguments.planPath, run.communicator, options,
                                 run.session);

@@ -45,6 +45,7 @@ Status openSession(const Arguments &arguments, comm::Communicator &communicator,
   options.backend = arguments.backend;
   options.threads = arguments.threads;
   options.offloadDir = arguments.offloadDir;
+  options.nvmeIo = arguments.nvmeIo;
   options.train = session::trainConfigOf(arguments.train);
   options.train.momentum = arguments.momentum;
   options.train.clipGradNorm = arguments.clipGradNorm;

@@ -1,8 +1,10 @@
 //===- TierStoreTest.cpp - the offload tiers' store (TierStore.h) ---------===//
 //
-// One rank's HOST and NVME buffers: what is written reads back, a buffer
-// never written reads as zeros, a file changed under the store fails its
-// checksum naming the buffer, and the file is gone with the store.
+// One rank's HOST and NVME buffers: what is written reads back (through the
+// page cache and around it), a buffer never written reads as zeros, a file
+// changed under the store fails its checksum naming the buffer, the file is
+// gone with the store, and a host kernel's address of a host buffer is the
+// bytes the copies read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,7 +51,9 @@ TEST(TierStore, WritesReadBackAndUnwrittenBuffersReadAsZeros) {
   std::string directory = temporaryDirectory();
   plan::Plan plan = tieredPlan(1000);
   std::unique_ptr<TierStore> store;
-  ASSERT_EQ(errorOf(TierStore::open(plan, 3, directory, store)), "");
+  ASSERT_EQ(
+      errorOf(TierStore::open(plan, 3, directory, NvmeIo::Buffered, store)),
+      "");
   EXPECT_TRUE(store->holds(1));
   EXPECT_TRUE(store->holds(2));
   EXPECT_EQ(store->filePath(), directory + "/zplan-rank3.tier");
@@ -74,11 +78,54 @@ TEST(TierStore, WritesReadBackAndUnwrittenBuffersReadAsZeros) {
   rmdir(directory.c_str());
 }
 
+TEST(TierStore, DirectIoReadsBackWhatItWroteAcrossBounceChunks) {
+  // 1,200,001 floats: more than one 4 MiB bounce chunk, and a last page
+  // the buffer fills only in part.
+  std::string directory = temporaryDirectory();
+  plan::Plan plan = tieredPlan(1200001);
+  std::unique_ptr<TierStore> store;
+  ASSERT_EQ(errorOf(TierStore::open(plan, 0, directory, NvmeIo::Direct, store)),
+            "");
+  std::vector<float> written(1200001), read(1200001, 0.0f);
+  for (size_t i = 0; i < written.size(); ++i)
+    written[i] = static_cast<float>(i % 1013) - 0.25f;
+  ASSERT_EQ(errorOf(store->write(2, written.data())), "");
+  ASSERT_EQ(errorOf(store->read(2, read.data())), "");
+  EXPECT_EQ(read, written);
+  store.reset();
+  rmdir(directory.c_str());
+}
+
+TEST(TierStore, HostAddressIsTheBytesTheCopiesSee) {
+  std::string directory = temporaryDirectory();
+  plan::Plan plan = tieredPlan(256);
+  std::unique_ptr<TierStore> store;
+  ASSERT_EQ(
+      errorOf(TierStore::open(plan, 0, directory, NvmeIo::Buffered, store)),
+      "");
+  EXPECT_EQ(store->hostAddress(2), nullptr) << "buffer 2 is in the nvme tier";
+  auto *host = reinterpret_cast<float *>(store->hostAddress(1));
+  ASSERT_NE(host, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(host) % 4096, 0u);
+  // Never written: zeros, in place.
+  EXPECT_EQ(std::vector<float>(host, host + 256), std::vector<float>(256, 0));
+  // What a host kernel writes there, a copy reads.
+  host[17] = 4.5f;
+  std::vector<float> read(256, 1.0f);
+  ASSERT_EQ(errorOf(store->read(1, read.data())), "");
+  EXPECT_EQ(read[17], 4.5f);
+  EXPECT_EQ(read[18], 0.0f);
+  store.reset();
+  rmdir(directory.c_str());
+}
+
 TEST(TierStore, AFileChangedUnderTheRunFailsItsChecksum) {
   std::string directory = temporaryDirectory();
   plan::Plan plan = tieredPlan(64);
   std::unique_ptr<TierStore> store;
-  ASSERT_EQ(errorOf(TierStore::open(plan, 0, directory, store)), "");
+  ASSERT_EQ(
+      errorOf(TierStore::open(plan, 0, directory, NvmeIo::Buffered, store)),
+      "");
   std::vector<float> values(64, 1.5f);
   ASSERT_EQ(errorOf(store->write(2, values.data())), "");
   int file = ::open(store->filePath().c_str(), O_WRONLY);
@@ -97,11 +144,12 @@ TEST(TierStore, AFileChangedUnderTheRunFailsItsChecksum) {
 TEST(TierStore, NvmeBuffersNeedADirectoryThatExists) {
   plan::Plan plan = tieredPlan(16);
   std::unique_ptr<TierStore> store;
-  EXPECT_EQ(errorOf(TierStore::open(plan, 0, "", store)),
+  EXPECT_EQ(errorOf(TierStore::open(plan, 0, "", NvmeIo::Buffered, store)),
             "the plan keeps 4096 bytes per rank in the nvme tier but names no "
             "directory: compile with --offload-dir DIR or run zrun with "
             "--offload-dir DIR");
-  EXPECT_EQ(errorOf(TierStore::open(plan, 1, "/nonexistent-zplan", store)),
+  EXPECT_EQ(errorOf(TierStore::open(plan, 1, "/nonexistent-zplan",
+                                    NvmeIo::Buffered, store)),
             "cannot create the nvme tier's file "
             "'/nonexistent-zplan/zplan-rank1.tier': No such file or directory");
 }
