@@ -145,6 +145,23 @@ Status RankMemory::loadShards(const std::string &planPath,
     }
   }
   out.assign(packed, 0);
+  // A checkpoint's parts: the slots in layout order, padding between.
+  std::vector<size_t> order(shardLayout.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return shardLayout[a].layoutOffset < shardLayout[b].layoutOffset;
+  });
+  uint64_t at = 0;
+  for (size_t index : order) {
+    const ShardSlot &slot = shardLayout[index];
+    if (slot.layoutOffset > at)
+      shardPartList.push_back({-1, slot.layoutOffset - at});
+    shardPartList.push_back({static_cast<int64_t>(index), slot.bytes});
+    at = slot.layoutOffset + slot.bytes;
+  }
+  if (weightsSection > at)
+    shardPartList.push_back({-1, weightsSection - at});
   return plan::readRankShards(
       planPath, plan, rankIndex,
       [&](const plan::Buffer &shard, const uint8_t *bytes) -> Status {
@@ -163,25 +180,34 @@ const RankMemory::ShardSlot &RankMemory::shardSlot(uint32_t id) const {
       [](const ShardSlot &slot, uint32_t key) { return slot.id < key; });
 }
 
-Status RankMemory::readShards(uint8_t *host) const {
-  std::memset(host, 0, weightsSection);
-  for (const ShardSlot &slot : shardLayout)
-    ZR_RETURN_IF_ERROR(
-        slot.tiered ? tiers->read(slot.id, host + slot.layoutOffset)
-                    : owner->copyToHost(host + slot.layoutOffset,
-                                        shards->data() + slot.deviceOffset,
-                                        slot.bytes));
-  return Status::success();
+std::vector<uint64_t> RankMemory::shardParts() const {
+  std::vector<uint64_t> sizes;
+  for (const ShardPart &part : shardPartList)
+    sizes.push_back(part.bytes);
+  return sizes;
 }
 
-Status RankMemory::writeShards(const uint8_t *host) {
-  for (const ShardSlot &slot : shardLayout)
-    ZR_RETURN_IF_ERROR(
-        slot.tiered
-            ? tiers->write(slot.id, host + slot.layoutOffset)
-            : owner->copyFromHost(shards->data() + slot.deviceOffset,
-                                  host + slot.layoutOffset, slot.bytes));
-  return Status::success();
+Status RankMemory::readShardPart(size_t part, uint8_t *host) const {
+  const ShardPart &entry = shardPartList.at(part);
+  if (entry.slot < 0) {
+    std::memset(host, 0, entry.bytes);
+    return Status::success();
+  }
+  const ShardSlot &slot = shardLayout[static_cast<size_t>(entry.slot)];
+  return slot.tiered
+             ? tiers->read(slot.id, host)
+             : owner->copyToHost(host, shards->data() + slot.deviceOffset,
+                                 slot.bytes);
+}
+
+Status RankMemory::writeShardPart(size_t part, const uint8_t *host) {
+  const ShardPart &entry = shardPartList.at(part);
+  if (entry.slot < 0)
+    return Status::success();
+  const ShardSlot &slot = shardLayout[static_cast<size_t>(entry.slot)];
+  return slot.tiered ? tiers->write(slot.id, host)
+                     : owner->copyFromHost(shards->data() + slot.deviceOffset,
+                                           host, slot.bytes);
 }
 
 Status RankMemory::resolve(const plan::Plan &plan) {

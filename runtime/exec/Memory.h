@@ -138,11 +138,14 @@ public:
   /// Whether the plan offloads any shard (docs/offload.md). Then the
   /// shard section holds only the others, packed, and a checkpoint reads
   /// and writes the shards through these, in the weights file's layout
-  /// (weightsSectionBytes(), the layout of a plan that offloads none).
+  /// (weightsSectionBytes(), the layout of a plan that offloads none), one
+  /// part at a time: each shard, and the padding between two (zeros).
   bool offloadsShards() const { return shardsOffloaded; }
   uint64_t weightsSectionBytes() const { return weightsSection; }
-  Status readShards(uint8_t *host) const;
-  Status writeShards(const uint8_t *host);
+  /// The parts' sizes, in layout order; they add up to the section.
+  std::vector<uint64_t> shardParts() const;
+  Status readShardPart(size_t part, uint8_t *host) const;
+  Status writeShardPart(size_t part, const uint8_t *host);
   BackendMemory &persistentSection() const { return *persistent; }
   BackendMemory &stateSection() const { return *statePool; }
   /// The training state outside the device (docs/offload.md): the
@@ -219,6 +222,13 @@ private:
     uint64_t deviceOffset = 0;
   };
   std::vector<ShardSlot> shardLayout;
+  /// The checkpoint's parts of the weights layout: a slot of shardLayout,
+  /// or (slot < 0) `bytes` of padding.
+  struct ShardPart {
+    int64_t slot = -1;
+    uint64_t bytes = 0;
+  };
+  std::vector<ShardPart> shardPartList;
   /// The slot of SHARD buffer `id`.
   const ShardSlot &shardSlot(uint32_t id) const;
   bool shardsOffloaded = false;

@@ -5,10 +5,10 @@
 // the CPU, host copies on a device (CheckpointStaging); a load reads them
 // back the same way and restores the optimizer step counter. Optimizer
 // state the plan offloads (docs/offload.md) is one more region, "offloaded
-// state", read from and written to the tier store through host memory;
-// offloaded shards are assembled into the "shards" region, in the weights
-// file's layout. A save or load holds those bytes in host memory while it
-// runs.
+// state"; offloaded shards make up the "shards" region, in the weights
+// file's layout. Both go to and from the tier store one buffer at a time,
+// so a save or load of state that does not fit host memory never holds it
+// whole.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,71 +22,81 @@ using namespace zplan::session;
 
 namespace {
 
-/// A rank's checkpoint regions in host memory -- its shards, the persistent
-/// groups and the training state, in file order: the sections themselves
-/// where the backend's memory is the host's, else host copies that
-/// fromBackend() fills before a save and toBackend() writes back after a
-/// load.
+/// A rank's checkpoint regions -- its shards, the persistent groups, the
+/// training state and the state the plan offloads, in file order. Device
+/// memory passes through host memory: the sections themselves where the
+/// backend's memory is the host's, else host copies that fromBackend()
+/// fills before a save and toBackend() writes back after a load. What
+/// lives in the tier store goes in parts, one buffer at a time
+/// (train::CheckpointRegion), never whole in host memory: offloaded
+/// shards (the shards region, in the weights file's layout, as a plan
+/// without offload saves it, so zrun export reads either) and offloaded
+/// state.
 class CheckpointStaging {
 public:
   CheckpointStaging(const plan::Plan &plan, RankMemory &memory)
-      : backend(memory.backend()), memory(memory),
+      : backend(memory.backend()),
         sections{&memory.shardSection(), &memory.persistentSection(),
-                 &memory.stateSection()},
-        tiers(memory.tierStore()) {
+                 &memory.stateSection()} {
     const char *names[] = {"shards", "persistent", "state"};
     bool inPlace = backend.hostAddressable();
     copies.resize(sections.size());
     for (size_t i = 0; i < sections.size(); ++i) {
-      // Offloaded shards (--offload-params): the region is the weights
-      // file's rank section, assembled from the device and the tier store,
-      // as a plan without offload saves it (zrun export reads either).
-      bool assembled = i == 0 && memory.offloadsShards();
-      if (!inPlace || assembled)
-        copies[i].resize(assembled ? memory.weightsSectionBytes()
-                                   : sections[i]->bytes());
+      if (i == 0 && memory.offloadsShards()) {
+        train::CheckpointRegion shards;
+        shards.name = names[i];
+        shards.bytes = memory.weightsSectionBytes();
+        shards.parts = memory.shardParts();
+        shards.readPart = [&memory](size_t part, void *out) {
+          return memory.readShardPart(part, static_cast<uint8_t *>(out));
+        };
+        shards.writePart = [&memory](size_t part, const void *in) {
+          return memory.writeShardPart(part, static_cast<const uint8_t *>(in));
+        };
+        regions.push_back(std::move(shards));
+        continue;
+      }
+      if (!inPlace)
+        copies[i].resize(sections[i]->bytes());
       regions.push_back(
-          {names[i],
-           copies[i].empty() && !assembled ? sections[i]->data()
-                                           : copies[i].data(),
-           assembled ? memory.weightsSectionBytes() : sections[i]->bytes()});
+          {names[i], copies[i].empty() ? sections[i]->data() : copies[i].data(),
+           sections[i]->bytes()});
     }
-    // The state the plan offloads (docs/offload.md), buffer after buffer in
-    // plan order, staged in host memory for the save or load.
+    // The state the plan offloads (docs/offload.md), buffer after buffer
+    // in plan order.
+    TierStore *tiers = memory.tierStore();
     if (!tiers)
       return;
-    uint64_t bytes = 0;
+    train::CheckpointRegion offloaded;
+    offloaded.name = "offloaded state";
+    std::vector<uint32_t> ids;
     for (const plan::Buffer &buffer : plan.buffers())
       if (buffer.kind() == plan::Buffer::STATE && tiers->holds(buffer.id())) {
-        offloaded.emplace_back(buffer.id(), bytes);
-        bytes += buffer.bytes();
+        ids.push_back(buffer.id());
+        offloaded.parts.push_back(buffer.bytes());
+        offloaded.bytes += buffer.bytes();
       }
-    offloadedBytes.resize(bytes);
-    regions.push_back({"offloaded state", offloadedBytes.data(), bytes});
+    offloaded.readPart = [tiers, ids](size_t part, void *out) {
+      return tiers->read(ids[part], out);
+    };
+    offloaded.writePart = [tiers, ids](size_t part, const void *in) {
+      return tiers->write(ids[part], in);
+    };
+    regions.push_back(std::move(offloaded));
   }
 
   Status fromBackend() {
-    for (size_t i = 0; i < copies.size(); ++i) {
-      if (i == 0 && memory.offloadsShards())
-        ZR_RETURN_IF_ERROR(memory.readShards(copies[i].data()));
-      else if (!copies[i].empty())
+    for (size_t i = 0; i < copies.size(); ++i)
+      if (!copies[i].empty())
         ZR_RETURN_IF_ERROR(backend.copyToHost(
             copies[i].data(), sections[i]->data(), copies[i].size()));
-    }
-    for (auto [id, offset] : offloaded)
-      ZR_RETURN_IF_ERROR(tiers->read(id, offloadedBytes.data() + offset));
     return Status::success();
   }
   Status toBackend() {
-    for (size_t i = 0; i < copies.size(); ++i) {
-      if (i == 0 && memory.offloadsShards())
-        ZR_RETURN_IF_ERROR(memory.writeShards(copies[i].data()));
-      else if (!copies[i].empty())
+    for (size_t i = 0; i < copies.size(); ++i)
+      if (!copies[i].empty())
         ZR_RETURN_IF_ERROR(backend.copyFromHost(
             sections[i]->data(), copies[i].data(), copies[i].size()));
-    }
-    for (auto [id, offset] : offloaded)
-      ZR_RETURN_IF_ERROR(tiers->write(id, offloadedBytes.data() + offset));
     return Status::success();
   }
 
@@ -94,15 +104,9 @@ public:
 
 private:
   Backend &backend;
-  RankMemory &memory;
   std::array<BackendMemory *, 3> sections;
-  /// Empty where the regions are the sections themselves.
+  /// Empty where the region is the section itself (or goes in parts).
   std::vector<std::vector<uint8_t>> copies;
-  /// The tier store, its buffers (id, offset in offloadedBytes), and their
-  /// bytes in host memory.
-  TierStore *tiers;
-  std::vector<std::pair<uint32_t, uint64_t>> offloaded;
-  std::vector<uint8_t> offloadedBytes;
 };
 
 } // namespace

@@ -64,10 +64,20 @@ namespace zplan::train {
 /// One named byte range of a rank's state. save() reads it; load() fills
 /// it. Names are unique per rank and hold no tab, newline or carriage
 /// return ("group 3 (adam m)" is fine).
+///
+/// A region too large to hold in host memory at once (state in the nvme
+/// tier) comes in parts instead of `data`: save() asks `readPart` for each
+/// part in turn; load() first checks the whole region's checksum, then
+/// hands each part to `writePart`, so that a corrupt file changes nothing.
+/// Either way the file holds the same bytes.
 struct CheckpointRegion {
   std::string name;
   void *data = nullptr;
   uint64_t bytes = 0;
+  /// The parts' sizes, in order, adding up to `bytes`; empty: `data`.
+  std::vector<uint64_t> parts = {};
+  std::function<Status(size_t part, void *out)> readPart = nullptr;
+  std::function<Status(size_t part, const void *in)> writePart = nullptr;
 };
 
 /// Opaque key=value lines (data position, seed, schedule): keys are

@@ -240,8 +240,18 @@ Status manifest::checkRegions(const std::vector<CheckpointRegion> &regions) {
     for (size_t j = 0; j < i; ++j)
       if (regions[j].name == name)
         return failure("checkpoint region ", inQuotes(name), " is given twice");
-    if (regions[i].bytes > 0 && regions[i].data == nullptr)
+    if (!regions[i].parts.empty()) {
+      uint64_t total = 0;
+      for (uint64_t part : regions[i].parts)
+        total += part;
+      if (total != regions[i].bytes || !regions[i].readPart ||
+          !regions[i].writePart)
+        return failure("checkpoint region ", inQuotes(name), " has parts of ",
+                       total, " bytes in all for its ", regions[i].bytes,
+                       ", or no way to read or write them");
+    } else if (regions[i].bytes > 0 && regions[i].data == nullptr) {
       return failure("checkpoint region ", inQuotes(name), " has no data");
+    }
   }
   return Status::success();
 }

@@ -46,6 +46,21 @@ Status corruptRegion(const plan::ReadableFile &file, const std::string &name,
                  "): the file is corrupt");
 }
 
+/// Reads `region`'s parts from `file` (the region at byte `offset`) one
+/// at a time into one buffer, calling `use` on each.
+Status forEachPart(const plan::ReadableFile &file,
+                   const CheckpointRegion &region, uint64_t offset,
+                   const std::function<Status(size_t, void *)> &use) {
+  std::vector<uint8_t> buffer(
+      *std::max_element(region.parts.begin(), region.parts.end()));
+  for (size_t part = 0; part < region.parts.size(); ++part) {
+    ZR_RETURN_IF_ERROR(file.read(offset, region.parts[part], buffer.data()));
+    ZR_RETURN_IF_ERROR(use(part, buffer.data()));
+    offset += region.parts[part];
+  }
+  return Status::success();
+}
+
 Status loadOnRank(const std::string &path, const std::string &planIdentity,
                   const std::vector<CheckpointRegion> &regions, int rank,
                   int worldSize, LoadedCheckpoint &loaded) {
@@ -79,12 +94,33 @@ Status loadOnRank(const std::string &path, const std::string &planIdentity,
   ZR_RETURN_IF_ERROR(openRankFile(directory, rank, saved, file));
   uint64_t offset = 0;
   for (size_t i = 0; i < regions.size(); ++i) {
-    ZR_RETURN_IF_ERROR(file.read(offset, regions[i].bytes, regions[i].data));
-    uint64_t sum = checksum(regions[i].data, regions[i].bytes);
-    if (sum != saved[i].sum)
-      return corruptRegion(file, saved[i].name, offset, regions[i].bytes, sum,
-                           saved[i].sum);
-    offset += regions[i].bytes;
+    const CheckpointRegion &region = regions[i];
+    if (region.parts.empty()) {
+      ZR_RETURN_IF_ERROR(file.read(offset, region.bytes, region.data));
+      uint64_t sum = checksum(region.data, region.bytes);
+      if (sum != saved[i].sum)
+        return corruptRegion(file, saved[i].name, offset, region.bytes, sum,
+                             saved[i].sum);
+    } else {
+      // In parts: checked whole now, handed over below, once every region
+      // has passed, so that a corrupt file hands over nothing.
+      Checksum sum;
+      ZR_RETURN_IF_ERROR(
+          forEachPart(file, region, offset, [&](size_t part, void *bytes) {
+            sum.update(bytes, region.parts[part]);
+            return Status::success();
+          }));
+      if (sum.value() != saved[i].sum)
+        return corruptRegion(file, saved[i].name, offset, region.bytes,
+                             sum.value(), saved[i].sum);
+    }
+    offset += region.bytes;
+  }
+  offset = 0;
+  for (const CheckpointRegion &region : regions) {
+    if (!region.parts.empty())
+      ZR_RETURN_IF_ERROR(forEachPart(file, region, offset, region.writePart));
+    offset += region.bytes;
   }
   loaded.directory = directory;
   loaded.step = manifest.step;

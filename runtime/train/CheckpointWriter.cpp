@@ -250,13 +250,31 @@ Status zplan::train::saveCheckpoint(
   // Every rank: its file and the manifest lines that describe it.
   std::string file =
       context.temporary + "/rank-" + std::to_string(rank) + ".bin";
-  std::ostringstream section;
+  // A region in parts passes through one part-sized buffer, its checksum
+  // taken on the way; the others' are taken from their bytes.
   std::vector<FilePiece> pieces;
-  for (const CheckpointRegion &region : regions) {
-    pieces.push_back({region.data, region.bytes});
-    section << "region\t" << rank << "\t" << region.bytes << "\t"
-            << checksumText(checksum(region.data, region.bytes)) << "\t"
-            << region.name << "\n";
+  std::vector<Checksum> sums(regions.size());
+  std::vector<uint8_t> partBuffer;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const CheckpointRegion &region = regions[i];
+    if (region.parts.empty()) {
+      pieces.push_back({region.data, region.bytes, nullptr});
+      sums[i].update(region.data, region.bytes);
+      continue;
+    }
+    partBuffer.resize(std::max<uint64_t>(
+        partBuffer.size(),
+        *std::max_element(region.parts.begin(), region.parts.end())));
+    pieces.push_back(
+        {nullptr, region.bytes,
+         [&region, &sum = sums[i], &partBuffer](const auto &emit) -> Status {
+           for (size_t part = 0; part < region.parts.size(); ++part) {
+             ZR_RETURN_IF_ERROR(region.readPart(part, partBuffer.data()));
+             sum.update(partBuffer.data(), region.parts[part]);
+             ZR_RETURN_IF_ERROR(emit(partBuffer.data(), region.parts[part]));
+           }
+           return Status::success();
+         }});
   }
   std::error_code seen;
   if (rank != 0 && !fs::is_directory(context.temporary, seen))
@@ -272,6 +290,10 @@ Status zplan::train::saveCheckpoint(
   if (Status agreed = comm::agreeOnStatus(status, communicator); !agreed.ok())
     return abandon(agreed);
 
+  std::ostringstream section;
+  for (size_t i = 0; i < regions.size(); ++i)
+    section << "region\t" << rank << "\t" << regions[i].bytes << "\t"
+            << checksumText(sums[i].value()) << "\t" << regions[i].name << "\n";
   std::vector<std::string> sections;
   if (Status gathered = communicator.gatherText(section.str(), sections);
       !gathered.ok())

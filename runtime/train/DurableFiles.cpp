@@ -65,17 +65,13 @@ Status zplan::train::writeNewFile(const std::string &path,
     total += piece.bytes;
   uint64_t half = total / 2, written = 0;
   bool halfReported = false;
-  Status status = Status::success();
-  for (const FilePiece &piece : pieces) {
-    const char *data = static_cast<const char *>(piece.data);
-    uint64_t left = piece.bytes;
-    // Split the piece that crosses the middle, so the hook sees exactly
-    // half of the file on disk.
+  // Writes one chunk of a piece, split where it crosses the middle, so the
+  // hook sees exactly half of the file on disk.
+  auto emit = [&](const void *bytes, uint64_t left) -> Status {
+    const char *data = static_cast<const char *>(bytes);
     if (!halfReported && written + left > half) {
       uint64_t first = half - written;
-      status = writeAll(descriptor, data, first, path);
-      if (!status.ok())
-        break;
+      ZR_RETURN_IF_ERROR(writeAll(descriptor, data, first, path));
       data += first;
       left -= first;
       written += first;
@@ -83,10 +79,20 @@ Status zplan::train::writeNewFile(const std::string &path,
         atHalf();
       halfReported = true;
     }
-    status = writeAll(descriptor, data, left, path);
+    ZR_RETURN_IF_ERROR(writeAll(descriptor, data, left, path));
+    written += left;
+    return Status::success();
+  };
+  Status status = Status::success();
+  for (const FilePiece &piece : pieces) {
+    uint64_t before = written;
+    status =
+        piece.produce ? piece.produce(emit) : emit(piece.data, piece.bytes);
+    if (status.ok() && written - before != piece.bytes)
+      status = failure("checkpoint file ", inQuotes(path), ": a piece gave ",
+                       written - before, " bytes of its ", piece.bytes);
     if (!status.ok())
       break;
-    written += left;
   }
   if (status.ok() && !halfReported && atHalf)
     atHalf();

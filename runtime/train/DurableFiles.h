@@ -27,6 +27,11 @@ Status errnoFailure(const std::string &what, const std::string &path);
 struct FilePiece {
   const void *data;
   uint64_t bytes;
+  /// Instead of `data`: writes the piece's bytes by calling `emit` on
+  /// consecutive chunks (a region read part by part).
+  std::function<Status(
+      const std::function<Status(const void *, uint64_t)> &emit)>
+      produce = nullptr;
 };
 
 /// Creates `path` (it must not exist), writes `pieces`, calling `atHalf`

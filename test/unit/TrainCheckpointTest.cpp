@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -130,6 +131,88 @@ TEST_F(TrainCheckpoint, SaveThenLoadRestoresRegionsStepAndValues) {
     EXPECT_EQ(got.values,
               (CheckpointValues{{"data-step", "12"}, {"rng", "a=b c"}}));
   }
+}
+
+/// The moments of State as a region in parts of 100, 200 and 33 bytes,
+/// read and written through callbacks that count their calls.
+CheckpointRegion momentsInParts(State &state, int &reads, int &writes) {
+  CheckpointRegion region;
+  region.name = "group 0 (adam m)";
+  region.bytes = state.moments.size();
+  region.parts = {100, 200, 33};
+  region.readPart = [&state, &reads, parts = region.parts](size_t part,
+                                                           void *out) {
+    uint64_t at = 0;
+    for (size_t i = 0; i < part; ++i)
+      at += parts[i];
+    std::memcpy(out, state.moments.data() + at, parts[part]);
+    ++reads;
+    return Status::success();
+  };
+  region.writePart = [&state, &writes, parts = region.parts](size_t part,
+                                                             const void *in) {
+    uint64_t at = 0;
+    for (size_t i = 0; i < part; ++i)
+      at += parts[i];
+    std::memcpy(state.moments.data() + at, in, parts[part]);
+    ++writes;
+    return Status::success();
+  };
+  return region;
+}
+
+TEST_F(TrainCheckpoint, ARegionInPartsWritesTheSameFileAndLoadsOnlyWhenWhole) {
+  // Saved in parts, the file and manifest are those of the region saved
+  // whole; loaded in parts, each part is handed over once.
+  State saved(1);
+  ASSERT_EQ(errorOf(save(3, saved)), "");
+  std::string whole = read(root + "/step-00000003/rank-0.bin");
+  std::string manifest = read(root + "/step-00000003/manifest.txt");
+  int reads = 0, writes = 0;
+  std::vector<CheckpointRegion> regions = saved.regions();
+  regions[1] = momentsInParts(saved, reads, writes);
+  SaveResult result;
+  ASSERT_EQ(errorOf(saveCheckpoint(
+                root, {kPlan, 3, {{"data-step", "3"}, {"seed", "7"}}}, regions,
+                communicator, result)),
+            "");
+  EXPECT_EQ(reads, 3);
+  EXPECT_EQ(read(root + "/step-00000003/rank-0.bin"), whole);
+  EXPECT_EQ(read(root + "/step-00000003/manifest.txt"), manifest);
+
+  State restored(2);
+  regions = restored.regions();
+  regions[1] = momentsInParts(restored, reads, writes);
+  LoadedCheckpoint got;
+  ASSERT_EQ(errorOf(loadCheckpoint(root, kPlan, regions, communicator, got)),
+            "");
+  EXPECT_EQ(writes, 3);
+  EXPECT_TRUE(restored == saved);
+
+  // A corrupt byte in the region: refused, and no part handed over.
+  {
+    std::fstream stream(root + "/step-00000003/rank-0.bin",
+                        std::ios::in | std::ios::out | std::ios::binary);
+    stream.seekp(4200);
+    stream.put('\x55');
+  }
+  State untouched(4);
+  regions = untouched.regions();
+  writes = 0;
+  regions[1] = momentsInParts(untouched, reads, writes);
+  EXPECT_TRUE(
+      contains(errorOf(loadCheckpoint(root, kPlan, regions, communicator, got)),
+               "region 'group 0 (adam m)' (bytes 4000-4333) does not match its "
+               "checksum"));
+  EXPECT_EQ(writes, 0);
+  EXPECT_EQ(untouched.moments, State(4).moments);
+
+  // Parts that do not add up to the region are refused before writing.
+  regions[1].parts = {100, 200};
+  EXPECT_TRUE(contains(errorOf(saveCheckpoint(root, {kPlan, 4, {}}, regions,
+                                              communicator, result)),
+                       "checkpoint region 'group 0 (adam m)' has parts of 300 "
+                       "bytes in all for its 333"));
 }
 
 TEST_F(TrainCheckpoint, LatestFollowsTheNewestSaveAndKeepLastPrunes) {
