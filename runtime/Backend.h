@@ -37,7 +37,9 @@
 #include "runtime/support/ElementType.h"
 #include "runtime/support/Status.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -108,6 +110,24 @@ public:
                       uint64_t bytes) = 0;
   /// Zeroes `bytes` bytes at `target`.
   virtual Status zero(plan::Queue queue, void *target, uint64_t bytes) = 0;
+  // Offload (docs/offload.md): the tier copies between backend memory and
+  // host memory from Backend::allocateHost().
+  /// Copies `bytes` bytes between backend memory and such host memory
+  /// (`toDevice`: host `source` to backend `target`; else backend `source`
+  /// to host `target`), in `queue`'s order: a plain copy where backend
+  /// memory is the host's, an asynchronous one on a device. The host bytes
+  /// must stay as they are (fetch) or unread (store) until the copy
+  /// completes: until the other queue has waited for it and been
+  /// synchronized with synchronizeQueue(), or this one has.
+  virtual Status copyHost(plan::Queue queue, void *target, const void *source,
+                          uint64_t bytes, bool toDevice) {
+    (void)toDevice;
+    return copy(queue, target, source, bytes);
+  }
+  /// Returns when everything issued on `queue` so far has completed (a host
+  /// kernel then reads what a copy the queue waited for wrote). Nothing to
+  /// do where the queues run synchronously.
+  virtual Status synchronizeQueue(plan::Queue) { return Status::success(); }
   /// target[i] += source[i] for i < count (f32).
   virtual Status accumulate(plan::Queue queue, float *target,
                             const float *source, uint64_t count) = 0;
@@ -165,6 +185,17 @@ public:
   /// ("the arena") names it in the error when the allocation fails.
   virtual Status allocate(uint64_t bytes, std::string_view what,
                           std::unique_ptr<BackendMemory> &out) = 0;
+  /// `bytes` of host memory (not zeroed, page-aligned) that the queues'
+  /// copyHost() moves to and from backend memory: plain memory on the CPU,
+  /// pinned (page-locked) memory on a device, whose copies can then run
+  /// asynchronously. Offload's host tier and staging live in it.
+  virtual Status allocateHost(uint64_t bytes, std::string_view what,
+                              std::unique_ptr<BackendMemory> &out) {
+    return allocateAlignedHost(bytes, what, out);
+  }
+  /// The CPU's allocateHost(): page-aligned memory from the C library.
+  static Status allocateAlignedHost(uint64_t bytes, std::string_view what,
+                                    std::unique_ptr<BackendMemory> &out);
   /// Takes `host` (weights read from the file) into backend memory: the CPU
   /// keeps the bytes where they are, a device backend copies and frees them.
   virtual Status adopt(std::vector<uint8_t> &&host,
@@ -218,6 +249,34 @@ public:
   /// backend and rank.
   virtual Status checksum(const void *data, uint64_t bytes, uint64_t &out) = 0;
 };
+
+/// Page-aligned host memory from the C library (Backend::allocateHost on
+/// the CPU).
+class AlignedHostMemory final : public BackendMemory {
+public:
+  AlignedHostMemory(uint8_t *data, uint64_t bytes)
+      : address(data), size(bytes) {}
+  ~AlignedHostMemory() override { std::free(address); }
+  uint8_t *data() const override { return address; }
+  uint64_t bytes() const override { return size; }
+
+private:
+  uint8_t *address;
+  uint64_t size;
+};
+
+inline Status
+Backend::allocateAlignedHost(uint64_t bytes, std::string_view what,
+                             std::unique_ptr<BackendMemory> &out) {
+  constexpr uint64_t kPage = 4096;
+  uint64_t rounded = (std::max<uint64_t>(bytes, 1) + kPage - 1) / kPage * kPage;
+  auto *data = static_cast<uint8_t *>(std::aligned_alloc(kPage, rounded));
+  if (!data)
+    return failure("cannot allocate ", bytes, " bytes of host memory for ",
+                   what);
+  out = std::make_unique<AlignedHostMemory>(data, bytes);
+  return Status::success();
+}
 
 } // namespace zplan
 

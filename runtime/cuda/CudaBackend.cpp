@@ -16,6 +16,13 @@
 //  - copyFromHost() and copyToHost() wait for both streams, then make a
 //    plain cudaMemcpy: host code touches device memory between runs
 //    (weights at load, inputs before a run, outputs after one).
+//  - Offload's tier copies are the exception: the host tier and the
+//    staging of the nvme tier's copies are pinned (allocateHost,
+//    cudaHostAlloc), and copyHost() is a cudaMemcpyAsync on the comm
+//    stream, ordered by the plan's events like a collective, so a copy
+//    overlaps compute. synchronizeQueue() waits for one stream: before a
+//    host kernel (the compute stream, which waited for the copies it
+//    reads) and before an nvme staging buffer is reused (the comm stream).
 //  - A kernel that finds bad data (an index out of range) cannot return an
 //    error: it writes the first one into a device word, which synchronize()
 //    reads and clears, so the run still fails with the op named.
@@ -79,6 +86,20 @@ private:
   uint64_t size;
 };
 
+/// Page-locked host memory (Backend::allocateHost): the tier store's host
+/// pool, which the copy queue reads and writes asynchronously.
+class PinnedMemory final : public BackendMemory {
+public:
+  PinnedMemory(uint8_t *data, uint64_t bytes) : address(data), size(bytes) {}
+  ~PinnedMemory() override { cudaFreeHost(address); }
+  uint8_t *data() const override { return address; }
+  uint64_t bytes() const override { return size; }
+
+private:
+  uint8_t *address;
+  uint64_t size;
+};
+
 class CudaBackend;
 
 class CudaKernel final : public PreparedKernel {
@@ -112,6 +133,17 @@ public:
 
   Status allocate(uint64_t bytes, std::string_view what,
                   std::unique_ptr<BackendMemory> &out) override;
+  Status allocateHost(uint64_t bytes, std::string_view what,
+                      std::unique_ptr<BackendMemory> &out) override {
+    void *data = nullptr;
+    if (cudaError_t error = cudaHostAlloc(&data, std::max<uint64_t>(bytes, 1),
+                                          cudaHostAllocDefault);
+        error != cudaSuccess)
+      return failure("cannot allocate ", bytes, " bytes of pinned host memory",
+                     " for ", what, ": ", cudaGetErrorString(error));
+    out = std::make_unique<PinnedMemory>(static_cast<uint8_t *>(data), bytes);
+    return Status::success();
+  }
   Status adopt(std::vector<uint8_t> &&host,
                std::unique_ptr<BackendMemory> &out) override;
   Status copyFromHost(void *target, const void *source,
@@ -208,6 +240,23 @@ public:
     if (bytes != 0)
       ZR_CUDA(cudaMemsetAsync(target, 0, bytes, backend.stream(queue)),
               "cudaMemsetAsync");
+    return Status::success();
+  }
+  // Offload's tier copies: pinned host memory, so the copy runs on the
+  // queue's stream while the other computes.
+  Status copyHost(plan::Queue queue, void *target, const void *source,
+                  uint64_t bytes, bool toDevice) override {
+    if (bytes != 0)
+      ZR_CUDA(cudaMemcpyAsync(target, source, bytes,
+                              toDevice ? cudaMemcpyHostToDevice
+                                       : cudaMemcpyDeviceToHost,
+                              backend.stream(queue)),
+              "cudaMemcpyAsync (tier copy)");
+    return Status::success();
+  }
+  Status synchronizeQueue(plan::Queue queue) override {
+    ZR_CUDA(cudaStreamSynchronize(backend.stream(queue)),
+            "cudaStreamSynchronize");
     return Status::success();
   }
   Status accumulate(plan::Queue queue, float *target, const float *source,

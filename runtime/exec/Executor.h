@@ -222,9 +222,9 @@ private:
   std::atomic<uint64_t> gatheredInRun{0};
   std::atomic<uint64_t> reducedInRun{0};
   std::atomic<uint64_t> tierCopiedInRun{0};
-  /// Host bytes a tier copy passes through where the backend's memory is
-  /// not the host's (comm thread only).
-  std::vector<uint8_t> tierScratch;
+  /// Pinned host bytes an nvme tier copy passes through where the
+  /// backend's memory is not the host's (comm thread only).
+  std::unique_ptr<BackendMemory> tierScratch;
 
   // --check state.
   /// copyState values besides a release's index.

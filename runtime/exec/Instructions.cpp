@@ -68,6 +68,11 @@ Status Executor::execute(uint32_t index) {
   if (options.check)
     if (Status status = checkReads(instruction); !status.ok())
       return status;
+  // A kernel on the host reads host memory that copies on a device's
+  // queues wrote: the compute queue, which waited for them, must be done.
+  if (instruction.on_host())
+    if (Status status = queues->synchronizeQueue(plan::COMPUTE); !status.ok())
+      return failure(describeInstruction(instruction), ": ", status.message());
   Status status = kernels[index]->run();
   if (!status.ok())
     return failure(describeInstruction(instruction), ": ", status.message());
@@ -84,8 +89,11 @@ std::string Executor::collectiveName(const plan::Instruction &instruction,
 
 /// A tier_fetch reads its operand (a HOST or NVME buffer) into the arena
 /// staging buffer it names as result; a tier_store writes the staging
-/// buffer (operand) back. Where the backend's memory is not the host's,
-/// the bytes pass through host scratch.
+/// buffer (operand) back. A HOST buffer is copied in the comm queue's order
+/// (Queues::copyHost: a memcpy on the CPU, an asynchronous copy from pinned
+/// memory on a device). An NVME buffer is read or written in place where
+/// backend memory is the host's, else through pinned staging, which the
+/// comm queue is synchronized on before it is reused.
 Status Executor::executeTierCopy(const plan::Instruction &instruction) {
   TierStore *store = memory.tierStore();
   bool fetch = instruction.opcode() == plan::OPCODE_TIER_FETCH;
@@ -100,23 +108,27 @@ Status Executor::executeTierCopy(const plan::Instruction &instruction) {
                    inQuotes(plan::bufferOf(plan, tiered).name()),
                    " is not in this rank's tier store");
   uint8_t *device = memory.address(staging);
-  bool inPlace = backend.hostAddressable();
-  if (!inPlace)
-    tierScratch.resize(bytes);
-  void *host = inPlace ? static_cast<void *>(device) : tierScratch.data();
   Status status = Status::success();
-  if (fetch) {
-    status = store->read(tiered, host);
-    if (status.ok() && !inPlace)
-      status = backend.copyFromHost(device, host, bytes);
+  if (uint8_t *host = store->hostAddress(root)) {
+    host += memory.offsetInRoot(tiered);
+    status = fetch ? queues->copyHost(plan::COMM, device, host, bytes, true)
+                   : queues->copyHost(plan::COMM, host, device, bytes, false);
+  } else if (backend.hostAddressable()) {
+    status = fetch ? store->read(tiered, device) : store->write(tiered, device);
   } else {
-    if (!inPlace)
-      status = backend.copyToHost(host, device, bytes);
+    if (!tierScratch || tierScratch->bytes() < bytes)
+      status = backend.allocateHost(bytes, "nvme tier copies", tierScratch);
+    uint8_t *scratch = status.ok() ? tierScratch->data() : nullptr;
+    if (status.ok() && fetch)
+      status = store->read(tiered, scratch);
     if (status.ok())
-      status = root == tiered
-                   ? store->write(tiered, host)
-                   : store->writePart(root, memory.offsetInRoot(tiered), host,
-                                      bytes);
+      status =
+          fetch ? queues->copyHost(plan::COMM, device, scratch, bytes, true)
+                : queues->copyHost(plan::COMM, scratch, device, bytes, false);
+    if (status.ok())
+      status = queues->synchronizeQueue(plan::COMM);
+    if (status.ok() && !fetch)
+      status = store->write(tiered, scratch);
   }
   if (!status.ok())
     return failure(describeInstruction(instruction), ": ", status.message());

@@ -37,7 +37,7 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
   // on the device.
   ZR_RETURN_IF_ERROR(TierStore::open(
       plan, rank, offloadDir.empty() ? plan.offload_dir() : offloadDir, nvmeIo,
-      memory->tiers));
+      memory->tiers, &backend));
   std::vector<uint8_t> hostBytes;
   ZR_RETURN_IF_ERROR(memory->loadShards(planPath, plan, hostBytes));
   if (Status status = backend.adopt(std::move(hostBytes), memory->shards);

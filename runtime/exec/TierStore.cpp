@@ -30,7 +30,7 @@ constexpr uint64_t kBounceBytes = 4 << 20;
 
 Status TierStore::open(const plan::Plan &plan, uint32_t rank,
                        const std::string &directory, NvmeIo io,
-                       std::unique_ptr<TierStore> &out) {
+                       std::unique_ptr<TierStore> &out, Backend *backend) {
   std::unique_ptr<TierStore> store(new TierStore());
   store->direct = io == NvmeIo::Direct;
   for (const plan::Buffer &buffer : plan.buffers()) {
@@ -49,11 +49,12 @@ Status TierStore::open(const plan::Plan &plan, uint32_t rank,
   if (store->slots.empty())
     return Status::success();
   if (store->hostSize) {
-    store->hostPool.reset(static_cast<uint8_t *>(
-        std::aligned_alloc(kSlotAlignment, store->hostSize)));
-    if (!store->hostPool)
-      return failure("cannot allocate the host tier (", store->hostSize,
-                     " bytes of offloaded state)");
+    std::string what = "the host tier (offloaded state)";
+    ZR_RETURN_IF_ERROR(backend ? backend->allocateHost(store->hostSize, what,
+                                                       store->hostMemory)
+                               : Backend::allocateAlignedHost(
+                                     store->hostSize, what, store->hostMemory));
+    store->hostPool = store->hostMemory->data();
   }
   if (store->fileSize) {
     if (directory.empty())
@@ -108,7 +109,7 @@ Status TierStore::read(uint32_t id, void *target) {
     return Status::success();
   }
   if (slot.tier == plan::Buffer::HOST) {
-    std::memcpy(target, hostPool.get() + slot.offset, slot.bytes);
+    std::memcpy(target, hostPool + slot.offset, slot.bytes);
     return Status::success();
   }
   auto *bytes = static_cast<uint8_t *>(target);
@@ -153,7 +154,7 @@ uint8_t *TierStore::hostAddress(uint32_t id) {
   if (found == slots.end() || found->second.tier != plan::Buffer::HOST)
     return nullptr;
   Slot &slot = found->second;
-  uint8_t *address = hostPool.get() + slot.offset;
+  uint8_t *address = hostPool + slot.offset;
   if (!slot.written)
     std::memset(address, 0, slot.bytes);
   slot.written = true;
@@ -169,7 +170,7 @@ Status TierStore::checksumOf(uint32_t id, uint64_t &out) const {
     std::vector<uint8_t> zeros(slot.bytes);
     out = checksum(zeros.data(), zeros.size());
   } else if (slot.tier == plan::Buffer::HOST) {
-    out = checksum(hostPool.get() + slot.offset, slot.bytes);
+    out = checksum(hostPool + slot.offset, slot.bytes);
   } else {
     out = slot.checksum;
   }
@@ -182,7 +183,7 @@ Status TierStore::write(uint32_t id, const void *source) {
     return failure("buffer ", id, " is not in a host or nvme tier");
   Slot &slot = found->second;
   if (slot.tier == plan::Buffer::HOST) {
-    std::memcpy(hostPool.get() + slot.offset, source, slot.bytes);
+    std::memcpy(hostPool + slot.offset, source, slot.bytes);
     slot.written = true;
     return Status::success();
   }

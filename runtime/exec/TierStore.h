@@ -36,6 +36,7 @@
 #ifndef ZPLAN_RUNTIME_EXEC_TIERSTORE_H
 #define ZPLAN_RUNTIME_EXEC_TIERSTORE_H
 
+#include "runtime/Backend.h"
 #include "runtime/plan/plan.pb.h"
 #include "runtime/support/Status.h"
 
@@ -59,9 +60,13 @@ public:
   /// tier's file (the plan's offload_dir unless zrun --offload-dir overrides
   /// it); a plan with NVME buffers and no directory, or a directory that cannot
   /// hold the file, is an error that names it.
+  /// The host tier's pool comes from `backend`'s allocateHost() (pinned
+  /// on a device, so that its copies run asynchronously); without one,
+  /// from the C library.
   static Status open(const plan::Plan &plan, uint32_t rank,
                      const std::string &directory, NvmeIo io,
-                     std::unique_ptr<TierStore> &out);
+                     std::unique_ptr<TierStore> &out,
+                     Backend *backend = nullptr);
   ~TierStore();
   TierStore(const TierStore &) = delete;
   TierStore &operator=(const TierStore &) = delete;
@@ -110,10 +115,11 @@ private:
   std::map<uint32_t, Slot> slots;
   /// Page-aligned, so that a host kernel's vector loads find every slot
   /// aligned (slots start on page boundaries).
+  std::unique_ptr<BackendMemory> hostMemory;
+  uint8_t *hostPool = nullptr;
   struct FreeAligned {
     void operator()(uint8_t *pool) const { std::free(pool); }
   };
-  std::unique_ptr<uint8_t, FreeAligned> hostPool;
   uint64_t hostSize = 0;
   Status transfer(const Slot &slot, bool write, uint8_t *bytes, uint64_t offset,
                   uint64_t count);
