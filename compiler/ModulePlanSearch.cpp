@@ -63,11 +63,10 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
   mlir::Builder builder(module.getContext());
   if (options.offloadParams != "none")
     (*copy)->setAttr(kShardsOffloadedAttr,
-                     builder.getI64IntegerAttr(options.offloadedShardQuarters));
+                     builder.getI64IntegerAttr(options.offloadedShardGroups));
   if (options.offloadOptimizer != "none")
-    (*copy)->setAttr(
-        kMomentsOffloadedAttr,
-        builder.getI64IntegerAttr(options.offloadedMomentQuarters));
+    (*copy)->setAttr(kMomentsOffloadedAttr,
+                     builder.getI64IntegerAttr(options.offloadedMomentGroups));
   mlir::PassManager pm(module.getContext());
   ScheduleOptions schedule;
   schedule.worldSize = options.worldSize;

@@ -11,9 +11,11 @@
 //     micro-step (every gather of it), and in and out once more per
 //     optimizer step.
 //
-// Each kind goes a quarter of the groups at a time, the largest first
-// (compiler/analysis/OffloadSelection.h), so at most eight searches follow
-// the first.
+// For each kind, every group's first; when that fits, the fewest groups
+// that fit, the largest first (compiler/analysis/OffloadSelection.h), by
+// bisection on their count: offloading more does not add device bytes, so
+// a count that fits stands for the counts above it. A model of G groups
+// takes at most 2 + 2 * ceil(log2 G) searches after the first.
 //
 // The tier is nvme when --offload-dir names a directory, else cpu (host
 // memory). What was chosen, and why, ends the search summary (the report
@@ -32,7 +34,7 @@ namespace zplan {
 
 /// The plan search of compileModel() under `--offload auto`: the result of
 /// the first level that fits, with `resolved` the options it was compiled
-/// with (--offload-optimizer, --offload-params and their quarters set) and
+/// with (--offload-optimizer, --offload-params and their group counts set) and
 /// `choice` one line saying what was offloaded. Fails as searchModulePlan()
 /// does when even the last level does not fit, naming what was offloaded.
 llvm::Expected<PlanSearchResult>

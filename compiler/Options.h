@@ -144,11 +144,12 @@ struct CompileOptions {
   /// --memory-budget requires, moments first; "none" leaves it to the two
   /// options above.
   std::string offload = "none";
-  /// How many quarters of the groups --offload-optimizer and
-  /// --offload-params move (compiler/analysis/OffloadSelection.h): every
-  /// group, unless --offload auto chose fewer.
-  int offloadedMomentQuarters = 4;
-  int offloadedShardQuarters = 4;
+  /// How many groups --offload-optimizer and --offload-params move, the
+  /// largest first (compiler/analysis/OffloadSelection.h): every group
+  /// (kEveryGroup), unless --offload auto chose fewer.
+  static constexpr int64_t kEveryGroup = -1;
+  int64_t offloadedMomentGroups = kEveryGroup;
+  int64_t offloadedShardGroups = kEveryGroup;
   /// The NVME tier's directory, for either option (and --offload auto).
   std::string offloadDir;
   /// --host-optimizer-step: whether a group whose shard and moments both

@@ -1,13 +1,12 @@
 //===- OffloadSelection.h - which groups' state is offloaded --------------===//
 //
 // Offload (docs/offload.md) is decided before the schedule pipeline makes
-// the groups (zplan-shard-parameters), so the module says how much, and
+// the groups (zplan-shard-parameters), so the module says how many, and
 // this file says which: the attribute kShardsOffloadedAttr or
 // kMomentsOffloadedAttr (compiler/transforms/Programs.h) holds a number of
-// quarters, 1 to 4, and the groups offloaded are the largest first (then
-// by name) until their bytes reach that share of all of them; 4 is every
-// group. The liveness analysis (what --memory-budget counts) and the plan
-// emitter (each buffer's tier) both ask here, so they agree.
+// groups, and the groups offloaded are that many of the largest (then by
+// name); -1 is every group. The liveness analysis (what --memory-budget counts)
+// and the plan emitter (each buffer's tier) both ask here, so they agree.
 //
 //===----------------------------------------------------------------------===//
 

@@ -37,9 +37,10 @@ inline constexpr llvm::StringLiteral kLogprobsName = "logprobs";
 inline constexpr llvm::StringLiteral kTokenSumLossAttr = "zplan.token_sum_loss";
 
 /// Integer attributes on the module (zcc --offload-params,
-/// --offload-optimizer, --offload auto; docs/offload.md): how many quarters
-/// of the sharded groups' shards, or of the optimizer's moments, live
-/// outside the device (which groups: compiler/analysis/OffloadSelection.h).
+/// --offload-optimizer, --offload auto; docs/offload.md): how many of the
+/// sharded groups' shards, or of the trained groups' optimizer moments,
+/// live outside the device, the largest groups first; -1: every group's
+/// (which groups: compiler/analysis/OffloadSelection.h).
 /// --memory-budget, which counts device bytes, does not count them
 /// (LivenessAnalysis::residentBytes()), and the plan emitter puts them in
 /// their tier.
