@@ -1,0 +1,192 @@
+//===- TierValidationTest.cpp - offload's verifier rules, case by case ---===//
+//
+// runtime/plan/TierValidation.h on hand-built programs: the host-side
+// optimizer step as zcc emits it passes, and each rule it relies on refuses
+// the program that breaks it, naming the instruction and the buffer. (The
+// lit tests break whole plans zcc wrote: test/train/offload*.test.)
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/plan/TierValidation.h"
+
+#include "test/unit/StatusMatchers.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using namespace zplan;
+using namespace zplan::plan;
+using zplan::testing::contains;
+using zplan::testing::errorOf;
+
+namespace {
+
+/// One group's training state around a host-side step: the shard and the
+/// moments in the host tier, the gradient accumulator on the device, a
+/// HOST_STAGING slot and a view of it, the hyper-parameters on the device
+/// and their host copy, an nvme moment and an arena buffer.
+class HostStep : public ::testing::Test {
+protected:
+  enum : uint32_t {
+    kShard = 1,
+    kGrad,
+    kM,
+    kV,
+    kSlot,
+    kGradHost, // a view of kSlot
+    kHyper,
+    kHyperHost,
+    kNvmeMoment,
+    kArena,
+  };
+
+  void SetUp() override {
+    plan.add_groups()->set_name("group0");
+    add(kShard, "group0 (shard)", Buffer::SHARD, Buffer::HOST, 256);
+    add(kGrad, "group0 (grad)", Buffer::STATE, Buffer::DEVICE, 256);
+    add(kM, "group0 (adam m)", Buffer::STATE, Buffer::HOST, 256);
+    add(kV, "group0 (adam v)", Buffer::STATE, Buffer::HOST, 256);
+    add(kSlot, "gradients (host) 0", Buffer::HOST_STAGING, Buffer::HOST, 512);
+    add(kGradHost, "group0 (grad, host)", Buffer::HOST_STAGING, Buffer::DEVICE,
+        256);
+    plan.mutable_buffers(kGradHost - 1)->set_view_of(kSlot);
+    add(kHyper, "hyper", Buffer::ARENA, Buffer::DEVICE, 8);
+    add(kHyperHost, "hyper-parameters (host)", Buffer::HOST_STAGING,
+        Buffer::HOST, 8);
+    add(kNvmeMoment, "group0 (adam v, nvme)", Buffer::STATE, Buffer::NVME, 256);
+    add(kArena, "activation", Buffer::ARENA, Buffer::DEVICE, 512);
+  }
+
+  void add(uint32_t id, const std::string &name, Buffer::Kind kind,
+           Buffer::Tier tier, int64_t floats) {
+    Buffer *buffer = plan.add_buffers();
+    ASSERT_EQ(static_cast<uint32_t>(plan.buffers_size()), id);
+    buffer->set_id(id);
+    buffer->set_name(name);
+    buffer->set_kind(kind);
+    buffer->set_tier(tier);
+    buffer->add_shape(floats);
+    buffer->set_dtype(F32);
+    buffer->set_bytes(static_cast<uint64_t>(floats) * 4);
+  }
+
+  Instruction &emit(Opcode opcode, Queue queue, std::vector<uint32_t> operands,
+                    std::vector<uint32_t> results,
+                    std::vector<uint32_t> waitFor = {}) {
+    Instruction *instruction = program.add_instructions();
+    instruction->set_index(program.instructions_size() - 1);
+    instruction->set_opcode(opcode);
+    instruction->set_queue(queue);
+    instruction->set_location("@group0");
+    for (uint32_t id : operands)
+      instruction->add_operands(id);
+    for (uint32_t id : results)
+      instruction->add_results(id);
+    for (uint32_t index : waitFor)
+      instruction->add_wait_for(index);
+    return *instruction;
+  }
+
+  /// The step as zcc emits it (PlanEmitter::emitHostUpdate), up to the
+  /// zero; the update comes from each test.
+  void emitStores() {
+    emit(OPCODE_TIER_STORE, COMM, {kHyper}, {kHyperHost});    // #0
+    emit(OPCODE_TIER_WAIT, COMPUTE, {kHyper}, {}, {0});       // #1
+    emit(OPCODE_TIER_STORE, COMM, {kGrad}, {kGradHost}, {1}); // #2
+    emit(OPCODE_TIER_WAIT, COMPUTE, {kGrad}, {}, {2});        // #3
+    emit(OPCODE_ZERO, COMPUTE, {}, {kGrad});                  // #4
+  }
+
+  Instruction &update(std::vector<uint32_t> operands) {
+    Instruction &adamw = emit(OPCODE_ADAMW, COMPUTE, operands, {});
+    adamw.set_on_host(true);
+    return adamw;
+  }
+
+  std::string check() { return errorOf(validateTierCopies(plan, program)); }
+
+  Plan plan;
+  Program program;
+};
+
+TEST_F(HostStep, TheStepZccEmitsPasses) {
+  emitStores();
+  update({kShard, kGradHost, kM, kV, kHyperHost});
+  EXPECT_EQ(check(), "");
+}
+
+TEST_F(HostStep, AHostKernelReadsHostMemoryOnly) {
+  emitStores();
+  update({kShard, kGrad, kM, kV, kHyperHost});
+  EXPECT_TRUE(contains(check(), "instruction #5 'adamw' at '@group0' runs on "
+                                "the host but names buffer 2 'group0 (grad)', "
+                                "which lives in the device tier"));
+}
+
+TEST_F(HostStep, AHostKernelDoesNotReadTheNvmeFile) {
+  emitStores();
+  update({kShard, kGradHost, kM, kNvmeMoment, kHyperHost});
+  EXPECT_TRUE(contains(check(), "names buffer 9 'group0 (adam v, nvme)', "
+                                "which lives in the nvme tier"));
+}
+
+TEST_F(HostStep, OnlyAnOptimizerUpdateRunsOnTheHost) {
+  emit(OPCODE_MATMUL, COMPUTE, {kShard, kM}, {kV}).set_on_host(true);
+  EXPECT_TRUE(contains(check(), "instruction #0 'matmul' at '@group0' runs on "
+                                "the host; only an optimizer update"));
+}
+
+TEST_F(HostStep, AHostKernelWaitsForTheStoreOfWhatItReads) {
+  emit(OPCODE_TIER_STORE, COMM, {kGrad}, {kGradHost}); // #0, no wait yet
+  update({kShard, kGradHost, kM, kV, kHyperHost});
+  // The store fills a view; the slot that owns the bytes is in flight.
+  EXPECT_TRUE(contains(check(), "instruction #1 'adamw' at '@group0' names "
+                                "buffer 6 'group0 (grad, host)' while "
+                                "instruction #0 still copies it"));
+}
+
+TEST_F(HostStep, AZeroWaitsForTheStoreThatReadsTheAccumulator) {
+  emit(OPCODE_TIER_STORE, COMM, {kGrad}, {kGradHost}); // #0
+  emit(OPCODE_ZERO, COMPUTE, {}, {kGrad});             // #1, too early
+  EXPECT_TRUE(contains(check(), "instruction #1 'zero' at '@group0' names "
+                                "buffer 2 'group0 (grad)' while instruction "
+                                "#0 still copies it"));
+}
+
+TEST_F(HostStep, AZeroClearsOneTrainingStateBuffer) {
+  emit(OPCODE_ZERO, COMPUTE, {}, {kArena});
+  EXPECT_TRUE(contains(check(), "instruction #0 'zero' at '@group0' zeroes "
+                                "buffer 10 'activation', which is not a "
+                                "training-state buffer"));
+  program.Clear();
+  emit(OPCODE_ZERO, COMPUTE, {kGrad}, {kGrad});
+  EXPECT_TRUE(contains(check(), "has 1 operands and 1 results; a zero has one "
+                                "result and no operand"));
+}
+
+TEST_F(HostStep, OnlyAStoreIntoHostStagingMayFillAView) {
+  // A fetch from the view of a slot.
+  emit(OPCODE_TIER_FETCH, COMM, {kGradHost}, {kArena});
+  EXPECT_TRUE(contains(check(), "instruction #0 'tier_fetch' at '@group0' "
+                                "fetches buffer 6 'group0 (grad, host)', "
+                                "which is not a buffer of the host or nvme "
+                                "tier"));
+  // A store from a device STATE buffer into training state, not staging.
+  program.Clear();
+  emit(OPCODE_TIER_STORE, COMM, {kGrad}, {kM});
+  EXPECT_TRUE(contains(check(), "instruction #0 'tier_store' at '@group0' "
+                                "stores buffer 2 'group0 (grad)' (1024 "
+                                "bytes), which is not an arena buffer"));
+}
+
+TEST_F(HostStep, TwoStoresIntoOneSlotNeedAWaitBetweenThem) {
+  emit(OPCODE_TIER_STORE, COMM, {kGrad}, {kGradHost}); // #0
+  emit(OPCODE_TIER_STORE, COMM, {kArena}, {kSlot});    // #1, same bytes
+  EXPECT_TRUE(contains(check(), "instruction #1 'tier_store' at '@group0' "
+                                "copies buffer 5 'gradients (host) 0', which "
+                                "instruction #0 still copies"));
+}
+
+} // namespace
