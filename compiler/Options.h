@@ -152,9 +152,9 @@ struct CompileOptions {
   int64_t offloadedShardGroups = kEveryGroup;
   /// The NVME tier's directory, for either option (and --offload auto).
   std::string offloadDir;
-  /// --host-optimizer-step: whether a group whose shard and moments both
-  /// live in host memory is updated on the host (ZeRO-Offload's split) or
-  /// staged through the device like the others.
+  /// --host-optimizer-step: whether a group whose moments live in host
+  /// memory is updated on the host (ZeRO-Offload's split; a shard on the
+  /// device through a host master copy) or staged through the device.
   bool hostOptimizerStep = true;
   /// --loss grpo / dpo: TRL's options (docs/rl.md). --loss-type (grpo:
   /// grpo | dapo), --beta (unset: TRL's default), --epsilon,

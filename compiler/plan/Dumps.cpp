@@ -182,12 +182,19 @@ std::string zplan::formatMemoryDump(const EmittedPlan &emitted) {
     if (bytes)
       os << "offloaded to " << tierOf(kind) << " (" << what << "): " << bytes
          << " B (" << formatSize(bytes) << ")\n";
-  if (emitted.hostStepGroups)
+  if (emitted.hostStepGroups) {
     os << "optimizer step on the host: " << emitted.hostStepGroups
-       << " groups (shard and moments in host memory), host staging "
-       << emitted.hostStagingBytes << " B ("
-       << formatSize(emitted.hostStagingBytes)
-       << ": the gradients' and hyper-parameters' copies)\n";
+       << (emitted.hostStepGroups == 1 ? " group" : " groups")
+       << " (moments in host memory), host staging " << emitted.hostStagingBytes
+       << " B (" << formatSize(emitted.hostStagingBytes)
+       << ": the gradients' and hyper-parameters' copies)";
+    // Parameters on the device are updated through a master copy.
+    if (emitted.hostMasterBytes)
+      os << ", master copies " << emitted.hostMasterBytes << " B ("
+         << formatSize(emitted.hostMasterBytes)
+         << ": the parameters the device keeps)";
+    os << "\n";
+  }
   if (emitted.offloadedShardBytes || emitted.offloadedMomentBytes) {
     os << "tier copies per run:";
     const char *separator = " ";

@@ -213,9 +213,10 @@ private:
   SmallVector<uint32_t, 3> tieredUpdateOperands(uint32_t group);
   bool stateOffloaded(uint32_t group);
   /// Offload: whether `group`'s update runs on the host, as ZeRO-Offload
-  /// runs it (docs/offload.md): its shard and its moments all live in host
-  /// memory, so the update reads them in place, and only the accumulated
-  /// gradient and the hyper-parameters travel, by tier_store.
+  /// runs it (docs/offload.md): its moments live in host memory, and its
+  /// shard too (read in place) or on the device (through a master copy in
+  /// host memory); the accumulated gradient and the hyper-parameters
+  /// travel by tier_store.
   bool stepsOnHost(uint32_t group);
   llvm::Error emitHostUpdate(zero::OptimizerUpdateOp update, uint32_t group,
                              plan::Opcode opcode, uint64_t bytes);
@@ -276,6 +277,7 @@ private:
   /// stored, how many gradients were, and each group's store not yet waited
   /// for (group -> store index, the copy's view of its slot).
   SmallVector<uint32_t, 2> hostGradientSlots;
+  llvm::DenseMap<uint32_t, uint32_t> hostMaster; // group -> its master copy
   int64_t largestHostGradient = 0;
   uint32_t hostHyper = 0;
   bool hyperStored = false;
@@ -432,6 +434,17 @@ void Emitter::declareState(llvm::StringRef optimizer) {
       ++result.hostStepGroups;
       largestHostGradient =
           std::max<int64_t>(largestHostGradient, resident.shape(0));
+      // Parameters on the device: the update writes a master copy in host
+      // memory (ZeRO-Offload's fp32 master), fetched back after it.
+      if (!shardOffloaded(index)) {
+        uint32_t master =
+            addBuffer(plan::Buffer::STATE, group.name() + " (master)", type);
+        buffer(master).set_group(index);
+        buffer(master).set_tier(plan::Buffer::HOST);
+        buffer(master).set_mirrors(resident.id());
+        result.hostMasterBytes += buffer(master).bytes();
+        hostMaster[index] = master;
+      }
     }
   }
   if (!result.hostStepGroups)
@@ -995,10 +1008,11 @@ llvm::Error Emitter::emitOptimizerUpdate(zero::OptimizerUpdateOp update) {
 /// update before issued it, then the next group's, so that it overlaps
 /// this update) into host memory; COMPUTE `tier_wait` for this group's;
 /// `zero` of the accumulator, which the next micro-steps add into; then
-/// the update on the host (Instruction.on_host) over the shard, the
-/// gradient's host copy, the moments and the hyper-parameters' host copy,
-/// all in host memory. Nothing comes back: the next gather fetches the
-/// updated shard from the host.
+/// the update on the host (Instruction.on_host) over the shard or its
+/// master copy, the gradient's host copy, the moments and the
+/// hyper-parameters' host copy, all in host memory. A shard in host memory
+/// stays there (the next gather fetches it); a master copy goes back to
+/// the parameters on the device by COMM `tier_fetch`.
 llvm::Error Emitter::emitHostUpdate(zero::OptimizerUpdateOp update,
                                     uint32_t group, plan::Opcode opcode,
                                     uint64_t bytes) {
@@ -1025,15 +1039,27 @@ llvm::Error Emitter::emitHostUpdate(zero::OptimizerUpdateOp update,
   zero.set_group(group);
   // The cost model charges the update at the device's memory bandwidth;
   // on a GPU the host's is lower (an estimate that ranks choices).
+  uint32_t master = hostMaster.lookup(group);
   plan::Instruction &instruction =
       addInstruction(opcode, update, cost.optimizerSeconds(bytes));
-  instruction.add_operands(shardBuffer.lookup(group));
+  uint32_t updateIndex = instruction.index();
+  instruction.add_operands(master ? master : shardBuffer.lookup(group));
   instruction.add_operands(hostCopy);
   for (uint32_t id : optimizerBuffers.lookup(group))
     instruction.add_operands(id);
   instruction.add_operands(hostHyper);
   instruction.set_group(group);
   instruction.set_on_host(true);
+  if (!master)
+    return llvm::Error::success();
+  // The updated master back to the parameters on the device; waited for
+  // after the next update (or at the program's end), so that the copy
+  // overlaps it.
+  uint32_t parameters = buffer(master).mirrors();
+  uint32_t fetch = addTierCopy(plan::OPCODE_TIER_FETCH, group, master,
+                               parameters, updateIndex);
+  waitForStores();
+  pendingStores.emplace_back(fetch, parameters);
   return llvm::Error::success();
 }
 
@@ -1056,9 +1082,13 @@ void Emitter::storeGradient(uint32_t group) {
                            hostCopy};
 }
 
+/// The moments in host memory, and the parameters too or on the device
+/// (then updated through a host master copy); not the nvme tier, which the
+/// host does not read in place.
 bool Emitter::stepsOnHost(uint32_t group) {
-  if (!options.hostOptimizerStep || !shardOffloaded(group) ||
-      buffer(shardBuffer.lookup(group)).tier() != plan::Buffer::HOST)
+  if (!options.hostOptimizerStep ||
+      (shardOffloaded(group) &&
+       buffer(shardBuffer.lookup(group)).tier() != plan::Buffer::HOST))
     return false;
   auto moments = optimizerBuffers.find(group);
   return moments != optimizerBuffers.end() &&

@@ -68,8 +68,8 @@ struct EmitOptions {
   plan::Buffer::Tier optimizerTier = plan::Buffer::DEVICE;
   plan::Buffer::Tier parameterTier = plan::Buffer::DEVICE;
   std::string offloadDir;
-  /// Update on the host each group whose shard and moments both live in
-  /// host memory (--host-optimizer-step, docs/offload.md).
+  /// Update on the host each group whose moments live in host memory
+  /// (--host-optimizer-step, docs/offload.md).
   bool hostOptimizerStep = true;
 };
 
@@ -114,6 +114,9 @@ struct EmittedPlan {
   /// (each such group's gradient copy, the hyper-parameters' copy).
   uint32_t hostStepGroups = 0;
   uint64_t hostStagingBytes = 0;
+  /// Of those groups, the master copies in host memory of the ones whose
+  /// parameters stay on the device (Buffer.mirrors), per rank.
+  uint64_t hostMasterBytes = 0;
   /// Generation: the KV caches (CACHE buffers) per rank.
   uint64_t kvCacheBytes = 0;
   /// Generation: the resident groups' gathered copies (RESIDENT buffers)

@@ -110,7 +110,24 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
     memory->hold(section->bytes());
   if (generation == GenerationState::AtLoad)
     ZR_RETURN_IF_ERROR(memory->allocateGeneration());
+  for (const plan::Buffer &buffer : plan.buffers())
+    if (buffer.mirrors() != 0)
+      memory->mirrorPairs.emplace_back(buffer.id(), buffer.mirrors());
+  ZR_RETURN_IF_ERROR(memory->refreshMirrors());
   out = std::move(memory);
+  return Status::success();
+}
+
+Status RankMemory::refreshMirrors() {
+  for (auto [mirror, source] : mirrorPairs) {
+    uint8_t *host = tiers ? tiers->hostAddress(mirror) : nullptr;
+    if (!host)
+      return failure("buffer ", mirror, " mirrors buffer ", source,
+                     " but is not in the host tier");
+    uint64_t bytes = 0;
+    ZR_RETURN_IF_ERROR(tiers->sizeOf(mirror, bytes));
+    ZR_RETURN_IF_ERROR(owner->copyToHost(host, addresses[source], bytes));
+  }
   return Status::success();
 }
 

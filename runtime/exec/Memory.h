@@ -148,6 +148,10 @@ public:
   Status writeShardPart(size_t part, const uint8_t *host);
   BackendMemory &persistentSection() const { return *persistent; }
   BackendMemory &stateSection() const { return *statePool; }
+  /// The host-side step's master copies (Buffer.mirrors): each set to the
+  /// parameters it mirrors. load() calls it, and a checkpoint restore
+  /// after it writes the parameters.
+  Status refreshMirrors();
   /// The training state outside the device (docs/offload.md): the
   /// buffers of the HOST and NVME tiers, which only the tier copies read
   /// and write. Null when the plan keeps everything on the device.
@@ -222,6 +226,9 @@ private:
     uint64_t deviceOffset = 0;
   };
   std::vector<ShardSlot> shardLayout;
+  /// (mirror, the buffer it mirrors): Buffer.mirrors, the host step's
+  /// master copies.
+  std::vector<std::pair<uint32_t, uint32_t>> mirrorPairs;
   /// The checkpoint's parts of the weights layout: a slot of shardLayout,
   /// or (slot < 0) `bytes` of padding.
   struct ShardPart {

@@ -73,6 +73,14 @@ public:
 
   /// Whether buffer `id` lives here (its tier is HOST or NVME).
   bool holds(uint32_t id) const { return slots.count(id) != 0; }
+  /// Buffer `id`'s bytes.
+  Status sizeOf(uint32_t id, uint64_t &bytes) const {
+    auto found = slots.find(id);
+    if (found == slots.end())
+      return failure("buffer ", id, " is not in a host or nvme tier");
+    bytes = found->second.bytes;
+    return Status::success();
+  }
   /// Copies all of buffer `id`'s bytes to `target` (host memory).
   Status read(uint32_t id, void *target);
   /// Copies all of buffer `id`'s bytes from `source` (host memory).

@@ -322,6 +322,26 @@ private:
                        " tier; only training state, parameter shards and "
                        "host staging (a STATE, SHARD or HOST_STAGING buffer, "
                        "not a view) may live outside the device");
+      // A host master copy (the host-side step) mirrors one group's
+      // parameters on the device: same group, same bytes.
+      if (buffer.mirrors() != 0) {
+        if (Status status =
+                checkBufferId(buffer.mirrors(), subject + " mirrors");
+            !status.ok())
+          return status;
+        const Buffer &source = bufferOf(plan, buffer.mirrors());
+        if (buffer.kind() != Buffer::STATE || buffer.tier() != Buffer::HOST ||
+            buffer.view_of() != 0 ||
+            (source.kind() != Buffer::SHARD &&
+             source.kind() != Buffer::PERSISTENT) ||
+            source.tier() != Buffer::DEVICE || source.view_of() != 0 ||
+            source.group() != buffer.group() ||
+            source.bytes() != buffer.bytes())
+          return failure(subject, " mirrors ", describeBuffer(source),
+                         "; a mirror is training state in the host tier, "
+                         "the same bytes as its group's shard or persistent "
+                         "buffer on the device");
+      }
       if (buffer.kind() == Buffer::HOST_STAGING && buffer.view_of() == 0 &&
           buffer.tier() != Buffer::HOST)
         return failure(subject,

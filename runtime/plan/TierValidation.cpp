@@ -222,12 +222,14 @@ private:
                      describeBuffer(tiered),
                      ", which is not a buffer of the host or nvme tier");
     // The device side: an arena staging buffer, or (the host-side step) a
-    // gradient accumulator or the hyper-parameters, stored to the host.
+    // gradient accumulator or the hyper-parameters, stored to the host, or
+    // the parameters a host master copy mirrors, fetched back.
+    bool hostStepStore = !fetch && staging.kind() == Buffer::STATE &&
+                         tiered.kind() == Buffer::HOST_STAGING;
+    bool masterFetch = fetch && tiered.mirrors() == staging.id();
     if (staging.view_of() != 0 || staging.tier() != Buffer::DEVICE ||
         staging.bytes() < tiered.bytes() ||
-        (staging.kind() != Buffer::ARENA &&
-         (fetch || staging.kind() != Buffer::STATE ||
-          tiered.kind() != Buffer::HOST_STAGING)))
+        (staging.kind() != Buffer::ARENA && !hostStepStore && !masterFetch))
       return failure(describeInstruction(program, index),
                      (fetch ? " fetches into " : " stores "),
                      describeBuffer(staging), " (", staging.bytes(),

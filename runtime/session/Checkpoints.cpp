@@ -70,8 +70,11 @@ public:
     train::CheckpointRegion offloaded;
     offloaded.name = "offloaded state";
     std::vector<uint32_t> ids;
+    // A master copy (Buffer.mirrors) is the parameters' bytes again: the
+    // load refreshes it from them instead.
     for (const plan::Buffer &buffer : plan.buffers())
-      if (buffer.kind() == plan::Buffer::STATE && tiers->holds(buffer.id())) {
+      if (buffer.kind() == plan::Buffer::STATE && tiers->holds(buffer.id()) &&
+          buffer.mirrors() == 0) {
         ids.push_back(buffer.id());
         offloaded.parts.push_back(buffer.bytes());
         offloaded.bytes += buffer.bytes();
@@ -146,6 +149,7 @@ Status Session::load(const std::string &path, train::LoadedCheckpoint &loaded) {
                                            staging.regions, s.communicator,
                                            loaded));
   ZR_RETURN_IF_ERROR(staging.toBackend());
+  ZR_RETURN_IF_ERROR(s.memory->refreshMirrors());
   s.optimizerSteps = loaded.step;
   s.microInWindow = 0;
   s.windowLossSum = 0;

@@ -40,6 +40,8 @@ protected:
     kHyperHost,
     kNvmeMoment,
     kArena,
+    kDeviceShard,
+    kMaster, // mirrors kDeviceShard
   };
 
   void SetUp() override {
@@ -57,6 +59,10 @@ protected:
         Buffer::HOST, 8);
     add(kNvmeMoment, "group0 (adam v, nvme)", Buffer::STATE, Buffer::NVME, 256);
     add(kArena, "activation", Buffer::ARENA, Buffer::DEVICE, 512);
+    add(kDeviceShard, "group0 (shard, device)", Buffer::SHARD, Buffer::DEVICE,
+        256);
+    add(kMaster, "group0 (master)", Buffer::STATE, Buffer::HOST, 256);
+    plan.mutable_buffers(kMaster - 1)->set_mirrors(kDeviceShard);
   }
 
   void add(uint32_t id, const std::string &name, Buffer::Kind kind,
@@ -179,6 +185,20 @@ TEST_F(HostStep, OnlyAStoreIntoHostStagingMayFillAView) {
   EXPECT_TRUE(contains(check(), "instruction #0 'tier_store' at '@group0' "
                                 "stores buffer 2 'group0 (grad)' (1024 "
                                 "bytes), which is not an arena buffer"));
+}
+
+TEST_F(HostStep, AMasterCopyComesBackToTheParametersItMirrorsOnly) {
+  emitStores();
+  update({kMaster, kGradHost, kM, kV, kHyperHost});              // #5
+  emit(OPCODE_TIER_FETCH, COMM, {kMaster}, {kDeviceShard}, {5}); // #6
+  emit(OPCODE_TIER_WAIT, COMPUTE, {kDeviceShard}, {}, {6});      // #7
+  EXPECT_EQ(check(), "");
+  // A moment is no copy of the parameters.
+  program.mutable_instructions(6)->set_operands(0, kM);
+  EXPECT_TRUE(contains(check(), "instruction #6 'tier_fetch' at '@group0' "
+                                "fetches into buffer 11 'group0 (shard, "
+                                "device)' (1024 bytes), which is not an arena "
+                                "buffer"));
 }
 
 TEST_F(HostStep, TwoStoresIntoOneSlotNeedAWaitBetweenThem) {

@@ -158,8 +158,8 @@ static cl::opt<std::string> offloadOptimizer(
     cl::desc("--mode train: where the optimizer's moments live: none (device "
              "memory), cpu (host memory) or nvme (a file per rank under "
              "--offload-dir); each group's are copied in for its update and "
-             "back, or updated on the host where its shard is in host memory "
-             "too (--host-optimizer-step; docs/offload.md)"),
+             "back, or, with cpu, updated on the host (--host-optimizer-step; "
+             "docs/offload.md)"),
     cl::cat(zccCategory));
 static cl::opt<std::string> offloadParams(
     "offload-params", cl::init("none"),
@@ -177,10 +177,10 @@ static cl::opt<std::string> offloadAuto(
     cl::cat(zccCategory));
 static cl::opt<bool> hostOptimizerStep(
     "host-optimizer-step", cl::init(true),
-    cl::desc("--mode train: run the update of each group whose shard and "
-             "moments both live in host memory on the host, as ZeRO-Offload "
-             "does (default); false stages them through the device and back "
-             "instead (docs/offload.md)"),
+    cl::desc("--mode train: run the update of each group whose moments live "
+             "in host memory on the host, as ZeRO-Offload does (default; a "
+             "shard on the device through a host master copy); false stages "
+             "them through the device and back instead (docs/offload.md)"),
     cl::cat(zccCategory));
 static cl::opt<std::string> offloadDir(
     "offload-dir",
