@@ -29,19 +29,6 @@ uint64_t roundUp(uint64_t bytes) {
   return (bytes + kMemoryAlignment - 1) / kMemoryAlignment * kMemoryAlignment;
 }
 
-class AlignedHostMemory final : public BackendMemory {
-public:
-  AlignedHostMemory(uint8_t *data, uint64_t bytes)
-      : address(data), size(bytes) {}
-  ~AlignedHostMemory() override { std::free(address); }
-  uint8_t *data() const override { return address; }
-  uint64_t bytes() const override { return size; }
-
-private:
-  uint8_t *address;
-  uint64_t size;
-};
-
 /// Bytes read from a file, kept where they are (no copy on the CPU).
 class AdoptedHostBytes final : public BackendMemory {
 public:
