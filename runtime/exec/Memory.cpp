@@ -112,21 +112,21 @@ Status RankMemory::load(const std::string &planPath, const plan::Plan &plan,
     ZR_RETURN_IF_ERROR(memory->allocateGeneration());
   for (const plan::Buffer &buffer : plan.buffers())
     if (buffer.mirrors() != 0)
-      memory->mirrorPairs.emplace_back(buffer.id(), buffer.mirrors());
+      memory->mirrors.push_back(
+          {buffer.id(), buffer.mirrors(), buffer.bytes()});
   ZR_RETURN_IF_ERROR(memory->refreshMirrors());
   out = std::move(memory);
   return Status::success();
 }
 
 Status RankMemory::refreshMirrors() {
-  for (auto [mirror, source] : mirrorPairs) {
-    uint8_t *host = tiers ? tiers->hostAddress(mirror) : nullptr;
+  for (const Mirror &mirror : mirrors) {
+    uint8_t *host = tiers ? tiers->hostAddress(mirror.id) : nullptr;
     if (!host)
-      return failure("buffer ", mirror, " mirrors buffer ", source,
+      return failure("buffer ", mirror.id, " mirrors buffer ", mirror.source,
                      " but is not in the host tier");
-    uint64_t bytes = 0;
-    ZR_RETURN_IF_ERROR(tiers->sizeOf(mirror, bytes));
-    ZR_RETURN_IF_ERROR(owner->copyToHost(host, addresses[source], bytes));
+    ZR_RETURN_IF_ERROR(
+        owner->copyToHost(host, addresses[mirror.source], mirror.bytes));
   }
   return Status::success();
 }

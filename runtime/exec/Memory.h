@@ -226,9 +226,13 @@ private:
     uint64_t deviceOffset = 0;
   };
   std::vector<ShardSlot> shardLayout;
-  /// (mirror, the buffer it mirrors): Buffer.mirrors, the host step's
-  /// master copies.
-  std::vector<std::pair<uint32_t, uint32_t>> mirrorPairs;
+  /// Buffer.mirrors, the host step's master copies: each one, the buffer
+  /// it mirrors, and their bytes.
+  struct Mirror {
+    uint32_t id = 0, source = 0;
+    uint64_t bytes = 0;
+  };
+  std::vector<Mirror> mirrors;
   /// The checkpoint's parts of the weights layout: a slot of shardLayout,
   /// or (slot < 0) `bytes` of padding.
   struct ShardPart {

@@ -54,7 +54,6 @@ Status TierStore::open(const plan::Plan &plan, uint32_t rank,
                                                        store->hostMemory)
                                : Backend::allocateAlignedHost(
                                      store->hostSize, what, store->hostMemory));
-    store->hostPool = store->hostMemory->data();
   }
   if (store->fileSize) {
     if (directory.empty())
@@ -74,11 +73,8 @@ Status TierStore::open(const plan::Plan &plan, uint32_t rank,
       return failure("cannot create the nvme tier's file '", store->path,
                      "': ", std::strerror(errno));
     if (store->direct) {
-      store->bounce.reset(static_cast<uint8_t *>(
-          std::aligned_alloc(kSlotAlignment, kBounceBytes)));
-      if (!store->bounce)
-        return failure("cannot allocate the nvme tier's ", kBounceBytes,
-                       "-byte direct I/O buffer");
+      ZR_RETURN_IF_ERROR(Backend::allocateAlignedHost(
+          kBounceBytes, "the nvme tier's direct I/O", store->bounce));
     }
     // The file's length is reserved now, so that a full disk fails here
     // and not in the middle of an optimizer step.
@@ -109,7 +105,7 @@ Status TierStore::read(uint32_t id, void *target) {
     return Status::success();
   }
   if (slot.tier == plan::Buffer::HOST) {
-    std::memcpy(target, hostPool + slot.offset, slot.bytes);
+    std::memcpy(target, hostPool() + slot.offset, slot.bytes);
     return Status::success();
   }
   auto *bytes = static_cast<uint8_t *>(target);
@@ -121,9 +117,9 @@ Status TierStore::read(uint32_t id, void *target) {
     std::lock_guard<std::mutex> lock(bounceMutex);
     for (uint64_t done = 0; done < slot.bytes; done += kBounceBytes) {
       uint64_t chunk = std::min(kBounceBytes, slot.bytes - done);
-      ZR_RETURN_IF_ERROR(transfer(slot, false, bounce.get(), slot.offset + done,
-                                  alignUp(chunk)));
-      std::memcpy(bytes + done, bounce.get(), chunk);
+      ZR_RETURN_IF_ERROR(transfer(slot, false, bounce->data(),
+                                  slot.offset + done, alignUp(chunk)));
+      std::memcpy(bytes + done, bounce->data(), chunk);
     }
   }
   if (checksum(target, slot.bytes) != slot.checksum)
@@ -154,7 +150,7 @@ uint8_t *TierStore::hostAddress(uint32_t id) {
   if (found == slots.end() || found->second.tier != plan::Buffer::HOST)
     return nullptr;
   Slot &slot = found->second;
-  uint8_t *address = hostPool + slot.offset;
+  uint8_t *address = hostPool() + slot.offset;
   if (!slot.written)
     std::memset(address, 0, slot.bytes);
   slot.written = true;
@@ -170,7 +166,7 @@ Status TierStore::checksumOf(uint32_t id, uint64_t &out) const {
     std::vector<uint8_t> zeros(slot.bytes);
     out = checksum(zeros.data(), zeros.size());
   } else if (slot.tier == plan::Buffer::HOST) {
-    out = checksum(hostPool + slot.offset, slot.bytes);
+    out = checksum(hostPool() + slot.offset, slot.bytes);
   } else {
     out = slot.checksum;
   }
@@ -183,7 +179,7 @@ Status TierStore::write(uint32_t id, const void *source) {
     return failure("buffer ", id, " is not in a host or nvme tier");
   Slot &slot = found->second;
   if (slot.tier == plan::Buffer::HOST) {
-    std::memcpy(hostPool + slot.offset, source, slot.bytes);
+    std::memcpy(hostPool() + slot.offset, source, slot.bytes);
     slot.written = true;
     return Status::success();
   }
@@ -195,11 +191,11 @@ Status TierStore::write(uint32_t id, const void *source) {
     std::lock_guard<std::mutex> lock(bounceMutex);
     for (uint64_t done = 0; done < slot.bytes; done += kBounceBytes) {
       uint64_t chunk = std::min(kBounceBytes, slot.bytes - done);
-      std::memcpy(bounce.get(), bytes + done, chunk);
+      std::memcpy(bounce->data(), bytes + done, chunk);
       // The last page's padding: zeros, not the previous chunk's bytes.
-      std::memset(bounce.get() + chunk, 0, alignUp(chunk) - chunk);
-      ZR_RETURN_IF_ERROR(transfer(slot, true, bounce.get(), slot.offset + done,
-                                  alignUp(chunk)));
+      std::memset(bounce->data() + chunk, 0, alignUp(chunk) - chunk);
+      ZR_RETURN_IF_ERROR(transfer(slot, true, bounce->data(),
+                                  slot.offset + done, alignUp(chunk)));
     }
   }
   slot.checksum = checksum(source, slot.bytes);

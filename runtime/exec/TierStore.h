@@ -41,7 +41,6 @@
 #include "runtime/support/Status.h"
 
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,14 +72,6 @@ public:
 
   /// Whether buffer `id` lives here (its tier is HOST or NVME).
   bool holds(uint32_t id) const { return slots.count(id) != 0; }
-  /// Buffer `id`'s bytes.
-  Status sizeOf(uint32_t id, uint64_t &bytes) const {
-    auto found = slots.find(id);
-    if (found == slots.end())
-      return failure("buffer ", id, " is not in a host or nvme tier");
-    bytes = found->second.bytes;
-    return Status::success();
-  }
   /// Copies all of buffer `id`'s bytes to `target` (host memory).
   Status read(uint32_t id, void *target);
   /// Copies all of buffer `id`'s bytes from `source` (host memory).
@@ -122,12 +113,10 @@ private:
   };
   std::map<uint32_t, Slot> slots;
   /// Page-aligned, so that a host kernel's vector loads find every slot
-  /// aligned (slots start on page boundaries).
+  /// aligned (slots start on page boundaries). Allocated when some buffer
+  /// lives in the host tier.
   std::unique_ptr<BackendMemory> hostMemory;
-  uint8_t *hostPool = nullptr;
-  struct FreeAligned {
-    void operator()(uint8_t *pool) const { std::free(pool); }
-  };
+  uint8_t *hostPool() const { return hostMemory->data(); }
   uint64_t hostSize = 0;
   Status transfer(const Slot &slot, bool write, uint8_t *bytes, uint64_t offset,
                   uint64_t count);
@@ -135,7 +124,7 @@ private:
   int file = -1;
   bool direct = false;
   /// Direct I/O: the page-aligned buffer every transfer passes through.
-  std::unique_ptr<uint8_t, FreeAligned> bounce;
+  std::unique_ptr<BackendMemory> bounce;
   std::mutex bounceMutex;
   std::string path;
   uint64_t fileSize = 0;
