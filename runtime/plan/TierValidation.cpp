@@ -49,14 +49,10 @@ public:
       bool copy = opcode == OPCODE_TIER_FETCH || opcode == OPCODE_TIER_STORE;
       if (copy) {
         ZR_RETURN_IF_ERROR(checkCopy(index, lastCompute));
-        bool fetch = opcode == OPCODE_TIER_FETCH;
-        uint32_t staging =
-            fetch ? instruction.results(0) : instruction.operands(0);
+        uint32_t staging = stagingOf(instruction);
         // Tracked by the buffer that owns the bytes (a host-side step's
         // gradient copy is a view of a slot that copies take in turn).
-        uint32_t tiered = rootBufferOf(plan, fetch ? instruction.operands(0)
-                                                   : instruction.results(0))
-                              .id();
+        uint32_t tiered = rootBufferOf(plan, tieredOf(instruction)).id();
         for (auto [id, flights] : {std::pair{staging, &inFlight},
                                    std::pair{tiered, &tieredInFlight}})
           if (flights->count(id))
@@ -72,12 +68,8 @@ public:
       if (opcode == OPCODE_TIER_WAIT) {
         ZR_RETURN_IF_ERROR(checkWait(index, inFlight, waits));
         int copy = static_cast<int>(instruction.wait_for(0));
-        const Instruction &copied = program.instructions(copy);
         tieredInFlight.erase(
-            rootBufferOf(plan, copied.opcode() == OPCODE_TIER_FETCH
-                                   ? copied.operands(0)
-                                   : copied.results(0))
-                .id());
+            rootBufferOf(plan, tieredOf(program.instructions(copy))).id());
         for (int reader : readers[copy])
           if (!waitedFor.count(reader))
             return failure(
@@ -140,6 +132,17 @@ public:
   }
 
 private:
+  /// A tier copy's buffer outside the device (a fetch's operand, a store's
+  /// result) and its buffer on the device (the other one).
+  static uint32_t tieredOf(const Instruction &copy) {
+    return copy.opcode() == OPCODE_TIER_FETCH ? copy.operands(0)
+                                              : copy.results(0);
+  }
+  static uint32_t stagingOf(const Instruction &copy) {
+    return copy.opcode() == OPCODE_TIER_FETCH ? copy.results(0)
+                                              : copy.operands(0);
+  }
+
   bool isResultOf(const Instruction &instruction, uint32_t root) const {
     for (uint32_t id : instruction.results())
       if (rootBufferOf(plan, id).id() == root)
@@ -205,12 +208,9 @@ private:
                      instruction.operands_size(), " operands and ",
                      instruction.results_size(),
                      " results; a tier copy has one of each");
-    uint32_t tieredId =
-        fetch ? instruction.operands(0) : instruction.results(0);
-    uint32_t stagingId =
-        fetch ? instruction.results(0) : instruction.operands(0);
+    uint32_t tieredId = tieredOf(instruction);
     const Buffer &tiered = bufferOf(plan, tieredId);
-    const Buffer &staging = bufferOf(plan, stagingId);
+    const Buffer &staging = bufferOf(plan, stagingOf(instruction));
     // A view only as a store's target in host staging (a gradient's copy
     // in its slot).
     const Buffer &tieredRoot = rootBufferOf(plan, tieredId);
