@@ -222,7 +222,7 @@ private:
                              plan::Opcode opcode, uint64_t bytes);
   void storeGradient(uint32_t group);
   void fetchState(uint32_t group);
-  void waitForStores();
+  void waitForDeferredCopies();
   uint32_t addTierCopy(plan::Opcode opcode, uint32_t group, uint32_t tiered,
                        uint32_t staging, int64_t after);
   void addTierWait(uint32_t copy, uint32_t staging);
@@ -261,8 +261,9 @@ private:
   /// Offload: the groups of @optimizer_step's updates in order (the next
   /// one's moments are fetched while this one's update runs), how many
   /// were emitted, each fetched group's staging buffers and tier_fetches,
-  /// and the tier_stores whose tier_wait is deferred past the next update
-  /// (store index, staging buffer), so that the store overlaps it.
+  /// and the copies whose tier_wait is deferred past the next update (copy
+  /// index, device-side buffer), so that the copy overlaps it: a staged
+  /// update's tier_stores, a master copy's tier_fetch back to the device.
   SmallVector<uint32_t> updateGroups;
   size_t updatesEmitted = 0;
   struct StagedState {
@@ -270,7 +271,7 @@ private:
     SmallVector<uint32_t, 3> fetches;
   };
   llvm::DenseMap<uint32_t, StagedState> stagedState;
-  SmallVector<std::pair<uint32_t, uint32_t>> pendingStores;
+  SmallVector<std::pair<uint32_t, uint32_t>> deferredCopies;
   /// The host-side step: the HOST_STAGING buffers its gradients' copies
   /// take in turn (of the largest such shard) and the hyper-parameters'
   /// copy; in the program being emitted, whether the hyper-parameters were
@@ -996,8 +997,8 @@ llvm::Error Emitter::emitOptimizerUpdate(zero::OptimizerUpdateOp update) {
     stores.emplace_back(
         addTierCopy(plan::OPCODE_TIER_STORE, group, home, staging, updateIndex),
         staging);
-  waitForStores();
-  pendingStores = std::move(stores);
+  waitForDeferredCopies();
+  deferredCopies = std::move(stores);
   stagedState.erase(group);
   return llvm::Error::success();
 }
@@ -1058,8 +1059,8 @@ llvm::Error Emitter::emitHostUpdate(zero::OptimizerUpdateOp update,
   uint32_t parameters = buffer(master).mirrors();
   uint32_t fetch = addTierCopy(plan::OPCODE_TIER_FETCH, group, master,
                                parameters, updateIndex);
-  waitForStores();
-  pendingStores.emplace_back(fetch, parameters);
+  waitForDeferredCopies();
+  deferredCopies.emplace_back(fetch, parameters);
   return llvm::Error::success();
 }
 
@@ -1153,12 +1154,13 @@ uint32_t Emitter::addTierCopy(plan::Opcode opcode, uint32_t group,
   return copy.index();
 }
 
-/// COMPUTE `tier_wait` for each pending tier_store: its staging buffer
-/// lives until the store has read it.
-void Emitter::waitForStores() {
-  for (auto [store, staging] : pendingStores)
-    addTierWait(store, staging);
-  pendingStores.clear();
+/// COMPUTE `tier_wait` for each deferred copy: its device-side buffer
+/// stays in the copy's hands until then (a store reads it, a master's
+/// fetch writes it).
+void Emitter::waitForDeferredCopies() {
+  for (auto [copy, staging] : deferredCopies)
+    addTierWait(copy, staging);
+  deferredCopies.clear();
 }
 
 /// COMPUTE `tier_wait` for the tier copy at index `copy`, whose staging
@@ -1529,7 +1531,7 @@ llvm::Expected<EmittedPlan> Emitter::run() {
     }
     if (llvm::Error error = emitOps(func))
       return std::move(error);
-    waitForStores();
+    waitForDeferredCopies();
     if (llvm::Error error = planMemory())
       return std::move(error);
   }
