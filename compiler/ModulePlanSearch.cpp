@@ -61,9 +61,12 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
   mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
   // The budget counts device bytes: what the emitter will offload is not.
   mlir::Builder builder(module.getContext());
-  if (options.offloadParams != "none")
+  if (options.offloadParams != "none") {
     (*copy)->setAttr(kShardsOffloadedAttr,
                      builder.getI64IntegerAttr(options.offloadedShardGroups));
+    (*copy)->setAttr(kShardsOffloadTierAttr,
+                     builder.getStringAttr(options.offloadParams));
+  }
   if (options.offloadOptimizer != "none")
     (*copy)->setAttr(kMomentsOffloadedAttr,
                      builder.getI64IntegerAttr(options.offloadedMomentGroups));
@@ -82,10 +85,7 @@ scheduleAndEmit(mlir::ModuleOp module, const CompileOptions &options,
   schedule.maxInFlight = options.maxInFlight;
   schedule.maxInFlightBytes = options.maxInFlightBytes;
   schedule.optimizer = options.optimizer;
-  // An offloaded shard is fetched into a staging copy that lives within one
-  // program (docs/offload.md); a carried gather would read it in the next.
-  schedule.crossStepPrefetch = crossStepPrefetch && options.crossStepPrefetch &&
-                               options.offloadParams == "none";
+  schedule.crossStepPrefetch = crossStepPrefetch && options.crossStepPrefetch;
   buildSchedulePipeline(pm, schedule);
   diagnostics.clear();
   if (mlir::failed(pm.run(*copy)))

@@ -4,6 +4,7 @@
 
 #include "compiler/analysis/Liveness.h"
 #include "compiler/analysis/Lockstep.h"
+#include "compiler/analysis/OffloadSelection.h"
 #include "compiler/transforms/Programs.h"
 
 #include "dialects/nn/NNDialect.h"
@@ -33,9 +34,19 @@ static ProgramCost replay(func::FuncOp func, const CostModel &cost,
     return result;
   double compute = 0, comm = 0;
   llvm::DenseMap<Value, double> done; // gather token -> completion time
-  auto gather = [&](uint64_t bytes, int64_t worldSize) {
-    // The runtime issues a collective once compute reaches its start.
-    comm = std::max(comm, compute) + cost.allGatherSeconds(bytes, worldSize);
+  auto module = func->getParentOfType<ModuleOp>();
+  OffloadSelection offloaded = selectOffloaded(module, SymbolTable(module));
+  auto gather = [&](zero::GroupOp group) {
+    uint64_t bytes = groupBytes(group);
+    int64_t worldSize = group.getWorldSize();
+    // The runtime issues a collective once compute reaches its start; an
+    // offloaded shard's tier_fetch goes first on the same queue
+    // (docs/offload.md).
+    comm = std::max(comm, compute);
+    if (offloaded.shards.contains(group.getSymName()))
+      comm += cost.tierCopySeconds(bytes / std::max<int64_t>(worldSize, 1),
+                                   offloaded.shardsInNvme);
+    comm += cost.allGatherSeconds(bytes, worldSize);
     result.gatheredBytes += bytes;
     ++result.collectives;
     return comm;
@@ -50,12 +61,12 @@ static ProgramCost replay(func::FuncOp func, const CostModel &cost,
   if (carry == Carry::Without)
     for (auto wait : func.getOps<zero::CarryWaitOp>())
       if (zero::GroupOp group = shardedGroup(wait, wait.getGroupAttr()))
-        carriedReady = gather(groupBytes(group), group.getWorldSize());
+        carriedReady = gather(group);
   for (Operation &op : func.getBody().front()) {
     if (auto start = llvm::dyn_cast<zero::CarryStartOp>(op)) {
       if (zero::GroupOp group = shardedGroup(start, start.getGroupAttr()))
         if (carry == Carry::AsScheduled)
-          gather(groupBytes(group), group.getWorldSize());
+          gather(group);
       continue;
     }
     if (llvm::isa<zero::CarryWaitOp>(op)) {
@@ -65,8 +76,7 @@ static ProgramCost replay(func::FuncOp func, const CostModel &cost,
     }
     if (auto start = llvm::dyn_cast<zero::GatherStartOp>(op)) {
       if (zero::GroupOp group = shardedGroup(start, start.getGroupAttr()))
-        done[start.getToken()] =
-            gather(groupBytes(group), group.getWorldSize());
+        done[start.getToken()] = gather(group);
       continue;
     }
     if (auto wait = llvm::dyn_cast<zero::GatherWaitOp>(op)) {
@@ -76,7 +86,7 @@ static ProgramCost replay(func::FuncOp func, const CostModel &cost,
     if (auto resident = llvm::dyn_cast<zero::ResidentGatherOp>(op)) {
       // Blocking: the program ends with the copy complete.
       if (zero::GroupOp group = shardedGroup(resident, resident.getGroupAttr()))
-        compute = gather(groupBytes(group), group.getWorldSize());
+        compute = gather(group);
       continue;
     }
     // Beside the collectives still running, compute pays what the

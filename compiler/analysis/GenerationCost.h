@@ -7,8 +7,9 @@
 // (after zplan-residency, zplan-insert-gathers and zplan-prefetch) and
 // replays @prefill and @decode on the two queues the runtime has, as the
 // plan simulator does for a plan: the compute queue runs the ops in order,
-// the comm queue the gathers in order, a gather is issued when compute
-// reaches its start and a wait blocks compute until it is done; a program
+// the comm queue the gathers in order (an offloaded shard's tier_fetch
+// just before its gather), a gather is issued when compute reaches its
+// start and a wait blocks compute until it is done; a program
 // ends when both queues are idle. With cross-step prefetch
 // (docs/generation.md section 6) a program's zero.carry_start issues the
 // next token's first gather in its tail and the next @decode's

@@ -60,6 +60,8 @@ OffloadSelection zplan::selectOffloaded(ModuleOp module,
     if (!group.getPersistent())
       sharded.push_back(group);
   takeLargest(sharded, shardCount, selection.shards);
+  if (auto tier = module->getAttrOfType<StringAttr>(kShardsOffloadTierAttr))
+    selection.shardsInNvme = tier.getValue() == "nvme";
   std::vector<zero::GroupOp> trained;
   if (auto step = symbols.lookup<func::FuncOp>(kOptimizerStepName)) {
     for (auto update : step.getOps<zero::OptimizerUpdateOp>())

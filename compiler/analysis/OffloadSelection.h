@@ -24,6 +24,8 @@ struct OffloadSelection {
   llvm::StringSet<> shards;
   /// Trained groups whose optimizer moments live outside the device.
   llvm::StringSet<> moments;
+  /// The offloaded shards live in the nvme tier (else in host memory).
+  bool shardsInNvme = false;
 };
 
 /// The groups of `module` (after zplan-shard-parameters and

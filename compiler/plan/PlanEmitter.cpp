@@ -247,6 +247,9 @@ private:
   /// Groups whose carried copy a carry_wait of the program being emitted
   /// handed over and no release has ended yet.
   llvm::DenseSet<uint32_t> carryHeld;
+  /// The program's carried gather of an offloaded shard: its staging
+  /// copy's fetch, waited for as the program's last instruction.
+  std::optional<ShardFetch> carryFetch;
   llvm::StringMap<uint32_t> cacheBuffer; // nn.kv_cache symbol -> CACHE
   llvm::DenseMap<Value, uint32_t> valueBuffer;
   llvm::DenseMap<Value, uint32_t> tokenCopy; // gather token -> copy
@@ -1243,12 +1246,20 @@ llvm::Error Emitter::addParameterViews(Operation *op, uint32_t base,
 /// COMM `carry_gather` of a carried group's shard into its CARRY copy, for
 /// the next decode. Like an all_gather it waits for the compute instruction
 /// before it, so it never writes bytes a compute instruction still uses.
-/// Nothing on one rank (the next decode reads the shard).
+/// Nothing on one rank (the next decode reads the shard); with an
+/// offloaded shard zplan-cross-step-prefetch carries nothing there.
 llvm::Error Emitter::emitCarryStart(zero::CarryStartOp start) {
   uint32_t group = groupIndex.lookup(start.getGroup());
   const plan::Group &entry = result.plan.groups(group);
   if (entry.persistent() || readsShardInPlace(group))
     return llvm::Error::success();
+  if (fetchesShardWhole(group))
+    return makeError("cannot emit " + describeOp(start) +
+                     ": on one rank the "
+                     "offloaded shard of @" +
+                     entry.name() +
+                     " is fetched whole, and a fetch carried across "
+                     "programs is not built");
   // The copy's two lives in one decode (the one carry_wait handed over,
   // the one carry_gather fills) share its pinned bytes: they must not meet.
   if (carryHeld.contains(group))
@@ -1256,16 +1267,17 @@ llvm::Error Emitter::emitCarryStart(zero::CarryStartOp start) {
                      ": the carried copy of @" + entry.name() +
                      " that this program's carry_wait handed over is not "
                      "released before it");
-  // ModulePlanSearch turns the cross-step prefetch off with
-  // --offload-params: a carried shard's staging copy would have to outlive
-  // the program that fetched it.
-  if (shardOffloaded(group))
-    return makeError("cannot emit " + describeOp(start) + ": the shard of @" +
-                     entry.name() +
-                     " is offloaded, and a carried gather cannot read it "
-                     "(compile with --cross-step-prefetch=false)");
+  // An offloaded shard: the carried gather reads a staging copy fetched
+  // just before it, on the comm queue. Nothing in the program waits for
+  // the carried gather (the run's end does: the comm queue drains), so the
+  // staging copy's tier_wait is the program's last instruction, and no
+  // buffer after it can take its bytes while the collective reads them.
+  std::optional<ShardFetch> fetch;
+  uint32_t source = shardSource(group, fetch);
   addGroupGather(plan::OPCODE_CARRY_GATHER, start, start.getGroupAttr(),
-                 carryBuffer.lookup(group), shardBuffer.lookup(group));
+                 carryBuffer.lookup(group), source);
+  if (fetch)
+    carryFetch = fetch;
   return llvm::Error::success();
 }
 
@@ -1532,6 +1544,9 @@ llvm::Expected<EmittedPlan> Emitter::run() {
     if (llvm::Error error = emitOps(func))
       return std::move(error);
     waitForDeferredCopies();
+    if (carryFetch)
+      addTierWait(carryFetch->instruction, carryFetch->staging);
+    carryFetch.reset();
     if (llvm::Error error = planMemory())
       return std::move(error);
   }

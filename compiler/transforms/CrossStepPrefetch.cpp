@@ -13,6 +13,7 @@
 #include "compiler/analysis/CostModel.h"
 #include "compiler/analysis/GenerationCost.h"
 #include "compiler/analysis/Liveness.h"
+#include "compiler/analysis/OffloadSelection.h"
 #include "compiler/transforms/Passes.h"
 #include "compiler/transforms/Programs.h"
 #include "compiler/transforms/StartHoisting.h"
@@ -123,6 +124,17 @@ struct CrossStepPrefetchPass
     };
     // A skipped carry is recorded apart from `zplan.carry`, which means
     // the carry ops exist.
+    // One rank fetches an offloaded shard whole into the copy its reader
+    // uses (docs/offload.md): no collective to carry, and a tier copy that
+    // outlives its program is not built. With more ranks the carried
+    // gather reads a staging copy that its own program fetched.
+    if (group.getWorldSize() == 1 &&
+        selectOffloaded(module, SymbolTable(module))
+            .shards.contains(group.getSymName()))
+      return record("zplan.carry_skipped",
+                    "on one rank its offloaded shard is fetched whole into "
+                    "the copy decode reads, and a fetch carried across "
+                    "programs is not built");
     if (!fitsBudget(prefill, decode, first, bytes))
       return record("zplan.carry_skipped",
                     "its copy does not fit the memory budget at the end of "

@@ -48,6 +48,11 @@ inline constexpr llvm::StringLiteral kShardsOffloadedAttr =
     "zplan.shards_offloaded";
 inline constexpr llvm::StringLiteral kMomentsOffloadedAttr =
     "zplan.moments_offloaded";
+/// Beside kShardsOffloadedAttr: "nvme" when the offloaded shards live in
+/// the nvme tier (else the host's), so that a replay of a program
+/// (GenerationCost.h) charges their fetches at that tier's rate.
+inline constexpr llvm::StringLiteral kShardsOffloadTierAttr =
+    "zplan.shards_offload_tier";
 
 /// The plan program a function becomes: "infer" for @forward, else the
 /// function's own name.

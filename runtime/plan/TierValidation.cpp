@@ -70,16 +70,29 @@ public:
         int copy = static_cast<int>(instruction.wait_for(0));
         tieredInFlight.erase(
             rootBufferOf(plan, tieredOf(program.instructions(copy))).id());
-        for (int reader : readers[copy])
-          if (!waitedFor.count(reader))
-            return failure(
-                describeInstruction(program, index),
-                " ends the staging buffer of instruction #", copy, " ",
-                inQuotes(opcodeName(program.instructions(copy).opcode())),
-                " before instruction #", reader, " ",
-                inQuotes(opcodeName(program.instructions(reader).opcode())),
-                ", which reads it, is waited for: the arena may reuse its "
-                "bytes while the collective still reads them");
+        // A carry_gather is waited for by the end of its run (the comm
+        // queue drains; nothing in the program waits for it): its staging
+        // buffer's tier_wait must end the program, so that no instruction
+        // after it can take the bytes the collective reads.
+        bool endsProgram = index == program.instructions_size() - 1;
+        for (int reader : readers[copy]) {
+          bool carried =
+              program.instructions(reader).opcode() == OPCODE_CARRY_GATHER;
+          if (carried ? endsProgram : waitedFor.count(reader))
+            continue;
+          return failure(
+              describeInstruction(program, index),
+              " ends the staging buffer of instruction #", copy, " ",
+              inQuotes(opcodeName(program.instructions(copy).opcode())),
+              " before instruction #", reader, " ",
+              inQuotes(opcodeName(program.instructions(reader).opcode())),
+              ", which reads it, is waited for",
+              carried ? " (a carried gather: by the program's end, so this "
+                        "tier_wait must be its last instruction)"
+                      : "",
+              ": the arena may reuse its bytes while the collective still "
+              "reads them");
+        }
       } else if (instruction.on_host()) {
         ZR_RETURN_IF_ERROR(checkHostInstruction(index, tieredInFlight));
       } else {

@@ -25,7 +25,10 @@
 //    comm queue may read what it fetched (an offloaded shard's gather),
 //    since that queue runs in order; the tier_wait then comes after a
 //    compute instruction that waits for that collective, so that the
-//    staging bytes are not reused while it still reads them.
+//    staging bytes are not reused while it still reads them. A
+//    carry_gather is waited for by its run's end (docs/generation.md
+//    section 6): the tier_wait of what it reads is the program's last
+//    instruction.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,7 +1,7 @@
 """Writes a copy of an offload plan (zcc --offload-optimizer or
 --offload-params) that breaks one rule of runtime/plan/TierValidation.h, for
-the negative tests of test/train/offload.test, offload-params.test and
-offload-host-step.test.
+the negative tests of test/train/offload.test, offload-params.test,
+offload-host-step.test and test/generate/offload-carry.test.
 
     break_offload.py --proto-dir DIR MODE IN.zplan OUT.zplan
 
@@ -27,7 +27,12 @@ MODE:
   host-early  that update moves before the tier_wait of the store that
               fills its gradient's host copy;
   zero-early  the zero of that group's accumulator moves before the same
-              tier_wait, while the store may still read the accumulator.
+              tier_wait, while the store may still read the accumulator;
+  carry-early (generation, --offload-params, a carried group) the tier_wait
+              that ends decode's program, of the staging copy its
+              carry_gather reads, moves one place up: the instruction
+              after it could be given those bytes while the collective
+              still reads them.
 
 Indices and wait_for are renumbered, so only the rule broken fails. Prints
 `broken: #INDEX 'OP'`, the instruction zrun must name.
@@ -47,7 +52,8 @@ def main():
     parser.add_argument("mode", choices=["tier-read", "wait-late",
                                          "store-early", "gather-tier",
                                          "staging-early", "host-device",
-                                         "host-early", "zero-early"])
+                                         "host-early", "zero-early",
+                                         "carry-early"])
     parser.add_argument("input")
     parser.add_argument("output")
     args = parser.parse_args()
@@ -57,11 +63,21 @@ def main():
         plan.ParseFromString(file.read())
     shards = args.mode in ("gather-tier", "staging-early")
     kind = (pb.PROGRAM_KIND_TRAIN_MICRO_STEP if shards
+            else pb.PROGRAM_KIND_DECODE if args.mode == "carry-early"
             else pb.PROGRAM_KIND_OPTIMIZER_STEP)
     program = next(p for p in plan.programs if p.kind == kind)
     ops = program.instructions
     adamw = next((i for i in ops if i.opcode == pb.OPCODE_ADAMW), None)
-    if shards:
+    if args.mode == "carry-early":
+        carry = next(i for i in ops if i.opcode == pb.OPCODE_CARRY_GATHER)
+        fetch = next(i for i in ops if i.opcode == pb.OPCODE_TIER_FETCH
+                     and i.results[0] == carry.operands[0])
+        wait = next(i for i in ops if i.opcode == pb.OPCODE_TIER_WAIT
+                    and list(i.wait_for) == [fetch.index])
+        assert wait.index == len(ops) - 1, "the tier_wait does not end decode"
+        broken = wait.index - 1
+        break_plan.move_instruction(program, wait.index, broken)
+    elif shards:
         gather = next(i for i in ops if i.opcode == pb.OPCODE_ALL_GATHER)
         fetch = next(i for i in ops if i.opcode == pb.OPCODE_TIER_FETCH
                      and i.results[0] == gather.operands[0])

@@ -209,4 +209,25 @@ TEST_F(HostStep, TwoStoresIntoOneSlotNeedAWaitBetweenThem) {
                                 "instruction #0 still copies"));
 }
 
+TEST_F(HostStep, ACarriedGatherReadsItsStagingCopyToTheProgramsEnd) {
+  // Decode's tail (docs/offload.md): the offloaded shard fetched, the
+  // carried gather of it, which nothing in the program waits for, then
+  // the last layers' compute; the fetch's tier_wait ends the program.
+  constexpr uint32_t kCarried = kMaster + 1;
+  add(kCarried, "group0 (carried)", Buffer::CARRY, Buffer::DEVICE, 512);
+  emit(OPCODE_TIER_FETCH, COMM, {kShard}, {kArena});     // #0
+  emit(OPCODE_CARRY_GATHER, COMM, {kArena}, {kCarried}); // #1
+  emit(OPCODE_ADD, COMPUTE, {kHyper, kHyper}, {kHyper}); // #2
+  emit(OPCODE_TIER_WAIT, COMPUTE, {kArena}, {}, {0});    // #3
+  EXPECT_EQ(check(), "");
+  // An instruction after the tier_wait could be given the staging bytes
+  // while the collective still reads them.
+  emit(OPCODE_ADD, COMPUTE, {kHyper, kHyper}, {kHyper}); // #4
+  EXPECT_TRUE(contains(check(), "instruction #3 'tier_wait' at '@group0' ends "
+                                "the staging buffer of instruction #0 "
+                                "'tier_fetch' before instruction #1 "
+                                "'carry_gather', which reads it, is waited "
+                                "for"));
+}
+
 } // namespace
