@@ -13,6 +13,13 @@ are printed next to the ratios zrun measures, decode tokens/s medians over
 compile byte for byte runs once per round).
 
     python3 bench/carry_bench.py --profile bench/profiles/cpu-2core.json
+    python3 bench/carry_bench.py --offload-params cpu --budget 300KiB
+
+With --offload-params the shards live in host memory (cpu) or in files under
+a temporary directory (nvme), and every gather, the carried one included,
+reads a staging copy fetched just before it (docs/offload.md). The budget
+counts device bytes, so it is smaller than without offload for the same
+streaming (the fixture's shards are 208 KiB a rank at N = 2).
 """
 
 import argparse
@@ -45,6 +52,10 @@ def compile_plan(args, work, profile, variant):
                "-o", plan] + VARIANTS[variant]
     if profile:
         command.append(f"--hardware-profile={profile}")
+    if args.offload_params != "none":
+        command.append(f"--offload-params={args.offload_params}")
+    if args.offload_params == "nvme":
+        command.append(f"--offload-dir={os.path.join(work, 'nvme')}")
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     with open(plan, "rb") as handle:
         digest = hashlib.sha256(handle.read()).hexdigest()
@@ -75,10 +86,12 @@ def main():
     parser.add_argument("--new-tokens", type=int, default=24)
     parser.add_argument("--budget", default="440KiB")
     parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--offload-params", choices=["none", "cpu", "nvme"], default="none")
     parser.add_argument("--zcc", default=os.path.join(REPO_ROOT, "build", "bin", "zcc"))
     parser.add_argument("--zrun", default=os.path.join(REPO_ROOT, "build", "bin", "zrun"))
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="carry-bench-")
+    os.makedirs(os.path.join(work, "nvme"))
     prompts = os.path.join(work, "prompts.npy")
     lengths = ",".join(["6", "4", "2", "5", "3", "8", "1", "7"][:args.batch] * args.ranks)
     subprocess.run([sys.executable, os.path.join(REPO_ROOT, "test", "generate",
@@ -86,7 +99,8 @@ def main():
                     "--lengths", lengths, "--prompts", prompts,
                     "--prompt-lengths", os.path.join(work, "lengths.npy")], check=True)
     print(f"# load {os.getloadavg()[0]:.2f} before; {args.ranks} ranks, batch {args.batch} "
-          f"a rank, {args.new_tokens} new tokens, budget {args.budget}, {args.rounds} rounds")
+          f"a rank, {args.new_tokens} new tokens, budget {args.budget}, {args.rounds} rounds, "
+          f"offload-params {args.offload_params}")
     profiles = [None] + args.profile
     compiled = {(p, v): compile_plan(args, work, p, v) for p in profiles for v in VARIANTS}
     plans = {c["digest"]: c["plan"] for c in compiled.values()}
