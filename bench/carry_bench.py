@@ -109,6 +109,13 @@ def main():
         for digest, plan in plans.items():
             rates[digest].append(decode_rate(args, plan, prompts))
     median = {digest: statistics.median(values) for digest, values in rates.items()}
+    # Every plan computes the same tokens: a schedule moves bytes, not math.
+    import numpy as np
+    tokens = {digest: np.load(plan + ".tokens.npy") for digest, plan in plans.items()}
+    first = next(iter(tokens.values()))
+    if not all(np.array_equal(first, other) for other in tokens.values()):
+        sys.exit("FAIL: the plans generated different tokens")
+    print(f"# tokens: identical across the {len(tokens)} distinct plans")
     print(f"# load {os.getloadavg()[0]:.2f} after")
     for profile in profiles:
         name = profile or "embedded cpu profile"
