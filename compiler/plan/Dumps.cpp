@@ -185,9 +185,15 @@ std::string zplan::formatMemoryDump(const EmittedPlan &emitted) {
   if (emitted.hostStepGroups) {
     os << "optimizer step on the host: " << emitted.hostStepGroups
        << (emitted.hostStepGroups == 1 ? " group" : " groups")
-       << " (moments in host memory), host staging " << emitted.hostStagingBytes
-       << " B (" << formatSize(emitted.hostStagingBytes)
-       << ": the gradients' and hyper-parameters' copies)";
+       << (emitted.hostStagedMomentBytes
+               ? " (moments in host memory, or staged there from nvme)"
+               : " (moments in host memory)")
+       << ", host staging " << emitted.hostStagingBytes << " B ("
+       << formatSize(emitted.hostStagingBytes)
+       << (emitted.hostStagedMomentBytes
+               ? ": the gradients' and hyper-parameters' copies, and three "
+                 "groups' nvme moments)"
+               : ": the gradients' and hyper-parameters' copies)");
     // Parameters on the device are updated through a master copy.
     if (emitted.hostMasterBytes)
       os << ", master copies " << emitted.hostMasterBytes << " B ("

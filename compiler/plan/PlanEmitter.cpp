@@ -213,14 +213,18 @@ private:
   SmallVector<uint32_t, 3> tieredUpdateOperands(uint32_t group);
   bool stateOffloaded(uint32_t group);
   /// Offload: whether `group`'s update runs on the host, as ZeRO-Offload
-  /// runs it (docs/offload.md): its moments live in host memory, and its
-  /// shard too (read in place) or on the device (through a master copy in
-  /// host memory); the accumulated gradient and the hyper-parameters
-  /// travel by tier_store.
+  /// runs it (docs/offload.md): its moments live in host memory or in the
+  /// nvme tier (staged through host memory, as ZeRO-Infinity does), and
+  /// its shard in host memory (read in place) or on the device (through a
+  /// master copy in host memory); the accumulated gradient and the
+  /// hyper-parameters travel by tier_store.
   bool stepsOnHost(uint32_t group);
+  /// Whether a host-side update reads `group`'s moments from the nvme tier.
+  bool momentsInNvme(uint32_t group);
   llvm::Error emitHostUpdate(zero::OptimizerUpdateOp update, uint32_t group,
                              plan::Opcode opcode, uint64_t bytes);
   void storeGradient(uint32_t group);
+  void fetchHostMoments(uint32_t group);
   void fetchState(uint32_t group);
   void waitForDeferredCopies();
   uint32_t addTierCopy(plan::Opcode opcode, uint32_t group, uint32_t tiered,
@@ -287,6 +291,17 @@ private:
   bool hyperStored = false;
   size_t gradientsStored = 0;
   llvm::DenseMap<uint32_t, std::pair<uint32_t, uint32_t>> gradientStores;
+  /// The host-side step over moments in the nvme tier: three HOST_STAGING
+  /// slots, each room for one group's moments (of the largest such
+  /// shard), taken in turn: a group's moments are fetched one update ahead
+  /// and stored back after it, that store waited for after the next
+  /// update, so three groups' copies can be in flight. In the program
+  /// being emitted: how many were taken, and each fetched group's views of
+  /// its slot and their tier_fetches.
+  SmallVector<uint32_t, 3> hostMomentSlots;
+  int64_t largestNvmeMoments = 0;
+  size_t momentSlotsTaken = 0;
+  llvm::DenseMap<uint32_t, StagedState> hostMoments;
   llvm::DenseMap<Value, uint32_t> reduceStaging;     // reduce token -> staging
   llvm::DenseMap<Value, uint32_t> reduceInstruction; // reduce token -> index
   int64_t lastCompute = -1;
@@ -406,6 +421,7 @@ void Emitter::declareState(llvm::StringRef optimizer) {
     moments = {"adam m", "adam v"};
   else
     moments = {"momentum"};
+  uint32_t nvmeHostGroups = 0;
   for (auto [index, group] : llvm::enumerate(result.plan.groups())) {
     // A frozen group is never reduced into nor updated.
     if (group.frozen())
@@ -438,6 +454,11 @@ void Emitter::declareState(llvm::StringRef optimizer) {
       ++result.hostStepGroups;
       largestHostGradient =
           std::max<int64_t>(largestHostGradient, resident.shape(0));
+      if (momentsInNvme(index)) {
+        ++nvmeHostGroups;
+        largestNvmeMoments =
+            std::max<int64_t>(largestNvmeMoments, resident.shape(0));
+      }
       // Parameters on the device: the update writes a master copy in host
       // memory (ZeRO-Offload's fp32 master), fetched back after it.
       if (!shardOffloaded(index)) {
@@ -472,6 +493,17 @@ void Emitter::declareState(llvm::StringRef optimizer) {
                 RankedTensorType::get({zero::kHyperParameterCount}, f32));
   buffer(hostHyper).set_tier(plan::Buffer::HOST);
   result.hostStagingBytes += buffer(hostHyper).bytes();
+  auto momentsType = RankedTensorType::get(
+      {static_cast<int64_t>(moments.size()) * largestNvmeMoments}, f32);
+  for (uint32_t slot = 0; slot < std::min<uint32_t>(3, nvmeHostGroups);
+       ++slot) {
+    hostMomentSlots.push_back(
+        addBuffer(plan::Buffer::HOST_STAGING,
+                  "moments (host) " + std::to_string(slot), momentsType));
+    buffer(hostMomentSlots.back()).set_tier(plan::Buffer::HOST);
+    result.hostStagingBytes += buffer(hostMomentSlots.back()).bytes();
+    result.hostStagedMomentBytes += buffer(hostMomentSlots.back()).bytes();
+  }
 }
 
 /// The flat type of a group's gathered copy: all its padded elements, of
@@ -1027,10 +1059,16 @@ llvm::Error Emitter::emitHostUpdate(zero::OptimizerUpdateOp update,
     addTierWait(store, hyper);
     hyperStored = true;
   }
+  bool nextOnHost = updatesEmitted < updateGroups.size() &&
+                    stepsOnHost(updateGroups[updatesEmitted]);
   storeGradient(group);
-  if (updatesEmitted < updateGroups.size() &&
-      stepsOnHost(updateGroups[updatesEmitted]))
+  if (nextOnHost)
     storeGradient(updateGroups[updatesEmitted]);
+  // Moments in the nvme tier: this group's (fetched one update ahead,
+  // unless it is the first) and the next group's into host memory.
+  fetchHostMoments(group);
+  if (nextOnHost)
+    fetchHostMoments(updateGroups[updatesEmitted]);
   uint32_t accumulator = gradientBuffer.lookup(group);
   auto [store, hostCopy] = gradientStores.lookup(group);
   addTierWait(store, accumulator);
@@ -1041,6 +1079,9 @@ llvm::Error Emitter::emitHostUpdate(zero::OptimizerUpdateOp update,
   zero.set_location("@" + result.plan.groups(group).name());
   zero.add_results(accumulator);
   zero.set_group(group);
+  StagedState staged = hostMoments.lookup(group);
+  for (auto [view, fetch] : llvm::zip_equal(staged.buffers, staged.fetches))
+    addTierWait(fetch, view);
   // The cost model charges the update at the device's memory bandwidth;
   // on a GPU the host's is lower (an estimate that ranks choices).
   uint32_t master = hostMaster.lookup(group);
@@ -1049,22 +1090,60 @@ llvm::Error Emitter::emitHostUpdate(zero::OptimizerUpdateOp update,
   uint32_t updateIndex = instruction.index();
   instruction.add_operands(master ? master : shardBuffer.lookup(group));
   instruction.add_operands(hostCopy);
-  for (uint32_t id : optimizerBuffers.lookup(group))
+  SmallVector<uint32_t, 2> moments = optimizerBuffers.lookup(group);
+  for (uint32_t id : staged.buffers.empty()
+                         ? llvm::ArrayRef<uint32_t>(moments)
+                         : llvm::ArrayRef<uint32_t>(staged.buffers))
     instruction.add_operands(id);
   instruction.add_operands(hostHyper);
   instruction.set_group(group);
   instruction.set_on_host(true);
-  if (!master)
+  // What goes back, waited for after the next update (or at the
+  // program's end), so that the copies overlap it: the moments to the
+  // nvme tier, the updated master to the parameters on the device.
+  SmallVector<std::pair<uint32_t, uint32_t>> copies;
+  if (!staged.buffers.empty())
+    for (auto [view, home] : llvm::zip_equal(staged.buffers, moments))
+      copies.emplace_back(
+          addTierCopy(plan::OPCODE_TIER_STORE, group, home, view, updateIndex),
+          view);
+  hostMoments.erase(group);
+  if (master) {
+    uint32_t parameters = buffer(master).mirrors();
+    copies.emplace_back(addTierCopy(plan::OPCODE_TIER_FETCH, group, master,
+                                    parameters, updateIndex),
+                        parameters);
+  }
+  if (copies.empty())
     return llvm::Error::success();
-  // The updated master back to the parameters on the device; waited for
-  // after the next update (or at the program's end), so that the copy
-  // overlaps it.
-  uint32_t parameters = buffer(master).mirrors();
-  uint32_t fetch = addTierCopy(plan::OPCODE_TIER_FETCH, group, master,
-                               parameters, updateIndex);
   waitForDeferredCopies();
-  deferredCopies.emplace_back(fetch, parameters);
+  deferredCopies = std::move(copies);
   return llvm::Error::success();
+}
+
+/// COMM `tier_fetch` of `group`'s moments from the nvme tier into views of
+/// the next host moment slot, once per program (nothing when they live in
+/// host memory). Each waits for the compute instruction before it: the
+/// tier_wait of the stores of the group that held the slot last.
+void Emitter::fetchHostMoments(uint32_t group) {
+  if (!momentsInNvme(group) || hostMoments.count(group))
+    return;
+  uint32_t slot = hostMomentSlots[momentSlotsTaken++ % hostMomentSlots.size()];
+  StagedState staged;
+  int64_t before = lastCompute;
+  uint64_t offset = 0;
+  for (uint32_t moment : optimizerBuffers.lookup(group)) {
+    const plan::Buffer &home = buffer(moment);
+    uint32_t view =
+        addView(slot, offset, home.name() + " (host)",
+                RankedTensorType::get({home.shape(0)},
+                                      Float32Type::get(module.getContext())));
+    offset += static_cast<uint64_t>(largestNvmeMoments) * sizeof(float);
+    staged.buffers.push_back(view);
+    staged.fetches.push_back(
+        addTierCopy(plan::OPCODE_TIER_FETCH, group, moment, view, before));
+  }
+  hostMoments[group] = std::move(staged);
 }
 
 /// COMM `tier_store` of `group`'s gradient accumulator into its host copy
@@ -1086,9 +1165,11 @@ void Emitter::storeGradient(uint32_t group) {
                            hostCopy};
 }
 
-/// The moments in host memory, and the parameters too or on the device
-/// (then updated through a host master copy); not the nvme tier, which the
-/// host does not read in place.
+/// The moments outside the device (in host memory, or in the nvme tier,
+/// staged through host memory), and the parameters in host memory or on
+/// the device (then updated through a host master copy); not a shard in
+/// the nvme tier, which the host would have to stage too (not built: that
+/// step stays on the device, staged through the arena).
 bool Emitter::stepsOnHost(uint32_t group) {
   if (!options.hostOptimizerStep ||
       (shardOffloaded(group) &&
@@ -1097,8 +1178,14 @@ bool Emitter::stepsOnHost(uint32_t group) {
   auto moments = optimizerBuffers.find(group);
   return moments != optimizerBuffers.end() &&
          llvm::all_of(moments->second, [&](uint32_t id) {
-           return buffer(id).tier() == plan::Buffer::HOST;
+           return buffer(id).tier() != plan::Buffer::DEVICE;
          });
+}
+
+bool Emitter::momentsInNvme(uint32_t group) {
+  auto moments = optimizerBuffers.find(group);
+  return moments != optimizerBuffers.end() && !moments->second.empty() &&
+         buffer(moments->second.front()).tier() == plan::Buffer::NVME;
 }
 
 /// What `group`'s update reads outside the device: its shard
@@ -1538,6 +1625,8 @@ llvm::Expected<EmittedPlan> Emitter::run() {
       hyperStored = false;
       gradientsStored = 0;
       gradientStores.clear();
+      momentSlotsTaken = 0;
+      hostMoments.clear();
       for (auto update : func.getOps<zero::OptimizerUpdateOp>())
         updateGroups.push_back(groupIndex.lookup(update.getGroup()));
     }

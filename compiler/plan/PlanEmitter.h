@@ -111,9 +111,12 @@ struct EmittedPlan {
   uint64_t offloadedShardBytes = 0;
   /// The host-side optimizer step (docs/offload.md): the groups whose
   /// update runs on the host, and the per-rank HOST_STAGING bytes it reads
-  /// (each such group's gradient copy, the hyper-parameters' copy).
+  /// (two slots for the gradients' copies, the hyper-parameters' copy,
+  /// and three slots for moments staged from the nvme tier).
   uint32_t hostStepGroups = 0;
   uint64_t hostStagingBytes = 0;
+  /// Of the host staging, the slots nvme moments are staged in.
+  uint64_t hostStagedMomentBytes = 0;
   /// Of those groups, the master copies in host memory of the ones whose
   /// parameters stay on the device (Buffer.mirrors), per rank.
   uint64_t hostMasterBytes = 0;

@@ -107,6 +107,25 @@ Status Executor::executeTierCopy(const plan::Instruction &instruction) {
     return failure(describeInstruction(instruction), ": buffer ",
                    inQuotes(plan::bufferOf(plan, tiered).name()),
                    " is not in this rank's tier store");
+  // An nvme moment staged in host memory for the host-side step
+  // (TierValidation.h): read or written in place on this thread. Only the
+  // host touches those bytes (this thread, and the host update on the
+  // compute thread), and the runQueue's waits order the two on the host.
+  uint32_t stagingRoot = memory.rootOf(staging);
+  if (plan::bufferOf(plan, stagingRoot).kind() == plan::Buffer::HOST_STAGING) {
+    uint8_t *host = store->hostAddress(stagingRoot);
+    if (!host)
+      return failure(describeInstruction(instruction), ": buffer ",
+                     inQuotes(plan::bufferOf(plan, staging).name()),
+                     " is not in this rank's host tier");
+    host += memory.offsetInRoot(staging);
+    if (Status status =
+            fetch ? store->read(tiered, host) : store->write(tiered, host);
+        !status.ok())
+      return failure(describeInstruction(instruction), ": ", status.message());
+    tierCopiedInRun.fetch_add(bytes, std::memory_order_relaxed);
+    return Status::success();
+  }
   uint8_t *device = memory.address(staging);
   Status status = Status::success();
   if (uint8_t *host = store->hostAddress(root)) {

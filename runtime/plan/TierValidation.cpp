@@ -60,6 +60,7 @@ public:
                            describeBuffer(bufferOf(plan, id)),
                            ", which instruction #", (*flights)[id],
                            " still copies (no tier_wait between them)");
+        ZR_RETURN_IF_ERROR(checkOverlap(index, staging, inFlight));
         inFlight[staging] = index;
         tieredInFlight[tiered] = index;
         waits[index] = 0;
@@ -94,7 +95,8 @@ public:
               "reads them");
         }
       } else if (instruction.on_host()) {
-        ZR_RETURN_IF_ERROR(checkHostInstruction(index, tieredInFlight));
+        ZR_RETURN_IF_ERROR(
+            checkHostInstruction(index, tieredInFlight, inFlight));
       } else {
         if (opcode == OPCODE_ZERO)
           ZR_RETURN_IF_ERROR(checkZero(index));
@@ -156,6 +158,31 @@ private:
                                               : copy.operands(0);
   }
 
+  /// Two copies in flight at once into views of one host staging buffer
+  /// (nvme moments staged for the host-side step) must not share bytes.
+  /// (Arena staging buffers are whole buffers: the arena plan keeps them
+  /// apart.)
+  Status checkOverlap(int index, uint32_t staging,
+                      const std::map<uint32_t, int> &inFlight) const {
+    const Buffer &view = bufferOf(plan, staging);
+    const Buffer &root = rootBufferOf(plan, staging);
+    if (root.kind() != Buffer::HOST_STAGING)
+      return Status::success();
+    for (const auto &[other, copy] : inFlight) {
+      const Buffer &busy = bufferOf(plan, other);
+      if (rootBufferOf(plan, other).id() != root.id() ||
+          busy.view_offset() >= view.view_offset() + view.bytes() ||
+          view.view_offset() >= busy.view_offset() + busy.bytes())
+        continue;
+      return failure(describeInstruction(program, index), " copies ",
+                     describeBuffer(view), ", whose bytes in ",
+                     describeBuffer(root), " overlap those of ",
+                     describeBuffer(busy), ", which instruction #", copy,
+                     " still copies (no tier_wait between them)");
+    }
+    return Status::success();
+  }
+
   bool isResultOf(const Instruction &instruction, uint32_t root) const {
     for (uint32_t id : instruction.results())
       if (rootBufferOf(plan, id).id() == root)
@@ -167,8 +194,8 @@ private:
   /// an optimizer update, every operand and result a buffer of the host
   /// tier (the host reads neither device memory nor the nvme file) that no
   /// tier copy still has.
-  Status checkHostInstruction(int index,
-                              const std::map<uint32_t, int> &flights) const {
+  Status checkHostInstruction(int index, const std::map<uint32_t, int> &flights,
+                              const std::map<uint32_t, int> &staged) const {
     const Instruction &instruction = program.instructions(index);
     if (instruction.opcode() != OPCODE_ADAMW &&
         instruction.opcode() != OPCODE_SGD)
@@ -185,11 +212,15 @@ private:
                          ", which lives in the ", tierName(root.tier()),
                          " tier: a host kernel reads host memory only (copy "
                          "it in with a tier_store first)");
-        if (auto found = flights.find(root.id()); found != flights.end())
-          return failure(describeInstruction(program, index), " names ",
-                         describeBuffer(bufferOf(plan, id)),
-                         " while instruction #", found->second,
-                         " still copies it (before its tier_wait)");
+        // By the buffer that owns the bytes (a gradient's host copy), or
+        // by the view a copy fills (an nvme moment staged in host memory).
+        for (auto [map, key] :
+             {std::pair{&flights, root.id()}, std::pair{&staged, id}})
+          if (auto found = map->find(key); found != map->end())
+            return failure(describeInstruction(program, index), " names ",
+                           describeBuffer(bufferOf(plan, id)),
+                           " while instruction #", found->second,
+                           " still copies it (before its tier_wait)");
       }
     return Status::success();
   }
@@ -234,20 +265,35 @@ private:
                      (fetch ? " fetches " : " stores into "),
                      describeBuffer(tiered),
                      ", which is not a buffer of the host or nvme tier");
-    // The device side: an arena staging buffer, or (the host-side step) a
+    // The other side: an arena staging buffer, or (the host-side step) a
     // gradient accumulator or the hyper-parameters, stored to the host, or
-    // the parameters a host master copy mirrors, fetched back.
+    // the parameters a host master copy mirrors, fetched back, or a view
+    // of host staging that an nvme moment is fetched into and stored back
+    // from (ZeRO-Infinity's step: the host does not read the file in
+    // place).
     bool hostStepStore = !fetch && staging.kind() == Buffer::STATE &&
                          tiered.kind() == Buffer::HOST_STAGING;
     bool masterFetch = fetch && tiered.mirrors() == staging.id();
-    if (staging.view_of() != 0 || staging.tier() != Buffer::DEVICE ||
-        staging.bytes() < tiered.bytes() ||
-        (staging.kind() != Buffer::ARENA && !hostStepStore && !masterFetch))
+    const Buffer &stagingRoot = rootBufferOf(plan, staging.id());
+    bool nvmeThroughHost = tieredRoot.tier() == Buffer::NVME &&
+                           stagingRoot.kind() == Buffer::HOST_STAGING;
+    if (nvmeThroughHost) {
+      if (staging.bytes() < tiered.bytes())
+        return failure(describeInstruction(program, index),
+                       (fetch ? " fetches into " : " stores "),
+                       describeBuffer(staging), " (", staging.bytes(),
+                       " bytes), smaller than the ", tiered.bytes(),
+                       " bytes of ", describeBuffer(tiered));
+    } else if (staging.view_of() != 0 || staging.tier() != Buffer::DEVICE ||
+               staging.bytes() < tiered.bytes() ||
+               (staging.kind() != Buffer::ARENA && !hostStepStore &&
+                !masterFetch)) {
       return failure(describeInstruction(program, index),
                      (fetch ? " fetches into " : " stores "),
                      describeBuffer(staging), " (", staging.bytes(),
                      " bytes), which is not an arena buffer of at least the ",
                      tiered.bytes(), " bytes of ", describeBuffer(tiered));
+    }
     if (lastCompute >= 0) {
       bool waits = false;
       for (uint32_t waited : instruction.wait_for())

@@ -9,7 +9,10 @@
 //  - a tier_fetch moves one tiered buffer into one ARENA staging buffer (not
 //    a view) of at least its bytes; a tier_store moves one back, or (the
 //    host-side optimizer step) moves a device STATE buffer (a gradient
-//    accumulator) into a HOST_STAGING buffer;
+//    accumulator) into a HOST_STAGING buffer; or (the host-side step over
+//    moments in the nvme tier) moves an NVME buffer into a view of
+//    HOST_STAGING of at least its bytes and back; two such copies in
+//    flight at once never share bytes of one HOST_STAGING buffer;
 //  - an instruction that runs on the host (Instruction.on_host) is an
 //    optimizer update whose every operand and result lives in the HOST
 //    tier, none of them still in a tier copy (before its tier_wait);

@@ -115,8 +115,9 @@ void zplan::tooling::printInspect(const std::string &path,
        << "\n";
   if (hostStaging)
     os << "host staging: " << hostStaging
-       << " B per rank (the optimizer step on the host reads the gradients' "
-          "and hyper-parameters' copies there)\n";
+       << " B per rank (the optimizer step on the host reads its copies of "
+          "the gradients, the hyper-parameters and any moments from the "
+          "nvme tier there)\n";
   if (cacheCount)
     os << "KV cache: " << caches << " B per rank (" << cacheCount
        << " buffers)\n";

@@ -28,6 +28,12 @@ MODE:
               fills its gradient's host copy;
   zero-early  the zero of that group's accumulator moves before the same
               tier_wait, while the store may still read the accumulator;
+  nvme-early  (the host-side step, moments in nvme) the first update on the
+              host moves before the tier_wait of its first moment's fetch
+              into host staging;
+  slot-overlap (the same) the second group's first moment is fetched into
+              the bytes of the first group's, while that fetch is in
+              flight;
   carry-early (generation, --offload-params, a carried group) the tier_wait
               that ends decode's program, of the staging copy its
               carry_gather reads, moves one place up: the instruction
@@ -53,6 +59,7 @@ def main():
                                          "store-early", "gather-tier",
                                          "staging-early", "host-device",
                                          "host-early", "zero-early",
+                                         "nvme-early", "slot-overlap",
                                          "carry-early"])
     parser.add_argument("input")
     parser.add_argument("output")
@@ -93,6 +100,22 @@ def main():
             break_plan.move_instruction(program, wait.index,
                                         gather_wait.index)
             broken = gather_wait.index
+    elif args.mode in ("nvme-early", "slot-overlap"):
+        views = [i for i in ops if i.opcode == pb.OPCODE_TIER_FETCH
+                 and plan.buffers[i.results[0] - 1].view_of != 0]
+        if args.mode == "nvme-early":
+            host = next(i for i in ops if i.on_host)
+            wait = next(i for i in ops if i.opcode == pb.OPCODE_TIER_WAIT
+                        and list(i.wait_for) == [views[0].index])
+            broken = wait.index
+            break_plan.move_instruction(program, host.index, wait.index)
+        else:
+            second = next(i for i in views if i.group != views[0].group)
+            target = plan.buffers[second.results[0] - 1]
+            first = plan.buffers[views[0].results[0] - 1]
+            target.view_of = first.view_of
+            target.view_offset = first.view_offset
+            broken = second.index
     elif args.mode in ("host-device", "host-early", "zero-early"):
         host = next(i for i in ops if i.on_host)
         store = next(i for i in ops if i.opcode == pb.OPCODE_TIER_STORE
