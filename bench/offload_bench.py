@@ -17,11 +17,14 @@ What it does:
   plans   zcc --mode train --world-size 1, batch 4 x 128, --bucket-size
           8MiB (groups of about one layer), at the default persistence
           threshold (DeepSpeed's: the norms stay whole on the device, every
-          matrix is a shard), nine ways: none (every buffer on the
+          matrix is a shard), eleven ways: none (every buffer on the
           device), --offload-optimizer cpu, --offload-optimizer nvme,
           --offload-params nvme, both on cpu (all-cpu, whose updates run on
           the host), the same with the updates staged through the device
-          (all-cpu-staged, --host-optimizer-step=false), both on nvme
+          (all-cpu-staged, --host-optimizer-step=false), the shards on cpu
+          and the moments on nvme (mixed: the updates on the host over
+          moments staged through host memory) and the same staged through
+          the device (mixed-staged), both on nvme
           (all-nvme), the same run with zrun --nvme-io direct
           (all-nvme-direct: O_DIRECT, around the page cache), and both on
           nvme under --memory-budget 256MiB (all-nvme-budget; 96MiB for the
@@ -84,6 +87,12 @@ PLANS = {
     # the host (the baseline of the host-side step).
     "all-cpu-staged": ["--offload-optimizer=cpu", "--offload-params=cpu",
                        "--host-optimizer-step=false"],
+    # The shards in host memory and the moments in nvme: the update runs on
+    # the host over the moments staged through host memory; and the same
+    # staged through the device instead (its baseline).
+    "mixed": ["--offload-params=cpu", "--offload-optimizer=nvme"],
+    "mixed-staged": ["--offload-params=cpu", "--offload-optimizer=nvme",
+                     "--host-optimizer-step=false"],
     "all-nvme": ["--offload-optimizer=nvme", "--offload-params=nvme"],
     # The same plan, its file read and written around the page cache
     # (ZRUN_FLAGS).
@@ -344,6 +353,14 @@ def main():
           f"{host / staged:.3f}x; tier copies per step "
           f"{planned['all-cpu'] / 2**20:.1f} MiB against "
           f"{planned['all-cpu-staged'] / 2**20:.1f}")
+    host, staged = (statistics.median(step[tier])
+                    for tier in ("mixed", "mixed-staged"))
+    print(f"the optimizer step on the host over moments staged from nvme "
+          f"(mixed) against the same state staged through the device "
+          f"(mixed-staged): step {host * 1e3:.1f} ms against "
+          f"{staged * 1e3:.1f} ms, {host / staged:.3f}x; tier copies per "
+          f"step {planned['mixed'] / 2**20:.1f} MiB against "
+          f"{planned['mixed-staged'] / 2**20:.1f}")
     buffered, direct = (statistics.median(step[tier])
                         for tier in ("all-nvme", "all-nvme-direct"))
     print(f"the nvme tier's file around the page cache (all-nvme-direct, zrun "

@@ -213,11 +213,11 @@ private:
   SmallVector<uint32_t, 3> tieredUpdateOperands(uint32_t group);
   bool stateOffloaded(uint32_t group);
   /// Offload: whether `group`'s update runs on the host, as ZeRO-Offload
-  /// runs it (docs/offload.md): its moments live in host memory or in the
-  /// nvme tier (staged through host memory, as ZeRO-Infinity does), and
-  /// its shard in host memory (read in place) or on the device (through a
-  /// master copy in host memory); the accumulated gradient and the
-  /// hyper-parameters travel by tier_store.
+  /// runs it (docs/offload.md): its moments live in host memory, and its
+  /// shard too (read in place) or on the device (through a master copy in
+  /// host memory); or its moments live in the nvme tier (staged through
+  /// host memory, as ZeRO-Infinity does) and its shard in host memory. The
+  /// accumulated gradient and the hyper-parameters travel by tier_store.
   bool stepsOnHost(uint32_t group);
   /// Whether a host-side update reads `group`'s moments from the nvme tier.
   bool momentsInNvme(uint32_t group);
@@ -1165,21 +1165,30 @@ void Emitter::storeGradient(uint32_t group) {
                            hostCopy};
 }
 
-/// The moments outside the device (in host memory, or in the nvme tier,
-/// staged through host memory), and the parameters in host memory or on
-/// the device (then updated through a host master copy); not a shard in
-/// the nvme tier, which the host would have to stage too (not built: that
-/// step stays on the device, staged through the arena).
+/// The moments in host memory, with the parameters in host memory too or
+/// on the device (then updated through a host master copy); or the moments
+/// in the nvme tier, staged through host memory, with the parameters in
+/// host memory. Not with the parameters on the device and the moments in
+/// nvme: the host step would need a master copy of the parameters in host
+/// memory, which the step staged through the arena does not (on CPU ranks,
+/// where host and device memory are one, it would undo what nvme saves).
+/// Not a shard in the nvme tier, which the host would have to stage too
+/// (not built: that step stays on the device).
 bool Emitter::stepsOnHost(uint32_t group) {
-  if (!options.hostOptimizerStep ||
-      (shardOffloaded(group) &&
-       buffer(shardBuffer.lookup(group)).tier() != plan::Buffer::HOST))
+  bool shardInHost =
+      shardOffloaded(group) &&
+      buffer(shardBuffer.lookup(group)).tier() == plan::Buffer::HOST;
+  if (!options.hostOptimizerStep || (shardOffloaded(group) && !shardInHost))
     return false;
   auto moments = optimizerBuffers.find(group);
-  return moments != optimizerBuffers.end() &&
-         llvm::all_of(moments->second, [&](uint32_t id) {
-           return buffer(id).tier() != plan::Buffer::DEVICE;
-         });
+  if (moments == optimizerBuffers.end())
+    return false;
+  auto allIn = [&](plan::Buffer::Tier tier) {
+    return llvm::all_of(moments->second,
+                        [&](uint32_t id) { return buffer(id).tier() == tier; });
+  };
+  return allIn(plan::Buffer::HOST) ||
+         (shardInHost && allIn(plan::Buffer::NVME));
 }
 
 bool Emitter::momentsInNvme(uint32_t group) {

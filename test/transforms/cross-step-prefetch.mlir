@@ -20,6 +20,9 @@
 // RUN: zcc-opt %t/tail.mlir -zplan-cross-step-prefetch="hardware-profile=%t/serial.json" | FileCheck %t/tail.mlir --check-prefix=SERIAL
 // RUN: not zcc-opt %t/tail.mlir -zplan-cross-step-prefetch="hardware-profile=%t/old.json" 2>&1 | FileCheck %t/tail.mlir --check-prefix=OLDPROFILE
 // RUN: not zcc-opt %t/tail.mlir -zplan-cross-step-prefetch="hardware=h200 hardware-profile=%t/serial.json" 2>&1 | FileCheck %t/tail.mlir --check-prefix=OTHERHARDWARE
+// RUN: zcc-opt %t/offload.mlir -zplan-cross-step-prefetch -zplan-decode-lockstep -zplan-verify-schedule | FileCheck %t/offload.mlir
+// RUN: zcc-opt %t/offload.mlir -zplan-cross-step-prefetch="hardware-profile=%t/serial.json" | FileCheck %t/offload.mlir --check-prefix=SERIAL
+// RUN: zcc-opt %t/one-rank.mlir -zplan-cross-step-prefetch | FileCheck %t/one-rank.mlir
 
 //--- tail.mlir
 
@@ -145,6 +148,139 @@ func.func @decode(%x: tensor<90x125xf32>) -> tensor<90x125xf32> {
 }
 func.func @generate_end() {
   return
+}
+
+//--- offload.mlir
+
+// tail.mlir with its shards offloaded to the nvme tier (zcc --offload-params
+// nvme: the module attributes ModulePlanSearch sets). The carry is kept (the
+// emitter fetches the carried shard in the same tail, docs/offload.md); the
+// replay charges each offloaded shard's fetch on the comm queue before its
+// gather: a decode step gathers @ga and @gb, 2 x 11264 B at the cost
+// model's nvme rate (2 GB/s), 11.264 us in all (tail.mlir's SERIAL says
+// 99.528 us without offload).
+// CHECK: module attributes {zplan.carry = {bytes = 45056 : i64, group = @ga}, zplan.shards_offload_tier = "nvme", zplan.shards_offloaded = -1 : i64}
+// CHECK-LABEL: func.func @decode
+// CHECK: zero.carry_wait
+// CHECK: zero.carry_start
+// SERIAL: zplan.carry_skipped = {bytes = 45056 : i64, group = @ga, reason = "carrying it would not shorten a decode step (110.792 us with the carry, 110.792 us without)
+module attributes {zplan.shards_offloaded = -1 : i64, zplan.shards_offload_tier = "nvme"} {
+  nn.parameter @a : tensor<90x125xf32>
+  nn.parameter @b : tensor<90x125xf32>
+  nn.parameter @p : tensor<4xf32>
+  zero.group @gp {params = [@p], padded_elements = 4 : i64, world_size = 4 : i64, persistent}
+  zero.group @ga {params = [@a], padded_elements = 11264 : i64, world_size = 4 : i64}
+  zero.group @gb {params = [@b], padded_elements = 11264 : i64, world_size = 4 : i64}
+  func.func @generate_begin() {
+    return
+  }
+  func.func @prefill(%x: tensor<90x125xf32>) -> tensor<90x125xf32> {
+    %sa = zero.shard @a : !zero.shard<tensor<90x125xf32>>
+    %ta = zero.gather_start %sa {group = @ga} : !zero.shard<tensor<90x125xf32>>
+    %wa = zero.gather_wait %ta : tensor<90x125xf32>
+    %0 = nn.add %x, %wa : (tensor<90x125xf32>, tensor<90x125xf32>) -> tensor<90x125xf32>
+    zero.release %wa : tensor<90x125xf32>
+    %sb = zero.shard @b : !zero.shard<tensor<90x125xf32>>
+    %tb = zero.gather_start %sb {group = @gb} : !zero.shard<tensor<90x125xf32>>
+    %wb = zero.gather_wait %tb : tensor<90x125xf32>
+    %1 = nn.add %0, %wb : (tensor<90x125xf32>, tensor<90x125xf32>) -> tensor<90x125xf32>
+    zero.release %wb : tensor<90x125xf32>
+    %r1 = nn.relu %1 : tensor<90x125xf32>
+    %r2 = nn.relu %r1 : tensor<90x125xf32>
+    %r3 = nn.relu %r2 : tensor<90x125xf32>
+    %r4 = nn.add %r3, %r1 : (tensor<90x125xf32>, tensor<90x125xf32>) -> tensor<90x125xf32>
+    %r5 = nn.relu %r4 : tensor<90x125xf32>
+    %r6 = nn.relu %r5 : tensor<90x125xf32>
+    return %r6 : tensor<90x125xf32>
+  }
+  func.func @decode(%x: tensor<90x125xf32>) -> tensor<90x125xf32> {
+    %sp = zero.shard @p : !zero.shard<tensor<4xf32>>
+    %tp = zero.gather_start %sp {group = @gp} : !zero.shard<tensor<4xf32>>
+    %wp = zero.gather_wait %tp : tensor<4xf32>
+    %sa = zero.shard @a : !zero.shard<tensor<90x125xf32>>
+    %ta = zero.gather_start %sa {group = @ga} : !zero.shard<tensor<90x125xf32>>
+    %wa = zero.gather_wait %ta : tensor<90x125xf32>
+    %0 = nn.add %x, %wa : (tensor<90x125xf32>, tensor<90x125xf32>) -> tensor<90x125xf32>
+    zero.release %wa : tensor<90x125xf32>
+    %sb = zero.shard @b : !zero.shard<tensor<90x125xf32>>
+    %tb = zero.gather_start %sb {group = @gb} : !zero.shard<tensor<90x125xf32>>
+    %wb = zero.gather_wait %tb : tensor<90x125xf32>
+    %1 = nn.add %0, %wb : (tensor<90x125xf32>, tensor<90x125xf32>) -> tensor<90x125xf32>
+    zero.release %wb : tensor<90x125xf32>
+    %r1 = nn.relu %1 : tensor<90x125xf32>
+    %r2 = nn.relu %r1 : tensor<90x125xf32>
+    %r3 = nn.relu %r2 : tensor<90x125xf32>
+    %r4 = nn.add %r3, %r1 : (tensor<90x125xf32>, tensor<90x125xf32>) -> tensor<90x125xf32>
+    %r5 = nn.relu %r4 : tensor<90x125xf32>
+    %r6 = nn.relu %r5 : tensor<90x125xf32>
+    return %r6 : tensor<90x125xf32>
+  }
+  func.func @generate_end() {
+    return
+  }
+}
+
+//--- one-rank.mlir
+
+// One rank with offloaded shards: each is fetched whole into the copy its
+// reader uses, and a fetch carried from one program to the next is not
+// built, so nothing is carried and the module says why.
+// CHECK: zplan.carry_skipped = {bytes = 45056 : i64, group = @ga, reason = "on one rank its offloaded shard is fetched whole into the copy decode reads, and a fetch carried across programs is not built"}
+// CHECK-NOT: zero.carry
+module attributes {zplan.shards_offloaded = -1 : i64, zplan.shards_offload_tier = "cpu"} {
+  nn.parameter @a : tensor<90x125xf32>
+  nn.parameter @b : tensor<90x125xf32>
+  nn.parameter @p : tensor<4xf32>
+  zero.group @gp {params = [@p], padded_elements = 4 : i64, world_size = 1 : i64, persistent}
+  zero.group @ga {params = [@a], padded_elements = 11264 : i64, world_size = 1 : i64}
+  zero.group @gb {params = [@b], padded_elements = 11264 : i64, world_size = 1 : i64}
+  func.func @generate_begin() {
+    return
+  }
+  func.func @prefill(%x: tensor<90x125xf32>) -> tensor<90x125xf32> {
+    %sa = zero.shard @a : !zero.shard<tensor<90x125xf32>>
+    %ta = zero.gather_start %sa {group = @ga} : !zero.shard<tensor<90x125xf32>>
+    %wa = zero.gather_wait %ta : tensor<90x125xf32>
+    %0 = nn.add %x, %wa : (tensor<90x125xf32>, tensor<90x125xf32>) -> tensor<90x125xf32>
+    zero.release %wa : tensor<90x125xf32>
+    %sb = zero.shard @b : !zero.shard<tensor<90x125xf32>>
+    %tb = zero.gather_start %sb {group = @gb} : !zero.shard<tensor<90x125xf32>>
+    %wb = zero.gather_wait %tb : tensor<90x125xf32>
+    %1 = nn.add %0, %wb : (tensor<90x125xf32>, tensor<90x125xf32>) -> tensor<90x125xf32>
+    zero.release %wb : tensor<90x125xf32>
+    %r1 = nn.relu %1 : tensor<90x125xf32>
+    %r2 = nn.relu %r1 : tensor<90x125xf32>
+    %r3 = nn.relu %r2 : tensor<90x125xf32>
+    %r4 = nn.add %r3, %r1 : (tensor<90x125xf32>, tensor<90x125xf32>) -> tensor<90x125xf32>
+    %r5 = nn.relu %r4 : tensor<90x125xf32>
+    %r6 = nn.relu %r5 : tensor<90x125xf32>
+    return %r6 : tensor<90x125xf32>
+  }
+  func.func @decode(%x: tensor<90x125xf32>) -> tensor<90x125xf32> {
+    %sp = zero.shard @p : !zero.shard<tensor<4xf32>>
+    %tp = zero.gather_start %sp {group = @gp} : !zero.shard<tensor<4xf32>>
+    %wp = zero.gather_wait %tp : tensor<4xf32>
+    %sa = zero.shard @a : !zero.shard<tensor<90x125xf32>>
+    %ta = zero.gather_start %sa {group = @ga} : !zero.shard<tensor<90x125xf32>>
+    %wa = zero.gather_wait %ta : tensor<90x125xf32>
+    %0 = nn.add %x, %wa : (tensor<90x125xf32>, tensor<90x125xf32>) -> tensor<90x125xf32>
+    zero.release %wa : tensor<90x125xf32>
+    %sb = zero.shard @b : !zero.shard<tensor<90x125xf32>>
+    %tb = zero.gather_start %sb {group = @gb} : !zero.shard<tensor<90x125xf32>>
+    %wb = zero.gather_wait %tb : tensor<90x125xf32>
+    %1 = nn.add %0, %wb : (tensor<90x125xf32>, tensor<90x125xf32>) -> tensor<90x125xf32>
+    zero.release %wb : tensor<90x125xf32>
+    %r1 = nn.relu %1 : tensor<90x125xf32>
+    %r2 = nn.relu %r1 : tensor<90x125xf32>
+    %r3 = nn.relu %r2 : tensor<90x125xf32>
+    %r4 = nn.add %r3, %r1 : (tensor<90x125xf32>, tensor<90x125xf32>) -> tensor<90x125xf32>
+    %r5 = nn.relu %r4 : tensor<90x125xf32>
+    %r6 = nn.relu %r5 : tensor<90x125xf32>
+    return %r6 : tensor<90x125xf32>
+  }
+  func.func @generate_end() {
+    return
+  }
 }
 
 //--- short.mlir

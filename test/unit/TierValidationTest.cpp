@@ -209,6 +209,52 @@ TEST_F(HostStep, TwoStoresIntoOneSlotNeedAWaitBetweenThem) {
                                 "instruction #0 still copies"));
 }
 
+TEST_F(HostStep, AnNvmeMomentIsStagedThroughHostMemory) {
+  // ZeRO-Infinity's step (docs/offload.md): the moment fetched from the
+  // file into a view of a host staging slot, updated there on the host,
+  // and stored back.
+  constexpr uint32_t kMomentSlot = kMaster + 1, kStaged = kMaster + 2;
+  add(kMomentSlot, "moments (host) 0", Buffer::HOST_STAGING, Buffer::HOST, 512);
+  add(kStaged, "group0 (adam v, nvme) (host)", Buffer::HOST_STAGING,
+      Buffer::DEVICE, 256);
+  plan.mutable_buffers(kStaged - 1)->set_view_of(kMomentSlot);
+  emit(OPCODE_TIER_FETCH, COMM, {kNvmeMoment}, {kStaged});      // #0
+  emit(OPCODE_TIER_WAIT, COMPUTE, {kStaged}, {}, {0});          // #1
+  update({kShard, kGradHost, kM, kStaged, kHyperHost});         // #2
+  emit(OPCODE_TIER_STORE, COMM, {kStaged}, {kNvmeMoment}, {2}); // #3
+  emit(OPCODE_TIER_WAIT, COMPUTE, {kStaged}, {}, {3});          // #4
+  EXPECT_EQ(check(), "");
+}
+
+TEST_F(HostStep, TwoStagedNvmeMomentsDoNotShareHostBytes) {
+  constexpr uint32_t kMomentSlot = kMaster + 1, kFirst = kMaster + 2,
+                     kSecond = kMaster + 3, kOtherMoment = kMaster + 4;
+  add(kMomentSlot, "moments (host) 0", Buffer::HOST_STAGING, Buffer::HOST, 512);
+  add(kFirst, "group0 (adam v, nvme) (host)", Buffer::HOST_STAGING,
+      Buffer::DEVICE, 256);
+  add(kSecond, "group1 (adam v, nvme) (host)", Buffer::HOST_STAGING,
+      Buffer::DEVICE, 256);
+  add(kOtherMoment, "group1 (adam v, nvme)", Buffer::STATE, Buffer::NVME, 256);
+  plan.mutable_buffers(kFirst - 1)->set_view_of(kMomentSlot);
+  plan.mutable_buffers(kSecond - 1)->set_view_of(kMomentSlot);
+  // Side by side in the slot: both copies may be in flight.
+  plan.mutable_buffers(kSecond - 1)->set_view_offset(1024);
+  emit(OPCODE_TIER_FETCH, COMM, {kNvmeMoment}, {kFirst});   // #0
+  emit(OPCODE_TIER_FETCH, COMM, {kOtherMoment}, {kSecond}); // #1
+  emit(OPCODE_TIER_WAIT, COMPUTE, {kFirst}, {}, {0});       // #2
+  emit(OPCODE_TIER_WAIT, COMPUTE, {kSecond}, {}, {1});      // #3
+  EXPECT_EQ(check(), "");
+  // Half a moment apart: the second fetch writes bytes the first still
+  // writes.
+  plan.mutable_buffers(kSecond - 1)->set_view_offset(512);
+  EXPECT_TRUE(contains(check(), "instruction #1 'tier_fetch' at '@group0' "
+                                "copies buffer 15 'group1 (adam v, nvme) "
+                                "(host)', whose bytes in buffer 13 'moments "
+                                "(host) 0' overlap those of buffer 14 'group0 "
+                                "(adam v, nvme) (host)', which instruction #0 "
+                                "still copies"));
+}
+
 TEST_F(HostStep, ACarriedGatherReadsItsStagingCopyToTheProgramsEnd) {
   // Decode's tail (docs/offload.md): the offloaded shard fetched, the
   // carried gather of it, which nothing in the program waits for, then
