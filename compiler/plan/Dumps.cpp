@@ -191,8 +191,8 @@ std::string zplan::formatMemoryDump(const EmittedPlan &emitted) {
        << ", host staging " << emitted.hostStagingBytes << " B ("
        << formatSize(emitted.hostStagingBytes)
        << (emitted.hostStagedMomentBytes
-               ? ": the gradients' and hyper-parameters' copies, and three "
-                 "groups' nvme moments)"
+               ? ": the gradients' and hyper-parameters' copies, and the "
+                 "nvme moments of up to three groups)"
                : ": the gradients' and hyper-parameters' copies)");
     // Parameters on the device are updated through a master copy.
     if (emitted.hostMasterBytes)
