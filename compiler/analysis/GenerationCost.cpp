@@ -42,11 +42,8 @@ static ProgramCost replay(func::FuncOp func, const CostModel &cost,
     // The runtime issues a collective once compute reaches its start; an
     // offloaded shard's tier_fetch goes first on the same queue
     // (docs/offload.md).
-    comm = std::max(comm, compute);
-    if (offloaded.shards.contains(group.getSymName()))
-      comm += cost.tierCopySeconds(bytes / std::max<int64_t>(worldSize, 1),
-                                   offloaded.shardsInNvme);
-    comm += cost.allGatherSeconds(bytes, worldSize);
+    comm = std::max(comm, compute) + shardFetchSeconds(group, offloaded, cost) +
+           cost.allGatherSeconds(bytes, worldSize);
     result.gatheredBytes += bytes;
     ++result.collectives;
     return comm;

@@ -2,6 +2,7 @@
 
 #include "compiler/analysis/OffloadSelection.h"
 
+#include "compiler/analysis/Liveness.h"
 #include "compiler/transforms/Programs.h"
 #include "dialects/zero/ZeroDialect.h"
 
@@ -70,4 +71,14 @@ OffloadSelection zplan::selectOffloaded(ModuleOp module,
   }
   takeLargest(trained, momentCount, selection.moments);
   return selection;
+}
+
+double zplan::shardFetchSeconds(zero::GroupOp group,
+                                const OffloadSelection &offloaded,
+                                const CostModel &cost) {
+  if (!offloaded.shards.contains(group.getSymName()))
+    return 0;
+  uint64_t shardBytes =
+      groupBytes(group) / std::max<int64_t>(group.getWorldSize(), 1);
+  return cost.tierCopySeconds(shardBytes, offloaded.shardsInNvme);
 }

@@ -13,6 +13,9 @@
 #ifndef ZPLAN_COMPILER_ANALYSIS_OFFLOADSELECTION_H
 #define ZPLAN_COMPILER_ANALYSIS_OFFLOADSELECTION_H
 
+#include "compiler/analysis/CostModel.h"
+
+#include "dialects/zero/ZeroDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringSet.h"
@@ -34,6 +37,12 @@ struct OffloadSelection {
 /// for a module that offloads nothing.
 OffloadSelection selectOffloaded(mlir::ModuleOp module,
                                  const mlir::SymbolTable &symbols);
+
+/// How long the tier_fetch of `group`'s shard takes before each gather of
+/// it (the comm queue runs it just before the collective; on one rank it
+/// fills the whole copy): 0 unless `offloaded` holds its shard.
+double shardFetchSeconds(zero::GroupOp group, const OffloadSelection &offloaded,
+                         const CostModel &cost);
 
 } // namespace zplan
 

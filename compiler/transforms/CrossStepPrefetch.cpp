@@ -206,7 +206,10 @@ struct CrossStepPrefetchPass
       // A fresh picture: the carry rewrote the program since the last one.
       HoistPicture picture(func);
       [[maybe_unused]] HoistResult result = hoistStart(
-          start, terminator, bytes, group.getWorldSize(), cost, limits, picture,
+          start, terminator, bytes, group.getWorldSize(),
+          shardFetchSeconds(group, selectOffloaded(module, SymbolTable(module)),
+                            cost),
+          cost, limits, picture,
           [&](Operation *op) { return readers.contains(op); });
       LLVM_DEBUG(llvm::dbgs()
                  << "@" << func.getSymName() << ": carry of @"

@@ -686,7 +686,9 @@ def Prefetch : Pass<"zplan-prefetch", "::mlir::ModuleOp"> {
        ZeRO-3 would issue it), then only until the compute it overlaps
        (cost model of `hardware`) covers the collective's time plus that of
        the collectives queued ahead of it: holding the copy longer buys
-       nothing.
+       nothing. A group whose shard is offloaded (module attributes
+       `zplan.shards_offloaded`, `zplan.shards_offload_tier`) counts the
+       tier_fetch the comm queue runs before its collective too.
     With `policy=jit`, a start moves at most to the previous group's wait
     (hook-based ZeRO-3 prefetches one module ahead).
 

@@ -12,6 +12,7 @@
 
 #include "compiler/analysis/CostModel.h"
 #include "compiler/analysis/Liveness.h"
+#include "compiler/analysis/OffloadSelection.h"
 #include "compiler/transforms/Passes.h"
 #include "compiler/transforms/StartHoisting.h"
 #include "dialects/zero/ZeroDialect.h"
@@ -41,9 +42,13 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
     // One table for every group lookup (a lookup without one scans the
     // module's ops).
     SymbolTable symbols(getOperation());
+    offloaded = selectOffloaded(getOperation(), symbols);
     for (auto func : getOperation().getOps<func::FuncOp>())
       prefetchFunction(func, *cost, symbols);
   }
+
+  /// Groups whose shards are offloaded: each gather waits for a fetch.
+  OffloadSelection offloaded;
 
   void prefetchFunction(func::FuncOp func, const CostModel &cost,
                         const SymbolTable &symbols) {
@@ -74,9 +79,9 @@ struct PrefetchPass : zplan::impl::PrefetchBase<PrefetchPass> {
     limits.maxInFlight = maxInFlight;
     limits.maxInFlightBytes = maxInFlightBytes;
     Operation *wait = *start.getToken().getUsers().begin();
-    [[maybe_unused]] HoistResult result =
-        hoistStart(start, wait, groupBytes(group, symbols),
-                   group.getWorldSize(), cost, limits, picture);
+    [[maybe_unused]] HoistResult result = hoistStart(
+        start, wait, groupBytes(group, symbols), group.getWorldSize(),
+        shardFetchSeconds(group, offloaded, cost), cost, limits, picture);
     LLVM_DEBUG(llvm::dbgs()
                << "@" << group.getSymName() << ": moved " << result.moved
                << " ops earlier, overlapping " << result.overlappedSeconds

@@ -63,11 +63,11 @@ FailureOr<CostModel> zplan::hoistingCostModel(Operation *op, StringRef pass,
 
 HoistResult zplan::hoistStart(Operation *start, Operation *consumer,
                               uint64_t bytes, int64_t worldSize,
-                              const CostModel &cost, const HoistLimits &limits,
-                              HoistPicture &picture,
+                              double fetchSeconds, const CostModel &cost,
+                              const HoistLimits &limits, HoistPicture &picture,
                               llvm::function_ref<bool(Operation *)> barrier) {
   HoistResult result;
-  result.neededSeconds = cost.allGatherSeconds(bytes, worldSize);
+  result.neededSeconds = fetchSeconds + cost.allGatherSeconds(bytes, worldSize);
   uint64_t budget = limits.memoryBudget > 0
                         ? limits.memoryBudget
                         : std::numeric_limits<uint64_t>::max();
@@ -90,6 +90,8 @@ HoistResult zplan::hoistStart(Operation *start, Operation *consumer,
       pastHookDistance = true;
     const HoistPicture::AtOp &here = picture.at(previous);
     if (limits.stopWhenCovered && pastHookDistance) {
+      // (The backlog counts the collectives in flight, not the fetches
+      // of offloaded shards ahead of them.)
       double backlog =
           here.inFlight > 0
               ? cost.allGatherSeconds(here.inFlightBytes, worldSize)

@@ -104,10 +104,13 @@ mlir::FailureOr<CostModel> hoistingCostModel(mlir::Operation *op,
 /// `limits.memoryBudget` beside the live buffers and stay within the
 /// in-flight limits. `picture` must describe the function as it stands above
 /// `start` (starts below it may not have moved yet); hoistStart updates it.
+/// `fetchSeconds` is the tier_fetch an offloaded shard's collective waits
+/// for on the comm queue (OffloadSelection.h's shardFetchSeconds; 0 when
+/// the shard is on the device): the compute below must cover it too.
 HoistResult
 hoistStart(mlir::Operation *start, mlir::Operation *consumer, uint64_t bytes,
-           int64_t worldSize, const CostModel &cost, const HoistLimits &limits,
-           HoistPicture &picture,
+           int64_t worldSize, double fetchSeconds, const CostModel &cost,
+           const HoistLimits &limits, HoistPicture &picture,
            llvm::function_ref<bool(mlir::Operation *)> barrier = nullptr);
 
 } // namespace zplan

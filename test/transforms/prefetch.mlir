@@ -7,6 +7,7 @@
 // RUN: zcc-opt %t/cost.mlir -split-input-file -zplan-prefetch="hardware=cpu" | FileCheck %t/cost.mlir
 // RUN: zcc-opt %t/cost.mlir -split-input-file -zplan-prefetch="hardware=cpu hardware-profile=%t/half.json" | FileCheck %t/cost.mlir --check-prefix=HALF
 // RUN: zcc-opt %t/cost.mlir -split-input-file -zplan-prefetch="hardware=cpu hardware-profile=%t/serial.json" | FileCheck %t/cost.mlir --check-prefix=SERIAL
+// RUN: zcc-opt %t/offload.mlir -split-input-file -zplan-prefetch="hardware=cpu" | FileCheck %t/offload.mlir
 // RUN: zcc-opt %t/stops.mlir -zplan-prefetch | FileCheck %t/stops.mlir --check-prefix=INFLIGHT
 // RUN: zcc-opt %t/stops.mlir -zplan-prefetch="max-in-flight=3" | FileCheck %t/stops.mlir --check-prefix=START
 // RUN: zcc-opt %t/stops.mlir -zplan-prefetch="policy=jit" | FileCheck %t/stops.mlir --check-prefix=JIT
@@ -100,6 +101,75 @@ func.func @covered_by_four_relus(%x: tensor<90x125xf32>) -> tensor<90x125xf32> {
   %y = nn.add %r6, %w : (tensor<90x125xf32>, tensor<90x125xf32>) -> tensor<90x125xf32>
   zero.release %w : tensor<90x125xf32>
   return %y : tensor<90x125xf32>
+}
+
+//--- offload.mlir
+
+// An offloaded shard (zcc --offload-params; the module attributes
+// ModulePlanSearch sets) is fetched on the comm queue just before its
+// gather, so the compute below the start must cover the fetch too. The
+// gather of @gw over 4 ranks takes 21.264 us (cost.mlir); each relu 6 us.
+// On the device the start passes four relus (24 us) and stops; in the nvme
+// tier its 11264 B shard is fetched first, at the cost model's 2 GB/s,
+// 5.632 us, and the start passes a fifth relu (30 us >= 26.896 us).
+// CHECK-LABEL: func.func @on_device
+// CHECK-NEXT: zero.shard @w
+// CHECK-NEXT: nn.relu
+// CHECK-NEXT: nn.relu
+// CHECK-NEXT: zero.gather_start
+// CHECK-NEXT: nn.relu
+// CHECK-NEXT: nn.relu
+// CHECK-NEXT: nn.relu
+// CHECK-NEXT: nn.relu
+// CHECK-NEXT: zero.gather_wait
+// CHECK-LABEL: func.func @offloaded
+// CHECK-NEXT: zero.shard @w
+// CHECK-NEXT: nn.relu
+// CHECK-NEXT: zero.gather_start
+// CHECK-NEXT: nn.relu
+// CHECK-NEXT: nn.relu
+// CHECK-NEXT: nn.relu
+// CHECK-NEXT: nn.relu
+// CHECK-NEXT: nn.relu
+// CHECK-NEXT: zero.gather_wait
+module {
+  nn.parameter @w : tensor<90x125xf32>
+  zero.group @gw {params = [@w], padded_elements = 11264 : i64, world_size = 4 : i64}
+  func.func @on_device(%x: tensor<90x125xf32>) -> tensor<90x125xf32> {
+    %s = zero.shard @w : !zero.shard<tensor<90x125xf32>>
+    %r0 = nn.relu %x : tensor<90x125xf32>
+    %r1 = nn.relu %r0 : tensor<90x125xf32>
+    %r2 = nn.relu %r1 : tensor<90x125xf32>
+    %r3 = nn.relu %r2 : tensor<90x125xf32>
+    %r4 = nn.relu %r3 : tensor<90x125xf32>
+    %r5 = nn.relu %r4 : tensor<90x125xf32>
+    %t = zero.gather_start %s {group = @gw} : !zero.shard<tensor<90x125xf32>>
+    %w = zero.gather_wait %t : tensor<90x125xf32>
+    %y = nn.add %r5, %w : (tensor<90x125xf32>, tensor<90x125xf32>) -> tensor<90x125xf32>
+    zero.release %w : tensor<90x125xf32>
+    return %y : tensor<90x125xf32>
+  }
+}
+
+// -----
+
+module attributes {zplan.shards_offloaded = -1 : i64, zplan.shards_offload_tier = "nvme"} {
+  nn.parameter @w : tensor<90x125xf32>
+  zero.group @gw {params = [@w], padded_elements = 11264 : i64, world_size = 4 : i64}
+  func.func @offloaded(%x: tensor<90x125xf32>) -> tensor<90x125xf32> {
+    %s = zero.shard @w : !zero.shard<tensor<90x125xf32>>
+    %r0 = nn.relu %x : tensor<90x125xf32>
+    %r1 = nn.relu %r0 : tensor<90x125xf32>
+    %r2 = nn.relu %r1 : tensor<90x125xf32>
+    %r3 = nn.relu %r2 : tensor<90x125xf32>
+    %r4 = nn.relu %r3 : tensor<90x125xf32>
+    %r5 = nn.relu %r4 : tensor<90x125xf32>
+    %t = zero.gather_start %s {group = @gw} : !zero.shard<tensor<90x125xf32>>
+    %w = zero.gather_wait %t : tensor<90x125xf32>
+    %y = nn.add %r5, %w : (tensor<90x125xf32>, tensor<90x125xf32>) -> tensor<90x125xf32>
+    zero.release %w : tensor<90x125xf32>
+    return %y : tensor<90x125xf32>
+  }
 }
 
 //--- stops.mlir
