@@ -345,22 +345,16 @@ def main():
         print(f"| {tier} | {offloaded[tier] / 2**20:.1f} | {peak / 2**20:.1f} | "
               f"{saved / 2**20:.1f} | {share:.3f} | {planned[tier] / 2**20:.1f} | "
               f"{seconds * 1e3:.1f} | {seconds / base_step:.3f} |")
-    host, staged = (statistics.median(step[tier])
-                    for tier in ("all-cpu", "all-cpu-staged"))
-    print(f"\nthe optimizer step on the host (all-cpu) against the same state "
-          f"staged through the device (all-cpu-staged): step "
-          f"{host * 1e3:.1f} ms against {staged * 1e3:.1f} ms, "
-          f"{host / staged:.3f}x; tier copies per step "
-          f"{planned['all-cpu'] / 2**20:.1f} MiB against "
-          f"{planned['all-cpu-staged'] / 2**20:.1f}")
-    host, staged = (statistics.median(step[tier])
-                    for tier in ("mixed", "mixed-staged"))
-    print(f"the optimizer step on the host over moments staged from nvme "
-          f"(mixed) against the same state staged through the device "
-          f"(mixed-staged): step {host * 1e3:.1f} ms against "
-          f"{staged * 1e3:.1f} ms, {host / staged:.3f}x; tier copies per "
-          f"step {planned['mixed'] / 2**20:.1f} MiB against "
-          f"{planned['mixed-staged'] / 2**20:.1f}")
+    print()
+    for host, what in (("all-cpu", "the optimizer step on the host"),
+                       ("mixed", "the optimizer step on the host over moments "
+                                 "staged from nvme")):
+        staged = host + "-staged"
+        ours, theirs = statistics.median(step[host]), statistics.median(step[staged])
+        print(f"{what} ({host}) against the same state staged through the device "
+              f"({staged}): step {ours * 1e3:.1f} ms against {theirs * 1e3:.1f} ms, "
+              f"{ours / theirs:.3f}x; tier copies per step "
+              f"{planned[host] / 2**20:.1f} MiB against {planned[staged] / 2**20:.1f}")
     buffered, direct = (statistics.median(step[tier])
                         for tier in ("all-nvme", "all-nvme-direct"))
     print(f"the nvme tier's file around the page cache (all-nvme-direct, zrun "
@@ -427,6 +421,13 @@ def main():
                         output.strip().splitlines()[-1] if output.strip() else "")
             print(f"  {tier}: exit {code}: {last.strip()}")
             if tier == "none" and code == 0:
+                # Made for the large model: the small one's peaks lie too
+                # close for the limit to separate them (its RSS is mostly
+                # shared libraries, which the cgroup may not charge to it).
+                if args.size != "large":
+                    print("  the plan without offload trained under the limit at this "
+                          "size: the check shows nothing here")
+                    continue
                 sys.exit("FAIL: the plan without offload trained under the limit")
             if tier == "all-nvme-budget" and code != 0:
                 sys.exit(f"FAIL: the all-nvme-budget plan did not train under the limit\n"

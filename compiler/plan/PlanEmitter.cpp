@@ -479,29 +479,25 @@ void Emitter::declareState(llvm::StringRef optimizer) {
   // turn: a group's copy lives from its store to its update, and the next
   // group's store (one update ahead) fills the other buffer meanwhile.
   Type f32 = Float32Type::get(module.getContext());
-  auto gradientType = RankedTensorType::get({largestHostGradient}, f32);
+  auto hostStaging = [&](const std::string &name, int64_t elements) {
+    uint32_t id = addBuffer(plan::Buffer::HOST_STAGING, name,
+                            RankedTensorType::get({elements}, f32));
+    buffer(id).set_tier(plan::Buffer::HOST);
+    result.hostStagingBytes += buffer(id).bytes();
+    return id;
+  };
   for (uint32_t slot = 0; slot < std::min<uint32_t>(2, result.hostStepGroups);
-       ++slot) {
-    hostGradientSlots.push_back(
-        addBuffer(plan::Buffer::HOST_STAGING,
-                  "gradients (host) " + std::to_string(slot), gradientType));
-    buffer(hostGradientSlots.back()).set_tier(plan::Buffer::HOST);
-    result.hostStagingBytes += buffer(hostGradientSlots.back()).bytes();
-  }
+       ++slot)
+    hostGradientSlots.push_back(hostStaging(
+        "gradients (host) " + std::to_string(slot), largestHostGradient));
   hostHyper =
-      addBuffer(plan::Buffer::HOST_STAGING, "hyper-parameters (host)",
-                RankedTensorType::get({zero::kHyperParameterCount}, f32));
-  buffer(hostHyper).set_tier(plan::Buffer::HOST);
-  result.hostStagingBytes += buffer(hostHyper).bytes();
-  auto momentsType = RankedTensorType::get(
-      {static_cast<int64_t>(moments.size()) * largestNvmeMoments}, f32);
+      hostStaging("hyper-parameters (host)", zero::kHyperParameterCount);
+  // Moments staged from nvme: three slots (fetchHostMoments).
   for (uint32_t slot = 0; slot < std::min<uint32_t>(3, nvmeHostGroups);
        ++slot) {
     hostMomentSlots.push_back(
-        addBuffer(plan::Buffer::HOST_STAGING,
-                  "moments (host) " + std::to_string(slot), momentsType));
-    buffer(hostMomentSlots.back()).set_tier(plan::Buffer::HOST);
-    result.hostStagingBytes += buffer(hostMomentSlots.back()).bytes();
+        hostStaging("moments (host) " + std::to_string(slot),
+                    static_cast<int64_t>(moments.size()) * largestNvmeMoments));
     result.hostStagedMomentBytes += buffer(hostMomentSlots.back()).bytes();
   }
 }
