@@ -179,8 +179,10 @@ static cl::opt<bool> hostOptimizerStep(
     "host-optimizer-step", cl::init(true),
     cl::desc("--mode train: run the update of each group whose moments live "
              "in host memory on the host, as ZeRO-Offload does (default; a "
-             "shard on the device through a host master copy); false stages "
-             "them through the device and back instead (docs/offload.md)"),
+             "shard on the device through a host master copy), and of each "
+             "whose moments live in nvme and shard in host memory, over the "
+             "moments staged through host memory; false stages them through "
+             "the device and back instead (docs/offload.md)"),
     cl::cat(zccCategory));
 static cl::opt<std::string> offloadDir(
     "offload-dir",
