@@ -158,7 +158,8 @@ static cl::opt<std::string> offloadOptimizer(
     cl::desc("--mode train: where the optimizer's moments live: none (device "
              "memory), cpu (host memory) or nvme (a file per rank under "
              "--offload-dir); each group's are copied in for its update and "
-             "back, or, with cpu, updated on the host (--host-optimizer-step; "
+             "back, or updated on the host: with cpu, and with nvme where the "
+             "shards are in host memory (--host-optimizer-step; "
              "docs/offload.md)"),
     cl::cat(zccCategory));
 static cl::opt<std::string> offloadParams(
