@@ -73,10 +73,16 @@ uint64_t roundUp(uint64_t bytes) {
   return (bytes + kMemoryAlignment - 1) / kMemoryAlignment * kMemoryAlignment;
 }
 
-class DeviceMemory final : public BackendMemory {
+/// Memory the CUDA runtime allocated, given back with `release`: device
+/// memory (cudaMalloc, cudaFree) or page-locked host memory
+/// (Backend::allocateHost: cudaHostAlloc, cudaFreeHost), the tier store's
+/// host pool, which the copy queue reads and writes asynchronously.
+class CudaMemory final : public BackendMemory {
 public:
-  DeviceMemory(uint8_t *data, uint64_t bytes) : address(data), size(bytes) {}
-  ~DeviceMemory() override { cudaFree(address); }
+  using Release = cudaError_t (*)(void *);
+  CudaMemory(uint8_t *data, uint64_t bytes, Release release)
+      : address(data), size(bytes), release(release) {}
+  ~CudaMemory() override { release(address); }
   // Never null, as the CPU's: an empty arena still has an address.
   uint8_t *data() const override { return address; }
   uint64_t bytes() const override { return size; }
@@ -84,20 +90,7 @@ public:
 private:
   uint8_t *address;
   uint64_t size;
-};
-
-/// Page-locked host memory (Backend::allocateHost): the tier store's host
-/// pool, which the copy queue reads and writes asynchronously.
-class PinnedMemory final : public BackendMemory {
-public:
-  PinnedMemory(uint8_t *data, uint64_t bytes) : address(data), size(bytes) {}
-  ~PinnedMemory() override { cudaFreeHost(address); }
-  uint8_t *data() const override { return address; }
-  uint64_t bytes() const override { return size; }
-
-private:
-  uint8_t *address;
-  uint64_t size;
+  Release release;
 };
 
 class CudaBackend;
@@ -141,7 +134,8 @@ public:
         error != cudaSuccess)
       return failure("cannot allocate ", bytes, " bytes of pinned host memory",
                      " for ", what, ": ", cudaGetErrorString(error));
-    out = std::make_unique<PinnedMemory>(static_cast<uint8_t *>(data), bytes);
+    out = std::make_unique<CudaMemory>(static_cast<uint8_t *>(data), bytes,
+                                       cudaFreeHost);
     return Status::success();
   }
   Status adopt(std::vector<uint8_t> &&host,
@@ -377,7 +371,8 @@ Status CudaBackend::allocate(uint64_t bytes, std::string_view what,
                    " on cuda device ", ordinal, ": ",
                    cudaGetErrorString(error));
   }
-  out = std::make_unique<DeviceMemory>(static_cast<uint8_t *>(memory), bytes);
+  out = std::make_unique<CudaMemory>(static_cast<uint8_t *>(memory), bytes,
+                                     cudaFree);
   ZR_CUDA(cudaMemset(memory, 0, size), "cudaMemset");
   return Status::success();
 }
