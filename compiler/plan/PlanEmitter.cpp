@@ -1346,12 +1346,10 @@ llvm::Error Emitter::emitCarryStart(zero::CarryStartOp start) {
   if (entry.persistent() || readsShardInPlace(group))
     return llvm::Error::success();
   if (fetchesShardWhole(group))
-    return makeError("cannot emit " + describeOp(start) +
-                     ": on one rank the "
-                     "offloaded shard of @" +
-                     entry.name() +
-                     " is fetched whole, and a fetch carried across "
-                     "programs is not built");
+    return makeError(
+        "cannot emit " + describeOp(start) +
+        ": on one rank the offloaded shard of @" + entry.name() +
+        " is fetched whole, and a fetch carried across programs is not built");
   // The copy's two lives in one decode (the one carry_wait handed over,
   // the one carry_gather fills) share its pinned bytes: they must not meet.
   if (carryHeld.contains(group))

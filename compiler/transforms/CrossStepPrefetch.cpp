@@ -179,6 +179,9 @@ struct CrossStepPrefetchPass
           return start.getGroupAttr() == name;
         });
     uint64_t bytes = groupBytes(group);
+    // An offloaded shard's fetch runs before the carried collective.
+    double fetchSeconds = shardFetchSeconds(
+        group, selectOffloaded(module, SymbolTable(module)), cost);
     zero::CarryWaitOp carried = replaceFirstGather(first, name);
     for (func::FuncOp func : {prefill, decode}) {
       Operation *terminator = func.getBody().front().getTerminator();
@@ -206,11 +209,8 @@ struct CrossStepPrefetchPass
       // A fresh picture: the carry rewrote the program since the last one.
       HoistPicture picture(func);
       [[maybe_unused]] HoistResult result = hoistStart(
-          start, terminator, bytes, group.getWorldSize(),
-          shardFetchSeconds(group, selectOffloaded(module, SymbolTable(module)),
-                            cost),
-          cost, limits, picture,
-          [&](Operation *op) { return readers.contains(op); });
+          start, terminator, bytes, group.getWorldSize(), fetchSeconds, cost,
+          limits, picture, [&](Operation *op) { return readers.contains(op); });
       LLVM_DEBUG(llvm::dbgs()
                  << "@" << func.getSymName() << ": carry of @"
                  << group.getSymName() << " moved " << result.moved

@@ -49,8 +49,9 @@ inline constexpr llvm::StringLiteral kShardsOffloadedAttr =
 inline constexpr llvm::StringLiteral kMomentsOffloadedAttr =
     "zplan.moments_offloaded";
 /// Beside kShardsOffloadedAttr: "nvme" when the offloaded shards live in
-/// the nvme tier (else the host's), so that a replay of a program
-/// (GenerationCost.h) charges their fetches at that tier's rate.
+/// the nvme tier (else the host's), so that the prefetch's hoisting and
+/// the replay of a program (GenerationCost.h) charge their fetches at that
+/// tier's rate (OffloadSelection.h's shardFetchSeconds).
 inline constexpr llvm::StringLiteral kShardsOffloadTierAttr =
     "zplan.shards_offload_tier";
 
