@@ -14,6 +14,7 @@
 #include "runtime/plan/ReadableFile.h"
 #include "runtime/support/Checksum.h"
 
+#include "test/unit/PlanBuilder.h"
 #include "test/unit/StatusMatchers.h"
 #include <gtest/gtest.h>
 
@@ -26,6 +27,7 @@
 using namespace zplan::plan;
 using zplan::Status;
 
+using zplan::testing::addInstruction;
 using zplan::testing::contains;
 using zplan::testing::errorOf;
 
@@ -46,24 +48,6 @@ Buffer *addBuffer(Plan &plan, const std::string &name, Buffer::Kind kind,
     buffer->add_shape(dimension);
   buffer->set_bytes(bytes);
   return buffer;
-}
-
-/// An instruction of `opcode` on the queue the opcode table names.
-Instruction *addInstruction(Program &program, Opcode opcode,
-                            std::initializer_list<uint32_t> operands,
-                            std::initializer_list<uint32_t> results,
-                            std::initializer_list<uint32_t> waitFor = {}) {
-  Instruction *instruction = program.add_instructions();
-  instruction->set_index(program.instructions_size() - 1);
-  instruction->set_queue(findOpcode(opcode)->queue);
-  instruction->set_opcode(opcode);
-  for (uint32_t id : operands)
-    instruction->add_operands(id);
-  for (uint32_t id : results)
-    instruction->add_results(id);
-  for (uint32_t index : waitFor)
-    instruction->add_wait_for(index);
-  return instruction;
 }
 
 /// A valid plan for 2 ranks: y = (x @ w) * scale, with w gathered from

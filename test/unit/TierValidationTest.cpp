@@ -9,6 +9,7 @@
 
 #include "runtime/plan/TierValidation.h"
 
+#include "test/unit/PlanBuilder.h"
 #include "test/unit/StatusMatchers.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,8 @@
 
 using namespace zplan;
 using namespace zplan::plan;
+using zplan::testing::addBuffer;
+using zplan::testing::addInstruction;
 using zplan::testing::contains;
 using zplan::testing::errorOf;
 
@@ -67,46 +70,34 @@ protected:
 
   void add(uint32_t id, const std::string &name, Buffer::Kind kind,
            Buffer::Tier tier, int64_t floats) {
-    Buffer *buffer = plan.add_buffers();
-    ASSERT_EQ(static_cast<uint32_t>(plan.buffers_size()), id);
-    buffer->set_id(id);
-    buffer->set_name(name);
-    buffer->set_kind(kind);
+    Buffer *buffer = addBuffer(plan, name, kind, {floats});
+    ASSERT_EQ(buffer->id(), id);
     buffer->set_tier(tier);
-    buffer->add_shape(floats);
-    buffer->set_dtype(F32);
-    buffer->set_bytes(static_cast<uint64_t>(floats) * 4);
   }
 
-  Instruction &emit(Opcode opcode, Queue queue, std::vector<uint32_t> operands,
+  /// An instruction on the queue the opcode table names, at "@group0".
+  Instruction &emit(Opcode opcode, std::vector<uint32_t> operands,
                     std::vector<uint32_t> results,
                     std::vector<uint32_t> waitFor = {}) {
-    Instruction *instruction = program.add_instructions();
-    instruction->set_index(program.instructions_size() - 1);
-    instruction->set_opcode(opcode);
-    instruction->set_queue(queue);
+    Instruction *instruction =
+        addInstruction(program, opcode, std::move(operands), std::move(results),
+                       std::move(waitFor));
     instruction->set_location("@group0");
-    for (uint32_t id : operands)
-      instruction->add_operands(id);
-    for (uint32_t id : results)
-      instruction->add_results(id);
-    for (uint32_t index : waitFor)
-      instruction->add_wait_for(index);
     return *instruction;
   }
 
   /// The step as zcc emits it (PlanEmitter::emitHostUpdate), up to the
   /// zero; the update comes from each test.
   void emitStores() {
-    emit(OPCODE_TIER_STORE, COMM, {kHyper}, {kHyperHost});    // #0
-    emit(OPCODE_TIER_WAIT, COMPUTE, {kHyper}, {}, {0});       // #1
-    emit(OPCODE_TIER_STORE, COMM, {kGrad}, {kGradHost}, {1}); // #2
-    emit(OPCODE_TIER_WAIT, COMPUTE, {kGrad}, {}, {2});        // #3
-    emit(OPCODE_ZERO, COMPUTE, {}, {kGrad});                  // #4
+    emit(OPCODE_TIER_STORE, {kHyper}, {kHyperHost});    // #0
+    emit(OPCODE_TIER_WAIT, {kHyper}, {}, {0});          // #1
+    emit(OPCODE_TIER_STORE, {kGrad}, {kGradHost}, {1}); // #2
+    emit(OPCODE_TIER_WAIT, {kGrad}, {}, {2});           // #3
+    emit(OPCODE_ZERO, {}, {kGrad});                     // #4
   }
 
   Instruction &update(std::vector<uint32_t> operands) {
-    Instruction &adamw = emit(OPCODE_ADAMW, COMPUTE, operands, {});
+    Instruction &adamw = emit(OPCODE_ADAMW, operands, {});
     adamw.set_on_host(true);
     return adamw;
   }
@@ -139,13 +130,13 @@ TEST_F(HostStep, AHostKernelDoesNotReadTheNvmeFile) {
 }
 
 TEST_F(HostStep, OnlyAnOptimizerUpdateRunsOnTheHost) {
-  emit(OPCODE_MATMUL, COMPUTE, {kShard, kM}, {kV}).set_on_host(true);
+  emit(OPCODE_MATMUL, {kShard, kM}, {kV}).set_on_host(true);
   EXPECT_TRUE(contains(check(), "instruction #0 'matmul' at '@group0' runs on "
                                 "the host; only an optimizer update"));
 }
 
 TEST_F(HostStep, AHostKernelWaitsForTheStoreOfWhatItReads) {
-  emit(OPCODE_TIER_STORE, COMM, {kGrad}, {kGradHost}); // #0, no wait yet
+  emit(OPCODE_TIER_STORE, {kGrad}, {kGradHost}); // #0, no wait yet
   update({kShard, kGradHost, kM, kV, kHyperHost});
   // The store fills a view; the slot that owns the bytes is in flight.
   EXPECT_TRUE(contains(check(), "instruction #1 'adamw' at '@group0' names "
@@ -154,34 +145,34 @@ TEST_F(HostStep, AHostKernelWaitsForTheStoreOfWhatItReads) {
 }
 
 TEST_F(HostStep, AZeroWaitsForTheStoreThatReadsTheAccumulator) {
-  emit(OPCODE_TIER_STORE, COMM, {kGrad}, {kGradHost}); // #0
-  emit(OPCODE_ZERO, COMPUTE, {}, {kGrad});             // #1, too early
+  emit(OPCODE_TIER_STORE, {kGrad}, {kGradHost}); // #0
+  emit(OPCODE_ZERO, {}, {kGrad});                // #1, too early
   EXPECT_TRUE(contains(check(), "instruction #1 'zero' at '@group0' names "
                                 "buffer 2 'group0 (grad)' while instruction "
                                 "#0 still copies it"));
 }
 
 TEST_F(HostStep, AZeroClearsOneTrainingStateBuffer) {
-  emit(OPCODE_ZERO, COMPUTE, {}, {kArena});
+  emit(OPCODE_ZERO, {}, {kArena});
   EXPECT_TRUE(contains(check(), "instruction #0 'zero' at '@group0' zeroes "
                                 "buffer 10 'activation', which is not a "
                                 "training-state buffer"));
   program.Clear();
-  emit(OPCODE_ZERO, COMPUTE, {kGrad}, {kGrad});
+  emit(OPCODE_ZERO, {kGrad}, {kGrad});
   EXPECT_TRUE(contains(check(), "has 1 operands and 1 results; a zero has one "
                                 "result and no operand"));
 }
 
 TEST_F(HostStep, OnlyAStoreIntoHostStagingMayFillAView) {
   // A fetch from the view of a slot.
-  emit(OPCODE_TIER_FETCH, COMM, {kGradHost}, {kArena});
+  emit(OPCODE_TIER_FETCH, {kGradHost}, {kArena});
   EXPECT_TRUE(contains(check(), "instruction #0 'tier_fetch' at '@group0' "
                                 "fetches buffer 6 'group0 (grad, host)', "
                                 "which is not a buffer of the host or nvme "
                                 "tier"));
   // A store from a device STATE buffer into training state, not staging.
   program.Clear();
-  emit(OPCODE_TIER_STORE, COMM, {kGrad}, {kM});
+  emit(OPCODE_TIER_STORE, {kGrad}, {kM});
   EXPECT_TRUE(contains(check(), "instruction #0 'tier_store' at '@group0' "
                                 "stores buffer 2 'group0 (grad)' (1024 "
                                 "bytes), which is not an arena buffer"));
@@ -189,9 +180,9 @@ TEST_F(HostStep, OnlyAStoreIntoHostStagingMayFillAView) {
 
 TEST_F(HostStep, AMasterCopyComesBackToTheParametersItMirrorsOnly) {
   emitStores();
-  update({kMaster, kGradHost, kM, kV, kHyperHost});              // #5
-  emit(OPCODE_TIER_FETCH, COMM, {kMaster}, {kDeviceShard}, {5}); // #6
-  emit(OPCODE_TIER_WAIT, COMPUTE, {kDeviceShard}, {}, {6});      // #7
+  update({kMaster, kGradHost, kM, kV, kHyperHost});        // #5
+  emit(OPCODE_TIER_FETCH, {kMaster}, {kDeviceShard}, {5}); // #6
+  emit(OPCODE_TIER_WAIT, {kDeviceShard}, {}, {6});         // #7
   EXPECT_EQ(check(), "");
   // A moment is no copy of the parameters.
   program.mutable_instructions(6)->set_operands(0, kM);
@@ -202,8 +193,8 @@ TEST_F(HostStep, AMasterCopyComesBackToTheParametersItMirrorsOnly) {
 }
 
 TEST_F(HostStep, TwoStoresIntoOneSlotNeedAWaitBetweenThem) {
-  emit(OPCODE_TIER_STORE, COMM, {kGrad}, {kGradHost}); // #0
-  emit(OPCODE_TIER_STORE, COMM, {kArena}, {kSlot});    // #1, same bytes
+  emit(OPCODE_TIER_STORE, {kGrad}, {kGradHost}); // #0
+  emit(OPCODE_TIER_STORE, {kArena}, {kSlot});    // #1, same bytes
   EXPECT_TRUE(contains(check(), "instruction #1 'tier_store' at '@group0' "
                                 "copies buffer 5 'gradients (host) 0', which "
                                 "instruction #0 still copies"));
@@ -218,11 +209,11 @@ TEST_F(HostStep, AnNvmeMomentIsStagedThroughHostMemory) {
   add(kStaged, "group0 (adam v, nvme) (host)", Buffer::HOST_STAGING,
       Buffer::DEVICE, 256);
   plan.mutable_buffers(kStaged - 1)->set_view_of(kMomentSlot);
-  emit(OPCODE_TIER_FETCH, COMM, {kNvmeMoment}, {kStaged});      // #0
-  emit(OPCODE_TIER_WAIT, COMPUTE, {kStaged}, {}, {0});          // #1
-  update({kShard, kGradHost, kM, kStaged, kHyperHost});         // #2
-  emit(OPCODE_TIER_STORE, COMM, {kStaged}, {kNvmeMoment}, {2}); // #3
-  emit(OPCODE_TIER_WAIT, COMPUTE, {kStaged}, {}, {3});          // #4
+  emit(OPCODE_TIER_FETCH, {kNvmeMoment}, {kStaged});      // #0
+  emit(OPCODE_TIER_WAIT, {kStaged}, {}, {0});             // #1
+  update({kShard, kGradHost, kM, kStaged, kHyperHost});   // #2
+  emit(OPCODE_TIER_STORE, {kStaged}, {kNvmeMoment}, {2}); // #3
+  emit(OPCODE_TIER_WAIT, {kStaged}, {}, {3});             // #4
   EXPECT_EQ(check(), "");
 }
 
@@ -239,10 +230,10 @@ TEST_F(HostStep, TwoStagedNvmeMomentsDoNotShareHostBytes) {
   plan.mutable_buffers(kSecond - 1)->set_view_of(kMomentSlot);
   // Side by side in the slot: both copies may be in flight.
   plan.mutable_buffers(kSecond - 1)->set_view_offset(1024);
-  emit(OPCODE_TIER_FETCH, COMM, {kNvmeMoment}, {kFirst});   // #0
-  emit(OPCODE_TIER_FETCH, COMM, {kOtherMoment}, {kSecond}); // #1
-  emit(OPCODE_TIER_WAIT, COMPUTE, {kFirst}, {}, {0});       // #2
-  emit(OPCODE_TIER_WAIT, COMPUTE, {kSecond}, {}, {1});      // #3
+  emit(OPCODE_TIER_FETCH, {kNvmeMoment}, {kFirst});   // #0
+  emit(OPCODE_TIER_FETCH, {kOtherMoment}, {kSecond}); // #1
+  emit(OPCODE_TIER_WAIT, {kFirst}, {}, {0});          // #2
+  emit(OPCODE_TIER_WAIT, {kSecond}, {}, {1});         // #3
   EXPECT_EQ(check(), "");
   // Half a moment apart: the second fetch writes bytes the first still
   // writes.
@@ -261,14 +252,14 @@ TEST_F(HostStep, ACarriedGatherReadsItsStagingCopyToTheProgramsEnd) {
   // the last layers' compute; the fetch's tier_wait ends the program.
   constexpr uint32_t kCarried = kMaster + 1;
   add(kCarried, "group0 (carried)", Buffer::CARRY, Buffer::DEVICE, 512);
-  emit(OPCODE_TIER_FETCH, COMM, {kShard}, {kArena});     // #0
-  emit(OPCODE_CARRY_GATHER, COMM, {kArena}, {kCarried}); // #1
-  emit(OPCODE_ADD, COMPUTE, {kHyper, kHyper}, {kHyper}); // #2
-  emit(OPCODE_TIER_WAIT, COMPUTE, {kArena}, {}, {0});    // #3
+  emit(OPCODE_TIER_FETCH, {kShard}, {kArena});     // #0
+  emit(OPCODE_CARRY_GATHER, {kArena}, {kCarried}); // #1
+  emit(OPCODE_ADD, {kHyper, kHyper}, {kHyper});    // #2
+  emit(OPCODE_TIER_WAIT, {kArena}, {}, {0});       // #3
   EXPECT_EQ(check(), "");
   // An instruction after the tier_wait could be given the staging bytes
   // while the collective still reads them.
-  emit(OPCODE_ADD, COMPUTE, {kHyper, kHyper}, {kHyper}); // #4
+  emit(OPCODE_ADD, {kHyper, kHyper}, {kHyper}); // #4
   EXPECT_TRUE(contains(check(), "instruction #3 'tier_wait' at '@group0' ends "
                                 "the staging buffer of instruction #0 "
                                 "'tier_fetch' before instruction #1 "
