@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/AttentionSupport.h"
+#include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/VectorMath.h"
 
 #include <cblas.h>
@@ -57,8 +58,12 @@ void attentionProbabilities(const float *q, const float *k, float scale,
       id = static_cast<int>(shape.d);
   // Leading dimensions are at least 1 even for an empty contraction.
   int ldqk = std::max(id, 1);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, is, it, id, scale, q,
-              ldqk, k, ldqk, 0.0f, probabilities, it);
+  if (s >= kAvx512GemmMinRows && useAvx512Gemm())
+    sgemmAvx512(/*transposeB=*/true, is, it, id, scale, q, ldqk, k, ldqk, 0.0f,
+                probabilities, it, /*streamC=*/false);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, is, it, id, scale, q,
+                ldqk, k, ldqk, 0.0f, probabilities, it);
   // The rows on the kernel threads (an exp per score is the costly part;
   // inline when the caller's entries already are on them).
   parallelFor(s, grainFor(8 * t), [&](int64_t begin, int64_t end) {
@@ -116,8 +121,13 @@ Status runAttention(const KernelCall &call) {
       }
       attentionProbabilities(q(entry), k(entry), scale, shape, mask, maskOffset,
                              scores);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, is, idv, it, 1.0f,
-                  scores, it, v(entry), idv, 0.0f, out + entry * s * dv, idv);
+      float *entryOut = out + entry * s * dv;
+      if (s >= kAvx512GemmMinRows && useAvx512Gemm())
+        sgemmAvx512(/*transposeB=*/false, is, idv, it, 1.0f, scores, it,
+                    v(entry), idv, 0.0f, entryOut, idv, /*streamC=*/false);
+      else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, is, idv, it,
+                    1.0f, scores, it, v(entry), idv, 0.0f, entryOut, idv);
     };
   });
   return Status::success();

@@ -1,4 +1,4 @@
-//===- Matmul.cpp - nn.matmul through BLAS --------------------------------===//
+//===- Matmul.cpp - nn.matmul through a GEMM ------------------------------===//
 //
 // numpy matmul semantics (batch dimensions broadcast, a rank-1 operand is
 // promoted and its unit dimension dropped from the result), `transpose_rhs`
@@ -9,7 +9,9 @@
 // When the rhs has no batch of its own (a weight shared by every batch
 // entry), the lhs batch is contiguous rows of one [B*M, K] matrix and the
 // whole product is a single GEMM -- the case that dominates a transformer.
-// Otherwise one GEMM runs per result batch entry. The operand checks, the
+// Otherwise one GEMM runs per result batch entry. The f32 GEMM is zplan's
+// own on a CPU with AVX-512 (Gemm.h), OpenBLAS's elsewhere and for f64.
+// The operand checks, the
 // shapes and the bias's broadcast are the ops layer's
 // (runtime/ops/MatmulOps.h), shared with the cuBLAS kernel.
 //
@@ -25,6 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/VectorMath.h"
 #include "runtime/ops/MatmulOps.h"
@@ -33,6 +36,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <type_traits>
 
 namespace zplan::cpu::detail {
 
@@ -53,14 +57,35 @@ void blasGemm(bool transposeB, int m, int n, int k, const double *a, int lda,
               ldb, beta, c, ldc);
 }
 
-/// Row-major C = A * op(B) + beta * C on the kernel threads (Parallel.h):
-/// each runs one single-threaded BLAS call on its block of C, a band of
-/// rows when M >= N (each thread packs all of op(B)), else a band of
-/// columns (each packs all of A). OpenBLAS's own threads stay at one: they
-/// declined to split the 512 x 512 x 512 GEMMs of a Llama layer at all,
-/// and spun on the cores the other kernels needed between GEMMs. K is
-/// never split: each element is the same chain of multiply-adds over K as
-/// in one call, and the bits are the same at any thread count --
+/// One thread's block of a GEMM: zplan's own kernel (Gemm.h) for f32 where
+/// `own`, else OpenBLAS's.
+void blockGemm(bool own, bool streamC, bool transposeB, int m, int n, int k,
+               const float *a, int lda, const float *b, int ldb, float beta,
+               float *c, int ldc) {
+  if (own)
+    sgemmAvx512(transposeB, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc,
+                streamC);
+  else
+    blasGemm(transposeB, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+void blockGemm(bool, bool, bool transposeB, int m, int n, int k,
+               const double *a, int lda, const double *b, int ldb, double beta,
+               double *c, int ldc) {
+  blasGemm(transposeB, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+/// Row-major C = A * op(B) + beta * C (beta 0 or 1) on the kernel threads
+/// (Parallel.h): each runs one single-threaded GEMM on its block of C, a
+/// band of rows when M >= N (each thread packs all of op(B)), else a band
+/// of columns (each packs all of A). The kernel is chosen once, on the
+/// whole product's shape: f32 with at least a register tile of rows takes
+/// zplan's AVX-512 GEMM where the CPU has it (107-114 GFLOP/s at one
+/// thread here, OpenBLAS 98-107: Gemm.h), anything else OpenBLAS. OpenBLAS's
+/// own threads stay at one: they declined to split the 512 x 512 x 512 GEMMs of
+/// a Llama layer at all, and spun on the cores the other kernels needed between
+/// GEMMs. K is never split: each element is the same chain of multiply-adds
+/// over K as in one call, and the bits are the same at any thread count --
 /// CpuKernelThreadsTest checks splits whose boundaries cut OpenBLAS's
 /// tiles, test/train/threads.test whole training runs. (OpenBLAS promises
 /// nothing of the kind; its GEMV, split, did differ: gemv below is
@@ -70,13 +95,20 @@ void gemm(bool transposeB, int m, int n, int k, const T *a, int lda, const T *b,
           int ldb, T beta, T *c, int ldc) {
   // A block worth a thread: about 4 MFLOP, some 40 us of one core's GEMM.
   constexpr int64_t kBlockFlops = int64_t(1) << 22;
+  // A result past a core's caches (the LM head's logits, 16 MiB for 512
+  // rows of an 8192 vocabulary) is stored around them: Gemm.h.
+  constexpr int64_t kStreamedBytes = int64_t(4) << 20;
+  bool own =
+      std::is_same_v<T, float> && m >= kAvx512GemmMinRows && useAvx512Gemm();
+  bool streamC = int64_t(m) * n * int64_t(sizeof(T)) > kStreamedBytes;
   if (m >= n) {
     int64_t rowFlops = std::max<int64_t>(2 * int64_t(n) * k, 1);
     parallelFor(m, std::max<int64_t>(kBlockFlops / rowFlops, 1),
                 [&](int64_t begin, int64_t end) {
-                  blasGemm(transposeB, static_cast<int>(end - begin), n, k,
-                           a + begin * lda, lda, b, ldb, beta, c + begin * ldc,
-                           ldc);
+                  blockGemm(own, streamC, transposeB,
+                            static_cast<int>(end - begin), n, k,
+                            a + begin * lda, lda, b, ldb, beta, c + begin * ldc,
+                            ldc);
                 });
     return;
   }
@@ -84,8 +116,9 @@ void gemm(bool transposeB, int m, int n, int k, const T *a, int lda, const T *b,
   parallelFor(n, std::max<int64_t>(kBlockFlops / columnFlops, 1),
               [&](int64_t begin, int64_t end) {
                 const T *columns = transposeB ? b + begin * ldb : b + begin;
-                blasGemm(transposeB, m, static_cast<int>(end - begin), k, a,
-                         lda, columns, ldb, beta, c + begin, ldc);
+                blockGemm(own, streamC, transposeB, m,
+                          static_cast<int>(end - begin), k, a, lda, columns,
+                          ldb, beta, c + begin, ldc);
               });
 }
 

@@ -2,8 +2,8 @@
 //
 // `zrun --threads T` gives each rank T threads, and the kernels that make up
 // a step split their work over them here, in contiguous chunks
-// (parallelFor): the GEMMs (each thread a one-thread BLAS call on its block
-// of the result, Matmul.cpp), attention's (batch, head) entries, the loss
+// (parallelFor): the GEMMs (each thread a one-thread GEMM on its block of
+// the result, Matmul.cpp), attention's (batch, head) entries, the loss
 // over the vocabulary, the norms, softmax, the elementwise ops, copies and
 // transposes, the optimizers, decode's f32 GEMV (VectorMath.h). (The rest
 // -- embedding, gather, the KV cache's -- run on the caller's thread.)

@@ -181,7 +181,8 @@ TEST(CpuKernelThreads, NormsAndSoftmaxAreTheSameBits) {
 
 TEST(CpuKernelThreads, MatmulIsTheSameBits) {
   // Split by rows (M >= N) and by columns (M < N) at boundaries that cut
-  // OpenBLAS's tiles, with and without a bias and transpose_rhs; and one
+  // the GEMM's tiles (zplan's AVX-512 kernel here, Gemm.h; OpenBLAS's on
+  // other CPUs), with and without a bias and transpose_rhs; and one
   // row against a weight (decode's GEMV, VectorMath's dotRows and
   // axpyRows, split by output element).
   Tensor tall = randomFloats(rng(), {900, 96}),

@@ -1,0 +1,239 @@
+//===- Gemm.cpp - zplan's f32 GEMM for AVX-512 CPUs -----------------------===//
+//
+// See Gemm.h for the shape of it and why. The functions that use AVX-512
+// carry GCC's target attribute, so the rest of the library stays on the
+// baseline x86-64 target; useAvx512Gemm() checks the CPU before any runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Gemm.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// GCC 12's AVX-512 intrinsics start some results from _mm512_undefined_ps,
+// a variable initialized from itself, which -Wmaybe-uninitialized reports
+// once they are inlined here (a false positive of the header's own).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#define ZPLAN_HAVE_AVX512_GEMM 1
+#endif
+
+namespace zplan::cpu::detail {
+
+#ifdef ZPLAN_HAVE_AVX512_GEMM
+
+namespace {
+
+constexpr int kTileRows = kAvx512GemmMinRows; // MR
+constexpr int kPanelColumns = 32;             // NR: two zmm registers
+
+#define ZPLAN_AVX512 __attribute__((target("avx512f,fma")))
+
+/// The calling thread's panel of op(B): [K][32] floats, 64-byte aligned,
+/// grown as needed and kept for the thread's next GEMM.
+float *threadPanel(int k) {
+  struct Deleter {
+    void operator()(float *p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<float, Deleter> panel;
+  thread_local int64_t capacity = 0;
+  int64_t needed = int64_t(k) * kPanelColumns;
+  if (needed > capacity) {
+    panel.reset(static_cast<float *>(
+        std::aligned_alloc(64, sizeof(float) * static_cast<size_t>(needed))));
+    capacity = needed;
+  }
+  return panel.get();
+}
+
+/// The masks of a tile row's two halves for the first `width` of its 32
+/// columns.
+ZPLAN_AVX512 inline void columnMasks(int width, __mmask16 &low,
+                                     __mmask16 &high) {
+  low = width >= 16 ? __mmask16(0xffff) : __mmask16((1u << width) - 1);
+  high = width >= 32   ? __mmask16(0xffff)
+         : width <= 16 ? __mmask16(0)
+                       : __mmask16((1u << (width - 16)) - 1);
+}
+
+/// Transposes the 16 x 16 block whose rows are `r` (r[i] lane j = element
+/// (i, j)) into `r` (r[j] lane i = element (i, j)).
+ZPLAN_AVX512 inline void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  // Pairs of rows interleaved: t[2i] lane 4l.. = r[2i][4l], r[2i+1][4l],
+  // r[2i][4l+1], r[2i+1][4l+1]; t[2i+1] the same for 4l+2, 4l+3.
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // Quads: u[4i + c] holds, in its 128-bit lane l, rows 4i .. 4i+3 of
+  // column 4l + c.
+  for (int i = 0; i < 4; ++i) {
+    __m512d t0 = _mm512_castps_pd(t[4 * i]),
+            t1 = _mm512_castps_pd(t[4 * i + 1]),
+            t2 = _mm512_castps_pd(t[4 * i + 2]),
+            t3 = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  // Column 4l + c gathers lane l of u[c], u[4 + c], u[8 + c], u[12 + c].
+  for (int c = 0; c < 4; ++c) {
+    __m512 even01 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+    __m512 even23 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    __m512 odd01 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+    __m512 odd23 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+    r[c] = _mm512_shuffle_f32x4(even01, even23, 0x88);     // l = 0
+    r[8 + c] = _mm512_shuffle_f32x4(even01, even23, 0xdd); // l = 2
+    r[4 + c] = _mm512_shuffle_f32x4(odd01, odd23, 0x88);   // l = 1
+    r[12 + c] = _mm512_shuffle_f32x4(odd01, odd23, 0xdd);  // l = 3
+  }
+}
+
+/// Copies columns [j0, j0 + width) of op(B) into `panel` ([K][32], the
+/// columns past `width` zero).
+ZPLAN_AVX512 void packPanel(bool transposeB, int k, int j0, int width,
+                            const float *b, int ldb, float *panel) {
+  __mmask16 low, high;
+  columnMasks(width, low, high);
+  if (!transposeB) { // row k of B holds the panel's row k
+    for (int kk = 0; kk < k; ++kk) {
+      const float *row = b + int64_t(kk) * ldb + j0;
+      _mm512_store_ps(panel + kk * kPanelColumns,
+                      _mm512_maskz_loadu_ps(low, row));
+      _mm512_store_ps(panel + kk * kPanelColumns + 16,
+                      _mm512_maskz_loadu_ps(high, row + 16));
+    }
+    return;
+  }
+  // B [N, K]: the panel's column j is row j0 + j of B. Blocks of 16 rows
+  // by 16 k, transposed in registers.
+  for (int half = 0; half < 2; ++half) {
+    int rows = std::min(16, width - 16 * half);
+    for (int k0 = 0; k0 < k; k0 += 16) {
+      int depth = std::min(16, k - k0);
+      __mmask16 kMask = __mmask16((1u << depth) - 1);
+      __m512 r[16];
+      for (int j = 0; j < 16; ++j)
+        r[j] = j < rows ? _mm512_maskz_loadu_ps(
+                              kMask, b + int64_t(j0 + 16 * half + j) * ldb + k0)
+                        : _mm512_setzero_ps();
+      transpose16(r);
+      for (int kk = 0; kk < depth; ++kk)
+        _mm512_store_ps(panel + (k0 + kk) * kPanelColumns + 16 * half, r[kk]);
+    }
+  }
+}
+
+/// C[R rows, `width` <= 32 columns] = beta * C + A[R, K] * panel: the
+/// register tile. Each accumulator is a chain of FMAs over k in order.
+template <int R>
+ZPLAN_AVX512 void tile(int k, const float *a, int lda, const float *panel,
+                       float *c, int ldc, bool loadC, float alpha, int width,
+                       bool stream) {
+  __m512 low[R], high[R];
+  __mmask16 lowMask, highMask;
+  columnMasks(width, lowMask, highMask);
+  for (int i = 0; i < R; ++i) {
+    low[i] = loadC ? _mm512_maskz_loadu_ps(lowMask, c + int64_t(i) * ldc)
+                   : _mm512_setzero_ps();
+    high[i] = loadC ? _mm512_maskz_loadu_ps(highMask, c + int64_t(i) * ldc + 16)
+                    : _mm512_setzero_ps();
+  }
+  for (int kk = 0; kk < k; ++kk) {
+    __m512 b0 = _mm512_load_ps(panel), b1 = _mm512_load_ps(panel + 16);
+    panel += kPanelColumns;
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i) {
+      __m512 ai = _mm512_set1_ps(a[int64_t(i) * lda + kk]);
+      low[i] = _mm512_fmadd_ps(ai, b0, low[i]);
+      high[i] = _mm512_fmadd_ps(ai, b1, high[i]);
+    }
+  }
+  if (alpha != 1.0f) {
+    __m512 scale = _mm512_set1_ps(alpha);
+    for (int i = 0; i < R; ++i) {
+      low[i] = _mm512_mul_ps(low[i], scale);
+      high[i] = _mm512_mul_ps(high[i], scale);
+    }
+  }
+  if (width == kPanelColumns && stream) {
+    for (int i = 0; i < R; ++i) {
+      _mm512_stream_ps(c + int64_t(i) * ldc, low[i]);
+      _mm512_stream_ps(c + int64_t(i) * ldc + 16, high[i]);
+    }
+    return;
+  }
+  for (int i = 0; i < R; ++i) {
+    _mm512_mask_storeu_ps(c + int64_t(i) * ldc, lowMask, low[i]);
+    _mm512_mask_storeu_ps(c + int64_t(i) * ldc + 16, highMask, high[i]);
+  }
+}
+
+using TileFn = void (*)(int, const float *, int, const float *, float *, int,
+                        bool, float, int, bool);
+
+/// tile<R> for R = 1 .. 12, indexed by R - 1: the rows past the last full
+/// tile.
+constexpr TileFn kTiles[kTileRows] = {tile<1>, tile<2>,  tile<3>,  tile<4>,
+                                      tile<5>, tile<6>,  tile<7>,  tile<8>,
+                                      tile<9>, tile<10>, tile<11>, tile<12>};
+
+} // namespace
+
+bool useAvx512Gemm() {
+  static const bool use = [] {
+    const char *choice = std::getenv("ZPLAN_GEMM");
+    if (choice && std::strcmp(choice, "openblas") == 0)
+      return false;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+  }();
+  return use;
+}
+
+ZPLAN_AVX512
+void sgemmAvx512(bool transposeB, int m, int n, int k, float alpha,
+                 const float *a, int lda, const float *b, int ldb, float beta,
+                 float *c, int ldc, bool streamC) {
+  float *panel = threadPanel(k);
+  bool loadC = beta != 0;
+  // Non-temporal stores need every full tile row 64-byte aligned.
+  bool stream =
+      streamC && reinterpret_cast<uintptr_t>(c) % 64 == 0 && ldc % 16 == 0;
+  for (int j0 = 0; j0 < n; j0 += kPanelColumns) {
+    int width = std::min(kPanelColumns, n - j0);
+    packPanel(transposeB, k, j0, width, b, ldb, panel);
+    int i0 = 0;
+    for (; i0 + kTileRows <= m; i0 += kTileRows)
+      tile<kTileRows>(k, a + int64_t(i0) * lda, lda, panel,
+                      c + int64_t(i0) * ldc + j0, ldc, loadC, alpha, width,
+                      stream);
+    if (i0 < m)
+      kTiles[m - i0 - 1](k, a + int64_t(i0) * lda, lda, panel,
+                         c + int64_t(i0) * ldc + j0, ldc, loadC, alpha, width,
+                         stream);
+  }
+  // Non-temporal stores are weakly ordered: fence them before another
+  // thread (the kernel pool's join) reads C.
+  if (stream)
+    _mm_sfence();
+}
+
+#else // no AVX-512 GEMM on this target
+
+bool useAvx512Gemm() { return false; }
+
+void sgemmAvx512(bool, int, int, int, float, const float *, int, const float *,
+                 int, float, float *, int, bool) {
+  std::abort(); // useAvx512Gemm() is false: never called
+}
+
+#endif
+
+} // namespace zplan::cpu::detail

@@ -1,0 +1,55 @@
+//===- Gemm.h - zplan's f32 GEMM for AVX-512 CPUs (private) ---------------===//
+//
+// The f32 GEMMs of a transformer's forward (its projections, the MLP, the
+// LM head) are nine tenths of a step on CPU ranks. OpenBLAS's SkylakeX
+// kernels reach 98-107 GFLOP/s on them at one thread of this project's
+// AMD Zen 4 machine, whose FMA peak is 117 (bench/README.md);
+// onnxruntime's MLAS reaches 111-115. This GEMM reaches 107-114 on the
+// same shapes, and Matmul.cpp calls it instead of OpenBLAS's SGEMM where
+// the CPU has AVX-512 and the product has rows enough to fill its tile.
+//
+// The shape of it, BLIS's without the cache blocking these sizes do not
+// need: op(B) is copied, 32 columns at a time, into a panel of the calling
+// thread's own (zero-padded past N: the panel is [K][32], contiguous), and
+// a 12 x 32 register tile of C (24 zmm accumulators) runs down the rows of
+// A against it, reading A in place (one broadcast per row and k). K is
+// not blocked: each element of C is one chain of fused multiply-adds over
+// k = 0 .. K-1 in order, starting from beta * C -- the same chain whichever
+// rows and columns a call covers, so the kernel threads' bands give the
+// same bits as one call (CpuKernelThreadsTest). A result larger than a
+// core's cache is stored with non-temporal stores: nothing reads it soon
+// (the LM head's logits), and it skips the read a cached store does first.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZPLAN_RUNTIME_CPU_GEMM_H
+#define ZPLAN_RUNTIME_CPU_GEMM_H
+
+namespace zplan::cpu::detail {
+
+/// Whether Matmul.cpp's f32 GEMMs run sgemmAvx512: the CPU has AVX-512 F,
+/// and the environment does not set ZPLAN_GEMM=openblas (which keeps
+/// OpenBLAS's SGEMM, for comparing the two: bench/train_vs_torch.py).
+bool useAvx512Gemm();
+
+/// The fewest rows (M) for which Matmul.cpp takes sgemmAvx512: one register
+/// tile's. Below it the tile runs part empty, and OpenBLAS stays. Decided
+/// on a whole product's M, never a thread's band of it, so that every
+/// band runs the same kernel.
+constexpr int kAvx512GemmMinRows = 12;
+
+/// Row-major C = alpha * A * op(B) + beta * C, for A [M, K] (row stride
+/// lda), op(B) = B [K, N] (row stride ldb), or B^T with B [N, K] when
+/// `transposeB`, and C [M, N] (row stride ldc). `beta` is 0 (C is not
+/// read) or 1, and 1 only with `alpha` 1 (the sums then start from C);
+/// otherwise each sum starts from 0 and is multiplied by alpha once, at
+/// the end. Runs on the calling thread. `streamC`: store C with
+/// non-temporal stores (where a row is 64-byte aligned); for a C larger
+/// than the caches. Only to be called where useAvx512Gemm().
+void sgemmAvx512(bool transposeB, int m, int n, int k, float alpha,
+                 const float *a, int lda, const float *b, int ldb, float beta,
+                 float *c, int ldc, bool streamC);
+
+} // namespace zplan::cpu::detail
+
+#endif // ZPLAN_RUNTIME_CPU_GEMM_H

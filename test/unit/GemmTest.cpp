@@ -1,0 +1,200 @@
+//===- GemmTest.cpp - zplan's AVX-512 GEMM against a loop in double -------===//
+//
+// sgemmAvx512 (runtime/cpu/Gemm.h) on shapes that cut its 12 x 32 tile and
+// its 16 x 16 transposes everywhere -- rows, columns and depth one short of
+// a block, one past, one block, several -- with and without transposed B,
+// a C to accumulate onto, a scale, padded leading dimensions and streamed
+// stores. Each element is checked against the product in double within
+// the bound of a K-term f32 sum; the elements past each row's N are
+// checked untouched. Then the property the kernel threads rely on: a
+// band of rows or of columns, computed alone, holds the same bits as the
+// same elements of the whole product.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <vector>
+
+using namespace zplan::cpu::detail;
+
+namespace {
+
+constexpr float kSentinel = -12345.0f;
+
+std::mt19937 &rng() {
+  static std::mt19937 generator(77);
+  return generator;
+}
+
+std::vector<float> randomValues(size_t count) {
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float &x : values)
+    x = value(rng());
+  return values;
+}
+
+/// A 64-byte aligned float buffer (streamed stores need it), filled with
+/// kSentinel.
+struct Aligned {
+  struct Free {
+    void operator()(float *p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> storage;
+  size_t count;
+  explicit Aligned(size_t count)
+      : storage(static_cast<float *>(
+            std::aligned_alloc(64, 64 * ((sizeof(float) * count + 63) / 64)))),
+        count(count) {
+    std::fill(get(), get() + count, kSentinel);
+  }
+  float *get() const { return storage.get(); }
+};
+
+struct Case {
+  int m, n, k;
+  bool transposeB;
+  float alpha, beta;
+  int pad; // extra elements per row of A, B and C
+  bool stream;
+};
+
+std::string describe(const Case &c) {
+  return "M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) +
+         " K=" + std::to_string(c.k) + (c.transposeB ? " B^T" : " B") +
+         " alpha=" + std::to_string(c.alpha) +
+         " beta=" + std::to_string(c.beta) + " pad=" + std::to_string(c.pad) +
+         (c.stream ? " streamed" : "");
+}
+
+void checkCase(const Case &c) {
+  SCOPED_TRACE(describe(c));
+  int lda = c.k + c.pad, ldc = c.n + c.pad;
+  int ldb = (c.transposeB ? c.k : c.n) + c.pad;
+  int bRows = c.transposeB ? c.n : c.k;
+  std::vector<float> a = randomValues(size_t(c.m) * lda);
+  std::vector<float> b = randomValues(size_t(bRows) * ldb);
+  std::vector<float> start = randomValues(size_t(c.m) * ldc);
+  Aligned result(size_t(c.m) * ldc);
+  for (int i = 0; i < c.m; ++i)
+    for (int j = 0; j < c.n; ++j)
+      result.get()[i * ldc + j] = start[i * ldc + j];
+
+  sgemmAvx512(c.transposeB, c.m, c.n, c.k, c.alpha, a.data(), lda, b.data(),
+              ldb, c.beta, result.get(), ldc, c.stream);
+
+  int failures = 0;
+  for (int i = 0; i < c.m && failures < 5; ++i) {
+    for (int j = 0; j < ldc && failures < 5; ++j) {
+      float got = result.get()[i * ldc + j];
+      if (j >= c.n) {
+        if (std::memcmp(&got, &kSentinel, sizeof(float)) != 0) {
+          ADD_FAILURE() << "(" << i << ", " << j << ") past N was written";
+          ++failures;
+        }
+        continue;
+      }
+      double sum = 0, magnitude = 0;
+      for (int kk = 0; kk < c.k; ++kk) {
+        double bValue =
+            c.transposeB ? b[size_t(j) * ldb + kk] : b[size_t(kk) * ldb + j];
+        sum += double(a[size_t(i) * lda + kk]) * bValue;
+        magnitude += std::abs(double(a[size_t(i) * lda + kk]) * bValue);
+      }
+      double expected = c.alpha * sum + c.beta * start[i * ldc + j];
+      double bound = (c.k + 2) * std::numeric_limits<float>::epsilon() *
+                     (std::abs(c.alpha) * magnitude +
+                      std::abs(c.beta * start[i * ldc + j]));
+      if (!(std::abs(got - expected) <= bound)) {
+        ADD_FAILURE() << "(" << i << ", " << j << "): got " << got
+                      << ", expected " << expected << " within " << bound;
+        ++failures;
+      }
+    }
+  }
+}
+
+class Avx512Gemm : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!useAvx512Gemm())
+      GTEST_SKIP() << "no AVX-512 here (or ZPLAN_GEMM=openblas)";
+  }
+};
+
+TEST_F(Avx512Gemm, MatchesTheProductInDouble) {
+  for (int m : {1, 5, 11, 12, 13, 25, 48})
+    for (int n : {1, 15, 16, 17, 31, 32, 33, 70})
+      for (int k : {0, 1, 15, 16, 17, 40})
+        for (bool transposeB : {false, true})
+          checkCase({m, n, k, transposeB, 1.0f, 0.0f, 0, false});
+}
+
+TEST_F(Avx512Gemm, AccumulatesScalesAndStridesAndStreams) {
+  for (bool transposeB : {false, true}) {
+    // Onto C (the bias Matmul.cpp writes first), and scaled (attention's
+    // scores).
+    checkCase({29, 45, 33, transposeB, 1.0f, 1.0f, 0, false});
+    checkCase({29, 45, 33, transposeB, 0.125f, 0.0f, 0, false});
+    // Padded rows: nothing past each row's N is written.
+    checkCase({26, 50, 19, transposeB, 1.0f, 0.0f, 3, false});
+    checkCase({26, 50, 19, transposeB, 1.0f, 1.0f, 5, false});
+    for (int n : {31, 33, 47, 63}) // the last panel 31, 1, 15, 31 wide
+      checkCase({13, n, 9, transposeB, 1.0f, 0.0f, 1, false});
+    // Streamed stores: full tiles on aligned rows (ldc a multiple of 16),
+    // masked stores on the last panel; unaligned rows fall back.
+    checkCase({37, 80, 24, transposeB, 1.0f, 0.0f, 0, true});
+    checkCase({37, 80, 24, transposeB, 1.0f, 1.0f, 0, true});
+    checkCase({37, 70, 24, transposeB, 1.0f, 0.0f, 1, true});
+  }
+}
+
+/// C[m, n] of the whole product, then rows [r0, r1) and columns [c0, c1)
+/// computed alone: the same bytes.
+TEST_F(Avx512Gemm, BandsAreTheSameBitsAsTheWhole) {
+  int m = 61, n = 90, k = 77;
+  for (bool transposeB : {false, true}) {
+    for (float beta : {0.0f, 1.0f}) {
+      SCOPED_TRACE(std::string(transposeB ? "B^T" : "B") + " beta " +
+                   std::to_string(beta));
+      int ldb = transposeB ? k : n;
+      std::vector<float> a = randomValues(size_t(m) * k);
+      std::vector<float> b = randomValues(size_t(transposeB ? n : k) * ldb);
+      std::vector<float> start = randomValues(size_t(m) * n);
+      std::vector<float> whole = start;
+      sgemmAvx512(transposeB, m, n, k, 1.0f, a.data(), k, b.data(), ldb, beta,
+                  whole.data(), n, false);
+      // Rows 7 .. 30 (a band that starts inside a tile).
+      std::vector<float> rows = start;
+      sgemmAvx512(transposeB, 23, n, k, 1.0f, a.data() + 7 * k, k, b.data(),
+                  ldb, beta, rows.data() + 7 * n, n, false);
+      // Columns 21 .. 74 (inside a panel, across two).
+      std::vector<float> columns = start;
+      const float *bColumns = transposeB ? b.data() + 21 * ldb : b.data() + 21;
+      sgemmAvx512(transposeB, m, 53, k, 1.0f, a.data(), k, bColumns, ldb, beta,
+                  columns.data() + 21, n, false);
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          if (i >= 7 && i < 30) {
+            ASSERT_EQ(std::memcmp(&rows[i * n + j], &whole[i * n + j], 4), 0)
+                << "row band (" << i << ", " << j << ")";
+          }
+          if (j >= 21 && j < 74) {
+            ASSERT_EQ(std::memcmp(&columns[i * n + j], &whole[i * n + j], 4), 0)
+                << "column band (" << i << ", " << j << ")";
+          }
+        }
+    }
+  }
+}
+
+} // namespace
