@@ -234,6 +234,31 @@ void scaleInDouble(float *x, int64_t n, double factor, double addend) {
 }
 
 ZPLAN_VECTOR_CLONES
+void normalizeInDouble(const float *x, int64_t n, double mean, double inverse,
+                       const float *weight, const float *bias, float *y) {
+  // Each element the scalar loop's (x - mean) * inverse, * weight, + bias,
+  // in double, rounded once: a lane computes it in that order.
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    F64x8 normalized =
+        (__builtin_convertvector(load<F32x8>(x + i), F64x8) - mean) * inverse;
+    if (weight)
+      normalized *= __builtin_convertvector(load<F32x8>(weight + i), F64x8);
+    if (bias)
+      normalized += __builtin_convertvector(load<F32x8>(bias + i), F64x8);
+    store(y + i, __builtin_convertvector(normalized, F32x8));
+  }
+  for (; i < n; ++i) {
+    double normalized = (x[i] - mean) * inverse;
+    if (weight)
+      normalized *= weight[i];
+    if (bias)
+      normalized += bias[i];
+    y[i] = static_cast<float>(normalized);
+  }
+}
+
+ZPLAN_VECTOR_CLONES
 void siluF32(const float *x, int64_t n, float *y) {
   mapLogistic</*kSilu=*/true>(x, n, y);
 }

@@ -52,6 +52,12 @@ float maxOf(const float *x, int64_t n);
 /// the loss gradients' last pass over a row.
 void scaleInDouble(float *x, int64_t n, double factor, double addend);
 
+/// y[i] = (x[i] - mean) * inverse * weight[i] + bias[i] for i in [0, n), in
+/// double (that order), rounded once: a norm's row (Normalization.cpp).
+/// `weight` and `bias` may be null (a factor of 1, an addend of 0).
+void normalizeInDouble(const float *x, int64_t n, double mean, double inverse,
+                       const float *weight, const float *bias, float *y);
+
 /// y[i] = x / (1 + exp(-x)) for i in [0, n), in f32.
 void siluF32(const float *x, int64_t n, float *y);
 
