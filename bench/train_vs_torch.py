@@ -34,6 +34,9 @@ torch), on the same model, weights and first batch:
           intra-op and one inter-op thread, sequential execution.
   zrun    zcc --mode infer --world-size 1; `mpirun -np 1 zrun PLAN run
           --repeat 5 --threads 1`, the `run time` it prints (the last run).
+  zrun-openblas  the same with ZPLAN_GEMM=openblas: the f32 GEMMs through
+          OpenBLAS's SGEMM instead of zplan's AVX-512 kernel
+          (runtime/cpu/Gemm.h), which a CPU with AVX-512 otherwise takes.
   Each is timed the same way: 5 back-to-back runs after the session or
   plan is loaded, the last one timed (zrun's first run is its warm-up, as
   ort's and torch's). zrun's and ort's logits must be within 1e-4 x
@@ -119,13 +122,13 @@ def load_llama(args, size):
     return model
 
 
-def zrun_on_one_rank(args, plan, verb, flags):
+def zrun_on_one_rank(args, plan, verb, flags, extra_env=None):
     """Runs `mpirun -np 1 zrun PLAN VERB FLAGS --threads T` (T kernel
     threads: zrun splits the GEMMs and every other kernel over them, and
     keeps OpenBLAS's own at one); its stdout and stderr together (exits on
     failure)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
-               OPENBLAS_NUM_THREADS=str(args.threads))
+               OPENBLAS_NUM_THREADS=str(args.threads), **(extra_env or {}))
     command = ["mpirun", "-np", "1", "--bind-to", "none", args.zrun, plan, verb] + flags + [
         "--threads", str(args.threads)]
     if os.geteuid() == 0:
@@ -223,8 +226,9 @@ def forward_ort(args, size, ids):
     return logits, seconds
 
 
-def forward_zrun(args, size, ids, trial):
-    """(logits, the run time zrun prints) of `zrun run` on one rank."""
+def forward_zrun(args, size, ids, trial, gemm=None):
+    """(logits, the run time zrun prints) of `zrun run` on one rank; `gemm`
+    "openblas" sets ZPLAN_GEMM to it."""
     import numpy as np
     plan = os.path.join(args.work_dir, f"{size}-infer.zplan")
     if not os.path.exists(plan):
@@ -234,11 +238,12 @@ def forward_zrun(args, size, ids, trial):
         if done.returncode != 0:
             sys.exit(f"FAIL: {' '.join(command)}\n{done.stderr.strip()}")
     ids_path = os.path.join(args.work_dir, f"ids-{size}.npy")
-    out_path = os.path.join(args.work_dir, f"logits-{size}-{trial}.npy")
+    out_path = os.path.join(args.work_dir,
+                            f"logits-{size}-{trial}{'-' + gemm if gemm else ''}.npy")
     np.save(ids_path, ids)
     output = zrun_on_one_rank(args, plan, "run", [
         "--input", f"input_ids={ids_path}", "--output", f"logits={out_path}",
-        "--repeat", str(FORWARD_REPEAT)])
+        "--repeat", str(FORWARD_REPEAT)], {"ZPLAN_GEMM": gemm} if gemm else None)
     found = re.search(r"zrun: run time ([\d.]+) s", output)
     if not found:
         sys.exit(f"FAIL: zrun run printed no run time:\n{output.strip()[-1500:]}")
@@ -249,14 +254,16 @@ def run_forward(args, size, tokens):
     """Prints the forward's times and ratios; False when a check fails."""
     import numpy as np
     ids = next(batches(args, tokens, 1))
-    times = {"torch": [], "ort": [], "zrun": []}
+    times = {"torch": [], "ort": [], "zrun": [], "zrun-openblas": []}
     ok = True
     for trial in range(args.trials):
         expected, t_seconds = forward_torch(args, size, ids)
         got_ort, o_seconds = forward_ort(args, size, ids)
         got_zrun, z_seconds = forward_zrun(args, size, ids, trial)
+        got_blas, b_seconds = forward_zrun(args, size, ids, trial, gemm="openblas")
         bound = FORWARD_TOLERANCE * float(np.abs(expected).max())
-        for name, got in (("ort", got_ort), ("zrun", got_zrun)):
+        for name, got in (("ort", got_ort), ("zrun", got_zrun),
+                          ("zrun-openblas", got_blas)):
             diff = float(np.abs(got.astype(np.float64) - expected).max())
             if not diff <= bound:
                 print(f"FAIL {size} forward: {name}'s logits differ from torch's by {diff:.3g} "
@@ -265,14 +272,19 @@ def run_forward(args, size, tokens):
         times["torch"].append(t_seconds)
         times["ort"].append(o_seconds)
         times["zrun"].append(z_seconds)
+        times["zrun-openblas"].append(b_seconds)
         print(f"{size} forward trial {trial + 1}: torch {t_seconds * 1e3:.1f} ms, ort "
-              f"{o_seconds * 1e3:.1f} ms, zrun {z_seconds * 1e3:.1f} ms; speed zrun/ort "
-              f"{o_seconds / z_seconds:.3f}, zrun/torch {t_seconds / z_seconds:.3f}")
+              f"{o_seconds * 1e3:.1f} ms, zrun {z_seconds * 1e3:.1f} ms, zrun-openblas "
+              f"{b_seconds * 1e3:.1f} ms; speed zrun/ort {o_seconds / z_seconds:.3f}, "
+              f"zrun/torch {t_seconds / z_seconds:.3f}, zrun/zrun-openblas "
+              f"{b_seconds / z_seconds:.3f}")
     med = {name: statistics.median(values) for name, values in times.items()}
     print(f"{size} forward {args.rows}x{args.seq}: torch {med['torch'] * 1e3:.1f} ms, ort "
-          f"{med['ort'] * 1e3:.1f} ms, zrun {med['zrun'] * 1e3:.1f} ms (medians); speed "
+          f"{med['ort'] * 1e3:.1f} ms, zrun {med['zrun'] * 1e3:.1f} ms, zrun-openblas "
+          f"{med['zrun-openblas'] * 1e3:.1f} ms (medians); speed "
           f"zrun/ort {med['ort'] / med['zrun']:.3f}, zrun/torch "
-          f"{med['torch'] / med['zrun']:.3f}")
+          f"{med['torch'] / med['zrun']:.3f}, zrun/zrun-openblas "
+          f"{med['zrun-openblas'] / med['zrun']:.3f}")
     return ok
 
 

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/BlasCore.h"
+#include "runtime/cpu/Gemm.h"
 
 #include <cblas.h>
 #include <unistd.h>
@@ -18,6 +19,10 @@ namespace zplan::cpu {
 std::string blasCoreName() {
   const char *name = openblas_get_corename();
   return name ? name : "";
+}
+
+std::string f32GemmName() {
+  return detail::useAvx512Gemm() ? "zplan's AVX-512" : "OpenBLAS's";
 }
 
 std::string betterBlasCore() {

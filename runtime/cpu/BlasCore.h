@@ -22,6 +22,10 @@ namespace zplan::cpu {
 /// OpenBLAS's name for the kernels it runs ("SkylakeX", "Prescott", ...).
 std::string blasCoreName();
 
+/// Whose kernel runs the f32 GEMMs: "zplan's AVX-512" where the CPU has
+/// AVX-512 (Gemm.h) and ZPLAN_GEMM is not "openblas", else "OpenBLAS's".
+std::string f32GemmName();
+
 /// The core OpenBLAS should run instead of the one it chose: "SkylakeX" on
 /// a CPU with AVX-512 (F, CD, BW, DQ, VL), "Haswell" on one with AVX2 and FMA,
 /// when OpenBLAS chose a core without AVX2 (its detection did not know the

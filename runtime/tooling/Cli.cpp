@@ -80,7 +80,9 @@ int zplan::zrunMain(int argc, char **argv) {
     std::cout << kUsage << train::kTrainUsage << "generate:\n"
               << generate::kGenerateUsage << "\nBLAS: OpenBLAS's "
               << cpu::blasCoreName()
-              << " kernels (OPENBLAS_CORETYPE chooses others)\n";
+              << " kernels (OPENBLAS_CORETYPE chooses others); f32 GEMMs: "
+              << cpu::f32GemmName()
+              << " kernel (ZPLAN_GEMM=openblas: OpenBLAS's)\n";
     return 0;
   }
   // Only `run` starts MPI: a usage error outside it, or inspect, needs none,
