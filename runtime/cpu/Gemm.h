@@ -1,24 +1,30 @@
 //===- Gemm.h - zplan's f32 GEMM for AVX-512 CPUs (private) ---------------===//
 //
 // The f32 GEMMs of a transformer's forward (its projections, the MLP, the
-// LM head) are nine tenths of a step on CPU ranks. OpenBLAS's SkylakeX
-// kernels reach 98-107 GFLOP/s on them at one thread of this project's
-// AMD Zen 4 machine, whose FMA peak is 117 (bench/README.md);
-// onnxruntime's MLAS reaches 111-115. This GEMM reaches 107-114 on the
-// same shapes, and Matmul.cpp calls it instead of OpenBLAS's SGEMM where
-// the CPU has AVX-512 and the product has rows enough to fill its tile.
+// LM head) are nine tenths of a step on CPU ranks. On this project's AMD
+// Zen 4 machine (one core's FMA peak: 117 GFLOP/s), on layers' worth of
+// distinct operands as a forward meets them, OpenBLAS's SkylakeX SGEMM
+// ran them at 96-101 GFLOP/s and this kernel at 104-108; inside zrun the
+// large forward's matmuls took 276 ms against OpenBLAS's 296
+// (bench/README.md). Matmul.cpp and attention call it instead of OpenBLAS
+// where the CPU has AVX-512 and the product has rows enough.
 //
-// The shape of it, BLIS's without the cache blocking these sizes do not
-// need: op(B) is copied, 32 columns at a time, into a panel of the calling
-// thread's own (zero-padded past N: the panel is [K][32], contiguous), and
-// a 12 x 32 register tile of C (24 zmm accumulators) runs down the rows of
-// A against it, reading A in place (one broadcast per row and k). K is
-// not blocked: each element of C is one chain of fused multiply-adds over
-// k = 0 .. K-1 in order, starting from beta * C -- the same chain whichever
-// rows and columns a call covers, so the kernel threads' bands give the
-// same bits as one call (CpuKernelThreadsTest). A result larger than a
-// core's cache is stored with non-temporal stores: nothing reads it soon
+// The shape of it, BLIS's without the cache blocking these sizes did not
+// need (blocking K or M measured no faster): op(B) is copied, 96 columns
+// at a time, into a panel of the calling thread's own ([K][96],
+// contiguous), and a 4 x 96 register tile of C (24 zmm accumulators) runs
+// down the rows of A against it, reading A in place (one broadcast per
+// row and k). 4 x 96 rather than 12 x 32: each element of A read feeds 96
+// columns, and A and C are what come from L3 or memory in a forward (8%
+// faster there; alike when everything is in cache). K is not blocked:
+// each element of C is one chain of fused multiply-adds over k = 0 .. K-1
+// in order, starting from C or from 0 -- the same chain whichever rows and
+// columns a call covers, so the kernel threads' bands give the same bits
+// as one call (GemmTest, CpuKernelThreadsTest). A result larger than a
+// core's caches is stored with non-temporal stores: nothing reads it soon
 // (the LM head's logits), and it skips the read a cached store does first.
+// Software prefetch of the next panel and of A's and C's next rows was
+// tried and measured nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,10 +38,10 @@ namespace zplan::cpu::detail {
 /// OpenBLAS's SGEMM, for comparing the two: bench/train_vs_torch.py).
 bool useAvx512Gemm();
 
-/// The fewest rows (M) for which Matmul.cpp takes sgemmAvx512: one register
-/// tile's. Below it the tile runs part empty, and OpenBLAS stays. Decided
-/// on a whole product's M, never a thread's band of it, so that every
-/// band runs the same kernel.
+/// The fewest rows (M) for which Matmul.cpp and attention take sgemmAvx512:
+/// below it, copying each panel of op(B) for so few rows costs more than
+/// it saves, and OpenBLAS stays. Decided on a whole product's M, never a
+/// thread's band of it, so that every band runs the same kernel.
 constexpr int kAvx512GemmMinRows = 12;
 
 /// Row-major C = alpha * A * op(B) + beta * C, for A [M, K] (row stride

@@ -79,15 +79,15 @@ void blockGemm(bool, bool, bool transposeB, int m, int n, int k,
 /// (Parallel.h): each runs one single-threaded GEMM on its block of C, a
 /// band of rows when M >= N (each thread packs all of op(B)), else a band
 /// of columns (each packs all of A). The kernel is chosen once, on the
-/// whole product's shape: f32 with at least a register tile of rows takes
-/// zplan's AVX-512 GEMM where the CPU has it (107-114 GFLOP/s at one
-/// thread here, OpenBLAS 98-107: Gemm.h), anything else OpenBLAS. OpenBLAS's
+/// whole product's shape: f32 with kAvx512GemmMinRows rows or more takes
+/// zplan's AVX-512 GEMM where the CPU has it (faster than OpenBLAS's
+/// here: Gemm.h), anything else OpenBLAS. OpenBLAS's
 /// own threads stay at one: they declined to split the 512 x 512 x 512 GEMMs of
 /// a Llama layer at all, and spun on the cores the other kernels needed between
 /// GEMMs. K is never split: each element is the same chain of multiply-adds
 /// over K as in one call, and the bits are the same at any thread count --
-/// CpuKernelThreadsTest checks splits whose boundaries cut OpenBLAS's
-/// tiles, test/train/threads.test whole training runs. (OpenBLAS promises
+/// CpuKernelThreadsTest checks splits whose boundaries cut the tiles,
+/// test/train/threads.test whole training runs. (OpenBLAS promises
 /// nothing of the kind; its GEMV, split, did differ: gemv below is
 /// zplan's own.)
 template <typename T>

@@ -1,6 +1,6 @@
 //===- GemmTest.cpp - zplan's AVX-512 GEMM against a loop in double -------===//
 //
-// sgemmAvx512 (runtime/cpu/Gemm.h) on shapes that cut its 12 x 32 tile and
+// sgemmAvx512 (runtime/cpu/Gemm.h) on shapes that cut its 4 x 96 tile and
 // its 16 x 16 transposes everywhere -- rows, columns and depth one short of
 // a block, one past, one block, several -- with and without transposed B,
 // a C to accumulate onto, a scale, padded leading dimensions and streamed
@@ -132,8 +132,8 @@ protected:
 };
 
 TEST_F(Avx512Gemm, MatchesTheProductInDouble) {
-  for (int m : {1, 5, 11, 12, 13, 25, 48})
-    for (int n : {1, 15, 16, 17, 31, 32, 33, 70})
+  for (int m : {1, 3, 4, 5, 7, 13})
+    for (int n : {1, 15, 16, 17, 33, 95, 96, 97, 150, 200})
       for (int k : {0, 1, 15, 16, 17, 40})
         for (bool transposeB : {false, true})
           checkCase({m, n, k, transposeB, 1.0f, 0.0f, 0, false});
@@ -148,20 +148,20 @@ TEST_F(Avx512Gemm, AccumulatesScalesAndStridesAndStreams) {
     // Padded rows: nothing past each row's N is written.
     checkCase({26, 50, 19, transposeB, 1.0f, 0.0f, 3, false});
     checkCase({26, 50, 19, transposeB, 1.0f, 1.0f, 5, false});
-    for (int n : {31, 33, 47, 63}) // the last panel 31, 1, 15, 31 wide
+    for (int n : {31, 33, 111, 127}) // last panels 31, 33, 15, 31 wide
       checkCase({13, n, 9, transposeB, 1.0f, 0.0f, 1, false});
     // Streamed stores: full tiles on aligned rows (ldc a multiple of 16),
     // masked stores on the last panel; unaligned rows fall back.
-    checkCase({37, 80, 24, transposeB, 1.0f, 0.0f, 0, true});
-    checkCase({37, 80, 24, transposeB, 1.0f, 1.0f, 0, true});
-    checkCase({37, 70, 24, transposeB, 1.0f, 0.0f, 1, true});
+    checkCase({37, 208, 24, transposeB, 1.0f, 0.0f, 0, true});
+    checkCase({37, 208, 24, transposeB, 1.0f, 1.0f, 0, true});
+    checkCase({37, 200, 24, transposeB, 1.0f, 0.0f, 1, true});
   }
 }
 
 /// C[m, n] of the whole product, then rows [r0, r1) and columns [c0, c1)
 /// computed alone: the same bytes.
 TEST_F(Avx512Gemm, BandsAreTheSameBitsAsTheWhole) {
-  int m = 61, n = 90, k = 77;
+  int m = 61, n = 230, k = 77;
   for (bool transposeB : {false, true}) {
     for (float beta : {0.0f, 1.0f}) {
       SCOPED_TRACE(std::string(transposeB ? "B^T" : "B") + " beta " +
@@ -177,18 +177,18 @@ TEST_F(Avx512Gemm, BandsAreTheSameBitsAsTheWhole) {
       std::vector<float> rows = start;
       sgemmAvx512(transposeB, 23, n, k, 1.0f, a.data() + 7 * k, k, b.data(),
                   ldb, beta, rows.data() + 7 * n, n, false);
-      // Columns 21 .. 74 (inside a panel, across two).
+      // Columns 50 .. 169 (from inside a panel, across the next).
       std::vector<float> columns = start;
-      const float *bColumns = transposeB ? b.data() + 21 * ldb : b.data() + 21;
-      sgemmAvx512(transposeB, m, 53, k, 1.0f, a.data(), k, bColumns, ldb, beta,
-                  columns.data() + 21, n, false);
+      const float *bColumns = transposeB ? b.data() + 50 * ldb : b.data() + 50;
+      sgemmAvx512(transposeB, m, 120, k, 1.0f, a.data(), k, bColumns, ldb, beta,
+                  columns.data() + 50, n, false);
       for (int i = 0; i < m; ++i)
         for (int j = 0; j < n; ++j) {
           if (i >= 7 && i < 30) {
             ASSERT_EQ(std::memcmp(&rows[i * n + j], &whole[i * n + j], 4), 0)
                 << "row band (" << i << ", " << j << ")";
           }
-          if (j >= 21 && j < 74) {
+          if (j >= 50 && j < 170) {
             ASSERT_EQ(std::memcmp(&columns[i * n + j], &whole[i * n + j], 4), 0)
                 << "column band (" << i << ", " << j << ")";
           }
