@@ -70,7 +70,13 @@ void attentionProbabilities(const float *q, const float *k, float scale,
     for (int64_t row = begin; row < end; ++row) {
       float *line = probabilities + row * t;
       int64_t rowMask = maskOffset + row * mask.rowStride;
-      if (mask.additive) {
+      if (mask.additive && mask.columnStride == 1) {
+        // A row of the mask in place (a causal mask's): a loop the
+        // compiler vectorizes.
+        const float *additive = mask.additive + rowMask;
+        for (int64_t col = 0; col < t; ++col)
+          line[col] += additive[col];
+      } else if (mask.additive) {
         for (int64_t col = 0; col < t; ++col)
           line[col] += mask.additive[rowMask + col * mask.columnStride];
       } else if (mask.select) {

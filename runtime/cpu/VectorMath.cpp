@@ -90,6 +90,15 @@ inline __attribute__((always_inline)) F32x16 exp16(F32x16 x) {
   return select(nan, x, y);
 }
 
+/// Whether every lane of `x` is below `limit` (false for a NaN lane).
+inline __attribute__((always_inline)) bool allBelow(F32x16 x, float limit) {
+  I32x16 below = x < limit;
+  for (int lane = 0; lane < kLanes; ++lane)
+    if (!below[lane])
+      return false;
+  return true;
+}
+
 template <typename V, typename T> inline V load(const T *from) {
   V v;
   std::memcpy(&v, from, sizeof(V));
@@ -159,7 +168,15 @@ double expShiftedSum(const float *x, int64_t n, float shift, float *y) {
   F64x16 sums = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    F32x16 e = exp16(load<F32x16>(x + i) - shift);
+    F32x16 shifted = load<F32x16>(x + i) - shift;
+    // Sixteen lanes below exp's zero (a causal mask's far side): exp16
+    // would give +0 in each, and +0 added to the sums changes no bit.
+    if (allBelow(shifted, Exp::kZeroBelow)) {
+      if (y)
+        store(y + i, F32x16{});
+      continue;
+    }
+    F32x16 e = exp16(shifted);
     if (y)
       store(y + i, e);
     sums += __builtin_convertvector(e, F64x16);

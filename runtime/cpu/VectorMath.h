@@ -32,7 +32,9 @@ namespace zplan::cpu::detail {
 /// double. The sum runs in sixteen lanes (element i in lane i % 16), added
 /// in lane order at the end: a fixed order, the same for a row wherever
 /// the row is computed. `y` may be null when only the sum is wanted.
-/// Below -104 the exp is 0 (as libm's is); NaN stays NaN.
+/// Below -104 the exp is 0 (as libm's is); NaN stays NaN. A block of
+/// sixteen that lies wholly below -104 (a causal mask's far side) is
+/// written as zeros without evaluating the exp: the same bits.
 double expShiftedSum(const float *x, int64_t n, float shift, float *y);
 
 /// The sum of x[0, n) in double, in sixteen lanes as expShiftedSum's: the

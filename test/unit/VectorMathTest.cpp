@@ -122,6 +122,71 @@ TEST(VectorMath, SumRunsInSixteenLanesAddedInOrder) {
   }
 }
 
+TEST(VectorMath, LanesBelowExpsZeroGiveZerosAndTheSameSum) {
+  // A causal row: its first 40 scores, then the mask's far side. Whole
+  // blocks of sixteen lie below exp's zero (expShiftedSum passes over
+  // them); the block of elements 32-47 is split. The masked elements' exps
+  // must be +0, and the others' exps and the sum those of the 40 scores
+  // alone.
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float masked : {-1e30f, -inf, -200.0f}) {
+    SCOPED_TRACE("masked " + std::to_string(masked));
+    std::vector<float> x(16 * 8);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = i < 40 ? std::sin(static_cast<float>(i)) * 20.0f : masked;
+    std::vector<float> y(x.size(), 7.0f);
+    double sum = expShiftedSum(x.data(), static_cast<int64_t>(x.size()), 30.0f,
+                               y.data());
+    for (size_t i = 40; i < x.size(); ++i)
+      EXPECT_EQ(bitsOf(y[i]), 0u) << "element " << i;
+    // The same scores as a row that stops at the masked side: the same
+    // exps, the same sum (adding +0 changes no bit).
+    std::vector<float> head(40);
+    double headSum = expShiftedSum(x.data(), 40, 30.0f, head.data());
+    for (size_t i = 0; i < 40; ++i)
+      EXPECT_EQ(bitsOf(y[i]), bitsOf(head[i])) << "element " << i;
+    EXPECT_EQ(sum, headSum);
+    EXPECT_EQ(
+        expShiftedSum(x.data(), static_cast<int64_t>(x.size()), 30.0f, nullptr),
+        sum);
+  }
+  // A NaN among masked lanes is not passed over.
+  std::vector<float> x(16, -1e30f);
+  x[9] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> y(16);
+  EXPECT_TRUE(std::isnan(expShiftedSum(x.data(), 16, 0.0f, y.data())));
+  EXPECT_TRUE(std::isnan(y[9]));
+}
+
+TEST(VectorMath, NormalizeInDoubleIsTheScalarFormula) {
+  for (int64_t n = 0; n <= 21; ++n) {
+    std::vector<float> x(static_cast<size_t>(n)), weight(x.size()),
+        bias(x.size());
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = std::sin(static_cast<float>(i)) * 3.0f;
+      weight[i] = 0.5f + std::cos(static_cast<float>(i)) * 0.25f;
+      bias[i] = static_cast<float>(i) * 0.125f - 1.0f;
+    }
+    const double mean = 0.3, inverse = 1.7;
+    for (int variant = 0; variant < 3; ++variant) {
+      const float *w = variant >= 1 ? weight.data() : nullptr;
+      const float *b = variant == 2 ? bias.data() : nullptr;
+      std::vector<float> y(static_cast<size_t>(n) + 1, 9.0f);
+      normalizeInDouble(x.data(), n, mean, inverse, w, b, y.data());
+      for (int64_t i = 0; i < n; ++i) {
+        double expected = (x[i] - mean) * inverse;
+        if (w)
+          expected *= w[i];
+        if (b)
+          expected += b[i];
+        EXPECT_EQ(bitsOf(y[i]), bitsOf(static_cast<float>(expected)))
+            << "n = " << n << ", element " << i << ", variant " << variant;
+      }
+      EXPECT_EQ(y[n], 9.0f) << "past the end, n = " << n;
+    }
+  }
+}
+
 /// How far `got` lies from `exact`, in ulps of the f32 nearest `exact`
 /// (an ulp below FLT_MIN being the smallest subnormal's).
 double ulpsFrom(float got, double exact) {
