@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <limits>
 
 namespace zplan::cpu::detail {
 
@@ -49,42 +50,106 @@ Status checkBlasRange(const KernelCall &call, const AttentionShape &shape) {
   return Status::success();
 }
 
+namespace {
+
+/// Whether a mask value rules its element out: -inf, or the lowest float
+/// (what transformers' exports add, torch.finfo(float32).min). Added to a
+/// score of magnitude below 2^103 either gives a probability of exactly 0
+/// once the row has a column that is not ruled out.
+inline bool rulesOut(float value) {
+  return value == -std::numeric_limits<float>::infinity() ||
+         value == std::numeric_limits<float>::lowest();
+}
+
+/// Whether the mask rules out element `at`: its additive value, or a bool
+/// mask's masked_value where it is false, rulesOut.
+bool ruledOut(const AttentionMask &mask, int64_t at) {
+  if (mask.additive)
+    return rulesOut(mask.additive[at]);
+  return mask.select && !mask.select[at] && rulesOut(mask.maskedValue);
+}
+
+void maskedExtents(const AttentionShape &shape, const AttentionMask &mask,
+                   int64_t maskOffset, int64_t *extents) {
+  int64_t t = shape.t;
+  for (int64_t row = 0; row < shape.s; ++row) {
+    int64_t rowMask = maskOffset + row * mask.rowStride, extent = t;
+    if (mask.additive && mask.columnStride == 1) {
+      const float *values = mask.additive + rowMask;
+      while (extent > 0 && rulesOut(values[extent - 1]))
+        --extent;
+    } else if (mask.additive || mask.select) {
+      while (extent > 0 &&
+             ruledOut(mask, rowMask + (extent - 1) * mask.columnStride))
+        --extent;
+    }
+    // A row the mask rules out throughout is computed whole (onnxruntime's
+    // uniform or NaN row).
+    extents[row] = extent == 0 ? t : extent;
+  }
+}
+
+} // namespace
+
+int attentionBlocks(int64_t s) {
+  return static_cast<int>((s + kAttentionRowBlock - 1) / kAttentionRowBlock);
+}
+
 void attentionProbabilities(const float *q, const float *k, float scale,
                             const AttentionShape &shape,
                             const AttentionMask &mask, int64_t maskOffset,
-                            float *probabilities) {
+                            float *probabilities, int64_t *extents,
+                            int *blockReach, bool extentsKnown) {
   int64_t s = shape.s, t = shape.t;
   int is = static_cast<int>(s), it = static_cast<int>(t),
       id = static_cast<int>(shape.d);
   // Leading dimensions are at least 1 even for an empty contraction.
   int ldqk = std::max(id, 1);
-  if (s >= kAvx512GemmMinRows && useAvx512Gemm())
+  if (!extentsKnown) {
+    maskedExtents(shape, mask, maskOffset, extents);
+    for (int block = 0; block < attentionBlocks(s); ++block) {
+      int64_t first = block * kAttentionRowBlock;
+      int64_t end = std::min(s, first + kAttentionRowBlock);
+      blockReach[block] =
+          static_cast<int>(*std::max_element(extents + first, extents + end));
+    }
+  }
+  // scores[S, T] = scale * q k^T; zplan's GEMM computes each block of rows
+  // only as far along T as the block reaches (a causal mask's lower
+  // triangle: about half the products).
+  if (s >= kAvx512GemmMinRows && useAvx512Gemm()) {
+    std::vector<int> depth(static_cast<size_t>(attentionBlocks(s)), id);
+    RaggedRows ragged{static_cast<int>(kAttentionRowBlock), blockReach,
+                      depth.data()};
     sgemmAvx512(/*transposeB=*/true, is, it, id, scale, q, ldqk, k, ldqk, 0.0f,
-                probabilities, it, /*streamC=*/false);
-  else
+                probabilities, it, /*streamC=*/false, &ragged);
+  } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, is, it, id, scale, q,
                 ldqk, k, ldqk, 0.0f, probabilities, it);
+  }
   // The rows on the kernel threads (an exp per score is the costly part;
   // inline when the caller's entries already are on them).
   parallelFor(s, grainFor(8 * t), [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       float *line = probabilities + row * t;
+      int64_t length = extents[row];
       int64_t rowMask = maskOffset + row * mask.rowStride;
       if (mask.additive && mask.columnStride == 1) {
         // A row of the mask in place (a causal mask's): a loop the
         // compiler vectorizes.
         const float *additive = mask.additive + rowMask;
-        for (int64_t col = 0; col < t; ++col)
+        for (int64_t col = 0; col < length; ++col)
           line[col] += additive[col];
       } else if (mask.additive) {
-        for (int64_t col = 0; col < t; ++col)
+        for (int64_t col = 0; col < length; ++col)
           line[col] += mask.additive[rowMask + col * mask.columnStride];
       } else if (mask.select) {
-        for (int64_t col = 0; col < t; ++col)
+        for (int64_t col = 0; col < length; ++col)
           if (!mask.select[rowMask + col * mask.columnStride])
             line[col] = mask.maskedValue;
       }
-      softmaxRow(line, t);
+      softmaxRow(line, length);
+      std::fill(line + length, line + t, 0.0f);
     }
   });
 }
@@ -115,9 +180,17 @@ Status runAttention(const KernelCall &call) {
   // chunk with its own widened slabs.
   parallelForEachAttentionEntry(shape, mask, s * t * 4, [&] {
     thread_local std::vector<float> scratch;
+    thread_local std::vector<int64_t> extentScratch;
+    thread_local std::vector<int> reachScratch;
     if (scratch.size() < static_cast<size_t>(s * t))
       scratch.resize(s * t);
-    return [&, scores = scratch.data(), q = WidenedSlabs<float>(query, s * d),
+    if (extentScratch.size() < static_cast<size_t>(s))
+      extentScratch.resize(s);
+    if (reachScratch.size() < static_cast<size_t>(attentionBlocks(s)))
+      reachScratch.resize(attentionBlocks(s));
+    return [&, scores = scratch.data(), extents = extentScratch.data(),
+            blockReach = reachScratch.data(), knownMaskOffset = int64_t(-1),
+            q = WidenedSlabs<float>(query, s * d),
             k = WidenedSlabs<float>(key, t * d),
             v = WidenedSlabs<float>(value, t * dv)](
                int64_t entry, int64_t maskOffset) mutable {
@@ -125,15 +198,26 @@ Status runAttention(const KernelCall &call) {
         std::fill(out + entry * s * dv, out + (entry + 1) * s * dv, 0.0f);
         return;
       }
+      // The heads of a batch entry share its mask: the extents are read
+      // once for them (each chunk's entries run in order).
       attentionProbabilities(q(entry), k(entry), scale, shape, mask, maskOffset,
-                             scores);
+                             scores, extents, blockReach,
+                             maskOffset == knownMaskOffset);
+      knownMaskOffset = maskOffset;
+      // result = P v; zplan's GEMM sums each block of rows over the keys it
+      // reaches (past them P is 0).
       float *entryOut = out + entry * s * dv;
-      if (s >= kAvx512GemmMinRows && useAvx512Gemm())
+      if (s >= kAvx512GemmMinRows && useAvx512Gemm()) {
+        std::vector<int> columns(static_cast<size_t>(attentionBlocks(s)), idv);
+        RaggedRows ragged{static_cast<int>(kAttentionRowBlock), columns.data(),
+                          blockReach};
         sgemmAvx512(/*transposeB=*/false, is, idv, it, 1.0f, scores, it,
-                    v(entry), idv, 0.0f, entryOut, idv, /*streamC=*/false);
-      else
+                    v(entry), idv, 0.0f, entryOut, idv, /*streamC=*/false,
+                    &ragged);
+      } else {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, is, idv, it,
                     1.0f, scores, it, v(entry), idv, 0.0f, entryOut, idv);
+      }
     };
   });
   return Status::success();

@@ -64,9 +64,16 @@ Status runAttentionGrad(const KernelCall &call) {
   // (scratch that only grows), each chunk with its own widened slabs.
   parallelForEachAttentionEntry(shape, mask, s * t * 8, [&] {
     thread_local std::vector<float> scratch;
+    thread_local std::vector<int64_t> extentScratch;
+    thread_local std::vector<int> reachScratch;
     if (scratch.size() < static_cast<size_t>(2 * s * t))
       scratch.resize(2 * s * t);
-    return [&, probabilities = scratch.data(),
+    if (extentScratch.size() < static_cast<size_t>(s))
+      extentScratch.resize(s);
+    if (reachScratch.size() < static_cast<size_t>(attentionBlocks(s)))
+      reachScratch.resize(attentionBlocks(s));
+    return [&, probabilities = scratch.data(), extents = extentScratch.data(),
+            blockReach = reachScratch.data(), knownMaskOffset = int64_t(-1),
             dprobabilities = scratch.data() + s * t,
             q = WidenedSlabs<float>(query, s * d),
             k = WidenedSlabs<float>(key, t * d),
@@ -76,7 +83,9 @@ Status runAttentionGrad(const KernelCall &call) {
                   *ge = g + entry * s * dv;
       // P, as the forward computed it.
       attentionProbabilities(qe, ke, scale, shape, mask, maskOffset,
-                             probabilities);
+                             probabilities, extents, blockReach,
+                             maskOffset == knownMaskOffset);
+      knownMaskOffset = maskOffset;
       // dv[T, Dv] = P^T dout; dP[S, T] = dout v^T.
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, it, idv, is, 1.0f,
                   probabilities, it, ge, ldv, 0.0f, dvOut + entry * t * dv,

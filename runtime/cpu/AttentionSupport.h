@@ -56,14 +56,35 @@ void parallelForEachAttentionEntry(const AttentionShape &shape,
 /// Every extent of `shape` fits the BLAS integer (int) the GEMMs take.
 Status checkBlasRange(const KernelCall &call, const AttentionShape &shape);
 
+/// The rows of scores that attention computes together: zplan's GEMM
+/// takes each block of rows only as far along T as its rows reach.
+constexpr int64_t kAttentionRowBlock = 16;
+
+/// The blocks of kAttentionRowBlock rows that S rows make.
+int attentionBlocks(int64_t s);
+
 /// P[S, T] = softmax(mask(scale * q[S, D] k[T, D]^T)) of one batch entry,
 /// its mask elements starting at `maskOffset`: row by row, max subtracted,
 /// the sum in double; a row that is -inf throughout becomes NaN, as in
 /// onnxruntime. The extents must fit BLAS integers and T must be > 0.
+///
+/// extents[r] (S of them, filled here) is 1 + the last column of row r
+/// that the mask does not rule out (-inf or the lowest float added, or
+/// selected as masked_value), t for a row it rules out throughout;
+/// blockReach[b] (attentionBlocks(S) of them) is the largest extent of
+/// block b's rows. P is 0 past a row's extent, and no exp is taken there;
+/// zplan's GEMM (Gemm.h) computes no score past the block's reach -- under
+/// a causal mask, half the scores and exps. That 0 is the probability
+/// computing them gives for any score of magnitude below 2^103 (an
+/// infinite or NaN score there no longer reaches the row).
+/// `extentsKnown`: extents and blockReach already hold those of this
+/// `maskOffset` (the previous call's, for another head of the same batch
+/// entry), and are not read from the mask again.
 void attentionProbabilities(const float *q, const float *k, float scale,
                             const AttentionShape &shape,
                             const AttentionMask &mask, int64_t maskOffset,
-                            float *probabilities);
+                            float *probabilities, int64_t *extents,
+                            int *blockReach, bool extentsKnown);
 
 } // namespace zplan::cpu::detail
 

@@ -135,6 +135,31 @@ ZPLAN_AVX512 void packPanel(bool transposeB, int k, int j0, int width,
   }
 }
 
+/// The 64-byte lines (16 floats, counted from each row's first) that hold
+/// columns [j0, j0 + 96) of op(B): per row of B, (K + 15) / 16 of them for
+/// transposed B, a panel row's vectors otherwise.
+int panelLines(bool transposeB, int n, int k, int j0) {
+  int width = std::min(kPanelColumns, n - j0);
+  return transposeB ? width * ((k + 15) / 16) : k * ((width + 15) / 16);
+}
+
+/// Prefetches lines [first, first + count) of panelLines's into L2. The
+/// next panel's, a share before each tile of the current one: packing it
+/// then finds op(B) in L2, where a weight streamed from memory (the large
+/// forward's 134 MB do not fit L3) stalled it (1% of that forward).
+ZPLAN_AVX512 void prefetchPanel(bool transposeB, int n, int k, int j0,
+                                const float *b, int ldb, int first, int count) {
+  int width = std::min(kPanelColumns, n - j0);
+  int linesPerRow = transposeB ? (k + 15) / 16 : (width + 15) / 16;
+  int end = std::min(first + count, panelLines(transposeB, n, k, j0));
+  for (int line = first; line < end; ++line) {
+    int row = line / linesPerRow, part = line % linesPerRow;
+    const float *address = transposeB ? b + int64_t(j0 + row) * ldb + 16 * part
+                                      : b + int64_t(row) * ldb + j0 + 16 * part;
+    _mm_prefetch(reinterpret_cast<const char *>(address), _MM_HINT_T1);
+  }
+}
+
 /// C[R rows, the first `width` <= 16 V columns] = beta * C + alpha * A[R, K]
 /// * panel: the register tile, R rows by V vectors. Each accumulator is a
 /// chain of FMAs over k in order.
@@ -211,25 +236,42 @@ bool useAvx512Gemm() {
 ZPLAN_AVX512
 void sgemmAvx512(bool transposeB, int m, int n, int k, float alpha,
                  const float *a, int lda, const float *b, int ldb, float beta,
-                 float *c, int ldc, bool streamC) {
+                 float *c, int ldc, bool streamC, const RaggedRows *ragged) {
   float *panel = threadPanel(k);
   bool loadC = beta != 0;
   // Non-temporal stores need every full tile row 64-byte aligned.
   bool stream =
       streamC && reinterpret_cast<uintptr_t>(c) % 64 == 0 && ldc % 16 == 0;
-  for (int j0 = 0; j0 < n; j0 += kPanelColumns) {
+  int reach = n; // no panel past the blocks' columns is packed
+  if (ragged) {
+    reach = 0;
+    for (int block = 0; block * ragged->rowBlock < m; ++block)
+      reach = std::max(reach, std::min(n, ragged->columns[block]));
+  }
+  for (int j0 = 0; j0 < reach; j0 += kPanelColumns) {
     int width = std::min(kPanelColumns, n - j0);
     packPanel(transposeB, k, j0, width, b, ldb, panel);
-    const std::array<TileFn, kTileVectors> &rows = kTiles[kTileRows - 1];
-    TileFn full = rows[(width + 15) / 16 - 1];
-    int i0 = 0;
-    for (; i0 + kTileRows <= m; i0 += kTileRows)
-      full(k, a + int64_t(i0) * lda, lda, panel, c + int64_t(i0) * ldc + j0,
-           ldc, loadC, alpha, width, stream);
-    if (i0 < m)
-      kTiles[m - i0 - 1][(width + 15) / 16 - 1](
-          k, a + int64_t(i0) * lda, lda, panel, c + int64_t(i0) * ldc + j0, ldc,
-          loadC, alpha, width, stream);
+    // The next panel's lines, a share before each tile of this one.
+    int next = j0 + kPanelColumns;
+    int lines = next < reach ? panelLines(transposeB, n, k, next) : 0;
+    int tiles = (m + kTileRows - 1) / kTileRows;
+    int share = (lines + tiles - 1) / tiles;
+    for (int i0 = 0; i0 < m; i0 += kTileRows) {
+      if (lines)
+        prefetchPanel(transposeB, n, k, next, b, ldb, i0 / kTileRows * share,
+                      share);
+      int rows = std::min(kTileRows, m - i0), columns = width, depth = k;
+      if (ragged) {
+        int block = i0 / ragged->rowBlock;
+        columns = std::min(width, ragged->columns[block] - j0);
+        depth = std::min(k, ragged->depth[block]);
+        if (columns <= 0)
+          continue;
+      }
+      kTiles[rows - 1][(columns + 15) / 16 - 1](
+          depth, a + int64_t(i0) * lda, lda, panel, c + int64_t(i0) * ldc + j0,
+          ldc, loadC, alpha, columns, stream);
+    }
   }
   // Non-temporal stores are weakly ordered: fence them before another
   // thread (the kernel pool's join) reads C.

@@ -23,8 +23,9 @@
 // as one call (GemmTest, CpuKernelThreadsTest). A result larger than a
 // core's caches is stored with non-temporal stores: nothing reads it soon
 // (the LM head's logits), and it skips the read a cached store does first.
-// Software prefetch of the next panel and of A's and C's next rows was
-// tried and measured nothing.
+// The next panel's op(B) is prefetched into L2 while the current one
+// runs (1% of the large forward, whose weights stream from memory);
+// prefetching A's and C's next rows measured nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +45,18 @@ bool useAvx512Gemm();
 /// thread's band of it, so that every band runs the same kernel.
 constexpr int kAvx512GemmMinRows = 12;
 
+/// A product computed in blocks of rows that each reach only part of C
+/// and of K: attention's under a causal mask, whose row r's scores past
+/// column r are never needed. Rows [rowBlock b, rowBlock (b + 1)) compute
+/// (and write) only C's columns below columns[b], each a sum over
+/// k < depth[b] only. rowBlock is a multiple of 4 (the register tile's
+/// rows); a column past N or a depth past K is cut to it.
+struct RaggedRows {
+  int rowBlock = 0;
+  const int *columns = nullptr;
+  const int *depth = nullptr;
+};
+
 /// Row-major C = alpha * A * op(B) + beta * C, for A [M, K] (row stride
 /// lda), op(B) = B [K, N] (row stride ldb), or B^T with B [N, K] when
 /// `transposeB`, and C [M, N] (row stride ldc). `beta` is 0 (C is not
@@ -51,10 +64,12 @@ constexpr int kAvx512GemmMinRows = 12;
 /// otherwise each sum starts from 0 and is multiplied by alpha once, at
 /// the end. Runs on the calling thread. `streamC`: store C with
 /// non-temporal stores (where a row is 64-byte aligned); for a C larger
-/// than the caches. Only to be called where useAvx512Gemm().
+/// than the caches. `ragged`, where given: the parts of C and K each block
+/// of rows computes (RaggedRows). Only to be called where useAvx512Gemm().
 void sgemmAvx512(bool transposeB, int m, int n, int k, float alpha,
                  const float *a, int lda, const float *b, int ldb, float beta,
-                 float *c, int ldc, bool streamC);
+                 float *c, int ldc, bool streamC,
+                 const RaggedRows *ragged = nullptr);
 
 } // namespace zplan::cpu::detail
 

@@ -68,7 +68,11 @@ inline __attribute__((always_inline)) F32x16 exp16(F32x16 x) {
   I zero = x < Exp::kZeroBelow;
   I infinite = x > Exp::kInfinityAbove;
   I nan = x != x;
-  F clamped = select(zero, F{} + Exp::kZeroBelow, x);
+  // A lane below kZeroBelow becomes 0 at the end; it is evaluated at 0
+  // meanwhile, not at kZeroBelow, whose exp is below the subnormals: the
+  // CPU takes a slow assist for each such multiply (a causal softmax's
+  // masked lanes in every row's last block).
+  F clamped = select(zero, F{}, x);
   clamped = select(infinite, F{} + Exp::kInfinityAbove, clamped);
   F shifted = clamped * Exp::kLog2e + Exp::kRound;
   I n = (I)shifted - Exp::kRoundBits;

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/plan/Opcodes.h"
@@ -832,6 +833,83 @@ TEST(CpuKernels, AttentionTransformerSized) {
   expectClose(y.values<float>(),
               attentionReference(q, k, v, &mask, Mask::Additive, 0.125, 0),
               1e-5, 1e-6);
+}
+
+TEST(CpuKernels, AttentionSkipsWhatTheMaskRulesOut) {
+  // A causal mask of the lowest float (transformers' exports) with padded
+  // keys in batch entry 1 and a row of entry 0 masked throughout: attention
+  // computes no score past each block of rows' last unmasked key, and no
+  // exp past each row's (AttentionSupport.h). The same mask with -1e30
+  // rules nothing out (every score computed, each masked exp 0 all the
+  // same): the results must be the same bits. 40 rows: three blocks of 16,
+  // the last partial, on zplan's GEMM where the CPU has it.
+  const float lowest = std::numeric_limits<float>::lowest();
+  Tensor q = randomFloats(rng(), {2, 3, 40, 16}),
+         k = randomFloats(rng(), {2, 3, 40, 16}),
+         v = randomFloats(rng(), {2, 3, 40, 8});
+  Tensor ruledOut({2, 1, 40, 40}, ElementType::F32);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 40; ++i)
+      for (int64_t j = 0; j < 40; ++j) {
+        bool masked = j > i || (b == 1 && j >= 33) || (b == 0 && i == 21);
+        ruledOut.data<float>()[(b * 40 + i) * 40 + j] =
+            masked ? lowest : 0.01f * static_cast<float>(j % 7);
+      }
+  Tensor computed = ruledOut;
+  for (int64_t i = 0; i < 2 * 40 * 40; ++i)
+    if (computed.data<float>()[i] == lowest)
+      computed.data<float>()[i] = -1e30f;
+  Tensor skipped({2, 3, 40, 8}, ElementType::F32), whole = skipped;
+  Op attention =
+      Op("attention").real("scale", 0.25).text("mask_kind", "additive");
+  runOk(attention, {&q, &k, &v, &ruledOut}, skipped);
+  runOk(attention, {&q, &k, &v, &computed}, whole);
+  expectClose(skipped.values<float>(),
+              attentionReference(q, k, v, &ruledOut, Mask::Additive, 0.25, 0));
+  EXPECT_EQ(std::memcmp(skipped.data<float>(), whole.data<float>(),
+                        sizeof(float) * 2 * 3 * 40 * 8),
+            0);
+  // The row masked throughout is computed whole: the mean of v's rows.
+  for (int64_t c = 0; c < 8; ++c) {
+    double mean = 0;
+    for (int64_t j = 0; j < 40; ++j)
+      mean += v.data<float>()[j * 8 + c] / 40.0;
+    EXPECT_NEAR(skipped.data<float>()[21 * 8 + c], mean, 1e-6);
+  }
+  // attention_grad recomputes the same probabilities: its gradients too
+  // are the same bits with either mask.
+  Tensor dout = randomFloats(rng(), {2, 3, 40, 8});
+  Tensor dq({2, 3, 40, 16}, ElementType::F32), dk = dq, dv = skipped;
+  Tensor dq2 = dq, dk2 = dk, dv2 = dv;
+  Op grad =
+      Op("attention_grad").real("scale", 0.25).text("mask_kind", "additive");
+  runOk(grad, {&dout, &q, &k, &v, &ruledOut}, {&dq, &dk, &dv});
+  runOk(grad, {&dout, &q, &k, &v, &computed}, {&dq2, &dk2, &dv2});
+  for (auto [one, two] : {std::pair{&dq, &dq2}, {&dk, &dk2}, {&dv, &dv2}})
+    EXPECT_EQ(std::memcmp(one->data<float>(), two->data<float>(),
+                          sizeof(float) * one->size()),
+              0);
+  // Nothing past a block's reach is read (by zplan's GEMM; OpenBLAS's
+  // computes every score): NaN keys and values at the padded positions of
+  // entry 1 (which no row of it reaches) leave every result as it was.
+  // Computing them would make entry 1's rows NaN.
+  if (!cpu::detail::useAvx512Gemm())
+    return;
+  Tensor nanK = k, nanV = v;
+  for (int64_t head = 0; head < 3; ++head)
+    for (int64_t j = 33; j < 40; ++j) {
+      for (int64_t p = 0; p < 16; ++p)
+        nanK.data<float>()[((3 + head) * 40 + j) * 16 + p] =
+            std::numeric_limits<float>::quiet_NaN();
+      for (int64_t p = 0; p < 8; ++p)
+        nanV.data<float>()[((3 + head) * 40 + j) * 8 + p] =
+            std::numeric_limits<float>::quiet_NaN();
+    }
+  Tensor unread({2, 3, 40, 8}, ElementType::F32);
+  runOk(attention, {&q, &nanK, &nanV, &ruledOut}, unread);
+  EXPECT_EQ(std::memcmp(skipped.data<float>(), unread.data<float>(),
+                        sizeof(float) * 2 * 3 * 40 * 8),
+            0);
 }
 
 TEST(CpuKernels, AttentionErrors) {
