@@ -29,7 +29,6 @@ namespace {
 
 using F32x16 = float __attribute__((vector_size(64)));
 using I32x16 = int32_t __attribute__((vector_size(64)));
-using F64x16 = double __attribute__((vector_size(128)));
 using F32x8 = float __attribute__((vector_size(32)));
 using F64x8 = double __attribute__((vector_size(64)));
 
@@ -124,6 +123,47 @@ inline __attribute__((always_inline)) T addLanesInOrder(V lanes) {
   return total;
 }
 
+/// Sixteen double lanes (element i of a row in lane i % 16) held as two
+/// vectors of eight, lanes 0-7 and 8-15: GCC keeps a 128-byte vector type
+/// (F64x16) in memory, and each += of one went through the stack (the
+/// norms' row sums ran at a quarter of this speed).
+struct DoubleLanes {
+  F64x8 low = {}, high = {};
+
+  /// Adds the sixteen lanes of `x`, each widened to double.
+  inline __attribute__((always_inline)) void add(F32x16 x) {
+    low += __builtin_convertvector(
+        __builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7), F64x8);
+    high += __builtin_convertvector(
+        __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15), F64x8);
+  }
+  /// Adds (x[j] - center)^2, in double, to lane j.
+  inline __attribute__((always_inline)) void addCenteredSquares(F32x16 x,
+                                                                double center) {
+    F64x8 lowCentered =
+        __builtin_convertvector(
+            __builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7), F64x8) -
+        center;
+    F64x8 highCentered =
+        __builtin_convertvector(
+            __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15),
+            F64x8) -
+        center;
+    low += lowCentered * lowCentered;
+    high += highCentered * highCentered;
+  }
+  double &operator[](int lane) { return lane < 8 ? low[lane] : high[lane - 8]; }
+  /// The lanes added in lane order, 0 first (as addLanesInOrder).
+  double total() const {
+    double sum = 0;
+    for (int lane = 0; lane < 8; ++lane)
+      sum += low[lane];
+    for (int lane = 0; lane < 8; ++lane)
+      sum += high[lane];
+    return sum;
+  }
+};
+
 /// x / (1 + exp(-x)) (SiLU) or 1 / (1 + exp(-x)) (sigmoid) of sixteen
 /// lanes, in f32. exp is taken of -|x| only, as e / (1 + e) with
 /// e = exp(x) for negative x, so it never overflows and the far negative
@@ -169,7 +209,7 @@ inline __attribute__((always_inline)) void mapLogistic(const float *x,
 
 ZPLAN_VECTOR_CLONES
 double expShiftedSum(const float *x, int64_t n, float shift, float *y) {
-  F64x16 sums = {};
+  DoubleLanes sums;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     F32x16 shifted = load<F32x16>(x + i) - shift;
@@ -183,7 +223,7 @@ double expShiftedSum(const float *x, int64_t n, float shift, float *y) {
     F32x16 e = exp16(shifted);
     if (y)
       store(y + i, e);
-    sums += __builtin_convertvector(e, F64x16);
+    sums.add(e);
   }
   if (i < n) {
     // The tail padded with -inf, whose exp adds 0 to the sums.
@@ -194,36 +234,33 @@ double expShiftedSum(const float *x, int64_t n, float shift, float *y) {
     store(out, e);
     if (y)
       std::memcpy(y + i, out, sizeof(float) * (n - i));
-    sums += __builtin_convertvector(e, F64x16);
+    sums.add(e);
   }
-  return addLanesInOrder<double>(sums);
+  return sums.total();
 }
 
 ZPLAN_VECTOR_CLONES
 double sumInDouble(const float *x, int64_t n) {
-  F64x16 sums = {};
+  DoubleLanes sums;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    sums += __builtin_convertvector(load<F32x16>(x + i), F64x16);
+    sums.add(load<F32x16>(x + i));
   for (int lane = 0; i < n; ++i, ++lane)
     sums[lane] += x[i];
-  return addLanesInOrder<double>(sums);
+  return sums.total();
 }
 
 ZPLAN_VECTOR_CLONES
 double centeredSquareSum(const float *x, int64_t n, double center) {
-  F64x16 sums = {};
+  DoubleLanes sums;
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    F64x16 centered =
-        __builtin_convertvector(load<F32x16>(x + i), F64x16) - center;
-    sums += centered * centered;
-  }
+  for (; i + kLanes <= n; i += kLanes)
+    sums.addCenteredSquares(load<F32x16>(x + i), center);
   for (int lane = 0; i < n; ++i, ++lane) {
     double centered = x[i] - center;
     sums[lane] += centered * centered;
   }
-  return addLanesInOrder<double>(sums);
+  return sums.total();
 }
 
 ZPLAN_VECTOR_CLONES
