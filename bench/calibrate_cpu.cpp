@@ -2,9 +2,10 @@
 //
 // compiler/analysis/hardware/cpu.json held estimates; this writes one
 // measured here, in the same format (every number with its source), through
-// the runtime's own pieces: the CPU kernels (runKernel: OpenBLAS SGEMM behind
-// `matmul`, the elementwise loops) and the MPI communicator zrun's comm
-// thread uses. Run it as zrun runs, one rank per process:
+// the runtime's own pieces: the CPU kernels (runKernel: the f32 GEMM behind
+// `matmul`, zplan's AVX-512 kernel or OpenBLAS's SGEMM; the elementwise
+// loops) and the MPI communicator zrun's comm thread uses. Run it as zrun runs,
+// one rank per process:
 //
 //   mpirun -np 2 build/bin/calibrate_cpu -o bench/profiles/cpu-2core.json
 //
