@@ -32,9 +32,9 @@ namespace zplan::cpu::detail {
 namespace {
 
 /// The register tile: 4 rows of C by 6 vectors of 16 columns (24 zmm
-/// accumulators). Measured against 12 x 32, 8 x 48 and 6 x 64 (the same
-/// number of accumulators) on layers' worth of distinct operands, as a
-/// forward meets them: alike with everything in cache (112-116 GFLOP/s),
+/// accumulators). Compared standalone with 12 x 32, 8 x 48 and 6 x 64 (the
+/// same number of accumulators) on layers' worth of distinct operands, as
+/// a forward meets them: alike with everything in cache (112-116 GFLOP/s),
 /// 4 x 96 ahead by up to 8% when A and C come from L3 or memory, because
 /// each element of A read feeds 96 columns instead of 32.
 constexpr int kTileRows = 4;

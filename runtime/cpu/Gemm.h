@@ -2,21 +2,21 @@
 //
 // The f32 GEMMs of a transformer's forward (its projections, the MLP, the
 // LM head) are nine tenths of a step on CPU ranks. On this project's AMD
-// Zen 4 machine (one core's FMA peak: 117 GFLOP/s), on layers' worth of
-// distinct operands as a forward meets them, OpenBLAS's SkylakeX SGEMM
-// ran them at 96-101 GFLOP/s and this kernel at 104-108; inside zrun the
-// large forward's matmuls took 276 ms against OpenBLAS's 296
-// (bench/README.md). Matmul.cpp and attention call it instead of OpenBLAS
-// where the CPU has AVX-512 and the product has rows enough.
+// Zen 4 machine (one core's FMA peak: 117 GFLOP/s) this kernel runs them
+// at 1.02-1.10x OpenBLAS's SGEMM (bench/gemm_bench.cpp), and the forwards
+// of bench/train_vs_torch.py at 1.09-1.12x (bench/README.md). Matmul.cpp
+// and attention call it instead of OpenBLAS where the CPU has AVX-512 and
+// the product has rows enough.
 //
 // The shape of it, BLIS's without the cache blocking these sizes did not
-// need (blocking K or M measured no faster): op(B) is copied, 96 columns
+// need (blocking K or M measured slower): op(B) is copied, 96 columns
 // at a time, into a panel of the calling thread's own ([K][96],
 // contiguous), and a 4 x 96 register tile of C (24 zmm accumulators) runs
 // down the rows of A against it, reading A in place (one broadcast per
 // row and k). 4 x 96 rather than 12 x 32: each element of A read feeds 96
-// columns, and A and C are what come from L3 or memory in a forward (8%
-// faster there; alike when everything is in cache). K is not blocked:
+// columns, and A and C are what come from L3 or memory in a forward (up
+// to 8% faster there in a standalone comparison of the tile shapes; alike
+// when everything is in cache). K is not blocked:
 // each element of C is one chain of fused multiply-adds over k = 0 .. K-1
 // in order, starting from C or from 0 -- the same chain whichever rows and
 // columns a call covers, so the kernel threads' bands give the same bits

