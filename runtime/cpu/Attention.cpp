@@ -95,6 +95,19 @@ int attentionBlocks(int64_t s) {
   return static_cast<int>((s + kAttentionRowBlock - 1) / kAttentionRowBlock);
 }
 
+AttentionScratch threadAttentionScratch(int64_t s, int64_t floats) {
+  thread_local std::vector<float> values;
+  thread_local std::vector<int64_t> extents;
+  thread_local std::vector<int> reach;
+  if (values.size() < static_cast<size_t>(floats))
+    values.resize(floats);
+  if (extents.size() < static_cast<size_t>(s))
+    extents.resize(s);
+  if (reach.size() < static_cast<size_t>(attentionBlocks(s)))
+    reach.resize(attentionBlocks(s));
+  return {values.data(), extents.data(), reach.data()};
+}
+
 void attentionProbabilities(const float *q, const float *k, float scale,
                             const AttentionShape &shape,
                             const AttentionMask &mask, int64_t maskOffset,
@@ -179,17 +192,9 @@ Status runAttention(const KernelCall &call) {
   // each thread with its own scores (scratch that only grows) and each
   // chunk with its own widened slabs.
   parallelForEachAttentionEntry(shape, mask, s * t * 4, [&] {
-    thread_local std::vector<float> scratch;
-    thread_local std::vector<int64_t> extentScratch;
-    thread_local std::vector<int> reachScratch;
-    if (scratch.size() < static_cast<size_t>(s * t))
-      scratch.resize(s * t);
-    if (extentScratch.size() < static_cast<size_t>(s))
-      extentScratch.resize(s);
-    if (reachScratch.size() < static_cast<size_t>(attentionBlocks(s)))
-      reachScratch.resize(attentionBlocks(s));
-    return [&, scores = scratch.data(), extents = extentScratch.data(),
-            blockReach = reachScratch.data(), knownMaskOffset = int64_t(-1),
+    AttentionScratch scratch = threadAttentionScratch(s, s * t);
+    return [&, scores = scratch.floats, extents = scratch.extents,
+            blockReach = scratch.blockReach, knownMaskOffset = int64_t(-1),
             q = WidenedSlabs<float>(query, s * d),
             k = WidenedSlabs<float>(key, t * d),
             v = WidenedSlabs<float>(value, t * dv)](

@@ -63,18 +63,10 @@ Status runAttentionGrad(const KernelCall &call) {
   // The entries on the kernel threads, each thread with its own P and dP
   // (scratch that only grows), each chunk with its own widened slabs.
   parallelForEachAttentionEntry(shape, mask, s * t * 8, [&] {
-    thread_local std::vector<float> scratch;
-    thread_local std::vector<int64_t> extentScratch;
-    thread_local std::vector<int> reachScratch;
-    if (scratch.size() < static_cast<size_t>(2 * s * t))
-      scratch.resize(2 * s * t);
-    if (extentScratch.size() < static_cast<size_t>(s))
-      extentScratch.resize(s);
-    if (reachScratch.size() < static_cast<size_t>(attentionBlocks(s)))
-      reachScratch.resize(attentionBlocks(s));
-    return [&, probabilities = scratch.data(), extents = extentScratch.data(),
-            blockReach = reachScratch.data(), knownMaskOffset = int64_t(-1),
-            dprobabilities = scratch.data() + s * t,
+    AttentionScratch scratch = threadAttentionScratch(s, 2 * s * t);
+    return [&, probabilities = scratch.floats, extents = scratch.extents,
+            blockReach = scratch.blockReach, knownMaskOffset = int64_t(-1),
+            dprobabilities = scratch.floats + s * t,
             q = WidenedSlabs<float>(query, s * d),
             k = WidenedSlabs<float>(key, t * d),
             v = WidenedSlabs<float>(value, t * dv)](

@@ -63,6 +63,18 @@ constexpr int64_t kAttentionRowBlock = 16;
 /// The blocks of kAttentionRowBlock rows that S rows make.
 int attentionBlocks(int64_t s);
 
+/// The calling thread's scratch for attention's entries, which only grows
+/// and is kept for its next call: `floats` floats (the scores, and the
+/// gradient's), the extents of S rows and the reaches of their blocks
+/// (attentionProbabilities). Shared by the forward and the gradient
+/// kernels, which never run inside one another.
+struct AttentionScratch {
+  float *floats;
+  int64_t *extents;
+  int *blockReach;
+};
+AttentionScratch threadAttentionScratch(int64_t s, int64_t floats);
+
 /// P[S, T] = softmax(mask(scale * q[S, D] k[T, D]^T)) of one batch entry,
 /// its mask elements starting at `maskOffset`: row by row, max subtracted,
 /// the sum in double; a row that is -inf throughout becomes NaN, as in
