@@ -34,12 +34,15 @@ using F64x8 = double __attribute__((vector_size(64)));
 
 constexpr int kLanes = 16;
 
-/// Lanes of `whenTrue` where `mask` is all ones, of `whenFalse` elsewhere.
-/// (A cast between vector types of one size keeps the bits.)
+/// Lanes of `whenTrue` where `mask` is all ones, of `whenFalse` elsewhere
+/// (`mask` is a comparison's result: all ones or all zeros per lane). The
+/// vector conditional, which GCC lowers to one blend where the target has
+/// one (AVX-512's masked move, AVX's vblendv), where the bitwise and, andn
+/// and or it replaced took three.
 template <typename F, typename I>
 inline __attribute__((always_inline)) F select(I mask, F whenTrue,
                                                F whenFalse) {
-  return (F)(((I)whenTrue & mask) | ((I)whenFalse & ~mask));
+  return mask ? whenTrue : whenFalse;
 }
 
 /// exp's f32 constants.
