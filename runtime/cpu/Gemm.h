@@ -3,8 +3,8 @@
 // The f32 GEMMs of a transformer's forward (its projections, the MLP, the
 // LM head) are nine tenths of a step on CPU ranks. On this project's AMD
 // Zen 4 machine (one core's FMA peak: 117 GFLOP/s) this kernel runs them
-// at 1.02-1.10x OpenBLAS's SGEMM (bench/gemm_bench.cpp), and the forwards
-// of bench/train_vs_torch.py at 1.09-1.12x (bench/README.md). Matmul.cpp
+// at 1.01-1.10x OpenBLAS's SGEMM (bench/gemm_bench.cpp), and the forwards
+// of bench/train_vs_torch.py at 1.08-1.12x (bench/README.md). Matmul.cpp
 // and attention call it instead of OpenBLAS where the CPU has AVX-512 and
 // the product has rows enough.
 //
