@@ -284,7 +284,7 @@ void sgemmAvx512(bool transposeB, int m, int n, int k, float alpha,
 bool useAvx512Gemm() { return false; }
 
 void sgemmAvx512(bool, int, int, int, float, const float *, int, const float *,
-                 int, float, float *, int, bool) {
+                 int, float, float *, int, bool, const RaggedRows *) {
   std::abort(); // useAvx512Gemm() is false: never called
 }
 
