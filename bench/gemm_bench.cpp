@@ -104,8 +104,8 @@ int main(int argc, char **argv) {
   for (const Shape &shape : shapes) {
     int m = shape.m, n = shape.n, k = shape.k;
     // The LM head's result is streamed past the caches, as Matmul.cpp
-    // decides for a result over 4 MiB.
-    bool stream = int64_t(m) * n * 4 > (int64_t(4) << 20);
+    // decides.
+    bool stream = int64_t(m) * n * 4 > zplan::cpu::detail::kStreamedResultBytes;
     std::vector<Operands> operands(sets);
     for (Operands &set : operands) {
       set.a.resize(size_t(m) * k);

@@ -130,10 +130,9 @@ void attentionProbabilities(const float *q, const float *k, float scale,
   // scores[S, T] = scale * q k^T; zplan's GEMM computes each block of rows
   // only as far along T as the block reaches (a causal mask's lower
   // triangle: about half the products).
-  if (s >= kAvx512GemmMinRows && useAvx512Gemm()) {
-    std::vector<int> depth(static_cast<size_t>(attentionBlocks(s)), id);
+  if (takesAvx512Gemm(s)) {
     RaggedRows ragged{static_cast<int>(kAttentionRowBlock), blockReach,
-                      depth.data()};
+                      /*depth=*/nullptr};
     sgemmAvx512(/*transposeB=*/true, is, it, id, scale, q, ldqk, k, ldqk, 0.0f,
                 probabilities, it, /*streamC=*/false, &ragged);
   } else {
@@ -212,10 +211,9 @@ Status runAttention(const KernelCall &call) {
       // result = P v; zplan's GEMM sums each block of rows over the keys it
       // reaches (past them P is 0).
       float *entryOut = out + entry * s * dv;
-      if (s >= kAvx512GemmMinRows && useAvx512Gemm()) {
-        std::vector<int> columns(static_cast<size_t>(attentionBlocks(s)), idv);
-        RaggedRows ragged{static_cast<int>(kAttentionRowBlock), columns.data(),
-                          blockReach};
+      if (takesAvx512Gemm(s)) {
+        RaggedRows ragged{static_cast<int>(kAttentionRowBlock),
+                          /*columns=*/nullptr, blockReach};
         sgemmAvx512(/*transposeB=*/false, is, idv, it, 1.0f, scores, it,
                     v(entry), idv, 0.0f, entryOut, idv, /*streamC=*/false,
                     &ragged);

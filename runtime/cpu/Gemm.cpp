@@ -243,7 +243,7 @@ void sgemmAvx512(bool transposeB, int m, int n, int k, float alpha,
   bool stream =
       streamC && reinterpret_cast<uintptr_t>(c) % 64 == 0 && ldc % 16 == 0;
   int reach = n; // no panel past the blocks' columns is packed
-  if (ragged) {
+  if (ragged && ragged->columns) {
     reach = 0;
     for (int block = 0; block * ragged->rowBlock < m; ++block)
       reach = std::max(reach, std::min(n, ragged->columns[block]));
@@ -263,8 +263,10 @@ void sgemmAvx512(bool transposeB, int m, int n, int k, float alpha,
       int rows = std::min(kTileRows, m - i0), columns = width, depth = k;
       if (ragged) {
         int block = i0 / ragged->rowBlock;
-        columns = std::min(width, ragged->columns[block] - j0);
-        depth = std::min(k, ragged->depth[block]);
+        if (ragged->columns)
+          columns = std::min(width, ragged->columns[block] - j0);
+        if (ragged->depth)
+          depth = std::min(k, ragged->depth[block]);
         if (columns <= 0)
           continue;
       }

@@ -32,6 +32,8 @@
 #ifndef ZPLAN_RUNTIME_CPU_GEMM_H
 #define ZPLAN_RUNTIME_CPU_GEMM_H
 
+#include <cstdint>
+
 namespace zplan::cpu::detail {
 
 /// Whether Matmul.cpp's f32 GEMMs run sgemmAvx512: the CPU has AVX-512 F,
@@ -45,12 +47,24 @@ bool useAvx512Gemm();
 /// thread's band of it, so that every band runs the same kernel.
 constexpr int kAvx512GemmMinRows = 12;
 
+/// Whether an f32 product of `m` rows runs sgemmAvx512: the CPU has it
+/// (useAvx512Gemm) and m >= kAvx512GemmMinRows.
+inline bool takesAvx512Gemm(int64_t m) {
+  return m >= kAvx512GemmMinRows && useAvx512Gemm();
+}
+
+/// A result larger than this is worth storing past the caches (`streamC`
+/// below): the LM head's logits, 16 MiB for 512 rows of an 8192
+/// vocabulary, which nothing reads soon.
+constexpr int64_t kStreamedResultBytes = int64_t(4) << 20;
+
 /// A product computed in blocks of rows that each reach only part of C
 /// and of K: attention's under a causal mask, whose row r's scores past
 /// column r are never needed. Rows [rowBlock b, rowBlock (b + 1)) compute
 /// (and write) only C's columns below columns[b], each a sum over
-/// k < depth[b] only. rowBlock is a multiple of 4 (the register tile's
-/// rows); a column past N or a depth past K is cut to it.
+/// k < depth[b] only; a null `columns` or `depth` is N or K for every
+/// block. rowBlock is a multiple of 4 (the register tile's rows); a column
+/// past N or a depth past K is cut to it.
 struct RaggedRows {
   int rowBlock = 0;
   const int *columns = nullptr;

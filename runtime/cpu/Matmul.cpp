@@ -11,9 +11,8 @@
 // whole product is a single GEMM -- the case that dominates a transformer.
 // Otherwise one GEMM runs per result batch entry. The f32 GEMM is zplan's
 // own on a CPU with AVX-512 (Gemm.h), OpenBLAS's elsewhere and for f64.
-// The operand checks, the
-// shapes and the bias's broadcast are the ops layer's
-// (runtime/ops/MatmulOps.h), shared with the cuBLAS kernel.
+// The operand checks, the shapes and the bias's broadcast are the ops
+// layer's (runtime/ops/MatmulOps.h), shared with the cuBLAS kernel.
 //
 // bf16 operands with an f32 result (mixed precision) are widened to f32
 // (exactly) and multiplied by SGEMM: the products of two bf16 values are
@@ -79,15 +78,15 @@ void blockGemm(bool, bool, bool transposeB, int m, int n, int k,
 /// (Parallel.h): each runs one single-threaded GEMM on its block of C, a
 /// band of rows when M >= N (each thread packs all of op(B)), else a band
 /// of columns (each packs all of A). The kernel is chosen once, on the
-/// whole product's shape: f32 with kAvx512GemmMinRows rows or more takes
-/// zplan's AVX-512 GEMM where the CPU has it (faster than OpenBLAS's
-/// here: Gemm.h), anything else OpenBLAS. OpenBLAS's
-/// own threads stay at one: they declined to split the 512 x 512 x 512 GEMMs of
-/// a Llama layer at all, and spun on the cores the other kernels needed between
-/// GEMMs. K is never split: each element is the same chain of multiply-adds
-/// over K as in one call, and the bits are the same at any thread count --
-/// CpuKernelThreadsTest checks splits whose boundaries cut the tiles,
-/// test/train/threads.test whole training runs. (OpenBLAS promises
+/// whole product's shape: f32 that takesAvx512Gemm runs zplan's AVX-512
+/// GEMM (faster than OpenBLAS's here: Gemm.h), anything else OpenBLAS,
+/// whose own threads stay at one: they declined to split the 512 x 512 x
+/// 512 GEMMs of a Llama layer at all, and spun on the cores the other
+/// kernels needed between GEMMs. K is never split: each element is the
+/// same chain of multiply-adds over K as in one call, and the bits are the
+/// same at any thread count -- CpuKernelThreadsTest checks splits whose
+/// boundaries cut the tiles, test/train/threads.test whole training runs.
+/// (OpenBLAS promises
 /// nothing of the kind; its GEMV, split, did differ: gemv below is
 /// zplan's own.)
 template <typename T>
@@ -95,12 +94,8 @@ void gemm(bool transposeB, int m, int n, int k, const T *a, int lda, const T *b,
           int ldb, T beta, T *c, int ldc) {
   // A block worth a thread: about 4 MFLOP, some 40 us of one core's GEMM.
   constexpr int64_t kBlockFlops = int64_t(1) << 22;
-  // A result past a core's caches (the LM head's logits, 16 MiB for 512
-  // rows of an 8192 vocabulary) is stored around them: Gemm.h.
-  constexpr int64_t kStreamedBytes = int64_t(4) << 20;
-  bool own =
-      std::is_same_v<T, float> && m >= kAvx512GemmMinRows && useAvx512Gemm();
-  bool streamC = int64_t(m) * n * int64_t(sizeof(T)) > kStreamedBytes;
+  bool own = std::is_same_v<T, float> && takesAvx512Gemm(m);
+  bool streamC = int64_t(m) * n * int64_t(sizeof(T)) > kStreamedResultBytes;
   if (m >= n) {
     int64_t rowFlops = std::max<int64_t>(2 * int64_t(n) * k, 1);
     parallelFor(m, std::max<int64_t>(kBlockFlops / rowFlops, 1),

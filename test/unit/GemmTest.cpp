@@ -199,37 +199,42 @@ TEST_F(Avx512Gemm, BandsAreTheSameBitsAsTheWhole) {
 
 /// RaggedRows: each block of rows writes only its columns, each a sum over
 /// its depth only -- the same bits as a product of that depth -- and leaves
-/// the rest of C as it was.
+/// the rest of C as it was. A null `columns` or `depth` is all of N or K.
 TEST_F(Avx512Gemm, RaggedRowsComputeOnlyTheirColumnsAndDepth) {
   int m = 40, n = 150, k = 37, ldc = n;
+  // Blocks of 16 rows (the last partial): columns 20, 200 (cut to N), 97;
+  // depths 5, 37, 0.
+  const std::vector<int> columns = {20, 200, 97}, depth = {5, 37, 0};
   for (bool transposeB : {false, true}) {
-    SCOPED_TRACE(transposeB ? "B^T" : "B");
-    int ldb = transposeB ? k : n;
-    std::vector<float> a = randomValues(size_t(m) * k);
-    std::vector<float> b = randomValues(size_t(transposeB ? n : k) * ldb);
-    // Blocks of 16 rows (the last partial): columns 20, 200 (cut to N),
-    // 97; depths 5, 37, 0.
-    std::vector<int> columns = {20, 200, 97}, depth = {5, 37, 0};
-    RaggedRows ragged{16, columns.data(), depth.data()};
-    std::vector<float> c(size_t(m) * ldc, kSentinel);
-    sgemmAvx512(transposeB, m, n, k, 0.5f, a.data(), k, b.data(), ldb, 0.0f,
-                c.data(), ldc, false, &ragged);
-    for (int block = 0; block < 3; ++block) {
-      int first = 16 * block, rows = std::min(16, m - first);
-      int width = std::min(n, columns[block]);
-      // The same rows as a plain product of that depth.
-      std::vector<float> plain(size_t(rows) * ldc, kSentinel);
-      if (width > 0)
-        sgemmAvx512(transposeB, rows, width, depth[block], 0.5f,
-                    a.data() + size_t(first) * k, k, b.data(), ldb, 0.0f,
-                    plain.data(), ldc, false);
-      for (int i = 0; i < rows; ++i)
-        for (int j = 0; j < n; ++j) {
-          float got = c[size_t(first + i) * ldc + j];
-          float expected = j < width ? plain[size_t(i) * ldc + j] : kSentinel;
-          ASSERT_EQ(std::memcmp(&got, &expected, 4), 0)
-              << "block " << block << " (" << i << ", " << j << ")";
-        }
+    for (int given : {0, 1, 2}) { // both, columns only, depth only
+      SCOPED_TRACE(std::string(transposeB ? "B^T" : "B") + ", given " +
+                   std::to_string(given));
+      int ldb = transposeB ? k : n;
+      std::vector<float> a = randomValues(size_t(m) * k);
+      std::vector<float> b = randomValues(size_t(transposeB ? n : k) * ldb);
+      RaggedRows ragged{16, given != 2 ? columns.data() : nullptr,
+                        given != 1 ? depth.data() : nullptr};
+      std::vector<float> c(size_t(m) * ldc, kSentinel);
+      sgemmAvx512(transposeB, m, n, k, 0.5f, a.data(), k, b.data(), ldb, 0.0f,
+                  c.data(), ldc, false, &ragged);
+      for (int block = 0; block < 3; ++block) {
+        int first = 16 * block, rows = std::min(16, m - first);
+        int width = ragged.columns ? std::min(n, columns[block]) : n;
+        int blockDepth = ragged.depth ? depth[block] : k;
+        // The same rows as a plain product of that depth.
+        std::vector<float> plain(size_t(rows) * ldc, kSentinel);
+        if (width > 0)
+          sgemmAvx512(transposeB, rows, width, blockDepth, 0.5f,
+                      a.data() + size_t(first) * k, k, b.data(), ldb, 0.0f,
+                      plain.data(), ldc, false);
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < n; ++j) {
+            float got = c[size_t(first + i) * ldc + j];
+            float expected = j < width ? plain[size_t(i) * ldc + j] : kSentinel;
+            ASSERT_EQ(std::memcmp(&got, &expected, 4), 0)
+                << "block " << block << " (" << i << ", " << j << ")";
+          }
+      }
     }
   }
 }
