@@ -136,24 +136,31 @@ ZPLAN_AVX512 void packPanel(bool transposeB, int k, int j0, int width,
 }
 
 /// The 64-byte lines (16 floats, counted from each row's first) that hold
-/// columns [j0, j0 + 96) of op(B): per row of B, (K + 15) / 16 of them for
-/// transposed B, a panel row's vectors otherwise.
-int panelLines(bool transposeB, int n, int k, int j0) {
+/// columns [j0, j0 + 96) of op(B): `perRow` lines in each of `rows` rows of
+/// B -- (K + 15) / 16 in each of the panel's rows of transposed B, a panel
+/// row's vectors in each of K rows otherwise.
+struct PanelLines {
+  int rows, perRow;
+  int count() const { return rows * perRow; }
+};
+
+PanelLines panelLines(bool transposeB, int n, int k, int j0) {
   int width = std::min(kPanelColumns, n - j0);
-  return transposeB ? width * ((k + 15) / 16) : k * ((width + 15) / 16);
+  if (transposeB)
+    return {width, (k + 15) / 16};
+  return {k, (width + 15) / 16};
 }
 
-/// Prefetches lines [first, first + count) of panelLines's into L2. The
-/// next panel's, a share before each tile of the current one: packing it
-/// then finds op(B) in L2, where a weight streamed from memory (the large
-/// forward's 134 MB do not fit L3) stalled it (1% of that forward).
-ZPLAN_AVX512 void prefetchPanel(bool transposeB, int n, int k, int j0,
+/// Prefetches lines [first, first + count) of `lines` (the panel at j0's)
+/// into L2. The next panel's, a share before each tile of the current one:
+/// packing it then finds op(B) in L2, where a weight streamed from memory
+/// (the large forward's 134 MB do not fit L3) stalled it (1% of that
+/// forward).
+ZPLAN_AVX512 void prefetchPanel(bool transposeB, PanelLines lines, int j0,
                                 const float *b, int ldb, int first, int count) {
-  int width = std::min(kPanelColumns, n - j0);
-  int linesPerRow = transposeB ? (k + 15) / 16 : (width + 15) / 16;
-  int end = std::min(first + count, panelLines(transposeB, n, k, j0));
+  int end = std::min(first + count, lines.count());
   for (int line = first; line < end; ++line) {
-    int row = line / linesPerRow, part = line % linesPerRow;
+    int row = line / lines.perRow, part = line % lines.perRow;
     const float *address = transposeB ? b + int64_t(j0 + row) * ldb + 16 * part
                                       : b + int64_t(row) * ldb + j0 + 16 * part;
     _mm_prefetch(reinterpret_cast<const char *>(address), _MM_HINT_T1);
@@ -253,12 +260,13 @@ void sgemmAvx512(bool transposeB, int m, int n, int k, float alpha,
     packPanel(transposeB, k, j0, width, b, ldb, panel);
     // The next panel's lines, a share before each tile of this one.
     int next = j0 + kPanelColumns;
-    int lines = next < reach ? panelLines(transposeB, n, k, next) : 0;
+    PanelLines lines =
+        next < reach ? panelLines(transposeB, n, k, next) : PanelLines{0, 0};
     int tiles = (m + kTileRows - 1) / kTileRows;
-    int share = (lines + tiles - 1) / tiles;
+    int share = (lines.count() + tiles - 1) / tiles;
     for (int i0 = 0; i0 < m; i0 += kTileRows) {
-      if (lines)
-        prefetchPanel(transposeB, n, k, next, b, ldb, i0 / kTileRows * share,
+      if (share > 0)
+        prefetchPanel(transposeB, lines, next, b, ldb, i0 / kTileRows * share,
                       share);
       int rows = std::min(kTileRows, m - i0), columns = width, depth = k;
       if (ragged) {

@@ -133,25 +133,25 @@ inline __attribute__((always_inline)) T addLanesInOrder(V lanes) {
 struct DoubleLanes {
   F64x8 low = {}, high = {};
 
+  /// Lanes 0-7 and 8-15 of `x`, widened to double.
+  static inline __attribute__((always_inline)) F64x8 lowHalf(F32x16 x) {
+    return __builtin_convertvector(
+        __builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7), F64x8);
+  }
+  static inline __attribute__((always_inline)) F64x8 highHalf(F32x16 x) {
+    return __builtin_convertvector(
+        __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15), F64x8);
+  }
   /// Adds the sixteen lanes of `x`, each widened to double.
   inline __attribute__((always_inline)) void add(F32x16 x) {
-    low += __builtin_convertvector(
-        __builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7), F64x8);
-    high += __builtin_convertvector(
-        __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15), F64x8);
+    low += lowHalf(x);
+    high += highHalf(x);
   }
   /// Adds (x[j] - center)^2, in double, to lane j.
   inline __attribute__((always_inline)) void addCenteredSquares(F32x16 x,
                                                                 double center) {
-    F64x8 lowCentered =
-        __builtin_convertvector(
-            __builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7), F64x8) -
-        center;
-    F64x8 highCentered =
-        __builtin_convertvector(
-            __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15),
-            F64x8) -
-        center;
+    F64x8 lowCentered = lowHalf(x) - center,
+          highCentered = highHalf(x) - center;
     low += lowCentered * lowCentered;
     high += highCentered * highCentered;
   }
