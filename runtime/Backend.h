@@ -38,6 +38,7 @@
 #include "runtime/support/Status.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -57,6 +58,14 @@ struct TensorRef {
   void *data = nullptr;
   std::vector<int64_t> shape;
   ElementType dtype = ElementType::F32;
+  /// Set by the executor where the tensor is a weight its program only
+  /// reads (Executor.h: a shard, persistent group or constant, in an infer
+  /// or logprobs program that writes none of it). Its bytes then change
+  /// only when this counter (RankMemory::weightsVersion) moves, and a
+  /// kernel may keep a copy derived from them while it stays put: the CPU
+  /// GEMM's packed weights (runtime/cpu/StationaryWeights.h). Null
+  /// otherwise.
+  const std::atomic<uint64_t> *weightsVersion = nullptr;
 
   int64_t numElements() const {
     int64_t count = 1;
@@ -175,6 +184,10 @@ public:
   /// What `zrun --stats` says a rank runs on: the name, and for a device
   /// which one ("cuda device 0 (NVIDIA H200, 139.8 GiB)").
   virtual std::string description() const { return std::string(name()); }
+  /// The bytes the backend's kernels hold beside the plan's memory as
+  /// copies of weights in a layout of their own (the CPU GEMM's packed
+  /// weights, runtime/cpu/StationaryWeights.h), for `zrun --stats`.
+  virtual uint64_t weightCopyBytes() const { return 0; }
 
   //===--------------------------------------------------------------------===//
   // Memory

@@ -51,6 +51,20 @@ config.available_features.add(
     "cuda-device" if _has_cuda_device() else "no-cuda-device")
 
 
+# zplan's own f32 GEMM runs where the CPU has AVX-512 F (runtime/cpu/Gemm.h);
+# a test of what only it does (packed weights) REQUIRES: avx512.
+def _has_avx512():
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return any(line.startswith("flags") and " avx512f" in line
+                       for line in cpuinfo)
+    except OSError:
+        return False
+
+if _has_avx512():
+    config.available_features.add("avx512")
+
+
 # The OpenBLAS kernels zrun runs here: where OpenBLAS did not know the CPU by
 # model number, zrun re-executes itself with OPENBLAS_CORETYPE set
 # (runtime/cpu/BlasCore.h), which the Python module cannot do. Every test

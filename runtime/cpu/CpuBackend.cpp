@@ -4,7 +4,8 @@
 // first run does not pay for page faults and the RSS `zrun --stats` reports
 // includes the arena. A prepared kernel holds the kernel function found in
 // Kernels.cpp's opcode table and its tensors: running it is one indirect
-// call.
+// call. A matmul whose rhs is a weight its program only reads holds that
+// weight packed as well (StationaryWeights.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,7 @@
 
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/StationaryWeights.h"
 #include "runtime/plan/Opcodes.h"
 #include "runtime/support/Bfloat16.h"
 #include "runtime/support/Checksum.h"
@@ -60,6 +62,29 @@ private:
   std::vector<TensorRef> operands;
   std::vector<TensorRef> results;
   cpu::detail::KernelFunction function;
+};
+
+/// nn.matmul with a weight for its rhs that the program only reads
+/// (TensorRef::weightsVersion): the kernel keeps the weight packed across
+/// runs (StationaryWeights.h).
+class StationaryMatmulKernel final : public PreparedKernel {
+public:
+  StationaryMatmulKernel(const plan::Instruction &instruction,
+                         std::vector<TensorRef> operands,
+                         std::vector<TensorRef> results)
+      : instruction(instruction), operands(std::move(operands)),
+        results(std::move(results)) {}
+
+  Status run() override {
+    return cpu::detail::runMatmulStationary(
+        cpu::detail::KernelCall{instruction, operands, results}, packed);
+  }
+
+private:
+  const plan::Instruction &instruction;
+  std::vector<TensorRef> operands;
+  std::vector<TensorRef> results;
+  cpu::detail::PackedRhs packed;
 };
 
 /// A CPU kernel or collective has completed when the call that issued it
@@ -135,6 +160,10 @@ Status CpuBackend::copyToHost(void *target, const void *source,
   return Status::success();
 }
 
+uint64_t CpuBackend::weightCopyBytes() const {
+  return cpu::detail::packedWeightBytes();
+}
+
 bool CpuBackend::hasKernel(plan::Opcode opcode) const {
   return cpu::detail::findKernel(opcode) != nullptr;
 }
@@ -149,6 +178,12 @@ Status CpuBackend::prepareKernel(const plan::Instruction &instruction,
     return Status::error(plan::opcodeName(instruction.opcode()) +
                          ": the CPU backend has no kernel for this op");
   cpu::detail::chooseDefaultBlasThreads();
+  if (instruction.opcode() == plan::OPCODE_MATMUL && operands.size() >= 2 &&
+      operands[1].weightsVersion) {
+    out = std::make_unique<StationaryMatmulKernel>(
+        instruction, std::move(operands), std::move(results));
+    return Status::success();
+  }
   out = std::make_unique<CpuKernel>(instruction, std::move(operands),
                                     std::move(results), function);
   return Status::success();

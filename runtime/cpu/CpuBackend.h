@@ -25,6 +25,7 @@ public:
   /// process): 1 unless set.
   void setThreads(int threads);
   bool hostAddressable() const override { return true; }
+  uint64_t weightCopyBytes() const override;
 
   Status allocate(uint64_t bytes, std::string_view what,
                   std::unique_ptr<BackendMemory> &out) override;

@@ -40,6 +40,7 @@ namespace {
 constexpr int kTileRows = 4;
 constexpr int kTileVectors = 6;
 constexpr int kPanelColumns = 16 * kTileVectors; // NR
+static_assert(kPanelColumns == kPackedPanelColumns);
 
 #define ZPLAN_AVX512 __attribute__((target("avx512f,fma")))
 
@@ -240,11 +241,24 @@ bool useAvx512Gemm() {
   return use;
 }
 
-ZPLAN_AVX512
-void sgemmAvx512(bool transposeB, int m, int n, int k, float alpha,
-                 const float *a, int lda, const float *b, int ldb, float beta,
-                 float *c, int ldc, bool streamC, const RaggedRows *ragged) {
-  float *panel = threadPanel(k);
+namespace {
+
+/// Where the panels of op(B) come from: packed per call (`b` and `ldb` as
+/// sgemmAvx512 takes them) or already packed by packB (`packed`).
+struct PanelSource {
+  bool transposeB = false;
+  const float *b = nullptr;
+  int ldb = 0;
+  const float *packed = nullptr;
+};
+
+/// sgemmAvx512's loop over the panels, whichever their source.
+ZPLAN_AVX512 void multiplyPanels(const PanelSource &source, int m, int n, int k,
+                                 float alpha, const float *a, int lda,
+                                 float beta, float *c, int ldc, bool streamC,
+                                 const RaggedRows *ragged) {
+  float *own = source.packed ? nullptr : threadPanel(k);
+  int64_t panelFloats = int64_t(k) * kPanelColumns;
   bool loadC = beta != 0;
   // Non-temporal stores need every full tile row 64-byte aligned.
   bool stream =
@@ -257,17 +271,30 @@ void sgemmAvx512(bool transposeB, int m, int n, int k, float alpha,
   }
   for (int j0 = 0; j0 < reach; j0 += kPanelColumns) {
     int width = std::min(kPanelColumns, n - j0);
-    packPanel(transposeB, k, j0, width, b, ldb, panel);
-    // The next panel's lines, a share before each tile of this one.
+    const float *panel = own;
+    if (source.packed)
+      panel = source.packed + int64_t(j0 / kPanelColumns) * panelFloats;
+    else
+      packPanel(source.transposeB, k, j0, width, source.b, source.ldb, own);
+    // The next panel's lines (of op(B), or of the packed panel), a share
+    // before each tile of this one.
     int next = j0 + kPanelColumns;
-    PanelLines lines =
-        next < reach ? panelLines(transposeB, n, k, next) : PanelLines{0, 0};
+    PanelLines lines{0, 0};
+    if (next < reach)
+      lines = source.packed ? PanelLines{k, kTileVectors}
+                            : panelLines(source.transposeB, n, k, next);
     int tiles = (m + kTileRows - 1) / kTileRows;
     int share = (lines.count() + tiles - 1) / tiles;
     for (int i0 = 0; i0 < m; i0 += kTileRows) {
-      if (share > 0)
-        prefetchPanel(transposeB, lines, next, b, ldb, i0 / kTileRows * share,
-                      share);
+      if (share > 0) {
+        int first = i0 / kTileRows * share;
+        if (source.packed)
+          prefetchPanel(/*transposeB=*/false, lines, 0, panel + panelFloats,
+                        kPanelColumns, first, share);
+        else
+          prefetchPanel(source.transposeB, lines, next, source.b, source.ldb,
+                        first, share);
+      }
       int rows = std::min(kTileRows, m - i0), columns = width, depth = k;
       if (ragged) {
         int block = i0 / ragged->rowBlock;
@@ -289,6 +316,40 @@ void sgemmAvx512(bool transposeB, int m, int n, int k, float alpha,
     _mm_sfence();
 }
 
+} // namespace
+
+ZPLAN_AVX512
+void sgemmAvx512(bool transposeB, int m, int n, int k, float alpha,
+                 const float *a, int lda, const float *b, int ldb, float beta,
+                 float *c, int ldc, bool streamC, const RaggedRows *ragged) {
+  PanelSource source;
+  source.transposeB = transposeB;
+  source.b = b;
+  source.ldb = ldb;
+  multiplyPanels(source, m, n, k, alpha, a, lda, beta, c, ldc, streamC, ragged);
+}
+
+int64_t packedBFloats(int n, int k) {
+  return int64_t((n + kPanelColumns - 1) / kPanelColumns) * k * kPanelColumns;
+}
+
+ZPLAN_AVX512
+void packB(bool transposeB, int n, int k, const float *b, int ldb,
+           float *packed) {
+  for (int j0 = 0; j0 < n; j0 += kPanelColumns)
+    packPanel(transposeB, k, j0, std::min(kPanelColumns, n - j0), b, ldb,
+              packed + int64_t(j0 / kPanelColumns) * k * kPanelColumns);
+}
+
+ZPLAN_AVX512
+void sgemmAvx512Packed(int m, int n, int k, const float *a, int lda,
+                       const float *packed, float beta, float *c, int ldc,
+                       bool streamC) {
+  PanelSource source;
+  source.packed = packed;
+  multiplyPanels(source, m, n, k, 1.0f, a, lda, beta, c, ldc, streamC, nullptr);
+}
+
 #else // no AVX-512 GEMM on this target
 
 bool useAvx512Gemm() { return false; }
@@ -296,6 +357,15 @@ bool useAvx512Gemm() { return false; }
 void sgemmAvx512(bool, int, int, int, float, const float *, int, const float *,
                  int, float, float *, int, bool, const RaggedRows *) {
   std::abort(); // useAvx512Gemm() is false: never called
+}
+
+int64_t packedBFloats(int, int) { return 0; }
+
+void packB(bool, int, int, const float *, int, float *) { std::abort(); }
+
+void sgemmAvx512Packed(int, int, int, const float *, int, const float *, float,
+                       float *, int, bool) {
+  std::abort();
 }
 
 #endif

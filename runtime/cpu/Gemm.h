@@ -25,7 +25,11 @@
 // (the LM head's logits), and it skips the read a cached store does first.
 // The next panel's op(B) is prefetched into L2 while the current one
 // runs (1% of the large forward, whose weights stream from memory);
-// prefetching A's and C's next rows measured nothing.
+// prefetching A's and C's next rows measured nothing. A weight that stays
+// the same across runs is packed once instead (packB, then
+// sgemmAvx512Packed: StationaryWeights.h), as onnxruntime's MLAS packs its
+// constant weights at load: 1.5-3% faster on the forward's products in
+// gemm_bench, whose copy per call costs the transposes and the stores.
 //
 //===----------------------------------------------------------------------===//
 
@@ -84,6 +88,28 @@ void sgemmAvx512(bool transposeB, int m, int n, int k, float alpha,
                  const float *a, int lda, const float *b, int ldb, float beta,
                  float *c, int ldc, bool streamC,
                  const RaggedRows *ragged = nullptr);
+
+/// The floats packB writes for an op(B) of `n` columns and depth `k`: its
+/// panels of 96 columns, [K][96] each, one after another.
+int64_t packedBFloats(int n, int k);
+
+/// op(B) (as sgemmAvx512 takes it) packed into `packed`, 64-byte aligned
+/// and packedBFloats(n, k) long: every panel a call of sgemmAvx512 would
+/// pack, in column order. A weight that stays the same across runs is
+/// packed once (StationaryWeights.h) instead of by every call.
+void packB(bool transposeB, int n, int k, const float *b, int ldb,
+           float *packed);
+
+/// C = A * op(B) + beta * C (beta 0 or 1) from an op(B) that packB packed:
+/// `packed` points at the panel of C's column 0 (a column band starts at a
+/// multiple of 96 of op(B)'s columns), and `n` counts the columns from
+/// there. The same tiles on the same panels as sgemmAvx512: the same bits.
+void sgemmAvx512Packed(int m, int n, int k, const float *a, int lda,
+                       const float *packed, float beta, float *c, int ldc,
+                       bool streamC);
+
+/// The columns of one panel (the register tile's 6 vectors of 16).
+constexpr int kPackedPanelColumns = 96;
 
 } // namespace zplan::cpu::detail
 

@@ -28,6 +28,7 @@
 
 #include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/StationaryWeights.h"
 #include "runtime/cpu/VectorMath.h"
 #include "runtime/ops/MatmulOps.h"
 #include "runtime/support/Bfloat16.h"
@@ -117,6 +118,36 @@ void gemm(bool transposeB, int m, int n, int k, const T *a, int lda, const T *b,
               });
 }
 
+/// gemm's f32 product with op(B) packed beforehand (StationaryWeights.h):
+/// bands of rows as gemm's, or bands of whole panels (96 columns) where
+/// M < N, each thread reading its panels of the one packed copy.
+void gemmPacked(int m, int n, int k, const float *a, int lda,
+                const float *packed, float beta, float *c, int ldc) {
+  constexpr int64_t kBlockFlops = int64_t(1) << 22; // as gemm's
+  bool streamC = int64_t(m) * n * int64_t(sizeof(float)) > kStreamedResultBytes;
+  if (m >= n) {
+    int64_t rowFlops = std::max<int64_t>(2 * int64_t(n) * k, 1);
+    parallelFor(m, std::max<int64_t>(kBlockFlops / rowFlops, 1),
+                [&](int64_t begin, int64_t end) {
+                  sgemmAvx512Packed(static_cast<int>(end - begin), n, k,
+                                    a + begin * lda, lda, packed, beta,
+                                    c + begin * ldc, ldc, streamC);
+                });
+    return;
+  }
+  constexpr int kColumns = kPackedPanelColumns;
+  int64_t panels = (n + kColumns - 1) / kColumns;
+  int64_t panelFlops = std::max<int64_t>(2 * int64_t(m) * k * kColumns, 1);
+  parallelFor(panels, std::max<int64_t>(kBlockFlops / panelFlops, 1),
+              [&](int64_t begin, int64_t end) {
+                int64_t first = begin * kColumns;
+                int64_t last = std::min<int64_t>(end * kColumns, n);
+                sgemmAvx512Packed(m, static_cast<int>(last - first), k, a, lda,
+                                  packed + begin * k * kColumns, beta,
+                                  c + first, ldc, streamC);
+              });
+}
+
 /// y[n] = sum_k x[k] * op(B)[k, n] (+ beta * y): op(B) is B [K, N], or
 /// B^T when `transposeB` (B [N, K], a Linear weight). f32 products run on
 /// the kernel threads, each a band of y, through VectorMath's loops, whose
@@ -145,9 +176,10 @@ void gemv(bool transposeB, int n, int k, const double *b, int ldb,
 
 /// The product of `lhs` and `rhs` (call's operands 0 and 1, or their
 /// widened copies) into call's result, which has element type T.
+/// `stationary`, where given: the rhs's packed copy (runMatmulStationary).
 template <typename T>
 Status multiply(const KernelCall &call, const MatmulShape &shape, const T *lhs,
-                const T *rhs) {
+                const T *rhs, PackedRhs *stationary = nullptr) {
   const TensorRef &resultRef = call.results[0];
   T *result = resultRef.as<T>();
   int64_t m = shape.m, n = shape.n, k = shape.k;
@@ -188,6 +220,19 @@ Status multiply(const KernelCall &call, const MatmulShape &shape, const T *lhs,
   // A weight shared by the whole batch: the lhs batch entries are the
   // consecutive row blocks of one [batch * M, K] matrix.
   if (product(shape.rhsBatch) == 1 && fitsBlas(batchCount * m)) {
+    int rows = static_cast<int>(batchCount * m);
+    if constexpr (std::is_same_v<T, float>) {
+      if (stationary && takesAvx512Gemm(rows))
+        if (const float *packed =
+                stationary->forRun(call.operands[1].weightsVersion->load(
+                                       std::memory_order_acquire),
+                                   shape.transposeRhs, static_cast<int>(n),
+                                   static_cast<int>(k), rhs, ldb)) {
+          gemmPacked(rows, static_cast<int>(n), static_cast<int>(k), lhs, lda,
+                     packed, beta, result, ldc);
+          return Status::success();
+        }
+    }
     gemm(shape.transposeRhs, static_cast<int>(batchCount * m),
          static_cast<int>(n), static_cast<int>(k), lhs, lda, rhs, ldb, beta,
          result, ldc);
@@ -257,6 +302,20 @@ Status runMatmul(const KernelCall &call) {
     return multiply<T>(call, shape, call.operands[0].as<T>(),
                        call.operands[1].as<T>());
   });
+}
+
+Status runMatmulStationary(const KernelCall &call, PackedRhs &rhs) {
+  MatmulShape shape;
+  if (Status status = checkMatmul(call, shape); !status.ok())
+    return status;
+  // bf16 products widen their operands per call: nothing to keep.
+  if (call.operands[0].dtype != ElementType::F32 ||
+      call.operands[1].dtype != ElementType::F32 ||
+      call.results[0].dtype != ElementType::F32 ||
+      !call.operands[1].weightsVersion)
+    return runMatmul(call);
+  return multiply<float>(call, shape, call.operands[0].as<float>(),
+                         call.operands[1].as<float>(), &rhs);
 }
 
 } // namespace zplan::cpu::detail

@@ -70,6 +70,22 @@ Status Executor::prepare() {
     tensor.dtype = elementTypeOf(id);
     return tensor;
   };
+  // The weights this program only reads (the file comment of Executor.h):
+  // those of an infer or logprobs program that no instruction writes.
+  std::vector<bool> written(plan.buffers_size() + 1, false);
+  for (const plan::Instruction &instruction : program.instructions())
+    for (uint32_t id : instruction.results())
+      written[memory.rootOf(id)] = true;
+  bool forward = program.kind() == plan::PROGRAM_KIND_INFER ||
+                 program.kind() == plan::PROGRAM_KIND_LOGPROBS;
+  mayWriteWeights = !forward;
+  for (uint32_t root = 1; root < written.size(); ++root)
+    if (written[root] && memory.holdsWeights(root))
+      mayWriteWeights = true;
+  auto readOnlyWeight = [&](uint32_t id) {
+    return !mayWriteWeights && memory.holdsWeights(id) &&
+           !written[memory.rootOf(id)] && memory.address(id) != nullptr;
+  };
   kernels.resize(count);
   awaited.assign(count, false);
   completedIn.reset(new std::atomic<uint32_t>[count]);
@@ -98,6 +114,8 @@ Status Executor::prepare() {
       if (onHost)
         tensor.data = memory.tierStore()->hostAddress(memory.rootOf(id)) +
                       memory.offsetInRoot(id);
+      else if (readOnlyWeight(id))
+        tensor.weightsVersion = &memory.weightsVersion();
       return tensor;
     };
     std::vector<TensorRef> operands, results;
@@ -158,6 +176,8 @@ Status Executor::run() {
   if (Status status = checkCarryBeforeRun(); !status.ok())
     return status;
   uint32_t epoch = ++runCount;
+  if (mayWriteWeights)
+    memory.weightsWritten();
   gatheredInRun.store(0, std::memory_order_relaxed);
   reducedInRun.store(0, std::memory_order_relaxed);
   tierCopiedInRun.store(0, std::memory_order_relaxed);
@@ -196,6 +216,8 @@ Status Executor::run() {
   if (!failed.load(std::memory_order_acquire) && options.check)
     if (Status status = checkResidentData(); !status.ok())
       fail(status);
+  if (mayWriteWeights) // whatever the run wrote, failed or not
+    memory.weightsWritten();
   if (failed.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(mutex);
     return firstError;

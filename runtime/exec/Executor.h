@@ -45,6 +45,16 @@
 //     release), and its checksum at the carry_wait or carry_drain must be
 //     the one its carry_gather left in the previous program, so that a plan
 //     that lets another buffer overwrite it between the two is caught.
+// The weights an infer or logprobs program only reads -- shards,
+// persistent groups and constants that none of its instructions names as a
+// result -- reach their kernels with TensorRef::weightsVersion set: a
+// kernel may keep a copy derived from them (the CPU GEMM packs such a
+// weight once instead of on every call, runtime/cpu/StationaryWeights.h)
+// until RankMemory::weightsVersion() moves. A run of any other program
+// moves it, before and after: an optimizer step, a tier fetch or a
+// resident gather may write weights. (The forwards write none: the
+// emitter puts those writes in the other kinds.)
+//
 // Without --check the carry's ledger (RankMemory::CarriedCopy) is still
 // kept: a carry_wait with no carried gather before it, a carry_gather over
 // a copy still in use, and a program other than decode or generate_end
@@ -244,6 +254,9 @@ private:
   /// Per group: whether this program's optimizer step updates it (its
   /// shard may change during the run).
   std::vector<bool> updatedGroups;
+  /// Whether a run may write weights: it moves the weights' version, before
+  /// and after (the file comment).
+  bool mayWriteWeights = true;
 };
 
 } // namespace zplan

@@ -218,6 +218,7 @@ Status RankMemory::readShardPart(size_t part, uint8_t *host) const {
 }
 
 Status RankMemory::writeShardPart(size_t part, const uint8_t *host) {
+  weightsWritten();
   const ShardPart &entry = shardPartList.at(part);
   if (entry.slot < 0)
     return Status::success();
@@ -247,6 +248,12 @@ Status RankMemory::resolve(const plan::Plan &plan) {
     roots[id] = root;
     rootOffsets[id] = offset;
   }
+  weightRoots.assign(count + 1, false);
+  for (const plan::Buffer &buffer : plan.buffers())
+    weightRoots[buffer.id()] =
+        buffer.view_of() == 0 && (buffer.kind() == plan::Buffer::SHARD ||
+                                  buffer.kind() == plan::Buffer::PERSISTENT ||
+                                  buffer.kind() == plan::Buffer::CONSTANT);
 
   for (int index = 0; index < count; ++index) {
     const plan::Buffer &buffer = plan.buffers(index);

@@ -52,6 +52,7 @@
 #include "runtime/plan/plan.pb.h"
 #include "runtime/support/Status.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -100,6 +101,8 @@ public:
     return owner->copyToHost(host, addresses[id], bytes);
   }
   Status write(uint32_t id, const void *host, uint64_t bytes) {
+    if (holdsWeights(id))
+      weightsWritten();
     return owner->copyFromHost(addresses[id], host, bytes);
   }
   /// The first `count` elements (of T) of buffer `id`, readable on the
@@ -116,6 +119,19 @@ public:
     out = scratch.data();
     return read(id, scratch.data(), count * sizeof(T));
   }
+
+  /// The weights' version: it moves whenever the bytes of a shard, a
+  /// persistent group or a constant may change -- a checkpoint restore
+  /// (Session::load), a run of a program that may write one (Executor.h),
+  /// a write() into one -- and nowhere else. A kernel that keeps a copy
+  /// derived from a weight (TensorRef::weightsVersion) drops it when the
+  /// version moves.
+  const std::atomic<uint64_t> &weightsVersion() const { return version; }
+  /// Moves weightsVersion(): the caller is about to write weights, or has.
+  void weightsWritten() { version.fetch_add(1, std::memory_order_acq_rel); }
+  /// Whether buffer `id` lives in a weight's storage: its root is a SHARD,
+  /// PERSISTENT or CONSTANT buffer.
+  bool holdsWeights(uint32_t id) const { return weightRoots[roots[id]]; }
 
   /// The buffer that owns `id`'s storage: `id` itself unless it is a view.
   uint32_t rootOf(uint32_t id) const { return roots[id]; }
@@ -268,6 +284,8 @@ private:
   std::vector<uint8_t *> addresses;
   std::vector<uint32_t> roots;
   std::vector<uint64_t> rootOffsets;
+  std::vector<bool> weightRoots; // by root id: holdsWeights()
+  std::atomic<uint64_t> version{0};
 };
 
 } // namespace zplan

@@ -145,10 +145,14 @@ Status Session::load(const std::string &path, train::LoadedCheckpoint &loaded) {
   State &s = *state;
   ZR_RETURN_IF_ERROR(s.usable());
   CheckpointStaging staging(s.plan, *s.memory);
+  // The restore writes the weights: what a kernel derived from them is
+  // stale from here, even should the restore fail half-way.
+  s.memory->weightsWritten();
   ZR_RETURN_IF_ERROR(train::loadCheckpoint(path, plan::planIdentity(s.plan),
                                            staging.regions, s.communicator,
                                            loaded));
   ZR_RETURN_IF_ERROR(staging.toBackend());
+  s.memory->weightsWritten();
   ZR_RETURN_IF_ERROR(s.memory->refreshMirrors());
   s.optimizerSteps = loaded.step;
   s.microInWindow = 0;

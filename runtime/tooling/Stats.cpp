@@ -22,6 +22,10 @@ bool zplan::tooling::printStats(comm::Communicator &communicator,
        << " B, persistent " << memory.persistentBytes() << " B";
   if (uint64_t state = memory.stateSection().bytes())
     line << ", training state " << state << " B";
+  // Outside the plan: the kernels' own copies of weights (the CPU GEMM's
+  // packed ones, runtime/cpu/StationaryWeights.h).
+  if (uint64_t copies = memory.backend().weightCopyBytes())
+    line << ", packed weights " << copies << " B";
   // Offload (docs/offload.md): the state outside the device.
   if (const TierStore *tiers = memory.tierStore()) {
     if (tiers->hostBytes())

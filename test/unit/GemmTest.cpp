@@ -240,3 +240,61 @@ TEST_F(Avx512Gemm, RaggedRowsComputeOnlyTheirColumnsAndDepth) {
 }
 
 } // namespace
+
+/// packB then sgemmAvx512Packed (a weight packed once, StationaryWeights.h):
+/// the same bits as sgemmAvx512 packing per call, for B and B^T, onto C
+/// and not, streamed, on N that ends a panel early and on bands of rows
+/// and of whole panels (Matmul.cpp's gemmPacked); nothing past N written.
+TEST_F(Avx512Gemm, PackedOnceIsTheSameBitsAsPackedPerCall) {
+  int m = 45, k = 53;
+  for (int n : {1, 95, 96, 97, 230})
+    for (bool transposeB : {false, true})
+      for (float beta : {0.0f, 1.0f})
+        for (bool stream : {false, true}) {
+          SCOPED_TRACE("N=" + std::to_string(n) + (transposeB ? " B^T" : " B") +
+                       " beta " + std::to_string(beta) +
+                       (stream ? " streamed" : ""));
+          int ldb = transposeB ? k + 3 : n + 3, ldc = n + 16;
+          std::vector<float> a = randomValues(size_t(m) * k);
+          std::vector<float> b = randomValues(size_t(transposeB ? n : k) * ldb);
+          std::vector<float> start = randomValues(size_t(m) * ldc);
+          Aligned packed(static_cast<size_t>(packedBFloats(n, k)));
+          packB(transposeB, n, k, b.data(), ldb, packed.get());
+
+          Aligned perCall(start.size()), once(start.size());
+          std::copy(start.begin(), start.end(), perCall.get());
+          std::copy(start.begin(), start.end(), once.get());
+          sgemmAvx512(transposeB, m, n, k, 1.0f, a.data(), k, b.data(), ldb,
+                      beta, perCall.get(), ldc, stream);
+          sgemmAvx512Packed(m, n, k, a.data(), k, packed.get(), beta,
+                            once.get(), ldc, stream);
+          ASSERT_EQ(std::memcmp(perCall.get(), once.get(), 4 * start.size()),
+                    0);
+
+          // Rows 9 .. 30 alone; the panels from the second on alone.
+          Aligned rows(start.size()), panels(start.size());
+          std::copy(start.begin(), start.end(), rows.get());
+          std::copy(start.begin(), start.end(), panels.get());
+          sgemmAvx512Packed(21, n, k, a.data() + 9 * k, k, packed.get(), beta,
+                            rows.get() + 9 * ldc, ldc, stream);
+          if (n > 96)
+            sgemmAvx512Packed(m, n - 96, k, a.data(), k,
+                              packed.get() + int64_t(k) * 96, beta,
+                              panels.get() + 96, ldc, stream);
+          for (int i = 0; i < m; ++i)
+            for (int j = 0; j < ldc; ++j) {
+              const float *whole = &perCall.get()[i * ldc + j];
+              const float *before = &start[size_t(i) * ldc + j];
+              bool inRows = i >= 9 && i < 30 && j < n;
+              bool inPanels = n > 96 && j >= 96 && j < n;
+              ASSERT_EQ(std::memcmp(&rows.get()[i * ldc + j],
+                                    inRows ? whole : before, 4),
+                        0)
+                  << "row band (" << i << ", " << j << ")";
+              ASSERT_EQ(std::memcmp(&panels.get()[i * ldc + j],
+                                    inPanels ? whole : before, 4),
+                        0)
+                  << "panel band (" << i << ", " << j << ")";
+            }
+        }
+}
