@@ -63,19 +63,27 @@ struct Exp {
 };
 
 /// exp of each of sixteen lanes: 0 below kZeroBelow, +inf above
-/// kInfinityAbove, NaN for NaN.
+/// kInfinityAbove, NaN for NaN. kNonPositive: the caller promises no lane
+/// is above 0 (logistic's exp(-|x|)), and the checks for +inf are left
+/// out; a NaN lane gives NaN without its own check then (every step
+/// passes it on), as x86 returns it: the first NaN operand, quieted --
+/// which logistic's divide makes x's either way. The same bits.
+template <bool kNonPositive = false>
 inline __attribute__((always_inline)) F32x16 exp16(F32x16 x) {
   using F = F32x16;
   using I = I32x16;
   I zero = x < Exp::kZeroBelow;
-  I infinite = x > Exp::kInfinityAbove;
-  I nan = x != x;
   // A lane below kZeroBelow becomes 0 at the end; it is evaluated at 0
   // meanwhile, not at kZeroBelow, whose exp is below the subnormals: the
   // CPU takes a slow assist for each such multiply (a causal softmax's
   // masked lanes in every row's last block).
   F clamped = select(zero, F{}, x);
-  clamped = select(infinite, F{} + Exp::kInfinityAbove, clamped);
+  I infinite = {}, nan = {};
+  if constexpr (!kNonPositive) {
+    infinite = x > Exp::kInfinityAbove;
+    nan = x != x;
+    clamped = select(infinite, F{} + Exp::kInfinityAbove, clamped);
+  }
   F shifted = clamped * Exp::kLog2e + Exp::kRound;
   I n = (I)shifted - Exp::kRoundBits;
   F nf = shifted - Exp::kRound;
@@ -92,6 +100,8 @@ inline __attribute__((always_inline)) F32x16 exp16(F32x16 x) {
   F high = (F)((n - half + Exp::kExponentBias) << Exp::kMantissaBits);
   F y = p * low * high;
   y = select(zero, F{}, y);
+  if constexpr (kNonPositive)
+    return y;
   y = select(infinite, F{} + std::numeric_limits<float>::infinity(), y);
   return select(nan, x, y);
 }
@@ -176,7 +186,7 @@ struct DoubleLanes {
 template <bool kSilu>
 inline __attribute__((always_inline)) F32x16 logistic(F32x16 x) {
   I32x16 negative = x < 0.0f;
-  F32x16 e = exp16(-(F32x16)((I32x16)x & 0x7fffffff));
+  F32x16 e = exp16</*kNonPositive=*/true>(-(F32x16)((I32x16)x & 0x7fffffff));
   F32x16 numerator;
   if constexpr (kSilu)
     numerator = select(negative, x * e, x);
