@@ -16,6 +16,9 @@
 // once. The copy is the kernel's own memory beside the plan's, like the
 // threads' panels: as many bytes as the weight's f32 elements (columns
 // rounded up to 96). `zrun --stats` prints the total (packedWeightBytes).
+// A plan compiled for a memory budget keeps none: the executor marks no
+// weight of it (Executor.h), as the budget counts every byte the plan
+// holds.
 // Packed or not, the tiles and the panels are the same: the same bits.
 //
 //===----------------------------------------------------------------------===//

@@ -82,8 +82,11 @@ Status Executor::prepare() {
   for (uint32_t root = 1; root < written.size(); ++root)
     if (written[root] && memory.holdsWeights(root))
       mayWriteWeights = true;
+  // A plan made for a memory budget promises its bytes: no kernel keeps
+  // a copy beside them.
+  bool copiesAllowed = !mayWriteWeights && plan.memory_budget() == 0;
   auto readOnlyWeight = [&](uint32_t id) {
-    return !mayWriteWeights && memory.holdsWeights(id) &&
+    return copiesAllowed && memory.holdsWeights(id) &&
            !written[memory.rootOf(id)] && memory.address(id) != nullptr;
   };
   kernels.resize(count);

@@ -47,7 +47,9 @@
 //     that lets another buffer overwrite it between the two is caught.
 // The weights an infer or logprobs program only reads -- shards,
 // persistent groups and constants that none of its instructions names as a
-// result -- reach their kernels with TensorRef::weightsVersion set: a
+// result -- reach their kernels with TensorRef::weightsVersion set, unless
+// the plan was made for a memory budget (zcc --memory-budget, whose bytes
+// no kernel may add to): a
 // kernel may keep a copy derived from them (the CPU GEMM packs such a
 // weight once instead of on every call, runtime/cpu/StationaryWeights.h)
 // until RankMemory::weightsVersion() moves. A run of any other program
