@@ -19,6 +19,7 @@
 #include "runtime/cpu/VectorMath.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <iterator>
 #include <limits>
@@ -106,6 +107,11 @@ inline __attribute__((always_inline)) F32x16 exp16(F32x16 x) {
   return select(nan, x, y);
 }
 
+/// Whether `value` is +0 (not -0): x - value is then x for every x.
+inline bool isPositiveZero(double value) {
+  return value == 0 && !std::signbit(value);
+}
+
 /// Whether every lane of `x` is below `limit` (false for a NaN lane).
 inline __attribute__((always_inline)) bool allBelow(F32x16 x, float limit) {
   I32x16 below = x < limit;
@@ -157,11 +163,16 @@ struct DoubleLanes {
     low += lowHalf(x);
     high += highHalf(x);
   }
-  /// Adds (x[j] - center)^2, in double, to lane j.
+  /// Adds (x[j] - center)^2, in double, to lane j; kUncentered: center is
+  /// +0, which leaves every x[j] as it is, and is not subtracted.
+  template <bool kUncentered = false>
   inline __attribute__((always_inline)) void addCenteredSquares(F32x16 x,
                                                                 double center) {
-    F64x8 lowCentered = lowHalf(x) - center,
-          highCentered = highHalf(x) - center;
+    F64x8 lowCentered = lowHalf(x), highCentered = highHalf(x);
+    if constexpr (!kUncentered) {
+      lowCentered -= center;
+      highCentered -= center;
+    }
     low += lowCentered * lowCentered;
     high += highCentered * highCentered;
   }
@@ -267,6 +278,10 @@ ZPLAN_VECTOR_CLONES
 double centeredSquareSum(const float *x, int64_t n, double center) {
   DoubleLanes sums;
   int64_t i = 0;
+  // x - (+0) is x, bit for bit (-0 included): rms_norm's rows skip it.
+  if (isPositiveZero(center))
+    for (; i + kLanes <= n; i += kLanes)
+      sums.addCenteredSquares</*kUncentered=*/true>(load<F32x16>(x + i), 0.0);
   for (; i + kLanes <= n; i += kLanes)
     sums.addCenteredSquares(load<F32x16>(x + i), center);
   for (int lane = 0; i < n; ++i, ++lane) {
@@ -310,6 +325,15 @@ void normalizeInDouble(const float *x, int64_t n, double mean, double inverse,
   // Each element the scalar loop's (x - mean) * inverse, * weight, + bias,
   // in double, rounded once: a lane computes it in that order.
   int64_t i = 0;
+  // x - (+0) is x, bit for bit: rms_norm's rows skip it.
+  if (isPositiveZero(mean) && !bias)
+    for (; i + 8 <= n; i += 8) {
+      F64x8 normalized =
+          __builtin_convertvector(load<F32x8>(x + i), F64x8) * inverse;
+      if (weight)
+        normalized *= __builtin_convertvector(load<F32x8>(weight + i), F64x8);
+      store(y + i, __builtin_convertvector(normalized, F32x8));
+    }
   for (; i + 8 <= n; i += 8) {
     F64x8 normalized =
         (__builtin_convertvector(load<F32x8>(x + i), F64x8) - mean) * inverse;

@@ -158,32 +158,62 @@ TEST(VectorMath, LanesBelowExpsZeroGiveZerosAndTheSameSum) {
   EXPECT_TRUE(std::isnan(y[9]));
 }
 
+/// centeredSquareSum is the sum of (x - center)^2 in double, element i in
+/// lane i % 16, the lanes added in order: with a center of +0 (rms_norm's
+/// rows, which skip the subtraction) as with any other.
+TEST(VectorMath, CenteredSquareSumIsTheLaneFormula) {
+  for (int64_t n = 0; n <= 40; ++n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = i % 7 == 2 ? -0.0f : std::sin(static_cast<float>(i)) * 5.0f;
+    for (double center : {0.3, 0.0, -0.0}) {
+      double lanes[16] = {};
+      for (int64_t i = 0; i < n; ++i) {
+        double centered = static_cast<double>(x[i]) - center;
+        lanes[i % 16] += centered * centered;
+      }
+      double expected = 0;
+      for (double lane : lanes)
+        expected += lane;
+      double got = centeredSquareSum(x.data(), n, center);
+      EXPECT_EQ(std::memcmp(&got, &expected, sizeof(double)), 0)
+          << "n = " << n << ", center " << center << ": " << got << " vs "
+          << expected;
+    }
+  }
+}
+
+/// With a mean of +0 (rms_norm's rows) the loop skips the subtraction;
+/// -0, which turns a -0 element into +0, does not. Elements of -0 are in
+/// the rows to tell.
 TEST(VectorMath, NormalizeInDoubleIsTheScalarFormula) {
   for (int64_t n = 0; n <= 21; ++n) {
     std::vector<float> x(static_cast<size_t>(n)), weight(x.size()),
         bias(x.size());
     for (int64_t i = 0; i < n; ++i) {
-      x[i] = std::sin(static_cast<float>(i)) * 3.0f;
+      x[i] = i % 5 == 3 ? -0.0f : std::sin(static_cast<float>(i)) * 3.0f;
       weight[i] = 0.5f + std::cos(static_cast<float>(i)) * 0.25f;
       bias[i] = static_cast<float>(i) * 0.125f - 1.0f;
     }
-    const double mean = 0.3, inverse = 1.7;
-    for (int variant = 0; variant < 3; ++variant) {
-      const float *w = variant >= 1 ? weight.data() : nullptr;
-      const float *b = variant == 2 ? bias.data() : nullptr;
-      std::vector<float> y(static_cast<size_t>(n) + 1, 9.0f);
-      normalizeInDouble(x.data(), n, mean, inverse, w, b, y.data());
-      for (int64_t i = 0; i < n; ++i) {
-        double expected = (x[i] - mean) * inverse;
-        if (w)
-          expected *= w[i];
-        if (b)
-          expected += b[i];
-        EXPECT_EQ(bitsOf(y[i]), bitsOf(static_cast<float>(expected)))
-            << "n = " << n << ", element " << i << ", variant " << variant;
+    const double inverse = 1.7;
+    for (double mean : {0.3, 0.0, -0.0})
+      for (int variant = 0; variant < 3; ++variant) {
+        const float *w = variant >= 1 ? weight.data() : nullptr;
+        const float *b = variant == 2 ? bias.data() : nullptr;
+        std::vector<float> y(static_cast<size_t>(n) + 1, 9.0f);
+        normalizeInDouble(x.data(), n, mean, inverse, w, b, y.data());
+        for (int64_t i = 0; i < n; ++i) {
+          double expected = (x[i] - mean) * inverse;
+          if (w)
+            expected *= w[i];
+          if (b)
+            expected += b[i];
+          EXPECT_EQ(bitsOf(y[i]), bitsOf(static_cast<float>(expected)))
+              << "n = " << n << ", element " << i << ", variant " << variant
+              << ", mean " << mean;
+        }
+        EXPECT_EQ(y[n], 9.0f) << "past the end, n = " << n;
       }
-      EXPECT_EQ(y[n], 9.0f) << "past the end, n = " << n;
-    }
   }
 }
 
