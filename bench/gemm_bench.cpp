@@ -12,9 +12,13 @@
 // L3 of this machine) multiplied one after the other, as a forward meets
 // its layers: A, B and C come from L3 or memory. "hot": one set, again and
 // again, everything in cache. Each figure is the median over R rounds
-// (5), in GFLOP/s; the ratio is zplan's over OpenBLAS's. The products are
-// compared as well: the largest difference from OpenBLAS's, relative to
-// the largest |C|, is printed and must stay under 1e-5 (exit 1 otherwise).
+// (5), in GFLOP/s; the ratio is zplan's over OpenBLAS's. "packed" is
+// zplan's kernel on each B packed once beforehand (packB, as a forward's
+// weights are kept: runtime/cpu/StationaryWeights.h), and "gain" its rate
+// over zplan's packing per call. The products are compared as well: the
+// largest difference from OpenBLAS's, relative to the largest |C|, is
+// printed and must stay under 1e-5 (exit 1 otherwise); the packed product
+// must be zplan's per call bit for bit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -46,6 +51,8 @@ struct Shape {
 
 struct Operands {
   std::vector<float> a, b, c;
+  /// B as packB packs it: 64-byte aligned.
+  std::unique_ptr<float, decltype(&std::free)> packed{nullptr, &std::free};
 };
 
 double seconds() {
@@ -91,8 +98,9 @@ int main(int argc, char **argv) {
   std::printf("# gemm_bench: one thread; OpenBLAS's %s kernels; %d operand "
               "sets, median of %d rounds; B transposed\n",
               zplan::cpu::blasCoreName().c_str(), sets, rounds);
-  std::printf("%-16s %5s %5s %5s  %-6s %8s %8s %6s  %s\n", "product", "M", "N",
-              "K", "data", "zplan", "OpenBLAS", "ratio", "max diff");
+  std::printf("%-16s %5s %5s %5s  %-6s %8s %8s %6s  %8s %6s  %s\n", "product",
+              "M", "N", "K", "data", "zplan", "OpenBLAS", "ratio", "packed",
+              "gain", "max diff");
   const Shape shapes[] = {
       {"small q_proj", 512, 256, 256},     {"small gate_proj", 512, 688, 256},
       {"small down_proj", 512, 256, 688},  {"small lm_head", 512, 8192, 256},
@@ -115,11 +123,22 @@ int main(int argc, char **argv) {
         x = value(generator);
       for (float &x : set.b)
         x = value(generator);
+      size_t packedBytes =
+          sizeof(float) *
+          static_cast<size_t>(zplan::cpu::detail::packedBFloats(n, k));
+      set.packed.reset(static_cast<float *>(
+          std::aligned_alloc(64, (packedBytes + 63) / 64 * 64)));
+      zplan::cpu::detail::packB(true, n, k, set.b.data(), k, set.packed.get());
     }
     auto zplan = [&](int set) {
       Operands &o = operands[set];
       sgemmAvx512(true, m, n, k, 1.0f, o.a.data(), k, o.b.data(), k, 0.0f,
                   o.c.data(), n, stream);
+    };
+    auto packed = [&](int set) {
+      Operands &o = operands[set];
+      zplan::cpu::detail::sgemmAvx512Packed(
+          m, n, k, o.a.data(), k, o.packed.get(), 0.0f, o.c.data(), n, stream);
     };
     auto blas = [&](int set) {
       Operands &o = operands[set];
@@ -139,6 +158,12 @@ int main(int argc, char **argv) {
     double relative = difference / std::max(largest, 1e-30);
     if (!(relative < 1e-5))
       ok = false;
+    std::vector<float> perCall = operands[0].c;
+    packed(0);
+    bool same = std::memcmp(perCall.data(), operands[0].c.data(),
+                            sizeof(float) * perCall.size()) == 0;
+    if (!same)
+      ok = false;
     double flops = 2.0 * m * n * k;
     for (bool hot : {false, true}) {
       int count = hot ? 1 : sets;
@@ -146,10 +171,14 @@ int main(int argc, char **argv) {
           flops * count / medianSeconds(rounds, count, zplan) / 1e9;
       double blasRate =
           flops * count / medianSeconds(rounds, count, blas) / 1e9;
-      std::printf("%-16s %5d %5d %5d  %-6s %8.1f %8.1f %6.3f  %.2g%s\n",
-                  shape.name, m, n, k, hot ? "hot" : "layers", zplanRate,
-                  blasRate, zplanRate / blasRate, relative,
-                  relative < 1e-5 ? "" : " FAIL");
+      double packedRate =
+          flops * count / medianSeconds(rounds, count, packed) / 1e9;
+      std::printf(
+          "%-16s %5d %5d %5d  %-6s %8.1f %8.1f %6.3f  %8.1f %6.3f  "
+          "%.2g%s%s\n",
+          shape.name, m, n, k, hot ? "hot" : "layers", zplanRate, blasRate,
+          zplanRate / blasRate, packedRate, packedRate / zplanRate, relative,
+          relative < 1e-5 ? "" : " FAIL", same ? "" : " FAIL (packed differs)");
     }
   }
   return ok ? 0 : 1;
