@@ -27,6 +27,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -170,8 +171,11 @@ void stridedCopy(const T *input, int64_t base,
                           const T *source = input + in[0];
                           T *target = output + out;
                           if (step[0] == 1) {
-                            for (int64_t j = 0; j < count; ++j)
-                              target[j] = source[j];
+                            // libc's copy, wider than the loop's vectors
+                            // on the baseline target (attention's head
+                            // swaps move runs of a head's 64 floats).
+                            std::memcpy(target, source,
+                                        sizeof(T) * static_cast<size_t>(count));
                           } else {
                             for (int64_t j = 0; j < count; ++j)
                               target[j] = source[j * step[0]];
