@@ -165,22 +165,24 @@ void stridedCopy(const T *input, int64_t base,
                  const std::vector<int64_t> &shape, T *output) {
   if (tiledTransposeCopy(input, base, strides, shape, output))
     return;
-  parallelForEachRun<1>(shape, {strides}, {base},
-                        [&](int64_t out, const std::array<int64_t, 1> &in,
-                            const std::array<int64_t, 1> &step, int64_t count) {
-                          const T *source = input + in[0];
-                          T *target = output + out;
-                          if (step[0] == 1) {
-                            // libc's copy, wider than the loop's vectors
-                            // on the baseline target (attention's head
-                            // swaps move runs of a head's 64 floats).
-                            std::memcpy(target, source,
-                                        sizeof(T) * static_cast<size_t>(count));
-                          } else {
-                            for (int64_t j = 0; j < count; ++j)
-                              target[j] = source[j * step[0]];
-                          }
-                        });
+  parallelForEachRun<1>(
+      shape, {strides}, {base},
+      [&](int64_t out, const std::array<int64_t, 1> &in,
+          const std::array<int64_t, 1> &step, int64_t count) {
+        const T *source = input + in[0];
+        T *target = output + out;
+        if (step[0] == 1) {
+          // libc's copy, wider than the loop's vectors
+          // on the baseline target (attention's head
+          // swaps move runs of a head's 64 floats);
+          // memmove, as an elementwise op may run in
+          // place.
+          std::memmove(target, source, sizeof(T) * static_cast<size_t>(count));
+        } else {
+          for (int64_t j = 0; j < count; ++j)
+            target[j] = source[j * step[0]];
+        }
+      });
 }
 
 /// exp(x) for a softmax's shifted score x = score - max <= 0, in x's type:
