@@ -313,6 +313,7 @@ int main(int argc, char **argv) {
                      std::to_string(ranks) + ", one BLAS thread per rank, " +
                      cpu::blasCoreName() + " kernels) on " + today() + ", " +
                      machineName() + ": ";
+    std::string gemm = cpu::f32GemmName(); // "zplan's AVX-512", ...
     std::ostringstream json;
     json << "{\n"
          << "  \"name\": \"cpu\",\n"
@@ -329,12 +330,15 @@ int main(int argc, char **argv) {
          << number(computeSlowdown) << ",\n"
          << "  \"sources\": {\n"
          << "    \"matmul_flops_per_second\": \"" << by
-         << "the runtime's matmul kernel (OpenBLAS SGEMM) on 512 x 512 x 512, "
+         << "the runtime's matmul kernel (" << gemm
+         << " f32 GEMM, its operand packed per call, as a gathered weight's "
+            "is) on 512 x 512 x 512, "
             "2 m n k FLOPs, median of 5 rounds, mean over ranks. The bf16 "
-            "matmuls widen to the same SGEMM (no CPU sbgemm), so the same "
+            "matmuls widen to the same f32 GEMM (no CPU sbgemm), so the same "
             "rate.\",\n"
          << "    \"f32_matmul_flops_per_second\": \"" << by
-         << "the runtime's matmul kernel (OpenBLAS SGEMM) on 512 x 512 x 512, "
+         << "the runtime's matmul kernel (" << gemm
+         << " f32 GEMM) on 512 x 512 x 512, "
             "as matmul_flops_per_second.\",\n"
          << "    \"vector_flops_per_second\": \"" << by
          << "the runtime's silu kernel over 64 Ki floats in cache, at the "

@@ -28,8 +28,9 @@
 // prefetching A's and C's next rows measured nothing. A weight that stays
 // the same across runs is packed once instead (packB, then
 // sgemmAvx512Packed: StationaryWeights.h), as onnxruntime's MLAS packs its
-// constant weights at load: 1.5-3% faster on the forward's products in
-// gemm_bench, whose copy per call costs the transposes and the stores.
+// constant weights at load: 1-7% faster on the forward's products in
+// gemm_bench (bench/README.md), the transposes and stores of a copy per
+// call saved.
 //
 //===----------------------------------------------------------------------===//
 
