@@ -18,13 +18,26 @@
 // checks themselves are the executor's, the same for every backend.
 //
 // The executor allocates nothing while running: every buffer lives in the
-// RankMemory set up at load.
+// RankMemory set up at load (a kernel's own copies of weights, below, are
+// the backend's).
 //
 // The implementation is split by concern: Executor.cpp (setup, the two
 // queues and their events), Instructions.cpp (what each non-kernel
 // instruction does), Carry.cpp (the carried gather across programs),
 // ScheduleCheck.cpp (--check's reads and checksums); ProgramSupport.h holds
 // the checks made before an executor is created.
+//
+// The weights an infer or logprobs program only reads -- shards,
+// persistent groups and constants that none of its instructions names as a
+// result -- reach their kernels with TensorRef::weightsVersion set, unless
+// the plan was made for a memory budget (zcc --memory-budget, whose bytes
+// no kernel may add to). A kernel may keep a copy derived from such a
+// weight (the CPU GEMM packs it once instead of on every call,
+// runtime/cpu/StationaryWeights.h) until RankMemory::weightsVersion()
+// moves. A run of any other program moves it, before and after: an
+// optimizer step, a tier fetch or a resident gather may write weights;
+// so does a run of an infer or logprobs program that names a weight among
+// its results.
 //
 // --check mode (ExecutorOptions::check) turns schedule bugs into errors that
 // name the instruction and the parameter:
@@ -45,18 +58,6 @@
 //     release), and its checksum at the carry_wait or carry_drain must be
 //     the one its carry_gather left in the previous program, so that a plan
 //     that lets another buffer overwrite it between the two is caught.
-// The weights an infer or logprobs program only reads -- shards,
-// persistent groups and constants that none of its instructions names as a
-// result -- reach their kernels with TensorRef::weightsVersion set, unless
-// the plan was made for a memory budget (zcc --memory-budget, whose bytes
-// no kernel may add to): a
-// kernel may keep a copy derived from them (the CPU GEMM packs such a
-// weight once instead of on every call, runtime/cpu/StationaryWeights.h)
-// until RankMemory::weightsVersion() moves. A run of any other program
-// moves it, before and after: an optimizer step, a tier fetch or a
-// resident gather may write weights. (The forwards write none: the
-// emitter puts those writes in the other kinds.)
-//
 // Without --check the carry's ledger (RankMemory::CarriedCopy) is still
 // kept: a carry_wait with no carried gather before it, a carry_gather over
 // a copy still in use, and a program other than decode or generate_end
