@@ -45,16 +45,25 @@ private:
   std::vector<uint8_t> storage;
 };
 
+/// A kernel function and its tensors; a matmul whose rhs is a weight its
+/// program only reads (TensorRef::weightsVersion) keeps that weight packed
+/// across runs as well (`packed`, StationaryWeights.h).
 class CpuKernel final : public PreparedKernel {
 public:
   CpuKernel(const plan::Instruction &instruction,
             std::vector<TensorRef> operands, std::vector<TensorRef> results,
             cpu::detail::KernelFunction function)
       : instruction(instruction), operands(std::move(operands)),
-        results(std::move(results)), function(function) {}
+        results(std::move(results)), function(function) {
+    if (instruction.opcode() == plan::OPCODE_MATMUL &&
+        this->operands.size() >= 2 && this->operands[1].weightsVersion)
+      packed = std::make_unique<cpu::detail::PackedRhs>();
+  }
 
   Status run() override {
-    return function(cpu::detail::KernelCall{instruction, operands, results});
+    cpu::detail::KernelCall call{instruction, operands, results};
+    return packed ? cpu::detail::runMatmulStationary(call, *packed)
+                  : function(call);
   }
 
 private:
@@ -62,29 +71,7 @@ private:
   std::vector<TensorRef> operands;
   std::vector<TensorRef> results;
   cpu::detail::KernelFunction function;
-};
-
-/// nn.matmul with a weight for its rhs that the program only reads
-/// (TensorRef::weightsVersion): the kernel keeps the weight packed across
-/// runs (StationaryWeights.h).
-class StationaryMatmulKernel final : public PreparedKernel {
-public:
-  StationaryMatmulKernel(const plan::Instruction &instruction,
-                         std::vector<TensorRef> operands,
-                         std::vector<TensorRef> results)
-      : instruction(instruction), operands(std::move(operands)),
-        results(std::move(results)) {}
-
-  Status run() override {
-    return cpu::detail::runMatmulStationary(
-        cpu::detail::KernelCall{instruction, operands, results}, packed);
-  }
-
-private:
-  const plan::Instruction &instruction;
-  std::vector<TensorRef> operands;
-  std::vector<TensorRef> results;
-  cpu::detail::PackedRhs packed;
+  std::unique_ptr<cpu::detail::PackedRhs> packed; // null: nothing kept
 };
 
 /// A CPU kernel or collective has completed when the call that issued it
@@ -178,12 +165,6 @@ Status CpuBackend::prepareKernel(const plan::Instruction &instruction,
     return Status::error(plan::opcodeName(instruction.opcode()) +
                          ": the CPU backend has no kernel for this op");
   cpu::detail::chooseDefaultBlasThreads();
-  if (instruction.opcode() == plan::OPCODE_MATMUL && operands.size() >= 2 &&
-      operands[1].weightsVersion) {
-    out = std::make_unique<StationaryMatmulKernel>(
-        instruction, std::move(operands), std::move(results));
-    return Status::success();
-  }
   out = std::make_unique<CpuKernel>(instruction, std::move(operands),
                                     std::move(results), function);
   return Status::success();

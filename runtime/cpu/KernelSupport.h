@@ -172,11 +172,9 @@ void stridedCopy(const T *input, int64_t base,
         const T *source = input + in[0];
         T *target = output + out;
         if (step[0] == 1) {
-          // libc's copy, wider than the loop's vectors
-          // on the baseline target (attention's head
-          // swaps move runs of a head's 64 floats);
-          // memmove, as an elementwise op may run in
-          // place.
+          // libc's copy, wider than the loop's vectors on the baseline
+          // target (attention's head swaps move runs of a head's 64
+          // floats); memmove, as an elementwise op may run in place.
           std::memmove(target, source, sizeof(T) * static_cast<size_t>(count));
         } else {
           for (int64_t j = 0; j < count; ++j)

@@ -58,11 +58,14 @@ void blasGemm(bool transposeB, int m, int n, int k, const double *a, int lda,
 }
 
 /// One thread's block of a GEMM: zplan's own kernel (Gemm.h) for f32 where
-/// `own`, else OpenBLAS's.
+/// `own`, reading op(B) from `packed` where given (StationaryWeights.h: the
+/// block's first panel), else OpenBLAS's.
 void blockGemm(bool own, bool streamC, bool transposeB, int m, int n, int k,
-               const float *a, int lda, const float *b, int ldb, float beta,
-               float *c, int ldc) {
-  if (own)
+               const float *a, int lda, const float *b, int ldb,
+               const float *packed, float beta, float *c, int ldc) {
+  if (packed)
+    sgemmAvx512Packed(m, n, k, a, lda, packed, beta, c, ldc, streamC);
+  else if (own)
     sgemmAvx512(transposeB, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc,
                 streamC);
   else
@@ -70,8 +73,8 @@ void blockGemm(bool own, bool streamC, bool transposeB, int m, int n, int k,
 }
 
 void blockGemm(bool, bool, bool transposeB, int m, int n, int k,
-               const double *a, int lda, const double *b, int ldb, double beta,
-               double *c, int ldc) {
+               const double *a, int lda, const double *b, int ldb,
+               const double *, double beta, double *c, int ldc) {
   blasGemm(transposeB, m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -89,10 +92,12 @@ void blockGemm(bool, bool, bool transposeB, int m, int n, int k,
 /// boundaries cut the tiles, test/train/threads.test whole training runs.
 /// (OpenBLAS promises
 /// nothing of the kind; its GEMV, split, did differ: gemv below is
-/// zplan's own.)
+/// zplan's own.) `packed`, where given: op(B) as packB packed it (f32 that
+/// takesAvx512Gemm only; StationaryWeights.h), whose bands of columns are
+/// whole 96-column panels.
 template <typename T>
 void gemm(bool transposeB, int m, int n, int k, const T *a, int lda, const T *b,
-          int ldb, T beta, T *c, int ldc) {
+          int ldb, T beta, T *c, int ldc, const T *packed = nullptr) {
   // A block worth a thread: about 4 MFLOP, some 40 us of one core's GEMM.
   constexpr int64_t kBlockFlops = int64_t(1) << 22;
   bool own = std::is_same_v<T, float> && takesAvx512Gemm(m);
@@ -103,49 +108,24 @@ void gemm(bool transposeB, int m, int n, int k, const T *a, int lda, const T *b,
                 [&](int64_t begin, int64_t end) {
                   blockGemm(own, streamC, transposeB,
                             static_cast<int>(end - begin), n, k,
-                            a + begin * lda, lda, b, ldb, beta, c + begin * ldc,
-                            ldc);
+                            a + begin * lda, lda, b, ldb, packed, beta,
+                            c + begin * ldc, ldc);
                 });
     return;
   }
-  int64_t columnFlops = std::max<int64_t>(2 * int64_t(m) * k, 1);
-  parallelFor(n, std::max<int64_t>(kBlockFlops / columnFlops, 1),
-              [&](int64_t begin, int64_t end) {
-                const T *columns = transposeB ? b + begin * ldb : b + begin;
-                blockGemm(own, streamC, transposeB, m,
-                          static_cast<int>(end - begin), k, a, lda, columns,
-                          ldb, beta, c + begin, ldc);
-              });
-}
-
-/// gemm's f32 product with op(B) packed beforehand (StationaryWeights.h):
-/// bands of rows as gemm's, or bands of whole panels (96 columns) where
-/// M < N, each thread reading its panels of the one packed copy.
-void gemmPacked(int m, int n, int k, const float *a, int lda,
-                const float *packed, float beta, float *c, int ldc) {
-  constexpr int64_t kBlockFlops = int64_t(1) << 22; // as gemm's
-  bool streamC = int64_t(m) * n * int64_t(sizeof(float)) > kStreamedResultBytes;
-  if (m >= n) {
-    int64_t rowFlops = std::max<int64_t>(2 * int64_t(n) * k, 1);
-    parallelFor(m, std::max<int64_t>(kBlockFlops / rowFlops, 1),
-                [&](int64_t begin, int64_t end) {
-                  sgemmAvx512Packed(static_cast<int>(end - begin), n, k,
-                                    a + begin * lda, lda, packed, beta,
-                                    c + begin * ldc, ldc, streamC);
-                });
-    return;
-  }
-  constexpr int kColumns = kPackedPanelColumns;
-  int64_t panels = (n + kColumns - 1) / kColumns;
-  int64_t panelFlops = std::max<int64_t>(2 * int64_t(m) * k * kColumns, 1);
-  parallelFor(panels, std::max<int64_t>(kBlockFlops / panelFlops, 1),
-              [&](int64_t begin, int64_t end) {
-                int64_t first = begin * kColumns;
-                int64_t last = std::min<int64_t>(end * kColumns, n);
-                sgemmAvx512Packed(m, static_cast<int>(last - first), k, a, lda,
-                                  packed + begin * k * kColumns, beta,
-                                  c + first, ldc, streamC);
-              });
+  // Bands of `unit` columns: one, or a packed copy's panel.
+  int64_t unit = packed ? kPackedPanelColumns : 1;
+  int64_t unitFlops = std::max<int64_t>(2 * int64_t(m) * k * unit, 1);
+  parallelFor(
+      (n + unit - 1) / unit, std::max<int64_t>(kBlockFlops / unitFlops, 1),
+      [&](int64_t begin, int64_t end) {
+        int64_t first = begin * unit;
+        int64_t last = std::min<int64_t>(end * unit, n);
+        const T *columns = transposeB ? b + first * ldb : b + first;
+        blockGemm(own, streamC, transposeB, m, static_cast<int>(last - first),
+                  k, a, lda, columns, ldb,
+                  packed ? packed + first * k : nullptr, beta, c + first, ldc);
+      });
 }
 
 /// y[n] = sum_k x[k] * op(B)[k, n] (+ beta * y): op(B) is B [K, N], or
@@ -221,21 +201,15 @@ Status multiply(const KernelCall &call, const MatmulShape &shape, const T *lhs,
   // consecutive row blocks of one [batch * M, K] matrix.
   if (product(shape.rhsBatch) == 1 && fitsBlas(batchCount * m)) {
     int rows = static_cast<int>(batchCount * m);
-    if constexpr (std::is_same_v<T, float>) {
+    const T *packed = nullptr;
+    if constexpr (std::is_same_v<T, float>)
       if (stationary && takesAvx512Gemm(rows))
-        if (const float *packed =
-                stationary->forRun(call.operands[1].weightsVersion->load(
-                                       std::memory_order_acquire),
-                                   shape.transposeRhs, static_cast<int>(n),
-                                   static_cast<int>(k), rhs, ldb)) {
-          gemmPacked(rows, static_cast<int>(n), static_cast<int>(k), lhs, lda,
-                     packed, beta, result, ldc);
-          return Status::success();
-        }
-    }
-    gemm(shape.transposeRhs, static_cast<int>(batchCount * m),
-         static_cast<int>(n), static_cast<int>(k), lhs, lda, rhs, ldb, beta,
-         result, ldc);
+        packed = stationary->forRun(
+            call.operands[1].weightsVersion->load(std::memory_order_acquire),
+            shape.transposeRhs, static_cast<int>(n), static_cast<int>(k), rhs,
+            ldb);
+    gemm(shape.transposeRhs, rows, static_cast<int>(n), static_cast<int>(k),
+         lhs, lda, rhs, ldb, beta, result, ldc, packed);
     return Status::success();
   }
 
